@@ -1,0 +1,49 @@
+# leantune: the two commands of the Quick start (`make demo`, `make test`) do all set-up themselves.
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
+                libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev \
+                libbenchmark-dev
+
+.PHONY: deps configure-cpu build-cpu test test-asan cuda test-cuda demo format clean
+
+# Installs the Debian packages the build needs, when they are missing and we are root.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing Debian packages: $$missing (run 'make deps' as root or install them)"; exit 1; \
+	  fi; \
+	fi
+
+build/cpu/build.ninja: | deps
+	cmake --preset cpu
+
+build-cpu: deps build/cpu/build.ninja
+	cmake --build build/cpu -j $(JOBS)
+
+# Every CPU test through ctest, then the file readers again under AddressSanitizer.
+test: build-cpu test-asan
+	cd build/cpu && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	@[ -f build/asan/build.ninja ] || cmake --preset asan
+	cmake --build build/asan -j $(JOBS) --target test_io
+	cd build/asan && ctest --output-on-failure -j $(JOBS) -L io
+
+cuda: deps
+	@[ -f build/cuda/build.ninja ] || cmake --preset cuda
+	cmake --build build/cuda -j $(JOBS)
+
+# On a GPU machine: the CUDA parity tests against the CPU float64 reference.
+test-cuda: cuda
+	./build/cuda/bin/test_cuda
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+
+clean:
+	rm -rf build

@@ -1,0 +1,30 @@
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace lt::cli {
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"leantune: fine-tune Llama-family models (full, LoRA) with exact, memory-lean training"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("--verbose", verbose, "show where in leantune an error was raised");
+  app.set_version_flag("--version", "leantune 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    if (verbose) fmt::print(stderr, "  (raised at {})\n", e.where());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lt::cli

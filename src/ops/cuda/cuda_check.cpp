@@ -1,0 +1,26 @@
+#include "ops/cuda/cuda_check.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lt::ops::cuda {
+
+void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
+  throw_error(file, line, fmt::format("CUDA error {} ({}) in {}", int(err), cudaGetErrorString(err), expr));
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
+  throw_error(file, line, fmt::format("cuBLAS error {} in {}", int(status), expr));
+}
+
+bool sync_after_launch() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LEANTUNE_CUDA_SYNC");
+    return v && std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,45 @@
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_memory.h"
+
+namespace lt::ops::cuda {
+
+void* DeviceMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw OutOfMemory(fmt::format("cudaMalloc of {} failed ({}); the GPU has {} free of {}", format_bytes(double(bytes)),
+                                  cudaGetErrorString(err), format_bytes(double(free_b)), format_bytes(double(total_b))),
+                      __FILE__, __LINE__);
+  }
+  return p;
+}
+
+void DeviceMemory::deallocate(void* ptr, size_t) { cudaFree(ptr); }
+
+DeviceMemory& DeviceMemory::instance() {
+  static DeviceMemory memory;
+  return memory;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+DeviceInfo device_info(int device) {
+  cudaDeviceProp prop{};
+  LT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceInfo info;
+  info.name = prop.name;
+  info.major = prop.major;
+  info.minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  LT_CUDA_CHECK(cudaSetDevice(device));
+  LT_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
+}  // namespace lt::ops::cuda

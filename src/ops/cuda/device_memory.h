@@ -1,0 +1,26 @@
+// Device memory for arenas (cudaMalloc; never managed memory) and facts about the current GPU.
+#pragma once
+
+#include <string>
+
+#include "core/arena.h"
+
+namespace lt::ops::cuda {
+
+class DeviceMemory final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  Device device() const override { return Device::CUDA; }
+  static DeviceMemory& instance();
+};
+
+struct DeviceInfo {
+  std::string name;
+  int major = 0, minor = 0, sm_count = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+};
+int device_count();  // 0 when no GPU or no driver
+DeviceInfo device_info(int device = 0);
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,27 @@
+// How ops/<op>.cpp routes a call to ops/cpu or ops/cuda by the device of the op's tensors.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace lt::ops {
+
+// Throws unless every given non-empty tensor lives on `device`.
+void check_device(Device device, std::initializer_list<const Tensor*> tensors, const char* op);
+[[noreturn]] void fail_no_cuda(const char* op);
+
+}  // namespace lt::ops
+
+// LT_OP_DISPATCH(device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...).
+#if defined(LT_HAVE_CUDA)
+#define LT_OP_DISPATCH(device, op, ...) \
+  ((device) == ::lt::Device::CUDA ? ::lt::ops::cuda::op(__VA_ARGS__) : ::lt::ops::cpu::op(__VA_ARGS__))
+#else
+#define LT_OP_DISPATCH(device, op, ...) \
+  ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
+                                  : ::lt::ops::cpu::op(__VA_ARGS__))
+#endif
+
+// For an op whose CUDA twin does not exist yet: CUDA tensors are refused with a clear message.
+#define LT_OP_DISPATCH_CPU(device, op, ...) \
+  ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
+                                  : ::lt::ops::cpu::op(__VA_ARGS__))

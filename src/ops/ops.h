@@ -1,0 +1,133 @@
+// The ops of the decoder, one POD parameter struct each. The same names are implemented in
+// ops/cpu/<op>.cpp (float and double, plain loops + BLAS: the reference) and ops/cuda/<op>.cu; the public
+// functions below dispatch on the tensors' device (ops/<op>.cpp).
+//
+// Conventions for every op:
+// - Tensors are dense row-major views; tokens of a batch are flattened to rows where the op does not care
+//   about sequences. Shapes are given in the vocabulary of DESIGN.md (B, T, C, D, H, KVH, HD, F, V).
+// - Parameter gradients ACCUMULATE (+=). Activation gradients are WRITTEN (=) unless the op's params say
+//   accumulate (the residual stream, and inputs that feed several consumers such as q/k/v's shared input).
+// - An empty Tensor (data == nullptr) for an optional output means "not wanted" (frozen weight, no bias).
+// - Statistics saved for backward (rstd, lse) are in the compute dtype on CPU and f32 on GPU.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lt::ops {
+
+// ---- token embedding --------------------------------------------------------------------------------
+struct EmbeddingParams {
+  int64_t tokens;  // N
+  int64_t dim;     // D
+  int64_t vocab;   // V; an id outside [0, V) is an error naming the id and its row
+};
+void embedding_forward(const EmbeddingParams& p, Tensor out /*(N, D)*/, Tensor ids /*(N) i32*/,
+                       Tensor table /*(V, D)*/);
+void embedding_backward(const EmbeddingParams& p, Tensor dtable /*(V, D) +=*/, Tensor dout /*(N, D)*/,
+                        Tensor ids /*(N) i32*/);
+
+// ---- RMSNorm, as transformers computes it: y = x * rsqrt(mean(x^2) + eps) * w ----------------------------
+struct RmsNormParams {
+  int64_t rows;  // N
+  int64_t dim;   // D
+  double eps;
+  bool accumulate_dx = false;  // dx += (residual stream) instead of dx =
+};
+void rmsnorm_forward(const RmsNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/, Tensor x /*(N, D)*/,
+                     Tensor w /*(D)*/);
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx /*(N, D)*/, Tensor dw /*(D) +=, optional*/,
+                      Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor rstd /*(N)*/);
+
+// ---- linear: y = out_scale * (x W^T + b)  (nn.Linear: W is (out, in)) ------------------------------------
+struct LinearParams {
+  int64_t rows;                // M
+  int64_t in;                  // K
+  int64_t out;                 // N
+  double out_scale = 1.0;      // LoRA's scaling on the B projection
+  bool accumulate_y = false;   // y += instead of y = (LoRA adds into the base output)
+  bool accumulate_dx = false;  // dx += instead of dx =
+};
+void linear_forward(const LinearParams& p, Tensor y /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/,
+                    Tensor bias /*(N), optional*/);
+// dx = out_scale * dy W; dw += out_scale * dy^T x; dbias += out_scale * sum_rows dy. Each optional.
+void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N, K)*/, Tensor dbias /*(N)*/,
+                     Tensor dy /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/);
+
+// ---- rotary position embedding, HF's rotate-half layout (dim j pairs with j + HD/2) ----------------------
+enum class RopeType : uint8_t { Default, Llama3 };
+struct RopeParams {
+  int64_t tokens;     // N
+  int64_t heads;      // H (or KVH for keys)
+  int64_t head_dim;   // HD, even
+  double theta;       // base
+  RopeType type = RopeType::Default;
+  double factor = 1.0;  // llama3 scaling (FORMATS.md)
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 8192;
+};
+// The (HD/2) inverse frequencies, in double, after llama3 scaling.
+std::vector<double> rope_inv_freq(const RopeParams& p);
+// In place: x[n, h, :] rotated by angle positions[n] * inv_freq. Backward rotates by the negative angle.
+void rope_forward(const RopeParams& p, Tensor x /*(N, H, HD)*/, Tensor positions /*(N) i32*/);
+void rope_backward(const RopeParams& p, Tensor dx /*(N, H, HD)*/, Tensor positions /*(N) i32*/);
+
+// ---- causal attention with GQA, queries at an offset into a longer K/V range ----------------------------
+// Query i of a sequence sits at absolute index q_offset + i of its K/V range; it sees key j iff
+//   j <= q_offset + i, (window == 0 or q_offset + i - j < window), and the segment ids match (packing:
+//   several sequences share one row; nothing attends across a boundary). Query head h uses kv head
+//   h / (H / KVH).
+struct AttentionParams {
+  int64_t batch;     // B
+  int64_t q_len;     // Tq (a chunk C, or T)
+  int64_t kv_len;    // S >= q_offset + Tq
+  int64_t heads;     // H
+  int64_t kv_heads;  // KVH, divides H
+  int64_t head_dim;  // HD
+  int64_t q_offset = 0;
+  int64_t window = 0;  // sliding window in tokens; 0 = none
+  double scale;        // usually 1/sqrt(HD)
+};
+// q_segments / k_segments: (B, Tq) / (B, S) i32 non-decreasing ids, or both empty (one sequence per row).
+void attention_forward(const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/,
+                       Tensor q /*(B, Tq, H, HD)*/, Tensor k /*(B, S, KVH, HD)*/, Tensor v /*(B, S, KVH, HD)*/,
+                       Tensor q_segments, Tensor k_segments);
+// dq is written; dk and dv ACCUMULATE (chunked training adds into the dK/dV accumulators).
+void attention_backward(const AttentionParams& p, Tensor dq /*(B, Tq, H, HD) =*/, Tensor dk /*(B, S, KVH, HD) +=*/,
+                        Tensor dv /*(B, S, KVH, HD) +=*/, Tensor dout /*(B, Tq, H, HD)*/,
+                        Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/, Tensor q, Tensor k, Tensor v,
+                        Tensor q_segments, Tensor k_segments);
+
+// ---- SwiGLU: h = silu(gate) * up -----------------------------------------------------------------------
+struct SwigluParams {
+  int64_t rows;  // N
+  int64_t dim;   // F
+};
+void swiglu_forward(const SwigluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/, Tensor up /*(N, F)*/);
+void swiglu_backward(const SwigluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
+                     Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
+
+// ---- residual: y += x ----------------------------------------------------------------------------------
+void add_inplace(Tensor y, Tensor x);
+
+// ---- cross-entropy over logits whose labels are already shifted (label of row n = token n+1's) -----------
+struct CrossEntropyParams {
+  int64_t rows;                // N
+  int64_t vocab;               // V
+  int32_t ignore_index = -100;
+  double grad_scale = 1.0;     // d(total loss)/d(sum of row losses): 1 / (label tokens of the whole step)
+};
+// losses[n] = lse[n] - logits[n, labels[n]], 0 where the label is ignored; returns the sum of losses (double).
+double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/, Tensor lse /*(N)*/,
+                             Tensor logits /*(N, V)*/, Tensor labels /*(N) i32*/);
+// dlogits = grad_scale * (softmax(logits) - onehot(label)), 0 rows where ignored. May alias logits.
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/, Tensor logits /*(N, V)*/,
+                            Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+
+// ---- dtype casts between floating tensors of the same shape ----------------------------------------------
+void cast(Tensor dst, Tensor src);
+
+}  // namespace lt::ops
