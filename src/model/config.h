@@ -1,0 +1,70 @@
+// ModelConfig: what the engine needs from an HF config.json (LlamaForCausalLM, Qwen2ForCausalLM,
+// MistralForCausalLM), in both the legacy (rope_theta / rope_scaling / torch_dtype) and the transformers
+// v5 (rope_parameters / dtype) spellings. Anything unsupported is refused naming the field and value.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace lt::model {
+
+enum class Architecture : uint8_t { Llama, Qwen2, Mistral };
+
+struct ModelConfig {
+  Architecture arch = Architecture::Llama;
+  std::string architecture_name;  // as in config.json, e.g. "LlamaForCausalLM"
+  std::string model_type;         // "llama", "qwen2", "mistral"
+
+  int64_t vocab_size = 0;         // V
+  int64_t hidden_size = 0;        // D
+  int64_t intermediate_size = 0;  // F
+  int64_t num_layers = 0;         // L
+  int64_t num_heads = 0;          // H
+  int64_t num_kv_heads = 0;       // KVH (default H)
+  int64_t head_dim = 0;           // HD (default D / H)
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+
+  bool qkv_bias = false;  // Qwen2: always; Llama/Mistral: attention_bias
+  bool o_bias = false;    // Llama/Mistral: attention_bias; Qwen2: never
+  bool mlp_bias = false;  // Llama: mlp_bias
+
+  // RoPE (tokens/heads of the params are filled per call).
+  double rope_theta = 10000.0;
+  ops::RopeType rope_type = ops::RopeType::Default;
+  double rope_factor = 1.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position = 8192;
+
+  // Sliding-window attention per layer (0 = full causal attention in that layer).
+  std::vector<int64_t> layer_window;
+
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> pad_token_id;
+  std::string dtype_name;  // declared on-disk dtype ("bfloat16", "float32", ...), empty when absent
+
+  nlohmann::json raw;  // the file as read, written back (with edits) beside saved checkpoints
+
+  int64_t q_dim() const { return num_heads * head_dim; }    // H * HD
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }  // KVH * HD
+  int64_t window_for_layer(int64_t layer) const { return layer_window.empty() ? 0 : layer_window[size_t(layer)]; }
+  ops::RopeParams rope_params(int64_t tokens, int64_t heads) const;
+};
+
+// `source` names the file in error messages ("models/x/config.json").
+ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source);
+// A config.json path or a directory holding one.
+ModelConfig load_model_config(const std::string& path_or_dir);
+
+std::string architecture_name(Architecture arch);
+
+}  // namespace lt::model
