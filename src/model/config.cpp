@@ -220,11 +220,19 @@ std::optional<int64_t> read_token_id(const FieldReader& r, const std::string& so
   return id;
 }
 
+// Absent keys take the class defaults (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none);
+// an explicit null means none.
 void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
+  bool llama_defaults = cfg.arch != Architecture::Qwen2;
   cfg.bos_token_id = read_token_id(r, source, "bos_token_id", cfg.vocab_size);
+  if (!r.has("bos_token_id") && !r.is_null("bos_token_id") && llama_defaults && cfg.vocab_size > 1)
+    cfg.bos_token_id = 1;
   cfg.pad_token_id = read_token_id(r, source, "pad_token_id", cfg.vocab_size);
   cfg.eos_token_ids.clear();
-  if (!r.has("eos_token_id")) return;
+  if (!r.has("eos_token_id")) {
+    if (!r.is_null("eos_token_id") && llama_defaults && cfg.vocab_size > 2) cfg.eos_token_ids.push_back(2);
+    return;
+  }
   const json& eos = r.at("eos_token_id");
   if (!eos.is_array()) {
     cfg.eos_token_ids.push_back(*read_token_id(r, source, "eos_token_id", cfg.vocab_size));
