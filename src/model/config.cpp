@@ -2,7 +2,8 @@
 // class defaults apply when a key is absent), so that a checkpoint means here what it means there.
 //
 // Fields read and what decides them:
-// - required: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads (a checkpoint
+// - required: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads (a
+// checkpoint
 //   without them has no meaning; transformers would silently take its class defaults).
 // - num_key_value_heads: absent/null -> num_attention_heads (Llama, Qwen2); MistralConfig's default is 8.
 // - head_dim: absent/null -> hidden_size / num_attention_heads (Qwen2 has no head_dim key at all).
@@ -11,6 +12,7 @@
 // - sliding window: Mistral's sliding_window (absent -> MistralConfig's 4096, null -> none) on every layer;
 //   Qwen2 only with use_sliding_window, on the layers whose layer_types entry is "sliding_attention", or when
 //   layer_types is absent, on layers i >= max_window_layers (Qwen2Config.__post_init__); Llama never.
+// - token ids: absent -> LlamaConfig/MistralConfig's bos 1 and eos 2 (Qwen2Config: none); null -> none.
 // - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
 //   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
 // Refused because they would change the math and are not implemented: a quantization_config, non-zero
@@ -21,9 +23,9 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <filesystem>
 
 #include "core/error.h"
 
@@ -49,7 +51,8 @@ class FieldReader {
   int64_t integer(const char* key) const {
     LT_CHECK(object_.contains(key), "{}: required field '{}' is missing", source_, name(key));
     const json& v = object_.at(key);
-    LT_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", source_, name(key), v.dump());
+    LT_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", source_, name(key),
+             v.dump());
     if (v.is_number_unsigned()) {
       LT_CHECK(v.get<uint64_t>() <= uint64_t(INT64_MAX), "{}: field '{}' is {}, which is too large", source_,
                name(key), v.dump());
@@ -121,11 +124,11 @@ void read_architecture(const FieldReader& r, const std::string& source, ModelCon
   const ArchitectureInfo* found = nullptr;
   if (r.has("architectures")) {
     const json& list = r.at("architectures");
-    LT_CHECK(list.is_array() && !list.empty(), "{}: field 'architectures' is {}, expected a list of class names",
-             source, list.dump());
+    LT_CHECK(list.is_array() && !list.empty(),
+             "{}: field 'architectures' is {}, expected a list of class names", source, list.dump());
     for (const json& entry : list) {
-      LT_CHECK(entry.is_string(), "{}: field 'architectures' holds {}, expected class names (strings)", source,
-               entry.dump());
+      LT_CHECK(entry.is_string(), "{}: field 'architectures' holds {}, expected class names (strings)",
+               source, entry.dump());
       for (const auto& info : kArchitectures)
         if (entry.get<std::string>() == info.class_name) found = &info;
     }
@@ -165,9 +168,10 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
     if (dict_key == nullptr) dict_key = "rope_parameters";
   }
   double top_theta = top.number_or("rope_theta", 10000.0);
-  LT_CHECK(!top.has("partial_rotary_factor") || top.number("partial_rotary_factor") == 1.0,
-           "{}: field 'partial_rotary_factor' is {}: partial rotary embeddings are not supported (expected 1.0)",
-           source, top.has("partial_rotary_factor") ? top.at("partial_rotary_factor").dump() : "");
+  LT_CHECK(
+      !top.has("partial_rotary_factor") || top.number("partial_rotary_factor") == 1.0,
+      "{}: field 'partial_rotary_factor' is {}: partial rotary embeddings are not supported (expected 1.0)",
+      source, top.has("partial_rotary_factor") ? top.at("partial_rotary_factor").dump() : "");
 
   cfg.rope_theta = top_theta;
   cfg.rope_type = ops::RopeType::Default;
@@ -179,6 +183,11 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   const json& dict = top.at(dict_key);
   LT_CHECK(dict.is_object(), "{}: field '{}' is {}, expected an object", source, dict_key, dict.dump());
   FieldReader r(dict, source, std::string(dict_key) + ".");
+  // transformers v5 can nest RoPE parameters per layer type; none of the supported families does.
+  for (const auto& [key, value] : dict.items()) {
+    LT_CHECK(!value.is_object(), "{}: field '{}.{}' is {}: RoPE parameters per layer type are not supported",
+             source, dict_key, key, value.dump());
+  }
 
   // The legacy key is `type`; `rope_type` wins when both are present (transformers' standardize_rope_params).
   std::string type = r.has("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "default");
@@ -188,7 +197,8 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
            r.has("rope_theta") ? r.name("rope_theta") : "rope_theta", cfg.rope_theta);
   LT_CHECK(!r.has("partial_rotary_factor") || r.number("partial_rotary_factor") == 1.0,
            "{}: field '{}' is {}: partial rotary embeddings are not supported (expected 1.0)", source,
-           r.name("partial_rotary_factor"), r.has("partial_rotary_factor") ? dict["partial_rotary_factor"].dump() : "");
+           r.name("partial_rotary_factor"),
+           r.has("partial_rotary_factor") ? dict["partial_rotary_factor"].dump() : "");
 
   if (type == "default") return;
   LT_CHECK(type == "llama3", "{}: field '{}' is \"{}\": RoPE type not supported (supported: default, llama3)",
@@ -198,7 +208,8 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   cfg.rope_low_freq_factor = r.number("low_freq_factor");
   cfg.rope_high_freq_factor = r.number("high_freq_factor");
   // transformers falls back to max_position_embeddings when the original length is absent.
-  cfg.rope_original_max_position = r.positive_or("original_max_position_embeddings", cfg.max_position_embeddings);
+  cfg.rope_original_max_position =
+      r.positive_or("original_max_position_embeddings", cfg.max_position_embeddings);
   LT_CHECK(cfg.rope_factor >= 1.0, "{}: field '{}' is {}, expected a number >= 1", source, r.name("factor"),
            cfg.rope_factor);
   LT_CHECK(cfg.rope_low_freq_factor > 0, "{}: field '{}' is {}, expected a positive number", source,
@@ -267,14 +278,14 @@ void read_sliding_window(const FieldReader& r, const std::string& source, ModelC
   if (r.has("layer_types")) {
     const json& types = r.at("layer_types");
     LT_CHECK(types.is_array() && int64_t(types.size()) == cfg.num_layers,
-             "{}: field 'layer_types' is {}, expected a list of {} entries (one per layer)", source, types.dump(),
-             cfg.num_layers);
+             "{}: field 'layer_types' is {}, expected a list of {} entries (one per layer)", source,
+             types.dump(), cfg.num_layers);
     for (size_t i = 0; i < types.size(); ++i) {
       const json& t = types[i];
       bool sliding = t == "sliding_attention";
       LT_CHECK(sliding || t == "full_attention",
-               "{}: field 'layer_types[{}]' is {}, expected \"full_attention\" or \"sliding_attention\"", source,
-               i, t.dump());
+               "{}: field 'layer_types[{}]' is {}, expected \"full_attention\" or \"sliding_attention\"",
+               source, i, t.dump());
       if (sliding) cfg.layer_window[i] = window;
     }
     return;
@@ -282,7 +293,8 @@ void read_sliding_window(const FieldReader& r, const std::string& source, ModelC
   int64_t first = 28;  // Qwen2Config's default max_window_layers
   if (r.has("max_window_layers")) {
     first = r.integer("max_window_layers");
-    LT_CHECK(first >= 0, "{}: field 'max_window_layers' is {}, expected a non-negative integer", source, first);
+    LT_CHECK(first >= 0, "{}: field 'max_window_layers' is {}, expected a non-negative integer", source,
+             first);
   }
   for (int64_t layer = first; layer < cfg.num_layers; ++layer) cfg.layer_window[size_t(layer)] = window;
 }
@@ -297,10 +309,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   cfg.raw = json;
   read_architecture(r, source, cfg);
 
-  LT_CHECK(!r.has("quantization_config"),
-           "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
-           "the unquantized model",
-           source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
+  LT_CHECK(
+      !r.has("quantization_config"),
+      "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
+      "the unquantized model",
+      source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
   std::string act = r.string_or("hidden_act", "silu");
   LT_CHECK(act == "silu", "{}: field 'hidden_act' is \"{}\": only \"silu\" (SwiGLU MLP) is supported", source,
            act);
@@ -317,10 +330,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   cfg.num_heads = r.positive("num_attention_heads");
   int64_t default_kv = cfg.arch == Architecture::Mistral ? 8 : cfg.num_heads;
   cfg.num_kv_heads = r.positive_or("num_key_value_heads", default_kv);
-  LT_CHECK(cfg.num_heads % cfg.num_kv_heads == 0,
-           "{}: field 'num_attention_heads' is {} and 'num_key_value_heads' is {}: the heads must be a multiple "
-           "of the kv heads",
-           source, cfg.num_heads, cfg.num_kv_heads);
+  LT_CHECK(
+      cfg.num_heads % cfg.num_kv_heads == 0,
+      "{}: field 'num_attention_heads' is {} and 'num_key_value_heads' is {}: the heads must be a multiple "
+      "of the kv heads",
+      source, cfg.num_heads, cfg.num_kv_heads);
   if (r.has("head_dim")) {
     cfg.head_dim = r.positive("head_dim");
   } else {
@@ -369,8 +383,8 @@ ModelConfig load_model_config(const std::string& path_or_dir) {
   fs::path path = path_or_dir;
   if (fs::is_directory(path, ec)) path /= "config.json";
   std::string name = path.string();
-  LT_CHECK(fs::is_regular_file(path, ec), "{}: no such file (expected an HF config.json or a directory holding one)",
-           name);
+  LT_CHECK(fs::is_regular_file(path, ec),
+           "{}: no such file (expected an HF config.json or a directory holding one)", name);
   std::ifstream in(path, std::ios::binary);
   LT_CHECK(in.good(), "{}: cannot open for reading", name);
   std::stringstream text;
@@ -398,9 +412,13 @@ ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
   return p;
 }
 
-std::string architecture_name(Architecture arch) { return info_for(arch).class_name; }
+std::string architecture_name(Architecture arch) {
+  return info_for(arch).class_name;
+}
 
-std::string rope_type_name(ops::RopeType type) { return type == ops::RopeType::Llama3 ? "llama3" : "default"; }
+std::string rope_type_name(ops::RopeType type) {
+  return type == ops::RopeType::Llama3 ? "llama3" : "default";
+}
 
 namespace {
 
@@ -422,7 +440,9 @@ std::string describe_windows(const ModelConfig& cfg) {
   return fmt::format("per layer {}", cfg.layer_window);
 }
 
-std::string optional_id(const std::optional<int64_t>& id) { return id ? std::to_string(*id) : "none"; }
+std::string optional_id(const std::optional<int64_t>& id) {
+  return id ? std::to_string(*id) : "none";
+}
 
 }  // namespace
 
@@ -434,7 +454,9 @@ std::string describe_model_config(const ModelConfig& cfg) {
                         cfg.rope_original_max_position);
   }
   std::string out;
-  auto line = [&out](const char* name, const std::string& value) { out += fmt::format("{:<24}{}\n", name, value); };
+  auto line = [&out](const char* name, const std::string& value) {
+    out += fmt::format("{:<24}{}\n", name, value);
+  };
   line("architecture", fmt::format("{} ({})", cfg.architecture_name, cfg.model_type));
   line("vocab_size", std::to_string(cfg.vocab_size));
   line("hidden_size", std::to_string(cfg.hidden_size));
@@ -449,9 +471,10 @@ std::string describe_model_config(const ModelConfig& cfg) {
                              cfg.mlp_bias ? "yes" : "no"));
   line("rope", rope);
   line("sliding window", describe_windows(cfg));
-  line("bos / eos / pad", fmt::format("{} / {} / {}", optional_id(cfg.bos_token_id),
-                                      cfg.eos_token_ids.empty() ? "none" : fmt::format("{}", cfg.eos_token_ids),
-                                      optional_id(cfg.pad_token_id)));
+  line("bos / eos / pad",
+       fmt::format("{} / {} / {}", optional_id(cfg.bos_token_id),
+                   cfg.eos_token_ids.empty() ? "none" : fmt::format("{}", cfg.eos_token_ids),
+                   optional_id(cfg.pad_token_id)));
   line("dtype", cfg.dtype_name.empty() ? "unspecified" : cfg.dtype_name);
   return out;
 }

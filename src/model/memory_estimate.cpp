@@ -31,8 +31,8 @@ std::vector<std::pair<std::string, int64_t>> MemoryEstimate::rows() const {
 }
 
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, const MemoryEstimateSettings& s) {
-  LT_CHECK(s.batch > 0 && s.seq_len > 0, "memory estimate: batch {} x sequence length {}, expected positive sizes",
-           s.batch, s.seq_len);
+  LT_CHECK(s.batch > 0 && s.seq_len > 0,
+           "memory estimate: batch {} x sequence length {}, expected positive sizes", s.batch, s.seq_len);
   LT_CHECK(s.compute_bytes == 2 || s.compute_bytes == 4,
            "memory estimate: compute dtype of {} bytes, expected 2 (bf16/fp16) or 4 (fp32)", s.compute_bytes);
   LT_CHECK(s.optimizer_states >= 0, "memory estimate: {} optimizer states per parameter, expected >= 0",
@@ -58,14 +58,14 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, const MemoryEsti
   e.gradients = e.trainable_params * kF32;
   e.optimizer_state = e.trainable_params * s.optimizer_states * kF32;
 
-  int64_t per_token = 4 * D                          // x, attn_norm, x_mid, ffn_norm
-                      + 2 * cfg.q_dim()              // q, attn_out
-                      + 2 * cfg.kv_dim()             // k, v
-                      + 3 * F                        // gate, up, h
-                      + lora_per_token;              // LoRA A x
-  int64_t stats_per_token = 2 + cfg.num_heads;       // two rstd, lse per head
+  int64_t per_token = 4 * D                     // x, attn_norm, x_mid, ffn_norm
+                      + 2 * cfg.q_dim()         // q, attn_out
+                      + 2 * cfg.kv_dim()        // k, v
+                      + 3 * F                   // gate, up, h
+                      + lora_per_token;         // LoRA A x
+  int64_t stats_per_token = 2 + cfg.num_heads;  // two rstd, lse per head
   e.activations_per_layer = N * (per_token * cb + stats_per_token * kF32);
-  int64_t final_norm = N * (2 * D * cb + kF32);      // its input (last layer's output), output, rstd
+  int64_t final_norm = N * (2 * D * cb + kF32);  // its input (last layer's output), output, rstd
   e.activations = cfg.num_layers * e.activations_per_layer + final_norm;
   e.logits = N * cfg.vocab_size * kF32;
   e.logits_grad = e.logits;

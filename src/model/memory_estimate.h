@@ -30,16 +30,16 @@ struct MemoryEstimateSettings {
 // Byte counts by category. Gradients, optimizer states and master weights are fp32; saved statistics
 // (RMSNorm rstd, attention lse) are fp32; logits are upcast to fp32 for the loss, as transformers does.
 struct MemoryEstimate {
-  int64_t params = 0;             // every parameter of the model (+ LoRA adapters), a count
-  int64_t trainable_params = 0;   // all parameters (full) or the adapters (LoRA), a count
-  int64_t weights = 0;            // params x compute_bytes (the frozen base for LoRA, plus the adapters)
-  int64_t master_weights = 0;     // trainable x 4: fp32 master copies; 0 when the compute dtype is fp32
-  int64_t gradients = 0;          // trainable x 4
-  int64_t optimizer_state = 0;    // trainable x optimizer_states x 4
+  int64_t params = 0;                 // every parameter of the model (+ LoRA adapters), a count
+  int64_t trainable_params = 0;       // all parameters (full) or the adapters (LoRA), a count
+  int64_t weights = 0;                // params x compute_bytes (the frozen base for LoRA, plus the adapters)
+  int64_t master_weights = 0;         // trainable x 4: fp32 master copies; 0 when the compute dtype is fp32
+  int64_t gradients = 0;              // trainable x 4
+  int64_t optimizer_state = 0;        // trainable x optimizer_states x 4
   int64_t activations_per_layer = 0;  // tensors one decoder layer keeps for backward (B x T tokens)
-  int64_t activations = 0;        // L x per layer + the final norm's input, output and rstd
-  int64_t logits = 0;             // (B*T, V) fp32
-  int64_t logits_grad = 0;        // (B*T, V) fp32
+  int64_t activations = 0;            // L x per layer + the final norm's input, output and rstd
+  int64_t logits = 0;                 // (B*T, V) fp32
+  int64_t logits_grad = 0;            // (B*T, V) fp32
 
   int64_t total() const {
     return weights + master_weights + gradients + optimizer_state + activations + logits + logits_grad;

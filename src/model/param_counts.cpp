@@ -50,13 +50,15 @@ ProjectionShape projection_shape(const ModelConfig& cfg, const std::string& modu
           fmt::join(lora_target_names(), ", "));
 }
 
-LoraParamCounts count_lora_params(const ModelConfig& cfg, int64_t rank, const std::vector<std::string>& targets) {
+LoraParamCounts count_lora_params(const ModelConfig& cfg, int64_t rank,
+                                  const std::vector<std::string>& targets) {
   LT_CHECK(rank > 0, "LoRA rank is {}, expected a positive integer", rank);
   LT_CHECK(!targets.empty(), "LoRA target modules are empty, expected some of {}",
            fmt::join(lora_target_names(), ", "));
   LoraParamCounts counts;
   for (size_t i = 0; i < targets.size(); ++i) {
-    LT_CHECK(std::find(targets.begin(), targets.begin() + ptrdiff_t(i), targets[i]) == targets.begin() + ptrdiff_t(i),
+    LT_CHECK(std::find(targets.begin(), targets.begin() + ptrdiff_t(i), targets[i]) ==
+                 targets.begin() + ptrdiff_t(i),
              "LoRA target module '{}' is listed twice", targets[i]);
     ProjectionShape shape = projection_shape(cfg, targets[i]);
     int64_t n = cfg.num_layers * rank * (shape.in + shape.out);  // A (r, in) + B (out, r) per layer

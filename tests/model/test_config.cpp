@@ -2,10 +2,9 @@
 // each model (only their real fields); goldens.json holds what transformers builds from each of them
 // (tools/model_config_goldens.py: modules on the meta device, so head_dim, biases and windows are the ones
 // the attention modules really use, not a re-reading of the JSON).
-#include "model/config.h"
-
 #include <gtest/gtest.h>
 
+#include "model/config.h"
 #include "model_test_util.h"
 
 namespace lt::model {
@@ -52,23 +51,45 @@ void check_fixture(const std::string& name) {
   expect_matches_transformers(load_model_config(model_fixture(name)), model_goldens().at(name));
 }
 
-TEST(ModelConfig, Llama2_7bMatchesTransformers) { check_fixture("Llama-2-7b-hf"); }
-TEST(ModelConfig, Llama3_8bMatchesTransformers) { check_fixture("Meta-Llama-3-8B"); }
-TEST(ModelConfig, Llama31_8bMatchesTransformers) { check_fixture("Llama-3.1-8B"); }
-TEST(ModelConfig, Llama31_8bV5SpellingMatchesTransformers) { check_fixture("Llama-3.1-8B-v5"); }
-TEST(ModelConfig, Llama32_1bMatchesTransformers) { check_fixture("Llama-3.2-1B"); }
-TEST(ModelConfig, Qwen25_1_5bMatchesTransformers) { check_fixture("Qwen2.5-1.5B"); }
-TEST(ModelConfig, Qwen25_1_5bV5SpellingMatchesTransformers) { check_fixture("Qwen2.5-1.5B-v5"); }
-TEST(ModelConfig, Mistral7bV01MatchesTransformers) { check_fixture("Mistral-7B-v0.1"); }
-TEST(ModelConfig, Mistral7bV03MatchesTransformers) { check_fixture("Mistral-7B-v0.3"); }
+TEST(ModelConfig, Llama2_7bMatchesTransformers) {
+  check_fixture("Llama-2-7b-hf");
+}
+TEST(ModelConfig, Llama3_8bMatchesTransformers) {
+  check_fixture("Meta-Llama-3-8B");
+}
+TEST(ModelConfig, Llama31_8bMatchesTransformers) {
+  check_fixture("Llama-3.1-8B");
+}
+TEST(ModelConfig, Llama31_8bV5SpellingMatchesTransformers) {
+  check_fixture("Llama-3.1-8B-v5");
+}
+TEST(ModelConfig, Llama32_1bMatchesTransformers) {
+  check_fixture("Llama-3.2-1B");
+}
+TEST(ModelConfig, Qwen25_1_5bMatchesTransformers) {
+  check_fixture("Qwen2.5-1.5B");
+}
+TEST(ModelConfig, Qwen25_1_5bV5SpellingMatchesTransformers) {
+  check_fixture("Qwen2.5-1.5B-v5");
+}
+TEST(ModelConfig, Mistral7bV01MatchesTransformers) {
+  check_fixture("Mistral-7B-v0.1");
+}
+TEST(ModelConfig, Mistral7bV03MatchesTransformers) {
+  check_fixture("Mistral-7B-v0.3");
+}
 TEST(ModelConfig, Qwen2SlidingWindowFromMaxWindowLayersMatchesTransformers) {
   check_fixture("synthetic-qwen2-sliding");
 }
 TEST(ModelConfig, Qwen2SlidingWindowFromLayerTypesMatchesTransformers) {
   check_fixture("synthetic-qwen2-layer-types");
 }
-TEST(ModelConfig, MistralClassDefaultsMatchTransformers) { check_fixture("synthetic-mistral-defaults"); }
-TEST(ModelConfig, LlamaBiasesAndLegacyRopeKeyMatchTransformers) { check_fixture("synthetic-llama-biases"); }
+TEST(ModelConfig, MistralClassDefaultsMatchTransformers) {
+  check_fixture("synthetic-mistral-defaults");
+}
+TEST(ModelConfig, LlamaBiasesAndLegacyRopeKeyMatchTransformers) {
+  check_fixture("synthetic-llama-biases");
+}
 
 TEST(ModelConfig, Qwen2InstructFromSharedMatchesTransformers) {
   LT_REQUIRE_SHARED(path, "data/tokenizers/qwen2/config.json");
@@ -82,7 +103,8 @@ TEST(ModelConfig, Qwen2InstructFromSharedMatchesTransformers) {
   EXPECT_EQ(cfg.head_dim, 128);
   EXPECT_EQ(cfg.num_kv_heads, 2);
   EXPECT_EQ(cfg.rope_theta, 1e6);
-  EXPECT_EQ(cfg.layer_window, std::vector<int64_t>(28, 0));  // sliding_window 32768 but use_sliding_window false
+  EXPECT_EQ(cfg.layer_window,
+            std::vector<int64_t>(28, 0));  // sliding_window 32768 but use_sliding_window false
   EXPECT_EQ(cfg.eos_token_ids, std::vector<int64_t>{151645});
   EXPECT_EQ(cfg.dtype_name, "bfloat16");
 }
@@ -175,7 +197,7 @@ TEST(ModelConfig, RopeScalingRopeTypeDefaultIsPlainRope) {
     "rope_scaling": {"rope_type": "default"}})");
   ModelConfig cfg = parse_model_config(j, "x.json");
   EXPECT_EQ(cfg.rope_type, ops::RopeType::Default);
-  EXPECT_EQ(cfg.rope_theta, 5000.0);  // the top-level theta fills the dict's missing one
+  EXPECT_EQ(cfg.rope_theta, 5000.0);         // the top-level theta fills the dict's missing one
   EXPECT_EQ(cfg.arch, Architecture::Llama);  // from model_type alone
 }
 
@@ -208,7 +230,8 @@ TEST(ModelConfig, ArchitectureNames) {
 
 TEST(ModelConfigFile, MissingFileNamesThePath) {
   test::TempDir dir;
-  expect_error_mentions([&] { load_model_config(dir.file("nope.json")); }, {dir.file("nope.json"), "no such file"});
+  expect_error_mentions([&] { load_model_config(dir.file("nope.json")); },
+                        {dir.file("nope.json"), "no such file"});
   expect_error_mentions([&] { load_model_config(dir.path()); }, {dir.path() + "/config.json"});
 }
 

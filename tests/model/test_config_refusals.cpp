@@ -38,7 +38,9 @@ json without(const char* key) {
   return j;
 }
 
-TEST(ModelConfigRefusal, BaseConfigIsAccepted) { EXPECT_NO_THROW(parse_model_config(base_config(), kSource)); }
+TEST(ModelConfigRefusal, BaseConfigIsAccepted) {
+  EXPECT_NO_THROW(parse_model_config(base_config(), kSource));
+}
 
 TEST(ModelConfigRefusal, UnknownArchitecture) {
   json j = base_config();
@@ -64,7 +66,8 @@ TEST(ModelConfigRefusal, ModelTypeContradictsArchitectures) {
 }
 
 TEST(ModelConfigRefusal, ArchitecturesWrongType) {
-  expect_refused(with("architectures", "LlamaForCausalLM"), {"'architectures'", "\"LlamaForCausalLM\"", "list"});
+  expect_refused(with("architectures", "LlamaForCausalLM"),
+                 {"'architectures'", "\"LlamaForCausalLM\"", "list"});
   expect_refused(with("architectures", json::array({"LlamaForCausalLM", "MistralForCausalLM"})),
                  {"'architectures'", "MistralForCausalLM", "exactly one"});
   expect_refused(with("architectures", json::array({3})), {"'architectures'", "3", "strings"});
@@ -109,7 +112,8 @@ TEST(ModelConfigRefusal, NonPositiveSizes) {
 }
 
 TEST(ModelConfigRefusal, HeadsNotDivisibleByKvHeads) {
-  expect_refused(with("num_key_value_heads", 3), {"'num_attention_heads'", "4", "'num_key_value_heads'", "3"});
+  expect_refused(with("num_key_value_heads", 3),
+                 {"'num_attention_heads'", "4", "'num_key_value_heads'", "3"});
 }
 
 TEST(ModelConfigRefusal, HiddenNotDivisibleByHeadsWithoutHeadDim) {
@@ -128,7 +132,8 @@ TEST(ModelConfigRefusal, OddHeadDim) {
 
 TEST(ModelConfigRefusal, QuantizationConfigNotSupportedYet) {
   json q = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}};
-  expect_refused(with("quantization_config", q), {"'quantization_config'", "bitsandbytes", "not supported yet"});
+  expect_refused(with("quantization_config", q),
+                 {"'quantization_config'", "bitsandbytes", "not supported yet"});
 }
 
 TEST(ModelConfigRefusal, AttentionDropout) {
@@ -152,6 +157,12 @@ TEST(ModelConfigRefusal, OtherRopeTypesV5Spelling) {
   expect_refused(j, {"'rope_parameters.rope_type'", "\"yarn\""});
 }
 
+TEST(ModelConfigRefusal, RopeParametersPerLayerType) {
+  json j = without("rope_theta");
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  expect_refused(j, {"'rope_parameters.full_attention'", "per layer type"});
+}
+
 TEST(ModelConfigRefusal, RopeScalingAndParametersDisagree) {
   json j = base_config();
   j["rope_scaling"] = {{"rope_type", "default"}};
@@ -160,7 +171,10 @@ TEST(ModelConfigRefusal, RopeScalingAndParametersDisagree) {
 }
 
 TEST(ModelConfigRefusal, Llama3RopeFields) {
-  json llama3 = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+  json llama3 = {{"rope_type", "llama3"},
+                 {"factor", 8.0},
+                 {"low_freq_factor", 1.0},
+                 {"high_freq_factor", 4.0},
                  {"original_max_position_embeddings", 8192}};
   EXPECT_NO_THROW(parse_model_config(with("rope_scaling", llama3), kSource));
 

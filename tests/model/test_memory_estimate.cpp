@@ -1,9 +1,8 @@
 // The first memory estimate: the byte counts are worked out by hand for Llama-3.1-8B below, then the
 // estimate's structure is checked (scaling in tokens, LoRA vs full, fp32 compute).
-#include "model/memory_estimate.h"
-
 #include <gtest/gtest.h>
 
+#include "model/memory_estimate.h"
 #include "model/param_counts.h"
 #include "model_test_util.h"
 
@@ -12,7 +11,9 @@ namespace {
 
 using test::expect_error_mentions;
 
-ModelConfig llama31() { return load_model_config(test::model_fixture("Llama-3.1-8B")); }
+ModelConfig llama31() {
+  return load_model_config(test::model_fixture("Llama-3.1-8B"));
+}
 
 TEST(MemoryEstimate, FullFineTuneLlama31ByHand) {
   MemoryEstimateSettings s;

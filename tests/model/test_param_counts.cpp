@@ -1,10 +1,9 @@
 // Parameter counts. The totals below are the published sizes of each model; tools/model_config_goldens.py
 // confirmed every one of them (and the counts by kind, and PEFT's LoRA trainable count) with transformers
 // 5.23 + peft 0.21 by building each model on the meta device: see tests/model/configs/goldens.json.
-#include "model/param_counts.h"
-
 #include <gtest/gtest.h>
 
+#include "model/param_counts.h"
 #include "model_test_util.h"
 
 namespace lt::model {
@@ -14,7 +13,9 @@ using test::expect_error_mentions;
 using test::model_fixture;
 using test::model_goldens;
 
-ModelConfig fixture(const std::string& name) { return load_model_config(model_fixture(name)); }
+ModelConfig fixture(const std::string& name) {
+  return load_model_config(model_fixture(name));
+}
 
 TEST(ParamCounts, PublishedTotals) {
   EXPECT_EQ(count_params(fixture("Llama-3.1-8B")).total(), 8'030'261'248);
@@ -124,11 +125,18 @@ TEST(LoraParamCounts, ProjectionShapes) {
 
 TEST(LoraParamCounts, Refusals) {
   ModelConfig cfg = fixture("Llama-3.2-1B");
-  expect_error_mentions([&] { count_lora_params(cfg, 16, {"q_proj", "qkv_proj"}); },
-                        {"'qkv_proj'", "q_proj, k_proj"});
+  expect_error_mentions(
+      [&] {
+        count_lora_params(cfg, 16, {"q_proj", "qkv_proj"});
+      },
+      {"'qkv_proj'", "q_proj, k_proj"});
   expect_error_mentions([&] { count_lora_params(cfg, 0, {"q_proj"}); }, {"rank", "0", "positive"});
   expect_error_mentions([&] { count_lora_params(cfg, 8, {}); }, {"empty"});
-  expect_error_mentions([&] { count_lora_params(cfg, 8, {"q_proj", "v_proj", "q_proj"}); }, {"'q_proj'", "twice"});
+  expect_error_mentions(
+      [&] {
+        count_lora_params(cfg, 8, {"q_proj", "v_proj", "q_proj"});
+      },
+      {"'q_proj'", "twice"});
 }
 
 }  // namespace
