@@ -1,7 +1,7 @@
 // Times the CPU attention reference, forward + backward (informative only; never a test).
 // Not part of the CMake build; after `cmake --build build/cpu --target lt_ops`:
-//   g++ -O2 -std=c++20 -fopenmp -Isrc dev/attention_bench.cpp build/cpu/liblt_ops.a build/cpu/liblt_core.a \
-//       $(pkg-config --cflags --libs openblas) -lfmt -o build/cpu/attention_bench
+//   g++ -O2 -std=c++20 -fopenmp -Isrc dev/attention_bench.cpp build/cpu/liblt_ops.a build/cpu/liblt_core.a
+//     $(pkg-config --cflags --libs openblas) -lfmt -o build/cpu/attention_bench
 //   build/cpu/attention_bench [T] [H] [KVH] [HD] [small_calls]
 #include <omp.h>
 
@@ -9,12 +9,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 #include "ops/ops.h"
 
 namespace {
 
+// CPU seconds of the whole process (all threads): on a shared machine wall time says little.
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -37,18 +44,23 @@ void run(int64_t T_len, int64_t H, int64_t KVH, int64_t HD, int reps) {
   Tensor tq(q.data(), dt, {1, T_len, H, HD}), tk(k.data(), dt, {1, T_len, KVH, HD}), tv(v.data(), dt, {1, T_len, KVH, HD});
   Tensor tout(out.data(), dt, {1, T_len, H, HD}), tlse(lse.data(), dt, {1, H, T_len}), tdout(dout.data(), dt, {1, T_len, H, HD});
   Tensor tdq(dq.data(), dt, {1, T_len, H, HD}), tdk(dk.data(), dt, {1, T_len, KVH, HD}), tdv(dv.data(), dt, {1, T_len, KVH, HD});
-  double fwd = 0, bwd = 0;
+  double fwd = 0, bwd = 0, fwd_cpu = 0, bwd_cpu = 0;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_seconds();
     lt::ops::attention_forward(p, tout, tlse, tq, tk, tv, Tensor(), Tensor());
     fwd += seconds_since(t0);
+    fwd_cpu += cpu_seconds() - c0;
     t0 = std::chrono::steady_clock::now();
+    c0 = cpu_seconds();
     lt::ops::attention_backward(p, tdq, tdk, tdv, tdout, tout, tlse, tq, tk, tv, Tensor(), Tensor());
     bwd += seconds_since(t0);
+    bwd_cpu += cpu_seconds() - c0;
   }
-  std::printf("%s T=%lld H=%lld KVH=%lld HD=%lld threads=%d: forward %.4f s, backward %.4f s (mean of %d)\n",
+  std::printf("%s T=%lld H=%lld KVH=%lld HD=%lld threads=%d: forward %.3f s wall / %.3f s cpu, "
+              "backward %.3f s wall / %.3f s cpu (mean of %d)\n",
               sizeof(T) == 8 ? "f64" : "f32", (long long)T_len, (long long)H, (long long)KVH, (long long)HD,
-              omp_get_max_threads(), fwd / reps, bwd / reps, reps);
+              omp_get_max_threads(), fwd / reps, fwd_cpu / reps, bwd / reps, bwd_cpu / reps, reps);
 }
 
 }  // namespace

@@ -32,10 +32,12 @@ void check_params(const AttentionParams& p, const char* op) {
 }
 
 void check_segments(const AttentionParams& p, const Tensor& q_segments, const Tensor& k_segments, const char* op) {
-  LT_CHECK(q_segments.empty() == k_segments.empty(),
+  // A tensor without elements may have no data pointer: with q_len == 0 or batch == 0 nothing is checked.
+  const bool has_queries = p.batch * p.q_len > 0;
+  LT_CHECK(q_segments.empty() == k_segments.empty() || !has_queries,
            "{}: q_segments is {} but k_segments is {}; give both (packed sequences) or neither", op,
            q_segments.empty() ? "empty" : "given", k_segments.empty() ? "empty" : "given");
-  if (q_segments.empty()) return;
+  if (k_segments.empty() || !has_queries) return;
   check_shape(q_segments, {p.batch, p.q_len}, fmt::format("{} q_segments (B, Tq)", op));
   check_shape(k_segments, {p.batch, p.kv_len}, fmt::format("{} k_segments (B, S)", op));
   check_dtype(q_segments, DType::I32, fmt::format("{} q_segments", op));

@@ -295,5 +295,16 @@ TEST(Attention, SameBitsWithAnyThreadCount) {
   EXPECT_EQ(g1.dv, g3.dv);
 }
 
+// A chunk with no queries (q_len = 0) writes nothing and adds nothing, whatever its offset.
+TEST(Attention, EmptyQueryChunkChangesNothing) {
+  const AttnCase c{2, 0, 11, 6, 1, 8, 7, 0, true, 901};
+  AttnData d = make_attn_data(c);
+  const std::vector<double> dk0 = random_values(d.k.size(), 902), dv0 = random_values(d.v.size(), 903);
+  AttnGrads g = run_backward<double>(c, d, {}, dk0, dv0);
+  EXPECT_TRUE(g.dq.empty());
+  EXPECT_EQ(g.dk, dk0);
+  EXPECT_EQ(g.dv, dv0);
+}
+
 }  // namespace
 }  // namespace lt::test

@@ -251,6 +251,7 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
 
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor q_segments, Tensor k_segments) {
+  if (p.batch * p.q_len == 0) return;  // no query: nothing to write (its tensors may have no data)
   dispatch_float(q.dtype, "attention_forward", [&]<class T>() {
     forward_impl<T>(p, out, lse, q, k, v, q_segments, k_segments);
   });
@@ -258,6 +259,7 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
                         Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
+  if (p.batch * p.q_len == 0) return;  // no query: dq is empty and dk/dv receive nothing
   dispatch_float(q.dtype, "attention_backward", [&]<class T>() {
     backward_impl<T>(p, dq, dk, dv, dout, out, lse, q, k, v, q_segments, k_segments);
   });
