@@ -39,11 +39,15 @@ void run(int64_t T_len, int64_t H, int64_t KVH, int64_t HD, int reps) {
   p.scale = 1.0 / std::sqrt(double(HD));
   const size_t nq = size_t(T_len * H * HD), nk = size_t(T_len * KVH * HD);
   std::vector<T> q(nq), k(nk), v(nk), out(nq), lse(size_t(H * T_len)), dout(nq), dq(nq), dk(nk), dv(nk);
-  for (size_t i = 0; i < nq; ++i) q[i] = T(std::sin(0.37 * double(i))), dout[i] = T(std::cos(0.11 * double(i)));
+  for (size_t i = 0; i < nq; ++i)
+    q[i] = T(std::sin(0.37 * double(i))), dout[i] = T(std::cos(0.11 * double(i)));
   for (size_t i = 0; i < nk; ++i) k[i] = T(std::sin(0.53 * double(i))), v[i] = T(std::cos(0.29 * double(i)));
-  Tensor tq(q.data(), dt, {1, T_len, H, HD}), tk(k.data(), dt, {1, T_len, KVH, HD}), tv(v.data(), dt, {1, T_len, KVH, HD});
-  Tensor tout(out.data(), dt, {1, T_len, H, HD}), tlse(lse.data(), dt, {1, H, T_len}), tdout(dout.data(), dt, {1, T_len, H, HD});
-  Tensor tdq(dq.data(), dt, {1, T_len, H, HD}), tdk(dk.data(), dt, {1, T_len, KVH, HD}), tdv(dv.data(), dt, {1, T_len, KVH, HD});
+  Tensor tq(q.data(), dt, {1, T_len, H, HD}), tk(k.data(), dt, {1, T_len, KVH, HD}),
+      tv(v.data(), dt, {1, T_len, KVH, HD});
+  Tensor tout(out.data(), dt, {1, T_len, H, HD}), tlse(lse.data(), dt, {1, H, T_len}),
+      tdout(dout.data(), dt, {1, T_len, H, HD});
+  Tensor tdq(dq.data(), dt, {1, T_len, H, HD}), tdk(dk.data(), dt, {1, T_len, KVH, HD}),
+      tdv(dv.data(), dt, {1, T_len, KVH, HD});
   double fwd = 0, bwd = 0, fwd_cpu = 0, bwd_cpu = 0;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
@@ -57,10 +61,11 @@ void run(int64_t T_len, int64_t H, int64_t KVH, int64_t HD, int reps) {
     bwd += seconds_since(t0);
     bwd_cpu += cpu_seconds() - c0;
   }
-  std::printf("%s T=%lld H=%lld KVH=%lld HD=%lld threads=%d: forward %.3f s wall / %.3f s cpu, "
-              "backward %.3f s wall / %.3f s cpu (mean of %d)\n",
-              sizeof(T) == 8 ? "f64" : "f32", (long long)T_len, (long long)H, (long long)KVH, (long long)HD,
-              omp_get_max_threads(), fwd / reps, fwd_cpu / reps, bwd / reps, bwd_cpu / reps, reps);
+  std::printf(
+      "%s T=%lld H=%lld KVH=%lld HD=%lld threads=%d: forward %.3f s wall / %.3f s cpu, "
+      "backward %.3f s wall / %.3f s cpu (mean of %d)\n",
+      sizeof(T) == 8 ? "f64" : "f32", (long long)T_len, (long long)H, (long long)KVH, (long long)HD,
+      omp_get_max_threads(), fwd / reps, fwd_cpu / reps, bwd / reps, bwd_cpu / reps, reps);
 }
 
 }  // namespace

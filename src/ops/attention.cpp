@@ -11,18 +11,20 @@ namespace lt::ops {
 namespace {
 
 void check_params(const AttentionParams& p, const char* op) {
-  LT_CHECK(p.batch >= 0 && p.q_len >= 0 && p.kv_len >= 0, "{}: batch = {}, q_len = {}, kv_len = {}; expected >= 0",
-           op, p.batch, p.q_len, p.kv_len);
+  LT_CHECK(p.batch >= 0 && p.q_len >= 0 && p.kv_len >= 0,
+           "{}: batch = {}, q_len = {}, kv_len = {}; expected >= 0", op, p.batch, p.q_len, p.kv_len);
   LT_CHECK(p.heads >= 1 && p.kv_heads >= 1 && p.head_dim >= 1,
-           "{}: heads = {}, kv_heads = {}, head_dim = {}; expected each >= 1", op, p.heads, p.kv_heads, p.head_dim);
+           "{}: heads = {}, kv_heads = {}, head_dim = {}; expected each >= 1", op, p.heads, p.kv_heads,
+           p.head_dim);
   LT_CHECK(p.heads % p.kv_heads == 0,
-           "{}: heads = {} is not a multiple of kv_heads = {}; GQA needs kv_heads to divide heads", op, p.heads,
-           p.kv_heads);
+           "{}: heads = {} is not a multiple of kv_heads = {}; GQA needs kv_heads to divide heads", op,
+           p.heads, p.kv_heads);
   LT_CHECK(p.q_offset >= 0, "{}: q_offset = {}; expected >= 0", op, p.q_offset);
   LT_CHECK(p.window >= 0, "{}: window = {}; expected >= 0 (0 = no sliding window)", op, p.window);
-  LT_CHECK(p.kv_len >= p.q_offset + p.q_len,
-           "{}: kv_len = {} is shorter than q_offset + q_len = {} + {} = {}; the keys must reach the last query", op,
-           p.kv_len, p.q_offset, p.q_len, p.q_offset + p.q_len);
+  LT_CHECK(
+      p.kv_len >= p.q_offset + p.q_len,
+      "{}: kv_len = {} is shorter than q_offset + q_len = {} + {} = {}; the keys must reach the last query",
+      op, p.kv_len, p.q_offset, p.q_len, p.q_offset + p.q_len);
   LT_CHECK(std::isfinite(p.scale), "{}: scale = {}; expected a finite number (usually 1/sqrt(head_dim))", op,
            p.scale);
   // BLAS takes int sizes and strides.
@@ -31,7 +33,8 @@ void check_params(const AttentionParams& p, const char* op) {
            p.heads * p.head_dim);
 }
 
-void check_segments(const AttentionParams& p, const Tensor& q_segments, const Tensor& k_segments, const char* op) {
+void check_segments(const AttentionParams& p, const Tensor& q_segments, const Tensor& k_segments,
+                    const char* op) {
   // A tensor without elements may have no data pointer: with q_len == 0 or batch == 0 nothing is checked.
   const bool has_queries = p.batch * p.q_len > 0;
   LT_CHECK(q_segments.empty() == k_segments.empty() || !has_queries,
@@ -45,8 +48,8 @@ void check_segments(const AttentionParams& p, const Tensor& q_segments, const Te
 }
 
 // Shapes and dtypes of the tensors both directions share.
-void check_inputs(const AttentionParams& p, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                  const Tensor& v, const char* op) {
+void check_inputs(const AttentionParams& p, const Tensor& out, const Tensor& lse, const Tensor& q,
+                  const Tensor& k, const Tensor& v, const char* op) {
   const int64_t B = p.batch, Tq = p.q_len, S = p.kv_len, H = p.heads, KVH = p.kv_heads, HD = p.head_dim;
   check_shape(q, {B, Tq, H, HD}, fmt::format("{} q (B, Tq, H, HD)", op));
   check_shape(k, {B, S, KVH, HD}, fmt::format("{} k (B, S, KVH, HD)", op));
@@ -57,7 +60,8 @@ void check_inputs(const AttentionParams& p, const Tensor& out, const Tensor& lse
   check_same_dtype(k, q, fmt::format("{} k vs q", op));
   check_same_dtype(v, q, fmt::format("{} v vs q", op));
   check_same_dtype(out, q, fmt::format("{} out vs q", op));
-  if (q.device == Device::CPU) check_same_dtype(lse, q, fmt::format("{} lse vs q (CPU keeps lse in the compute dtype)", op));
+  if (q.device == Device::CPU)
+    check_same_dtype(lse, q, fmt::format("{} lse vs q (CPU keeps lse in the compute dtype)", op));
 }
 
 }  // namespace

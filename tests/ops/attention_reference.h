@@ -43,8 +43,8 @@ struct AttnCase {
 };
 
 struct AttnData {
-  std::vector<double> q, k, v;          // (B, Tq, H, HD), (B, S, KVH, HD) x2
-  std::vector<int32_t> q_seg, k_seg;    // (B, Tq), (B, S); empty unless packed
+  std::vector<double> q, k, v;        // (B, Tq, H, HD), (B, S, KVH, HD) x2
+  std::vector<int32_t> q_seg, k_seg;  // (B, Tq), (B, S); empty unless packed
 };
 
 // Random q/k/v in [-2, 2) (wide enough for peaked softmaxes) and, when packed, segment ids that start at
@@ -64,7 +64,8 @@ inline AttnData make_attn_data(const AttnCase& c) {
         if (j > 0 && u[size_t(b * c.S + j)] < 0.2) id += 1 + int32_t(j % 2);
         d.k_seg[size_t(b * c.S + j)] = id;
       }
-      for (int64_t i = 0; i < c.Tq; ++i) d.q_seg[size_t(b * c.Tq + i)] = d.k_seg[size_t(b * c.S + c.q_offset + i)];
+      for (int64_t i = 0; i < c.Tq; ++i)
+        d.q_seg[size_t(b * c.Tq + i)] = d.k_seg[size_t(b * c.S + c.q_offset + i)];
     }
   }
   return d;
@@ -77,7 +78,8 @@ struct AttnOut {
 // The definition, literally: every score, then the mask, then a long double softmax.
 inline AttnOut naive_attention(const AttnCase& c, const AttnData& d) {
   const double scale = c.params().scale;
-  AttnOut r{std::vector<double>(size_t(c.B * c.Tq * c.H * c.HD)), std::vector<double>(size_t(c.B * c.H * c.Tq))};
+  AttnOut r{std::vector<double>(size_t(c.B * c.Tq * c.H * c.HD)),
+            std::vector<double>(size_t(c.B * c.H * c.Tq))};
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.H; ++h)
       for (int64_t i = 0; i < c.Tq; ++i) {
@@ -101,7 +103,8 @@ inline AttnOut naive_attention(const AttnCase& c, const AttnData& d) {
           if (!visible[size_t(j)]) continue;
           long double p = std::exp(score[size_t(j)] - m);
           sum += p;
-          for (int64_t e = 0; e < c.HD; ++e) acc[size_t(e)] += p * d.v[size_t(((b * c.S + j) * c.KVH + kvh) * c.HD + e)];
+          for (int64_t e = 0; e < c.HD; ++e)
+            acc[size_t(e)] += p * d.v[size_t(((b * c.S + j) * c.KVH + kvh) * c.HD + e)];
         }
         for (int64_t e = 0; e < c.HD; ++e)
           r.out[size_t(((b * c.Tq + i) * c.H + h) * c.HD + e)] = double(acc[size_t(e)] / sum);
@@ -134,10 +137,11 @@ AttnOut run_forward(const AttnCase& c, AttnData& d) {
   std::vector<T> out(size_t(c.B * c.Tq * c.H * c.HD), std::numeric_limits<T>::quiet_NaN());
   std::vector<T> lse(size_t(c.B * c.H * c.Tq), std::numeric_limits<T>::quiet_NaN());
   const DType dt = dtype_for<T>();
-  ops::attention_forward(c.params(), Tensor(out.data(), dt, {c.B, c.Tq, c.H, c.HD}),
-                         Tensor(lse.data(), dt, {c.B, c.H, c.Tq}), Tensor(q.data(), dt, {c.B, c.Tq, c.H, c.HD}),
-                         Tensor(k.data(), dt, {c.B, c.S, c.KVH, c.HD}), Tensor(v.data(), dt, {c.B, c.S, c.KVH, c.HD}),
-                         seg_tensor(d.q_seg, c.B, c.Tq), seg_tensor(d.k_seg, c.B, c.S));
+  ops::attention_forward(
+      c.params(), Tensor(out.data(), dt, {c.B, c.Tq, c.H, c.HD}), Tensor(lse.data(), dt, {c.B, c.H, c.Tq}),
+      Tensor(q.data(), dt, {c.B, c.Tq, c.H, c.HD}), Tensor(k.data(), dt, {c.B, c.S, c.KVH, c.HD}),
+      Tensor(v.data(), dt, {c.B, c.S, c.KVH, c.HD}), seg_tensor(d.q_seg, c.B, c.Tq),
+      seg_tensor(d.k_seg, c.B, c.S));
   return {from(out), from(lse)};
 }
 

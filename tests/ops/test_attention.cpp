@@ -52,8 +52,12 @@ void check_forward_against_naive(double tol) {
   }
 }
 
-TEST(Attention, ForwardFloat64MatchesNaive) { check_forward_against_naive<double>(1e-12); }
-TEST(Attention, ForwardFloat32MatchesNaive) { check_forward_against_naive<float>(1e-5); }
+TEST(Attention, ForwardFloat64MatchesNaive) {
+  check_forward_against_naive<double>(1e-12);
+}
+TEST(Attention, ForwardFloat32MatchesNaive) {
+  check_forward_against_naive<float>(1e-5);
+}
 
 // d/dx of sum(out * R), by finite differences of the float64 op, against attention_backward.
 void check_gradients(const AttnCase& c) {
@@ -74,15 +78,16 @@ void check_gradients(const AttnCase& c) {
 }
 
 TEST(Attention, GradientsMatchFiniteDifferences) {
-  check_gradients({1, 6, 6, 4, 4, 8, 0, 0, false, 201});     // plain causal
-  check_gradients({2, 5, 13, 4, 2, 8, 4, 0, false, 202});    // GQA, offset, keys past the last query
-  check_gradients({1, 7, 15, 6, 1, 8, 5, 4, true, 203});     // GQA + offset + window + segments
+  check_gradients({1, 6, 6, 4, 4, 8, 0, 0, false, 201});   // plain causal
+  check_gradients({2, 5, 13, 4, 2, 8, 4, 0, false, 202});  // GQA, offset, keys past the last query
+  check_gradients({1, 7, 15, 6, 1, 8, 5, 4, true, 203});   // GQA + offset + window + segments
   check_gradients({2, 9, 12, 4, 2, 16, 3, 3, true, 204});
-  check_gradients({1, 70, 72, 4, 2, 8, 2, 0, true, 205});    // two row blocks
+  check_gradients({1, 70, 72, 4, 2, 8, 2, 0, true, 205});  // two row blocks
 }
 
 TEST(Attention, BackwardFloat32MatchesFloat64) {
-  for (const AttnCase& c : {AttnCase{2, 140, 200, 4, 2, 16, 50, 17, true, 301}, AttnCase{1, 29, 40, 6, 1, 8, 9, 0, false, 302}}) {
+  for (const AttnCase& c :
+       {AttnCase{2, 140, 200, 4, 2, 16, 50, 17, true, 301}, AttnCase{1, 29, 40, 6, 1, 8, 9, 0, false, 302}}) {
     SCOPED_TRACE(c.str());
     AttnData d = make_attn_data(c);
     const std::vector<double> r = random_values(size_t(c.B * c.Tq * c.H * c.HD), 303);
@@ -116,7 +121,8 @@ TEST(Attention, BackwardAccumulatesDkDvAndWritesDq) {
 
 // Copies rows [begin, end) of the second dimension of a (B, N, inner) array.
 template <class X>
-std::vector<X> slice_seq(const std::vector<X>& x, int64_t B, int64_t N, int64_t inner, int64_t begin, int64_t end) {
+std::vector<X> slice_seq(const std::vector<X>& x, int64_t B, int64_t N, int64_t inner, int64_t begin,
+                         int64_t end) {
   std::vector<X> s;
   for (int64_t b = 0; b < B; ++b)
     s.insert(s.end(), x.begin() + (b * N + begin) * inner, x.begin() + (b * N + end) * inner);
@@ -126,14 +132,16 @@ template <class X>
 void put_seq(std::vector<X>& x, const std::vector<X>& s, int64_t B, int64_t N, int64_t inner, int64_t begin) {
   const int64_t n = int64_t(s.size()) / (B * inner);
   for (int64_t b = 0; b < B; ++b)
-    std::copy(s.begin() + b * n * inner, s.begin() + (b + 1) * n * inner, x.begin() + (b * N + begin) * inner);
+    std::copy(s.begin() + b * n * inner, s.begin() + (b + 1) * n * inner,
+              x.begin() + (b * N + begin) * inner);
 }
 
 // Whole-sequence forward/backward against the same computed chunk by chunk: each chunk's queries attend to
 // the K/V prefix [0, chunk end) (prefix copies) or to the full K/V buffer (kv_len = T), backward runs in
 // reverse chunk order and adds into one full-length dK/dV accumulator, dQ is concatenated.
 void check_chunked(AttnCase whole, int64_t chunk, bool full_buffer) {
-  SCOPED_TRACE(whole.str() + " chunk=" + std::to_string(chunk) + " full_buffer=" + std::to_string(full_buffer));
+  SCOPED_TRACE(whole.str() + " chunk=" + std::to_string(chunk) +
+               " full_buffer=" + std::to_string(full_buffer));
   const int64_t B = whole.B, T = whole.Tq, H = whole.H, KVH = whole.KVH, HD = whole.HD;
   AttnData d = make_attn_data(whole);
   const std::vector<double> r = random_values(size_t(B * T * H * HD), whole.seed * 10 + 8);

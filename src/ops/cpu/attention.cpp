@@ -74,15 +74,17 @@ std::vector<int64_t> first_visible_keys(const AttentionParams& p, const Tensor& 
   if (ks) {
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t j = 1; j < S; ++j)
-        LT_CHECK(ks[b * S + j] >= ks[b * S + j - 1],
-                 "attention: k_segments[{}, {}] = {} is smaller than k_segments[{}, {}] = {}; segment ids must be "
-                 "non-decreasing along each row (packed sequences)",
-                 b, j, ks[b * S + j], b, j - 1, ks[b * S + j - 1]);
+        LT_CHECK(
+            ks[b * S + j] >= ks[b * S + j - 1],
+            "attention: k_segments[{}, {}] = {} is smaller than k_segments[{}, {}] = {}; segment ids must be "
+            "non-decreasing along each row (packed sequences)",
+            b, j, ks[b * S + j], b, j - 1, ks[b * S + j - 1]);
       for (int64_t i = 0; i < Tq; ++i)
-        LT_CHECK(qs[b * Tq + i] == ks[b * S + p.q_offset + i],
-                 "attention: q_segments[{}, {}] = {} but k_segments[{}, {}] = {}; query {} sits at key position "
-                 "q_offset + {} = {} and must carry that position's segment id",
-                 b, i, qs[b * Tq + i], b, p.q_offset + i, ks[b * S + p.q_offset + i], i, i, p.q_offset + i);
+        LT_CHECK(
+            qs[b * Tq + i] == ks[b * S + p.q_offset + i],
+            "attention: q_segments[{}, {}] = {} but k_segments[{}, {}] = {}; query {} sits at key position "
+            "q_offset + {} = {} and must carry that position's segment id",
+            b, i, qs[b * Tq + i], b, p.q_offset + i, ks[b * S + p.q_offset + i], i, i, p.q_offset + i);
     }
   }
   std::vector<int64_t> lo(size_t(B * Tq));  // (B, Tq)
@@ -128,13 +130,14 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
     const int64_t i0 = blk * kRowBlock, i1 = std::min(Tq, i0 + kRowBlock), rows = i1 - i0;
     const int64_t j0 = lo[size_t(b * Tq + i0)], j1 = p.q_offset + i1, keys = j1 - j0;
     T* prob = scratch.data() + size_t(omp_get_thread_num()) * size_t(kRowBlock * max_keys);  // (rows, keys)
-    const T* q_blk = q + ((b * Tq + i0) * H + h) * HD;               // (rows, HD), stride q_ld
-    const T* k_rng = k + ((b * S + j0) * KVH + h / group) * HD;      // (keys, HD), stride kv_ld
-    const T* v_rng = v + ((b * S + j0) * KVH + h / group) * HD;      // (keys, HD), stride kv_ld
+    const T* q_blk = q + ((b * Tq + i0) * H + h) * HD;           // (rows, HD), stride q_ld
+    const T* k_rng = k + ((b * S + j0) * KVH + h / group) * HD;  // (keys, HD), stride kv_ld
+    const T* v_rng = v + ((b * S + j0) * KVH + h / group) * HD;  // (keys, HD), stride kv_ld
     gemm(false, true, rows, keys, HD, scale, q_blk, q_ld, k_rng, kv_ld, T(0), prob, keys);
     for (int64_t r = 0; r < rows; ++r) {
       T* row = prob + r * keys;
-      const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0, c1 = p.q_offset + i0 + r + 1 - j0;  // visible [c0, c1)
+      const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0,
+                    c1 = p.q_offset + i0 + r + 1 - j0;  // visible [c0, c1)
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t c = c0; c < c1; ++c) m = std::max(m, row[c]);
       T sum = 0;
@@ -145,14 +148,15 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
       std::fill(row + c1, row + keys, T(0));
       lse[(b * H + h) * Tq + i0 + r] = m + std::log(sum);
     }
-    gemm(false, false, rows, HD, keys, T(1), prob, keys, v_rng, kv_ld, T(0), out + ((b * Tq + i0) * H + h) * HD,
-         q_ld);
+    gemm(false, false, rows, HD, keys, T(1), prob, keys, v_rng, kv_ld, T(0),
+         out + ((b * Tq + i0) * H + h) * HD, q_ld);
   }
 }
 
 template <class T>
-void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv_t, Tensor dout_t, Tensor out_t,
-                   Tensor lse_t, Tensor q_t, Tensor k_t, Tensor v_t, Tensor q_segments, Tensor k_segments) {
+void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv_t, Tensor dout_t,
+                   Tensor out_t, Tensor lse_t, Tensor q_t, Tensor k_t, Tensor v_t, Tensor q_segments,
+                   Tensor k_segments) {
   const int64_t B = p.batch, Tq = p.q_len, S = p.kv_len, H = p.heads, KVH = p.kv_heads, HD = p.head_dim;
   const int64_t group = H / KVH;
   const int64_t q_ld = H * HD, kv_ld = KVH * HD;
@@ -175,17 +179,19 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
   std::vector<T> scratch(size_t(threads) * (2 * block_elems + size_t(kRowBlock)));  // per thread: P, dS, D
   // With GQA several tasks feed one kv head: each head sums into its own (max_keys, HD) slices of dk and dv.
   const bool shared_kv = group > 1;
-  std::vector<T> head_dkv(shared_kv ? size_t(tasks) * 2 * size_t(max_keys * HD) : 0, T(0));  // (B, H, 2, keys, HD)
+  std::vector<T> head_dkv(shared_kv ? size_t(tasks) * 2 * size_t(max_keys * HD) : 0,
+                          T(0));  // (B, H, 2, keys, HD)
   SingleThreadedBlas blas_guard;
 
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / H, h = task % H, kvh = h / group;
     T* mine = scratch.data() + size_t(omp_get_thread_num()) * (2 * block_elems + size_t(kRowBlock));
-    T* prob = mine;                    // (rows, keys)
-    T* dscore = mine + block_elems;    // (rows, keys)
-    T* delta = mine + 2 * block_elems; // (rows): rowsum(dout * out)
-    T* dk_dst = shared_kv ? head_dkv.data() + size_t(task) * 2 * size_t(max_keys * HD) : dk + (b * S * KVH + kvh) * HD;
+    T* prob = mine;                     // (rows, keys)
+    T* dscore = mine + block_elems;     // (rows, keys)
+    T* delta = mine + 2 * block_elems;  // (rows): rowsum(dout * out)
+    T* dk_dst = shared_kv ? head_dkv.data() + size_t(task) * 2 * size_t(max_keys * HD)
+                          : dk + (b * S * KVH + kvh) * HD;
     T* dv_dst = shared_kv ? dk_dst + max_keys * HD : dv + (b * S * KVH + kvh) * HD;
     const int64_t dst_ld = shared_kv ? HD : kv_ld;  // (keys, HD) rows of the destination
 
@@ -219,8 +225,10 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
         std::fill(dsrow + c1, dsrow + keys, T(0));
       }
       gemm(false, false, rows, HD, keys, T(1), dscore, keys, k_rng, kv_ld, T(0), dq + q_at, q_ld);
-      gemm(true, false, keys, HD, rows, T(1), dscore, keys, q + q_at, q_ld, T(1), dk_dst + j0 * dst_ld, dst_ld);
-      gemm(true, false, keys, HD, rows, T(1), prob, keys, dout + q_at, q_ld, T(1), dv_dst + j0 * dst_ld, dst_ld);
+      gemm(true, false, keys, HD, rows, T(1), dscore, keys, q + q_at, q_ld, T(1), dk_dst + j0 * dst_ld,
+           dst_ld);
+      gemm(true, false, keys, HD, rows, T(1), prob, keys, dout + q_at, q_ld, T(1), dv_dst + j0 * dst_ld,
+           dst_ld);
     }
   }
 
@@ -252,9 +260,8 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor q_segments, Tensor k_segments) {
   if (p.batch * p.q_len == 0) return;  // no query: nothing to write (its tensors may have no data)
-  dispatch_float(q.dtype, "attention_forward", [&]<class T>() {
-    forward_impl<T>(p, out, lse, q, k, v, q_segments, k_segments);
-  });
+  dispatch_float(q.dtype, "attention_forward",
+                 [&]<class T>() { forward_impl<T>(p, out, lse, q, k, v, q_segments, k_segments); });
 }
 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
