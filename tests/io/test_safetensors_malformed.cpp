@@ -1,6 +1,7 @@
 // One test per rule of the reference reader: each hostile file gives one lt::Error naming the problem.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "io/safetensors.h"
@@ -50,7 +51,7 @@ const std::string kEightBytes(8, '\x01');
 TEST(SafetensorsMalformed, FileShorterThanLengthWord) {
   TempDir dir;
   std::string path = dir.file("short.safetensors");
-  test::write_bytes(path, "\x05\x00\x00");
+  test::write_bytes(path, std::string("\x05\x00\x00", 3));
   EXPECT_TRUE(fails_with([&] { SafetensorsFile::open(path); }, {path, "3 bytes", "too short"}));
   test::write_bytes(path, "");
   EXPECT_TRUE(fails_with([&] { SafetensorsFile::open(path); }, {path, "0 bytes", "too short"}));
@@ -199,6 +200,8 @@ TEST(SafetensorsMalformed, MutationsNeverCrash) {
   std::string path = dir.file("m.safetensors");
   int opened = 0, refused = 0;
   auto attempt = [&](const std::string& bytes) {
+    // Unlink rather than truncate: ext4 flushes a truncated-and-rewritten file on close (auto_da_alloc).
+    std::remove(path.c_str());
     test::write_bytes(path, bytes);
     try {
       SafetensorsFile::open(path);
