@@ -75,7 +75,9 @@ TEST(SafetensorsRoundTrip, EveryDtypeWithMetadata) {
     for (int d = 0; d < t.tensor.ndim; ++d) EXPECT_EQ(e->shape[size_t(d)], t.tensor.shape[size_t(d)]);
     EXPECT_EQ(e->numel(), t.tensor.numel());
     ASSERT_EQ(e->end - e->begin, t.tensor.bytes());
-    EXPECT_EQ(std::memcmp(e->data, t.tensor.data, t.tensor.bytes()), 0) << t.name;
+    if (t.tensor.bytes() > 0) {
+      EXPECT_EQ(std::memcmp(e->data, t.tensor.data, t.tensor.bytes()), 0) << t.name;
+    }
   }
   EXPECT_EQ(file->find("absent"), nullptr);
   EXPECT_EQ(file->metadata().at("format"), "pt");
