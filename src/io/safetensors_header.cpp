@@ -110,9 +110,13 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
            shape_it->dump());
   for (size_t i = 0; i < shape_it->size(); ++i) {
     const Json& dim = (*shape_it)[i];
-    LT_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= uint64_t(INT64_MAX),
+    LT_CHECK(dim.is_number_unsigned(),
              "safetensors {}: tensor '{}' has shape[{}] = {}, expected a non-negative integer", path, name, i,
              dim.dump());
+    // Shapes are int64 everywhere else in leantune; no real tensor comes near this.
+    LT_CHECK(dim.get<uint64_t>() <= uint64_t(INT64_MAX),
+             "safetensors {}: tensor '{}' has shape[{}] = {}, larger than the supported maximum {}", path,
+             name, i, dim.dump(), INT64_MAX);
     entry.shape.push_back(int64_t(dim.get<uint64_t>()));
   }
 

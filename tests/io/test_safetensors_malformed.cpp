@@ -162,6 +162,8 @@ TEST(SafetensorsMalformed, NegativeOrNonIntegerShape) {
   EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[-1]", 0, 0)}), "",
                          {"tensor 'a'", "shape[0] = -1", "non-negative integer"}));
   EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[2.5]", 0, 0)}), "", {"shape[0] = 2.5"}));
+  EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[0,9223372036854775808]", 0, 0)}), "",
+                         {"shape[1] = 9223372036854775808", "supported maximum"}));
   EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,4]}}",
                          std::string(4, '\0'), {"tensor 'a' has shape 3", "array"}));
 }
