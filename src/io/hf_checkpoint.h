@@ -24,7 +24,7 @@ void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& c
 
 struct HfSaveOptions {
   // Storage dtype (F32, BF16, F16, F64); default: config.json's declared dtype, else the weights' dtype.
-  std::optional<DType> dtype;
+  std::optional<DType> dtype = std::nullopt;
   // Shards hold at most this many bytes of tensor data (a larger single tensor gets a shard of its own);
   // more than one shard writes model-0000i-of-0000n.safetensors and model.safetensors.index.json.
   uint64_t max_shard_bytes = uint64_t(5) << 30;
