@@ -88,8 +88,8 @@ struct LayerScratch {
   Tensor d_v;     // (B, C, KVH, HD)
 };
 
-// out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V into
-// kv at q_offset. `out` (B*C, D) is written.
+// out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V
+// into kv at q_offset. `out` (B*C, D) is written.
 void layer_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                    const KvContext& kv, LayerActivations& acts, Tensor out);
 
@@ -153,7 +153,7 @@ class Decoder {
   KvGrads kv_grads_;                    // (B, T, KVH, HD), reused layer after layer
   LayerScratch scratch_;
   LmActivations lm_;
-  Tensor d_resid_;                      // (B*T, D) residual-stream gradient
+  Tensor d_resid_;  // (B*T, D) residual-stream gradient
 };
 
 }  // namespace lt::model
