@@ -42,6 +42,12 @@ cuda: deps
 test-cuda: cuda
 	./build/cuda/bin/test_cuda
 
+# The main job on its embedded default. It arrives with the training issue; until then, say so.
+demo:
+	@echo "make demo: the end-to-end fine-tuning demo arrives with the training issue (trainer, LoRA, demo task)."
+	@echo "It does not exist yet in this checkout; see README.md, 'Status'."
+	@exit 1
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 

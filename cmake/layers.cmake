@@ -45,5 +45,6 @@ function(lt_add_test_suite layer)
   target_link_libraries(test_${layer} PRIVATE lt_test_support GTest::gtest GTest::gtest_main ${ARGN})
   lt_project_warnings(test_${layer})
   gtest_discover_tests(test_${layer} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-                       DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${layer})
+                       DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS ${layer} ENVIRONMENT "OMP_WAIT_POLICY=passive")
 endfunction()

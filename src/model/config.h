@@ -67,4 +67,9 @@ ModelConfig load_model_config(const std::string& path_or_dir);
 
 std::string architecture_name(Architecture arch);
 
+// "default" or "llama3" (the config.json spelling).
+std::string rope_type_name(ops::RopeType type);
+// One "name: value" line per field, for `leantune info` and logs (sizes, biases, RoPE, windows, token ids).
+std::string describe_model_config(const ModelConfig& cfg);
+
 }  // namespace lt::model

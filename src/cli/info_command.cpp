@@ -1,0 +1,117 @@
+#include "cli/info_command.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "core/arena.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/memory_estimate.h"
+#include "model/param_counts.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct InfoOptions {
+  std::string model_dir;
+  int64_t seq_len = 2048;
+  int64_t batch = 1;
+  int64_t lora_r = 16;
+  std::vector<std::string> lora_targets = model::lora_target_names();
+  std::string precision = "bf16";
+};
+
+std::string rope_summary(const model::ModelConfig& cfg) {
+  std::string s = fmt::format("theta {}", cfg.rope_theta);
+  if (cfg.rope_type == ops::RopeType::Llama3)
+    s += fmt::format(", llama3 scaling (factor {}, low {}, high {}, original {})", cfg.rope_factor,
+                     cfg.rope_low_freq_factor, cfg.rope_high_freq_factor, cfg.rope_original_max_position);
+  return s;
+}
+
+std::string window_summary(const model::ModelConfig& cfg) {
+  int64_t windowed = 0, window = 0;
+  for (int64_t w : cfg.layer_window)
+    if (w > 0) ++windowed, window = w;
+  if (windowed == 0) return "none (full causal attention)";
+  return fmt::format("{} tokens on {} of {} layers", window, windowed, cfg.num_layers);
+}
+
+// Tensor count and bytes on disk per safetensors dtype; empty when the directory holds no weights.
+std::map<std::string, std::pair<int64_t, int64_t>> dtypes_on_disk(const std::string& dir) {
+  std::map<std::string, std::pair<int64_t, int64_t>> by_dtype;
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(dir) / "model.safetensors") && !fs::exists(fs::path(dir) / "model.safetensors.index.json"))
+    return by_dtype;
+  auto reader = io::CheckpointReader::open(dir);
+  for (const std::string& name : reader->names()) {
+    const io::SafetensorsEntry& e = reader->entry(name);
+    auto& [count, bytes] = by_dtype[io::st_dtype_name(e.dtype)];
+    ++count;
+    bytes += int64_t(e.end - e.begin);
+  }
+  return by_dtype;
+}
+
+void print_memory(const char* title, const model::MemoryEstimate& m) {
+  fmt::print("\n{} (estimate; {} trainable parameters):\n", title, m.trainable_params);
+  for (const auto& [name, bytes] : m.rows()) fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
+}
+
+void run_info(const InfoOptions& o) {
+  model::ModelConfig cfg = model::load_model_config(o.model_dir);
+  fmt::print("{} ({}) from {}\n", cfg.architecture_name, cfg.model_type, o.model_dir);
+  fmt::print("  layers {}, hidden {}, MLP {}, heads {} (kv heads {}, head dim {}), vocab {}\n", cfg.num_layers,
+             cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.vocab_size);
+  fmt::print("  rope: {}\n  sliding window: {}\n  embeddings: {}; biases: q/k/v {}, o {}, mlp {}\n",
+             rope_summary(cfg), window_summary(cfg), cfg.tie_word_embeddings ? "tied" : "untied",
+             cfg.qkv_bias ? "yes" : "no", cfg.o_bias ? "yes" : "no", cfg.mlp_bias ? "yes" : "no");
+
+  fmt::print("\nParameters:\n");
+  for (const auto& [name, count] : model::count_params(cfg).rows()) fmt::print("  {:<24} {:>15}\n", name, count);
+
+  auto on_disk = dtypes_on_disk(o.model_dir);
+  if (on_disk.empty()) {
+    fmt::print("\nWeights on disk: none found (config only){}\n",
+               cfg.dtype_name.empty() ? "" : fmt::format("; config declares {}", cfg.dtype_name));
+  } else {
+    fmt::print("\nWeights on disk:\n");
+    for (const auto& [dtype, cb] : on_disk)
+      fmt::print("  {:<8} {:>6} tensors {:>12}\n", dtype, cb.first, format_bytes(double(cb.second)));
+  }
+
+  LT_CHECK(o.precision == "bf16" || o.precision == "fp16" || o.precision == "fp32" || o.precision == "fp64",
+           "info: --precision {} is not one of bf16, fp16, fp32, fp64", o.precision);
+  model::MemoryEstimateSettings s;
+  s.batch = o.batch;
+  s.seq_len = o.seq_len;
+  s.compute_bytes = o.precision == "fp64" ? 8 : o.precision == "fp32" ? 4 : 2;
+  s.lora_rank = o.lora_r;
+  s.lora_targets = o.lora_targets;
+  fmt::print("\nMemory at seq_len {} x batch {}, {} compute, AdamW:\n", o.seq_len, o.batch, o.precision);
+  s.mode = model::TrainingMode::Full;
+  print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
+  s.mode = model::TrainingMode::Lora;
+  print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
+               model::estimate_training_memory(cfg, s));
+}
+
+}  // namespace
+
+void register_info_command(CLI::App& app) {
+  auto options = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand("info", "architecture, parameter counts, dtype on disk and memory of a model");
+  cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")->required();
+  cmd->add_option("--seq_len", options->seq_len, "sequence length for the memory estimate")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")->check(CLI::PositiveNumber);
+  cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
+  cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
+  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64");
+  cmd->callback([options] { run_info(*options); });
+}
+
+}  // namespace lt::cli

@@ -1,0 +1,482 @@
+// config.json -> ModelConfig. Defaults follow transformers' LlamaConfig, Qwen2Config and MistralConfig (the
+// class defaults apply when a key is absent), so that a checkpoint means here what it means there.
+//
+// Fields read and what decides them:
+// - required: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads (a
+// checkpoint
+//   without them has no meaning; transformers would silently take its class defaults).
+// - num_key_value_heads: absent/null -> num_attention_heads (Llama, Qwen2); MistralConfig's default is 8.
+// - head_dim: absent/null -> hidden_size / num_attention_heads (Qwen2 has no head_dim key at all).
+// - biases: Llama reads attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q/k/v biases and no o
+//   bias; Mistral has none (transformers ignores both keys for Qwen2 and Mistral, and so do we).
+// - sliding window: Mistral's sliding_window (absent -> MistralConfig's 4096, null -> none) on every layer;
+//   Qwen2 only with use_sliding_window, on the layers whose layer_types entry is "sliding_attention", or when
+//   layer_types is absent, on layers i >= max_window_layers (Qwen2Config.__post_init__); Llama never.
+// - token ids: absent -> LlamaConfig/MistralConfig's bos 1 and eos 2 (Qwen2Config: none); null -> none.
+// - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
+//   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
+// Refused because they would change the math and are not implemented: a quantization_config, non-zero
+// attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
+// hidden_act other than silu. Accepted and ignored because they do not change the math: pretraining_tp
+// (splits matmuls, same result), use_cache, initializer_range, use_mrope (Qwen2ForCausalLM ignores it),
+// transformers_version, _name_or_path, and any unknown key.
+#include "model/config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lt::model {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of one JSON object; every error names the file, the field and the value found.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string source, std::string prefix = "")
+      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  // Present and not null.
+  bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+  // Present with the value null (which some fields distinguish from absent).
+  bool is_null(const char* key) const { return object_.contains(key) && object_.at(key).is_null(); }
+  const json& at(const char* key) const { return object_.at(key); }
+  std::string name(const char* key) const { return prefix_ + key; }
+
+  int64_t integer(const char* key) const {
+    LT_CHECK(object_.contains(key), "{}: required field '{}' is missing", source_, name(key));
+    const json& v = object_.at(key);
+    LT_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", source_, name(key),
+             v.dump());
+    if (v.is_number_unsigned()) {
+      LT_CHECK(v.get<uint64_t>() <= uint64_t(INT64_MAX), "{}: field '{}' is {}, which is too large", source_,
+               name(key), v.dump());
+    }
+    return v.get<int64_t>();
+  }
+  int64_t positive(const char* key) const {
+    int64_t value = integer(key);
+    LT_CHECK(value > 0, "{}: field '{}' is {}, expected a positive integer", source_, name(key), value);
+    return value;
+  }
+  int64_t positive_or(const char* key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
+  std::optional<int64_t> optional_integer(const char* key) const {
+    if (!has(key)) return std::nullopt;
+    return integer(key);
+  }
+
+  double number(const char* key) const {
+    LT_CHECK(object_.contains(key), "{}: required field '{}' is missing", source_, name(key));
+    const json& v = object_.at(key);
+    LT_CHECK(v.is_number(), "{}: field '{}' is {}, expected a number", source_, name(key), v.dump());
+    double value = v.get<double>();
+    LT_CHECK(std::isfinite(value), "{}: field '{}' is {}, expected a finite number", source_, name(key),
+             v.dump());
+    return value;
+  }
+  double number_or(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
+
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = object_.at(key);
+    LT_CHECK(v.is_boolean(), "{}: field '{}' is {}, expected true or false", source_, name(key), v.dump());
+    return v.get<bool>();
+  }
+
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = object_.at(key);
+    LT_CHECK(v.is_string(), "{}: field '{}' is {}, expected a string", source_, name(key), v.dump());
+    return v.get<std::string>();
+  }
+
+ private:
+  const json& object_;
+  std::string source_;
+  std::string prefix_;
+};
+
+struct ArchitectureInfo {
+  Architecture arch;
+  const char* class_name;
+  const char* model_type;
+};
+constexpr ArchitectureInfo kArchitectures[] = {
+    {Architecture::Llama, "LlamaForCausalLM", "llama"},
+    {Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
+    {Architecture::Mistral, "MistralForCausalLM", "mistral"},
+};
+constexpr const char* kSupportedList = "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
+
+const ArchitectureInfo& info_for(Architecture arch) {
+  for (const auto& info : kArchitectures)
+    if (info.arch == arch) return info;
+  LT_FAIL("unknown architecture enum value {}", int(arch));
+}
+
+// "architectures" names the class; "model_type" must agree with it. Either alone is enough.
+void read_architecture(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
+  const ArchitectureInfo* found = nullptr;
+  if (r.has("architectures")) {
+    const json& list = r.at("architectures");
+    LT_CHECK(list.is_array() && !list.empty(),
+             "{}: field 'architectures' is {}, expected a list of class names", source, list.dump());
+    for (const json& entry : list) {
+      LT_CHECK(entry.is_string(), "{}: field 'architectures' holds {}, expected class names (strings)",
+               source, entry.dump());
+      for (const auto& info : kArchitectures)
+        if (entry.get<std::string>() == info.class_name) found = &info;
+    }
+    LT_CHECK(found != nullptr, "{}: field 'architectures' is {}: not supported (supported: {})", source,
+             list.dump(), kSupportedList);
+    LT_CHECK(list.size() == 1, "{}: field 'architectures' is {}, expected exactly one class", source,
+             list.dump());
+  }
+  std::string model_type = r.string_or("model_type", "");
+  if (found == nullptr) {
+    LT_CHECK(!model_type.empty(), "{}: neither 'architectures' nor 'model_type' is present (supported: {})",
+             source, kSupportedList);
+    for (const auto& info : kArchitectures)
+      if (model_type == info.model_type) found = &info;
+    LT_CHECK(found != nullptr,
+             "{}: field 'model_type' is \"{}\": not supported (supported: llama, qwen2, mistral)", source,
+             model_type);
+  } else if (!model_type.empty()) {
+    LT_CHECK(model_type == found->model_type,
+             "{}: field 'model_type' is \"{}\" but 'architectures' names {} (model_type \"{}\")", source,
+             model_type, found->class_name, found->model_type);
+  }
+  cfg.arch = found->arch;
+  cfg.architecture_name = found->class_name;
+  cfg.model_type = found->model_type;
+}
+
+void read_rope(const FieldReader& top, const std::string& source, ModelConfig& cfg) {
+  // transformers: `rope_parameters = rope_scaling or rope_parameters`; a file carrying both with different
+  // contents is ambiguous, so it is refused rather than resolved silently.
+  const char* dict_key = nullptr;
+  if (top.has("rope_scaling")) dict_key = "rope_scaling";
+  if (top.has("rope_parameters")) {
+    LT_CHECK(dict_key == nullptr || top.at("rope_scaling") == top.at("rope_parameters"),
+             "{}: fields 'rope_scaling' ({}) and 'rope_parameters' ({}) disagree; keep one of them", source,
+             top.at("rope_scaling").dump(), top.at("rope_parameters").dump());
+    if (dict_key == nullptr) dict_key = "rope_parameters";
+  }
+  double top_theta = top.number_or("rope_theta", 10000.0);
+  LT_CHECK(
+      !top.has("partial_rotary_factor") || top.number("partial_rotary_factor") == 1.0,
+      "{}: field 'partial_rotary_factor' is {}: partial rotary embeddings are not supported (expected 1.0)",
+      source, top.has("partial_rotary_factor") ? top.at("partial_rotary_factor").dump() : "");
+
+  cfg.rope_theta = top_theta;
+  cfg.rope_type = ops::RopeType::Default;
+  if (dict_key == nullptr) {
+    LT_CHECK(cfg.rope_theta > 0, "{}: field 'rope_theta' is {}, expected a positive number", source,
+             cfg.rope_theta);
+    return;
+  }
+  const json& dict = top.at(dict_key);
+  LT_CHECK(dict.is_object(), "{}: field '{}' is {}, expected an object", source, dict_key, dict.dump());
+  FieldReader r(dict, source, std::string(dict_key) + ".");
+  // transformers v5 can nest RoPE parameters per layer type; none of the supported families does.
+  for (const auto& [key, value] : dict.items()) {
+    LT_CHECK(!value.is_object(), "{}: field '{}.{}' is {}: RoPE parameters per layer type are not supported",
+             source, dict_key, key, value.dump());
+  }
+
+  // The legacy key is `type`; `rope_type` wins when both are present (transformers' standardize_rope_params).
+  std::string type = r.has("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "default");
+  const char* type_key = r.has("rope_type") ? "rope_type" : "type";
+  cfg.rope_theta = r.number_or("rope_theta", top_theta);
+  LT_CHECK(cfg.rope_theta > 0, "{}: field '{}' is {}, expected a positive number", source,
+           r.has("rope_theta") ? r.name("rope_theta") : "rope_theta", cfg.rope_theta);
+  LT_CHECK(!r.has("partial_rotary_factor") || r.number("partial_rotary_factor") == 1.0,
+           "{}: field '{}' is {}: partial rotary embeddings are not supported (expected 1.0)", source,
+           r.name("partial_rotary_factor"),
+           r.has("partial_rotary_factor") ? dict["partial_rotary_factor"].dump() : "");
+
+  if (type == "default") return;
+  LT_CHECK(type == "llama3", "{}: field '{}' is \"{}\": RoPE type not supported (supported: default, llama3)",
+           source, r.name(type_key), type);
+  cfg.rope_type = ops::RopeType::Llama3;
+  cfg.rope_factor = r.number("factor");
+  cfg.rope_low_freq_factor = r.number("low_freq_factor");
+  cfg.rope_high_freq_factor = r.number("high_freq_factor");
+  // transformers falls back to max_position_embeddings when the original length is absent.
+  cfg.rope_original_max_position =
+      r.positive_or("original_max_position_embeddings", cfg.max_position_embeddings);
+  LT_CHECK(cfg.rope_factor >= 1.0, "{}: field '{}' is {}, expected a number >= 1", source, r.name("factor"),
+           cfg.rope_factor);
+  LT_CHECK(cfg.rope_low_freq_factor > 0, "{}: field '{}' is {}, expected a positive number", source,
+           r.name("low_freq_factor"), cfg.rope_low_freq_factor);
+  LT_CHECK(cfg.rope_high_freq_factor > cfg.rope_low_freq_factor,
+           "{}: field '{}' is {}, expected a number greater than low_freq_factor ({})", source,
+           r.name("high_freq_factor"), cfg.rope_high_freq_factor, cfg.rope_low_freq_factor);
+}
+
+// Token ids must index the embedding table. A negative pad_token_id (some early Llama conversions wrote -1)
+// means "no pad token".
+std::optional<int64_t> read_token_id(const FieldReader& r, const std::string& source, const char* key,
+                                     int64_t vocab) {
+  std::optional<int64_t> id = r.optional_integer(key);
+  if (!id) return id;
+  if (*id < 0 && std::string(key) == "pad_token_id") return std::nullopt;
+  LT_CHECK(*id >= 0 && *id < vocab, "{}: field '{}' is {}, expected a token id in [0, {})", source, key, *id,
+           vocab);
+  return id;
+}
+
+// Absent keys take the class defaults (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none);
+// an explicit null means none.
+void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
+  bool llama_defaults = cfg.arch != Architecture::Qwen2;
+  cfg.bos_token_id = read_token_id(r, source, "bos_token_id", cfg.vocab_size);
+  if (!r.has("bos_token_id") && !r.is_null("bos_token_id") && llama_defaults && cfg.vocab_size > 1)
+    cfg.bos_token_id = 1;
+  cfg.pad_token_id = read_token_id(r, source, "pad_token_id", cfg.vocab_size);
+  cfg.eos_token_ids.clear();
+  if (!r.has("eos_token_id")) {
+    if (!r.is_null("eos_token_id") && llama_defaults && cfg.vocab_size > 2) cfg.eos_token_ids.push_back(2);
+    return;
+  }
+  const json& eos = r.at("eos_token_id");
+  if (!eos.is_array()) {
+    cfg.eos_token_ids.push_back(*read_token_id(r, source, "eos_token_id", cfg.vocab_size));
+    return;
+  }
+  for (const json& id : eos) {
+    LT_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < cfg.vocab_size,
+             "{}: field 'eos_token_id' holds {}, expected token ids in [0, {})", source, id.dump(),
+             cfg.vocab_size);
+    cfg.eos_token_ids.push_back(id.get<int64_t>());
+  }
+}
+
+void read_sliding_window(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
+  cfg.layer_window.assign(size_t(cfg.num_layers), 0);
+  if (cfg.arch == Architecture::Llama) return;  // LlamaModel has no sliding window, whatever the file says
+  if (cfg.arch == Architecture::Mistral) {
+    // Absent -> MistralConfig's class default 4096; an explicit null -> full attention.
+    int64_t window = 4096;
+    if (r.has("sliding_window")) {
+      window = r.positive("sliding_window");
+    } else if (r.is_null("sliding_window")) {
+      window = 0;
+    }
+    cfg.layer_window.assign(size_t(cfg.num_layers), window);
+    return;
+  }
+  // Qwen2: `sliding_window = sliding_window if use_sliding_window else None`.
+  if (!r.boolean_or("use_sliding_window", false)) return;
+  if (r.is_null("sliding_window")) return;
+  int64_t window = r.positive_or("sliding_window", 4096);
+  if (r.has("layer_types")) {
+    const json& types = r.at("layer_types");
+    LT_CHECK(types.is_array() && int64_t(types.size()) == cfg.num_layers,
+             "{}: field 'layer_types' is {}, expected a list of {} entries (one per layer)", source,
+             types.dump(), cfg.num_layers);
+    for (size_t i = 0; i < types.size(); ++i) {
+      const json& t = types[i];
+      bool sliding = t == "sliding_attention";
+      LT_CHECK(sliding || t == "full_attention",
+               "{}: field 'layer_types[{}]' is {}, expected \"full_attention\" or \"sliding_attention\"",
+               source, i, t.dump());
+      if (sliding) cfg.layer_window[i] = window;
+    }
+    return;
+  }
+  int64_t first = 28;  // Qwen2Config's default max_window_layers
+  if (r.has("max_window_layers")) {
+    first = r.integer("max_window_layers");
+    LT_CHECK(first >= 0, "{}: field 'max_window_layers' is {}, expected a non-negative integer", source,
+             first);
+  }
+  for (int64_t layer = first; layer < cfg.num_layers; ++layer) cfg.layer_window[size_t(layer)] = window;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
+  LT_CHECK(json.is_object(), "{}: expected a JSON object at the top level, found {}", source,
+           std::string(json.type_name()));
+  FieldReader r(json, source);
+  ModelConfig cfg;
+  cfg.raw = json;
+  read_architecture(r, source, cfg);
+
+  LT_CHECK(
+      !r.has("quantization_config"),
+      "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
+      "the unquantized model",
+      source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
+  std::string act = r.string_or("hidden_act", "silu");
+  LT_CHECK(act == "silu", "{}: field 'hidden_act' is \"{}\": only \"silu\" (SwiGLU MLP) is supported", source,
+           act);
+  double dropout = r.number_or("attention_dropout", 0.0);
+  LT_CHECK(dropout == 0.0,
+           "{}: field 'attention_dropout' is {}: attention dropout is not supported (leantune trains without "
+           "it); set it to 0.0",
+           source, json.at("attention_dropout").dump());
+
+  cfg.vocab_size = r.positive("vocab_size");
+  cfg.hidden_size = r.positive("hidden_size");
+  cfg.intermediate_size = r.positive("intermediate_size");
+  cfg.num_layers = r.positive("num_hidden_layers");
+  cfg.num_heads = r.positive("num_attention_heads");
+  int64_t default_kv = cfg.arch == Architecture::Mistral ? 8 : cfg.num_heads;
+  cfg.num_kv_heads = r.positive_or("num_key_value_heads", default_kv);
+  LT_CHECK(
+      cfg.num_heads % cfg.num_kv_heads == 0,
+      "{}: field 'num_attention_heads' is {} and 'num_key_value_heads' is {}: the heads must be a multiple "
+      "of the kv heads",
+      source, cfg.num_heads, cfg.num_kv_heads);
+  if (r.has("head_dim")) {
+    cfg.head_dim = r.positive("head_dim");
+  } else {
+    LT_CHECK(cfg.hidden_size % cfg.num_heads == 0,
+             "{}: field 'hidden_size' is {}, not a multiple of 'num_attention_heads' ({}), and no 'head_dim' "
+             "is given",
+             source, cfg.hidden_size, cfg.num_heads);
+    cfg.head_dim = cfg.hidden_size / cfg.num_heads;
+  }
+  LT_CHECK(cfg.head_dim % 2 == 0, "{}: head dim is {} ({}): rotary embeddings need an even head dim", source,
+           cfg.head_dim, r.has("head_dim") ? "field 'head_dim'" : "hidden_size / num_attention_heads");
+
+  int64_t default_max_pos = cfg.arch == Architecture::Llama   ? 2048
+                            : cfg.arch == Architecture::Qwen2 ? 32768
+                                                              : 4096 * 32;
+  cfg.max_position_embeddings = r.positive_or("max_position_embeddings", default_max_pos);
+  cfg.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+  LT_CHECK(cfg.rms_norm_eps > 0, "{}: field 'rms_norm_eps' is {}, expected a positive number", source,
+           json.at("rms_norm_eps").dump());
+  cfg.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+
+  switch (cfg.arch) {
+    case Architecture::Llama:
+      cfg.qkv_bias = cfg.o_bias = r.boolean_or("attention_bias", false);
+      cfg.mlp_bias = r.boolean_or("mlp_bias", false);
+      break;
+    case Architecture::Qwen2:
+      cfg.qkv_bias = true;
+      cfg.o_bias = cfg.mlp_bias = false;
+      break;
+    case Architecture::Mistral:
+      cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
+      break;
+  }
+
+  read_rope(r, source, cfg);
+  read_sliding_window(r, source, cfg);
+  read_token_ids(r, source, cfg);
+  cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
+  return cfg;
+}
+
+ModelConfig load_model_config(const std::string& path_or_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path = path_or_dir;
+  if (fs::is_directory(path, ec)) path /= "config.json";
+  std::string name = path.string();
+  LT_CHECK(fs::is_regular_file(path, ec),
+           "{}: no such file (expected an HF config.json or a directory holding one)", name);
+  std::ifstream in(path, std::ios::binary);
+  LT_CHECK(in.good(), "{}: cannot open for reading", name);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, e.what());
+  }
+  return parse_model_config(json, name);
+}
+
+ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
+  ops::RopeParams p{};
+  p.tokens = tokens;
+  p.heads = heads;
+  p.head_dim = head_dim;
+  p.theta = rope_theta;
+  p.type = rope_type;
+  p.factor = rope_factor;
+  p.low_freq_factor = rope_low_freq_factor;
+  p.high_freq_factor = rope_high_freq_factor;
+  p.original_max_position = rope_original_max_position;
+  return p;
+}
+
+std::string architecture_name(Architecture arch) {
+  return info_for(arch).class_name;
+}
+
+std::string rope_type_name(ops::RopeType type) {
+  return type == ops::RopeType::Llama3 ? "llama3" : "default";
+}
+
+namespace {
+
+// "none", "4096 (all layers)", "4096 (layers 28-47)" or a per-layer list when the pattern is irregular.
+std::string describe_windows(const ModelConfig& cfg) {
+  int64_t windowed = 0, first = -1, value = 0;
+  bool uniform = true;
+  for (int64_t layer = 0; layer < cfg.num_layers; ++layer) {
+    int64_t w = cfg.window_for_layer(layer);
+    if (w == 0) continue;
+    if (first < 0) first = layer, value = w;
+    uniform = uniform && w == value;
+    ++windowed;
+  }
+  if (windowed == 0) return "none";
+  if (uniform && windowed == cfg.num_layers) return fmt::format("{} (all layers)", value);
+  if (uniform && first + windowed == cfg.num_layers)
+    return fmt::format("{} (layers {}-{})", value, first, cfg.num_layers - 1);
+  return fmt::format("per layer {}", cfg.layer_window);
+}
+
+std::string optional_id(const std::optional<int64_t>& id) {
+  return id ? std::to_string(*id) : "none";
+}
+
+}  // namespace
+
+std::string describe_model_config(const ModelConfig& cfg) {
+  std::string rope = fmt::format("{} theta {}", rope_type_name(cfg.rope_type), cfg.rope_theta);
+  if (cfg.rope_type == ops::RopeType::Llama3) {
+    rope += fmt::format(" factor {} low_freq_factor {} high_freq_factor {} original_max_position {}",
+                        cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
+                        cfg.rope_original_max_position);
+  }
+  std::string out;
+  auto line = [&out](const char* name, const std::string& value) {
+    out += fmt::format("{:<24}{}\n", name, value);
+  };
+  line("architecture", fmt::format("{} ({})", cfg.architecture_name, cfg.model_type));
+  line("vocab_size", std::to_string(cfg.vocab_size));
+  line("hidden_size", std::to_string(cfg.hidden_size));
+  line("intermediate_size", std::to_string(cfg.intermediate_size));
+  line("layers", std::to_string(cfg.num_layers));
+  line("heads / kv heads", fmt::format("{} / {}", cfg.num_heads, cfg.num_kv_heads));
+  line("head_dim", std::to_string(cfg.head_dim));
+  line("max_position", std::to_string(cfg.max_position_embeddings));
+  line("rms_norm_eps", fmt::format("{}", cfg.rms_norm_eps));
+  line("tied embeddings", cfg.tie_word_embeddings ? "yes" : "no");
+  line("biases", fmt::format("qkv {} o {} mlp {}", cfg.qkv_bias ? "yes" : "no", cfg.o_bias ? "yes" : "no",
+                             cfg.mlp_bias ? "yes" : "no"));
+  line("rope", rope);
+  line("sliding window", describe_windows(cfg));
+  line("bos / eos / pad",
+       fmt::format("{} / {} / {}", optional_id(cfg.bos_token_id),
+                   cfg.eos_token_ids.empty() ? "none" : fmt::format("{}", cfg.eos_token_ids),
+                   optional_id(cfg.pad_token_id)));
+  line("dtype", cfg.dtype_name.empty() ? "unspecified" : cfg.dtype_name);
+  return out;
+}
+
+}  // namespace lt::model
