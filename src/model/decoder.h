@@ -123,6 +123,7 @@ class Decoder {
   // Bytes the constructor takes from the arena (alignment included).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);
 
+  // `config` is kept by reference: it must outlive the decoder.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena);
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
