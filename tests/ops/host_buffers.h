@@ -98,3 +98,19 @@ void expect_error(Fn&& fn, const std::string& needle) {
 }
 
 }  // namespace lt::test
+
+#include <omp.h>
+
+namespace lt::test {
+
+// Runs fn with an OpenMP team of `threads`, restoring the previous setting: the CPU ops must give the
+// same bits whatever the thread count.
+template <class Fn>
+void with_threads(int threads, Fn&& fn) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  fn();
+  omp_set_num_threads(saved);
+}
+
+}  // namespace lt::test

@@ -10,6 +10,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -32,7 +33,7 @@ double forward(const CrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tenso
   const T* logits = logits_t.ptr<T>("cross_entropy_forward logits");             // (N, V)
   const int64_t V = p.vocab;
   std::vector<double> row_loss(size_t(p.rows));  // (N) before rounding to T
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.rows * V >= kMinParallelWork)
   for (int64_t n = 0; n < p.rows; ++n) {
     const T* z = logits + n * V;
     double m = -std::numeric_limits<double>::infinity();
@@ -57,7 +58,7 @@ void backward(const CrossEntropyParams& p, Tensor dlogits_t, Tensor logits_t, Te
   const T* logits = logits_t.ptr<T>("cross_entropy_backward logits");             // (N, V)
   const T* lse = lse_t.ptr<T>("cross_entropy_backward lse");                      // (N)
   const int64_t V = p.vocab;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.rows * V >= kMinParallelWork)
   for (int64_t n = 0; n < p.rows; ++n) {
     T* dz = dlogits + n * V;
     if (labels[n] == p.ignore_index) {

@@ -5,6 +5,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -26,7 +27,7 @@ void forward(const EmbeddingParams& p, Tensor out_t, Tensor ids_t, Tensor table_
   const T* table = table_t.ptr<T>("embedding_forward table");  // (V, D)
   T* out = out_t.ptr<T>("embedding_forward out");               // (N, D)
   const int64_t D = p.dim;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.tokens * D >= kMinParallelWork)
   for (int64_t n = 0; n < p.tokens; ++n) std::copy_n(table + ids[n] * D, D, out + n * D);
 }
 
@@ -37,7 +38,7 @@ void backward(const EmbeddingParams& p, Tensor dtable_t, Tensor dout_t, Tensor i
   const T* dout = dout_t.ptr<T>("embedding_backward dout");     // (N, D)
   const int64_t D = p.dim;
   const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.tokens * D >= kMinParallelWork)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t d0 = b * kColumnBlock, d1 = std::min(D, d0 + kColumnBlock);
     for (int64_t n = 0; n < p.tokens; ++n) {

@@ -17,6 +17,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -48,7 +49,7 @@ void forward(const LinearParams& p, Tensor y_t, Tensor x_t, Tensor w_t, Tensor b
   const T* w = w_t.ptr<T>("linear_forward w");                                 // (N, K)
   const T* bias = bias_t.empty() ? nullptr : bias_t.ptr<T>("linear_forward bias");  // (N)
   const int64_t M = p.rows, K = p.in, N = p.out;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (M * N >= kMinParallelWork)
   for (int64_t m = 0; m < M; ++m) {
     T* yr = y + m * N;
     for (int64_t j = 0; j < N; ++j) {
@@ -78,7 +79,7 @@ void backward(const LinearParams& p, Tensor dx_t, Tensor dw_t, Tensor dbias_t, T
   if (!dbias_t.empty()) {
     T* dbias = dbias_t.ptr<T>("linear_backward dbias");  // (N) +=
     const int64_t blocks = (N + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (M * N >= kMinParallelWork)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t j0 = b * kColumnBlock, j1 = std::min(N, j0 + kColumnBlock);
       double sums[kColumnBlock] = {};

@@ -11,6 +11,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -25,7 +26,7 @@ void forward(const RmsNormParams& p, Tensor y_t, Tensor rstd_t, Tensor x_t, Tens
   const T* x = x_t.ptr<T>("rmsnorm_forward x");     // (N, D)
   const T* w = w_t.ptr<T>("rmsnorm_forward w");     // (D)
   const int64_t D = p.dim;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.rows * D >= kMinParallelWork)
   for (int64_t n = 0; n < p.rows; ++n) {
     const T* xr = x + n * D;
     double sum_sq = 0;
@@ -51,7 +52,7 @@ void backward(const RmsNormParams& p, Tensor dx_t, Tensor dw_t, Tensor dy_t, Ten
   // dw first: dx may alias dy (a caller reusing the buffer), and dw reads dy.
   if (dw) {
     const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.rows * D >= kMinParallelWork)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t d0 = b * kColumnBlock, d1 = std::min(D, d0 + kColumnBlock);
       double sums[kColumnBlock] = {};
@@ -63,7 +64,7 @@ void backward(const RmsNormParams& p, Tensor dx_t, Tensor dw_t, Tensor dy_t, Ten
     }
   }
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.rows * D >= kMinParallelWork)
   for (int64_t n = 0; n < p.rows; ++n) {
     const T* dyr = dy + n * D;
     const T* xr = x + n * D;

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -24,7 +25,7 @@ void rotate(const RopeParams& p, Tensor x_t, Tensor positions_t, double directio
     LT_CHECK(pos[n] >= 0, "{}: position {} at row {} is negative", op, pos[n], n);
   const std::vector<double> inv_freq = rope_inv_freq(p);  // (HD/2)
   const int64_t half = p.head_dim / 2;
-#pragma omp parallel
+#pragma omp parallel if (p.tokens * p.heads * p.head_dim >= kMinParallelWork)
   {
     std::vector<double> cos_a(static_cast<size_t>(half)), sin_a(static_cast<size_t>(half));  // (HD/2) for the current token
 #pragma omp for schedule(static)

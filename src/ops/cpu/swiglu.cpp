@@ -7,6 +7,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/parallel.h"
 
 namespace lt::ops::cpu {
 
@@ -20,7 +21,7 @@ void forward(const SwigluParams& p, Tensor h_t, Tensor gate_t, Tensor up_t) {
   const T* g = gate_t.ptr<T>("swiglu_forward gate");  // (N, F)
   const T* u = up_t.ptr<T>("swiglu_forward up");      // (N, F)
   const int64_t count = p.rows * p.dim;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count >= kMinParallelWork)
   for (int64_t i = 0; i < count; ++i) {
     const double gi = double(g[i]);
     h[i] = T(gi * sigmoid(gi) * double(u[i]));
@@ -35,7 +36,7 @@ void backward(const SwigluParams& p, Tensor dgate_t, Tensor dup_t, Tensor dh_t, 
   const T* g = gate_t.ptr<T>("swiglu_backward gate");  // (N, F)
   const T* u = up_t.ptr<T>("swiglu_backward up");      // (N, F)
   const int64_t count = p.rows * p.dim;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count >= kMinParallelWork)
   for (int64_t i = 0; i < count; ++i) {
     const double gi = double(g[i]), ui = double(u[i]), dhi = double(dh[i]);
     const double s = sigmoid(gi);
