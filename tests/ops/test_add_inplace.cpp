@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "host_buffers.h"
 #include "ops/ops.h"
 #include "support/test_support.h"
@@ -29,6 +31,21 @@ TEST(AddInplace, BadArgumentsAreNamed) {
   HostTensor yi(DType::I32, {3, 4}), xi(DType::I32, {3, 4});
   test::expect_error([&] { ops::add_inplace(yi, xi); }, "add_inplace on CPU: dtype i32 is not supported");
   test::expect_error([&] { ops::add_inplace(y, Tensor()); }, "add_inplace: y or x is missing");
+}
+
+TEST(AddInplace, SameBitsWithAnyThreadCount) {
+  const int64_t n = 300, d = 129;
+  std::vector<double> y0 = test::random_values(n * d, 505), x0 = test::random_values(n * d, 506);
+  std::vector<double> out[2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor y = HostTensor::of(DType::F32, {n, d}, y0), x = HostTensor::of(DType::F32, {n, d}, x0);
+      ops::add_inplace(y, x);
+      out[i] = y.values();
+    });
+  EXPECT_EQ(out[0], out[1]);
+  for (size_t i = 0; i < out[1].size(); ++i) ASSERT_EQ(out[1][i], double(float(y0[i]) + float(x0[i])));
 }
 
 }  // namespace

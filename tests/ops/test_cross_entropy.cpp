@@ -155,5 +155,28 @@ TEST(CrossEntropy, BadLabelsAndShapesAreNamed) {
                      "params.vocab is 0, expected at least 1");
 }
 
+TEST(CrossEntropy, SameBitsWithAnyThreadCount) {
+  const int64_t n = 70, v = 501;
+  ops::CrossEntropyParams p{n, v, -100, 1.0 / 60};
+  std::vector<double> z0 = test::random_values(n * v, 811, -8.0, 8.0);
+  std::vector<double> pick = test::random_values(size_t(n), 812, 0.0, double(v));
+  std::vector<int32_t> labels(pick.begin(), pick.end());
+  for (size_t i = 0; i < labels.size(); i += 7) labels[i] = -100;
+  std::vector<double> out[2][3];
+  double totals[2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor z = HostTensor::of(DType::F32, {n, v}, z0), lab = HostTensor::ints({n}, labels);
+      HostTensor losses(DType::F32, {n}), lse(DType::F32, {n}), dz(DType::F32, {n, v});
+      totals[i] = ops::cross_entropy_forward(p, losses, lse, z, lab);
+      ops::cross_entropy_backward(p, dz, z, lse, lab);
+      out[i][0] = losses.values(), out[i][1] = lse.values(), out[i][2] = dz.values();
+    });
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
+  EXPECT_EQ(totals[0], totals[1]);
+  for (double x : out[1][2]) ASSERT_TRUE(std::isfinite(x));
+}
+
 }  // namespace
 }  // namespace lt

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "host_buffers.h"
 #include "ops/ops.h"
 #include "support/test_support.h"
@@ -80,6 +82,32 @@ TEST(Embedding, BadIdsAndShapesAreNamed) {
   test::expect_error([&] { ops::embedding_forward(c.p, out, ids_i64, table); }, "embedding_forward ids: dtype i64 expected i32");
   HostTensor ids = HostTensor::ints({N}, c.ids), wide(DType::F64, {V, D + 1});
   test::expect_error([&] { ops::embedding_forward(c.p, out, ids, wide); }, "embedding_forward table: shape (9, 6) expected (9, 5)");
+}
+
+TEST(Embedding, SameBitsWithAnyThreadCount) {
+  const int64_t n = 300, d = 129, v = 50;  // many repeated ids, a partial column block
+  ops::EmbeddingParams p{n, d, v};
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::vector<double> pick = test::random_values(size_t(n), 311, 0.0, double(v));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(pick[i]);
+  std::vector<double> table0 = test::random_values(v * d, 312), dout0 = test::random_values(n * d, 313);
+  std::vector<double> out[2][2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor idt = HostTensor::ints({n}, ids), table = HostTensor::of(DType::F32, {v, d}, table0);
+      HostTensor o(DType::F32, {n, d}), dout = HostTensor::of(DType::F32, {n, d}, dout0);
+      HostTensor dtable = HostTensor::of(DType::F32, {v, d}, table0);
+      ops::embedding_forward(p, o, idt, table);
+      ops::embedding_backward(p, dtable, dout, idt);
+      out[i][0] = o.values(), out[i][1] = dtable.values();
+    });
+  for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
+  // Every column of every block, against the scatter-add written plainly.
+  std::vector<double> want = test::rounded_to_float(table0), g = test::rounded_to_float(dout0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < d; ++c) want[size_t(ids[size_t(t)] * d + c)] += g[size_t(t * d + c)];
+  EXPECT_LE(test::max_rel_diff(out[1][1], want), 1e-6);
 }
 
 }  // namespace

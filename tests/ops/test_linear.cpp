@@ -156,5 +156,30 @@ TEST(Linear, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::linear_forward(bad, y, x, w, Tensor()); }, "linear_forward: params.in is -1");
 }
 
+TEST(Linear, SameBitsWithAnyThreadCount) {
+  const int64_t m = 300, k = 17, n = 129;  // bias fill and dbias sums above the parallel threshold
+  ops::LinearParams p{m, k, n, 0.5};
+  std::vector<double> x0 = test::random_values(m * k, 221), w0 = test::random_values(n * k, 222);
+  std::vector<double> b0 = test::random_values(n, 223), dy0 = test::random_values(m * n, 224);
+  std::vector<double> out[2][2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor x = HostTensor::of(DType::F32, {m, k}, x0), w = HostTensor::of(DType::F32, {n, k}, w0);
+      HostTensor b = HostTensor::of(DType::F32, {n}, b0), dy = HostTensor::of(DType::F32, {m, n}, dy0);
+      HostTensor y(DType::F32, {m, n}), db = HostTensor::of(DType::F32, {n}, b0);
+      ops::linear_forward(p, y, x, w, b);
+      ops::linear_backward(p, Tensor(), Tensor(), db, dy, x, w);
+      out[i][0] = y.values(), out[i][1] = db.values();
+    });
+  for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
+  for (double v : out[1][0]) ASSERT_TRUE(std::isfinite(v));
+  // dbias's column blocks, against the column sums written plainly.
+  std::vector<double> dys = test::rounded_to_float(dy0), want = test::rounded_to_float(b0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) want[size_t(c)] += 0.5 * dys[size_t(r * n + c)];
+  EXPECT_LE(test::max_rel_diff(out[1][1], want), 1e-6);
+}
+
 }  // namespace
 }  // namespace lt

@@ -130,5 +130,30 @@ TEST(RmsNorm, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, on_gpu); }, "tensors on different devices");
 }
 
+TEST(RmsNorm, SameBitsWithAnyThreadCount) {
+  const int64_t n = 300, d = 129;  // above the parallel threshold; 129 leaves a partial column block
+  ops::RmsNormParams p{n, d, 1e-6};
+  std::vector<double> x0 = test::random_values(n * d, 111), w0 = test::random_values(d, 112, 0.5, 1.5);
+  std::vector<double> dy0 = test::random_values(n * d, 113), dw0 = test::random_values(d, 114);
+  std::vector<double> out[2][4];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor x = HostTensor::of(DType::F32, {n, d}, x0), w = HostTensor::of(DType::F32, {d}, w0);
+      HostTensor dy = HostTensor::of(DType::F32, {n, d}, dy0), dw = HostTensor::of(DType::F32, {d}, dw0);
+      HostTensor y(DType::F32, {n, d}), rstd(DType::F32, {n}), dx(DType::F32, {n, d});
+      ops::rmsnorm_forward(p, y, rstd, x, w);
+      ops::rmsnorm_backward(p, dx, dw, dy, x, w, rstd);
+      out[i][0] = y.values(), out[i][1] = rstd.values(), out[i][2] = dx.values(), out[i][3] = dw.values();
+    });
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(out[0][k], out[1][k]) << "output " << k;
+  for (double v : out[1][2]) ASSERT_TRUE(std::isfinite(v));
+  // dw's column blocks, against its sum written plainly (with the float run's own rstd).
+  std::vector<double> xs = test::rounded_to_float(x0), dys = test::rounded_to_float(dy0), want = test::rounded_to_float(dw0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < d; ++c) want[size_t(c)] += dys[size_t(r * d + c)] * xs[size_t(r * d + c)] * out[1][1][size_t(r)];
+  EXPECT_LE(test::max_rel_diff(out[1][3], want), 1e-5);
+}
+
 }  // namespace
 }  // namespace lt

@@ -154,5 +154,25 @@ TEST(Rope, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::rope_inv_freq(no_theta); }, "theta (rope_theta) is 0");
 }
 
+TEST(Rope, SameBitsWithAnyThreadCount) {
+  const int64_t n = 70, h = 4, hd = 128;
+  ops::RopeParams p = llama3_params(n, h, hd);
+  std::vector<double> x0 = test::random_values(n * h * hd, 709);
+  std::vector<double> posd = test::random_values(size_t(n), 710, 0.0, 100000.0);
+  std::vector<int32_t> positions(posd.begin(), posd.end());
+  std::vector<double> out[2][2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor x = HostTensor::of(DType::F32, {n, h, hd}, x0), g = HostTensor::of(DType::F32, {n, h, hd}, x0);
+      HostTensor pos = HostTensor::ints({n}, positions);
+      ops::rope_forward(p, x, pos);
+      ops::rope_backward(p, g, pos);
+      out[i][0] = x.values(), out[i][1] = g.values();
+    });
+  for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
+  for (double v : out[1][0]) ASSERT_TRUE(std::isfinite(v));
+}
+
 }  // namespace
 }  // namespace lt

@@ -80,5 +80,25 @@ TEST(Swiglu, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::swiglu_backward(c.p, Tensor(), du, dh, g, g); }, "swiglu_backward dgate: the tensor is missing");
 }
 
+TEST(Swiglu, SameBitsWithAnyThreadCount) {
+  const int64_t n = 300, f = 129;
+  ops::SwigluParams p{n, f};
+  std::vector<double> g0 = test::random_values(n * f, 411, -5.0, 5.0), u0 = test::random_values(n * f, 412);
+  std::vector<double> dh0 = test::random_values(n * f, 413);
+  std::vector<double> out[2][3];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i)
+    test::with_threads(threads[i], [&] {
+      HostTensor g = HostTensor::of(DType::F32, {n, f}, g0), u = HostTensor::of(DType::F32, {n, f}, u0);
+      HostTensor dh = HostTensor::of(DType::F32, {n, f}, dh0), h(DType::F32, {n, f});
+      HostTensor dg(DType::F32, {n, f}), du(DType::F32, {n, f});
+      ops::swiglu_forward(p, h, g, u);
+      ops::swiglu_backward(p, dg, du, dh, g, u);
+      out[i][0] = h.values(), out[i][1] = dg.values(), out[i][2] = du.values();
+    });
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
+  for (double v : out[1][1]) ASSERT_TRUE(std::isfinite(v));
+}
+
 }  // namespace
 }  // namespace lt
