@@ -27,7 +27,8 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor 
   return LT_OP_DISPATCH_CPU(logits.device, cross_entropy_forward, p, losses, lse, logits, labels);
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse, Tensor labels) {
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
+                            Tensor labels) {
   const char* op = "cross_entropy_backward";
   check_params(p, op);
   check_device(logits.device, {&dlogits, &logits, &lse, &labels}, op);

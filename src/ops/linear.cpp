@@ -26,7 +26,8 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   LT_OP_DISPATCH_CPU(x.device, linear_forward, p, y, x, w, bias);
 }
 
-void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x, Tensor w) {
+void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                     Tensor w) {
   const char* op = "linear_backward";
   check_params(p, op);
   check_device(dy.device, {&dx, &dw, &dbias, &dy, &x, &w}, op);

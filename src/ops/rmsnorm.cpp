@@ -26,7 +26,8 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
   LT_OP_DISPATCH_CPU(x.device, rmsnorm_forward, p, y, rstd, x, w);
 }
 
-void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
+                      Tensor rstd) {
   const char* op = "rmsnorm_backward";
   check_params(p, op);
   check_device(x.device, {&dx, &dw, &dy, &x, &w, &rstd}, op);

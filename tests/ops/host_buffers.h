@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -96,12 +97,6 @@ void expect_error(Fn&& fn, const std::string& needle) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
   }
 }
-
-}  // namespace lt::test
-
-#include <omp.h>
-
-namespace lt::test {
 
 // Runs fn with an OpenMP team of `threads`, restoring the previous setting: the CPU ops must give the
 // same bits whatever the thread count.

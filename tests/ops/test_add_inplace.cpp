@@ -25,7 +25,8 @@ TEST(AddInplace, AddsElementwiseInBothDtypes) {
 TEST(AddInplace, BadArgumentsAreNamed) {
   HostTensor y = HostTensor::of(DType::F64, {3, 4}, test::random_values(12, 503));
   HostTensor x = HostTensor::of(DType::F64, {4, 3}, test::random_values(12, 504));
-  test::expect_error([&] { ops::add_inplace(y, x); }, "add_inplace x (must match y): shape (4, 3) expected (3, 4)");
+  test::expect_error([&] { ops::add_inplace(y, x); },
+                     "add_inplace x (must match y): shape (4, 3) expected (3, 4)");
   HostTensor x32 = HostTensor::of(DType::F32, {3, 4}, test::random_values(12, 504));
   test::expect_error([&] { ops::add_inplace(y, x32); }, "add_inplace x: dtype is f32, expected f64");
   HostTensor yi(DType::I32, {3, 4}), xi(DType::I32, {3, 4});

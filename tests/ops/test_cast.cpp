@@ -24,8 +24,8 @@ TEST(Cast, EveryPairOfFloatingDtypesRoundsLikeCore) {
       // Element by element through float for 16-bit targets, as PyTorch rounds (RNE).
       size_t bad = 0;
       for (size_t i = 0; i < sv.size(); ++i) {
-        double want = to == DType::F64  ? sv[i]
-                      : to == DType::F32 ? double(float(sv[i]))
+        double want = to == DType::F64    ? sv[i]
+                      : to == DType::F32  ? double(float(sv[i]))
                       : to == DType::BF16 ? double(to_float(to_bf16(float(sv[i]))))
                                           : double(to_float(to_fp16(float(sv[i]))));
         bad += !(got[i] == want);

@@ -90,8 +90,8 @@ TEST(CrossEntropy, GradScaleAndInPlaceBackward) {
 TEST(CrossEntropy, LargeLogitsStayFinite) {
   CrossEntropyCase c;
   for (double& z : c.logits) z *= 1e4 / 3;  // logits up to 1e4 in magnitude
-  c.logits[0 * V + 4] = 1.5e4;               // a confident right answer
-  c.logits[2 * V + 7] = 1.5e4;               // a confident wrong one
+  c.logits[0 * V + 4] = 1.5e4;              // a confident right answer
+  c.logits[2 * V + 7] = 1.5e4;              // a confident wrong one
   for (DType t : {DType::F64, DType::F32}) {
     std::vector<double> zs = test::rounded_to_float(c.logits);
     HostTensor logits = HostTensor::of(t, {N, V}, zs), labels = HostTensor::ints({N}, c.labels);
@@ -104,7 +104,8 @@ TEST(CrossEntropy, LargeLogitsStayFinite) {
     for (int64_t n = 0; n < N; ++n) {
       if (c.labels[size_t(n)] == -100) continue;
       // The stored lse of float rounds at ~1e4 * 2^-24; the loss is exact up to that.
-      EXPECT_NEAR(l[size_t(n)], double(reference_loss(zs, n, c.labels[size_t(n)])), t == DType::F64 ? 1e-9 : 2e-3);
+      EXPECT_NEAR(l[size_t(n)], double(reference_loss(zs, n, c.labels[size_t(n)])),
+                  t == DType::F64 ? 1e-9 : 2e-3);
     }
     EXPECT_NEAR(l[0], 0.0, 1e-9);
     EXPECT_NEAR(g[0 * V + 4], 0.0, 1e-9);
@@ -132,7 +133,8 @@ TEST(CrossEntropy, FloatAgreesWithDouble) {
 
 TEST(CrossEntropy, BadLabelsAndShapesAreNamed) {
   CrossEntropyCase c;
-  HostTensor logits = HostTensor::of(DType::F64, {N, V}, c.logits), losses(DType::F64, {N}), lse(DType::F64, {N});
+  HostTensor logits = HostTensor::of(DType::F64, {N, V}, c.logits), losses(DType::F64, {N}),
+             lse(DType::F64, {N});
   std::vector<int32_t> bad = c.labels;
   bad[3] = 11;
   HostTensor labels_high = HostTensor::ints({N}, bad);

@@ -25,7 +25,8 @@ TEST(Embedding, ForwardCopiesRows) {
   ops::embedding_forward(c.p, out, ids, table);
   std::vector<double> o = out.values();
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t d = 0; d < D; ++d) EXPECT_EQ(o[size_t(n * D + d)], c.table[size_t(c.ids[size_t(n)] * D + d)]);
+    for (int64_t d = 0; d < D; ++d)
+      EXPECT_EQ(o[size_t(n * D + d)], c.table[size_t(c.ids[size_t(n)] * D + d)]);
 }
 
 TEST(Embedding, GradientMatchesFiniteDifferences) {
@@ -52,13 +53,15 @@ TEST(Embedding, FloatAgreesWithDoubleAndBackwardAccumulates) {
   for (int i = 0; i < 2; ++i) {
     DType t = dtypes[i];
     HostTensor ids = HostTensor::ints({N}, c.ids), table = HostTensor::of(t, {V, D}, ts), o(t, {N, D});
-    HostTensor dtable = HostTensor::of(t, {V, D}, std::vector<double>(V * D, 0.0)), dout = HostTensor::of(t, {N, D}, gs);
+    HostTensor dtable = HostTensor::of(t, {V, D}, std::vector<double>(V * D, 0.0)),
+               dout = HostTensor::of(t, {N, D}, gs);
     ops::embedding_forward(c.p, o, ids, table);
     ops::embedding_backward(c.p, dtable, dout, ids);
     std::vector<double> once = dtable.values();
     ops::embedding_backward(c.p, dtable, dout, ids);
     std::vector<double> twice = dtable.values();
-    for (size_t k = 0; k < once.size(); ++k) EXPECT_NEAR(twice[k], 2 * once[k], 1e-6 * (1 + std::abs(once[k])));
+    for (size_t k = 0; k < once.size(); ++k)
+      EXPECT_NEAR(twice[k], 2 * once[k], 1e-6 * (1 + std::abs(once[k])));
     out[i][0] = o.values(), out[i][1] = once;
   }
   for (int i = 0; i < 2; ++i) EXPECT_LE(test::max_rel_diff(out[1][i], out[0][i]), 1e-6) << "output " << i;
@@ -79,9 +82,11 @@ TEST(Embedding, BadIdsAndShapesAreNamed) {
   test::expect_error([&] { ops::embedding_backward(c.p, dtable, dout, ids_neg); },
                      "embedding_backward: token id -7 at row 2 is outside the vocabulary [0, 9)");
   HostTensor ids_i64(DType::I64, {N});
-  test::expect_error([&] { ops::embedding_forward(c.p, out, ids_i64, table); }, "embedding_forward ids: dtype i64 expected i32");
+  test::expect_error([&] { ops::embedding_forward(c.p, out, ids_i64, table); },
+                     "embedding_forward ids: dtype i64 expected i32");
   HostTensor ids = HostTensor::ints({N}, c.ids), wide(DType::F64, {V, D + 1});
-  test::expect_error([&] { ops::embedding_forward(c.p, out, ids, wide); }, "embedding_forward table: shape (9, 6) expected (9, 5)");
+  test::expect_error([&] { ops::embedding_forward(c.p, out, ids, wide); },
+                     "embedding_forward table: shape (9, 6) expected (9, 5)");
 }
 
 TEST(Embedding, SameBitsWithAnyThreadCount) {

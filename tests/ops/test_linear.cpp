@@ -83,7 +83,8 @@ TEST(Linear, FloatAgreesWithDouble) {
   DType dtypes[2] = {DType::F64, DType::F32};
   for (int i = 0; i < 2; ++i) {
     DType t = dtypes[i];
-    HostTensor x = HostTensor::of(t, {m, k}, xs), w = HostTensor::of(t, {n, k}, ws), b = HostTensor::of(t, {n}, bs);
+    HostTensor x = HostTensor::of(t, {m, k}, xs), w = HostTensor::of(t, {n, k}, ws),
+               b = HostTensor::of(t, {n}, bs);
     HostTensor dy = HostTensor::of(t, {m, n}, dys), y(t, {m, n}), dx(t, {m, k});
     HostTensor dw = HostTensor::of(t, {n, k}, std::vector<double>(size_t(n * k), 0.0));
     HostTensor db = HostTensor::of(t, {n}, std::vector<double>(size_t(n), 0.0));
@@ -143,11 +144,14 @@ TEST(Linear, BadArgumentsAreNamed) {
   HostTensor x = HostTensor::of(DType::F64, {M, K}, c.x), w = HostTensor::of(DType::F64, {N, K}, c.w);
   HostTensor y(DType::F64, {M, N}), dy = HostTensor::of(DType::F64, {M, N}, c.r);
   HostTensor wt = HostTensor::of(DType::F64, {K, N}, c.w);  // transposed by mistake
-  test::expect_error([&] { ops::linear_forward(c.p, y, x, wt, Tensor()); }, "linear_forward w: shape (7, 3) expected (3, 7)");
+  test::expect_error([&] { ops::linear_forward(c.p, y, x, wt, Tensor()); },
+                     "linear_forward w: shape (7, 3) expected (3, 7)");
   HostTensor b_bad = HostTensor::of(DType::F64, {N + 1}, std::vector<double>(N + 1, 1.0));
-  test::expect_error([&] { ops::linear_forward(c.p, y, x, w, b_bad); }, "linear_forward bias: shape (4) expected (3)");
+  test::expect_error([&] { ops::linear_forward(c.p, y, x, w, b_bad); },
+                     "linear_forward bias: shape (4) expected (3)");
   HostTensor x32 = HostTensor::of(DType::F32, {M, K}, c.x);
-  test::expect_error([&] { ops::linear_forward(c.p, y, x32, w, Tensor()); }, "linear_forward y: dtype is f64, expected f32");
+  test::expect_error([&] { ops::linear_forward(c.p, y, x32, w, Tensor()); },
+                     "linear_forward y: dtype is f64, expected f32");
   HostTensor dw(DType::F64, {N, K});
   test::expect_error([&] { ops::linear_backward(c.p, Tensor(), dw, Tensor(), dy, Tensor(), w); },
                      "linear_backward x: the tensor is missing");

@@ -72,8 +72,10 @@ TEST(RmsNorm, FloatAgreesWithDouble) {
   DType dtypes[2] = {DType::F64, DType::F32};
   for (int k = 0; k < 2; ++k) {
     DType t = dtypes[k];
-    HostTensor x = HostTensor::of(t, {N, D}, xs), w = HostTensor::of(t, {D}, ws), dy = HostTensor::of(t, {N, D}, dys);
-    HostTensor y(t, {N, D}), rstd(t, {N}), dx(t, {N, D}), dw = HostTensor::of(t, {D}, std::vector<double>(D, 0.0));
+    HostTensor x = HostTensor::of(t, {N, D}, xs), w = HostTensor::of(t, {D}, ws),
+               dy = HostTensor::of(t, {N, D}, dys);
+    HostTensor y(t, {N, D}), rstd(t, {N}), dx(t, {N, D}),
+        dw = HostTensor::of(t, {D}, std::vector<double>(D, 0.0));
     ops::rmsnorm_forward(c.p, y, rstd, x, w);
     ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
     out[k][0] = y.values(), out[k][1] = rstd.values(), out[k][2] = dx.values(), out[k][3] = dw.values();
@@ -118,7 +120,8 @@ TEST(RmsNorm, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, w32); }, "rmsnorm_forward w: dtype is f32");
   HostTensor x16 = HostTensor::of(DType::BF16, {N, D}, c.x);
   test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x16, w); }, "dtype bf16 is not supported");
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, Tensor(), x, w); }, "rmsnorm_forward rstd: the tensor is missing");
+  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, Tensor(), x, w); },
+                     "rmsnorm_forward rstd: the tensor is missing");
   ops::RmsNormParams bad = c.p;
   bad.eps = -1;
   test::expect_error([&] { ops::rmsnorm_forward(bad, y, rstd, x, w); }, "params.eps is -1");
@@ -149,9 +152,11 @@ TEST(RmsNorm, SameBitsWithAnyThreadCount) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(out[0][k], out[1][k]) << "output " << k;
   for (double v : out[1][2]) ASSERT_TRUE(std::isfinite(v));
   // dw's column blocks, against its sum written plainly (with the float run's own rstd).
-  std::vector<double> xs = test::rounded_to_float(x0), dys = test::rounded_to_float(dy0), want = test::rounded_to_float(dw0);
+  std::vector<double> xs = test::rounded_to_float(x0), dys = test::rounded_to_float(dy0),
+                      want = test::rounded_to_float(dw0);
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < d; ++c) want[size_t(c)] += dys[size_t(r * d + c)] * xs[size_t(r * d + c)] * out[1][1][size_t(r)];
+    for (int64_t c = 0; c < d; ++c)
+      want[size_t(c)] += dys[size_t(r * d + c)] * xs[size_t(r * d + c)] * out[1][1][size_t(r)];
   EXPECT_LE(test::max_rel_diff(out[1][3], want), 1e-5);
 }
 

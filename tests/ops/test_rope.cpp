@@ -109,7 +109,8 @@ TEST(Rope, DotProductDependsOnlyOnThePositionDifference) {
     HostTensor x = HostTensor::of(DType::F64, {2, 1, HD}, both), pos = HostTensor::ints({2}, {qpos, kpos});
     ops::rope_forward(p, x, pos);
     std::vector<double> v = x.values();
-    return test::dot(std::vector<double>(v.begin(), v.begin() + HD), std::vector<double>(v.begin() + HD, v.end()));
+    return test::dot(std::vector<double>(v.begin(), v.begin() + HD),
+                     std::vector<double>(v.begin() + HD, v.end()));
   };
   const double base = score(9, 4);
   EXPECT_NEAR(score(1005, 1000), base, 1e-12);
@@ -140,12 +141,15 @@ TEST(Rope, BadArgumentsAreNamed) {
   HostTensor pos_ok = HostTensor::ints({N}, kPositions);
   ops::RopeParams odd = p;
   odd.head_dim = 9;
-  test::expect_error([&] { ops::rope_forward(odd, x, pos_ok); }, "rope_forward: params.head_dim is 9, expected a positive even");
+  test::expect_error([&] { ops::rope_forward(odd, x, pos_ok); },
+                     "rope_forward: params.head_dim is 9, expected a positive even");
   ops::RopeParams wrong_heads = p;
   wrong_heads.heads = 4;
-  test::expect_error([&] { ops::rope_backward(wrong_heads, x, pos_ok); }, "rope_backward dx: shape (5, 3, 10) expected (5, 4, 10)");
+  test::expect_error([&] { ops::rope_backward(wrong_heads, x, pos_ok); },
+                     "rope_backward dx: shape (5, 3, 10) expected (5, 4, 10)");
   HostTensor pos64(DType::I64, {N});
-  test::expect_error([&] { ops::rope_forward(p, x, pos64); }, "rope_forward positions: dtype i64 expected i32");
+  test::expect_error([&] { ops::rope_forward(p, x, pos64); },
+                     "rope_forward positions: dtype i64 expected i32");
   ops::RopeParams flat = p;
   flat.high_freq_factor = flat.low_freq_factor;
   test::expect_error([&] { ops::rope_inv_freq(flat); }, "expected 0 < low < high");
@@ -164,7 +168,8 @@ TEST(Rope, SameBitsWithAnyThreadCount) {
   const int threads[2] = {1, 3};
   for (int i = 0; i < 2; ++i)
     test::with_threads(threads[i], [&] {
-      HostTensor x = HostTensor::of(DType::F32, {n, h, hd}, x0), g = HostTensor::of(DType::F32, {n, h, hd}, x0);
+      HostTensor x = HostTensor::of(DType::F32, {n, h, hd}, x0),
+                 g = HostTensor::of(DType::F32, {n, h, hd}, x0);
       HostTensor pos = HostTensor::ints({n}, positions);
       ops::rope_forward(p, x, pos);
       ops::rope_backward(p, g, pos);

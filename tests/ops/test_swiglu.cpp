@@ -18,19 +18,24 @@ struct SwigluCase {
   std::vector<double> r = test::random_values(N * F, 403);  // projection: loss = sum(h * r)
 };
 
-long double silu(long double g) { return g / (1.0L + std::exp(-g)); }
+long double silu(long double g) {
+  return g / (1.0L + std::exp(-g));
+}
 
 TEST(Swiglu, ForwardMatchesTheFormula) {
   SwigluCase c;
-  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u), h(DType::F64, {N, F});
+  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
+             h(DType::F64, {N, F});
   ops::swiglu_forward(c.p, h, g, u);
   std::vector<double> hv = h.values();
-  for (size_t i = 0; i < hv.size(); ++i) EXPECT_NEAR(hv[i], double(silu(c.g[i]) * c.u[i]), 1e-15 * (1 + std::abs(hv[i])));
+  for (size_t i = 0; i < hv.size(); ++i)
+    EXPECT_NEAR(hv[i], double(silu(c.g[i]) * c.u[i]), 1e-15 * (1 + std::abs(hv[i])));
 }
 
 TEST(Swiglu, GradientsMatchFiniteDifferences) {
   SwigluCase c;
-  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u), h(DType::F64, {N, F});
+  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
+             h(DType::F64, {N, F});
   auto loss = [&] {
     ops::swiglu_forward(c.p, h, g, u);
     return test::dot(h.values(), c.r);
@@ -49,12 +54,14 @@ TEST(Swiglu, FloatAgreesWithDoubleAndExtremesStayFinite) {
   SwigluCase c;
   // Gates far in both tails: silu(-800) = 0 (exp overflows), silu(800) = 800.
   c.g[0] = -800, c.g[1] = 800, c.g[2] = -60, c.g[3] = 60;
-  std::vector<double> gs = test::rounded_to_float(c.g), us = test::rounded_to_float(c.u), rs = test::rounded_to_float(c.r);
+  std::vector<double> gs = test::rounded_to_float(c.g), us = test::rounded_to_float(c.u),
+                      rs = test::rounded_to_float(c.r);
   std::vector<double> out[2][3];
   DType dtypes[2] = {DType::F64, DType::F32};
   for (int i = 0; i < 2; ++i) {
     DType t = dtypes[i];
-    HostTensor g = HostTensor::of(t, {N, F}, gs), u = HostTensor::of(t, {N, F}, us), dh = HostTensor::of(t, {N, F}, rs);
+    HostTensor g = HostTensor::of(t, {N, F}, gs), u = HostTensor::of(t, {N, F}, us),
+               dh = HostTensor::of(t, {N, F}, rs);
     HostTensor h(t, {N, F}), dg(t, {N, F}), du(t, {N, F});
     ops::swiglu_forward(c.p, h, g, u);
     ops::swiglu_backward(c.p, dg, du, dh, g, u);
@@ -71,13 +78,17 @@ TEST(Swiglu, FloatAgreesWithDoubleAndExtremesStayFinite) {
 
 TEST(Swiglu, BadArgumentsAreNamed) {
   SwigluCase c;
-  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F + 1}, std::vector<double>(N * (F + 1), 1.0));
+  HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g),
+             u = HostTensor::of(DType::F64, {N, F + 1}, std::vector<double>(N * (F + 1), 1.0));
   HostTensor h(DType::F64, {N, F});
-  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u); }, "swiglu_forward up: shape (4, 14) expected (4, 13)");
+  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u); },
+                     "swiglu_forward up: shape (4, 14) expected (4, 13)");
   HostTensor u32 = HostTensor::of(DType::F32, {N, F}, c.u);
-  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u32); }, "swiglu_forward up: dtype is f32, expected f64");
+  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u32); },
+                     "swiglu_forward up: dtype is f32, expected f64");
   HostTensor du(DType::F64, {N, F}), dh(DType::F64, {N, F});
-  test::expect_error([&] { ops::swiglu_backward(c.p, Tensor(), du, dh, g, g); }, "swiglu_backward dgate: the tensor is missing");
+  test::expect_error([&] { ops::swiglu_backward(c.p, Tensor(), du, dh, g, g); },
+                     "swiglu_backward dgate: the tensor is missing");
 }
 
 TEST(Swiglu, SameBitsWithAnyThreadCount) {

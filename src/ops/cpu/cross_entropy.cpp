@@ -20,8 +20,8 @@ const int32_t* checked_labels(const CrossEntropyParams& p, const Tensor& labels_
   const int32_t* labels = labels_t.ptr<int32_t>("cross_entropy labels");
   for (int64_t n = 0; n < p.rows; ++n)
     LT_CHECK(labels[n] == p.ignore_index || (labels[n] >= 0 && labels[n] < p.vocab),
-             "{}: label {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op, labels[n],
-             n, p.vocab, p.ignore_index);
+             "{}: label {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op,
+             labels[n], n, p.vocab, p.ignore_index);
   return labels;
 }
 
@@ -54,9 +54,9 @@ double forward(const CrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tenso
 template <class T>
 void backward(const CrossEntropyParams& p, Tensor dlogits_t, Tensor logits_t, Tensor lse_t, Tensor labels_t) {
   const int32_t* labels = checked_labels(p, labels_t, "cross_entropy_backward");  // (N)
-  T* dlogits = dlogits_t.ptr<T>("cross_entropy_backward dlogits");                // (N, V) =, may alias logits
-  const T* logits = logits_t.ptr<T>("cross_entropy_backward logits");             // (N, V)
-  const T* lse = lse_t.ptr<T>("cross_entropy_backward lse");                      // (N)
+  T* dlogits = dlogits_t.ptr<T>("cross_entropy_backward dlogits");     // (N, V) =, may alias logits
+  const T* logits = logits_t.ptr<T>("cross_entropy_backward logits");  // (N, V)
+  const T* lse = lse_t.ptr<T>("cross_entropy_backward lse");           // (N)
   const int64_t V = p.vocab;
 #pragma omp parallel for schedule(static) if (p.rows * V >= kMinParallelWork)
   for (int64_t n = 0; n < p.rows; ++n) {
@@ -76,12 +76,14 @@ void backward(const CrossEntropyParams& p, Tensor dlogits_t, Tensor logits_t, Te
 
 }  // namespace
 
-double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits, Tensor labels) {
+double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                             Tensor labels) {
   return dispatch_float(logits.dtype, "cross_entropy_forward",
                         [&]<class T>() { return forward<T>(p, losses, lse, logits, labels); });
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse, Tensor labels) {
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
+                            Tensor labels) {
   dispatch_float(logits.dtype, "cross_entropy_backward",
                  [&]<class T>() { backward<T>(p, dlogits, logits, lse, labels); });
 }

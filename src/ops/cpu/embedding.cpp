@@ -25,7 +25,7 @@ template <class T>
 void forward(const EmbeddingParams& p, Tensor out_t, Tensor ids_t, Tensor table_t) {
   const int32_t* ids = checked_ids(p, ids_t, "embedding_forward");
   const T* table = table_t.ptr<T>("embedding_forward table");  // (V, D)
-  T* out = out_t.ptr<T>("embedding_forward out");               // (N, D)
+  T* out = out_t.ptr<T>("embedding_forward out");              // (N, D)
   const int64_t D = p.dim;
 #pragma omp parallel for schedule(static) if (p.tokens * D >= kMinParallelWork)
   for (int64_t n = 0; n < p.tokens; ++n) std::copy_n(table + ids[n] * D, D, out + n * D);
@@ -34,8 +34,8 @@ void forward(const EmbeddingParams& p, Tensor out_t, Tensor ids_t, Tensor table_
 template <class T>
 void backward(const EmbeddingParams& p, Tensor dtable_t, Tensor dout_t, Tensor ids_t) {
   const int32_t* ids = checked_ids(p, ids_t, "embedding_backward");
-  T* dtable = dtable_t.ptr<T>("embedding_backward dtable");     // (V, D) +=
-  const T* dout = dout_t.ptr<T>("embedding_backward dout");     // (N, D)
+  T* dtable = dtable_t.ptr<T>("embedding_backward dtable");  // (V, D) +=
+  const T* dout = dout_t.ptr<T>("embedding_backward dout");  // (N, D)
   const int64_t D = p.dim;
   const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (p.tokens * D >= kMinParallelWork)

@@ -41,12 +41,12 @@ void forward(const RmsNormParams& p, Tensor y_t, Tensor rstd_t, Tensor x_t, Tens
 template <class T>
 void backward(const RmsNormParams& p, Tensor dx_t, Tensor dw_t, Tensor dy_t, Tensor x_t, Tensor w_t,
               Tensor rstd_t) {
-  T* dx = dx_t.ptr<T>("rmsnorm_backward dx");                         // (N, D) = or +=
+  T* dx = dx_t.ptr<T>("rmsnorm_backward dx");                           // (N, D) = or +=
   T* dw = dw_t.empty() ? nullptr : dw_t.ptr<T>("rmsnorm_backward dw");  // (D) +=
-  const T* dy = dy_t.ptr<T>("rmsnorm_backward dy");                   // (N, D)
-  const T* x = x_t.ptr<T>("rmsnorm_backward x");                      // (N, D)
-  const T* w = w_t.ptr<T>("rmsnorm_backward w");                      // (D)
-  const T* rstd = rstd_t.ptr<T>("rmsnorm_backward rstd");             // (N)
+  const T* dy = dy_t.ptr<T>("rmsnorm_backward dy");                     // (N, D)
+  const T* x = x_t.ptr<T>("rmsnorm_backward x");                        // (N, D)
+  const T* w = w_t.ptr<T>("rmsnorm_backward w");                        // (D)
+  const T* rstd = rstd_t.ptr<T>("rmsnorm_backward rstd");               // (N)
   const int64_t D = p.dim;
 
   // dw first: dx may alias dy (a caller reusing the buffer), and dw reads dy.
@@ -86,7 +86,8 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
   dispatch_float(x.dtype, "rmsnorm_forward", [&]<class T>() { forward<T>(p, y, rstd, x, w); });
 }
 
-void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
+                      Tensor rstd) {
   dispatch_float(x.dtype, "rmsnorm_backward", [&]<class T>() { backward<T>(p, dx, dw, dy, x, w, rstd); });
 }
 

@@ -27,7 +27,8 @@ void rotate(const RopeParams& p, Tensor x_t, Tensor positions_t, double directio
   const int64_t half = p.head_dim / 2;
 #pragma omp parallel if (p.tokens * p.heads * p.head_dim >= kMinParallelWork)
   {
-    std::vector<double> cos_a(static_cast<size_t>(half)), sin_a(static_cast<size_t>(half));  // (HD/2) for the current token
+    std::vector<double> cos_a(static_cast<size_t>(half)),
+        sin_a(static_cast<size_t>(half));  // (HD/2) for the current token
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < p.tokens; ++n) {
       for (int64_t j = 0; j < half; ++j) {

@@ -13,7 +13,9 @@ namespace lt::ops::cpu {
 
 namespace {
 
-inline double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
+inline double sigmoid(double g) {
+  return 1.0 / (1.0 + std::exp(-g));
+}
 
 template <class T>
 void forward(const SwigluParams& p, Tensor h_t, Tensor gate_t, Tensor up_t) {
