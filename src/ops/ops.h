@@ -127,6 +127,30 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/,
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/, Tensor logits /*(N, V)*/,
                             Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
 
+// ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (DESIGN.md: never materialize) ----
+// logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
+// log-sum-exp, so the (N, V) logits never exist; backward recomputes each tile and turns it into dlogits
+// on the spot. Results equal linear_forward + cross_entropy_forward to rounding.
+struct FusedLinearCrossEntropyParams {
+  int64_t rows;                // N
+  int64_t dim;                 // D
+  int64_t vocab;               // V
+  int32_t ignore_index = -100;
+  double grad_scale = 1.0;     // d(total loss)/d(sum of row losses)
+  int64_t token_block = 256;   // rows of a tile
+  int64_t vocab_block = 4096;  // vocabulary columns of a tile
+  bool accumulate_dx = false;  // dx += instead of dx =
+};
+// losses[n] = lse[n] - (x W^T)[n, labels[n]], 0 where ignored; returns the sum of losses (double).
+double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses /*(N)*/,
+                                          Tensor lse /*(N)*/, Tensor x /*(N, D)*/, Tensor w /*(V, D)*/,
+                                          Tensor labels /*(N) i32*/);
+// dx = (or +=) dlogits W; dw += dlogits^T x (optional: empty = frozen head), with
+// dlogits = grad_scale * (softmax - onehot), 0 rows where ignored, recomputed tile by tile from lse.
+void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx /*(N, D)*/,
+                                         Tensor dw /*(V, D) +=, optional*/, Tensor x /*(N, D)*/,
+                                         Tensor w /*(V, D)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+
 // ---- dtype casts between floating tensors of the same shape ----------------------------------------------
 void cast(Tensor dst, Tensor src);
 

@@ -32,6 +32,11 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor 
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
                             Tensor labels);
 
+double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
+                                          Tensor x, Tensor w, Tensor labels);
+void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
+                                         Tensor x, Tensor w, Tensor lse, Tensor labels);
+
 void cast(Tensor dst, Tensor src);
 
 }  // namespace lt::ops::cpu
