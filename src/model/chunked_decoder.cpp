@@ -1,0 +1,329 @@
+// ChunkedDecoder: the loop over chunks around layer_forward / layer_backward (see chunked_decoder.h for
+// what is kept and why). Buffers are planned once, as Decoder does, so arena_bytes and the constructor
+// cannot disagree.
+#include "model/chunked_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace lt::model {
+namespace {
+
+constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
+
+struct ByteCounter {
+  size_t bytes = kAlignment;
+  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, dtype, dims);
+    bytes += (t.bytes() + kAlignment - 1) / kAlignment * kAlignment;
+    return t;
+  }
+};
+
+struct ArenaAllocator {
+  Arena& arena;
+  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
+    return arena.alloc(name, dtype, dims);
+  }
+};
+
+// A view of `dims` starting `offset` elements into `storage`.
+Tensor view_at(const Tensor& storage, int64_t offset, std::initializer_list<int64_t> dims) {
+  Tensor t(nullptr, storage.dtype, dims, storage.device);
+  if (storage.data)
+    t.data = static_cast<char*>(storage.data) + size_t(offset) * dtype_size(storage.dtype);
+  return t;
+}
+
+void zero_host(Tensor t) { std::memset(t.data, 0, t.bytes()); }
+
+void check_batch(const Batch& batch, int64_t B, int64_t T) {
+  for (auto [t, what] : {std::pair{&batch.input_ids, "batch input_ids"}, std::pair{&batch.positions, "batch positions"},
+                         std::pair{&batch.labels, "batch labels"}}) {
+    check_shape(*t, {B, T}, what);
+    check_dtype(*t, DType::I32, what);
+    LT_CHECK(t->device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t->device));
+  }
+  if (!batch.segments.empty()) {
+    check_shape(batch.segments, {B, T}, "batch segments");
+    check_dtype(batch.segments, DType::I32, "batch segments");
+  }
+}
+
+}  // namespace
+
+ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                               const ChunkedOptions& options)
+    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options) {
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
+           "chunked decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
+  LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
+           tokens);
+  LT_CHECK(options.chunk_size >= 0, "chunked decoder: chunk_size {} must be >= 0 (0 = whole sequence)",
+           options.chunk_size);
+  LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
+           "chunked decoder: loss blocks {} x {} must be positive", options.loss_token_block,
+           options.loss_vocab_block);
+  chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
+  for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
+}
+
+ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                               const ChunkedOptions& options, Arena& arena)
+    : ChunkedDecoder(config, dtype, batch, tokens, options) {
+  LT_CHECK(arena.device() == Device::CPU, "chunked decoder: arena '{}' is on {}; the decoder runs on CPU",
+           arena.name(), device_name(arena.device()));
+  ArenaAllocator allocator{arena};
+  plan(allocator);
+}
+
+size_t ChunkedDecoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                                   const ChunkedOptions& options) {
+  ChunkedDecoder counting(config, dtype, batch, tokens, options);
+  ByteCounter counter;
+  counting.plan(counter);
+  return counter.bytes;
+}
+
+template <class Alloc>
+void ChunkedDecoder::plan(Alloc& alloc) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
+  const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType dt = dtype_, st = stats_dtype(Device::CPU, dtype_);
+
+  resid_.resize(size_t(L + 1));
+  for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {B * T, D});
+  kv_.resize(size_t(L));
+  kv_grads_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
+    kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
+    kv_grads_[size_t(l)].dk = alloc(fmt::format("layer.{}.grad_k", l), dt, {B, T, KVH, HD});
+    kv_grads_[size_t(l)].dv = alloc(fmt::format("layer.{}.grad_v", l), dt, {B, T, KVH, HD});
+  }
+  ids_ = alloc("chunk_ids", DType::I32, {B * T});
+  positions_ = alloc("chunk_positions", DType::I32, {B * T});
+  segments_ = alloc("chunk_segments", DType::I32, {B * T});
+  labels_ = alloc("chunk_labels", DType::I32, {B * T});
+  shifted_ = alloc("shifted_labels", DType::I32, {B, T});
+  lse_ = alloc("loss_lse", st, {B * T});
+
+  LayerActivations& a = acts_;
+  a.attn_rstd = alloc("chunk.attn_rstd", st, {N});
+  a.attn_in = alloc("chunk.attn_in", dt, {N, D});
+  a.q = alloc("chunk.q", dt, {B, C, H, HD});
+  a.k = alloc("chunk.k", dt, {B, C, KVH, HD});
+  a.v = alloc("chunk.v", dt, {B, C, KVH, HD});
+  a.attn_out = alloc("chunk.attn_out", dt, {B, C, H, HD});
+  a.attn_lse = alloc("chunk.attn_lse", st, {B, H, C});
+  a.mid = alloc("chunk.mid", dt, {N, D});
+  a.ffn_rstd = alloc("chunk.ffn_rstd", st, {N});
+  a.ffn_in = alloc("chunk.ffn_in", dt, {N, D});
+  a.gate = alloc("chunk.gate", dt, {N, F});
+  a.up = alloc("chunk.up", dt, {N, F});
+  a.h = alloc("chunk.h", dt, {N, F});
+  LayerScratch& s = scratch_;
+  s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
+  s.d_h = alloc("chunk.grad.h", dt, {N, F});
+  s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
+  s.d_up = alloc("chunk.grad.up", dt, {N, F});
+  s.d_attn = alloc("chunk.grad.attn_out", dt, {B, C, H, HD});
+  s.d_q = alloc("chunk.grad.q", dt, {B, C, H, HD});
+  s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
+  s.d_v = alloc("chunk.grad.v", dt, {B, C, KVH, HD});
+  recompute_out_ = alloc("chunk.recompute_out", dt, {N, D});
+  final_rstd_ = alloc("chunk.final_rstd", st, {N});
+  final_xn_ = alloc("chunk.final_norm_out", dt, {N, D});
+  losses_ = alloc("chunk.token_losses", st, {N});
+  if (!options_.fused_loss) logits_ = alloc("chunk.logits", dt, {N, V});
+  d_resid_ = alloc("chunk.grad.resid", dt, {N, D});
+}
+
+int64_t ChunkedDecoder::chunk_tokens(int64_t k) const {
+  return std::min(chunk_, tokens_ - offsets_[size_t(k)]);
+}
+
+Tensor ChunkedDecoder::chunk_rows(const Tensor& storage, int64_t k, int64_t width) const {
+  const int64_t rows = batch_ * chunk_tokens(k);
+  return view_at(storage, batch_ * offsets_[size_t(k)] * width, {rows, width});
+}
+
+ChunkInfo ChunkedDecoder::chunk_info(int64_t k) const {
+  const int64_t B = batch_, C = chunk_tokens(k);
+  return {.batch = B,
+          .tokens = C,
+          .q_offset = offsets_[size_t(k)],
+          .positions = chunk_rows(positions_, k, 1).reshaped({B, C}),
+          .q_segments = packed_ ? chunk_rows(segments_, k, 1).reshaped({B, C}) : Tensor()};
+}
+
+LayerActivations ChunkedDecoder::layer_views(int64_t C) const {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, N = B * C, D = c.hidden_size, F = c.intermediate_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const LayerActivations& a = acts_;
+  LayerActivations v;
+  v.attn_rstd = view_at(a.attn_rstd, 0, {N});
+  v.attn_in = view_at(a.attn_in, 0, {N, D});
+  v.q = view_at(a.q, 0, {B, C, H, HD});
+  v.k = view_at(a.k, 0, {B, C, KVH, HD});
+  v.v = view_at(a.v, 0, {B, C, KVH, HD});
+  v.attn_out = view_at(a.attn_out, 0, {B, C, H, HD});
+  v.attn_lse = view_at(a.attn_lse, 0, {B, H, C});
+  v.mid = view_at(a.mid, 0, {N, D});
+  v.ffn_rstd = view_at(a.ffn_rstd, 0, {N});
+  v.ffn_in = view_at(a.ffn_in, 0, {N, D});
+  v.gate = view_at(a.gate, 0, {N, F});
+  v.up = view_at(a.up, 0, {N, F});
+  v.h = view_at(a.h, 0, {N, F});
+  return v;
+}
+
+LayerScratch ChunkedDecoder::scratch_views(int64_t C) const {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, N = B * C, D = c.hidden_size, F = c.intermediate_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const LayerScratch& s = scratch_;
+  LayerScratch v;
+  v.d_norm = view_at(s.d_norm, 0, {N, D});
+  v.d_h = view_at(s.d_h, 0, {N, F});
+  v.d_gate = view_at(s.d_gate, 0, {N, F});
+  v.d_up = view_at(s.d_up, 0, {N, F});
+  v.d_attn = view_at(s.d_attn, 0, {B, C, H, HD});
+  v.d_q = view_at(s.d_q, 0, {B, C, H, HD});
+  v.d_k = view_at(s.d_k, 0, {B, C, KVH, HD});
+  v.d_v = view_at(s.d_v, 0, {B, C, KVH, HD});
+  return v;
+}
+
+LmActivations ChunkedDecoder::lm_views(int64_t k) const {
+  const int64_t N = batch_ * chunk_tokens(k), D = config_.hidden_size;
+  LmActivations a;
+  a.x = chunk_rows(resid_[size_t(config_.num_layers)], k, D);
+  a.rstd = view_at(final_rstd_, 0, {N});
+  a.xn = view_at(final_xn_, 0, {N, D});
+  if (!options_.fused_loss) a.logits = view_at(logits_, 0, {N, config_.vocab_size});
+  a.lse = chunk_rows(lse_, k, 1).reshaped({N});
+  a.losses = view_at(losses_, 0, {N});
+  a.labels = chunk_rows(labels_, k, 1).reshaped({N});
+  return a;
+}
+
+double ChunkedDecoder::loss_forward(const ModelWeights& w, int64_t k) {
+  LmActivations a = lm_views(k);
+  if (!options_.fused_loss) return lm_loss_forward(config_, w, a);
+  const ModelConfig& c = config_;
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  const ops::FusedLinearCrossEntropyParams p{.rows = N,
+                                             .dim = D,
+                                             .vocab = c.vocab_size,
+                                             .token_block = options_.loss_token_block,
+                                             .vocab_block = options_.loss_vocab_block};
+  return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
+}
+
+void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor d_resid) {
+  LmActivations a = lm_views(k);
+  const ModelConfig& c = config_;
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  const double grad_scale = 1.0 / double(label_tokens_);
+  Tensor d_xn = view_at(scratch_.d_norm, 0, {N, D});  // (N, D)
+  if (!options_.fused_loss) {
+    lm_loss_forward(c, w, a);  // the logits again (the lse it rewrites is bit-identical)
+    lm_loss_backward(c, w, g, a, grad_scale, d_xn, d_resid);
+    return;
+  }
+  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
+  ops::rmsnorm_forward(norm, a.xn, a.rstd, a.x, w.final_norm);
+  const ops::FusedLinearCrossEntropyParams p{.rows = N,
+                                             .dim = D,
+                                             .vocab = c.vocab_size,
+                                             .grad_scale = grad_scale,
+                                             .token_block = options_.loss_token_block,
+                                             .vocab_block = options_.loss_vocab_block};
+  ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse,
+                                           a.labels);
+  ops::rmsnorm_backward(norm, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
+}
+
+double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, D = c.hidden_size;
+  check_batch(batch, B, T);
+  check_dtype(w.embed, dtype_, "chunked decoder weights");
+  LT_CHECK(label_tokens > 0,
+           "chunked decoder: label token count {} must be positive (tokens with a target in the step)",
+           label_tokens);
+  batch_view_ = batch;
+  label_tokens_ = label_tokens;
+  packed_ = !batch.segments.empty();
+  shift_labels(batch, shifted_);  // across chunk boundaries: the last token of a chunk targets the next's first
+
+  // Chunk-major copies of the per-token inputs.
+  const int32_t* src[4] = {batch.input_ids.ptr<int32_t>(), batch.positions.ptr<int32_t>(),
+                           packed_ ? batch.segments.ptr<int32_t>() : nullptr, shifted_.ptr<int32_t>()};
+  int32_t* dst[4] = {ids_.ptr<int32_t>(), positions_.ptr<int32_t>(), segments_.ptr<int32_t>(),
+                     labels_.ptr<int32_t>()};
+  for (int64_t k = 0; k < num_chunks(); ++k) {
+    const int64_t o = offsets_[size_t(k)], C = chunk_tokens(k);
+    for (int i = 0; i < 4; ++i) {
+      if (!src[i]) continue;
+      for (int64_t b = 0; b < B; ++b) std::copy_n(src[i] + b * T + o, C, dst[i] + B * o + b * C);
+    }
+  }
+  for (KvContext& kv : kv_) kv.k_segments = batch.segments;
+
+  double loss_sum = 0;
+  for (int64_t k = 0; k < num_chunks(); ++k) {
+    const int64_t C = chunk_tokens(k), N = B * C;
+    const ChunkInfo chunk = chunk_info(k);
+    ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, chunk_rows(resid_[0], k, D),
+                           chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    LayerActivations a = layer_views(C);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      a.x = chunk_rows(resid_[size_t(l)], k, D);
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, chunk_rows(resid_[size_t(l + 1)], k, D));
+    }
+    loss_sum += loss_forward(w, k);
+  }
+  forward_done_ = true;
+  return loss_sum / double(label_tokens);
+}
+
+void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g) {
+  LT_CHECK(forward_done_, "chunked decoder: backward without a forward since the last backward");
+  forward_done_ = false;
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, D = c.hidden_size;
+  for (KvGrads& kg : kv_grads_) {
+    zero_host(kg.dk);
+    zero_host(kg.dv);
+  }
+  for (int64_t k = num_chunks() - 1; k >= 0; --k) {
+    const int64_t C = chunk_tokens(k), N = B * C;
+    const ChunkInfo chunk = chunk_info(k);
+    Tensor d_resid = view_at(d_resid_, 0, {N, D});  // (N, D)
+    loss_backward(w, g, k, d_resid);
+    LayerActivations a = layer_views(C);
+    LayerScratch s = scratch_views(C);
+    Tensor out = view_at(recompute_out_, 0, {N, D});
+    for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+      // Recompute the layer's activations from its saved input; it rewrites the chunk's K/V rows of the
+      // cache with the same values, and reads the earlier positions the cache holds.
+      a.x = chunk_rows(resid_[size_t(l)], k, D);
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out);
+      layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_[size_t(l)],
+                     a, s, d_resid);
+    }
+    if (!g.embed.empty())
+      ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,
+                              chunk_rows(ids_, k, 1).reshaped({N}));
+  }
+}
+
+}  // namespace lt::model

@@ -1,0 +1,100 @@
+// Chunked sequence training (DESIGN.md, "Chunked sequence training"): the decoder over B rows of T tokens
+// run chunk_size tokens at a time, with gradients equal to whole-sequence training.
+//
+// Forward, chunk after chunk: embedding, every layer (each appends the chunk's post-RoPE K/V to its layer's
+// KV cache and attends to all cached positions), final norm and the fused head + loss. Backward, chunks in
+// reverse order: for the chunk, the head's backward (logits recomputed tile by tile), then layer L-1 .. 0:
+// recompute the layer's activations from its saved input and the KV cache, backpropagate; dK/dV of every
+// position the chunk attended to are added into the layer's accumulators, and the chunk's own rows (complete
+// by then, as later chunks already ran) feed its K/V projections.
+//
+// What stays alive across chunks (allocated once from the arena):
+// - per layer: the KV cache (B, T, KVH, HD) x 2 and the dK/dV accumulators (B, T, KVH, HD) x 2;
+// - per layer boundary l = 0..L: the residual stream at that boundary (B*T, D), i.e. the input of every layer
+//   for every chunk (resid L is the final norm's input). These are the "checkpoints" from which a chunk's
+//   activations are recomputed; nothing of size F, H*HD or V is kept across chunks;
+// - per token: the shifted labels, the loss's lse (B*T) and the chunk-major copies of ids/positions/segments.
+// Everything else (a layer's activations, backward scratch, the loss head's buffers) exists for one chunk
+// and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
+//
+// Layout: the chunk-major buffers hold chunk k (tokens [o_k, o_k + C_k) of every row) as a contiguous
+// (B, C_k, ...) block at element offset B * o_k * row_width, so every chunk is a plain view.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/decoder.h"
+#include "model/weights.h"
+
+namespace lt::model {
+
+struct ChunkedOptions {
+  int64_t chunk_size = 0;        // C; 0 (or >= T) = the whole sequence as one chunk
+  bool fused_loss = true;        // false: the plain head (logits (B*C, V) materialized per chunk), for tests
+  int64_t loss_token_block = 256;
+  int64_t loss_vocab_block = 4096;
+};
+
+class ChunkedDecoder {
+ public:
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                            const ChunkedOptions& options);
+  // `config` is kept by reference: it must outlive the decoder.
+  ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                 const ChunkedOptions& options, Arena& arena);
+
+  // As Decoder::forward: loss = (sum of token CEs) / label_tokens.
+  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens);
+  // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads (empty = frozen).
+  void backward(const ModelWeights& w, ModelWeights& grads);
+
+  int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
+  int64_t num_chunks() const { return int64_t(offsets_.size()); }
+
+ private:
+  ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                 const ChunkedOptions& options);  // no buffers
+  template <class Alloc>
+  void plan(Alloc& alloc);
+  int64_t chunk_tokens(int64_t k) const;
+  ChunkInfo chunk_info(int64_t k) const;
+  Tensor chunk_rows(const Tensor& storage, int64_t k, int64_t width) const;  // (B*C_k, width) view
+  LayerActivations layer_views(int64_t C) const;
+  LayerScratch scratch_views(int64_t C) const;
+  LmActivations lm_views(int64_t k) const;
+  double loss_forward(const ModelWeights& w, int64_t k);
+  void loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor d_resid);
+
+  const ModelConfig& config_;
+  DType dtype_;
+  int64_t batch_, tokens_, chunk_;
+  ChunkedOptions options_;
+  std::vector<int64_t> offsets_;  // first token of each chunk
+  int64_t label_tokens_ = 0;
+  bool forward_done_ = false;
+  bool packed_ = false;
+  Batch batch_view_;
+
+  // Alive across chunks.
+  std::vector<Tensor> resid_;      // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's)
+  std::vector<KvContext> kv_;      // L: K/V cache (B, T, KVH, HD)
+  std::vector<KvGrads> kv_grads_;  // L: dK/dV accumulators (B, T, KVH, HD)
+  Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)
+  Tensor shifted_;                              // (B, T) i32 row-major scratch for shift_labels
+  Tensor lse_;                                  // (B*T) stats dtype chunk-major: the loss's lse
+  // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
+  LayerActivations acts_;  // (B*C, ...) see LayerActivations
+  LayerScratch scratch_;
+  Tensor recompute_out_;   // (B*C, D) a recomputed layer's output (equal to the saved next checkpoint)
+  Tensor final_rstd_;      // (B*C) stats dtype
+  Tensor final_xn_;        // (B*C, D)
+  Tensor losses_;          // (B*C) stats dtype
+  Tensor logits_;          // (B*C, V) only for the plain loss
+  Tensor d_resid_;         // (B*C, D)
+};
+
+}  // namespace lt::model
