@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/tokenize_command.h"
 #include "core/error.h"
 
 namespace lt::cli {
@@ -12,6 +13,7 @@ int run_main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("--verbose", verbose, "show where in leantune an error was raised");
   app.set_version_flag("--version", "leantune 0.1.0");
+  add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
