@@ -21,7 +21,7 @@ import sentencepiece
 import tiktoken
 import tiktoken.load
 import tokenizers
-from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import BPE
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -181,6 +181,32 @@ def byte_level_bpe(vocab, merges, qwen):
     return tok
 
 
+def sentencepiece_to_tokenizer_json(model_path, metaspace):
+    """HF's conversion of a Llama SentencePiece model (transformers' LlamaConverter, re-done here because
+    transformers 5 no longer converts from a bare .model): legacy form (Prepend + Replace normalizer) or the
+    newer Metaspace pre-tokenizer form; byte fallback, fuse_unk, TemplateProcessing adding <s>."""
+    sp = sentencepiece.SentencePieceProcessor(model_file=model_path)
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    merges = []
+    for piece, i in vocab.items():
+        if not sp.is_unknown(i) and not sp.is_control(i) and not sp.is_byte(i):
+            local = [(piece[:k], piece[k:], sp.get_score(i)) for k in range(1, len(piece))
+                     if piece[:k] in vocab and piece[k:] in vocab]
+            merges += sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    merges = [(a, b) for a, b, _ in sorted(merges, key=lambda m: m[2], reverse=True)]
+    tok = Tokenizer(BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.add_special_tokens(["<unk>", "<s>", "</s>"])
+    if metaspace:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+        tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+        tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return tok
+
+
 def main():
     parser = argparse.ArgumentParser()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -208,8 +234,17 @@ def main():
         "tiny_qwen_style_json": ("data/tokenizers/tiny/qwen_style_tokenizer.json",
                                  lambda: HfTokenizer(Tokenizer.from_file(os.path.join(tk, "tiny/qwen_style_tokenizer.json")), hf)),
     }
-    files, texts = alpaca_texts(shared)
+    # SentencePiece-style tokenizer.json files (no such file in ../shared): converted from stories260K and
+    # committed next to the goldens (about 25 KB each).
+    stories = os.path.join(shared, "data/models/stories260K-hf/tokenizer.model")
     os.makedirs(args.out, exist_ok=True)
+    for name, metaspace in (("stories260K_legacy_tokenizer.json", False),
+                            ("stories260K_metaspace_tokenizer.json", True)):
+        sentencepiece_to_tokenizer_json(stories, metaspace).save(os.path.join(args.out, name))
+        key = name.replace("_tokenizer.json", "_json")
+        cases[key] = ("tests/data/tokenizer_golden/" + name,
+                      lambda name=name: HfTokenizer(Tokenizer.from_file(os.path.join(args.out, name)), hf))
+    files, texts = alpaca_texts(shared)
     for name, (relative, make) in cases.items():
         ref = make()
         alpaca = []

@@ -198,6 +198,7 @@ void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start, 
     next_pieces.clear();
     for (size_t p = 0; p < pieces.size(); ++p) {
       std::string_view piece = pieces[p];
+      if (piece.empty()) continue;  // HF keeps no empty splits (Metaspace would otherwise emit a lone "▁")
       switch (step.kind) {
         case PreTokenizerStep::Kind::kSplit:
           step.regex->split_isolated(piece, next_pieces);
