@@ -111,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
                          ::testing::Values("llama3_tiktoken", "llama2_sentencepiece", "stories260K_sentencepiece",
                                            "qwen2_vocab_merges", "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
-                                           "stories260K_metaspace_json"));
+                                           "stories260K_metaspace_json", "tiny_gpt2_style_json"));
 
 }  // namespace
 }  // namespace lt::data
