@@ -4,7 +4,6 @@
 #include <climits>
 #include <queue>
 
-
 namespace lt::data {
 namespace {
 
@@ -63,8 +62,8 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
 
 void BpeModel::merge_short(std::vector<Symbol>& symbols) const {
   // ranks[i]: rank of merging symbols i and i+1 (INT_MAX: no merge).
-  int32_t ranks[kShortPiece];    // (n - 1)
-  int32_t merged[kShortPiece];   // (n - 1) id of the merge
+  int32_t ranks[kShortPiece];   // (n - 1)
+  int32_t merged[kShortPiece];  // (n - 1) id of the merge
   size_t n = symbols.size();
   auto score = [&](size_t i) {
     const BpeMerge* m = merges_.find(symbols[i].id, symbols[i + 1].id);

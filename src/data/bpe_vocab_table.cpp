@@ -19,7 +19,8 @@ void BpeVocabTable::insert(std::string_view key, int32_t id) {
       ++size_;
       return;
     }
-    if (s.hash == h && s.length == key.size() && std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0) {
+    if (s.hash == h && s.length == key.size() &&
+        std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0) {
       s.id = id;
       return;
     }

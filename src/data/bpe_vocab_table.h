@@ -23,7 +23,8 @@ class BpeVocabTable {
     for (size_t i = (h >> shift_) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
-      if (s.hash == h && s.length == key.size() && std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0) {
+      if (s.hash == h && s.length == key.size() &&
+          std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0) {
         return s.id;
       }
     }

@@ -49,7 +49,8 @@ TEST(TokenizeCommand, EncodesDecodesAndAddsSpecialTokens) {
     EXPECT_EQ(nlohmann::json::parse(got[i]).get<std::vector<int32_t>>(), tok->encode(texts[i]));
   }
 
-  CommandResult special = run({"tokenize", "--tokenizer", tok_path, "--input", dir.file("in.jsonl"), "--add_special_tokens"});
+  CommandResult special =
+      run({"tokenize", "--tokenizer", tok_path, "--input", dir.file("in.jsonl"), "--add_special_tokens"});
   ASSERT_EQ(special.rc, 0) << special.err;
   EXPECT_EQ(nlohmann::json::parse(lines(special.out)[0]).get<std::vector<int32_t>>(),
             tok->encode_with_special(texts[0]));
@@ -58,11 +59,13 @@ TEST(TokenizeCommand, EncodesDecodesAndAddsSpecialTokens) {
     std::ofstream ids(dir.file("ids.jsonl"));
     ids << enc.out;
   }
-  CommandResult dec = run({"tokenize", "--tokenizer", tok_path, "--input", dir.file("ids.jsonl"), "--decode"});
+  CommandResult dec =
+      run({"tokenize", "--tokenizer", tok_path, "--input", dir.file("ids.jsonl"), "--decode"});
   ASSERT_EQ(dec.rc, 0) << dec.err;
   std::vector<std::string> back = lines(dec.out);
   ASSERT_EQ(back.size(), texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(nlohmann::json::parse(back[i]).get<std::string>(), texts[i]);
+  for (size_t i = 0; i < texts.size(); ++i)
+    EXPECT_EQ(nlohmann::json::parse(back[i]).get<std::string>(), texts[i]);
 }
 
 TEST(TokenizeCommand, BadLinesNameInputAndLine) {

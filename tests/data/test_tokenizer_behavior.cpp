@@ -36,9 +36,10 @@ std::string utf8(uint32_t cp) {
 // which SentencePiece decodes to a space).
 std::string random_text(uint64_t seed, size_t length) {
   static const std::vector<uint32_t> pool = {
-      'a', 'b', 'e', 't', 'Z', 'Q', ' ', ' ', ' ', '\n', '\t', '\r', '0', '7', '9', '\'', 's', '.', ',', '!', '<', '|',
-      '>', '-', 0x00E9, 0x0301, 0x00A0, 0x3000, 0x4E2D, 0x6587, 0x3042, 0xAC00, 0x0627, 0x05D0, 0x0915, 0x1F600,
-      0x1F44D, 0x1F3FD, 0x200D, 0xFFFD, 0x0001, 0x007F};
+      'a',    'b',    'e',     't',     'Z',     'Q',    ' ',    ' ',    ' ',    '\n',   '\t',
+      '\r',   '0',    '7',     '9',     '\'',    's',    '.',    ',',    '!',    '<',    '|',
+      '>',    '-',    0x00E9,  0x0301,  0x00A0,  0x3000, 0x4E2D, 0x6587, 0x3042, 0xAC00, 0x0627,
+      0x05D0, 0x0915, 0x1F600, 0x1F44D, 0x1F3FD, 0x200D, 0xFFFD, 0x0001, 0x007F};
   std::vector<double> r = test::random_values(length, seed, 0.0, double(pool.size()));
   std::string s;
   for (double v : r) s += utf8(pool[std::min(size_t(v), pool.size() - 1)]);
@@ -63,13 +64,13 @@ TEST_P(TokenizerRoundTrip, RandomTextDecodesToItself) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    LosslessFiles, TokenizerRoundTrip,
-    ::testing::Values(Lossless{"llama3", "data/tokenizers/llama3/tokenizer.model"},
-                      Lossless{"llama2", "data/tokenizers/llama2/tokenizer.model"},
-                      Lossless{"gpt2", "data/tokenizers/gpt2"},
-                      Lossless{"tiny_llama3", "data/tokenizers/tiny/llama3_style_tokenizer.json"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(LosslessFiles, TokenizerRoundTrip,
+                         ::testing::Values(Lossless{"llama3", "data/tokenizers/llama3/tokenizer.model"},
+                                           Lossless{"llama2", "data/tokenizers/llama2/tokenizer.model"},
+                                           Lossless{"gpt2", "data/tokenizers/gpt2"},
+                                           Lossless{"tiny_llama3",
+                                                    "data/tokenizers/tiny/llama3_style_tokenizer.json"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TokenizerRoundTrip, QwenRoundTripsNfcText) {
   // Qwen2 normalizes to NFC, so only already-composed text survives unchanged.
@@ -155,8 +156,8 @@ TEST(TokenizerSpecial, DecodeRejectsIdsOutsideTheVocabulary) {
 TEST(TokenizerSpecial, InvalidUtf8TextIsRejected) {
   LT_REQUIRE_SHARED(path, "data/tokenizers/tiny/llama3_style_tokenizer.json");
   auto tok = load_tokenizer(path);
-  for (std::string bad : {std::string("ab\xFF"), std::string("\xC3"), std::string("\xED\xA0\x80"),
-                          std::string("\xC0\xAF")}) {
+  for (std::string bad :
+       {std::string("ab\xFF"), std::string("\xC3"), std::string("\xED\xA0\x80"), std::string("\xC0\xAF")}) {
     try {
       tok->encode(bad);
       ADD_FAILURE() << "no error for invalid UTF-8";

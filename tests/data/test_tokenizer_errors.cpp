@@ -50,7 +50,9 @@ std::string varint(uint64_t v) {
 std::string field_bytes(int field, const std::string& payload) {
   return varint(uint64_t(field) << 3 | 2) + varint(payload.size()) + payload;
 }
-std::string field_varint(int field, uint64_t v) { return varint(uint64_t(field) << 3) + varint(v); }
+std::string field_varint(int field, uint64_t v) {
+  return varint(uint64_t(field) << 3) + varint(v);
+}
 std::string piece(const std::string& text, int type) {
   std::string score = std::string(1, char(2 << 3 | 5)) + std::string("\x00\x00\x80\xbf", 4);  // -1.0f
   return field_bytes(1, field_bytes(1, text) + score + field_varint(3, uint64_t(type)));
@@ -74,7 +76,11 @@ TEST(TokenizerErrors, UnigramSentencePieceModelIsRefused) {
 TEST(TokenizerErrors, HandMadeSentencePieceBpeModelLoads) {
   // The same writer makes a loadable BPE model, so the refusals above are about their content.
   test::TempDir dir;
-  std::string model = piece("<unk>", 2) + piece("\xE2\x96\x81", 1) + piece("a", 1) + piece("\xE2\x96\x81" "a", 1) +
+  std::string model = piece("<unk>", 2) + piece("\xE2\x96\x81", 1) + piece("a", 1) +
+                      piece(
+                          "\xE2\x96\x81"
+                          "a",
+                          1) +
                       field_bytes(2, field_varint(3, 2));
   write_file(dir.file("tokenizer.model"), model);
   auto tok = load_tokenizer(dir.file("tokenizer.model"));
