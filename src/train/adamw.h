@@ -1,7 +1,7 @@
 // AdamW with torch.optim.AdamW's semantics (decoupled weight decay, bias correction, non-amsgrad, not
 // maximizing), following the order of operations of PyTorch's single-tensor CPU path so that float64 runs
 // agree with it to rounding:
-//   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = v*b2 + (1-b2)*g*g;
+//   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
 //   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // CPU only: parameters and gradients are host tensors (f64, f32, bf16 or f16). The moments live here, in
 // `state_dtype` (f32 by default, whatever the parameter dtype; f64 for float64 exactness runs). Arithmetic
