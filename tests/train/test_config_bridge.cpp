@@ -9,8 +9,8 @@ namespace {
 
 TrainConfig valid() {
   TrainConfig c;
-  c.base_model = "m";
-  c.data_path = "d";
+  c.base_model = "models/tiny";
+  c.data_path = "data/alpaca.json";
   c.device = "cpu";
   c.precision = "fp64";
   validate(c);
@@ -51,7 +51,7 @@ TEST(ConfigBridge, AdapterConfig) {
   EXPECT_EQ(a.lora_alpha, 16);
   EXPECT_EQ(a.target_modules, c.lora_target_modules);
   EXPECT_EQ(a.rank_for("model.layers.0.mlp.down_proj"), 4);
-  EXPECT_EQ(a.base_model_name_or_path, "m");
+  EXPECT_EQ(a.base_model_name_or_path, "models/tiny");
   c.finetune = "full";
   EXPECT_THROW(lora_adapter_config(c), Error);
 }
