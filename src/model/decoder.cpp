@@ -32,15 +32,16 @@ struct ArenaAllocator {
 // The adapters given to forward/backward must be the ones the activations were planned for.
 void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
   LT_CHECK(lora.specs.size() == planned.size(),
-           "decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(), planned.size());
+           "decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(),
+           planned.size());
   for (size_t i = 0; i < planned.size(); ++i) {
     const LoraSpec& p = planned[i];
     LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
              "decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", i,
              lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
   }
-  LT_CHECK(lora.dtype == dtype, "decoder: LoRA adapters in {}, the compute dtype is {}", dtype_name(lora.dtype),
-           dtype_name(dtype));
+  LT_CHECK(lora.dtype == dtype, "decoder: LoRA adapters in {}, the compute dtype is {}",
+           dtype_name(lora.dtype), dtype_name(dtype));
 }
 
 void zero_host(Tensor t, const char* what) {
@@ -128,8 +129,8 @@ void Decoder::plan(Alloc& alloc) {
   }
   int64_t max_in = 0, max_r = 0;
   for (const LoraSpec& spec : lora_specs_) {
-    acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] =
-        alloc(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
+    acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
+        fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
     max_in = std::max(max_in, spec.in);
     max_r = std::max(max_r, spec.rank);
   }
@@ -182,16 +183,16 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
   plan(allocator);
 }
 
-double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens, const LoraWeights* lora,
-                        const LoraDropout& dropout) {
+double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
+                        const LoraWeights* lora, const LoraDropout& dropout) {
   const int64_t B = batch_, T = tokens_, N = B * T;
   check_batch(batch, B, T);
   check_dtype(w.embed, dtype_, "decoder weights");
   LT_CHECK(label_tokens > 0,
            "decoder: label token count {} must be positive (tokens with a target in the step)", label_tokens);
   if (lora) check_lora_layout(*lora, lora_specs_, dtype_);
-  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1), "decoder: LoRA dropout {}, expected [0, 1)",
-           dropout.p);
+  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
+           "decoder: LoRA dropout {}, expected [0, 1)", dropout.p);
   batch_view_ = batch;
   label_tokens_ = label_tokens;
   lora_ = lora;

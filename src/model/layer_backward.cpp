@@ -62,7 +62,8 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
 
   ops::linear_backward({.rows = N, .in = D, .out = H * HD}, s.d_norm, g.attn_q, g.attn_q_bias,
                        s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
-  lora_backward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], s.d_q.reshaped({N, H * HD}), s.d_norm);
+  lora_backward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], s.d_q.reshaped({N, H * HD}),
+                s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
                        g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
   lora_backward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], s.d_k.reshaped({N, KVH * HD}),

@@ -10,8 +10,8 @@ namespace {
 
 constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
 
-constexpr std::array<std::string_view, kLoraModuleCount> kNames = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                                   "gate_proj", "up_proj", "down_proj"};
+constexpr std::array<std::string_view, kLoraModuleCount> kNames = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
 size_t aligned(size_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -64,20 +64,27 @@ std::string lora_module_path(int64_t layer, LoraModule m) {
 
 int64_t lora_in_features(const ModelConfig& c, LoraModule m) {
   switch (m) {
-    case LoraModule::O: return c.q_dim();
-    case LoraModule::Down: return c.intermediate_size;
-    default: return c.hidden_size;
+    case LoraModule::O:
+      return c.q_dim();
+    case LoraModule::Down:
+      return c.intermediate_size;
+    default:
+      return c.hidden_size;
   }
 }
 
 int64_t lora_out_features(const ModelConfig& c, LoraModule m) {
   switch (m) {
-    case LoraModule::Q: return c.q_dim();
+    case LoraModule::Q:
+      return c.q_dim();
     case LoraModule::K:
-    case LoraModule::V: return c.kv_dim();
+    case LoraModule::V:
+      return c.kv_dim();
     case LoraModule::Gate:
-    case LoraModule::Up: return c.intermediate_size;
-    default: return c.hidden_size;
+    case LoraModule::Up:
+      return c.intermediate_size;
+    default:
+      return c.hidden_size;
   }
 }
 
@@ -105,14 +112,16 @@ std::vector<LoraSpec> lora_specs(const ModelConfig& config, const LoraRule& rule
                        .module_path = std::move(path)});
     }
   }
-  LT_CHECK(!specs.empty(),
-           "LoRA: no module of the model is targeted (modules are named like model.layers.0.self_attn.q_proj; "
-           "targets are q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+  LT_CHECK(
+      !specs.empty(),
+      "LoRA: no module of the model is targeted (modules are named like model.layers.0.self_attn.q_proj; "
+      "targets are q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
   return specs;
 }
 
 std::string lora_tensor_name(const LoraSpec& spec, LoraMatrix which) {
-  return fmt::format("base_model.model.{}.lora_{}.weight", spec.module_path, which == LoraMatrix::A ? "A" : "B");
+  return fmt::format("base_model.model.{}.lora_{}.weight", spec.module_path,
+                     which == LoraMatrix::A ? "A" : "B");
 }
 
 Tensor& LoraWeights::matrix(const LoraSpec& spec, LoraMatrix which) {
@@ -128,7 +137,8 @@ const Tensor& LoraWeights::matrix(const LoraSpec& spec, LoraMatrix which) const 
 size_t lora_bytes(const std::vector<LoraSpec>& specs, DType dtype) {
   size_t bytes = kAlignment;  // the arena's current end may be unaligned
   for (const LoraSpec& s : specs)
-    bytes += aligned(size_t(s.rank * s.in) * dtype_size(dtype)) + aligned(size_t(s.out * s.rank) * dtype_size(dtype));
+    bytes += aligned(size_t(s.rank * s.in) * dtype_size(dtype)) +
+             aligned(size_t(s.out * s.rank) * dtype_size(dtype));
   return bytes;
 }
 
@@ -142,8 +152,8 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
     LT_CHECK(s.layer >= 0 && s.layer < config.num_layers, "LoRA module {}: layer {} outside the model's {}",
              s.module_path, s.layer, config.num_layers);
     LT_CHECK(s.in == lora_in_features(config, s.module) && s.out == lora_out_features(config, s.module),
-             "LoRA module {}: ({} -> {}) features, the model's projection has ({} -> {})", s.module_path, s.in,
-             s.out, lora_in_features(config, s.module), lora_out_features(config, s.module));
+             "LoRA module {}: ({} -> {}) features, the model's projection has ({} -> {})", s.module_path,
+             s.in, s.out, lora_in_features(config, s.module), lora_out_features(config, s.module));
     LoraAdapter& a = w.adapter(s);
     LT_CHECK(!a.present(), "LoRA module {} is listed twice", s.module_path);
     a.rank = s.rank;

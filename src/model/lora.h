@@ -47,7 +47,7 @@ double lora_scaling(const LoraModuleSetting& setting);
 struct LoraSpec {
   int64_t layer = 0;
   LoraModule module = LoraModule::Q;
-  int64_t rank = 0;    // r
+  int64_t rank = 0;  // r
   double alpha = 0;
   double scaling = 0;  // lora_scaling()
   int64_t in = 0;      // A is (r, in)
@@ -63,7 +63,7 @@ enum class LoraMatrix : uint8_t { A, B };
 std::string lora_tensor_name(const LoraSpec& spec, LoraMatrix which);
 
 struct LoraAdapter {
-  int64_t rank = 0;    // 0: this module has no adapter
+  int64_t rank = 0;  // 0: this module has no adapter
   double scaling = 0;
   Tensor a;  // (r, in); empty for a frozen gradient
   Tensor b;  // (out, r)

@@ -55,8 +55,8 @@ const LoraAdapter* adapter_of(const LoraPass& lora, LoraModule m) {
 
 }  // namespace
 
-void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x, Tensor t,
-                  Tensor y) {
+void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
+                  Tensor t, Tensor y) {
   const LoraAdapter* ad = adapter_of(lora, m);
   if (!ad) return;
   const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
@@ -72,23 +72,25 @@ void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
                       ad->b, Tensor());
 }
 
-void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x, Tensor t,
-                   Tensor dy, Tensor dx) {
+void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
+                   Tensor t, Tensor dy, Tensor dx) {
   const LoraAdapter* ad = adapter_of(lora, m);
   if (!ad) return;
   const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
   Tensor da, db;
   if (lora.grads) {
     const LoraAdapter& g = (*lora.grads)[m];
-    LT_CHECK(g.rank == r || !g.present(), "LoRA gradients of layer {} {}: rank {}, the adapter's is {}", layer,
-             lora_module_name(m), g.rank, r);
+    LT_CHECK(g.rank == r || !g.present(), "LoRA gradients of layer {} {}: rank {}, the adapter's is {}",
+             layer, lora_module_name(m), g.rank, r);
     da = g.a;
     db = g.b;
   }
   Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
-  ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, db, Tensor(), dy, t, ad->b);
+  ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, db, Tensor(), dy, t,
+                       ad->b);
   if (lora.dropout.p <= 0) {
-    ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = true}, dx, da, Tensor(), dt, x, ad->a);
+    ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = true}, dx, da, Tensor(), dt, x,
+                         ad->a);
     return;
   }
   // The masked input for dA, then the same scratch for the masked input's gradient.

@@ -11,20 +11,28 @@ namespace lt::model {
 
 Tensor& projection_weight(LayerWeights& w, LoraModule m) {
   switch (m) {
-    case LoraModule::Q: return w.attn_q;
-    case LoraModule::K: return w.attn_k;
-    case LoraModule::V: return w.attn_v;
-    case LoraModule::O: return w.attn_o;
-    case LoraModule::Gate: return w.ffn_gate;
-    case LoraModule::Up: return w.ffn_up;
-    default: return w.ffn_down;
+    case LoraModule::Q:
+      return w.attn_q;
+    case LoraModule::K:
+      return w.attn_k;
+    case LoraModule::V:
+      return w.attn_v;
+    case LoraModule::O:
+      return w.attn_o;
+    case LoraModule::Gate:
+      return w.ffn_gate;
+    case LoraModule::Up:
+      return w.ffn_up;
+    default:
+      return w.ffn_down;
   }
 }
 
 void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeights& lora) {
-  LT_CHECK(weights.layers.size() == size_t(config.num_layers) && lora.layers.size() == size_t(config.num_layers),
-           "merge_lora: {} weight layers and {} adapter layers for a model of {}", weights.layers.size(),
-           lora.layers.size(), config.num_layers);
+  LT_CHECK(
+      weights.layers.size() == size_t(config.num_layers) && lora.layers.size() == size_t(config.num_layers),
+      "merge_lora: {} weight layers and {} adapter layers for a model of {}", weights.layers.size(),
+      lora.layers.size(), config.num_layers);
   const size_t elem = dtype_size(lora.dtype);
   for (const LoraSpec& s : lora.specs) {
     const LoraAdapter& ad = lora.adapter(s);
@@ -41,8 +49,9 @@ void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeig
       for (int64_t j = 0; j < s.in; ++j)
         std::memcpy(&a_t_bytes[size_t(j * s.rank + k) * elem], a + size_t(k * s.in + j) * elem, elem);
     Tensor a_t(a_t_bytes.data(), lora.dtype, {s.in, s.rank});
-    ops::linear_forward({.rows = s.out, .in = s.rank, .out = s.in, .out_scale = ad.scaling, .accumulate_y = true},
-                        w, ad.b, a_t, Tensor());
+    ops::linear_forward(
+        {.rows = s.out, .in = s.rank, .out = s.in, .out_scale = ad.scaling, .accumulate_y = true}, w, ad.b,
+        a_t, Tensor());
   }
 }
 

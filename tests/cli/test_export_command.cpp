@@ -63,7 +63,8 @@ double golden_batch_loss(const std::string& checkpoint, const std::string& adapt
     specs = io::lora_specs(config, adapter);
   }
   Arena arena("export-test", HostMemory::instance(),
-              model::weights_bytes(config, DType::F64) + (specs.empty() ? 0 : model::lora_bytes(specs, DType::F64)) +
+              model::weights_bytes(config, DType::F64) +
+                  (specs.empty() ? 0 : model::lora_bytes(specs, DType::F64)) +
                   model::Decoder::arena_bytes(config, DType::F64, B, T, specs));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   io::load_hf_weights(checkpoint, config, w);
@@ -75,17 +76,19 @@ double golden_batch_loss(const std::string& checkpoint, const std::string& adapt
 }
 
 TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
-  const std::string base = test::source_path(kGolden + "/base"), adapter = test::source_path(kGolden + "/adapter");
+  const std::string base = test::source_path(kGolden + "/base"),
+                    adapter = test::source_path(kGolden + "/adapter");
   const double with_adapter = golden_batch_loss(base, adapter);
   const double base_only = golden_batch_loss(base, "");
   ASSERT_GT(std::abs(with_adapter - base_only), 1e-3);
   double peft_loss;
-  std::memcpy(&peft_loss,
-              io::SafetensorsFile::open(test::source_path(kGolden + "/golden.safetensors"))->find("loss")->data, 8);
+  std::memcpy(
+      &peft_loss,
+      io::SafetensorsFile::open(test::source_path(kGolden + "/golden.safetensors"))->find("loss")->data, 8);
 
   test::TempDir tmp;
   CliRun r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
-                    tmp.file("merged64"), "--dtype", "float64"});
+                       tmp.file("merged64"), "--dtype", "float64"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("merged 14 LoRA adapters"), std::string::npos) << r.out;
   const double merged64 = golden_batch_loss(tmp.file("merged64"), "");
@@ -93,7 +96,8 @@ TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
   EXPECT_NEAR(merged64, peft_loss, 1e-12 * peft_loss);
 
   // Default dtype: the base's (float32); its files as transformers expects, the base's extras copied.
-  r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir", tmp.file("merged")});
+  r = leantune(
+      {"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir", tmp.file("merged")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(tmp.file("merged/config.json")));
   EXPECT_TRUE(fs::exists(tmp.file("merged/model.safetensors")));
@@ -118,9 +122,11 @@ TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
 }
 
 TEST(ExportCommand, BadInvocationsFailWithOneMessage) {
-  const std::string base = test::source_path(kGolden + "/base"), adapter = test::source_path(kGolden + "/adapter");
+  const std::string base = test::source_path(kGolden + "/base"),
+                    adapter = test::source_path(kGolden + "/adapter");
   test::TempDir tmp;
-  CliRun r = leantune({"export", "--base_model", base, "--adapter", adapter, "--output_dir", tmp.file("out")});
+  CliRun r =
+      leantune({"export", "--base_model", base, "--adapter", adapter, "--output_dir", tmp.file("out")});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--merge"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(tmp.file("out")));
@@ -142,8 +148,8 @@ TEST(ExportCommand, BadInvocationsFailWithOneMessage) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("input directory"), std::string::npos) << r.err;
 
-  r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir", tmp.file("out"),
-                "--dtype", "int8"});
+  r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
+                tmp.file("out"), "--dtype", "int8"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("int8"), std::string::npos) << r.err;
 }

@@ -93,12 +93,35 @@ TEST(PeftAdapter, ConfigHasEveryKeyPeftWrites) {
                           "task_type", "target_modules", "lora_dropout"})
     EXPECT_EQ(ours[key], peft[key]) << key;
   // FORMATS.md's list of keys a real adapter_config.json has.
-  for (const char* key :
-       {"alpha_pattern", "auto_mapping", "base_model_name_or_path", "bias", "corda_config", "eva_config",
-        "exclude_modules", "fan_in_fan_out", "inference_mode", "init_lora_weights", "layer_replication",
-        "layers_pattern", "layers_to_transform", "loftq_config", "lora_alpha", "lora_bias", "lora_dropout",
-        "megatron_config", "megatron_core", "modules_to_save", "peft_type", "r", "rank_pattern", "revision",
-        "target_modules", "task_type", "trainable_token_indices", "use_dora", "use_rslora"})
+  for (const char* key : {"alpha_pattern",
+                          "auto_mapping",
+                          "base_model_name_or_path",
+                          "bias",
+                          "corda_config",
+                          "eva_config",
+                          "exclude_modules",
+                          "fan_in_fan_out",
+                          "inference_mode",
+                          "init_lora_weights",
+                          "layer_replication",
+                          "layers_pattern",
+                          "layers_to_transform",
+                          "loftq_config",
+                          "lora_alpha",
+                          "lora_bias",
+                          "lora_dropout",
+                          "megatron_config",
+                          "megatron_core",
+                          "modules_to_save",
+                          "peft_type",
+                          "r",
+                          "rank_pattern",
+                          "revision",
+                          "target_modules",
+                          "task_type",
+                          "trainable_token_indices",
+                          "use_dora",
+                          "use_rslora"})
     EXPECT_TRUE(ours.contains(key)) << key;
 }
 
@@ -225,7 +248,8 @@ TEST(PeftAdapter, WritesAnAdapterForThePeftRoundTripCheck) {
   for (size_t i = 0; i < l.specs.size(); ++i) {
     Tensor& b = l.lora.matrix(l.specs[i], model::LoraMatrix::B);
     double* p = b.ptr<double>();
-    for (int64_t j = 0; j < b.numel(); ++j) p[j] = double(float(0.7 * p[j] + 0.05 * philox_normal(77, i, uint64_t(j))));
+    for (int64_t j = 0; j < b.numel(); ++j)
+      p[j] = double(float(0.7 * p[j] + 0.05 * philox_normal(77, i, uint64_t(j))));
   }
   const char* out = std::getenv("LT_PEFT_ROUNDTRIP_DIR");
   test::TempDir tmp;

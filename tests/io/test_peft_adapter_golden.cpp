@@ -75,7 +75,8 @@ GoldenRun run_golden(const std::string& name, DType dtype) {
   const model::TrainableFn frozen = [](const model::WeightSpec&) { return false; };
   Arena arena("peft-golden", HostMemory::instance(),
               model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, frozen) +
-                  2 * model::lora_bytes(specs, dtype) + model::Decoder::arena_bytes(config, dtype, B, T, specs));
+                  2 * model::lora_bytes(specs, dtype) +
+                  model::Decoder::arena_bytes(config, dtype, B, T, specs));
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
   io::load_hf_weights(dir + "/base", config, weights);
   model::ModelWeights grads = model::allocate_grads(config, dtype, arena, frozen);
@@ -107,7 +108,8 @@ void expect_golden(const std::string& name, DType dtype, double tolerance) {
   EXPECT_LE(r.loss_error, tolerance) << name << " loss";
   EXPECT_LE(r.worst_grad, tolerance) << name << " gradient of " << r.worst_name;
   std::printf("[peft parity] %s %s: loss %.2e, worst of %zu adapter gradients %.2e (%s)\n", name.c_str(),
-              std::string(dtype_name(dtype)).c_str(), r.loss_error, r.compared, r.worst_grad, r.worst_name.c_str());
+              std::string(dtype_name(dtype)).c_str(), r.loss_error, r.compared, r.worst_grad,
+              r.worst_name.c_str());
 }
 
 TEST(PeftGolden, LlamaAllModulesWithPatternsFloat64) {

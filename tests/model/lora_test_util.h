@@ -44,10 +44,12 @@ struct TinyLoraModel {
   model::LoraWeights lora, lora_grads;
   std::unique_ptr<model::Decoder> decoder;
 
-  TinyLoraModel(DType dtype, bool train_base, uint64_t seed, int64_t B = TinyBatch::B, int64_t T = TinyBatch::T)
+  TinyLoraModel(DType dtype, bool train_base, uint64_t seed, int64_t B = TinyBatch::B,
+                int64_t T = TinyBatch::T)
       : config(tiny_config(false)), specs(tiny_lora_specs(config)) {
-    const model::TrainableFn trainable = train_base ? model::TrainableFn(model::train_all)
-                                                    : model::TrainableFn([](const model::WeightSpec&) { return false; });
+    const model::TrainableFn trainable =
+        train_base ? model::TrainableFn(model::train_all)
+                   : model::TrainableFn([](const model::WeightSpec&) { return false; });
     arena = std::make_unique<Arena>(
         "lora-test", HostMemory::instance(),
         model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, trainable) +

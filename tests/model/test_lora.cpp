@@ -26,7 +26,8 @@ TEST(LoraSpecs, NamesShapesAndScaling) {
   std::vector<model::LoraSpec> specs =
       model::lora_specs(c, [](const std::string& path) -> std::optional<model::LoraModuleSetting> {
         if (path.ends_with("q_proj")) return model::LoraModuleSetting{.rank = 4, .alpha = 8};
-        if (path.ends_with("down_proj")) return model::LoraModuleSetting{.rank = 4, .alpha = 8, .use_rslora = true};
+        if (path.ends_with("down_proj"))
+          return model::LoraModuleSetting{.rank = 4, .alpha = 8, .use_rslora = true};
         return std::nullopt;
       });
   ASSERT_EQ(specs.size(), 4u);
@@ -51,8 +52,9 @@ TEST(LoraSpecs, NamesShapesAndScaling) {
   EXPECT_EQ(model::lora_in_features(c, model::LoraModule::O), 24);
   EXPECT_FALSE(model::lora_module_from_name("lm_head").has_value());
 
-  EXPECT_THROW(model::lora_specs(c, [](const std::string&) { return std::optional<model::LoraModuleSetting>(); }),
-               Error);
+  EXPECT_THROW(
+      model::lora_specs(c, [](const std::string&) { return std::optional<model::LoraModuleSetting>(); }),
+      Error);
   EXPECT_THROW(model::lora_specs(c,
                                  [](const std::string&) {
                                    return std::optional<model::LoraModuleSetting>({.rank = 0, .alpha = 1});
@@ -120,8 +122,8 @@ TEST(LoraMerge, MergedEqualsUnmerged) {
   const std::vector<double> merged_logits = values(m.decoder->logits());
   EXPECT_NEAR(merged, with_adapters, 1e-12 * std::abs(with_adapters));
   EXPECT_LE(test::max_rel_diff(merged_logits, logits), 1e-12);
-  std::printf("[lora merge] loss with adapters %.15f, merged %.15f, logits rel diff %.2e\n", with_adapters, merged,
-              test::max_rel_diff(merged_logits, logits));
+  std::printf("[lora merge] loss with adapters %.15f, merged %.15f, logits rel diff %.2e\n", with_adapters,
+              merged, test::max_rel_diff(merged_logits, logits));
 }
 
 // Zero B (PEFT's init) leaves the model unchanged.
@@ -188,7 +190,8 @@ TEST(LoraDropout, ChunkedEqualsWhole) {
   const model::ModelConfig c = test::tiny_config(false);
   const int64_t B = 2, T = 7, C1 = 3, in = c.hidden_size, out = c.q_dim(), r = 3;
   std::vector<model::LoraSpec> specs = model::lora_specs(c, [](const std::string& p) {
-    return p.ends_with("q_proj") ? std::optional<model::LoraModuleSetting>({.rank = 3, .alpha = 6}) : std::nullopt;
+    return p.ends_with("q_proj") ? std::optional<model::LoraModuleSetting>({.rank = 3, .alpha = 6})
+                                 : std::nullopt;
   });
   Arena arena("chunks", HostMemory::instance(), size_t(1) << 20);
   model::LoraWeights lora = model::allocate_lora(c, specs, DType::F64, arena);
@@ -211,7 +214,8 @@ TEST(LoraDropout, ChunkedEqualsWhole) {
   };
   auto rows = [&](const std::vector<double>& full, int64_t W, int64_t off, int64_t C) {
     std::vector<double> o;
-    for (int64_t b = 0; b < B; ++b) o.insert(o.end(), full.begin() + (b * T + off) * W, full.begin() + (b * T + off + C) * W);
+    for (int64_t b = 0; b < B; ++b)
+      o.insert(o.end(), full.begin() + (b * T + off) * W, full.begin() + (b * T + off + C) * W);
     return o;
   };
   const std::vector<double> whole = run(0, T, x);
