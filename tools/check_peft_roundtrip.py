@@ -9,9 +9,9 @@
    AutoModelForCausalLM.from_pretrained and gives the loss of base + adapter through PEFT:
      build/cpu/bin/leantune export --base_model tests/model/golden/peft_llama/base \
          --adapter tests/model/golden/peft_llama/adapter --merge --output_dir /tmp/rt/merged [--dtype float64]
-     python3 tools/check_peft_roundtrip.py export /tmp/rt/merged [tests/model/golden/peft_llama/adapter]
-Both use the golden batch of tests/model/golden/peft_llama and the exact-float64 transformers of
-tools/make_golden_models.py.
+     python3 tools/check_peft_roundtrip.py export /tmp/rt/merged [peft_qwen2]
+   (the last argument names the golden case whose base, adapter and batch are used; default peft_llama).
+Both use the golden batch of the case and the exact-float64 transformers of tools/make_golden_models.py.
 """
 
 import json
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden_models as mg  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.path.join(ROOT, "tests", "model", "golden", "peft_llama")
+GOLDEN = os.path.join(ROOT, "tests", "model", "golden", sys.argv[3] if len(sys.argv) > 3 else "peft_llama")
 
 
 def load(directory):
@@ -54,13 +54,13 @@ def main():
         print(f"PEFT loss {peft_loss:.15f}, leantune loss {ours:.15f}, relative difference "
               f"{abs(peft_loss - ours) / abs(peft_loss):.2e}")
     elif what == "export":
-        adapter = sys.argv[3] if len(sys.argv) > 3 else os.path.join(GOLDEN, "adapter")
+        adapter = os.path.join(GOLDEN, "adapter")
         merged_loss = loss_of(load(directory))
         peft_loss = loss_of(PeftModel.from_pretrained(load(os.path.join(GOLDEN, "base")), adapter))
         print(f"transformers loss of the exported checkpoint {merged_loss:.15f}, PEFT base + adapter "
               f"{peft_loss:.15f}, relative difference {abs(merged_loss - peft_loss) / abs(peft_loss):.2e}")
     else:
-        raise SystemExit("usage: check_peft_roundtrip.py adapter DIR | export DIR [ADAPTER_DIR]")
+        raise SystemExit("usage: check_peft_roundtrip.py adapter DIR | export DIR [CASE]")
 
 
 if __name__ == "__main__":
