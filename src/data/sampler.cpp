@@ -10,7 +10,7 @@ namespace lt::data {
 
 std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed, uint64_t stream) {
   LT_CHECK(n >= 0 && n <= int64_t(UINT32_MAX), "cannot shuffle {} examples (at most 2^32 - 1)", n);
-  std::vector<int64_t> order(size_t(n));
+  std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t(0));
   PhiloxStream rng{seed, stream, 0};
   for (int64_t i = n - 1; i > 0; --i) {
