@@ -43,6 +43,15 @@ void visit_checked(const std::string& where, const nlohmann::json& record, BadRe
   }
 }
 
+// nlohmann's parse message without its "[json.exception...] parse error at line 1, column 5: " prefix,
+// whose line is the line within the parsed string, not the file's.
+std::string parse_detail(const nlohmann::json::parse_error& e) {
+  std::string what = e.what();
+  size_t column = what.find("column ");
+  size_t colon = what.find(": ", column == std::string::npos ? 0 : column);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
 // 1-based line of byte offset `byte` (nlohmann reports the offset just past the error).
 int64_t line_of(const std::string& text, size_t byte) {
   byte = std::min(byte, text.size());
@@ -67,7 +76,7 @@ void for_each_json_record(const std::string& path, BadRecords& bad,
       try {
         record = nlohmann::json::parse(line);
       } catch (const nlohmann::json::parse_error& e) {
-        bad.report(where, fmt::format("invalid JSON ({})", e.what()));
+        bad.report(where, fmt::format("invalid JSON at column {}: {}", e.byte, parse_detail(e)));
         continue;
       }
       visit_checked(where, record, bad, visit);
@@ -81,9 +90,9 @@ void for_each_json_record(const std::string& path, BadRecords& bad,
   try {
     all = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("dataset {}:{}: invalid JSON ({}); a .json dataset must be one JSON array (use .jsonl for one record "
+    LT_FAIL("dataset {}:{}: invalid JSON: {}; a .json dataset must be one JSON array (use .jsonl for one record "
             "per line)",
-            path, line_of(text, e.byte), e.what());
+            path, line_of(text, e.byte), parse_detail(e));
   }
   LT_CHECK(all.is_array(), "dataset {}: expected a JSON array of records, found a JSON {}", path, all.type_name());
   for (size_t i = 0; i < all.size(); ++i) visit_checked(fmt::format("{} record {}", path, i), all[i], bad, visit);
