@@ -20,6 +20,15 @@ void add(std::vector<Segment>& out, std::string text, bool is_prompt, bool allow
   if (!text.empty()) out.push_back({std::move(text), is_prompt, allow_special});
 }
 
+// Jinja's `trim` (Python str.strip()), which the Llama 3 Instruct template applies to every content.
+std::string trimmed(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return "";
+  size_t last = text.find_last_not_of(kSpace);
+  return std::string(text.substr(first, last - first + 1));
+}
+
 // Instruction records under a chat template: one user turn (instruction, blank line, input) and one
 // assistant turn.
 std::vector<ChatMessage> instruction_as_chat(std::string_view instruction, std::string_view input,
@@ -102,7 +111,7 @@ std::vector<Segment> render_chat(TemplateKind kind, const std::vector<ChatMessag
       case TemplateKind::llama3:
         // The role comes from a checked set (system/user/assistant), so it may share the special run.
         add(out, "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", true, true);
-        add(out, m.content, !target, false);
+        add(out, trimmed(m.content), !target, false);
         add(out, "<|eot_id|>", !target, true);
         break;
       case TemplateKind::chatml:

@@ -6,9 +6,12 @@
 //   alpaca  alpaca-lora's text (FORMATS.md "Instruction data"); BOS as the tokenizer adds it; target is
 //           output + EOS (EOS appended only when it fits in cutoff_len, as alpaca-lora's tokenize()).
 //   llama3  <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|> per turn, BOS first; no
-//           EOS: <|eot_id|> ends every turn and is trained on assistant turns.
+//           EOS: <|eot_id|> ends every turn and is trained on assistant turns. Content is trimmed of
+//           surrounding whitespace, as the Llama 3 Instruct template's `| trim` does. No default system
+//           prompt is injected (Llama 3.1's "Cutting Knowledge Date" header is not reproduced).
 //   chatml  <|im_start|>{role}\n{content}<|im_end|>\n per turn; BOS only if the tokenizer adds one (Qwen2
-//           does not); <|im_end|> is trained on assistant turns, the newline after it is not.
+//           does not); <|im_end|> is trained on assistant turns, the newline after it is not. Content is
+//           kept as is; Qwen's default system prompt is not injected (give a system turn explicitly).
 //   plain   no decoration: instruction records become "{instruction}\n{input}\n" (input line left out
 //           when empty) + output; conversations become each content followed by "\n"; BOS as the
 //           tokenizer adds it, EOS appended.

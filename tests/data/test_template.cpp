@@ -43,7 +43,8 @@ TEST(Template, AlpacaWithoutInputMatchesAlpacaLora) {
 }
 
 TEST(Template, Llama3ChatTurns) {
-  std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}};
+  // Llama 3's template trims each content; ChatML (below) keeps it as is.
+  std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", " Hi\n"}, {"assistant", "Hello!"}};
   std::vector<Segment> segments = render_chat(TemplateKind::llama3, messages);
   EXPECT_EQ(joined(segments),
             "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
@@ -66,9 +67,9 @@ TEST(Template, Llama3ChatTurns) {
 }
 
 TEST(Template, ChatMLTurns) {
-  std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hello!"}};
+  std::vector<ChatMessage> messages = {{"user", " Hi"}, {"assistant", "Hello!"}};
   std::vector<Segment> segments = render_chat(TemplateKind::chatml, messages);
-  EXPECT_EQ(joined(segments), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n");
+  EXPECT_EQ(joined(segments), "<|im_start|>user\n Hi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n");
   std::string target;
   for (const Segment& s : segments)
     if (!s.is_prompt) target += s.text;
