@@ -69,9 +69,15 @@ class ByteTokenizer : public Tokenizer {
     if (id >= kStartHeader && id < kPrefix) return specials()[size_t(id - kStartHeader)];
     return std::string(1, char(id - kByteBase));
   }
-  std::optional<int32_t> bos_id() const override { return has_bos ? std::optional<int32_t>(kBos) : std::nullopt; }
-  std::optional<int32_t> eos_id() const override { return has_eos ? std::optional<int32_t>(kEos) : std::nullopt; }
-  std::optional<int32_t> pad_id() const override { return has_pad ? std::optional<int32_t>(kPad) : std::nullopt; }
+  std::optional<int32_t> bos_id() const override {
+    return has_bos ? std::optional<int32_t>(kBos) : std::nullopt;
+  }
+  std::optional<int32_t> eos_id() const override {
+    return has_eos ? std::optional<int32_t>(kEos) : std::nullopt;
+  }
+  std::optional<int32_t> pad_id() const override {
+    return has_pad ? std::optional<int32_t>(kPad) : std::nullopt;
+  }
   bool adds_bos() const override { return add_bos; }
 
   static const std::vector<std::string>& specials() {
