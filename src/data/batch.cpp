@@ -8,6 +8,8 @@
 
 namespace lt::data {
 
+int32_t padding_id(const Tokenizer& tokenizer) { return tokenizer.pad_id().value_or(0); }
+
 Batch make_batch(std::span<const Example> examples, const std::vector<std::vector<int64_t>>& rows,
                  int32_t pad_id, int64_t pad_to_multiple) {
   LT_CHECK(!rows.empty(), "cannot make a batch of zero rows");

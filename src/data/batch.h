@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/example.h"
+#include "data/tokenizer.h"
 
 namespace lt::data {
 
@@ -33,6 +34,10 @@ struct Batch {
   int64_t tokens = 0;                    // real (non-padding) tokens
   std::vector<int64_t> example_indices;  // which dataset examples, row by row, in row order
 };
+
+// The id padding is filled with: the tokenizer's pad token, else 0 (Llama 3 and Qwen2 define none; padding
+// carries label -100 and segment -1, so its id is never scored or attended by a real token).
+int32_t padding_id(const Tokenizer& tokenizer);
 
 // Each entry of `rows` lists the example indices that share one row (one index: plain padding; several:
 // packing). `pad_to_multiple` rounds T up (1: no rounding).

@@ -22,6 +22,7 @@ class ByteTokenizer : public Tokenizer {
   bool has_bos = true;
   bool has_eos = true;
   bool has_pad = false;
+  int32_t pad_token = kPad;  // what pad_id() reports when has_pad
 
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const override {
     std::vector<int32_t> ids;
@@ -76,7 +77,7 @@ class ByteTokenizer : public Tokenizer {
     return has_eos ? std::optional<int32_t>(kEos) : std::nullopt;
   }
   std::optional<int32_t> pad_id() const override {
-    return has_pad ? std::optional<int32_t>(kPad) : std::nullopt;
+    return has_pad ? std::optional<int32_t>(pad_token) : std::nullopt;
   }
   bool adds_bos() const override { return add_bos; }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "byte_tokenizer.h"
 #include "data/batch.h"
 #include "data_test_util.h"
 
@@ -96,6 +97,15 @@ TEST(Batch, PackRowsBestFitDecreasing) {
   std::string message = error_message([] { pack_rows({3, 9}, 8); });
   EXPECT_NE(message.find("example 1 has 9 tokens, more than the packing budget of 8"), std::string::npos)
       << message;
+}
+
+TEST(Batch, PaddingIdFromTheTokenizerElseZero) {
+  test::ByteTokenizer tok;
+  tok.has_pad = false;
+  EXPECT_EQ(padding_id(tok), 0);
+  tok.has_pad = true;
+  tok.pad_token = 77;
+  EXPECT_EQ(padding_id(tok), 77);
 }
 
 TEST(Batch, BadRowsAreErrors) {
