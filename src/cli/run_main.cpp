@@ -2,7 +2,9 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/export_command.h"
 #include "cli/info_command.h"
+#include "cli/tokenize_command.h"
 #include "cli/verify_command.h"
 #include "core/error.h"
 
@@ -16,6 +18,8 @@ int run_main(int argc, char** argv) {
   app.set_version_flag("--version", "leantune 0.1.0");
   register_info_command(app);
   register_verify_command(app);
+  register_export_command(app);
+  add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
