@@ -52,11 +52,26 @@ void check_batch(const Batch& batch, int64_t B, int64_t T) {
   }
 }
 
+// The adapters given to forward/backward must be the ones the activations were planned for.
+void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
+  LT_CHECK(lora.specs.size() == planned.size(),
+           "chunked decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(),
+           planned.size());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const LoraSpec& p = planned[i];
+    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
+             "chunked decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", i,
+             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
+  }
+  LT_CHECK(lora.dtype == dtype, "chunked decoder: LoRA adapters in {}, the compute dtype is {}",
+           dtype_name(lora.dtype), dtype_name(dtype));
+}
+
 }  // namespace
 
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                               const ChunkedOptions& options)
-    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options) {
+                               const ChunkedOptions& options, const std::vector<LoraSpec>& lora)
+    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options), lora_specs_(lora) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
            "chunked decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
@@ -68,11 +83,18 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
            options.loss_vocab_block);
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
+  lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
+  for (const LoraSpec& spec : lora) {
+    LT_CHECK(spec.layer >= 0 && spec.layer < config.num_layers,
+             "chunked decoder: LoRA adapter {} is in layer {}, the model has {}", spec.module_path, spec.layer,
+             config.num_layers);
+    lora_rank_[size_t(spec.layer)][size_t(spec.module)] = spec.rank;
+  }
 }
 
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                               const ChunkedOptions& options, Arena& arena)
-    : ChunkedDecoder(config, dtype, batch, tokens, options) {
+                               const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora)
+    : ChunkedDecoder(config, dtype, batch, tokens, options, lora) {
   LT_CHECK(arena.device() == Device::CPU, "chunked decoder: arena '{}' is on {}; the decoder runs on CPU",
            arena.name(), device_name(arena.device()));
   ArenaAllocator allocator{arena};
@@ -80,8 +102,8 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
 }
 
 size_t ChunkedDecoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                   const ChunkedOptions& options) {
-  ChunkedDecoder counting(config, dtype, batch, tokens, options);
+                                   const ChunkedOptions& options, const std::vector<LoraSpec>& lora) {
+  ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
   ByteCounter counter;
   counting.plan(counter);
   return counter.bytes;
@@ -141,6 +163,21 @@ void ChunkedDecoder::plan(Alloc& alloc) {
   losses_ = alloc("chunk.token_losses", st, {N});
   if (!options_.fused_loss) logits_ = alloc("chunk.logits", dt, {N, V});
   d_resid_ = alloc("chunk.grad.resid", dt, {N, D});
+  int64_t max_in = 0, max_r = 0;
+  std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
+  for (const LoraSpec& spec : lora_specs_) {
+    max_in = std::max(max_in, spec.in);
+    max_r = std::max(max_r, spec.rank);
+    module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
+  }
+  for (int m = 0; m < kLoraModuleCount; ++m)
+    if (module_rank[size_t(m)] > 0)
+      a.lora_t[size_t(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))), dt,
+                                  {N, module_rank[size_t(m)]});
+  if (!lora_specs_.empty()) {
+    lora_scratch_in_ = alloc("chunk.lora.scratch_in", dt, {N, max_in});
+    lora_scratch_r_ = alloc("chunk.lora.scratch_r", dt, {N, max_r});
+  }
 }
 
 int64_t ChunkedDecoder::chunk_tokens(int64_t k) const {
@@ -161,7 +198,17 @@ ChunkInfo ChunkedDecoder::chunk_info(int64_t k) const {
           .q_segments = packed_ ? chunk_rows(segments_, k, 1).reshaped({B, C}) : Tensor()};
 }
 
-LayerActivations ChunkedDecoder::layer_views(int64_t C) const {
+LoraPass ChunkedDecoder::lora_pass(int64_t C, int64_t layer, LoraWeights* grads) const {
+  if (!lora_) return {};
+  const int64_t N = batch_ * C;
+  return {.weights = &lora_->layers[size_t(layer)],
+          .grads = grads ? &grads->layers[size_t(layer)] : nullptr,
+          .dropout = lora_dropout_,
+          .scratch_in = view_at(lora_scratch_in_, 0, {N, lora_scratch_in_.dim(1)}),
+          .scratch_r = view_at(lora_scratch_r_, 0, {N, lora_scratch_r_.dim(1)})};
+}
+
+LayerActivations ChunkedDecoder::layer_views(int64_t C, int64_t layer) const {
   const ModelConfig& c = config_;
   const int64_t B = batch_, N = B * C, D = c.hidden_size, F = c.intermediate_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
@@ -180,6 +227,10 @@ LayerActivations ChunkedDecoder::layer_views(int64_t C) const {
   v.gate = view_at(a.gate, 0, {N, F});
   v.up = view_at(a.up, 0, {N, F});
   v.h = view_at(a.h, 0, {N, F});
+  for (int m = 0; m < kLoraModuleCount; ++m) {
+    const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];
+    if (rank > 0) v.lora_t[size_t(m)] = view_at(a.lora_t[size_t(m)], 0, {N, rank});
+  }
   return v;
 }
 
@@ -251,7 +302,8 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
   ops::rmsnorm_backward(norm, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
 }
 
-double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens) {
+double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
+                               const LoraWeights* lora, const LoraDropout& dropout) {
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, D = c.hidden_size;
   check_batch(batch, B, T);
@@ -259,8 +311,13 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
   LT_CHECK(label_tokens > 0,
            "chunked decoder: label token count {} must be positive (tokens with a target in the step)",
            label_tokens);
+  if (lora) check_lora_layout(*lora, lora_specs_, dtype_);
+  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
+           "chunked decoder: LoRA dropout {} outside [0, 1)", dropout.p);
   batch_view_ = batch;
   label_tokens_ = label_tokens;
+  lora_ = lora;
+  lora_dropout_ = dropout;
   packed_ = !batch.segments.empty();
   shift_labels(batch, shifted_);  // across chunk boundaries: the last token of a chunk targets the next's first
 
@@ -284,10 +341,11 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     const ChunkInfo chunk = chunk_info(k);
     ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, chunk_rows(resid_[0], k, D),
                            chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
-    LayerActivations a = layer_views(C);
     for (int64_t l = 0; l < c.num_layers; ++l) {
+      LayerActivations a = layer_views(C, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, chunk_rows(resid_[size_t(l + 1)], k, D));
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, chunk_rows(resid_[size_t(l + 1)], k, D),
+                    lora_pass(C, l, nullptr));
     }
     loss_sum += loss_forward(w, k);
   }
@@ -295,8 +353,10 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
   return loss_sum / double(label_tokens);
 }
 
-void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g) {
+void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
   LT_CHECK(forward_done_, "chunked decoder: backward without a forward since the last backward");
+  LT_CHECK(!lora_grads || lora_, "chunked decoder: LoRA gradients given, but the forward ran without adapters");
+  if (lora_grads) check_lora_layout(*lora_grads, lora_specs_, dtype_);
   forward_done_ = false;
   const ModelConfig& c = config_;
   const int64_t B = batch_, D = c.hidden_size;
@@ -309,16 +369,16 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g) {
     const ChunkInfo chunk = chunk_info(k);
     Tensor d_resid = view_at(d_resid_, 0, {N, D});  // (N, D)
     loss_backward(w, g, k, d_resid);
-    LayerActivations a = layer_views(C);
     LayerScratch s = scratch_views(C);
     Tensor out = view_at(recompute_out_, 0, {N, D});
     for (int64_t l = c.num_layers - 1; l >= 0; --l) {
       // Recompute the layer's activations from its saved input; it rewrites the chunk's K/V rows of the
       // cache with the same values, and reads the earlier positions the cache holds.
+      LayerActivations a = layer_views(C, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out);
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
       layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_[size_t(l)],
-                     a, s, d_resid);
+                     a, s, d_resid, lora_pass(C, l, lora_grads));
     }
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,

@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/decoder.h"
+#include "model/lora.h"
 #include "model/weights.h"
 
 namespace lt::model {
@@ -41,29 +42,35 @@ struct ChunkedOptions {
 
 class ChunkedDecoder {
  public:
+  // With LoRA, `lora` is the adapters' layout (as for Decoder).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const ChunkedOptions& options);
+                            const ChunkedOptions& options, const std::vector<LoraSpec>& lora = {});
   // `config` is kept by reference: it must outlive the decoder.
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const ChunkedOptions& options, Arena& arena);
+                 const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {});
 
-  // As Decoder::forward: loss = (sum of token CEs) / label_tokens.
-  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens);
-  // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads (empty = frozen).
-  void backward(const ModelWeights& w, ModelWeights& grads);
+  // As Decoder::forward: loss = (sum of token CEs) / label_tokens. `lora` (nullptr: none) must have the
+  // layout given at construction and stay alive until backward. LoRA dropout masks are drawn by absolute
+  // position, so they do not depend on the chunk size.
+  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
+                 const LoraWeights* lora = nullptr, const LoraDropout& dropout = {});
+  // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads (empty = frozen),
+  // and dA, dB into `lora_grads` (nullptr: adapters frozen).
+  void backward(const ModelWeights& w, ModelWeights& grads, LoraWeights* lora_grads = nullptr);
 
   int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
 
  private:
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const ChunkedOptions& options);  // no buffers
+                 const ChunkedOptions& options, const std::vector<LoraSpec>& lora);  // no buffers
   template <class Alloc>
   void plan(Alloc& alloc);
   int64_t chunk_tokens(int64_t k) const;
   ChunkInfo chunk_info(int64_t k) const;
   Tensor chunk_rows(const Tensor& storage, int64_t k, int64_t width) const;  // (B*C_k, width) view
-  LayerActivations layer_views(int64_t C) const;
+  LayerActivations layer_views(int64_t C, int64_t layer) const;
+  LoraPass lora_pass(int64_t C, int64_t layer, LoraWeights* grads) const;
   LayerScratch scratch_views(int64_t C) const;
   LmActivations lm_views(int64_t k) const;
   double loss_forward(const ModelWeights& w, int64_t k);
@@ -95,6 +102,13 @@ class ChunkedDecoder {
   Tensor losses_;          // (B*C) stats dtype
   Tensor logits_;          // (B*C, V) only for the plain loss
   Tensor d_resid_;         // (B*C, D)
+  // LoRA (empty without): t = dropout(x) A^T of the current layer, per module at the module's largest rank.
+  std::vector<LoraSpec> lora_specs_;
+  std::vector<std::vector<int64_t>> lora_rank_;  // L x 7: the rank of each layer's adapter, 0 = none
+  const LoraWeights* lora_ = nullptr;
+  LoraDropout lora_dropout_;
+  Tensor lora_scratch_in_;  // (B*C, max in)
+  Tensor lora_scratch_r_;   // (B*C, max r)
 };
 
 }  // namespace lt::model
