@@ -5,7 +5,8 @@
 // head) and the chunked decoder (fused head), and compares the loss and each trainable gradient:
 //   fail when max|chunked - whole| > atol + rtol * max|whole|   (per tensor, normwise)
 // It prints one line per trial with its worst tensor, a table of the worst error per tensor kind, and
-// exits non-zero when any trial fails. LoRA trials are not part of this command yet (see the output).
+// exits non-zero when any trial fails. LoRA trials adapt a random subset of the projections (random ranks,
+// random non-zero A and B, sometimes LoRA dropout) over a frozen base and compare the adapters' gradients.
 #include "cli/verify_command.h"
 
 #include <fmt/core.h>
@@ -25,6 +26,7 @@
 #include "model/chunked_decoder.h"
 #include "model/config.h"
 #include "model/decoder.h"
+#include "model/lora.h"
 #include "model/random_model.h"
 #include "model/weights.h"
 
@@ -99,7 +101,7 @@ int run_verify_chunked(const VerifyOptions& o) {
   if (!o.model_dir.empty()) given = model::load_model_config(o.model_dir);
   fmt::print("verify chunked: {} trials, {}, rtol {:g} atol {:g}, seed {}; model: {}\n", o.trials, o.dtype, rtol,
              atol, o.seed, given ? o.model_dir : std::string("tiny random Llama/Qwen2/Mistral"));
-  fmt::print("modes: full and partial fine-tuning (LoRA is not covered by this command yet)\n");
+  fmt::print("modes: full fine-tuning, partial (a random third of the weights frozen), LoRA (frozen base)\n");
 
   std::map<std::string, double> worst_by_kind;  // normwise relative error per weight kind ("loss" too)
   std::vector<Trial> trials;
@@ -128,24 +130,39 @@ int run_verify_chunked(const VerifyOptions& o) {
       }
     }
     tr.packed = draw(ts, 10, 6, 0, 1) == 1;
-    const bool partial = draw(ts, 10, 7, 0, 1) == 1;
-    tr.mode = partial ? "partial" : "full";
+    const int64_t mode = draw(ts, 10, 7, 0, 2);
+    const bool partial = mode == 1, use_lora = mode == 2;
+    tr.mode = use_lora ? "lora" : partial ? "partial" : "full";
 
     const std::vector<model::WeightSpec> specs = model::weight_specs(config);
     std::vector<bool> train(specs.size(), true);
     if (partial) {
       for (size_t i = 0; i < specs.size(); ++i) train[i] = draw(ts, 11, i, 0, 2) != 0;  // about a third frozen
     }
+    if (use_lora) train.assign(specs.size(), false);
     const model::TrainableFn trainable = [&](const model::WeightSpec& s) {
       for (size_t i = 0; i < specs.size(); ++i)
         if (specs[i].hf_name == s.hf_name) return bool(train[i]);
       return true;
     };
+    std::vector<model::LoraSpec> lora_specs;
+    if (use_lora) {
+      uint64_t module_index = 0;
+      lora_specs = model::lora_specs(config, [&](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+        const uint64_t i = module_index++;
+        const bool always = path.find("layers.0.self_attn.q_proj") != std::string::npos;
+        if (!always && draw(ts, 12, i, 0, 2) == 0) return std::nullopt;
+        return model::LoraModuleSetting{.rank = draw(ts, 13, i, 1, 3), .alpha = double(draw(ts, 14, i, 1, 16)),
+                                        .use_rslora = draw(ts, 15, i, 0, 1) == 1};
+      });
+    }
+    const model::LoraDropout dropout{.p = use_lora && draw(ts, 10, 8, 0, 1) == 1 ? 0.1 : 0.0, .seed = ts};
 
     const model::ChunkedOptions copts{.chunk_size = tr.chunk};
     const size_t bytes = model::weights_bytes(config, dt) + 2 * model::grads_bytes(config, dt, trainable) +
-                         model::Decoder::arena_bytes(config, dt, tr.rows, T) +
-                         model::ChunkedDecoder::arena_bytes(config, dt, tr.rows, T, copts) + 4096;
+                         3 * model::lora_bytes(lora_specs, dt) +
+                         model::Decoder::arena_bytes(config, dt, tr.rows, T, lora_specs) +
+                         model::ChunkedDecoder::arena_bytes(config, dt, tr.rows, T, copts, lora_specs) + 4096;
     Arena arena("verify", HostMemory::instance(), bytes);
     model::ModelWeights w = model::allocate_weights(config, dt, arena);
     if (given)
@@ -154,18 +171,37 @@ int run_verify_chunked(const VerifyOptions& o) {
       model::fill_weights_uniform(config, w, ts);
     model::ModelWeights g_whole = model::allocate_grads(config, dt, arena, trainable);
     model::ModelWeights g_chunk = model::allocate_grads(config, dt, arena, trainable);
+    std::optional<model::LoraWeights> lora, lora_g_whole, lora_g_chunk;
+    if (use_lora) {
+      lora = model::allocate_lora(config, lora_specs, dt, arena);
+      for (size_t i = 0; i < lora_specs.size(); ++i) {
+        for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
+          Tensor& m = lora->matrix(lora_specs[i], which);
+          std::vector<double> v(size_t(m.numel()));  // (numel) uniform, scaled by the fan-in
+          for (size_t j = 0; j < v.size(); ++j)
+            v[j] = (2.0 * philox_uniform_double(ts, 200 + 2 * i + (which == model::LoraMatrix::B), j) - 1.0) /
+                   std::sqrt(double(m.dim(1)));
+          convert_elements(m.data, m.dtype, v.data(), DType::F64, v.size());
+        }
+      }
+      lora_g_whole = model::allocate_lora(config, lora_specs, dt, arena);
+      lora_g_chunk = model::allocate_lora(config, lora_specs, dt, arena);
+      model::zero_lora(*lora_g_whole);
+      model::zero_lora(*lora_g_chunk);
+    }
+    const model::LoraWeights* lora_ptr = lora ? &*lora : nullptr;
     model::RandomBatch data = model::random_batch(tr.rows, T, config.vocab_size, tr.packed, ts);
     const model::Batch batch = data.batch();
     // A batch with no target at all (rows of one token) has zero loss and gradients on both sides; the
     // denominator must still be positive.
     const int64_t label_tokens = std::max<int64_t>(1, model::count_label_tokens(batch));
 
-    model::Decoder whole(config, dt, tr.rows, T, arena);
-    const double loss_whole = whole.forward(w, batch, label_tokens);
-    whole.backward(w, g_whole);
-    model::ChunkedDecoder chunked(config, dt, tr.rows, T, copts, arena);
-    const double loss_chunk = chunked.forward(w, batch, label_tokens);
-    chunked.backward(w, g_chunk);
+    model::Decoder whole(config, dt, tr.rows, T, arena, lora_specs);
+    const double loss_whole = whole.forward(w, batch, label_tokens, lora_ptr, dropout);
+    whole.backward(w, g_whole, lora_g_whole ? &*lora_g_whole : nullptr);
+    model::ChunkedDecoder chunked(config, dt, tr.rows, T, copts, arena, lora_specs);
+    const double loss_chunk = chunked.forward(w, batch, label_tokens, lora_ptr, dropout);
+    chunked.backward(w, g_chunk, lora_g_chunk ? &*lora_g_chunk : nullptr);
 
     tr.loss = loss_whole;
     const double loss_abs = std::abs(loss_chunk - loss_whole);
@@ -185,6 +221,18 @@ int run_verify_chunked(const VerifyOptions& o) {
       if (d.failed && !tr.failed) tr.worst_name = s.hf_name, tr.worst = d;
       if (!tr.failed && d.rel > tr.worst.rel) tr.worst_name = s.hf_name, tr.worst = d;
       tr.failed = tr.failed || d.failed;
+    }
+    for (const model::LoraSpec& ls : lora_specs) {
+      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
+        const char* suffix = which == model::LoraMatrix::A ? "lora_A" : "lora_B";
+        const Difference d = compare(lora_g_chunk->matrix(ls, which), lora_g_whole->matrix(ls, which), rtol, atol);
+        double& k = worst_by_kind[fmt::format("{}.{}", model::lora_module_name(ls.module), suffix)];
+        k = std::max(k, d.rel);
+        const std::string name = fmt::format("{}.{}", ls.module_path, suffix);
+        if (d.failed && !tr.failed) tr.worst_name = name, tr.worst = d;
+        if (!tr.failed && d.rel > tr.worst.rel) tr.worst_name = name, tr.worst = d;
+        tr.failed = tr.failed || d.failed;
+      }
     }
     failures += tr.failed;
     fmt::print("trial {:3d} {:<20} {:<7} B={} T={:<3} C={:<3} {:<7} loss {:.6f}  worst {} rel {:.2e} abs {:.2e}{}\n", t,

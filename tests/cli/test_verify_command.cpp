@@ -1,4 +1,4 @@
-// `leantune verify chunked`: random trials pass in float64 at 1e-9 on the tiny random models and on the real
+// `leantune verify chunked`: random trials (full, partial, LoRA) pass in float64 at 1e-9 on the tiny random models and on the real
 // tiny Llama; zero tolerances make it fail with a non-zero exit; bad flags get one clear error.
 #include <gtest/gtest.h>
 
@@ -26,15 +26,17 @@ int run_cli(std::vector<std::string> args, std::string* out, std::string* err) {
 
 TEST(VerifyChunked, RandomTrialsPassInFloat64) {
   std::string out, err;
-  ASSERT_EQ(run_cli({"verify", "chunked", "--trials", "12", "--dtype", "fp64", "--tolerances", "1e-9", "1e-9",
+  ASSERT_EQ(run_cli({"verify", "chunked", "--trials", "16", "--dtype", "fp64", "--tolerances", "1e-9", "1e-9",
                      "--seed", "3"},
                     &out, &err),
             0)
       << out << err;
-  EXPECT_NE(out.find("all 12 trials passed"), std::string::npos) << out;
+  EXPECT_NE(out.find("all 16 trials passed"), std::string::npos) << out;
   for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"})
     EXPECT_NE(out.find(arch), std::string::npos) << arch << "\n" << out;
   EXPECT_NE(out.find("partial"), std::string::npos) << out;
+  EXPECT_NE(out.find("lora "), std::string::npos) << out;
+  EXPECT_NE(out.find("lora_B"), std::string::npos) << out;  // the adapters' gradients are in the table
   EXPECT_NE(out.find("C=1 "), std::string::npos) << out;  // chunk size 1 was drawn
   EXPECT_NE(out.find("self_attn.k_proj.weight"), std::string::npos) << out;
 }
