@@ -38,8 +38,8 @@ struct VerifyOptions {
   std::string model_dir;
   std::string dtype = "fp64";
   int64_t trials = 20;
-  int64_t seq_len = 0;     // 0: random per trial
-  int64_t chunk_size = -1;  // -1: random per trial
+  int64_t seq_len = 0;             // 0: random per trial
+  int64_t chunk_size = -1;         // -1: random per trial
   std::vector<double> tolerances;  // RTOL ATOL; default by dtype
   uint64_t seed = 1;
 };
@@ -86,11 +86,14 @@ struct Trial {
 };
 
 int run_verify_chunked(const VerifyOptions& o) {
-  LT_CHECK(o.dtype == "fp64" || o.dtype == "fp32", "verify chunked: --dtype {}, expected fp64 or fp32", o.dtype);
+  LT_CHECK(o.dtype == "fp64" || o.dtype == "fp32", "verify chunked: --dtype {}, expected fp64 or fp32",
+           o.dtype);
   const DType dt = o.dtype == "fp64" ? DType::F64 : DType::F32;
   LT_CHECK(o.trials > 0, "verify chunked: --trials {}, expected at least 1", o.trials);
-  LT_CHECK(o.seq_len >= 0, "verify chunked: --seq_len {}, expected a positive length (or 0: random)", o.seq_len);
-  LT_CHECK(o.chunk_size >= -1, "verify chunked: --chunk_size {}, expected >= 0 (0: whole sequence)", o.chunk_size);
+  LT_CHECK(o.seq_len >= 0, "verify chunked: --seq_len {}, expected a positive length (or 0: random)",
+           o.seq_len);
+  LT_CHECK(o.chunk_size >= -1, "verify chunked: --chunk_size {}, expected >= 0 (0: whole sequence)",
+           o.chunk_size);
   LT_CHECK(o.tolerances.empty() || o.tolerances.size() == 2,
            "verify chunked: --tolerances takes two numbers (RTOL ATOL), got {}", o.tolerances.size());
   const double rtol = o.tolerances.empty() ? (dt == DType::F64 ? 1e-9 : 1e-3) : o.tolerances[0];
@@ -99,8 +102,8 @@ int run_verify_chunked(const VerifyOptions& o) {
 
   std::optional<model::ModelConfig> given;
   if (!o.model_dir.empty()) given = model::load_model_config(o.model_dir);
-  fmt::print("verify chunked: {} trials, {}, rtol {:g} atol {:g}, seed {}; model: {}\n", o.trials, o.dtype, rtol,
-             atol, o.seed, given ? o.model_dir : std::string("tiny random Llama/Qwen2/Mistral"));
+  fmt::print("verify chunked: {} trials, {}, rtol {:g} atol {:g}, seed {}; model: {}\n", o.trials, o.dtype,
+             rtol, atol, o.seed, given ? o.model_dir : std::string("tiny random Llama/Qwen2/Mistral"));
   fmt::print("modes: full fine-tuning, partial (a random third of the weights frozen), LoRA (frozen base)\n");
 
   std::map<std::string, double> worst_by_kind;  // normwise relative error per weight kind ("loss" too)
@@ -119,14 +122,20 @@ int run_verify_chunked(const VerifyOptions& o) {
       tr.chunk = o.chunk_size;
     } else {
       switch (draw(ts, 10, 3, 0, 3)) {
-        case 0: tr.chunk = 1; break;
-        case 1: tr.chunk = T + draw(ts, 10, 4, 1, 8); break;  // larger than the sequence
+        case 0:
+          tr.chunk = 1;
+          break;
+        case 1:
+          tr.chunk = T + draw(ts, 10, 4, 1, 8);
+          break;   // larger than the sequence
         case 2: {  // does not divide T, when T allows
           tr.chunk = std::max<int64_t>(1, T / 2 + 1);
           while (tr.chunk < T && T % tr.chunk == 0) ++tr.chunk;
           break;
         }
-        default: tr.chunk = draw(ts, 10, 5, 1, std::max<int64_t>(1, T)); break;
+        default:
+          tr.chunk = draw(ts, 10, 5, 1, std::max<int64_t>(1, T));
+          break;
       }
     }
     tr.packed = draw(ts, 10, 6, 0, 1) == 1;
@@ -137,7 +146,8 @@ int run_verify_chunked(const VerifyOptions& o) {
     const std::vector<model::WeightSpec> specs = model::weight_specs(config);
     std::vector<bool> train(specs.size(), true);
     if (partial) {
-      for (size_t i = 0; i < specs.size(); ++i) train[i] = draw(ts, 11, i, 0, 2) != 0;  // about a third frozen
+      for (size_t i = 0; i < specs.size(); ++i)
+        train[i] = draw(ts, 11, i, 0, 2) != 0;  // about a third frozen
     }
     if (use_lora) train.assign(specs.size(), false);
     const model::TrainableFn trainable = [&](const model::WeightSpec& s) {
@@ -148,13 +158,15 @@ int run_verify_chunked(const VerifyOptions& o) {
     std::vector<model::LoraSpec> lora_specs;
     if (use_lora) {
       uint64_t module_index = 0;
-      lora_specs = model::lora_specs(config, [&](const std::string& path) -> std::optional<model::LoraModuleSetting> {
-        const uint64_t i = module_index++;
-        const bool always = path.find("layers.0.self_attn.q_proj") != std::string::npos;
-        if (!always && draw(ts, 12, i, 0, 2) == 0) return std::nullopt;
-        return model::LoraModuleSetting{.rank = draw(ts, 13, i, 1, 3), .alpha = double(draw(ts, 14, i, 1, 16)),
-                                        .use_rslora = draw(ts, 15, i, 0, 1) == 1};
-      });
+      lora_specs =
+          model::lora_specs(config, [&](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+            const uint64_t i = module_index++;
+            const bool always = path.find("layers.0.self_attn.q_proj") != std::string::npos;
+            if (!always && draw(ts, 12, i, 0, 2) == 0) return std::nullopt;
+            return model::LoraModuleSetting{.rank = draw(ts, 13, i, 1, 3),
+                                            .alpha = double(draw(ts, 14, i, 1, 16)),
+                                            .use_rslora = draw(ts, 15, i, 0, 1) == 1};
+          });
     }
     const model::LoraDropout dropout{.p = use_lora && draw(ts, 10, 8, 0, 1) == 1 ? 0.1 : 0.0, .seed = ts};
 
@@ -225,7 +237,8 @@ int run_verify_chunked(const VerifyOptions& o) {
     for (const model::LoraSpec& ls : lora_specs) {
       for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
         const char* suffix = which == model::LoraMatrix::A ? "lora_A" : "lora_B";
-        const Difference d = compare(lora_g_chunk->matrix(ls, which), lora_g_whole->matrix(ls, which), rtol, atol);
+        const Difference d =
+            compare(lora_g_chunk->matrix(ls, which), lora_g_whole->matrix(ls, which), rtol, atol);
         double& k = worst_by_kind[fmt::format("{}.{}", model::lora_module_name(ls.module), suffix)];
         k = std::max(k, d.rel);
         const std::string name = fmt::format("{}.{}", ls.module_path, suffix);
@@ -235,9 +248,10 @@ int run_verify_chunked(const VerifyOptions& o) {
       }
     }
     failures += tr.failed;
-    fmt::print("trial {:3d} {:<20} {:<7} B={} T={:<3} C={:<3} {:<7} loss {:.6f}  worst {} rel {:.2e} abs {:.2e}{}\n", t,
-               tr.arch, tr.mode, tr.rows, T, tr.chunk, tr.packed ? "packed" : "padded", tr.loss, tr.worst_name,
-               tr.worst.rel, tr.worst.abs, tr.failed ? "  FAIL" : "");
+    fmt::print(
+        "trial {:3d} {:<20} {:<7} B={} T={:<3} C={:<3} {:<7} loss {:.6f}  worst {} rel {:.2e} abs {:.2e}{}\n",
+        t, tr.arch, tr.mode, tr.rows, T, tr.chunk, tr.packed ? "packed" : "padded", tr.loss, tr.worst_name,
+        tr.worst.rel, tr.worst.abs, tr.failed ? "  FAIL" : "");
   }
   fmt::print("\nworst normwise relative error (max|chunked - whole| / max|whole|) per tensor kind:\n");
   for (const auto& [kind, rel] : worst_by_kind) fmt::print("  {:<40} {:.3e}\n", kind, rel);
@@ -257,13 +271,16 @@ void register_verify_command(CLI::App& app) {
   auto opts = std::make_shared<VerifyOptions>();
   CLI::App* chunked = verify->add_subcommand(
       "chunked", "chunked sequence training vs whole-sequence training: loss and every trainable gradient");
-  chunked->add_option("--model_name", opts->model_dir, "a model directory (config.json + safetensors); "
-                                                       "default: tiny random Llama/Qwen2/Mistral models");
+  chunked->add_option("--model_name", opts->model_dir,
+                      "a model directory (config.json + safetensors); "
+                      "default: tiny random Llama/Qwen2/Mistral models");
   chunked->add_option("--dtype", opts->dtype, "fp64 or fp32")->capture_default_str();
   chunked->add_option("--trials", opts->trials, "number of random trials")->capture_default_str();
   chunked->add_option("--seq_len", opts->seq_len, "sequence length (default: random 1..24)");
   chunked->add_option("--chunk_size", opts->chunk_size, "chunk size, 0 = whole (default: random per trial)");
-  chunked->add_option("--tolerances", opts->tolerances, "RTOL ATOL (default 1e-9 1e-12 for fp64, 1e-3 1e-6 for fp32)")
+  chunked
+      ->add_option("--tolerances", opts->tolerances,
+                   "RTOL ATOL (default 1e-9 1e-12 for fp64, 1e-3 1e-6 for fp32)")
       ->expected(2);
   chunked->add_option("--seed", opts->seed, "seed of the trials")->capture_default_str();
   chunked->callback([opts] {

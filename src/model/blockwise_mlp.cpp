@@ -17,7 +17,8 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t rows) {
   return v;
 }
 
-void check_args(const ModelConfig& c, Tensor x, int64_t block_rows, const MlpBlockScratch& s, const char* op) {
+void check_args(const ModelConfig& c, Tensor x, int64_t block_rows, const MlpBlockScratch& s,
+                const char* op) {
   const int64_t D = c.hidden_size, F = c.intermediate_size;
   check_shape(x, {-1, D}, fmt::format("{}: x", op));
   LT_CHECK(block_rows > 0, "{}: block_rows {} must be positive", op, block_rows);
@@ -28,24 +29,26 @@ void check_args(const ModelConfig& c, Tensor x, int64_t block_rows, const MlpBlo
 
 }  // namespace
 
-void mlp_forward_blockwise(const ModelConfig& c, const LayerWeights& w, Tensor x, Tensor out, int64_t block_rows,
-                           const MlpBlockScratch& s) {
+void mlp_forward_blockwise(const ModelConfig& c, const LayerWeights& w, Tensor x, Tensor out,
+                           int64_t block_rows, const MlpBlockScratch& s) {
   check_args(c, x, block_rows, s, "mlp_forward_blockwise");
   const int64_t N = x.dim(0), D = c.hidden_size, F = c.intermediate_size;
   check_shape(out, {N, D}, "mlp_forward_blockwise: out");
   for (int64_t r0 = 0; r0 < N; r0 += block_rows) {
     const int64_t n = std::min(block_rows, N - r0);
-    Tensor xb = rows_of(x, r0, n), gate = rows_of(s.gate, 0, n), up = rows_of(s.up, 0, n), h = rows_of(s.h, 0, n);
+    Tensor xb = rows_of(x, r0, n), gate = rows_of(s.gate, 0, n), up = rows_of(s.up, 0, n),
+           h = rows_of(s.h, 0, n);
     ops::linear_forward({.rows = n, .in = D, .out = F}, gate, xb, w.ffn_gate, w.ffn_gate_bias);
     ops::linear_forward({.rows = n, .in = D, .out = F}, up, xb, w.ffn_up, w.ffn_up_bias);
     ops::swiglu_forward({.rows = n, .dim = F}, h, gate, up);
-    ops::linear_forward({.rows = n, .in = F, .out = D, .accumulate_y = true}, rows_of(out, r0, n), h, w.ffn_down,
-                        w.ffn_down_bias);
+    ops::linear_forward({.rows = n, .in = F, .out = D, .accumulate_y = true}, rows_of(out, r0, n), h,
+                        w.ffn_down, w.ffn_down_bias);
   }
 }
 
-void mlp_backward_blockwise(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, Tensor x, Tensor d_out,
-                            Tensor d_x, bool accumulate_dx, int64_t block_rows, const MlpBlockScratch& s) {
+void mlp_backward_blockwise(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, Tensor x,
+                            Tensor d_out, Tensor d_x, bool accumulate_dx, int64_t block_rows,
+                            const MlpBlockScratch& s) {
   check_args(c, x, block_rows, s, "mlp_backward_blockwise");
   const int64_t N = x.dim(0), D = c.hidden_size, F = c.intermediate_size;
   check_shape(d_out, {N, D}, "mlp_backward_blockwise: d_out");
@@ -63,12 +66,13 @@ void mlp_backward_blockwise(const ModelConfig& c, const LayerWeights& w, LayerWe
     ops::linear_forward({.rows = n, .in = D, .out = F}, gate, xb, w.ffn_gate, w.ffn_gate_bias);
     ops::linear_forward({.rows = n, .in = D, .out = F}, up, xb, w.ffn_up, w.ffn_up_bias);
     ops::swiglu_forward({.rows = n, .dim = F}, h, gate, up);
-    ops::linear_backward({.rows = n, .in = F, .out = D}, d_h, g.ffn_down, g.ffn_down_bias, dyb, h, w.ffn_down);
+    ops::linear_backward({.rows = n, .in = F, .out = D}, d_h, g.ffn_down, g.ffn_down_bias, dyb, h,
+                         w.ffn_down);
     ops::swiglu_backward({.rows = n, .dim = F}, d_gate, d_up, d_h, gate, up);
     ops::linear_backward({.rows = n, .in = D, .out = F, .accumulate_dx = accumulate_dx}, dxb, g.ffn_gate,
                          g.ffn_gate_bias, d_gate, xb, w.ffn_gate);
-    ops::linear_backward({.rows = n, .in = D, .out = F, .accumulate_dx = true}, dxb, g.ffn_up, g.ffn_up_bias, d_up,
-                         xb, w.ffn_up);
+    ops::linear_backward({.rows = n, .in = D, .out = F, .accumulate_dx = true}, dxb, g.ffn_up, g.ffn_up_bias,
+                         d_up, xb, w.ffn_up);
   }
 }
 

@@ -32,16 +32,18 @@ struct ArenaAllocator {
 // A view of `dims` starting `offset` elements into `storage`.
 Tensor view_at(const Tensor& storage, int64_t offset, std::initializer_list<int64_t> dims) {
   Tensor t(nullptr, storage.dtype, dims, storage.device);
-  if (storage.data)
-    t.data = static_cast<char*>(storage.data) + size_t(offset) * dtype_size(storage.dtype);
+  if (storage.data) t.data = static_cast<char*>(storage.data) + size_t(offset) * dtype_size(storage.dtype);
   return t;
 }
 
-void zero_host(Tensor t) { std::memset(t.data, 0, t.bytes()); }
+void zero_host(Tensor t) {
+  std::memset(t.data, 0, t.bytes());
+}
 
 void check_batch(const Batch& batch, int64_t B, int64_t T) {
-  for (auto [t, what] : {std::pair{&batch.input_ids, "batch input_ids"}, std::pair{&batch.positions, "batch positions"},
-                         std::pair{&batch.labels, "batch labels"}}) {
+  for (auto [t, what] :
+       {std::pair{&batch.input_ids, "batch input_ids"}, std::pair{&batch.positions, "batch positions"},
+        std::pair{&batch.labels, "batch labels"}}) {
     check_shape(*t, {B, T}, what);
     check_dtype(*t, DType::I32, what);
     LT_CHECK(t->device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t->device));
@@ -60,8 +62,8 @@ void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& pla
   for (size_t i = 0; i < planned.size(); ++i) {
     const LoraSpec& p = planned[i];
     LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
-             "chunked decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", i,
-             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
+             "chunked decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}",
+             i, lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
   }
   LT_CHECK(lora.dtype == dtype, "chunked decoder: LoRA adapters in {}, the compute dtype is {}",
            dtype_name(lora.dtype), dtype_name(dtype));
@@ -86,8 +88,8 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
   for (const LoraSpec& spec : lora) {
     LT_CHECK(spec.layer >= 0 && spec.layer < config.num_layers,
-             "chunked decoder: LoRA adapter {} is in layer {}, the model has {}", spec.module_path, spec.layer,
-             config.num_layers);
+             "chunked decoder: LoRA adapter {} is in layer {}, the model has {}", spec.module_path,
+             spec.layer, config.num_layers);
     lora_rank_[size_t(spec.layer)][size_t(spec.module)] = spec.rank;
   }
 }
@@ -319,7 +321,8 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
   lora_ = lora;
   lora_dropout_ = dropout;
   packed_ = !batch.segments.empty();
-  shift_labels(batch, shifted_);  // across chunk boundaries: the last token of a chunk targets the next's first
+  shift_labels(batch,
+               shifted_);  // across chunk boundaries: the last token of a chunk targets the next's first
 
   // Chunk-major copies of the per-token inputs.
   const int32_t* src[4] = {batch.input_ids.ptr<int32_t>(), batch.positions.ptr<int32_t>(),
@@ -344,8 +347,8 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     for (int64_t l = 0; l < c.num_layers; ++l) {
       LayerActivations a = layer_views(C, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, chunk_rows(resid_[size_t(l + 1)], k, D),
-                    lora_pass(C, l, nullptr));
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a,
+                    chunk_rows(resid_[size_t(l + 1)], k, D), lora_pass(C, l, nullptr));
     }
     loss_sum += loss_forward(w, k);
   }
@@ -355,7 +358,8 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
 
 void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
   LT_CHECK(forward_done_, "chunked decoder: backward without a forward since the last backward");
-  LT_CHECK(!lora_grads || lora_, "chunked decoder: LoRA gradients given, but the forward ran without adapters");
+  LT_CHECK(!lora_grads || lora_,
+           "chunked decoder: LoRA gradients given, but the forward ran without adapters");
   if (lora_grads) check_lora_layout(*lora_grads, lora_specs_, dtype_);
   forward_done_ = false;
   const ModelConfig& c = config_;
@@ -377,8 +381,8 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       LayerActivations a = layer_views(C, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
       layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
-      layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_[size_t(l)],
-                     a, s, d_resid, lora_pass(C, l, lora_grads));
+      layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                     kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
     }
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,

@@ -14,8 +14,10 @@
 //   for every chunk (resid L is the final norm's input). These are the "checkpoints" from which a chunk's
 //   activations are recomputed; nothing of size F, H*HD or V is kept across chunks;
 // - per token: the shifted labels, the loss's lse (B*T) and the chunk-major copies of ids/positions/segments.
-// Everything else (a layer's activations, backward scratch, the loss head's buffers) exists for one chunk
-// and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
+// Everything else (a layer's activations, LoRA's t = dropout(x) A^T, backward scratch, the loss head's
+// buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
+//
+// The cost: every layer's forward runs twice (once in forward, once recomputed in backward).
 //
 // Layout: the chunk-major buffers hold chunk k (tokens [o_k, o_k + C_k) of every row) as a contiguous
 // (B, C_k, ...) block at element offset B * o_k * row_width, so every chunk is a plain view.
@@ -34,8 +36,8 @@
 namespace lt::model {
 
 struct ChunkedOptions {
-  int64_t chunk_size = 0;        // C; 0 (or >= T) = the whole sequence as one chunk
-  bool fused_loss = true;        // false: the plain head (logits (B*C, V) materialized per chunk), for tests
+  int64_t chunk_size = 0;  // C; 0 (or >= T) = the whole sequence as one chunk
+  bool fused_loss = true;  // false: the plain head (logits (B*C, V) materialized per chunk), for tests
   int64_t loss_token_block = 256;
   int64_t loss_vocab_block = 4096;
 };
@@ -87,21 +89,21 @@ class ChunkedDecoder {
   Batch batch_view_;
 
   // Alive across chunks.
-  std::vector<Tensor> resid_;      // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's)
-  std::vector<KvContext> kv_;      // L: K/V cache (B, T, KVH, HD)
-  std::vector<KvGrads> kv_grads_;  // L: dK/dV accumulators (B, T, KVH, HD)
+  std::vector<Tensor> resid_;  // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's)
+  std::vector<KvContext> kv_;  // L: K/V cache (B, T, KVH, HD)
+  std::vector<KvGrads> kv_grads_;               // L: dK/dV accumulators (B, T, KVH, HD)
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)
   Tensor shifted_;                              // (B, T) i32 row-major scratch for shift_labels
   Tensor lse_;                                  // (B*T) stats dtype chunk-major: the loss's lse
   // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
   LayerActivations acts_;  // (B*C, ...) see LayerActivations
   LayerScratch scratch_;
-  Tensor recompute_out_;   // (B*C, D) a recomputed layer's output (equal to the saved next checkpoint)
-  Tensor final_rstd_;      // (B*C) stats dtype
-  Tensor final_xn_;        // (B*C, D)
-  Tensor losses_;          // (B*C) stats dtype
-  Tensor logits_;          // (B*C, V) only for the plain loss
-  Tensor d_resid_;         // (B*C, D)
+  Tensor recompute_out_;  // (B*C, D) a recomputed layer's output (equal to the saved next checkpoint)
+  Tensor final_rstd_;     // (B*C) stats dtype
+  Tensor final_xn_;       // (B*C, D)
+  Tensor losses_;         // (B*C) stats dtype
+  Tensor logits_;         // (B*C, V) only for the plain loss
+  Tensor d_resid_;        // (B*C, D)
   // LoRA (empty without): t = dropout(x) A^T of the current layer, per module at the module's largest rank.
   std::vector<LoraSpec> lora_specs_;
   std::vector<std::vector<int64_t>> lora_rank_;  // L x 7: the rank of each layer's adapter, 0 = none

@@ -30,8 +30,8 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
   return LT_OP_DISPATCH_CPU(x.device, fused_linear_cross_entropy_forward, p, losses, lse, x, w, labels);
 }
 
-void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw, Tensor x,
-                                         Tensor w, Tensor lse, Tensor labels) {
+void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
+                                         Tensor x, Tensor w, Tensor lse, Tensor labels) {
   const char* op = "fused_linear_cross_entropy_backward";
   check_params(p, op);
   check_device(x.device, {&dx, &dw, &x, &w, &lse, &labels}, op);

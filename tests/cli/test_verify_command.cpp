@@ -1,5 +1,6 @@
-// `leantune verify chunked`: random trials (full, partial, LoRA) pass in float64 at 1e-9 on the tiny random models and on the real
-// tiny Llama; zero tolerances make it fail with a non-zero exit; bad flags get one clear error.
+// `leantune verify chunked`: random trials (full, partial, LoRA) pass in float64 at 1e-9 on the tiny random
+// models and on the real tiny Llama; zero tolerances make it fail with a non-zero exit; bad flags get one
+// clear error.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,14 +38,14 @@ TEST(VerifyChunked, RandomTrialsPassInFloat64) {
   EXPECT_NE(out.find("partial"), std::string::npos) << out;
   EXPECT_NE(out.find("lora "), std::string::npos) << out;
   EXPECT_NE(out.find("lora_B"), std::string::npos) << out;  // the adapters' gradients are in the table
-  EXPECT_NE(out.find("C=1 "), std::string::npos) << out;  // chunk size 1 was drawn
+  EXPECT_NE(out.find("C=1 "), std::string::npos) << out;    // chunk size 1 was drawn
   EXPECT_NE(out.find("self_attn.k_proj.weight"), std::string::npos) << out;
 }
 
 TEST(VerifyChunked, FixedChunkSizeAndLengthInFloat32) {
   std::string out, err;
-  ASSERT_EQ(run_cli({"verify", "chunked", "--trials", "3", "--dtype", "fp32", "--seq_len", "13", "--chunk_size",
-                     "5"},
+  ASSERT_EQ(run_cli({"verify", "chunked", "--trials", "3", "--dtype", "fp32", "--seq_len", "13",
+                     "--chunk_size", "5"},
                     &out, &err),
             0)
       << out << err;

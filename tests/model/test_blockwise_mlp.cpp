@@ -17,11 +17,13 @@ std::vector<double> values(const Tensor& t) {
   const double* p = t.ptr<double>();
   return std::vector<double>(p, p + t.numel());
 }
-void set(Tensor t, const std::vector<double>& v) { std::copy(v.begin(), v.end(), t.ptr<double>()); }
+void set(Tensor t, const std::vector<double>& v) {
+  std::copy(v.begin(), v.end(), t.ptr<double>());
+}
 
 model::MlpBlockScratch block_scratch(Arena& arena, int64_t rows, int64_t F) {
-  return {arena.alloc("gate", DType::F64, {rows, F}), arena.alloc("up", DType::F64, {rows, F}),
-          arena.alloc("h", DType::F64, {rows, F}),    arena.alloc("d_h", DType::F64, {rows, F}),
+  return {arena.alloc("gate", DType::F64, {rows, F}),   arena.alloc("up", DType::F64, {rows, F}),
+          arena.alloc("h", DType::F64, {rows, F}),      arena.alloc("d_h", DType::F64, {rows, F}),
           arena.alloc("d_gate", DType::F64, {rows, F}), arena.alloc("d_up", DType::F64, {rows, F})};
 }
 
@@ -35,8 +37,10 @@ void check_blocks(bool freeze_gate) {
     return !(freeze_gate && s.kind == model::WeightKind::FfnGate);
   };
   const model::LayerWeights& lw = w.layers[0];
-  const std::vector<double> x = test::random_values(size_t(N * D), 1), resid = test::random_values(size_t(N * D), 2),
-                            d_out = test::random_values(size_t(N * D), 3), d_x0 = test::random_values(size_t(N * D), 4);
+  const std::vector<double> x = test::random_values(size_t(N * D), 1),
+                            resid = test::random_values(size_t(N * D), 2),
+                            d_out = test::random_values(size_t(N * D), 3),
+                            d_x0 = test::random_values(size_t(N * D), 4);
   Tensor xt = arena.alloc("x", DType::F64, {N, D}), dyt = arena.alloc("dy", DType::F64, {N, D});
   set(xt, x);
   set(dyt, d_out);
@@ -44,7 +48,8 @@ void check_blocks(bool freeze_gate) {
   // Unblocked reference.
   model::ModelWeights g_ref = model::allocate_grads(c, DType::F64, arena, trainable);
   model::MlpBlockScratch full = block_scratch(arena, N, F);
-  Tensor out_ref = arena.alloc("out_ref", DType::F64, {N, D}), dx_ref = arena.alloc("dx_ref", DType::F64, {N, D});
+  Tensor out_ref = arena.alloc("out_ref", DType::F64, {N, D}),
+         dx_ref = arena.alloc("dx_ref", DType::F64, {N, D});
   set(out_ref, resid);
   set(dx_ref, d_x0);
   ops::linear_forward({.rows = N, .in = D, .out = F}, full.gate, xt, lw.ffn_gate, lw.ffn_gate_bias);
@@ -58,8 +63,8 @@ void check_blocks(bool freeze_gate) {
   ops::swiglu_backward({.rows = N, .dim = F}, full.d_gate, full.d_up, full.d_h, full.gate, full.up);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, dx_ref, gr.ffn_gate,
                        gr.ffn_gate_bias, full.d_gate, xt, lw.ffn_gate);
-  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, dx_ref, gr.ffn_up, gr.ffn_up_bias,
-                       full.d_up, xt, lw.ffn_up);
+  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, dx_ref, gr.ffn_up,
+                       gr.ffn_up_bias, full.d_up, xt, lw.ffn_up);
 
   for (int64_t block : {int64_t(1), int64_t(4), N, N + 2}) {
     Arena::Mark mark = arena.mark();
@@ -83,14 +88,19 @@ void check_blocks(bool freeze_gate) {
   }
 }
 
-TEST(BlockwiseMlp, EqualsUnblocked) { check_blocks(false); }
-TEST(BlockwiseMlp, FrozenGateEqualsUnblocked) { check_blocks(true); }
+TEST(BlockwiseMlp, EqualsUnblocked) {
+  check_blocks(false);
+}
+TEST(BlockwiseMlp, FrozenGateEqualsUnblocked) {
+  check_blocks(true);
+}
 
 TEST(BlockwiseMlp, RefusesAScratchSmallerThanABlock) {
   const model::ModelConfig c = test::tiny_config(false);
   Arena arena("mlp", HostMemory::instance(), size_t(4) << 20);
   model::ModelWeights w = model::allocate_weights(c, DType::F64, arena);
-  Tensor x = arena.alloc("x", DType::F64, {6, c.hidden_size}), out = arena.alloc("out", DType::F64, {6, c.hidden_size});
+  Tensor x = arena.alloc("x", DType::F64, {6, c.hidden_size}),
+         out = arena.alloc("out", DType::F64, {6, c.hidden_size});
   model::MlpBlockScratch s = block_scratch(arena, 2, c.intermediate_size);
   test::expect_error_mentions([&] { model::mlp_forward_blockwise(c, w.layers[0], x, out, 4, s); },
                               {"cannot hold a block of 4 rows"});

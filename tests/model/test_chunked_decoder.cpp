@@ -44,7 +44,8 @@ double worst_difference(const Setup& su, int64_t chunk_size, bool fused = true) 
   const model::TrainableFn trainable = su.partial ? model::TrainableFn(trainable_partial) : model::train_all;
   model::ModelWeights g_whole = model::allocate_grads(config, DType::F64, arena, trainable);
   model::ModelWeights g_chunk = model::allocate_grads(config, DType::F64, arena, trainable);
-  model::RandomBatch data = model::random_batch(su.rows, su.tokens, config.vocab_size, su.packed, su.seed + 7);
+  model::RandomBatch data =
+      model::random_batch(su.rows, su.tokens, config.vocab_size, su.packed, su.seed + 7);
   const model::Batch batch = data.batch();
   const int64_t label_tokens = model::count_label_tokens(batch);
   if (label_tokens == 0) return 0.0;
@@ -73,8 +74,8 @@ double worst_difference(const Setup& su, int64_t chunk_size, bool fused = true) 
 }
 
 void check_chunk_sizes(const Setup& su) {
-  for (int64_t C : {int64_t(1), int64_t(2), int64_t(3), su.tokens / 2, su.tokens - 1, su.tokens, su.tokens + 5,
-                    int64_t(0)}) {
+  for (int64_t C : {int64_t(1), int64_t(2), int64_t(3), su.tokens / 2, su.tokens - 1, su.tokens,
+                    su.tokens + 5, int64_t(0)}) {
     if (C < 0) continue;
     EXPECT_LE(worst_difference(su, C), 1e-9) << "chunk size " << C;
   }
@@ -116,7 +117,8 @@ TEST(ChunkedDecoder, PaddedBatchHasRowsOfDifferentLengths) {
   std::vector<int64_t> lengths;
   for (int64_t b = 0; b < 4; ++b) {
     int64_t len = 0;
-    for (int64_t t = 0; t < 12; ++t) len += data.ids[size_t(b * 12 + t)] != 0 || data.labels[size_t(b * 12 + t)] != -100;
+    for (int64_t t = 0; t < 12; ++t)
+      len += data.ids[size_t(b * 12 + t)] != 0 || data.labels[size_t(b * 12 + t)] != -100;
     lengths.push_back(len);
   }
   EXPECT_EQ(lengths[0], 12);

@@ -38,7 +38,8 @@ void check_lora_chunks(bool train_base, double dropout_p) {
     EXPECT_NEAR(loss, loss_whole, 1e-12 * std::abs(loss_whole)) << "C=" << C;
     for (const model::LoraSpec& s : m.specs)
       for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
-        EXPECT_LE(test::max_rel_diff(values(m.lora_grads.matrix(s, which)), values(whole.lora_grads.matrix(s, which))),
+        EXPECT_LE(test::max_rel_diff(values(m.lora_grads.matrix(s, which)),
+                                     values(whole.lora_grads.matrix(s, which))),
                   1e-9)
             << s.module_path << (which == model::LoraMatrix::A ? " A" : " B") << " C=" << C;
     for (const model::WeightSpec& s : model::weight_specs(m.config)) {
@@ -51,9 +52,15 @@ void check_lora_chunks(bool train_base, double dropout_p) {
   }
 }
 
-TEST(ChunkedLora, AdaptersOnlyEqualWholeSequence) { check_lora_chunks(false, 0.0); }
-TEST(ChunkedLora, AdaptersAndBaseEqualWholeSequence) { check_lora_chunks(true, 0.0); }
-TEST(ChunkedLora, DropoutMasksDoNotDependOnTheChunkSize) { check_lora_chunks(false, 0.25); }
+TEST(ChunkedLora, AdaptersOnlyEqualWholeSequence) {
+  check_lora_chunks(false, 0.0);
+}
+TEST(ChunkedLora, AdaptersAndBaseEqualWholeSequence) {
+  check_lora_chunks(true, 0.0);
+}
+TEST(ChunkedLora, DropoutMasksDoNotDependOnTheChunkSize) {
+  check_lora_chunks(false, 0.25);
+}
 
 TEST(ChunkedLora, RefusesAdaptersOfAnotherLayout) {
   test::TinyLoraModel m(DType::F64, false, 3);

@@ -78,8 +78,8 @@ void expect_equal(const Case& c, DType dt, double tol) {
   std::vector<double> w = test::random_values(size_t(c.V * c.D), 12, -1.0, 1.0);
   std::vector<int32_t> labels = make_labels(c.N, c.V);
   Result a = fused(c, dt, x, w, labels), b = plain(c, dt, x, w, labels);
-  const std::string where = "N=" + std::to_string(c.N) + " V=" + std::to_string(c.V) +
-                            " blocks " + std::to_string(c.token_block) + "x" + std::to_string(c.vocab_block);
+  const std::string where = "N=" + std::to_string(c.N) + " V=" + std::to_string(c.V) + " blocks " +
+                            std::to_string(c.token_block) + "x" + std::to_string(c.vocab_block);
   EXPECT_NEAR(a.total, b.total, tol * std::max(1.0, std::abs(b.total))) << where;
   EXPECT_LE(test::max_rel_diff(a.losses, b.losses), tol) << where;
   EXPECT_LE(test::max_rel_diff(a.lse, b.lse), tol) << where;
@@ -103,7 +103,8 @@ TEST(FusedLinearCrossEntropy, FloatAgreesWithTheUnfusedFloatPath) {
 
 TEST(FusedLinearCrossEntropy, FrozenHeadAndAccumulatedDx) {
   const Case c{13, 5, 29, 4, 6};
-  std::vector<double> x = test::random_values(size_t(c.N * c.D), 21), w = test::random_values(size_t(c.V * c.D), 22);
+  std::vector<double> x = test::random_values(size_t(c.N * c.D), 21),
+                      w = test::random_values(size_t(c.V * c.D), 22);
   std::vector<int32_t> labels_v = make_labels(c.N, c.V);
   Result want = plain(c, DType::F64, x, w, labels_v);
   HostTensor xt = HostTensor::of(DType::F64, {c.N, c.D}, x), wt = HostTensor::of(DType::F64, {c.V, c.D}, w);
@@ -126,7 +127,8 @@ TEST(FusedLinearCrossEntropy, FrozenHeadAndAccumulatedDx) {
 
 TEST(FusedLinearCrossEntropy, GradientsMatchFiniteDifferences) {
   const Case c{7, 4, 19, 3, 5, 0.5};
-  std::vector<double> x = test::random_values(size_t(c.N * c.D), 31), w = test::random_values(size_t(c.V * c.D), 32);
+  std::vector<double> x = test::random_values(size_t(c.N * c.D), 31),
+                      w = test::random_values(size_t(c.V * c.D), 32);
   std::vector<int32_t> labels_v = make_labels(c.N, c.V);
   Result got = fused(c, DType::F64, x, w, labels_v);
   auto loss = [&] { return c.grad_scale * fused(c, DType::F64, x, w, labels_v).total; };

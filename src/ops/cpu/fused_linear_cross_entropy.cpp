@@ -38,8 +38,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
     return;
   }
   for (int64_t v : {m, n, k, lda, ldb, ldc})
-    LT_CHECK(v <= INT_MAX, "fused_linear_cross_entropy: size {} exceeds what the BLAS interface takes ({})", v,
-             INT_MAX);
+    LT_CHECK(v <= INT_MAX, "fused_linear_cross_entropy: size {} exceeds what the BLAS interface takes ({})",
+             v, INT_MAX);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
@@ -51,7 +51,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   }
 }
 
-const int32_t* checked_labels(const FusedLinearCrossEntropyParams& p, const Tensor& labels_t, const char* op) {
+const int32_t* checked_labels(const FusedLinearCrossEntropyParams& p, const Tensor& labels_t,
+                              const char* op) {
   const int32_t* labels = labels_t.ptr<int32_t>("fused_linear_cross_entropy labels");
   for (int64_t n = 0; n < p.rows; ++n)
     LT_CHECK(labels[n] == p.ignore_index || (labels[n] >= 0 && labels[n] < p.vocab),
@@ -64,14 +65,14 @@ template <class T>
 double forward(const FusedLinearCrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tensor x_t, Tensor w_t,
                Tensor labels_t) {
   const char* op = "fused_linear_cross_entropy_forward";
-  const int32_t* labels = checked_labels(p, labels_t, op);                         // (N)
-  T* losses = losses_t.ptr<T>("fused_linear_cross_entropy_forward losses");      // (N)
-  T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_forward lse");               // (N)
-  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_forward x");               // (N, D)
-  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_forward w");               // (V, D)
+  const int32_t* labels = checked_labels(p, labels_t, op);                   // (N)
+  T* losses = losses_t.ptr<T>("fused_linear_cross_entropy_forward losses");  // (N)
+  T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_forward lse");           // (N)
+  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_forward x");           // (N, D)
+  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_forward w");           // (V, D)
   const int64_t N = p.rows, D = p.dim, V = p.vocab;
   const int64_t TB = std::min(p.token_block, std::max<int64_t>(N, 1)), VB = std::min(p.vocab_block, V);
-  std::vector<T> tile(size_t(TB * VB));     // (TB, VB) logits of one tile
+  std::vector<T> tile(size_t(TB * VB));                  // (TB, VB) logits of one tile
   std::vector<double> run_max(static_cast<size_t>(TB));  // (TB) online max per row
   std::vector<double> run_sum(static_cast<size_t>(TB));  // (TB) sum of exp(z - run_max)
   std::vector<double> target(static_cast<size_t>(TB));   // (TB) the label's logit
@@ -92,10 +93,12 @@ double forward(const FusedLinearCrossEntropyParams& p, Tensor losses_t, Tensor l
         double s = 0;
         for (int64_t j = 0; j < vb; ++j) s += std::exp(double(z[j]) - m);
         const double m_new = std::max(run_max[size_t(r)], m);
-        run_sum[size_t(r)] = run_sum[size_t(r)] * std::exp(run_max[size_t(r)] - m_new) + s * std::exp(m - m_new);
+        run_sum[size_t(r)] =
+            run_sum[size_t(r)] * std::exp(run_max[size_t(r)] - m_new) + s * std::exp(m - m_new);
         run_max[size_t(r)] = m_new;
         const int32_t label = labels[n0 + r];
-        if (label != p.ignore_index && label >= v0 && label < v0 + vb) target[size_t(r)] = double(z[label - v0]);
+        if (label != p.ignore_index && label >= v0 && label < v0 + vb)
+          target[size_t(r)] = double(z[label - v0]);
       }
     }
     for (int64_t r = 0; r < tn; ++r) {
@@ -113,12 +116,12 @@ template <class T>
 void backward(const FusedLinearCrossEntropyParams& p, Tensor dx_t, Tensor dw_t, Tensor x_t, Tensor w_t,
               Tensor lse_t, Tensor labels_t) {
   const char* op = "fused_linear_cross_entropy_backward";
-  const int32_t* labels = checked_labels(p, labels_t, op);                                        // (N)
-  T* dx = dx_t.empty() ? nullptr : dx_t.ptr<T>("fused_linear_cross_entropy_backward dx");       // (N, D)
-  T* dw = dw_t.empty() ? nullptr : dw_t.ptr<T>("fused_linear_cross_entropy_backward dw");       // (V, D) +=
-  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_backward x");                             // (N, D)
-  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_backward w");                             // (V, D)
-  const T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_backward lse");                       // (N)
+  const int32_t* labels = checked_labels(p, labels_t, op);                                 // (N)
+  T* dx = dx_t.empty() ? nullptr : dx_t.ptr<T>("fused_linear_cross_entropy_backward dx");  // (N, D)
+  T* dw = dw_t.empty() ? nullptr : dw_t.ptr<T>("fused_linear_cross_entropy_backward dw");  // (V, D) +=
+  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_backward x");                        // (N, D)
+  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_backward w");                        // (V, D)
+  const T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_backward lse");                  // (N)
   const int64_t N = p.rows, D = p.dim, V = p.vocab;
   if (dx && !p.accumulate_dx) std::fill_n(dx, N * D, T(0));
   if (!dx && !dw) return;
@@ -160,8 +163,8 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
                         [&]<class T>() { return forward<T>(p, losses, lse, x, w, labels); });
 }
 
-void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw, Tensor x,
-                                         Tensor w, Tensor lse, Tensor labels) {
+void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
+                                         Tensor x, Tensor w, Tensor lse, Tensor labels) {
   dispatch_float(x.dtype, "fused_linear_cross_entropy_backward",
                  [&]<class T>() { backward<T>(p, dx, dw, x, w, lse, labels); });
 }
