@@ -159,6 +159,22 @@ TEST(ChunkedDecoder, ArenaBytesMatchTheConstructor) {
             model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 64, {.chunk_size = 0}));
 }
 
+TEST(ChunkedDecoder, FusedLossNeedsNoVocabularySizedBuffer) {
+  model::ModelConfig small = model::tiny_random_config(model::Architecture::Qwen2, 1);
+  model::ModelConfig large = small;
+  large.vocab_size = 151936;
+  const int64_t B = 2, T = 64;
+  const model::ChunkedOptions fused{.chunk_size = 16};
+  EXPECT_EQ(model::ChunkedDecoder::arena_bytes(small, DType::F64, B, T, fused),
+            model::ChunkedDecoder::arena_bytes(large, DType::F64, B, T, fused));
+  // The plain head holds the logits of one chunk: (B*C, V).
+  const model::ChunkedOptions plain{.chunk_size = 16, .fused_loss = false};
+  const size_t grow = model::ChunkedDecoder::arena_bytes(large, DType::F64, B, T, plain) -
+                      model::ChunkedDecoder::arena_bytes(small, DType::F64, B, T, plain);
+  EXPECT_GE(grow, size_t(B * 16 * (large.vocab_size - small.vocab_size) * 8));
+  EXPECT_LT(grow, size_t(B * 16 * (large.vocab_size - small.vocab_size) * 8 + 4096));
+}
+
 TEST(ChunkedDecoder, RefusesANegativeChunkSize) {
   const model::ModelConfig config = model::tiny_random_config(model::Architecture::Llama, 1);
   test::expect_error_mentions(
