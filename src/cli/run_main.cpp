@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/info_command.h"
+#include "cli/tokenize_command.h"
 #include "core/error.h"
 
 namespace lt::cli {
@@ -14,6 +15,7 @@ int run_main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "show where in leantune an error was raised");
   app.set_version_flag("--version", "leantune 0.1.0");
   register_info_command(app);
+  add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

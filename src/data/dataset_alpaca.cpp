@@ -1,0 +1,29 @@
+#include "data/dataset_alpaca.h"
+
+#include "data/encode_segments.h"
+
+namespace lt::data {
+
+Dataset load_alpaca(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
+  EncodeOptions encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
+                                            options.train_on_inputs);
+  Dataset dataset;
+  dataset.source = path;
+  BadRecords bad(options.on_bad_record);
+  for_each_json_record(path, bad, [&](const std::string&, const nlohmann::json& record) {
+    require_object(record);
+    std::string instruction = string_field(record, "instruction");
+    std::string input = string_field(record, "input", /*optional=*/true);
+    std::string output = string_field(record, "output");
+    std::vector<Segment> segments = render_instruction(options.prompt_template, instruction, input, output);
+    bool truncated = false;
+    dataset.examples.push_back(encode_segments(tokenizer, segments, encode, &truncated));
+    dataset.stats.truncated += truncated;
+    dataset.stats.records += 1;
+    account_example(dataset.stats, dataset.examples.back());
+  });
+  finish_dataset(dataset, bad);
+  return dataset;
+}
+
+}  // namespace lt::data

@@ -1,0 +1,70 @@
+#include "data/dataset_chat.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "data/encode_segments.h"
+
+namespace lt::data {
+namespace {
+
+std::string map_role(const std::string& role, bool sharegpt, size_t turn) {
+  if (role == "system" || role == "user" || role == "assistant") return role;
+  if (sharegpt && role == "human") return "user";
+  if (sharegpt && role == "gpt") return "assistant";
+  throw RecordError(fmt::format("turn {}: unknown role '{}', expected {}", turn, role,
+                                sharegpt ? "human, gpt or system" : "system, user or assistant"));
+}
+
+}  // namespace
+
+std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
+  require_object(record);
+  bool sharegpt = !record.contains("messages") && record.contains("conversations");
+  const char* list_key = sharegpt ? "conversations" : "messages";
+  const char* role_key = sharegpt ? "from" : "role";
+  const char* content_key = sharegpt ? "value" : "content";
+  auto it = record.find(list_key);
+  if (it == record.end()) throw RecordError("missing field 'messages' (or ShareGPT 'conversations')");
+  if (!it->is_array())
+    throw RecordError(fmt::format("field '{}' is a JSON {}, expected a list of turns", list_key, it->type_name()));
+  if (it->empty()) throw RecordError(fmt::format("empty conversation ('{}' has no turns)", list_key));
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& turn = (*it)[i];
+    if (!turn.is_object())
+      throw RecordError(fmt::format("turn {}: expected a JSON object, found a JSON {}", i, turn.type_name()));
+    std::string role, content;
+    try {
+      role = string_field(turn, role_key);
+      content = string_field(turn, content_key);
+    } catch (const RecordError& e) {
+      throw RecordError(fmt::format("turn {}: {}", i, e.what()));
+    }
+    messages.push_back({map_role(role, sharegpt, i), std::move(content)});
+  }
+  return messages;
+}
+
+Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
+  LT_CHECK(options.prompt_template != TemplateKind::alpaca,
+           "dataset {}: chat data needs a chat template (llama3, chatml or plain), not alpaca", path);
+  EncodeOptions encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
+                                            options.train_on_inputs);
+  Dataset dataset;
+  dataset.source = path;
+  BadRecords bad(options.on_bad_record);
+  for_each_json_record(path, bad, [&](const std::string&, const nlohmann::json& record) {
+    std::vector<ChatMessage> messages = parse_conversation(record);
+    std::vector<Segment> segments = render_chat(options.prompt_template, messages);
+    bool truncated = false;
+    dataset.examples.push_back(encode_segments(tokenizer, segments, encode, &truncated));
+    dataset.stats.truncated += truncated;
+    dataset.stats.records += 1;
+    account_example(dataset.stats, dataset.examples.back());
+  });
+  finish_dataset(dataset, bad);
+  return dataset;
+}
+
+}  // namespace lt::data

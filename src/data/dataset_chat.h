@@ -1,0 +1,23 @@
+// Chat data: JSONL or a JSON array of conversations, either
+//   {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}     (TRL / axolotl), or
+//   {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}     (ShareGPT; "user" and
+//   "assistant" are accepted as `from` too).
+// Rendered by a chat template (llama3, chatml, plain); with train_on_inputs=false only assistant turns
+// (content and end-of-turn marker) carry labels. Bad records: missing messages/conversations, not a list,
+// an empty list, a turn that is not an object, an unknown role, a content/value that is not a string.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/dataset_types.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+// The record's turns with roles mapped to system/user/assistant; throws RecordError when malformed.
+std::vector<ChatMessage> parse_conversation(const nlohmann::json& record);
+
+Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options);
+
+}  // namespace lt::data

@@ -1,0 +1,55 @@
+// What a dataset reader is asked for and what it returns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset_records.h"
+#include "data/example.h"
+#include "data/prompt_template.h"
+
+namespace lt::data {
+
+enum class DataFormat { auto_detect, alpaca, chat, text, pretokenized };
+DataFormat data_format_from_name(const std::string& name);  // auto, alpaca, chat (sharegpt), text, pretokenized
+const char* data_format_name(DataFormat format);
+
+// How a plain-text file is cut into documents.
+enum class TextSplit {
+  paragraph,  // documents are separated by one or more blank lines (default)
+  line,       // every non-blank line is a document
+};
+
+struct DatasetOptions {
+  DataFormat format = DataFormat::auto_detect;
+  TemplateKind prompt_template = TemplateKind::alpaca;
+  int64_t cutoff_len = 256;      // tokens per example, BOS/EOS included (alpaca-lora's default)
+  bool train_on_inputs = false;  // false: no loss on prompts / non-assistant turns
+  OnBadRecord on_bad_record = OnBadRecord::error;
+  TextSplit text_split = TextSplit::paragraph;
+};
+
+struct LoadStats {
+  int64_t records = 0;      // records (or documents) read and kept
+  int64_t skipped = 0;      // bad records dropped under on_bad_record: skip
+  std::string first_skip;   // the first skipped record's "where: what"
+  int64_t truncated = 0;    // examples cut by cutoff_len (text: documents split into several chunks)
+  int64_t no_labels = 0;    // examples whose labels[1:] are all -100 (they add no loss)
+  int64_t tokens = 0;       // sum of example lengths
+  int64_t label_tokens = 0; // sum of count_label_tokens
+};
+
+struct Dataset {
+  std::string source;  // the file it came from
+  std::vector<Example> examples;
+  LoadStats stats;
+};
+
+// Adds an example's lengths to the stats.
+void account_example(LoadStats& stats, const Example& example);
+// Every reader ends with this: records the skip count, prints one line to stderr when records were skipped,
+// and fails when no example is left (an empty dataset is an error naming the file, never a zero-step run).
+void finish_dataset(Dataset& dataset, const BadRecords& bad);
+
+}  // namespace lt::data

@@ -1,0 +1,43 @@
+// Hugging Face checkpoints: a directory with config.json and model.safetensors, or the shards listed by
+// model.safetensors.index.json. Loading maps HF tensor names onto ModelWeights (model/weights.h) converting
+// F64/F32/BF16/F16 to the compute dtype; saving writes what transformers' from_pretrained reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace lt::io {
+
+// Fills `weights` (allocated for `config`, host memory) from the checkpoint at `path_or_dir`.
+// Accepted besides the plain names: `.base_layer.` inside a name (PEFT: `q_proj.base_layer.weight`); fused
+// `self_attn.qkv_proj` (rows q, k, v) and `mlp.gate_up_proj` (rows gate, up), split on load;
+// `rotary_emb.inv_freq` (ignored); `lm_head.weight` in a tied checkpoint when it equals the embedding.
+// Errors name the checkpoint and the tensor: a missing one, a shape that is not the config's (with the
+// expected shape), names that mean nothing to the model (listed).
+void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config, model::ModelWeights& weights);
+
+struct HfSaveOptions {
+  // Storage dtype (F32, BF16, F16, F64); default: config.json's declared dtype, else the weights' dtype.
+  std::optional<DType> dtype = std::nullopt;
+  // Shards hold at most this many bytes of tensor data (a larger single tensor gets a shard of its own);
+  // more than one shard writes model-0000i-of-0000n.safetensors and model.safetensors.index.json.
+  uint64_t max_shard_bytes = uint64_t(5) << 30;
+};
+
+// Writes `dir` (created or replaced) with config.json (config.raw, its dtype updated) and the weights.
+// Written into a temporary sibling directory first and renamed into place, so a reader never sees half a
+// checkpoint. Returns the file names written (config.json first).
+std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model::ModelConfig& config,
+                                            const model::ModelWeights& weights, const HfSaveOptions& options = {});
+
+// "bfloat16" / "float16" / "float32" / "float64" <-> DType (nullopt for anything else).
+std::optional<DType> dtype_from_torch_name(const std::string& name);
+std::string torch_dtype_name(DType dtype);
+
+}  // namespace lt::io

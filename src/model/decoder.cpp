@@ -1,0 +1,202 @@
+// The whole model over one batch as a single chunk per row: embedding, L layers, final norm + head + loss,
+// and the reverse. Buffers are planned once (plan() either counts bytes or takes them from the arena, so
+// arena_bytes and the constructor cannot disagree) and reused by every forward/backward.
+#include "model/decoder.h"
+
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace lt::model {
+namespace {
+
+constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
+
+struct ByteCounter {
+  size_t bytes = kAlignment;  // the arena's current end may be unaligned
+  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, dtype, dims);
+    bytes += (t.bytes() + kAlignment - 1) / kAlignment * kAlignment;
+    return t;
+  }
+};
+
+struct ArenaAllocator {
+  Arena& arena;
+  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
+    return arena.alloc(name, dtype, dims);
+  }
+};
+
+void zero_host(Tensor t, const char* what) {
+  LT_CHECK(t.device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t.device));
+  std::memset(t.data, 0, t.bytes());
+}
+
+void check_batch(const Batch& batch, int64_t B, int64_t T) {
+  check_shape(batch.input_ids, {B, T}, "batch input_ids");
+  check_dtype(batch.input_ids, DType::I32, "batch input_ids");
+  check_shape(batch.positions, {B, T}, "batch positions");
+  check_dtype(batch.positions, DType::I32, "batch positions");
+  check_shape(batch.labels, {B, T}, "batch labels");
+  check_dtype(batch.labels, DType::I32, "batch labels");
+  if (!batch.segments.empty()) {
+    check_shape(batch.segments, {B, T}, "batch segments");
+    check_dtype(batch.segments, DType::I32, "batch segments");
+  }
+}
+
+}  // namespace
+
+void shift_labels(const Batch& batch, Tensor shifted) {
+  const int64_t B = batch.labels.dim(0), T = batch.labels.dim(1);
+  check_shape(shifted, {B, T}, "shifted labels");
+  LT_CHECK(batch.labels.device == Device::CPU && shifted.device == Device::CPU,
+           "shift_labels: labels must be in host memory");
+  const int32_t* labels = batch.labels.ptr<int32_t>("batch labels");
+  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.ptr<int32_t>("batch segments");
+  int32_t* out = shifted.ptr<int32_t>("shifted labels");
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t i = b * T + t;
+      const bool has_next = t + 1 < T && (!segments || segments[i] == segments[i + 1]);
+      out[i] = has_next ? labels[i + 1] : -100;
+    }
+  }
+}
+
+int64_t count_label_tokens(const Batch& batch) {
+  const int64_t B = batch.labels.dim(0), T = batch.labels.dim(1);
+  std::vector<int32_t> shifted(size_t(B * T));
+  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
+  int64_t count = 0;
+  for (int32_t label : shifted) count += label != -100;
+  return count;
+}
+
+DType stats_dtype(Device device, DType compute) { return device == Device::CPU ? compute : DType::F32; }
+
+template <class Alloc>
+void Decoder::plan(Alloc& alloc) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, N = B * T, L = c.num_layers;
+  const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType dt = dtype_, st = stats_dtype(Device::CPU, dtype_);
+
+  resid_.resize(size_t(L + 1));
+  for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {N, D});
+  kv_.resize(size_t(L));
+  acts_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    KvContext& kv = kv_[size_t(l)];
+    LayerActivations& a = acts_[size_t(l)];
+    auto name = [l](const char* what) { return fmt::format("layer.{}.{}", l, what); };
+    kv.k = alloc(name("k"), dt, {B, T, KVH, HD});
+    kv.v = alloc(name("v"), dt, {B, T, KVH, HD});
+    a.x = resid_[size_t(l)];
+    a.attn_rstd = alloc(name("attn_rstd"), st, {N});
+    a.attn_in = alloc(name("attn_in"), dt, {N, D});
+    a.q = alloc(name("q"), dt, {B, T, H, HD});
+    a.k = kv.k;  // one chunk spans the whole K/V range: the layer writes K/V in place
+    a.v = kv.v;
+    a.attn_out = alloc(name("attn_out"), dt, {B, T, H, HD});
+    a.attn_lse = alloc(name("attn_lse"), st, {B, H, T});
+    a.mid = alloc(name("mid"), dt, {N, D});
+    a.ffn_rstd = alloc(name("ffn_rstd"), st, {N});
+    a.ffn_in = alloc(name("ffn_in"), dt, {N, D});
+    a.gate = alloc(name("gate"), dt, {N, F});
+    a.up = alloc(name("up"), dt, {N, F});
+    a.h = alloc(name("h"), dt, {N, F});
+  }
+  kv_grads_.dk = alloc("grad.k", dt, {B, T, KVH, HD});
+  kv_grads_.dv = alloc("grad.v", dt, {B, T, KVH, HD});
+  scratch_.d_norm = alloc("grad.norm_out", dt, {N, D});
+  scratch_.d_h = alloc("grad.h", dt, {N, F});
+  scratch_.d_gate = alloc("grad.gate", dt, {N, F});
+  scratch_.d_up = alloc("grad.up", dt, {N, F});
+  scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
+  scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
+  scratch_.d_k = kv_grads_.dk;
+  scratch_.d_v = kv_grads_.dv;
+  lm_.x = resid_[size_t(L)];
+  lm_.rstd = alloc("final_rstd", st, {N});
+  lm_.xn = alloc("final_norm_out", dt, {N, D});
+  lm_.logits = alloc("logits", dt, {N, V});
+  lm_.lse = alloc("logits_lse", st, {N});
+  lm_.losses = alloc("token_losses", st, {N});
+  lm_.labels = alloc("shifted_labels", DType::I32, {N});
+  d_resid_ = alloc("grad.resid", dt, {N, D});
+}
+
+size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens) {
+  Decoder counting(config, dtype, batch, tokens);
+  ByteCounter counter;
+  counting.plan(counter);
+  return counter.bytes;
+}
+
+Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens)
+    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens) {
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64, "decoder: compute dtype {} on CPU, expected f32 or f64",
+           dtype_name(dtype));
+  LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
+}
+
+Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena)
+    : Decoder(config, dtype, batch, tokens) {
+  LT_CHECK(arena.device() == Device::CPU, "decoder: arena '{}' is on {}; the decoder runs on CPU", arena.name(),
+           device_name(arena.device()));
+  ArenaAllocator allocator{arena};
+  plan(allocator);
+}
+
+double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens) {
+  const int64_t B = batch_, T = tokens_, N = B * T;
+  check_batch(batch, B, T);
+  check_dtype(w.embed, dtype_, "decoder weights");
+  LT_CHECK(label_tokens > 0, "decoder: label token count {} must be positive (tokens with a target in the step)",
+           label_tokens);
+  batch_view_ = batch;
+  label_tokens_ = label_tokens;
+  shift_labels(batch, lm_.labels.reshaped({B, T}));
+
+  ops::embedding_forward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, resid_[0],
+                         batch.input_ids.reshaped({N}), w.embed);
+  const ChunkInfo chunk{.batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions,
+                        .q_segments = batch.segments};
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    KvContext& kv = kv_[size_t(l)];
+    kv.k_segments = batch.segments;
+    layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)]);
+  }
+  const double loss_sum = lm_loss_forward(config_, w, lm_);
+  forward_done_ = true;
+  return loss_sum / double(label_tokens);
+}
+
+void Decoder::backward(const ModelWeights& w, ModelWeights& g) {
+  LT_CHECK(forward_done_, "decoder: backward without a forward since the last backward");
+  forward_done_ = false;
+  const int64_t B = batch_, T = tokens_, N = B * T;
+  const Batch& batch = batch_view_;
+  lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
+  const ChunkInfo chunk{.batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions,
+                        .q_segments = batch.segments};
+  for (int64_t l = config_.num_layers - 1; l >= 0; --l) {
+    zero_host(kv_grads_.dk, "decoder dK accumulator");
+    zero_host(kv_grads_.dv, "decoder dV accumulator");
+    layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
+                   acts_[size_t(l)], scratch_, d_resid_);
+  }
+  if (!g.embed.empty())
+    ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,
+                            d_resid_, batch.input_ids.reshaped({N}));
+}
+
+Tensor Decoder::logits() const {
+  LT_CHECK(forward_done_, "decoder: logits are only valid after forward and before backward");
+  return lm_.logits.reshaped({batch_, tokens_, config_.vocab_size});
+}
+
+}  // namespace lt::model

@@ -1,0 +1,159 @@
+// The decoder's forward and backward. A layer works on one chunk of C tokens of every row of the batch
+// given a KV context (DESIGN.md, chunked sequence training): it appends the chunk's post-RoPE K/V at
+// q_offset to per-layer K/V buffers (B, S, KVH, HD) and its queries attend to positions [0, q_offset + C).
+// Backward adds dK/dV for every position it attended to into per-layer accumulators (B, S, KVH, HD) and
+// consumes the accumulated dK/dV of its own positions. Decoder runs the whole sequence as one chunk
+// (q_offset 0, C = S = T); chunked training adds only the loop over chunks.
+//
+// Gradient conventions: parameter gradients accumulate (+=) into the gradient ModelWeights (an empty tensor
+// there = frozen, skipped); the residual-stream gradient is accumulated through the ops' accumulate flags.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace lt::model {
+
+// One (micro-)batch of token rows, host i32 views.
+struct Batch {
+  Tensor input_ids;  // (B, T) i32
+  Tensor positions;  // (B, T) i32, restarting at 0 for each packed sequence
+  Tensor segments;   // (B, T) i32 non-decreasing per row, or empty (one sequence per row)
+  Tensor labels;     // (B, T) i32 as HF takes them (unshifted: label t is the id at t); -100 = ignored
+};
+
+// HF's shift: the target of position t is labels[t + 1]; the last position of a row, and a position whose
+// next token belongs to another packed sequence, have none (-100).
+void shift_labels(const Batch& batch, Tensor shifted /*(B, T) i32*/);
+// Tokens with a target after the shift: the denominator of the mean loss.
+int64_t count_label_tokens(const Batch& batch);
+
+// Statistics kept for backward (rstd, lse): the compute dtype on CPU, f32 on GPU (ops.h).
+DType stats_dtype(Device device, DType compute);
+
+// Where a chunk sits: C tokens of each of B rows, starting at q_offset of the KV range.
+struct ChunkInfo {
+  int64_t batch = 0;     // B
+  int64_t tokens = 0;    // C
+  int64_t q_offset = 0;  // index of the chunk's first token in the K/V range
+  Tensor positions;      // (B, C) i32 RoPE positions of the chunk's tokens
+  Tensor q_segments;     // (B, C) i32 or empty
+};
+
+// A layer's K/V context: post-RoPE keys and values of positions [0, S) of every row.
+struct KvContext {
+  Tensor k;           // (B, S, KVH, HD)
+  Tensor v;           // (B, S, KVH, HD)
+  Tensor k_segments;  // (B, S) i32 or empty
+};
+
+// dK/dV accumulators for a layer's K/V range; zero before the last chunk's backward of that layer.
+struct KvGrads {
+  Tensor dk;  // (B, S, KVH, HD)
+  Tensor dv;  // (B, S, KVH, HD)
+};
+
+// What a layer's forward of one chunk keeps for its backward.
+struct LayerActivations {
+  Tensor x;          // (B*C, D) layer input: the residual stream
+  Tensor attn_rstd;  // (B*C) stats dtype
+  Tensor attn_in;    // (B*C, D) input_layernorm(x)
+  Tensor q;          // (B, C, H, HD) post-RoPE queries
+  Tensor k;          // (B, C, KVH, HD) the chunk's post-RoPE keys (a view into the KV context when C == S)
+  Tensor v;          // (B, C, KVH, HD) the chunk's values (likewise)
+  Tensor attn_out;   // (B, C, H, HD)
+  Tensor attn_lse;   // (B, H, C) stats dtype
+  Tensor mid;        // (B*C, D) x + o_proj(attn_out)
+  Tensor ffn_rstd;   // (B*C) stats dtype
+  Tensor ffn_in;     // (B*C, D) post_attention_layernorm(mid)
+  Tensor gate;       // (B*C, F)
+  Tensor up;         // (B*C, F)
+  Tensor h;          // (B*C, F) silu(gate) * up
+};
+
+// Backward scratch, shared by all layers (contents do not outlive one layer_backward).
+struct LayerScratch {
+  Tensor d_norm;  // (B*C, D) gradient of a norm's output
+  Tensor d_h;     // (B*C, F)
+  Tensor d_gate;  // (B*C, F)
+  Tensor d_up;    // (B*C, F)
+  Tensor d_attn;  // (B, C, H, HD) gradient of attn_out
+  Tensor d_q;     // (B, C, H, HD)
+  Tensor d_k;     // (B, C, KVH, HD) the chunk's dK (a view into the accumulator when C == S)
+  Tensor d_v;     // (B, C, KVH, HD)
+};
+
+// out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V into
+// kv at q_offset. `out` (B*C, D) is written.
+void layer_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                   const KvContext& kv, LayerActivations& acts, Tensor out);
+
+// d_resid (B*C, D): in, the gradient of the layer's output; out, the gradient of its input (accumulated in
+// place). Adds dK/dV of positions [0, q_offset + C) into kv_grads and consumes those of the chunk's own
+// positions (which must be complete: later chunks ran their backward first). Parameter gradients +=.
+void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights& w, LayerWeights& g,
+                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
+                    const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid);
+
+// The final norm, the LM head and the cross-entropy over N = B*T rows.
+struct LmActivations {
+  Tensor x;       // (N, D) the last layer's output
+  Tensor rstd;    // (N) stats dtype
+  Tensor xn;      // (N, D) model.norm(x)
+  Tensor logits;  // (N, V); turned into dlogits by lm_loss_backward
+  Tensor lse;     // (N) stats dtype
+  Tensor losses;  // (N) per-token CE, 0 where ignored
+  Tensor labels;  // (N) i32 shifted targets
+};
+// Returns the sum of the token losses (double).
+double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts);
+// d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
+void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g, LmActivations& acts,
+                      double grad_scale, Tensor d_xn, Tensor d_resid);
+
+// The whole model over a batch of B rows of T tokens, one chunk per row. Buffers come from an arena at
+// construction; nothing is allocated in forward/backward.
+class Decoder {
+ public:
+  // Bytes the constructor takes from the arena (alignment included).
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);
+
+  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena);
+
+  // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
+  // step (count_label_tokens summed over its micro-batches), so accumulated gradients equal one big batch.
+  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens);
+  // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads. Overwrites the
+  // logits.
+  void backward(const ModelWeights& w, ModelWeights& grads);
+
+  Tensor logits() const;  // (B, T, V): valid after forward, until backward
+  int64_t batch() const { return batch_; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);  // no buffers
+  template <class Alloc>
+  void plan(Alloc& alloc);
+
+  const ModelConfig& config_;
+  DType dtype_;
+  int64_t batch_, tokens_;
+  int64_t label_tokens_ = 0;
+  bool forward_done_ = false;
+  Batch batch_view_;                    // the batch of the last forward (the caller keeps it alive)
+  std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm
+  std::vector<LayerActivations> acts_;  // L
+  std::vector<KvContext> kv_;           // L: K/V of (B, T, KVH, HD)
+  KvGrads kv_grads_;                    // (B, T, KVH, HD), reused layer after layer
+  LayerScratch scratch_;
+  LmActivations lm_;
+  Tensor d_resid_;                      // (B*T, D) residual-stream gradient
+};
+
+}  // namespace lt::model

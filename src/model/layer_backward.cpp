@@ -1,0 +1,59 @@
+// One decoder layer's backward over a chunk, the reverse of layer_forward. d_resid carries the residual
+// stream's gradient: it comes in as d(out), the MLP branch's norm adds its input gradient into it (then it is
+// d(mid)), the attention branch's norm adds its own (then it is d(x)). Activation gradients in scratch are
+// written (=); the three projections that share attn_in (and gate/up that share ffn_in) add into one d_norm.
+#include <cmath>
+
+#include "model/decoder.h"
+#include "model/kv_rows.h"
+#include "ops/ops.h"
+
+namespace lt::model {
+
+void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
+                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads, const LayerActivations& a,
+                    LayerScratch& s, Tensor d_resid) {
+  const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
+  const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
+                HD = c.head_dim;
+  const int64_t S = kv.k.dim(1);
+  check_shape(d_resid, {N, D}, "layer_backward: residual gradient");
+  check_shape(kv_grads.dk, {B, S, KVH, HD}, "layer_backward: dK accumulator");
+  check_shape(kv_grads.dv, {B, S, KVH, HD}, "layer_backward: dV accumulator");
+  Tensor positions = chunk.positions.reshaped({N});  // (N) i32
+
+  // MLP branch: out = mid + down(silu(gate) * up).
+  ops::linear_backward({.rows = N, .in = F, .out = D}, s.d_h, g.ffn_down, g.ffn_down_bias, d_resid, a.h,
+                       w.ffn_down);
+  ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
+  ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate, a.ffn_in,
+                       w.ffn_gate);
+  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up, g.ffn_up_bias,
+                       s.d_up, a.ffn_in, w.ffn_up);
+  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
+  ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
+
+  // Attention branch: mid = x + o_proj(attention(q, k, v)).
+  ops::linear_backward({.rows = N, .in = H * HD, .out = D}, s.d_attn.reshaped({N, H * HD}), g.attn_o,
+                       g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
+  const ops::AttentionParams attn{.batch = B, .q_len = C, .kv_len = S, .heads = H, .kv_heads = KVH, .head_dim = HD,
+                                  .q_offset = chunk.q_offset, .window = c.window_for_layer(layer),
+                                  .scale = 1.0 / std::sqrt(double(HD))};
+  ops::attention_backward(attn, s.d_q, kv_grads.dk, kv_grads.dv, s.d_attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v,
+                          chunk.q_segments, kv.k_segments);
+  // The chunk's own positions now hold their complete dK/dV (later chunks added theirs first).
+  take_chunk_rows(s.d_k, kv_grads.dk, chunk.q_offset);
+  take_chunk_rows(s.d_v, kv_grads.dv, chunk.q_offset);
+  ops::rope_backward(c.rope_params(N, H), s.d_q.reshaped({N, H, HD}), positions);
+  ops::rope_backward(c.rope_params(N, KVH), s.d_k.reshaped({N, KVH, HD}), positions);
+
+  ops::linear_backward({.rows = N, .in = D, .out = H * HD}, s.d_norm, g.attn_q, g.attn_q_bias,
+                       s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
+  ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
+                       g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
+  ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_v,
+                       g.attn_v_bias, s.d_v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v);
+  ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
+}
+
+}  // namespace lt::model

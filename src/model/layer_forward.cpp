@@ -1,0 +1,58 @@
+// One decoder layer's forward over a chunk (HF's LlamaDecoderLayer, also Qwen2's and Mistral's):
+//   mid = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = input_layernorm(x)
+//   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 = post_attention_layernorm(mid)
+// The residual adds ride on linear_forward's accumulate_y: out starts as a copy of mid, down_proj adds in.
+#include <cmath>
+
+#include "model/decoder.h"
+#include "model/kv_rows.h"
+#include "ops/ops.h"
+
+namespace lt::model {
+
+void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                   const KvContext& kv, LayerActivations& a, Tensor out) {
+  const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
+  const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
+                HD = c.head_dim;
+  const int64_t S = kv.k.dim(1);
+  check_shape(kv.k, {B, -1, KVH, HD}, "layer_forward: K context");
+  check_shape(kv.v, {B, S, KVH, HD}, "layer_forward: V context");
+  LT_CHECK(chunk.q_offset >= 0 && chunk.q_offset + C <= S,
+           "layer_forward: chunk [{}, {}) does not fit a K/V context of {} positions", chunk.q_offset,
+           chunk.q_offset + C, S);
+  check_shape(a.x, {N, D}, "layer_forward: input");
+  check_shape(out, {N, D}, "layer_forward: output");
+  Tensor positions = chunk.positions.reshaped({N});  // (N) i32
+
+  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
+  ops::rmsnorm_forward(norm, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+
+  // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
+  ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q, w.attn_q_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k, w.attn_k_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v, w.attn_v_bias);
+  ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
+  ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
+  append_chunk_rows(kv.k, a.k, chunk.q_offset);
+  append_chunk_rows(kv.v, a.v, chunk.q_offset);
+
+  const ops::AttentionParams attn{.batch = B, .q_len = C, .kv_len = S, .heads = H, .kv_heads = KVH, .head_dim = HD,
+                                  .q_offset = chunk.q_offset, .window = c.window_for_layer(layer),
+                                  .scale = 1.0 / std::sqrt(double(HD))};
+  ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
+
+  ops::cast(a.mid, a.x);
+  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = true};
+  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias);
+
+  ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
+  ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
+  ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+  ops::cast(out, a.mid);
+  const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = true};
+  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias);
+}
+
+}  // namespace lt::model

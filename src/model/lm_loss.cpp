@@ -1,0 +1,29 @@
+// Final norm, LM head and cross-entropy over every token row at once: the (N, V) logits are materialized.
+// (The fused, vocabulary-blocked head of DESIGN.md replaces this for long sequences; this one is the
+// reference and what golden tests compare logits with.) The head is lm_head, or the embedding when tied:
+// then its gradient adds into the embedding's.
+#include "model/decoder.h"
+#include "ops/ops.h"
+
+namespace lt::model {
+
+double lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
+  check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  ops::linear_forward({.rows = N, .in = D, .out = V}, a.logits, a.xn, head_weight(c, w), Tensor());
+  return ops::cross_entropy_forward({.rows = N, .vocab = V}, a.losses, a.lse, a.logits, a.labels);
+}
+
+void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
+                      double grad_scale, Tensor d_xn, Tensor d_resid) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
+  ops::cross_entropy_backward({.rows = N, .vocab = V, .grad_scale = grad_scale}, a.logits, a.logits, a.lse,
+                              a.labels);
+  ops::linear_backward({.rows = N, .in = D, .out = V}, d_xn, head_weight(c, g), Tensor(), a.logits, a.xn,
+                       head_weight(c, w));
+  ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
+                        w.final_norm, a.rstd);
+}
+
+}  // namespace lt::model

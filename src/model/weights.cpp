@@ -1,0 +1,180 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include "core/philox.h"
+
+namespace lt::model {
+namespace {
+
+constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
+
+bool is_norm(WeightKind kind) {
+  return kind == WeightKind::AttnNorm || kind == WeightKind::FfnNorm || kind == WeightKind::FinalNorm;
+}
+
+bool is_bias(WeightKind kind) {
+  switch (kind) {
+    case WeightKind::AttnQBias:
+    case WeightKind::AttnKBias:
+    case WeightKind::AttnVBias:
+    case WeightKind::AttnOBias:
+    case WeightKind::FfnGateBias:
+    case WeightKind::FfnUpBias:
+    case WeightKind::FfnDownBias: return true;
+    default: return false;
+  }
+}
+
+Tensor alloc_tensor(Arena& arena, const WeightSpec& spec, DType dtype, const char* prefix) {
+  Tensor t;
+  t.dtype = dtype;
+  t.device = arena.device();
+  t.ndim = int(spec.shape.size());
+  for (size_t i = 0; i < spec.shape.size(); ++i) t.shape[i] = spec.shape[i];
+  t.data = arena.alloc_bytes(std::string(prefix) + spec.hf_name, t.bytes(), kAlignment);
+  return t;
+}
+
+size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+int64_t WeightSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
+  const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t QD = c.q_dim(), KVD = c.kv_dim();
+  std::vector<WeightSpec> specs;
+  specs.push_back({WeightKind::Embed, -1, "model.embed_tokens.weight", {V, D}});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    auto add = [&](WeightKind kind, const std::string& name, std::vector<int64_t> shape) {
+      specs.push_back({kind, l, p + name, std::move(shape)});
+    };
+    add(WeightKind::AttnNorm, "input_layernorm.weight", {D});
+    add(WeightKind::AttnQ, "self_attn.q_proj.weight", {QD, D});
+    if (c.qkv_bias) add(WeightKind::AttnQBias, "self_attn.q_proj.bias", {QD});
+    add(WeightKind::AttnK, "self_attn.k_proj.weight", {KVD, D});
+    if (c.qkv_bias) add(WeightKind::AttnKBias, "self_attn.k_proj.bias", {KVD});
+    add(WeightKind::AttnV, "self_attn.v_proj.weight", {KVD, D});
+    if (c.qkv_bias) add(WeightKind::AttnVBias, "self_attn.v_proj.bias", {KVD});
+    add(WeightKind::AttnO, "self_attn.o_proj.weight", {D, QD});
+    if (c.o_bias) add(WeightKind::AttnOBias, "self_attn.o_proj.bias", {D});
+    add(WeightKind::FfnNorm, "post_attention_layernorm.weight", {D});
+    add(WeightKind::FfnGate, "mlp.gate_proj.weight", {F, D});
+    if (c.mlp_bias) add(WeightKind::FfnGateBias, "mlp.gate_proj.bias", {F});
+    add(WeightKind::FfnUp, "mlp.up_proj.weight", {F, D});
+    if (c.mlp_bias) add(WeightKind::FfnUpBias, "mlp.up_proj.bias", {F});
+    add(WeightKind::FfnDown, "mlp.down_proj.weight", {D, F});
+    if (c.mlp_bias) add(WeightKind::FfnDownBias, "mlp.down_proj.bias", {D});
+  }
+  specs.push_back({WeightKind::FinalNorm, -1, "model.norm.weight", {D}});
+  if (!c.tie_word_embeddings) specs.push_back({WeightKind::LmHead, -1, "lm_head.weight", {V, D}});
+  return specs;
+}
+
+const Tensor& weight_of(const ModelWeights& w, const WeightSpec& spec) {
+  return weight_of(const_cast<ModelWeights&>(w), spec);
+}
+
+Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
+  switch (spec.kind) {
+    case WeightKind::Embed: return w.embed;
+    case WeightKind::FinalNorm: return w.final_norm;
+    case WeightKind::LmHead: return w.lm_head;
+    default: break;
+  }
+  LT_CHECK(spec.layer >= 0 && size_t(spec.layer) < w.layers.size(), "weight '{}': layer {} of a model with {} layers",
+           spec.hf_name, spec.layer, w.layers.size());
+  LayerWeights& l = w.layers[size_t(spec.layer)];
+  switch (spec.kind) {
+    case WeightKind::AttnNorm: return l.attn_norm;
+    case WeightKind::AttnQ: return l.attn_q;
+    case WeightKind::AttnQBias: return l.attn_q_bias;
+    case WeightKind::AttnK: return l.attn_k;
+    case WeightKind::AttnKBias: return l.attn_k_bias;
+    case WeightKind::AttnV: return l.attn_v;
+    case WeightKind::AttnVBias: return l.attn_v_bias;
+    case WeightKind::AttnO: return l.attn_o;
+    case WeightKind::AttnOBias: return l.attn_o_bias;
+    case WeightKind::FfnNorm: return l.ffn_norm;
+    case WeightKind::FfnGate: return l.ffn_gate;
+    case WeightKind::FfnGateBias: return l.ffn_gate_bias;
+    case WeightKind::FfnUp: return l.ffn_up;
+    case WeightKind::FfnUpBias: return l.ffn_up_bias;
+    case WeightKind::FfnDown: return l.ffn_down;
+    case WeightKind::FfnDownBias: return l.ffn_down_bias;
+    default: LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
+  }
+}
+
+const Tensor& head_weight(const ModelConfig& config, const ModelWeights& weights) {
+  return config.tie_word_embeddings ? weights.embed : weights.lm_head;
+}
+
+size_t weights_bytes(const ModelConfig& config, DType dtype) { return grads_bytes(config, dtype, train_all); }
+
+ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena) {
+  LT_CHECK(is_floating(dtype), "model weights: dtype {} is not a floating dtype", dtype_name(dtype));
+  ModelWeights w;
+  w.dtype = dtype;
+  w.layers.resize(size_t(config.num_layers));
+  for (const WeightSpec& spec : weight_specs(config)) weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
+  return w;
+}
+
+bool train_all(const WeightSpec&) { return true; }
+
+size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable) {
+  size_t total = 0;
+  for (const WeightSpec& spec : weight_specs(config))
+    if (trainable(spec)) total += aligned(size_t(spec.numel()) * dtype_size(dtype));
+  return total;
+}
+
+ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena, const TrainableFn& trainable) {
+  LT_CHECK(is_floating(dtype), "model gradients: dtype {} is not a floating dtype", dtype_name(dtype));
+  ModelWeights g;
+  g.dtype = dtype;
+  g.layers.resize(size_t(config.num_layers));
+  for (const WeightSpec& spec : weight_specs(config))
+    if (trainable(spec)) weight_of(g, spec) = alloc_tensor(arena, spec, dtype, "grad.");
+  zero_grads(config, g);
+  return g;
+}
+
+void zero_grads(const ModelConfig& config, ModelWeights& grads) {
+  for (const WeightSpec& spec : weight_specs(config)) {
+    Tensor& t = weight_of(grads, spec);
+    if (t.empty()) continue;
+    LT_CHECK(t.device == Device::CPU, "zero_grads: gradient '{}' is on {}, expected host memory", spec.hf_name,
+             device_name(t.device));
+    std::memset(t.data, 0, t.bytes());
+  }
+}
+
+void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed) {
+  const double stddev = config.raw.is_object() ? config.raw.value("initializer_range", 0.02) : 0.02;
+  std::vector<WeightSpec> specs = weight_specs(config);
+  std::vector<double> values;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const WeightSpec& spec = specs[i];
+    Tensor& t = weight_of(weights, spec);
+    LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
+             device_name(t.device));
+    values.assign(size_t(t.numel()), 0.0);
+    if (is_norm(spec.kind)) {
+      values.assign(values.size(), 1.0);
+    } else if (!is_bias(spec.kind)) {
+      for (size_t j = 0; j < values.size(); ++j) values[j] = stddev * philox_normal(seed, i, j);
+    }
+    convert_elements(t.data, t.dtype, values.data(), DType::F64, values.size());
+  }
+}
+
+}  // namespace lt::model

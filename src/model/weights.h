@@ -1,0 +1,103 @@
+// The model's parameters in one compute dtype, as views into an Arena, and the table that names each one
+// (its HF tensor name, its shape). The same ModelWeights type holds the gradients: a gradient tensor exists
+// only for a trainable weight, an empty Tensor marks a frozen one (ops skip empty optional outputs), so full
+// and partial fine-tuning share one decoder. LoRA adapters will sit beside these (model/lora.h), not in them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace lt::model {
+
+// One weight of a decoder layer or of the model; biases are their own kinds (present as the config says).
+enum class WeightKind : uint8_t {
+  Embed,
+  AttnNorm,
+  AttnQ, AttnQBias,
+  AttnK, AttnKBias,
+  AttnV, AttnVBias,
+  AttnO, AttnOBias,
+  FfnNorm,
+  FfnGate, FfnGateBias,
+  FfnUp, FfnUpBias,
+  FfnDown, FfnDownBias,
+  FinalNorm,
+  LmHead,
+};
+
+struct LayerWeights {
+  Tensor attn_norm;      // (D)
+  Tensor attn_q;         // (H*HD, D)
+  Tensor attn_q_bias;    // (H*HD) or empty
+  Tensor attn_k;         // (KVH*HD, D)
+  Tensor attn_k_bias;    // (KVH*HD) or empty
+  Tensor attn_v;         // (KVH*HD, D)
+  Tensor attn_v_bias;    // (KVH*HD) or empty
+  Tensor attn_o;         // (D, H*HD)
+  Tensor attn_o_bias;    // (D) or empty
+  Tensor ffn_norm;       // (D)
+  Tensor ffn_gate;       // (F, D)
+  Tensor ffn_gate_bias;  // (F) or empty
+  Tensor ffn_up;         // (F, D)
+  Tensor ffn_up_bias;    // (F) or empty
+  Tensor ffn_down;       // (D, F)
+  Tensor ffn_down_bias;  // (D) or empty
+};
+
+struct ModelWeights {
+  DType dtype = DType::F32;
+  Tensor embed;                     // (V, D)
+  std::vector<LayerWeights> layers;  // L
+  Tensor final_norm;                // (D)
+  Tensor lm_head;                   // (V, D); empty when the embeddings are tied
+};
+
+// The LM head's matrix (V, D): lm_head, or the embedding when the config ties them. For gradients, where
+// the head's gradient goes (empty when that tensor is frozen).
+const Tensor& head_weight(const ModelConfig& config, const ModelWeights& weights);
+
+// One row of the weight table: which tensor, of which layer (-1 for model-level), its HF name and shape.
+struct WeightSpec {
+  WeightKind kind;
+  int64_t layer;
+  std::string hf_name;  // "model.layers.3.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+};
+
+// Every tensor of the model for this config, in a fixed order (embed, layers in order, norm, lm_head), and
+// only those the config has (biases as configured, no lm_head when tied).
+std::vector<WeightSpec> weight_specs(const ModelConfig& config);
+
+// The tensor of `weights` that `spec` names (an empty Tensor for a frozen gradient).
+Tensor& weight_of(ModelWeights& weights, const WeightSpec& spec);
+const Tensor& weight_of(const ModelWeights& weights, const WeightSpec& spec);
+
+// Bytes that allocate_weights takes from an arena (each tensor aligned to 256 bytes, as Arena does).
+size_t weights_bytes(const ModelConfig& config, DType dtype);
+// All weights of `config` in `dtype`, uninitialized.
+ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena);
+
+// Decides which weights train; the default trains everything (full fine-tuning).
+using TrainableFn = std::function<bool(const WeightSpec&)>;
+bool train_all(const WeightSpec& spec);
+
+size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable = train_all);
+// Gradient tensors for the trainable weights (zeroed), empty Tensors for the frozen ones.
+ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena,
+                            const TrainableFn& trainable = train_all);
+// Sets every present gradient to zero (host memory).
+void zero_grads(const ModelConfig& config, ModelWeights& grads);
+
+// HF's initialization from a seed: linear weights and embeddings ~ N(0, initializer_range) (config.json's
+// initializer_range, default 0.02), biases 0, norm weights 1. Tensor i of weight_specs() draws from Philox
+// stream i, so each tensor's values depend only on (seed, its index). Host memory.
+void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed);
+
+}  // namespace lt::model

@@ -1,0 +1,16 @@
+// The residual add: y += x, tensors of one shape.
+#include "ops/check.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace lt::ops {
+
+void add_inplace(Tensor y, Tensor x) {
+  LT_CHECK(!y.empty() && !x.empty(), "add_inplace: y or x is missing (empty view)");
+  check_device(y.device, {&y, &x}, "add_inplace");
+  check_same_shape(x, y, "add_inplace x (must match y)");
+  LT_OP_DISPATCH_CPU(y.device, add_inplace, y, x);
+}
+
+}  // namespace lt::ops

@@ -1,0 +1,37 @@
+// The CPU reference ops (float and double): the same signatures as ops.h, in namespace lt::ops::cpu.
+// The public functions in ops/<op>.cpp check devices and shapes, then call these; each dispatches on the
+// dtype of its main tensor and refuses any other tensor whose dtype differs.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace lt::ops::cpu {
+
+void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor table);
+void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids);
+
+void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w);
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
+                      Tensor rstd);
+
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias);
+void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                     Tensor w);
+
+void rope_forward(const RopeParams& p, Tensor x, Tensor positions);
+void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);
+
+void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up);
+void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
+
+void add_inplace(Tensor y, Tensor x);
+
+double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                             Tensor labels);
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
+                            Tensor labels);
+
+void cast(Tensor dst, Tensor src);
+
+}  // namespace lt::ops::cpu

@@ -1,0 +1,69 @@
+// Rotary position embedding (HF rotate-half layout) and its inverse frequencies, with llama3 scaling
+// (FORMATS.md). The frequencies are device independent: both backends take them from rope_inv_freq.
+#include <cmath>
+#include <numbers>
+
+#include "ops/check.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace lt::ops {
+
+std::vector<double> rope_inv_freq(const RopeParams& p) {
+  LT_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0, "rope: head_dim is {}, expected a positive even number",
+           p.head_dim);
+  LT_CHECK(p.theta > 0, "rope: theta (rope_theta) is {}, expected > 0", p.theta);
+  const int64_t half = p.head_dim / 2;
+  std::vector<double> inv(size_t(half), 0.0);  // (HD/2)
+  for (int64_t i = 0; i < half; ++i)
+    inv[size_t(i)] = 1.0 / std::pow(p.theta, double(2 * i) / double(p.head_dim));
+  if (p.type == RopeType::Default) return inv;
+
+  LT_CHECK(p.factor > 0, "rope llama3 scaling: factor is {}, expected > 0", p.factor);
+  LT_CHECK(p.low_freq_factor > 0 && p.high_freq_factor > p.low_freq_factor,
+           "rope llama3 scaling: low_freq_factor {} and high_freq_factor {}, expected 0 < low < high",
+           p.low_freq_factor, p.high_freq_factor);
+  LT_CHECK(p.original_max_position > 0,
+           "rope llama3 scaling: original_max_position_embeddings is {}, expected > 0",
+           p.original_max_position);
+  const double orig = double(p.original_max_position);
+  const double low_freq_wavelen = orig / p.low_freq_factor;
+  const double high_freq_wavelen = orig / p.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_freq_wavelen) {
+      f /= p.factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double s = (orig / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
+      f = (1 - s) * f / p.factor + s * f;
+    }
+  }
+  return inv;
+}
+
+namespace {
+void check_args(const RopeParams& p, const Tensor& x, const Tensor& positions, const char* op,
+                const char* x_name) {
+  check_size(p.tokens, 0, op, "tokens");
+  check_size(p.heads, 0, op, "heads");
+  LT_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0,
+           "{}: params.head_dim is {}, expected a positive even number", op, p.head_dim);
+  check_device(x.device, {&x, &positions}, op);
+  check_tensor(x, {p.tokens, p.heads, p.head_dim}, x_name);
+  check_tensor(positions, {p.tokens}, fmt::format("{} positions", op));
+  check_dtype(positions, DType::I32, fmt::format("{} positions", op));
+}
+}  // namespace
+
+void rope_forward(const RopeParams& p, Tensor x, Tensor positions) {
+  check_args(p, x, positions, "rope_forward", "rope_forward x");
+  LT_OP_DISPATCH_CPU(x.device, rope_forward, p, x, positions);
+}
+
+void rope_backward(const RopeParams& p, Tensor dx, Tensor positions) {
+  check_args(p, dx, positions, "rope_backward", "rope_backward dx");
+  LT_OP_DISPATCH_CPU(dx.device, rope_backward, p, dx, positions);
+}
+
+}  // namespace lt::ops

@@ -1,0 +1,38 @@
+// SwiGLU: h = silu(gate) * up; backward writes dgate and dup.
+#include "ops/check.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace lt::ops {
+
+namespace {
+void check_params(const SwigluParams& p, const char* op) {
+  check_size(p.rows, 0, op, "rows");
+  check_size(p.dim, 0, op, "dim");
+}
+}  // namespace
+
+void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up) {
+  const char* op = "swiglu_forward";
+  check_params(p, op);
+  check_device(gate.device, {&h, &gate, &up}, op);
+  check_tensor(h, {p.rows, p.dim}, "swiglu_forward h");
+  check_tensor(gate, {p.rows, p.dim}, "swiglu_forward gate");
+  check_tensor(up, {p.rows, p.dim}, "swiglu_forward up");
+  LT_OP_DISPATCH_CPU(gate.device, swiglu_forward, p, h, gate, up);
+}
+
+void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
+  const char* op = "swiglu_backward";
+  check_params(p, op);
+  check_device(gate.device, {&dgate, &dup, &dh, &gate, &up}, op);
+  check_tensor(dgate, {p.rows, p.dim}, "swiglu_backward dgate");
+  check_tensor(dup, {p.rows, p.dim}, "swiglu_backward dup");
+  check_tensor(dh, {p.rows, p.dim}, "swiglu_backward dh");
+  check_tensor(gate, {p.rows, p.dim}, "swiglu_backward gate");
+  check_tensor(up, {p.rows, p.dim}, "swiglu_backward up");
+  LT_OP_DISPATCH_CPU(gate.device, swiglu_backward, p, dgate, dup, dh, gate, up);
+}
+
+}  // namespace lt::ops

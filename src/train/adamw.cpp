@@ -1,0 +1,252 @@
+#include "train/adamw.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace lt::train {
+namespace {
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<storage type>) for a floating host dtype.
+template <class F>
+void visit_floating(DType dtype, std::string_view what, F&& f) {
+  switch (dtype) {
+    case DType::F64: return f(Tag<double>{});
+    case DType::F32: return f(Tag<float>{});
+    case DType::BF16: return f(Tag<bf16>{});
+    case DType::F16: return f(Tag<fp16>{});
+    default: LT_FAIL("{}: dtype {} is not a floating dtype (expected f64, f32, bf16 or f16)", what, dtype_name(dtype));
+  }
+}
+
+template <class C, class T>
+C load(T x) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, fp16>) {
+    return C(to_float(x));
+  } else {
+    return C(x);
+  }
+}
+
+template <class T, class C>
+T store(C x) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return to_bf16(float(x));
+  } else if constexpr (std::is_same_v<T, fp16>) {
+    return to_fp16(float(x));
+  } else {
+    return T(x);
+  }
+}
+
+// PyTorch's vectorized CPU lerp: one fused multiply-add, anchored at whichever end the weight is nearer.
+template <class C>
+C lerp(C self, C end, C weight) {
+  return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
+}
+
+// The scalars of one step, computed in double as Python does, then rounded once to the compute type C (as
+// PyTorch casts a Python scalar to the tensor's opmath type).
+struct StepScalars {
+  double decay_factor;    // 1 - lr*wd
+  double one_minus_beta1;
+  double beta2;
+  double one_minus_beta2;
+  double bias_correction2_sqrt;
+  double eps;
+  double neg_step_size;   // -lr / (1 - beta1^t)
+};
+
+template <class P, class G, class S, class C>
+void update(P* param, const G* grad, S* m_state, S* v_state, int64_t n, const StepScalars& s, bool decay) {
+  const C decay_factor = C(s.decay_factor), w1 = C(s.one_minus_beta1), b2 = C(s.beta2),
+          w2 = C(s.one_minus_beta2), bc2_sqrt = C(s.bias_correction2_sqrt), eps = C(s.eps),
+          neg_step = C(s.neg_step_size);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    C p = load<C>(param[i]);
+    const C g = load<C>(grad[i]);
+    // Each line is one PyTorch op, rounded to C before the next. PyTorch's AVX2/AVX-512 kernels fuse lerp
+    // and addcmul into FMAs; doing the same makes float32 runs bit-identical to torch on CPU.
+    if (decay) p = p * decay_factor;
+    const C m = lerp(C(m_state[i]), g, w1);
+    C v = C(v_state[i]) * b2;
+    v = std::fma(w2 * g, g, v);
+    C denom = std::sqrt(v) / bc2_sqrt;
+    denom = denom + eps;
+    p = p + neg_step * m / denom;
+    m_state[i] = S(m);
+    v_state[i] = S(v);
+    param[i] = store<P>(p);
+  }
+}
+
+bool is_f64_or_f32(DType d) { return d == DType::F64 || d == DType::F32; }
+
+}  // namespace
+
+std::vector<std::string> bias_and_norm_no_decay() { return {"bias", "norm"}; }
+
+AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
+    : params_(std::move(params)), options_(std::move(options)) {
+  LT_CHECK(is_f64_or_f32(options_.state_dtype), "AdamW state dtype is {}, expected f32 or f64",
+           dtype_name(options_.state_dtype));
+  LT_CHECK(options_.beta1 >= 0 && options_.beta1 < 1, "AdamW beta1 is {}, expected a value in [0, 1)",
+           options_.beta1);
+  LT_CHECK(options_.beta2 >= 0 && options_.beta2 < 1, "AdamW beta2 is {}, expected a value in [0, 1)",
+           options_.beta2);
+  LT_CHECK(options_.eps > 0, "AdamW eps is {}, expected a positive value", options_.eps);
+  LT_CHECK(options_.weight_decay >= 0, "AdamW weight_decay is {}, expected >= 0", options_.weight_decay);
+  moments_.resize(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    rebind(i, params_[i].param, params_[i].grad);
+    for (size_t j = 0; j < i; ++j)
+      LT_CHECK(params_[j].name != params_[i].name, "AdamW: parameter '{}' is listed twice", params_[i].name);
+    size_t n = size_t(params_[i].param.numel());
+    if (options_.state_dtype == DType::F32) {
+      moments_[i].m32.assign(n, 0.0f);
+      moments_[i].v32.assign(n, 0.0f);
+    } else {
+      moments_[i].m64.assign(n, 0.0);
+      moments_[i].v64.assign(n, 0.0);
+    }
+  }
+}
+
+void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
+  LT_CHECK(index < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", index,
+           params_.size());
+  const std::string& name = params_[index].name;
+  LT_CHECK(param.device == Device::CPU && grad.device == Device::CPU,
+           "AdamW: parameter '{}' or its gradient is on {}, expected host memory (this optimizer runs on CPU)",
+           name, device_name(param.device == Device::CPU ? grad.device : param.device));
+  LT_CHECK(!param.empty() && !grad.empty(), "AdamW: parameter '{}' has no {} memory", name,
+           param.empty() ? "parameter" : "gradient");
+  LT_CHECK(is_floating(param.dtype) && is_floating(grad.dtype),
+           "AdamW: parameter '{}' has dtype {} and gradient dtype {}, expected floating dtypes", name,
+           dtype_name(param.dtype), dtype_name(grad.dtype));
+  LT_CHECK(param.numel() == grad.numel(), "AdamW: gradient of '{}' has shape {}, expected {} elements like {}",
+           name, grad.shape_string(), param.numel(), param.shape_string());
+  const ParamGroup& old = params_[index];
+  if (!moments_[index].m32.empty() || !moments_[index].m64.empty()) {
+    LT_CHECK(param.numel() == old.param.numel() && param.dtype == old.param.dtype,
+             "AdamW: rebinding '{}' to {} {}, expected {} {}", name, dtype_name(param.dtype),
+             param.shape_string(), dtype_name(old.param.dtype), old.param.shape_string());
+  }
+  params_[index].param = param;
+  params_[index].grad = grad;
+}
+
+bool AdamW::decays(const std::string& name) const {
+  if (options_.weight_decay == 0) return false;
+  for (const std::string& s : options_.no_decay_substrings)
+    if (name.find(s) != std::string::npos) return false;
+  return true;
+}
+
+void AdamW::step(double lr) {
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate {} at step {}, expected a finite value >= 0", lr,
+           step_ + 1);
+  ++step_;
+  step_as_double_ = double(step_);
+  const double t = double(step_);
+  const double bias_correction1 = 1 - std::pow(options_.beta1, t);
+  const double bias_correction2 = 1 - std::pow(options_.beta2, t);
+  StepScalars s{};
+  s.decay_factor = 1 - lr * options_.weight_decay;
+  s.one_minus_beta1 = 1 - options_.beta1;
+  s.beta2 = options_.beta2;
+  s.one_minus_beta2 = 1 - options_.beta2;
+  s.bias_correction2_sqrt = std::sqrt(bias_correction2);  // Python's x**0.5: correctly rounded like sqrt
+  s.eps = options_.eps;
+  s.neg_step_size = -(lr / bias_correction1);
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamGroup& pg = params_[i];
+    const bool decay = decays(pg.name);
+    const int64_t n = pg.param.numel();
+    Moments& mo = moments_[i];
+    visit_floating(pg.param.dtype, pg.name, [&](auto ptag) {
+      using P = typename decltype(ptag)::type;
+      visit_floating(pg.grad.dtype, pg.name + " gradient", [&](auto gtag) {
+        using G = typename decltype(gtag)::type;
+        P* p = static_cast<P*>(pg.param.data);
+        const G* g = static_cast<const G*>(pg.grad.data);
+        if (options_.state_dtype == DType::F64) {
+          update<P, G, double, double>(p, g, mo.m64.data(), mo.v64.data(), n, s, decay);
+        } else if constexpr (std::is_same_v<P, double>) {
+          update<P, G, float, double>(p, g, mo.m32.data(), mo.v32.data(), n, s, decay);
+        } else {
+          update<P, G, float, float>(p, g, mo.m32.data(), mo.v32.data(), n, s, decay);
+        }
+      });
+    });
+  }
+}
+
+std::vector<io::NamedTensor> AdamW::state_tensors() {
+  std::vector<io::NamedTensor> out;
+  out.push_back({"step", Tensor(&step_as_double_, DType::F64, {1})});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor shape_like = params_[i].param;
+    Moments& mo = moments_[i];
+    void* m = options_.state_dtype == DType::F64 ? static_cast<void*>(mo.m64.data()) : mo.m32.data();
+    void* v = options_.state_dtype == DType::F64 ? static_cast<void*>(mo.v64.data()) : mo.v32.data();
+    Tensor mt = shape_like, vt = shape_like;
+    mt.data = m;
+    vt.data = v;
+    mt.dtype = vt.dtype = options_.state_dtype;
+    out.push_back({params_[i].name + ".exp_avg", mt});
+    out.push_back({params_[i].name + ".exp_avg_sq", vt});
+  }
+  return out;
+}
+
+void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
+  // Check everything first so that a bad checkpoint leaves the state as it was.
+  std::vector<io::NamedTensor> dst = state_tensors();
+  std::vector<const Tensor*> srcs;
+  for (const io::NamedTensor& d : dst) {
+    const Tensor* src = nullptr;
+    for (const io::NamedTensor& s : tensors)
+      if (s.name == d.name) src = &s.tensor;
+    LT_CHECK(src != nullptr, "optimizer state: tensor '{}' is missing", d.name);
+    LT_CHECK(src->device == Device::CPU, "optimizer state: tensor '{}' is on {}, expected host memory", d.name,
+             device_name(src->device));
+    LT_CHECK(src->numel() == d.tensor.numel(), "optimizer state: tensor '{}' has shape {}, expected {}", d.name,
+             src->shape_string(), d.tensor.shape_string());
+    LT_CHECK(is_floating(src->dtype), "optimizer state: tensor '{}' has dtype {}, expected a floating dtype",
+             d.name, dtype_name(src->dtype));
+    srcs.push_back(src);
+  }
+  double step = 0;
+  visit_floating(srcs[0]->dtype, "optimizer state 'step'", [&](auto stag) {
+    step = load<double>(*static_cast<const typename decltype(stag)::type*>(srcs[0]->data));
+  });
+  LT_CHECK(step >= 0 && step == std::floor(step) && step < 9.0e15,
+           "optimizer state: 'step' is {}, expected a non-negative integer", step);
+  for (size_t i = 1; i < dst.size(); ++i) {
+    const Tensor& st = *srcs[i];
+    const Tensor& d = dst[i].tensor;
+    const int64_t n = st.numel();
+    visit_floating(st.dtype, dst[i].name, [&](auto stag) {
+      using T = typename decltype(stag)::type;
+      const T* s = static_cast<const T*>(st.data);
+      if (d.dtype == DType::F64) {
+        double* o = static_cast<double*>(d.data);
+        for (int64_t k = 0; k < n; ++k) o[k] = load<double>(s[k]);
+      } else {
+        float* o = static_cast<float*>(d.data);
+        for (int64_t k = 0; k < n; ++k) o[k] = load<float>(s[k]);
+      }
+    });
+  }
+  step_ = int64_t(step);
+  step_as_double_ = step;
+}
+
+}  // namespace lt::train

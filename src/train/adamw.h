@@ -1,0 +1,74 @@
+// AdamW with torch.optim.AdamW's semantics (decoupled weight decay, bias correction, non-amsgrad, not
+// maximizing), following the order of operations of PyTorch's single-tensor CPU path so that float64 runs
+// agree with it to rounding:
+//   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
+//   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// CPU only: parameters and gradients are host tensors (f64, f32, bf16 or f16). The moments live here, in
+// `state_dtype` (f32 by default, whatever the parameter dtype; f64 for float64 exactness runs). Arithmetic
+// runs in double when the parameter or the state is f64, in float otherwise (PyTorch's opmath for f32).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace lt::train {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  DType state_dtype = DType::F32;  // F32 or F64
+  // A parameter whose name contains any of these substrings gets no weight decay (empty: all decay).
+  std::vector<std::string> no_decay_substrings;
+};
+
+// HF Trainer's usual exclusion for Llama-family names: biases and every *norm weight.
+std::vector<std::string> bias_and_norm_no_decay();
+
+// One trainable tensor: the parameter and its gradient (same element count; shapes may differ in view).
+struct ParamGroup {
+  std::string name;
+  Tensor param;  // any shape, host, floating
+  Tensor grad;   // param.numel() elements, host, floating
+};
+
+class AdamW {
+ public:
+  // Validates every tensor (names the offending one) and allocates zeroed moments.
+  AdamW(std::vector<ParamGroup> params, AdamWOptions options);
+
+  // One optimizer step at learning rate `lr`: increments the step count t, then updates every parameter.
+  void step(double lr);
+
+  int64_t steps_taken() const { return step_; }
+  const AdamWOptions& options() const { return options_; }
+  const std::vector<ParamGroup>& params() const { return params_; }
+  // Re-points the gradient (or parameter) views, e.g. after buffers move; numel and dtype must stay.
+  void rebind(size_t index, Tensor param, Tensor grad);
+  bool decays(const std::string& name) const;
+
+  // Writable views of the whole optimizer state for checkpoints: "step" (f64, (1)), then for every
+  // parameter "<name>.exp_avg" and "<name>.exp_avg_sq" (state dtype, the parameter's shape).
+  std::vector<io::NamedTensor> state_tensors();
+  // Restores the state from host tensors named as state_tensors() names them; converts floating dtypes;
+  // throws naming a missing tensor, a shape mismatch or a non-integral step.
+  void load_state(const std::vector<io::NamedTensor>& tensors);
+
+ private:
+  struct Moments {
+    std::vector<float> m32, v32;   // (numel) when state_dtype is F32
+    std::vector<double> m64, v64;  // (numel) when state_dtype is F64
+  };
+  std::vector<ParamGroup> params_;
+  std::vector<Moments> moments_;
+  AdamWOptions options_;
+  int64_t step_ = 0;
+  double step_as_double_ = 0;  // backing store of the "step" state tensor
+};
+
+}  // namespace lt::train

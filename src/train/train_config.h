@@ -1,0 +1,105 @@
+// The training configuration: every key of a run, read from a YAML file with `--key value` command-line
+// overrides, checked completely before any work starts, and written back as YAML (saved in checkpoints;
+// loading that file gives an identical TrainConfig). Defaults follow alpaca-lora's finetune.py (and the
+// TrainingArguments it passes: warmup 100, logging 10, eval/save every 200, keep 3) and HF's AdamW defaults.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lt::train {
+
+struct TrainConfig {
+  // alpaca-lora's keys.
+  std::string base_model;                    // HF model directory (required)
+  std::string data_path;                     // dataset file (required)
+  std::string output_dir = "./lora-alpaca";
+  int64_t batch_size = 128;                  // sequences per optimizer step
+  int64_t micro_batch_size = 4;              // sequences per forward/backward
+  double num_epochs = 3;
+  double learning_rate = 3e-4;
+  int64_t cutoff_len = 256;                  // tokens per sequence, longer ones are truncated
+  int64_t val_set_size = 2000;               // records held out for evaluation (0: none)
+  int64_t lora_r = 8;
+  double lora_alpha = 16;
+  double lora_dropout = 0.05;
+  std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
+  bool train_on_inputs = true;
+  bool group_by_length = false;
+
+  // What is trained.
+  std::string finetune = "lora";             // lora | full | partial
+  std::string adapter = "lora";              // lora | qlora (NF4 base weights), with finetune lora
+  std::string init_adapter;                  // PEFT adapter directory to start LoRA from ("" = fresh)
+  bool use_rslora = false;
+  std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
+  std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern
+  std::vector<std::string> trainable;        // finetune partial: embed_tokens, attention, mlp, norms, lm_head
+  std::string trainable_layers = "all";      // finetune partial: all | first:N | last:N | "0-3,10"
+  bool random_init = false;                  // random base weights (config.json only): tests and demos
+
+  // Optimizer and schedule (HF TrainingArguments' defaults).
+  int64_t max_steps = 0;                     // 0: num_epochs decides
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;                // 0: no clipping
+  std::string lr_scheduler_type = "linear";  // constant | linear | cosine
+  std::optional<int64_t> warmup_steps;       // 100 when neither warmup key is given
+  std::optional<double> warmup_ratio;        // in [0, 1): ceil(ratio * total steps)
+
+  // Data.
+  bool shuffle = true;
+  int64_t seed = 42;
+  std::string prompt_template = "alpaca";
+  std::string dataset_format = "auto";       // auto | alpaca | chat | sharegpt
+  bool packing = false;
+  std::string on_bad_record = "error";       // error | skip
+
+  // Engine.
+  std::string precision = "bf16";            // fp64 | fp32 | bf16 | fp16
+  std::string device = "cuda";               // cpu | cuda
+  int64_t chunk_size = 0;                    // tokens per chunk (0: the whole sequence at once)
+  int64_t memory_limit = 0;                  // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
+  std::string recompute = "none";            // none | full | selective
+
+  // Checkpoints, evaluation, logging.
+  int64_t save_steps = 200;                  // 0: only at the end
+  int64_t save_total_limit = 3;              // 0: keep all
+  int64_t eval_steps = 200;                  // 0: only at the end
+  int64_t logging_steps = 10;
+  std::string resume;                        // "" | latest | checkpoint directory
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// Reads `yaml_path` (may be empty: defaults only), applies the overrides, validates. Throws lt::Error
+// naming the file and line or the command-line flag, the key, the value and what was expected.
+TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
+
+// The pieces of load_train_config. parse_* only check each key on its own; validate checks values and
+// combinations and resolves the warmup default.
+TrainConfig parse_train_config_yaml(const std::string& yaml_text, const std::string& source);
+// Arguments "--key value", "--key=value", or a lone "--bool_key" meaning true. Values are YAML scalars,
+// lists as YAML flow ("[q_proj, v_proj]") or comma lists ("q_proj,v_proj"), maps as YAML flow.
+void apply_overrides(TrainConfig& config, const std::vector<std::string>& args);
+void validate(TrainConfig& config);
+// Existence of base_model, data_path, init_adapter and a resume directory (not "latest").
+void check_paths(const TrainConfig& config);
+
+// The resolved configuration as YAML, every key, in a fixed order.
+std::string to_yaml(const TrainConfig& config);
+void save_train_config(const std::string& path, const TrainConfig& config);
+
+// Every key, in to_yaml's order; and one line per key with its default, for --help.
+std::vector<std::string> train_config_keys();
+std::string train_config_help();
+
+// trainable_layers resolved for a model with `num_layers` layers: sorted, unique layer indices.
+std::vector<int64_t> resolve_trainable_layers(const std::string& spec, int64_t num_layers);
+
+}  // namespace lt::train

@@ -1,0 +1,198 @@
+// TrainConfig checks: ranges, the combinations that cannot work, and the warmup default. Every message
+// names the key, the value and what is expected, so a run never starts on a configuration it cannot honour.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "train/train_config.h"
+
+namespace lt::train {
+namespace {
+
+const std::vector<std::string> kLoraModules = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                               "gate_proj", "up_proj", "down_proj"};
+const std::vector<std::string> kTrainableGroups = {"embed_tokens", "attention", "mlp", "norms", "lm_head"};
+
+void positive(const char* key, int64_t v) { LT_CHECK(v > 0, "config: '{}' is {}, expected a positive integer", key, v); }
+void non_negative(const char* key, int64_t v) {
+  LT_CHECK(v >= 0, "config: '{}' is {}, expected an integer >= 0", key, v);
+}
+void in_unit_interval(const char* key, double v) {
+  LT_CHECK(v >= 0 && v < 1, "config: '{}' is {}, expected a value in [0, 1)", key, v);
+}
+
+// Parses "all", "first:N", "last:N" or a comma list of indices and ranges "a-b" into [lo, hi] pairs; the
+// bound of first/last is returned as {-1, N} / {-2, N}.
+std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spec) {
+  auto fail = [&]() {
+    LT_FAIL("config: 'trainable_layers' is '{}', expected all, first:N, last:N or a list like 0-3,10", spec);
+  };
+  auto number = [&](const std::string& s) -> int64_t {
+    if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit)) fail();
+    return std::stoll(s);
+  };
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (spec == "all") return out;
+  for (const char* prefix : {"first:", "last:"}) {
+    if (spec.starts_with(prefix)) {
+      int64_t n = number(spec.substr(std::string(prefix).size()));
+      if (n <= 0) fail();
+      out.push_back({std::string(prefix) == "first:" ? -1 : -2, n});
+      return out;
+    }
+  }
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      int64_t i = number(item);
+      out.push_back({i, i});
+    } else {
+      int64_t lo = number(item.substr(0, dash)), hi = number(item.substr(dash + 1));
+      if (lo > hi) fail();
+      out.push_back({lo, hi});
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> resolve_trainable_layers(const std::string& spec, int64_t num_layers) {
+  auto ranges = parse_layer_spec(spec);
+  std::set<int64_t> layers;
+  if (ranges.empty()) {
+    for (int64_t i = 0; i < num_layers; ++i) layers.insert(i);
+  } else if (ranges[0].first < 0) {
+    int64_t n = ranges[0].second;
+    LT_CHECK(n <= num_layers, "config: 'trainable_layers' is '{}', but the model has {} layers", spec, num_layers);
+    for (int64_t i = 0; i < n; ++i) layers.insert(ranges[0].first == -1 ? i : num_layers - n + i);
+  } else {
+    for (auto [lo, hi] : ranges) {
+      LT_CHECK(hi < num_layers, "config: 'trainable_layers' is '{}': layer {} does not exist (the model has {} layers, "
+               "0-{})", spec, hi, num_layers, num_layers - 1);
+      for (int64_t i = lo; i <= hi; ++i) layers.insert(i);
+    }
+  }
+  return {layers.begin(), layers.end()};
+}
+
+void validate(TrainConfig& c) {
+  LT_CHECK(!c.base_model.empty(), "config: 'base_model' is required (a Hugging Face model directory)");
+  LT_CHECK(!c.data_path.empty(), "config: 'data_path' is required (the dataset file)");
+  LT_CHECK(!c.output_dir.empty(), "config: 'output_dir' is empty, expected a directory");
+
+  positive("batch_size", c.batch_size);
+  positive("micro_batch_size", c.micro_batch_size);
+  LT_CHECK(c.batch_size % c.micro_batch_size == 0,
+           "config: 'batch_size' is {}, expected a multiple of micro_batch_size ({}): each optimizer step "
+           "accumulates whole micro-batches",
+           c.batch_size, c.micro_batch_size);
+  LT_CHECK(c.num_epochs > 0, "config: 'num_epochs' is {}, expected a number > 0", c.num_epochs);
+  LT_CHECK(c.learning_rate > 0, "config: 'learning_rate' is {}, expected a number > 0", c.learning_rate);
+  positive("cutoff_len", c.cutoff_len);
+  non_negative("val_set_size", c.val_set_size);
+  LT_CHECK(c.max_steps >= 0, "config: 'max_steps' is {}, expected >= 0 (0: num_epochs decides)", c.max_steps);
+  LT_CHECK(c.weight_decay >= 0, "config: 'weight_decay' is {}, expected >= 0", c.weight_decay);
+  in_unit_interval("adam_beta1", c.adam_beta1);
+  in_unit_interval("adam_beta2", c.adam_beta2);
+  LT_CHECK(c.adam_epsilon > 0, "config: 'adam_epsilon' is {}, expected a number > 0", c.adam_epsilon);
+  LT_CHECK(c.max_grad_norm >= 0, "config: 'max_grad_norm' is {}, expected >= 0 (0: no clipping)", c.max_grad_norm);
+  if (c.warmup_steps && c.warmup_ratio)
+    LT_FAIL("config: 'warmup_steps' ({}) and 'warmup_ratio' ({}) are both set, expected only one of them",
+            *c.warmup_steps, *c.warmup_ratio);
+  if (c.warmup_steps) non_negative("warmup_steps", *c.warmup_steps);
+  if (c.warmup_ratio) in_unit_interval("warmup_ratio", *c.warmup_ratio);
+  if (!c.warmup_steps && !c.warmup_ratio) c.warmup_steps = 100;  // alpaca-lora's TrainingArguments
+  non_negative("seed", c.seed);
+  LT_CHECK(!c.prompt_template.empty(), "config: 'prompt_template' is empty, expected a template name");
+  non_negative("chunk_size", c.chunk_size);
+  non_negative("memory_limit", c.memory_limit);
+  non_negative("save_steps", c.save_steps);
+  non_negative("save_total_limit", c.save_total_limit);
+  non_negative("eval_steps", c.eval_steps);
+  positive("logging_steps", c.logging_steps);
+
+  LT_CHECK(!(c.device == "cpu" && (c.precision == "bf16" || c.precision == "fp16")),
+           "config: 'precision' is {} with device cpu, expected fp32 or fp64 (the CPU engine computes in float "
+           "or double)",
+           c.precision);
+
+  // LoRA keys: ranges always, and only meaningful with finetune lora.
+  positive("lora_r", c.lora_r);
+  LT_CHECK(c.lora_alpha > 0, "config: 'lora_alpha' is {}, expected a number > 0", c.lora_alpha);
+  in_unit_interval("lora_dropout", c.lora_dropout);
+  LT_CHECK(!c.lora_target_modules.empty(), "config: 'lora_target_modules' is empty, expected some of {}",
+           fmt::join(kLoraModules, ", "));
+  for (const auto& m : c.lora_target_modules)
+    LT_CHECK(std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end(),
+             "config: 'lora_target_modules' has '{}', expected names among {}", m, fmt::join(kLoraModules, ", "));
+  for (const auto& [k, v] : c.lora_rank_pattern)
+    LT_CHECK(v > 0, "config: 'lora_rank_pattern' entry '{}' is {}, expected a positive rank", k, v);
+  for (const auto& [k, v] : c.lora_alpha_pattern)
+    LT_CHECK(v > 0, "config: 'lora_alpha_pattern' entry '{}' is {}, expected a positive alpha", k, v);
+  if (c.finetune != "lora") {
+    // A LoRA key that differs from its default would be silently ignored: refuse instead. (A saved
+    // configuration lists every key with its default, so it still loads.)
+    const TrainConfig d;
+    struct LoraKey {
+      const char* key;
+      bool changed;
+      std::string value;
+    };
+    const std::vector<LoraKey> lora_keys = {
+        {"lora_r", c.lora_r != d.lora_r, fmt::format("{}", c.lora_r)},
+        {"lora_alpha", c.lora_alpha != d.lora_alpha, fmt::format("{}", c.lora_alpha)},
+        {"lora_dropout", c.lora_dropout != d.lora_dropout, fmt::format("{}", c.lora_dropout)},
+        {"lora_target_modules", c.lora_target_modules != d.lora_target_modules,
+         fmt::format("[{}]", fmt::join(c.lora_target_modules, ", "))},
+        {"use_rslora", c.use_rslora != d.use_rslora, c.use_rslora ? "true" : "false"},
+        {"lora_rank_pattern", !c.lora_rank_pattern.empty(), "non-empty"},
+        {"lora_alpha_pattern", !c.lora_alpha_pattern.empty(), "non-empty"},
+        {"init_adapter", !c.init_adapter.empty(), c.init_adapter},
+        {"adapter", c.adapter != d.adapter, c.adapter},
+    };
+    for (const LoraKey& k : lora_keys)
+      LT_CHECK(!k.changed, "config: '{}' is {} but finetune is {}; LoRA settings need finetune: lora (expected "
+               "'{}' left at its default)", k.key, k.value, c.finetune, k.key);
+  }
+
+  // Partial fine-tuning: which groups, which layers.
+  for (const auto& g : c.trainable)
+    LT_CHECK(std::find(kTrainableGroups.begin(), kTrainableGroups.end(), g) != kTrainableGroups.end(),
+             "config: 'trainable' has '{}', expected groups among {}", g, fmt::join(kTrainableGroups, ", "));
+  if (c.finetune == "partial") {
+    LT_CHECK(!c.trainable.empty(), "config: 'trainable' is empty but finetune is partial; expected groups among {} "
+             "(e.g. [norms] trains only the norms, [lm_head] only the LM head)",
+             fmt::join(kTrainableGroups, ", "));
+  } else {
+    LT_CHECK(c.trainable.empty(), "config: 'trainable' is [{}] but finetune is {}; it needs finetune: partial",
+             fmt::join(c.trainable, ", "), c.finetune);
+    LT_CHECK(c.trainable_layers == "all", "config: 'trainable_layers' is '{}' but finetune is {}; it needs "
+             "finetune: partial", c.trainable_layers, c.finetune);
+  }
+  parse_layer_spec(c.trainable_layers);  // the syntax now; the range once the model is known
+}
+
+void check_paths(const TrainConfig& c) {
+  namespace fs = std::filesystem;
+  LT_CHECK(fs::exists(c.base_model), "config: 'base_model' is '{}', which does not exist; expected a model directory",
+           c.base_model);
+  LT_CHECK(fs::exists(c.data_path), "config: 'data_path' is '{}', which does not exist; expected a dataset file",
+           c.data_path);
+  if (!c.init_adapter.empty())
+    LT_CHECK(fs::exists(fs::path(c.init_adapter) / "adapter_config.json"),
+             "config: 'init_adapter' is '{}', which has no adapter_config.json; expected a PEFT adapter directory",
+             c.init_adapter);
+  if (!c.resume.empty() && c.resume != "latest")
+    LT_CHECK(fs::is_directory(c.resume), "config: 'resume' is '{}', which is not a directory; expected \"latest\" "
+             "or a checkpoint directory", c.resume);
+}
+
+}  // namespace lt::train
