@@ -4,6 +4,9 @@
 #include "cli/commands.h"
 #include "cli/info_command.h"
 #include "cli/tokenize_command.h"
+#include "cli/train_command.h"
+#include "cli/eval_command.h"
+#include "cli/generate_command.h"
 #include "core/error.h"
 
 namespace lt::cli {
@@ -16,6 +19,9 @@ int run_main(int argc, char** argv) {
   app.set_version_flag("--version", "leantune 0.1.0");
   register_info_command(app);
   add_tokenize_command(app);
+  add_train_command(app);
+  add_eval_command(app);
+  add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
