@@ -114,7 +114,7 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                        weights_.final_norm);
   Tensor logits(logits_, dtype_, {1, V});
   ops::linear_forward({.rows = 1, .in = D, .out = V}, logits, xn, head_weight(c, weights_), Tensor());
-  std::vector<double> out(size_t(V));
+  std::vector<double> out(static_cast<size_t>(V));
   convert_elements(out.data(), DType::F64, logits.data, dtype_, size_t(V));
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace lt::train {
@@ -16,10 +17,12 @@ std::string format_duration(double seconds) {
 std::string progress_line(const StepMetrics& m, int64_t total, double eta_s, bool with_bar) {
   std::string bar;
   if (with_bar) {
-    constexpr int kWidth = 24;
-    const int filled = total > 0 ? int(double(kWidth) * double(m.step) / double(total)) : 0;
-    bar = "[" + std::string(size_t(std::min(filled, kWidth)), '#') +
-          std::string(size_t(kWidth - std::min(filled, kWidth)), '.') + "] ";
+    constexpr int64_t kWidth = 24;
+    const int64_t filled = total > 0 ? std::min<int64_t>(kWidth, kWidth * m.step / total) : 0;
+    bar.reserve(kWidth + 3);
+    bar.push_back('[');
+    for (int64_t i = 0; i < kWidth; ++i) bar.push_back(i < filled ? '#' : '.');
+    bar += "] ";
   }
   return fmt::format("step {}/{} {}loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f} ETA {}", m.step, total, bar,
                      m.loss, m.lr, m.grad_norm, m.tokens_per_s, format_duration(eta_s));

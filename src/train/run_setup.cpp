@@ -16,6 +16,9 @@ void check_engine_settings(const TrainConfig& c) {
            "config: 'device' is '{}': this build has no CUDA backend yet; expected cpu (set --device cpu)", c.device);
   LT_CHECK(c.precision == "fp64" || c.precision == "fp32",
            "config: 'precision' is '{}', but on device cpu the trainer computes in fp64 or fp32", c.precision);
+  LT_CHECK(c.finetune != "lora",
+           "config: 'finetune' is lora: LoRA adapters are not in this build of the trainer yet; expected full or "
+           "partial");
   LT_CHECK(c.chunk_size == 0 || c.chunk_size >= c.cutoff_len,
            "config: 'chunk_size' is {}: chunked training is not in the trainer yet; expected 0 (whole sequences)",
            c.chunk_size);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "data/dataset_split.h"
+#include "train/trainable.h"
 
 namespace lt::train {
 
@@ -12,8 +13,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   check_paths(config);
   const DType dtype = compute_dtype(config.precision);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed));
-  if (!config.trainable_layers.empty() && config.finetune == "partial")
-    resolve_trainable_layers(config.trainable_layers, model.config.num_layers);  // refuses a bad range early
+  trainable_fn(config, model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer = load_model_tokenizer(config.base_model, false);
   data::Dataset dataset =
       load_examples(config.data_path, tokenizer.get(), model.config, dataset_options(config, config.base_model));

@@ -11,6 +11,7 @@
 #include "io/tensorboard.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
+#include "train/model_batch.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
