@@ -42,7 +42,7 @@ struct CheckpointContents {
   TrainerState state;
   // Writes more files into the checkpoint's temporary directory before it is committed (LoRA adapters;
   // tests use it to fail mid-write).
-  std::function<void(const std::string& dir)> write_extra;
+  std::function<void(const std::string& dir)> write_extra = nullptr;
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"

@@ -30,8 +30,8 @@
 namespace lt::train {
 
 struct TrainerHooks {
-  std::function<void(const StepMetrics&)> on_step;             // after each step is logged
-  std::function<void(const std::string& dir)> write_extra;     // extra checkpoint files (checkpoint.h)
+  std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
+  std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
   std::FILE* out = stdout;                                     // progress and messages
   bool quiet = false;                                          // no progress output
 };

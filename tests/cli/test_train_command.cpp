@@ -83,13 +83,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
                               "trainable_layers"},
                       Refusal{{"--resume", "latest"}, "'resume'"},
-                      Refusal{{"--val_set_size", "12"}, "12"},
+                      Refusal{{"--val_set_size", "12"}, "val_set_size"},
                       Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
 
 TEST(TrainCommand, MissingPathsAreNamed) {
   test::TempDir dir;
   test::CliResult r = test::run_cli({"train", "--base_model", dir.file("nope"), "--data_path", dir.file("none.jsonl"),
-                                     "--device", "cpu", "--precision", "fp32"});
+                                     "--device", "cpu", "--precision", "fp32", "--finetune", "full"});
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("base_model"), std::string::npos) << r.err;
 }

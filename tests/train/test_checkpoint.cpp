@@ -41,7 +41,9 @@ TEST(Checkpoint, HoldsWeightsOptimizerStateDataPositionAndConfig) {
   EXPECT_EQ(s.data_epoch, 0);
   EXPECT_EQ(s.data_index, 2);  // two micro-batches of 2 rows per step
   EXPECT_EQ(s.rng_seed, 3u);
-  EXPECT_GT(s.last_lr, 0);
+  EXPECT_EQ(s.last_lr, 0.0);  // step 1 is the warmup step: HF's schedule starts at 0
+  EXPECT_EQ(read_trainer_state(c.output_dir + "/checkpoint-2").last_lr,
+            LrSchedule(LrScheduleType::Linear, c.learning_rate, 1, 2).lr(1));
   EXPECT_EQ(load_train_config(ckpt + "/train_config.yaml", {}), c);
 
   auto optimizer = io::SafetensorsFile::open(ckpt + "/optimizer.safetensors");

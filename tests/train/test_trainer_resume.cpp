@@ -82,7 +82,9 @@ TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
     auto ja = nlohmann::json::parse(la[i]), jb = nlohmann::json::parse(lb[i]);
     EXPECT_EQ(ja["step"], jb["step"]);
     EXPECT_EQ(ja["type"], jb["type"]);
-    if (ja["type"] == "train") EXPECT_EQ(ja["loss"], jb["loss"]) << la[i];
+    if (ja["type"] == "train") {
+      EXPECT_EQ(ja["loss"], jb["loss"]) << la[i];
+    }
   }
 }
 
