@@ -45,7 +45,7 @@ struct SamplingOptions {
   double temperature = 0;  // 0: greedy (argmax, lowest id on ties)
   double top_p = 1.0;      // nucleus: the smallest set of most likely tokens whose probability reaches top_p
   uint64_t seed = 0;
-  std::vector<int64_t> stop_ids;  // generation ends after emitting one of these (EOS)
+  std::vector<int64_t> stop_ids = {};  // generation ends after emitting one of these (EOS)
 };
 
 // The next token from `logits`; `draw` indexes the Philox draw (one per generated token).
