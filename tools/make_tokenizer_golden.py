@@ -71,6 +71,7 @@ ADVERSARIAL = [
     "<s>[INST] hi [/INST]</s>",
     "<unk> <pad> <|reserved_special_token_5|> <|notaspecial|>",
     "<|endoftext",
+    "x<custom>y <custom> <CUSTOM> <custom",
     "```python\ndef f(x):\n    return x ** 2  # square\n```",
     "{\"key\": [1, 2, 3], \"nested\": {\"a\": null}}",
     "https://example.com/path?query=1&b=two#frag",
@@ -244,12 +245,29 @@ def main():
         key = name.replace("_tokenizer.json", "_json")
         cases[key] = ("tests/data/tokenizer_golden/" + name,
                       lambda name=name: HfTokenizer(Tokenizer.from_file(os.path.join(args.out, name)), hf))
+    # GPT-2 style tokenizer.json (ByteLevel pre-tokenizer with add_prefix_space and its own regex, a
+    # non-special added token that always matches): the tiny Qwen-style vocabulary re-dressed; adversarial
+    # cases only, to keep the committed goldens small.
+    variant = json.load(open(os.path.join(tk, "tiny/qwen_style_tokenizer.json"), encoding="utf-8"))
+    variant["normalizer"] = None
+    variant["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                "use_regex": True}
+    variant["post_processor"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                 "use_regex": True}
+    variant["added_tokens"].append({"id": 2003, "content": "<custom>", "single_word": False, "lstrip": False,
+                                    "rstrip": False, "normalized": False, "special": False})
+    with open(os.path.join(args.out, "tiny_gpt2_style_tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(variant, f, ensure_ascii=False, separators=(",", ":"))
+    cases["tiny_gpt2_style_json"] = (
+        "tests/data/tokenizer_golden/tiny_gpt2_style_tokenizer.json",
+        lambda: HfTokenizer(Tokenizer.from_file(os.path.join(args.out, "tiny_gpt2_style_tokenizer.json")), hf))
+    adversarial_only = {"tiny_gpt2_style_json"}
     files, texts = alpaca_texts(shared)
     for name, (relative, make) in cases.items():
         ref = make()
         alpaca = []
         lossless = True  # whether the reference decodes every Alpaca text back to itself
-        for t in texts:
+        for t in ([] if name in adversarial_only else texts):
             ids = ref.encode(t)
             alpaca.append([len(ids), format(fnv1a64(ids), "016x")])
             lossless = lossless and ref.decode(ids) == t
@@ -260,8 +278,8 @@ def main():
             if ref.encode_special is not None:
                 case["ids_special"] = ref.encode_special(t)
             adversarial.append(case)
-        golden = {"tokenizer": relative, "reference": ref.reference, "alpaca_files": files,
-                  "alpaca": alpaca, "alpaca_round_trip": lossless, "adversarial": adversarial}
+        golden = {"tokenizer": relative, "reference": ref.reference,
+                  "alpaca_files": [] if name in adversarial_only else files, "alpaca": alpaca, "alpaca_round_trip": lossless, "adversarial": adversarial}
         path = os.path.join(args.out, name + ".json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(golden, f, ensure_ascii=False, separators=(",", ":"))

@@ -51,7 +51,8 @@ std::string process_line(const data::Tokenizer& tok, const TokenizeOptions& opt,
     ids.push_back(v.get<int32_t>());
   }
   // Ids that split a UTF-8 character decode to invalid UTF-8; JSON output shows those bytes as U+FFFD.
-  return nlohmann::json(tok.decode(ids)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return nlohmann::json(tok.decode(ids)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
 }
 
 void run_tokenize(const TokenizeOptions& opt) {
@@ -90,7 +91,8 @@ void add_tokenize_command(CLI::App& app) {
                   "tokenizer.json, tokenizer.model, vocab.json (with merges.txt) or a model folder")
       ->required();
   cmd->add_option("--input", opt->input, "JSONL input file (default: stdin)");
-  cmd->add_flag("--add_special_tokens", opt->add_special_tokens, "add the BOS/EOS the tokenizer's format defines");
+  cmd->add_flag("--add_special_tokens", opt->add_special_tokens,
+                "add the BOS/EOS the tokenizer's format defines");
   cmd->add_flag("--decode", opt->decode, "read arrays of ids and write the decoded JSON strings");
   cmd->callback([opt] { run_tokenize(*opt); });
 }

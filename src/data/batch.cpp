@@ -8,8 +8,10 @@
 
 namespace lt::data {
 
-Batch make_batch(std::span<const Example> examples, const std::vector<std::vector<int64_t>>& rows, int32_t pad_id,
-                 int64_t pad_to_multiple) {
+int32_t padding_id(const Tokenizer& tokenizer) { return tokenizer.pad_id().value_or(0); }
+
+Batch make_batch(std::span<const Example> examples, const std::vector<std::vector<int64_t>>& rows,
+                 int32_t pad_id, int64_t pad_to_multiple) {
   LT_CHECK(!rows.empty(), "cannot make a batch of zero rows");
   LT_CHECK(pad_to_multiple >= 1, "pad_to_multiple is {}, expected >= 1", pad_to_multiple);
   Batch batch;
@@ -21,8 +23,8 @@ Batch make_batch(std::span<const Example> examples, const std::vector<std::vecto
       LT_CHECK(i >= 0 && i < int64_t(examples.size()), "example index {} out of range [0, {})", i,
                examples.size());
       const Example& e = examples[size_t(i)];
-      LT_CHECK(e.labels.size() == e.input_ids.size(), "example {} has {} labels for {} tokens", i, e.labels.size(),
-               e.input_ids.size());
+      LT_CHECK(e.labels.size() == e.input_ids.size(), "example {} has {} labels for {} tokens", i,
+               e.labels.size(), e.input_ids.size());
       length += int64_t(e.input_ids.size());
     }
     batch.row_lengths.push_back(length);
@@ -64,8 +66,8 @@ std::vector<std::vector<int64_t>> pack_rows(const std::vector<int64_t>& lengths,
   std::multimap<int64_t, size_t> free_space;  // remaining tokens -> row, in insertion order among equals
   for (int64_t i : order) {
     int64_t length = lengths[size_t(i)];
-    LT_CHECK(length <= row_budget, "example {} has {} tokens, more than the packing budget of {} per row", i, length,
-             row_budget);
+    LT_CHECK(length <= row_budget, "example {} has {} tokens, more than the packing budget of {} per row", i,
+             length, row_budget);
     auto it = free_space.lower_bound(length);
     if (it == free_space.end()) {
       rows.push_back({i});

@@ -18,26 +18,31 @@
 #include <vector>
 
 #include "data/example.h"
+#include "data/tokenizer.h"
 
 namespace lt::data {
 
 struct Batch {
-  int64_t B = 0;  // rows
-  int64_t T = 0;  // tokens per row (the longest row)
-  std::vector<int32_t> input_ids;    // (B, T)
-  std::vector<int32_t> labels;       // (B, T) -100 where no loss
-  std::vector<int32_t> positions;    // (B, T) position within each sequence
-  std::vector<int32_t> segment_ids;  // (B, T) sequence number within the row, -1 on padding
-  std::vector<int64_t> row_lengths;  // (B) real tokens per row
-  int64_t label_tokens = 0;          // labels[:, 1:] != -100
-  int64_t tokens = 0;                // real (non-padding) tokens
+  int64_t B = 0;                         // rows
+  int64_t T = 0;                         // tokens per row (the longest row)
+  std::vector<int32_t> input_ids;        // (B, T)
+  std::vector<int32_t> labels;           // (B, T) -100 where no loss
+  std::vector<int32_t> positions;        // (B, T) position within each sequence
+  std::vector<int32_t> segment_ids;      // (B, T) sequence number within the row, -1 on padding
+  std::vector<int64_t> row_lengths;      // (B) real tokens per row
+  int64_t label_tokens = 0;              // labels[:, 1:] != -100
+  int64_t tokens = 0;                    // real (non-padding) tokens
   std::vector<int64_t> example_indices;  // which dataset examples, row by row, in row order
 };
 
+// The id padding is filled with: the tokenizer's pad token, else 0 (Llama 3 and Qwen2 define none; padding
+// carries label -100 and segment -1, so its id is never scored or attended by a real token).
+int32_t padding_id(const Tokenizer& tokenizer);
+
 // Each entry of `rows` lists the example indices that share one row (one index: plain padding; several:
 // packing). `pad_to_multiple` rounds T up (1: no rounding).
-Batch make_batch(std::span<const Example> examples, const std::vector<std::vector<int64_t>>& rows, int32_t pad_id,
-                 int64_t pad_to_multiple = 1);
+Batch make_batch(std::span<const Example> examples, const std::vector<std::vector<int64_t>>& rows,
+                 int32_t pad_id, int64_t pad_to_multiple = 1);
 
 // Packing plan: assign examples to rows of at most `row_budget` tokens with best-fit decreasing (each
 // example, longest first, goes to the fullest row it still fits in; among equally full rows, the one

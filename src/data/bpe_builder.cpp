@@ -7,8 +7,8 @@ namespace lt::data {
 
 void build_bpe_model(const nlohmann::json& vocab, const std::vector<MergeEntry>& merges, bool byte_level,
                      const std::string& vocab_origin, const std::string& merges_origin, PipelineSpec& spec) {
-  LT_CHECK(vocab.is_object(), "{}: the vocabulary must be a JSON object of token -> id, found {}", vocab_origin,
-           vocab.type_name());
+  LT_CHECK(vocab.is_object(), "{}: the vocabulary must be a JSON object of token -> id, found {}",
+           vocab_origin, vocab.type_name());
   spec.model = std::make_unique<BpeModel>(byte_level ? BpeModel::Units::kBytes : BpeModel::Units::kUtf8Chars);
   BpeModel& model = *spec.model;
   TokenMap ids;  // token string as written -> id
@@ -30,8 +30,8 @@ void build_bpe_model(const nlohmann::json& vocab, const std::vector<MergeEntry>&
   }
   auto lookup = [&](const std::string& token, const MergeEntry& m, const char* role) {
     auto it = ids.find(token);
-    LT_CHECK(it != ids.end(), "{}: merge {} '{} {}': {} '{}' is not in the vocabulary", merges_origin, m.where, m.left,
-             m.right, role, token);
+    LT_CHECK(it != ids.end(), "{}: merge {} '{} {}': {} '{}' is not in the vocabulary", merges_origin,
+             m.where, m.left, m.right, role, token);
     return it->second;
   };
   for (size_t rank = 0; rank < merges.size(); ++rank) {

@@ -4,7 +4,6 @@
 #include <climits>
 #include <queue>
 
-
 namespace lt::data {
 namespace {
 
@@ -24,13 +23,13 @@ constexpr size_t kShortPiece = 48;
 
 void BpeModel::add_token(std::string key, int32_t id) {
   if (units_ == Units::kBytes && key.size() == 1) byte_ids_[static_cast<unsigned char>(key[0])] = id;
-  vocab_[std::move(key)] = id;
+  vocab_.insert(key, id);
 }
 
 std::optional<int32_t> BpeModel::find(std::string_view key) const {
-  auto it = vocab_.find(key);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  int32_t id = vocab_.find(key);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const {
@@ -40,10 +39,7 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
     size_t len = units_ == Units::kBytes ? 1 : std::min<size_t>(utf8_length(piece[i]), piece.size() - i);
     std::string_view unit = piece.substr(i, len);
     int32_t id = units_ == Units::kBytes ? byte_ids_[static_cast<unsigned char>(piece[i])] : -1;
-    if (units_ == Units::kUtf8Chars) {
-      auto it = vocab_.find(unit);
-      if (it != vocab_.end()) id = it->second;
-    }
+    if (units_ == Units::kUtf8Chars) id = vocab_.find(unit);
     if (id >= 0) {
       symbols.push_back({id, int32_t(i)});
       last_unk = false;
@@ -66,8 +62,8 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
 
 void BpeModel::merge_short(std::vector<Symbol>& symbols) const {
   // ranks[i]: rank of merging symbols i and i+1 (INT_MAX: no merge).
-  int32_t ranks[kShortPiece];    // (n - 1)
-  int32_t merged[kShortPiece];   // (n - 1) id of the merge
+  int32_t ranks[kShortPiece];   // (n - 1)
+  int32_t merged[kShortPiece];  // (n - 1) id of the merge
   size_t n = symbols.size();
   auto score = [&](size_t i) {
     const BpeMerge* m = merges_.find(symbols[i].id, symbols[i + 1].id);
@@ -137,8 +133,8 @@ void BpeModel::merge_long(std::vector<Symbol>& symbols) const {
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
   if (ignore_merges_ || (units_ == Units::kBytes && piece.size() == 1)) {
-    if (auto id = find(piece)) {
-      out.push_back(*id);
+    if (int32_t id = vocab_.find(piece); id >= 0) {
+      out.push_back(id);
       return;
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/bpe_pair_map.h"
+#include "data/bpe_vocab_table.h"
 
 namespace lt::data {
 
@@ -55,7 +56,7 @@ class BpeModel {
   void merge_long(std::vector<Symbol>& symbols) const;
 
   Units units_;
-  TokenMap vocab_;                     // working representation -> id
+  BpeVocabTable vocab_;                // working representation -> id
   std::array<int32_t, 256> byte_ids_;  // kBytes: id of each single byte (-1 if absent)
   BpePairMap merges_;
   bool ignore_merges_ = false;

@@ -31,7 +31,8 @@ void BpePairMap::grow() {
   shift_ = 64 - __builtin_ctzll(capacity);
   size_ = 0;
   for (size_t i = 0; i < old_keys.size(); ++i) {
-    if (old_keys[i] != kEmpty) insert(int32_t(old_keys[i] >> 32), int32_t(uint32_t(old_keys[i])), old_values[i]);
+    if (old_keys[i] != kEmpty)
+      insert(int32_t(old_keys[i] >> 32), int32_t(uint32_t(old_keys[i])), old_values[i]);
   }
 }
 

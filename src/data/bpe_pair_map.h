@@ -33,7 +33,7 @@ class BpePairMap {
   size_t slot(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
   void grow();
 
-  std::vector<uint64_t> keys_;   // (capacity) packed (left, right), kEmpty where free
+  std::vector<uint64_t> keys_;    // (capacity) packed (left, right), kEmpty where free
   std::vector<BpeMerge> values_;  // (capacity)
   size_t size_ = 0;
   size_t mask_ = 0;

@@ -20,8 +20,9 @@ DataLoader::DataLoader(std::span<const Example> examples, LoaderOptions options)
   int64_t units = int64_t(examples.size());
   if (options.packing) {
     int64_t longest = *std::max_element(lengths_.begin(), lengths_.end());
-    LT_CHECK(options.pack_len >= longest, "pack_len is {} tokens but the longest example has {}: raise pack_len",
-             options.pack_len, longest);
+    LT_CHECK(options.pack_len >= longest,
+             "pack_len is {} tokens but the longest example has {}: raise pack_len", options.pack_len,
+             longest);
     packed_rows_ = pack_rows(lengths_, options.pack_len);
     units = int64_t(packed_rows_.size());
   }
@@ -37,7 +38,8 @@ const std::vector<std::vector<std::vector<int64_t>>>& DataLoader::plan(int64_t e
   size_t b = size_t(options_.micro_batch_size);
   std::vector<std::vector<std::vector<int64_t>>> batches;
   if (options_.group_by_length) {
-    for (auto& group : length_grouped_batches(lengths_, int64_t(b), options_.seed, epoch, options_.megabatch_mult)) {
+    for (auto& group :
+         length_grouped_batches(lengths_, int64_t(b), options_.seed, epoch, options_.megabatch_mult)) {
       std::vector<std::vector<int64_t>> rows;
       for (int64_t i : group) rows.push_back({i});
       batches.push_back(std::move(rows));
@@ -63,7 +65,8 @@ const std::vector<std::vector<std::vector<int64_t>>>& DataLoader::plan(int64_t e
 }
 
 std::vector<std::vector<int64_t>> DataLoader::batch_rows(int64_t epoch, int64_t step) {
-  LT_CHECK(step >= 0 && step < steps_per_epoch_, "step {} is outside the epoch's {} steps", step, steps_per_epoch_);
+  LT_CHECK(step >= 0 && step < steps_per_epoch_, "step {} is outside the epoch's {} steps", step,
+           steps_per_epoch_);
   return plan(epoch)[size_t(step)];
 }
 
@@ -73,8 +76,8 @@ Batch DataLoader::batch(int64_t epoch, int64_t step) {
 
 void DataLoader::seek(LoaderPosition position) {
   LT_CHECK(position.epoch >= 0 && position.step >= 0 && position.step < steps_per_epoch_,
-           "cannot resume the data loader at epoch {} step {}: an epoch has {} steps", position.epoch, position.step,
-           steps_per_epoch_);
+           "cannot resume the data loader at epoch {} step {}: an epoch has {} steps", position.epoch,
+           position.step, steps_per_epoch_);
   position_ = position;
 }
 

@@ -58,7 +58,7 @@ class DataLoader {
 
   std::span<const Example> examples_;
   LoaderOptions options_;
-  std::vector<int64_t> lengths_;                 // (n) tokens per example
+  std::vector<int64_t> lengths_;                   // (n) tokens per example
   std::vector<std::vector<int64_t>> packed_rows_;  // packing only
   int64_t steps_per_epoch_ = 0;
   int64_t cached_epoch_ = -1;

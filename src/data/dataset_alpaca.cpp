@@ -5,8 +5,8 @@
 namespace lt::data {
 
 Dataset load_alpaca(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
-  EncodeOptions encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
-                                            options.train_on_inputs);
+  EncodeOptions encode =
+      encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_inputs);
   Dataset dataset;
   dataset.source = path;
   BadRecords bad(options.on_bad_record);

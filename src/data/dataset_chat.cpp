@@ -27,7 +27,8 @@ std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
   auto it = record.find(list_key);
   if (it == record.end()) throw RecordError("missing field 'messages' (or ShareGPT 'conversations')");
   if (!it->is_array())
-    throw RecordError(fmt::format("field '{}' is a JSON {}, expected a list of turns", list_key, it->type_name()));
+    throw RecordError(
+        fmt::format("field '{}' is a JSON {}, expected a list of turns", list_key, it->type_name()));
   if (it->empty()) throw RecordError(fmt::format("empty conversation ('{}' has no turns)", list_key));
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < it->size(); ++i) {
@@ -49,8 +50,8 @@ std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
 Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
   LT_CHECK(options.prompt_template != TemplateKind::alpaca,
            "dataset {}: chat data needs a chat template (llama3, chatml or plain), not alpaca", path);
-  EncodeOptions encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
-                                            options.train_on_inputs);
+  EncodeOptions encode =
+      encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_inputs);
   Dataset dataset;
   dataset.source = path;
   BadRecords bad(options.on_bad_record);

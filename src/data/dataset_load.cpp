@@ -25,7 +25,8 @@ DataFormat format_from_keys(const nlohmann::json& record, const std::string& pat
   std::string keys;
   for (const auto& item : record.items()) keys += (keys.empty() ? "" : ", ") + item.key();
   LT_FAIL(
-      "dataset {}: cannot tell the format from the first record's fields ({}): expected 'instruction' (alpaca), "
+      "dataset {}: cannot tell the format from the first record's fields ({}): expected 'instruction' "
+      "(alpaca), "
       "'messages' or 'conversations' (chat) or 'input_ids' (pretokenized); give the format explicitly",
       path, keys.empty() ? "none" : keys);
 }
@@ -36,10 +37,11 @@ DataFormat detect_data_format(const std::string& path) {
   LT_CHECK(std::filesystem::is_regular_file(path), "dataset {}: no such file", path);
   std::string ext = lower_extension(path);
   if (ext == ".txt" || ext == ".text" || ext == ".md") return DataFormat::text;
-  LT_CHECK(ext == ".json" || ext == ".jsonl" || ext == ".ndjson",
-           "dataset {}: cannot tell the format from the extension '{}': expected .json, .jsonl, .ndjson or .txt, "
-           "or give the format explicitly",
-           path, ext);
+  LT_CHECK(
+      ext == ".json" || ext == ".jsonl" || ext == ".ndjson",
+      "dataset {}: cannot tell the format from the extension '{}': expected .json, .jsonl, .ndjson or .txt, "
+      "or give the format explicitly",
+      path, ext);
   std::optional<DataFormat> found;
   // Stop at the first object; bad lines before it are left to the reader's on_bad_record handling.
   struct Found {};
@@ -60,11 +62,16 @@ Dataset load_dataset(const std::string& path, const Tokenizer& tokenizer, const 
   LT_CHECK(std::filesystem::is_regular_file(path), "dataset {}: no such file", path);
   DataFormat format = options.format == DataFormat::auto_detect ? detect_data_format(path) : options.format;
   switch (format) {
-    case DataFormat::alpaca: return load_alpaca(path, tokenizer, options);
-    case DataFormat::chat: return load_chat(path, tokenizer, options);
-    case DataFormat::text: return load_text(path, tokenizer, options);
-    case DataFormat::pretokenized: return load_pretokenized(path, tokenizer.vocab_size(), options);
-    case DataFormat::auto_detect: break;
+    case DataFormat::alpaca:
+      return load_alpaca(path, tokenizer, options);
+    case DataFormat::chat:
+      return load_chat(path, tokenizer, options);
+    case DataFormat::text:
+      return load_text(path, tokenizer, options);
+    case DataFormat::pretokenized:
+      return load_pretokenized(path, tokenizer.vocab_size(), options);
+    case DataFormat::auto_detect:
+      break;
   }
   LT_FAIL("dataset {}: format could not be determined", path);
 }

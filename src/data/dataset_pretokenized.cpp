@@ -7,10 +7,12 @@
 namespace lt::data {
 namespace {
 
-std::vector<int32_t> int_list(const nlohmann::json& record, const char* key, int64_t vocab_size, bool allow_ignore) {
+std::vector<int32_t> int_list(const nlohmann::json& record, const char* key, int64_t vocab_size,
+                              bool allow_ignore) {
   const nlohmann::json& list = record.at(key);
   if (!list.is_array())
-    throw RecordError(fmt::format("field '{}' is a JSON {}, expected a list of integers", key, list.type_name()));
+    throw RecordError(
+        fmt::format("field '{}' is a JSON {}, expected a list of integers", key, list.type_name()));
   std::vector<int32_t> out;  // (T)
   out.reserve(list.size());
   for (size_t i = 0; i < list.size(); ++i) {

@@ -24,7 +24,8 @@ void BadRecords::report(const std::string& where, const std::string& what) {
 
 bool is_jsonl_path(const std::string& path) {
   auto ends_with = [&](std::string_view suffix) {
-    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   return ends_with(".jsonl") || ends_with(".ndjson");
 }
@@ -62,8 +63,9 @@ int64_t line_of(const std::string& text, size_t byte) {
 
 }  // namespace
 
-void for_each_json_record(const std::string& path, BadRecords& bad,
-                          const std::function<void(const std::string& where, const nlohmann::json& record)>& visit) {
+void for_each_json_record(
+    const std::string& path, BadRecords& bad,
+    const std::function<void(const std::string& where, const nlohmann::json& record)>& visit) {
   std::ifstream in(path, std::ios::binary);
   LT_CHECK(in.good(), "dataset {}: cannot open for reading", path);
   if (is_jsonl_path(path)) {
@@ -90,16 +92,20 @@ void for_each_json_record(const std::string& path, BadRecords& bad,
   try {
     all = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("dataset {}:{}: invalid JSON: {}; a .json dataset must be one JSON array (use .jsonl for one record "
-            "per line)",
-            path, line_of(text, e.byte), parse_detail(e));
+    LT_FAIL(
+        "dataset {}:{}: invalid JSON: {}; a .json dataset must be one JSON array (use .jsonl for one record "
+        "per line)",
+        path, line_of(text, e.byte), parse_detail(e));
   }
-  LT_CHECK(all.is_array(), "dataset {}: expected a JSON array of records, found a JSON {}", path, all.type_name());
-  for (size_t i = 0; i < all.size(); ++i) visit_checked(fmt::format("{} record {}", path, i), all[i], bad, visit);
+  LT_CHECK(all.is_array(), "dataset {}: expected a JSON array of records, found a JSON {}", path,
+           all.type_name());
+  for (size_t i = 0; i < all.size(); ++i)
+    visit_checked(fmt::format("{} record {}", path, i), all[i], bad, visit);
 }
 
 void require_object(const nlohmann::json& record) {
-  if (!record.is_object()) throw RecordError(fmt::format("expected a JSON object, found a JSON {}", record.type_name()));
+  if (!record.is_object())
+    throw RecordError(fmt::format("expected a JSON object, found a JSON {}", record.type_name()));
 }
 
 std::string string_field(const nlohmann::json& record, const char* key, bool optional) {

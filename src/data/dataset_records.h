@@ -41,8 +41,9 @@ bool is_jsonl_path(const std::string& path);  // .jsonl or .ndjson
 
 // Calls visit(where, record) for every record of `path` (JSONL or JSON array, by extension). Invalid JSON
 // lines and RecordError thrown by `visit` go to `bad`.
-void for_each_json_record(const std::string& path, BadRecords& bad,
-                          const std::function<void(const std::string& where, const nlohmann::json& record)>& visit);
+void for_each_json_record(
+    const std::string& path, BadRecords& bad,
+    const std::function<void(const std::string& where, const nlohmann::json& record)>& visit);
 
 // Helpers for converters: the string field `key` of object `record` (RecordError when missing or not a
 // string, unless optional: then a missing or null field gives "").

@@ -10,7 +10,8 @@ namespace lt::data {
 
 int64_t validation_count(double val_set_size, int64_t n, const std::string& source) {
   LT_CHECK(std::isfinite(val_set_size) && val_set_size >= 0,
-           "val_set_size is {}, expected 0, a fraction in (0, 1) or a whole number of examples", val_set_size);
+           "val_set_size is {}, expected 0, a fraction in (0, 1) or a whole number of examples",
+           val_set_size);
   int64_t count = 0;
   if (val_set_size < 1) {
     count = int64_t(std::ceil(val_set_size * double(n)));

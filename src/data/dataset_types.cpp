@@ -19,11 +19,16 @@ DataFormat data_format_from_name(const std::string& name) {
 
 const char* data_format_name(DataFormat format) {
   switch (format) {
-    case DataFormat::auto_detect: return "auto";
-    case DataFormat::alpaca: return "alpaca";
-    case DataFormat::chat: return "chat";
-    case DataFormat::text: return "text";
-    case DataFormat::pretokenized: return "pretokenized";
+    case DataFormat::auto_detect:
+      return "auto";
+    case DataFormat::alpaca:
+      return "alpaca";
+    case DataFormat::chat:
+      return "chat";
+    case DataFormat::text:
+      return "text";
+    case DataFormat::pretokenized:
+      return "pretokenized";
   }
   return "?";
 }
@@ -41,8 +46,9 @@ void finish_dataset(Dataset& dataset, const BadRecords& bad) {
   if (bad.skipped() > 0)
     fmt::print(stderr, "dataset {}: skipped {} bad record(s); first: {}\n", dataset.source, bad.skipped(),
                bad.first_message());
-  LT_CHECK(!dataset.examples.empty(), "dataset {}: no examples left ({} read, {} skipped as bad{}{})", dataset.source,
-           dataset.stats.records, bad.skipped(), bad.skipped() ? "; first: " : "", bad.first_message());
+  LT_CHECK(!dataset.examples.empty(), "dataset {}: no examples left ({} read, {} skipped as bad{}{})",
+           dataset.source, dataset.stats.records, bad.skipped(), bad.skipped() ? "; first: " : "",
+           bad.first_message());
 }
 
 }  // namespace lt::data

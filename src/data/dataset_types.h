@@ -12,7 +12,8 @@
 namespace lt::data {
 
 enum class DataFormat { auto_detect, alpaca, chat, text, pretokenized };
-DataFormat data_format_from_name(const std::string& name);  // auto, alpaca, chat (sharegpt), text, pretokenized
+DataFormat data_format_from_name(
+    const std::string& name);  // auto, alpaca, chat (sharegpt), text, pretokenized
 const char* data_format_name(DataFormat format);
 
 // How a plain-text file is cut into documents.
@@ -31,13 +32,13 @@ struct DatasetOptions {
 };
 
 struct LoadStats {
-  int64_t records = 0;      // records (or documents) read and kept
-  int64_t skipped = 0;      // bad records dropped under on_bad_record: skip
-  std::string first_skip;   // the first skipped record's "where: what"
-  int64_t truncated = 0;    // examples cut by cutoff_len (text: documents split into several chunks)
-  int64_t no_labels = 0;    // examples whose labels[1:] are all -100 (they add no loss)
-  int64_t tokens = 0;       // sum of example lengths
-  int64_t label_tokens = 0; // sum of count_label_tokens
+  int64_t records = 0;       // records (or documents) read and kept
+  int64_t skipped = 0;       // bad records dropped under on_bad_record: skip
+  std::string first_skip;    // the first skipped record's "where: what"
+  int64_t truncated = 0;     // examples cut by cutoff_len (text: documents split into several chunks)
+  int64_t no_labels = 0;     // examples whose labels[1:] are all -100 (they add no loss)
+  int64_t tokens = 0;        // sum of example lengths
+  int64_t label_tokens = 0;  // sum of count_label_tokens
 };
 
 struct Dataset {

@@ -17,17 +17,18 @@ EncodeOptions encode_options_for(TemplateKind kind, const Tokenizer& tokenizer, 
   options.add_bos = policy.force_bos || tokenizer.adds_bos();
   options.add_eos = policy.append_eos;
   LT_CHECK(!options.add_bos || tokenizer.bos_id().has_value(),
-           "prompt template '{}' starts with BOS but the tokenizer defines no BOS token", template_name(kind));
+           "prompt template '{}' starts with BOS but the tokenizer defines no BOS token",
+           template_name(kind));
   LT_CHECK(!options.add_eos || tokenizer.eos_id().has_value(),
            "prompt template '{}' ends the target with EOS but the tokenizer defines no EOS token",
            template_name(kind));
   return options;
 }
 
-Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> segments, const EncodeOptions& options,
-                        bool* truncated) {
-  std::vector<int32_t> ids;      // (T)
-  std::vector<uint8_t> prompt;   // (T) 1 where the token belongs to a prompt segment
+Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> segments,
+                        const EncodeOptions& options, bool* truncated) {
+  std::vector<int32_t> ids;     // (T)
+  std::vector<uint8_t> prompt;  // (T) 1 where the token belongs to a prompt segment
   if (options.add_bos) {
     ids.push_back(*tokenizer.bos_id());
     prompt.push_back(1);
@@ -35,7 +36,8 @@ Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> seg
   // Merge neighbours with identical flags first: no boundary to locate between them.
   std::vector<Segment> merged;
   for (const Segment& s : segments) {
-    if (!merged.empty() && merged.back().is_prompt == s.is_prompt && merged.back().allow_special == s.allow_special)
+    if (!merged.empty() && merged.back().is_prompt == s.is_prompt &&
+        merged.back().allow_special == s.allow_special)
       merged.back().text += s.text;
     else
       merged.push_back(s);

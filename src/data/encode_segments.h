@@ -36,7 +36,7 @@ EncodeOptions encode_options_for(TemplateKind kind, const Tokenizer& tokenizer, 
                                  bool train_on_inputs);
 
 // `truncated`, when given, is set to whether cutoff_len cut tokens off.
-Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> segments, const EncodeOptions& options,
-                        bool* truncated = nullptr);
+Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> segments,
+                        const EncodeOptions& options, bool* truncated = nullptr);
 
 }  // namespace lt::data

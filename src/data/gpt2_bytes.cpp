@@ -44,7 +44,9 @@ const ByteMap& byte_map() {
 
 }  // namespace
 
-const std::string& gpt2_byte_to_char(unsigned char b) { return byte_map().to_char[b]; }
+const std::string& gpt2_byte_to_char(unsigned char b) {
+  return byte_map().to_char[b];
+}
 
 std::optional<std::string> gpt2_chars_to_bytes(std::string_view token) {
   const ByteMap& map = byte_map();

@@ -36,7 +36,8 @@ std::vector<MergeEntry> read_merges(const std::string& path) {
     size_t space = line.find(' ');
     LT_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
                  line.find(' ', space + 1) == std::string_view::npos,
-             "merges file {}:{}: expected two tokens separated by one space, found '{}'", path, line_no, line);
+             "merges file {}:{}: expected two tokens separated by one space, found '{}'", path, line_no,
+             line);
     merges.push_back({std::string(line.substr(0, space)), std::string(line.substr(space + 1)), line_no});
   }
   return merges;
@@ -58,7 +59,8 @@ std::optional<int32_t> config_eos(const std::string& vocab_path) {
   fs::path config = fs::path(vocab_path).parent_path() / "config.json";
   if (!fs::exists(config)) return std::nullopt;
   nlohmann::json j = parse_json(config.string());
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) return j["eos_token_id"].get<int32_t>();
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer())
+    return j["eos_token_id"].get<int32_t>();
   return std::nullopt;
 }
 

@@ -30,7 +30,9 @@ std::string rewrite_whitespace_classes(std::string_view pattern) {
   return out;
 }
 
-pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
+pcre2_code* as_code(void* p) {
+  return static_cast<pcre2_code*>(p);
+}
 
 // Per-thread JIT stack large enough for backtracking over long whitespace or letter runs.
 struct JitResources {
@@ -93,7 +95,9 @@ SplitRegex::SplitRegex(std::string_view pattern, std::string_view origin) {
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-SplitRegex::~SplitRegex() { pcre2_code_free(as_code(code_)); }
+SplitRegex::~SplitRegex() {
+  pcre2_code_free(as_code(code_));
+}
 
 void SplitRegex::find_all(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& spans) const {
   thread_local JitResources jit;

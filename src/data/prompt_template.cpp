@@ -50,20 +50,28 @@ TemplateKind template_from_name(std::string_view name) {
 
 const char* template_name(TemplateKind kind) {
   switch (kind) {
-    case TemplateKind::alpaca: return "alpaca";
-    case TemplateKind::llama3: return "llama3";
-    case TemplateKind::chatml: return "chatml";
-    case TemplateKind::plain: return "plain";
+    case TemplateKind::alpaca:
+      return "alpaca";
+    case TemplateKind::llama3:
+      return "llama3";
+    case TemplateKind::chatml:
+      return "chatml";
+    case TemplateKind::plain:
+      return "plain";
   }
   return "?";
 }
 
 TemplatePolicy template_policy(TemplateKind kind) {
   switch (kind) {
-    case TemplateKind::alpaca: return {false, true};
-    case TemplateKind::llama3: return {true, false};
-    case TemplateKind::chatml: return {false, false};
-    case TemplateKind::plain: return {false, true};
+    case TemplateKind::alpaca:
+      return {false, true};
+    case TemplateKind::llama3:
+      return {true, false};
+    case TemplateKind::chatml:
+      return {false, false};
+    case TemplateKind::plain:
+      return {false, true};
   }
   return {};
 }
@@ -79,8 +87,8 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input) 
   return out;
 }
 
-std::vector<Segment> render_instruction(TemplateKind kind, std::string_view instruction, std::string_view input,
-                                        std::string_view output) {
+std::vector<Segment> render_instruction(TemplateKind kind, std::string_view instruction,
+                                        std::string_view input, std::string_view output) {
   std::vector<Segment> out;
   switch (kind) {
     case TemplateKind::alpaca:
@@ -98,7 +106,8 @@ std::vector<Segment> render_instruction(TemplateKind kind, std::string_view inst
       return out;
     }
     case TemplateKind::llama3:
-    case TemplateKind::chatml: return render_chat(kind, instruction_as_chat(instruction, input, output));
+    case TemplateKind::chatml:
+      return render_chat(kind, instruction_as_chat(instruction, input, output));
   }
   return out;
 }
@@ -138,7 +147,8 @@ TemplateKind template_from_chat_template(std::string_view chat_template, const s
   if (has("<|start_header_id|>") && has("<|eot_id|>")) return TemplateKind::llama3;
   if (has("<|im_start|>") && has("<|im_end|>")) return TemplateKind::chatml;
   LT_FAIL(
-      "{}: chat_template is neither Llama 3 (<|start_header_id|> ... <|eot_id|>) nor ChatML (<|im_start|> ... "
+      "{}: chat_template is neither Llama 3 (<|start_header_id|> ... <|eot_id|>) nor ChatML (<|im_start|> "
+      "... "
       "<|im_end|>): choose a prompt template by name (alpaca, llama3, chatml, plain)",
       source);
 }
@@ -167,8 +177,8 @@ TemplateKind detect_template(const std::string& model_dir_or_file) {
     if (chosen->is_object() && chosen->contains("template") && (*chosen)["template"].is_string())
       return template_from_chat_template((*chosen)["template"].get<std::string>(), path.string());
   }
-  LT_FAIL("{}: chat_template must be a string or a list of {{name, template}} objects, found {}", path.string(),
-          it->dump().substr(0, 80));
+  LT_FAIL("{}: chat_template must be a string or a list of {{name, template}} objects, found {}",
+          path.string(), it->dump().substr(0, 80));
 }
 
 }  // namespace lt::data

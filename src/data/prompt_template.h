@@ -50,8 +50,8 @@ TemplatePolicy template_policy(TemplateKind kind);
 // The alpaca prompt exactly as alpaca-lora builds it (without the output): with or without input.
 std::string alpaca_prompt(std::string_view instruction, std::string_view input);
 
-std::vector<Segment> render_instruction(TemplateKind kind, std::string_view instruction, std::string_view input,
-                                        std::string_view output);
+std::vector<Segment> render_instruction(TemplateKind kind, std::string_view instruction,
+                                        std::string_view input, std::string_view output);
 // Messages must have known roles (checked by the reader); assistant turns are the targets. The alpaca
 // template cannot render conversations (error).
 std::vector<Segment> render_chat(TemplateKind kind, const std::vector<ChatMessage>& messages);

@@ -25,15 +25,18 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return seeded_permutation(n, seed, kEpochStreamBase + uint64_t(epoch));
 }
 
-std::vector<std::vector<int64_t>> length_grouped_batches(const std::vector<int64_t>& lengths, int64_t batch_size,
-                                                         uint64_t seed, int64_t epoch, int64_t megabatch_mult) {
+std::vector<std::vector<int64_t>> length_grouped_batches(const std::vector<int64_t>& lengths,
+                                                         int64_t batch_size, uint64_t seed, int64_t epoch,
+                                                         int64_t megabatch_mult) {
   LT_CHECK(batch_size >= 1, "micro batch size is {}, expected >= 1", batch_size);
   LT_CHECK(megabatch_mult >= 1, "group_by_length megabatch multiplier is {}, expected >= 1", megabatch_mult);
   std::vector<int64_t> order = epoch_permutation(int64_t(lengths.size()), seed, epoch);
   size_t mega = size_t(batch_size * megabatch_mult);
   for (size_t begin = 0; begin < order.size(); begin += mega) {
-    auto first = order.begin() + long(begin), last = order.begin() + long(std::min(order.size(), begin + mega));
-    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return lengths[size_t(a)] > lengths[size_t(b)]; });
+    auto first = order.begin() + long(begin),
+         last = order.begin() + long(std::min(order.size(), begin + mega));
+    std::stable_sort(first, last,
+                     [&](int64_t a, int64_t b) { return lengths[size_t(a)] > lengths[size_t(b)]; });
   }
   std::vector<std::vector<int64_t>> batches;
   for (size_t begin = 0; begin < order.size(); begin += size_t(batch_size))

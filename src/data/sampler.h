@@ -22,7 +22,8 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 // lengths (less padding) while the megabatch order stays random. Finally the batch holding the longest
 // example of the epoch is swapped to the front, so an out-of-memory shows on step 1 rather than hours in.
 // Returns the batches (the last may be short).
-std::vector<std::vector<int64_t>> length_grouped_batches(const std::vector<int64_t>& lengths, int64_t batch_size,
-                                                         uint64_t seed, int64_t epoch, int64_t megabatch_mult = 50);
+std::vector<std::vector<int64_t>> length_grouped_batches(const std::vector<int64_t>& lengths,
+                                                         int64_t batch_size, uint64_t seed, int64_t epoch,
+                                                         int64_t megabatch_mult = 50);
 
 }  // namespace lt::data

@@ -54,24 +54,36 @@ class ProtoReader {
   }
   void skip(int wire, uint32_t field) {
     switch (wire) {
-      case 0: varint(); break;
-      case 1: check_available(8), pos_ += 8; break;
-      case 2: bytes(); break;
-      case 5: check_available(4), pos_ += 4; break;
+      case 0:
+        varint();
+        break;
+      case 1:
+        check_available(8), pos_ += 8;
+        break;
+      case 2:
+        bytes();
+        break;
+      case 5:
+        check_available(4), pos_ += 4;
+        break;
       default:
-        LT_FAIL("SentencePiece model {}: field {} of {} has wire type {}, which protobuf does not define "
-                "(the file is corrupt or not a SentencePiece model)", path_, field, message_, wire);
+        LT_FAIL(
+            "SentencePiece model {}: field {} of {} has wire type {}, which protobuf does not define "
+            "(the file is corrupt or not a SentencePiece model)",
+            path_, field, message_, wire);
     }
   }
   void expect(int wire, int want, uint32_t field) {
-    LT_CHECK(wire == want, "SentencePiece model {}: field {} of {} has wire type {}, expected {}", path_, field,
-             message_, wire, want);
+    LT_CHECK(wire == want, "SentencePiece model {}: field {} of {} has wire type {}, expected {}", path_,
+             field, message_, wire, want);
   }
 
  private:
   void check_available(uint64_t n) {
-    LT_CHECK(n <= data_.size() - pos_, "SentencePiece model {}: truncated protobuf: {} needs {} more bytes at byte {} "
-             "but only {} remain", path_, message_, n, pos_, data_.size() - pos_);
+    LT_CHECK(n <= data_.size() - pos_,
+             "SentencePiece model {}: truncated protobuf: {} needs {} more bytes at byte {} "
+             "but only {} remain",
+             path_, message_, n, pos_, data_.size() - pos_);
   }
   std::string_view data_;
   size_t pos_ = 0;
@@ -131,18 +143,33 @@ void parse_trainer_spec(std::string_view data, const std::string& path, ModelPro
       return int(int32_t(r.varint()));
     };
     switch (field) {
-      case 3: m.model_type = as_int(); break;
-      case 24: m.treat_whitespace_as_suffix = as_int() != 0; break;
-      case 35: m.byte_fallback = as_int() != 0; break;
-      case 40: m.unk_id = as_int(); break;
-      case 41: m.bos_id = as_int(); break;
-      case 42: m.eos_id = as_int(); break;
-      case 43: m.pad_id = as_int(); break;
+      case 3:
+        m.model_type = as_int();
+        break;
+      case 24:
+        m.treat_whitespace_as_suffix = as_int() != 0;
+        break;
+      case 35:
+        m.byte_fallback = as_int() != 0;
+        break;
+      case 40:
+        m.unk_id = as_int();
+        break;
+      case 41:
+        m.bos_id = as_int();
+        break;
+      case 42:
+        m.eos_id = as_int();
+        break;
+      case 43:
+        m.pad_id = as_int();
+        break;
       case 44:
         r.expect(wire, 2, field);
         m.unk_surface = std::string(r.bytes());
         break;
-      default: r.skip(wire, field);
+      default:
+        r.skip(wire, field);
     }
   }
 }
@@ -188,11 +215,16 @@ ModelProto parse_model(const std::string& content, const std::string& path) {
 
 const char* model_type_name(int type) {
   switch (type) {
-    case 1: return "UNIGRAM";
-    case 2: return "BPE";
-    case 3: return "WORD";
-    case 4: return "CHAR";
-    default: return "unknown";
+    case 1:
+      return "UNIGRAM";
+    case 2:
+      return "BPE";
+    case 3:
+      return "WORD";
+    case 4:
+      return "CHAR";
+    default:
+      return "unknown";
   }
 }
 
@@ -200,13 +232,18 @@ const char* model_type_name(int type) {
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std::string& content) {
   ModelProto m = parse_model(content, path);
-  LT_CHECK(!m.pieces.empty(), "SentencePiece model {}: no pieces (is this a SentencePiece .model file?)", path);
-  LT_CHECK(m.model_type == 2, "SentencePiece model {}: model_type is {} ({}); leantune reads BPE models only "
-           "(Llama 2 style); convert a unigram model to tokenizer.json with transformers instead", path,
-           model_type_name(m.model_type), m.model_type);
-  LT_CHECK(!m.treat_whitespace_as_suffix, "SentencePiece model {}: treat_whitespace_as_suffix is not supported", path);
-  LT_CHECK(!m.has_charsmap, "SentencePiece model {}: normalizer '{}' uses a precompiled character map, which "
-           "leantune does not support (only the identity rule of Llama 2 models)", path, m.normalizer_name);
+  LT_CHECK(!m.pieces.empty(), "SentencePiece model {}: no pieces (is this a SentencePiece .model file?)",
+           path);
+  LT_CHECK(m.model_type == 2,
+           "SentencePiece model {}: model_type is {} ({}); leantune reads BPE models only "
+           "(Llama 2 style); convert a unigram model to tokenizer.json with transformers instead",
+           path, model_type_name(m.model_type), m.model_type);
+  LT_CHECK(!m.treat_whitespace_as_suffix,
+           "SentencePiece model {}: treat_whitespace_as_suffix is not supported", path);
+  LT_CHECK(!m.has_charsmap,
+           "SentencePiece model {}: normalizer '{}' uses a precompiled character map, which "
+           "leantune does not support (only the identity rule of Llama 2 models)",
+           path, m.normalizer_name);
 
   PipelineSpec spec;
   spec.origin = path;
@@ -242,15 +279,17 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
         if (p.text.size() == 6 && p.text.starts_with("<0x") && p.text[5] == '>') {
           value = int(std::strtol(p.text.substr(3, 2).c_str(), nullptr, 16));
         }
-        LT_CHECK(value >= 0 && value < 256, "SentencePiece model {}: byte piece {} is '{}', expected <0xNN>", path, id,
-                 p.text);
+        LT_CHECK(value >= 0 && value < 256, "SentencePiece model {}: byte piece {} is '{}', expected <0xNN>",
+                 path, id, p.text);
         spec.byte_piece[id] = int16_t(value);
         byte_ids[value] = int32_t(id);
         break;
       }
       case kUnused:
-        LT_FAIL("SentencePiece model {}: piece {} '{}' is UNUSED; leantune does not support unused pieces in BPE "
-                "models", path, id, p.text);
+        LT_FAIL(
+            "SentencePiece model {}: piece {} '{}' is UNUSED; leantune does not support unused pieces in BPE "
+            "models",
+            path, id, p.text);
       default:
         LT_FAIL("SentencePiece model {}: piece {} '{}' has type {}, expected 1..6", path, id, p.text, p.type);
     }
@@ -260,7 +299,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
   for (size_t id = 0; id < n; ++id) {
     const Piece& p = m.pieces[id];
     if (p.type != kNormal) continue;
-    int32_t rank = int32_t(std::lower_bound(scores.begin(), scores.end(), p.score, std::greater<>()) - scores.begin());
+    int32_t rank =
+        int32_t(std::lower_bound(scores.begin(), scores.end(), p.score, std::greater<>()) - scores.begin());
     for (size_t split = 1; split < p.text.size(); ++split) {
       auto left = model.find(std::string_view(p.text).substr(0, split));
       if (!left) continue;
@@ -279,8 +319,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
   spec.adds_bos = spec.bos.has_value();
   if (m.byte_fallback) {
     for (int b = 0; b < 256; ++b) {
-      LT_CHECK(byte_ids[b] >= 0, "SentencePiece model {}: byte_fallback is on but piece <0x{:02X}> is missing", path,
-               b);
+      LT_CHECK(byte_ids[b] >= 0,
+               "SentencePiece model {}: byte_fallback is on but piece <0x{:02X}> is missing", path, b);
     }
     model.set_byte_fallback(byte_ids);
   }

@@ -52,15 +52,24 @@ std::optional<std::string> decode_base64(std::string_view s) {
 // Llama 3's special tokens follow the last rank: 256 of them, named per FORMATS.md.
 std::string llama3_special_name(int index) {
   switch (index) {
-    case 0: return "<|begin_of_text|>";
-    case 1: return "<|end_of_text|>";
-    case 4: return "<|finetune_right_pad_id|>";
-    case 6: return "<|start_header_id|>";
-    case 7: return "<|end_header_id|>";
-    case 8: return "<|eom_id|>";
-    case 9: return "<|eot_id|>";
-    case 10: return "<|python_tag|>";
-    default: break;
+    case 0:
+      return "<|begin_of_text|>";
+    case 1:
+      return "<|end_of_text|>";
+    case 4:
+      return "<|finetune_right_pad_id|>";
+    case 6:
+      return "<|start_header_id|>";
+    case 7:
+      return "<|end_header_id|>";
+    case 8:
+      return "<|eom_id|>";
+    case 9:
+      return "<|eot_id|>";
+    case 10:
+      return "<|python_tag|>";
+    default:
+      break;
   }
   // Reserved tokens are numbered in order, skipping the named ones: 2, 3 are 0, 1; 5 is 2; 11.. are 3..
   int reserved = index < 4 ? index - 2 : index == 5 ? 2 : index - 8;
@@ -83,8 +92,9 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
     size_t space = line.find(' ');
-    LT_CHECK(space != std::string_view::npos, "tiktoken file {}:{}: expected '<base64 token> <rank>', found '{}'",
-             path, line_no, line.substr(0, 80));
+    LT_CHECK(space != std::string_view::npos,
+             "tiktoken file {}:{}: expected '<base64 token> <rank>', found '{}'", path, line_no,
+             line.substr(0, 80));
     auto bytes = decode_base64(line.substr(0, space));
     LT_CHECK(bytes.has_value(), "tiktoken file {}:{}: '{}' is not valid base64", path, line_no,
              line.substr(0, std::min<size_t>(space, 80)));
@@ -123,12 +133,13 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
 
   int32_t first_special = int32_t(tokens.size());
   spec.id_to_token.resize(tokens.size() + kLlama3SpecialCount);
-  for (size_t rank = 0; rank < tokens.size(); ++rank) spec.id_to_token[rank] = gpt2_bytes_to_chars(tokens[rank]);
+  for (size_t rank = 0; rank < tokens.size(); ++rank)
+    spec.id_to_token[rank] = gpt2_bytes_to_chars(tokens[rank]);
   for (int i = 0; i < kLlama3SpecialCount; ++i) {
     spec.added.push_back({llama3_special_name(i), first_special + i, true});
   }
-  spec.pre_tokenizers.push_back(
-      {.kind = PreTokenizerStep::Kind::kSplit, .regex = std::make_shared<SplitRegex>(kLlama3SplitPattern, path)});
+  spec.pre_tokenizers.push_back({.kind = PreTokenizerStep::Kind::kSplit,
+                                 .regex = std::make_shared<SplitRegex>(kLlama3SplitPattern, path)});
   spec.decoders.push_back({.kind = DecoderStep::Kind::kByteLevel});
   spec.bos = first_special;
   spec.eos = first_special + 1;

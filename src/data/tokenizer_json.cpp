@@ -20,8 +20,8 @@ struct Reader {
     return j[key];
   }
   std::string type_of(const json& j, const char* where) const {
-    LT_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(), "tokenizer.json {}: {} has no 'type'",
-             path, where);
+    LT_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
+             "tokenizer.json {}: {} has no 'type'", path, where);
     return j["type"].get<std::string>();
   }
   template <typename T>
@@ -40,8 +40,8 @@ struct Reader {
       *is_regex = true;
       return p["Regex"].get<std::string>();
     }
-    LT_CHECK(p.contains("String"), "tokenizer.json {}: {} pattern {} is neither String nor Regex", path, where,
-             p.dump());
+    LT_CHECK(p.contains("String"), "tokenizer.json {}: {} pattern {} is neither String nor Regex", path,
+             where, p.dump());
     *is_regex = false;
     return p["String"].get<std::string>();
   }
@@ -59,13 +59,17 @@ struct Reader {
     } else if (type == "Replace") {
       bool is_regex = false;
       std::string from = pattern(j, "Replace normalizer", &is_regex);
-      LT_CHECK(!is_regex, "tokenizer.json {}: Replace normalizer with a Regex pattern is not supported", path);
-      spec.normalizers.push_back({.kind = NormalizerStep::Kind::kReplace,
-                                  .text = from,
-                                  .replacement = field(j, "content", "Replace normalizer").get<std::string>()});
+      LT_CHECK(!is_regex, "tokenizer.json {}: Replace normalizer with a Regex pattern is not supported",
+               path);
+      spec.normalizers.push_back(
+          {.kind = NormalizerStep::Kind::kReplace,
+           .text = from,
+           .replacement = field(j, "content", "Replace normalizer").get<std::string>()});
     } else {
-      LT_FAIL("tokenizer.json {}: normalizer type '{}' is not supported (supported: NFC, Prepend, Replace, Sequence)",
-              path, type);
+      LT_FAIL(
+          "tokenizer.json {}: normalizer type '{}' is not supported (supported: NFC, Prepend, Replace, "
+          "Sequence)",
+          path, type);
     }
   }
 
@@ -73,14 +77,17 @@ struct Reader {
     if (j.is_null()) return;
     std::string type = type_of(j, "pre_tokenizer");
     if (type == "Sequence") {
-      for (const json& p : field(j, "pretokenizers", "pre_tokenizer Sequence")) pre_tokenizer(p, spec, byte_level);
+      for (const json& p : field(j, "pretokenizers", "pre_tokenizer Sequence"))
+        pre_tokenizer(p, spec, byte_level);
     } else if (type == "Split") {
       bool is_regex = false;
       std::string p = pattern(j, "Split pre_tokenizer", &is_regex);
       std::string behavior = get_or<std::string>(j, "behavior", "Isolated");
-      LT_CHECK(behavior == "Isolated" && !get_or<bool>(j, "invert", false),
-               "tokenizer.json {}: Split pre_tokenizer with behavior '{}' and invert {} is not supported (only "
-               "Isolated, invert false)", path, behavior, get_or<bool>(j, "invert", false));
+      LT_CHECK(
+          behavior == "Isolated" && !get_or<bool>(j, "invert", false),
+          "tokenizer.json {}: Split pre_tokenizer with behavior '{}' and invert {} is not supported (only "
+          "Isolated, invert false)",
+          path, behavior, get_or<bool>(j, "invert", false));
       if (!is_regex) p = "\\Q" + p + "\\E";
       spec.pre_tokenizers.push_back(
           {.kind = PreTokenizerStep::Kind::kSplit, .regex = std::make_shared<SplitRegex>(p, path)});
@@ -88,7 +95,8 @@ struct Reader {
       byte_level = true;
       PreTokenizerStep step{.kind = PreTokenizerStep::Kind::kByteLevel};
       step.add_prefix_space = get_or<bool>(j, "add_prefix_space", true);
-      if (get_or<bool>(j, "use_regex", true)) step.regex = std::make_shared<SplitRegex>(kGpt2SplitPattern, path);
+      if (get_or<bool>(j, "use_regex", true))
+        step.regex = std::make_shared<SplitRegex>(kGpt2SplitPattern, path);
       spec.pre_tokenizers.push_back(step);
     } else if (type == "Metaspace") {
       PreTokenizerStep step{.kind = PreTokenizerStep::Kind::kMetaspace};
@@ -97,8 +105,11 @@ struct Reader {
       step.split = get_or<bool>(j, "split", true);
       spec.pre_tokenizers.push_back(step);
     } else {
-      LT_FAIL("tokenizer.json {}: pre_tokenizer type '{}' is not supported (supported: Split, ByteLevel, Metaspace, "
-              "Sequence)", path, type);
+      LT_FAIL(
+          "tokenizer.json {}: pre_tokenizer type '{}' is not supported (supported: Split, ByteLevel, "
+          "Metaspace, "
+          "Sequence)",
+          path, type);
     }
   }
 
@@ -108,7 +119,8 @@ struct Reader {
       if (scheme == "always") return PreTokenizerStep::Prepend::kAlways;
       if (scheme == "first") return PreTokenizerStep::Prepend::kFirst;
       if (scheme == "never") return PreTokenizerStep::Prepend::kNever;
-      LT_FAIL("tokenizer.json {}: Metaspace prepend_scheme '{}', expected always, first or never", path, scheme);
+      LT_FAIL("tokenizer.json {}: Metaspace prepend_scheme '{}', expected always, first or never", path,
+              scheme);
     }
     return get_or<bool>(j, "add_prefix_space", true) ? PreTokenizerStep::Prepend::kAlways
                                                      : PreTokenizerStep::Prepend::kNever;
@@ -143,8 +155,11 @@ struct Reader {
       step.prepend = metaspace_prepend(j) != PreTokenizerStep::Prepend::kNever;
       spec.decoders.push_back(step);
     } else {
-      LT_FAIL("tokenizer.json {}: decoder type '{}' is not supported (supported: ByteLevel, Replace, ByteFallback, "
-              "Fuse, Strip, Metaspace, Sequence)", path, type);
+      LT_FAIL(
+          "tokenizer.json {}: decoder type '{}' is not supported (supported: ByteLevel, Replace, "
+          "ByteFallback, "
+          "Fuse, Strip, Metaspace, Sequence)",
+          path, type);
     }
   }
 
@@ -153,7 +168,8 @@ struct Reader {
     if (j.is_null()) return;
     std::string type = type_of(j, "post_processor");
     if (type == "Sequence") {
-      for (const json& p : field(j, "processors", "post_processor Sequence")) post_processor(p, prefix, suffix);
+      for (const json& p : field(j, "processors", "post_processor Sequence"))
+        post_processor(p, prefix, suffix);
     } else if (type == "ByteLevel") {
       return;  // offsets only
     } else if (type == "TemplateProcessing") {
@@ -164,18 +180,23 @@ struct Reader {
           after = true;
           continue;
         }
-        LT_CHECK(item.contains("SpecialToken"), "tokenizer.json {}: TemplateProcessing item {} is not understood",
-                 path, item.dump());
-        std::string name = field(item["SpecialToken"], "id", "TemplateProcessing SpecialToken").get<std::string>();
-        LT_CHECK(specials.contains(name), "tokenizer.json {}: TemplateProcessing uses '{}', which is not in its "
-                 "special_tokens", path, name);
+        LT_CHECK(item.contains("SpecialToken"),
+                 "tokenizer.json {}: TemplateProcessing item {} is not understood", path, item.dump());
+        std::string name =
+            field(item["SpecialToken"], "id", "TemplateProcessing SpecialToken").get<std::string>();
+        LT_CHECK(specials.contains(name),
+                 "tokenizer.json {}: TemplateProcessing uses '{}', which is not in its "
+                 "special_tokens",
+                 path, name);
         for (const json& id : field(specials[name], "ids", "TemplateProcessing special token")) {
           (after ? suffix : prefix).push_back(id.get<int32_t>());
         }
       }
     } else {
-      LT_FAIL("tokenizer.json {}: post_processor type '{}' is not supported (supported: TemplateProcessing, "
-              "ByteLevel, Sequence)", path, type);
+      LT_FAIL(
+          "tokenizer.json {}: post_processor type '{}' is not supported (supported: TemplateProcessing, "
+          "ByteLevel, Sequence)",
+          path, type);
     }
   }
 
@@ -189,11 +210,13 @@ struct Reader {
         std::string s = m.get<std::string>();
         size_t space = s.find(' ');
         LT_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos,
-                 "tokenizer.json {}: merge {} is '{}', expected two tokens separated by one space", path, index, s);
+                 "tokenizer.json {}: merge {} is '{}', expected two tokens separated by one space", path,
+                 index, s);
         out.push_back({s.substr(0, space), s.substr(space + 1), index});
       } else {
         LT_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
-                 "tokenizer.json {}: merge {} is {}, expected \"a b\" or [\"a\", \"b\"]", path, index, m.dump());
+                 "tokenizer.json {}: merge {} is {}, expected \"a b\" or [\"a\", \"b\"]", path, index,
+                 m.dump());
         out.push_back({m[0].get<std::string>(), m[1].get<std::string>(), index});
       }
       ++index;
@@ -207,7 +230,8 @@ std::optional<std::string> config_token(const json& config, const char* key) {
   if (!config.contains(key)) return std::nullopt;
   const json& v = config[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return std::nullopt;
 }
 
@@ -223,10 +247,14 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   Reader r{path};
   const json& model = r.field(j, "model", "the file");
   std::string model_type = model.contains("type") ? model["type"].get<std::string>() : std::string("BPE");
-  LT_CHECK(model_type == "BPE", "tokenizer.json {}: model type '{}' is not supported; leantune reads BPE "
-           "tokenizers (Llama, Qwen, Mistral, GPT-2)", path, model_type);
-  LT_CHECK(r.get_or<double>(model, "dropout", 0.0) == 0.0, "tokenizer.json {}: BPE dropout is set; leantune "
-           "tokenizes deterministically (set it to null)", path);
+  LT_CHECK(model_type == "BPE",
+           "tokenizer.json {}: model type '{}' is not supported; leantune reads BPE "
+           "tokenizers (Llama, Qwen, Mistral, GPT-2)",
+           path, model_type);
+  LT_CHECK(r.get_or<double>(model, "dropout", 0.0) == 0.0,
+           "tokenizer.json {}: BPE dropout is set; leantune "
+           "tokenizes deterministically (set it to null)",
+           path);
   LT_CHECK(r.get_or<std::string>(model, "continuing_subword_prefix", "").empty() &&
                r.get_or<std::string>(model, "end_of_word_suffix", "").empty(),
            "tokenizer.json {}: continuing_subword_prefix / end_of_word_suffix are not supported", path);
@@ -237,7 +265,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   r.normalizer(j.value("normalizer", json()), spec);
   r.pre_tokenizer(j.value("pre_tokenizer", json()), spec, byte_level);
   r.decoder(j.value("decoder", json()), spec);
-  for (const DecoderStep& d : spec.decoders) byte_level = byte_level || d.kind == DecoderStep::Kind::kByteLevel;
+  for (const DecoderStep& d : spec.decoders)
+    byte_level = byte_level || d.kind == DecoderStep::Kind::kByteLevel;
   build_bpe_model(r.field(model, "vocab", "the model"), r.merges(model), byte_level, path, path, spec);
   BpeModel& bpe = *spec.model;
   bpe.set_ignore_merges(r.get_or<bool>(model, "ignore_merges", false));
@@ -245,10 +274,11 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   for (const json& t : j.value("added_tokens", json::array())) {
     std::string content = r.field(t, "content", "added token").get<std::string>();
     auto id = r.field(t, "id", "added token").get<int32_t>();
-    LT_CHECK(!r.get_or<bool>(t, "lstrip", false) && !r.get_or<bool>(t, "rstrip", false) &&
-                 !r.get_or<bool>(t, "single_word", false),
-             "tokenizer.json {}: added token '{}' uses lstrip/rstrip/single_word, which leantune does not support",
-             path, content);
+    LT_CHECK(
+        !r.get_or<bool>(t, "lstrip", false) && !r.get_or<bool>(t, "rstrip", false) &&
+            !r.get_or<bool>(t, "single_word", false),
+        "tokenizer.json {}: added token '{}' uses lstrip/rstrip/single_word, which leantune does not support",
+        path, content);
     LT_CHECK(id >= 0 && id < (1 << 24), "tokenizer.json {}: added token '{}' has id {}", path, content, id);
     if (size_t(id) >= spec.id_to_token.size()) spec.id_to_token.resize(size_t(id) + 1);
     spec.added.push_back({content, id, r.get_or<bool>(t, "special", false)});
@@ -274,8 +304,10 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
 
   std::vector<int32_t> prefix, suffix;
   r.post_processor(j.value("post_processor", json()), prefix, suffix);
-  LT_CHECK(prefix.size() <= 1 && suffix.size() <= 1, "tokenizer.json {}: the post_processor adds {} tokens in front "
-           "and {} at the end; leantune supports at most one BOS and one EOS", path, prefix.size(), suffix.size());
+  LT_CHECK(prefix.size() <= 1 && suffix.size() <= 1,
+           "tokenizer.json {}: the post_processor adds {} tokens in front "
+           "and {} at the end; leantune supports at most one BOS and one EOS",
+           path, prefix.size(), suffix.size());
   if (!prefix.empty()) spec.bos = prefix[0], spec.adds_bos = true;
   if (!suffix.empty()) spec.eos = suffix[0], spec.adds_eos = true;
 

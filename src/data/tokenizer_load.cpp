@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 // A tiktoken file starts with a line "<base64> <rank>"; a SentencePiece model is binary protobuf.
 bool looks_like_tiktoken(const std::string& content) {
   size_t end = content.find('\n');
-  std::string_view line = std::string_view(content).substr(0, end == std::string::npos ? content.size() : end);
+  std::string_view line =
+      std::string_view(content).substr(0, end == std::string::npos ? content.size() : end);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   size_t space = line.find(' ');
   if (space == 0 || space == std::string_view::npos || space + 1 == line.size()) return false;
@@ -58,16 +59,18 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& file_or_dir) {
     if (fs::exists(path / "encoder.json") && fs::exists(path / "vocab.bpe")) {
       return load_gpt2_files((path / "encoder.json").string(), (path / "vocab.bpe").string());
     }
-    LT_FAIL("tokenizer: folder '{}' has no tokenizer.json, tokenizer.model, vocab.json + merges.txt or "
-            "encoder.json + vocab.bpe",
-            file_or_dir);
+    LT_FAIL(
+        "tokenizer: folder '{}' has no tokenizer.json, tokenizer.model, vocab.json + merges.txt or "
+        "encoder.json + vocab.bpe",
+        file_or_dir);
   }
   LT_CHECK(fs::exists(path, ec), "tokenizer: '{}' does not exist", file_or_dir);
   std::string name = path.filename().string();
   fs::path dir = path.parent_path();
   auto sibling = [&](const char* other) {
     fs::path p = dir / other;
-    LT_CHECK(fs::exists(p), "tokenizer: '{}' needs '{}' next to it, which is missing", file_or_dir, p.string());
+    LT_CHECK(fs::exists(p), "tokenizer: '{}' needs '{}' next to it, which is missing", file_or_dir,
+             p.string());
     return p.string();
   };
   if (name == "vocab.json") return load_gpt2_files(file_or_dir, sibling("merges.txt"));

@@ -36,8 +36,9 @@ bool is_ascii(std::string_view s) {
 std::string nfc(std::string_view s) {
   if (is_ascii(s)) return std::string(s);
   utf8proc_uint8_t* dst = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()),
-                                    &dst, utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()), &dst,
+                   utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   LT_CHECK(n >= 0, "tokenizer: NFC normalization failed: {}", utf8proc_errmsg(n));
   std::string out(reinterpret_cast<char*>(dst), size_t(n));
   std::free(dst);
@@ -118,8 +119,8 @@ PipelineTokenizer::PipelineTokenizer(PipelineSpec spec) : spec_(std::move(spec))
   for (const AddedToken& t : spec_.added) {
     LT_CHECK(!t.content.empty(), "tokenizer {}: added token {} is empty", spec_.origin, t.id);
     LT_CHECK(t.id >= 0 && size_t(t.id) < spec_.id_to_token.size(),
-             "tokenizer {}: added token '{}' has id {}, outside the vocabulary of {}", spec_.origin, t.content, t.id,
-             spec_.id_to_token.size());
+             "tokenizer {}: added token '{}' has id {}, outside the vocabulary of {}", spec_.origin,
+             t.content, t.id, spec_.id_to_token.size());
     spec_.id_to_token[t.id] = t.content;
     token_ids_[t.content] = t.id;
     special_[t.id] = t.special ? 1 : 0;
@@ -133,7 +134,8 @@ PipelineTokenizer::PipelineTokenizer(PipelineSpec spec) : spec_(std::move(spec))
   }
 }
 
-const AddedToken* PipelineTokenizer::match_added(std::string_view text, size_t pos, bool allow_special) const {
+const AddedToken* PipelineTokenizer::match_added(std::string_view text, size_t pos,
+                                                 bool allow_special) const {
   for (const AddedToken* t : by_first_byte_[static_cast<unsigned char>(text[pos])]) {
     if ((allow_special || !t->special) && text.substr(pos, t->content.size()) == t->content) return t;
   }
@@ -169,7 +171,8 @@ std::vector<int32_t> PipelineTokenizer::encode(std::string_view text, bool allow
   return out;
 }
 
-void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start, std::vector<int32_t>& out) const {
+void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start,
+                                       std::vector<int32_t>& out) const {
   std::deque<std::string> storage;  // owns pieces that steps rewrote; views below point into it
   std::string_view text = segment;
   for (const NormalizerStep& step : spec_.normalizers) {
@@ -204,7 +207,8 @@ void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start, 
           step.regex->split_isolated(piece, next_pieces);
           break;
         case PreTokenizerStep::Kind::kByteLevel:
-          if (step.add_prefix_space && !piece.starts_with(' ')) piece = storage.emplace_back(std::string(1, ' ').append(piece));
+          if (step.add_prefix_space && !piece.starts_with(' '))
+            piece = storage.emplace_back(std::string(1, ' ').append(piece));
           if (step.regex) {
             step.regex->split_isolated(piece, next_pieces);
           } else {
@@ -241,10 +245,12 @@ void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start, 
 
 std::string PipelineTokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   for (int32_t id : ids) {
-    LT_CHECK(id >= 0 && size_t(id) < spec_.id_to_token.size(), "tokenizer {}: cannot decode id {}: the vocabulary has {} ids",
-             spec_.origin, id, spec_.id_to_token.size());
+    LT_CHECK(id >= 0 && size_t(id) < spec_.id_to_token.size(),
+             "tokenizer {}: cannot decode id {}: the vocabulary has {} ids", spec_.origin, id,
+             spec_.id_to_token.size());
   }
-  return spec_.sentencepiece_decode ? decode_sentencepiece(ids, skip_special) : decode_steps(ids, skip_special);
+  return spec_.sentencepiece_decode ? decode_sentencepiece(ids, skip_special)
+                                    : decode_steps(ids, skip_special);
 }
 
 std::string PipelineTokenizer::decode_steps(std::span<const int32_t> ids, bool skip_special) const {
@@ -365,8 +371,8 @@ std::optional<int32_t> PipelineTokenizer::token_to_id(std::string_view token) co
 }
 
 std::string PipelineTokenizer::id_to_token(int32_t id) const {
-  LT_CHECK(id >= 0 && size_t(id) < spec_.id_to_token.size(), "tokenizer {}: id {} is outside the vocabulary of {}",
-           spec_.origin, id, spec_.id_to_token.size());
+  LT_CHECK(id >= 0 && size_t(id) < spec_.id_to_token.size(),
+           "tokenizer {}: id {} is outside the vocabulary of {}", spec_.origin, id, spec_.id_to_token.size());
   return spec_.id_to_token[id];
 }
 

@@ -28,8 +28,8 @@ struct PreTokenizerStep {
   enum class Kind { kSplit, kByteLevel, kMetaspace };
   enum class Prepend { kAlways, kFirst, kNever };
   Kind kind = Kind::kSplit;
-  std::shared_ptr<SplitRegex> regex = {};  // kSplit; kByteLevel with use_regex (GPT-2 pattern)
-  bool add_prefix_space = false;      // kByteLevel
+  std::shared_ptr<SplitRegex> regex = {};    // kSplit; kByteLevel with use_regex (GPT-2 pattern)
+  bool add_prefix_space = false;             // kByteLevel
   std::string replacement = "\xE2\x96\x81";  // kMetaspace
   Prepend prepend = Prepend::kAlways;        // kMetaspace
   bool split = true;                         // kMetaspace
@@ -38,9 +38,9 @@ struct PreTokenizerStep {
 struct DecoderStep {
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
   Kind kind = Kind::kByteLevel;
-  std::string pattern = {};  // kReplace: pattern -> content
-  std::string content = {};  // kReplace; kStrip: the character to strip
-  int start = 0, stop = 0;       // kStrip
+  std::string pattern = {};                  // kReplace: pattern -> content
+  std::string content = {};                  // kReplace; kStrip: the character to strip
+  int start = 0, stop = 0;                   // kStrip
   std::string replacement = "\xE2\x96\x81";  // kMetaspace
   bool prepend = true;                       // kMetaspace: strip the first token's leading space
 };
@@ -93,7 +93,7 @@ class PipelineTokenizer final : public Tokenizer {
 
   PipelineSpec spec_;
   TokenMap token_ids_;
-  std::vector<uint8_t> special_;                       // (V) 1 for special added tokens
+  std::vector<uint8_t> special_;                               // (V) 1 for special added tokens
   std::vector<std::vector<const AddedToken*>> by_first_byte_;  // (256) added tokens, longest first
   bool has_plain_added_ = false;                               // any non-special added token
 };

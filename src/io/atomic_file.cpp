@@ -44,7 +44,9 @@ void fsync_path(const std::string& path, bool directory) {
 
 }  // namespace
 
-void fsync_directory(const std::string& dir) { fsync_path(dir, true); }
+void fsync_directory(const std::string& dir) {
+  fsync_path(dir, true);
+}
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {

@@ -17,14 +17,17 @@ namespace {
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
-std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
+std::string shape_string(const std::vector<int64_t>& shape) {
+  return fmt::format("({})", fmt::join(shape, ", "));
+}
 
 // A shard name from the index must stay inside the checkpoint directory.
 void check_shard_name(const std::string& index_path, const std::string& tensor, const std::string& shard) {
   fs::path p(shard);
   bool escapes = shard.empty() || p.is_absolute();
   for (const auto& part : p) escapes = escapes || part == "..";
-  LT_CHECK(!escapes, "checkpoint index {}: tensor '{}' maps to '{}', expected a file name inside the directory",
+  LT_CHECK(!escapes,
+           "checkpoint index {}: tensor '{}' maps to '{}', expected a file name inside the directory",
            index_path, tensor, shard);
 }
 
@@ -62,9 +65,10 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& path
   } else if (fs::exists(fs::path(path_or_dir) / kIndexFile, ec)) {
     std::string index_path = (fs::path(path_or_dir) / kIndexFile).string();
     nlohmann::json index = read_json_file(index_path);
-    LT_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
-             "checkpoint index {}: expected an object with a 'weight_map' object of tensor name -> shard file",
-             index_path);
+    LT_CHECK(
+        index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+        "checkpoint index {}: expected an object with a 'weight_map' object of tensor name -> shard file",
+        index_path);
     std::map<std::string, size_t> shard_slot;  // shard file -> position in files_
     std::map<std::string, std::string> weight_map;
     for (const auto& [tensor, shard] : index["weight_map"].items()) {
@@ -84,8 +88,9 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& path
     for (const auto& [tensor, shard] : weight_map) {
       const SafetensorsFile& file = *reader->files_[shard_slot.at(shard)];
       const SafetensorsEntry* entry = file.find(tensor);
-      LT_CHECK(entry != nullptr, "checkpoint {}: {} maps tensor '{}' to shard '{}', which does not contain it",
-               path_or_dir, kIndexFile, tensor, shard);
+      LT_CHECK(entry != nullptr,
+               "checkpoint {}: {} maps tensor '{}' to shard '{}', which does not contain it", path_or_dir,
+               kIndexFile, tensor, shard);
       reader->by_name_[tensor] = entry;
     }
     return reader;
@@ -93,7 +98,8 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& path
     LT_FAIL("checkpoint {}: the directory holds neither {} nor {}", path_or_dir, kSingleFile, kIndexFile);
   }
 
-  for (const SafetensorsEntry& entry : reader->files_.front()->entries()) reader->by_name_[entry.name] = &entry;
+  for (const SafetensorsEntry& entry : reader->files_.front()->entries())
+    reader->by_name_[entry.name] = &entry;
   return reader;
 }
 
@@ -103,7 +109,9 @@ std::vector<std::string> CheckpointReader::names() const {
   return names;
 }
 
-bool CheckpointReader::contains(const std::string& name) const { return by_name_.count(name) > 0; }
+bool CheckpointReader::contains(const std::string& name) const {
+  return by_name_.count(name) > 0;
+}
 
 const SafetensorsEntry& CheckpointReader::entry(const std::string& name) const {
   auto it = by_name_.find(name);
@@ -114,22 +122,23 @@ const SafetensorsEntry& CheckpointReader::entry(const std::string& name) const {
 
 void CheckpointReader::read_into(const std::string& name, Tensor dst) const {
   const SafetensorsEntry& e = entry(name);
-  LT_CHECK(dst.device == Device::CPU, "checkpoint {}: tensor '{}' must be read into host memory, not {}", path_,
-           name, device_name(dst.device));
+  LT_CHECK(dst.device == Device::CPU, "checkpoint {}: tensor '{}' must be read into host memory, not {}",
+           path_, name, device_name(dst.device));
   bool same_shape = int(e.shape.size()) == dst.ndim;
   for (int d = 0; same_shape && d < dst.ndim; ++d) same_shape = e.shape[size_t(d)] == dst.shape[size_t(d)];
-  LT_CHECK(same_shape, "checkpoint {}: tensor '{}' has shape {}, expected {}", path_, name, shape_string(e.shape),
-           dst.shape_string());
-  LT_CHECK(dst.numel() == 0 || dst.data != nullptr, "checkpoint {}: destination for tensor '{}' has no memory", path_,
-           name);
+  LT_CHECK(same_shape, "checkpoint {}: tensor '{}' has shape {}, expected {}", path_, name,
+           shape_string(e.shape), dst.shape_string());
+  LT_CHECK(dst.numel() == 0 || dst.data != nullptr,
+           "checkpoint {}: destination for tensor '{}' has no memory", path_, name);
 
   std::optional<DType> disk = to_dtype(e.dtype);
   size_t count = size_t(e.numel());
   bool converts = disk && is_floating(*disk) && is_floating(dst.dtype);
-  LT_CHECK(converts || (disk && *disk == dst.dtype),
-           "checkpoint {}: tensor '{}' is {} on disk and cannot be read into {} (integer and other dtypes are "
-           "copied only into the same dtype; floating F64/F32/BF16/F16 convert to any floating dtype)",
-           path_, name, st_dtype_name(e.dtype), dtype_name(dst.dtype));
+  LT_CHECK(
+      converts || (disk && *disk == dst.dtype),
+      "checkpoint {}: tensor '{}' is {} on disk and cannot be read into {} (integer and other dtypes are "
+      "copied only into the same dtype; floating F64/F32/BF16/F16 convert to any floating dtype)",
+      path_, name, st_dtype_name(e.dtype), dtype_name(dst.dtype));
   if (count == 0) return;  // no memory to touch (dst.data may be null)
   if (converts) {
     convert_from_disk(dst.data, dst.dtype, e.data, *disk, count);

@@ -20,7 +20,8 @@ namespace lt::io {
 // `rotary_emb.inv_freq` (ignored); `lm_head.weight` in a tied checkpoint when it equals the embedding.
 // Errors name the checkpoint and the tensor: a missing one, a shape that is not the config's (with the
 // expected shape), names that mean nothing to the model (listed).
-void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config, model::ModelWeights& weights);
+void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config,
+                     model::ModelWeights& weights);
 
 struct HfSaveOptions {
   // Storage dtype (F32, BF16, F16, F64); default: config.json's declared dtype, else the weights' dtype.
@@ -34,7 +35,8 @@ struct HfSaveOptions {
 // Written into a temporary sibling directory first and renamed into place, so a reader never sees half a
 // checkpoint. Returns the file names written (config.json first).
 std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model::ModelConfig& config,
-                                            const model::ModelWeights& weights, const HfSaveOptions& options = {});
+                                            const model::ModelWeights& weights,
+                                            const HfSaveOptions& options = {});
 
 // "bfloat16" / "float16" / "float32" / "float64" <-> DType (nullopt for anything else).
 std::optional<DType> dtype_from_torch_name(const std::string& name);

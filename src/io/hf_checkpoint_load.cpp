@@ -36,7 +36,8 @@ std::string strip_base_layer(const std::string& name) {
 
 bool is_ignored(const std::string& name) {
   const std::string suffix = "rotary_emb.inv_freq";
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Tensor view_of(std::vector<char>& storage, DType dtype, int64_t rows, int64_t cols) {
@@ -58,7 +59,8 @@ class Loader {
   }
 
   void load(model::ModelWeights& weights) {
-    for (const WeightSpec& spec : model::weight_specs(config_)) load_one(spec, model::weight_of(weights, spec));
+    for (const WeightSpec& spec : model::weight_specs(config_))
+      load_one(spec, model::weight_of(weights, spec));
     check_tied_head(weights);
     std::vector<std::string> unused;
     for (const auto& [plain, name] : by_plain_name_)
@@ -66,8 +68,9 @@ class Loader {
     if (!unused.empty()) {
       size_t shown = std::min<size_t>(unused.size(), 8);
       std::vector<std::string> head(unused.begin(), unused.begin() + long(shown));
-      LT_FAIL("checkpoint {}: {} tensor(s) do not belong to a {} with this config.json: {}{}", reader_->path(),
-              unused.size(), config_.architecture_name, fmt::join(head, ", "), shown < unused.size() ? ", ..." : "");
+      LT_FAIL("checkpoint {}: {} tensor(s) do not belong to a {} with this config.json: {}{}",
+              reader_->path(), unused.size(), config_.architecture_name, fmt::join(head, ", "),
+              shown < unused.size() ? ", ..." : "");
     }
   }
 
@@ -78,19 +81,20 @@ class Loader {
     return it == by_plain_name_.end() ? nullptr : &it->second;
   }
 
-  void check_shape_of(const std::string& name, const std::vector<int64_t>& expected, const std::string& role) {
+  void check_shape_of(const std::string& name, const std::vector<int64_t>& expected,
+                      const std::string& role) {
     const SafetensorsEntry& entry = reader_->entry(name);
     LT_CHECK(entry.shape == expected,
              "checkpoint {}: tensor '{}' has shape {}, expected {}{} for config.json (hidden_size {}, "
              "intermediate_size {}, heads {}, kv heads {}, head_dim {}, vocab_size {})",
-             reader_->path(), name, shape_string(entry.shape), shape_string(expected), role, config_.hidden_size,
-             config_.intermediate_size, config_.num_heads, config_.num_kv_heads, config_.head_dim,
-             config_.vocab_size);
+             reader_->path(), name, shape_string(entry.shape), shape_string(expected), role,
+             config_.hidden_size, config_.intermediate_size, config_.num_heads, config_.num_kv_heads,
+             config_.head_dim, config_.vocab_size);
   }
 
   void load_one(const WeightSpec& spec, Tensor dst) {
-    LT_CHECK(dst.device == Device::CPU && !dst.empty(), "loading '{}': the weight is not allocated in host memory",
-             spec.hf_name);
+    LT_CHECK(dst.device == Device::CPU && !dst.empty(),
+             "loading '{}': the weight is not allocated in host memory", spec.hf_name);
     if (const std::string* name = find(spec.hf_name)) {
       check_shape_of(*name, spec.shape, "");
       reader_->read_into(*name, dst);
@@ -98,8 +102,8 @@ class Loader {
       return;
     }
     if (load_fused_part(spec, dst)) return;
-    LT_FAIL("checkpoint {}: tensor '{}' {} is missing (config.json describes a {} that needs it)", reader_->path(),
-            spec.hf_name, shape_string(spec.shape), config_.architecture_name);
+    LT_FAIL("checkpoint {}: tensor '{}' {} is missing (config.json describes a {} that needs it)",
+            reader_->path(), spec.hf_name, shape_string(spec.shape), config_.architecture_name);
   }
 
   // q/k/v from `self_attn.qkv_proj` (rows q, then k, then v) and gate/up from `mlp.gate_up_proj` (rows gate,
@@ -111,17 +115,38 @@ class Loader {
     int64_t begin = 0, total = 0;
     bool bias = false;
     switch (spec.kind) {
-      case WeightKind::AttnQBias: bias = true; [[fallthrough]];
-      case WeightKind::AttnQ: fused = "self_attn.qkv_proj", begin = 0, total = QD + 2 * KVD; break;
-      case WeightKind::AttnKBias: bias = true; [[fallthrough]];
-      case WeightKind::AttnK: fused = "self_attn.qkv_proj", begin = QD, total = QD + 2 * KVD; break;
-      case WeightKind::AttnVBias: bias = true; [[fallthrough]];
-      case WeightKind::AttnV: fused = "self_attn.qkv_proj", begin = QD + KVD, total = QD + 2 * KVD; break;
-      case WeightKind::FfnGateBias: bias = true; [[fallthrough]];
-      case WeightKind::FfnGate: fused = "mlp.gate_up_proj", begin = 0, total = 2 * F; break;
-      case WeightKind::FfnUpBias: bias = true; [[fallthrough]];
-      case WeightKind::FfnUp: fused = "mlp.gate_up_proj", begin = F, total = 2 * F; break;
-      default: return false;
+      case WeightKind::AttnQBias:
+        bias = true;
+        [[fallthrough]];
+      case WeightKind::AttnQ:
+        fused = "self_attn.qkv_proj", begin = 0, total = QD + 2 * KVD;
+        break;
+      case WeightKind::AttnKBias:
+        bias = true;
+        [[fallthrough]];
+      case WeightKind::AttnK:
+        fused = "self_attn.qkv_proj", begin = QD, total = QD + 2 * KVD;
+        break;
+      case WeightKind::AttnVBias:
+        bias = true;
+        [[fallthrough]];
+      case WeightKind::AttnV:
+        fused = "self_attn.qkv_proj", begin = QD + KVD, total = QD + 2 * KVD;
+        break;
+      case WeightKind::FfnGateBias:
+        bias = true;
+        [[fallthrough]];
+      case WeightKind::FfnGate:
+        fused = "mlp.gate_up_proj", begin = 0, total = 2 * F;
+        break;
+      case WeightKind::FfnUpBias:
+        bias = true;
+        [[fallthrough]];
+      case WeightKind::FfnUp:
+        fused = "mlp.gate_up_proj", begin = F, total = 2 * F;
+        break;
+      default:
+        return false;
     }
     const std::string plain = layer + fused + (bias ? ".bias" : ".weight");
     const std::string* name = find(plain);
@@ -160,17 +185,19 @@ class Loader {
   std::unique_ptr<CheckpointReader> reader_;
   const model::ModelConfig& config_;
   std::map<std::string, std::string> by_plain_name_;  // model name -> checkpoint name
-  std::set<std::string> used_;                          // model names consumed
-  std::string fused_name_;                              // the fused tensor in fused_storage_
+  std::set<std::string> used_;                        // model names consumed
+  std::string fused_name_;                            // the fused tensor in fused_storage_
   DType fused_dtype_ = DType::F32;
   std::vector<char> fused_storage_;
 };
 
 }  // namespace
 
-void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config, model::ModelWeights& weights) {
+void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config,
+                     model::ModelWeights& weights) {
   LT_CHECK(weights.layers.size() == size_t(config.num_layers),
-           "load_hf_weights: weights have {} layers, config.json has {}", weights.layers.size(), config.num_layers);
+           "load_hf_weights: weights have {} layers, config.json has {}", weights.layers.size(),
+           config.num_layers);
   Loader loader(path_or_dir, config);
   loader.load(weights);
 }

@@ -24,11 +24,16 @@ std::optional<DType> dtype_from_torch_name(const std::string& name) {
 
 std::string torch_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    default: LT_FAIL("checkpoint dtype {} is not a floating dtype", dtype_name(dtype));
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    default:
+      LT_FAIL("checkpoint dtype {} is not a floating dtype", dtype_name(dtype));
   }
 }
 
@@ -55,7 +60,8 @@ struct Shard {
 }  // namespace
 
 std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model::ModelConfig& config,
-                                            const model::ModelWeights& weights, const HfSaveOptions& options) {
+                                            const model::ModelWeights& weights,
+                                            const HfSaveOptions& options) {
   DType dtype = weights.dtype;
   if (options.dtype) {
     dtype = *options.dtype;
@@ -63,7 +69,8 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
     dtype = *declared;
   }
   LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F64,
-           "saving {}: dtype {} cannot be stored in a checkpoint (f32, bf16, f16 or f64)", dir, dtype_name(dtype));
+           "saving {}: dtype {} cannot be stored in a checkpoint (f32, bf16, f16 or f64)", dir,
+           dtype_name(dtype));
   LT_CHECK(options.max_shard_bytes > 0, "saving {}: max shard size must be positive", dir);
 
   // Converted copies of every tensor, grouped greedily into shards in the model's order.

@@ -1,9 +1,8 @@
 // JSON files: reading with errors that name the file and the position, writing atomically.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace lt::io {
 

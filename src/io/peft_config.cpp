@@ -47,7 +47,9 @@ nlohmann::json number(double v) {
   return v;
 }
 
-std::string show(const ordered_json& v) { return v.dump(); }
+std::string show(const ordered_json& v) {
+  return v.dump();
+}
 
 struct Reader {
   const ordered_json& j;
@@ -82,11 +84,13 @@ struct Reader {
   // that leantune does not implement.
   void refuse_unless_empty(const char* key, const char* why) const {
     const ordered_json* v = get(key);
-    if (!v || v->is_null() || (v->is_boolean() && !v->get<bool>()) || ((v->is_array() || v->is_object()) && v->empty()))
+    if (!v || v->is_null() || (v->is_boolean() && !v->get<bool>()) ||
+        ((v->is_array() || v->is_object()) && v->empty()))
       return;
     LT_FAIL("adapter config {}: '{}' is {}; {} is not supported by leantune", source, key, show(*v), why);
   }
-  void string_list_or_regex(const char* key, std::vector<std::string>& list, std::optional<std::string>& regex) const {
+  void string_list_or_regex(const char* key, std::vector<std::string>& list,
+                            std::optional<std::string>& regex) const {
     const ordered_json* v = get(key);
     if (!v || v->is_null()) return;
     if (v->is_string()) {
@@ -143,7 +147,7 @@ std::string adapter_config_json(const LoraAdapterConfig& c) {
   j["corda_config"] = nullptr;
   j["ensure_weight_tying"] = false;
   j["eva_config"] = nullptr;
-  j["exclude_modules"] = c.exclude_modules_regex ? nlohmann::json(*c.exclude_modules_regex)
+  j["exclude_modules"] = c.exclude_modules_regex     ? nlohmann::json(*c.exclude_modules_regex)
                          : c.exclude_modules.empty() ? nlohmann::json(nullptr)
                                                      : nlohmann::json(c.exclude_modules);
   j["fan_in_fan_out"] = false;
@@ -172,8 +176,8 @@ std::string adapter_config_json(const LoraAdapterConfig& c) {
   j["r"] = c.r;
   j["rank_pattern"] = rank_pattern;
   j["revision"] = c.revision ? nlohmann::json(*c.revision) : nlohmann::json(nullptr);
-  j["target_modules"] = c.target_modules_regex ? nlohmann::json(*c.target_modules_regex)
-                                               : nlohmann::json(c.target_modules);
+  j["target_modules"] =
+      c.target_modules_regex ? nlohmann::json(*c.target_modules_regex) : nlohmann::json(c.target_modules);
   j["target_parameters"] = nullptr;
   j["task_type"] = "CAUSAL_LM";
   j["trainable_token_indices"] = nullptr;
@@ -216,8 +220,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
   const ordered_json* peft_type = rd.get("peft_type");
   LT_CHECK(peft_type != nullptr, "adapter config {}: 'peft_type' is missing, expected \"LORA\"", source);
   if (!peft_type->is_string() || peft_type->get<std::string>() != "LORA")
-    LT_FAIL("adapter config {}: 'peft_type' is {}, expected \"LORA\" (only LoRA adapters are supported)", source,
-            show(*peft_type));
+    LT_FAIL("adapter config {}: 'peft_type' is {}, expected \"LORA\" (only LoRA adapters are supported)",
+            source, show(*peft_type));
   if (auto task = rd.str("task_type"); task && *task != "CAUSAL_LM")
     LT_FAIL("adapter config {}: 'task_type' is \"{}\", expected \"CAUSAL_LM\"", source, *task);
 
@@ -225,7 +229,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
   rd.refuse_unless_empty("use_dora", "DoRA (weight-decomposed LoRA)");
   rd.refuse_unless_empty("lora_bias", "a trainable bias on lora_B");
   rd.refuse_unless_empty("fan_in_fan_out", "fan_in_fan_out (Conv1D-style transposed weights)");
-  rd.refuse_unless_empty("layers_to_transform", "restricting LoRA to some layers through layers_to_transform");
+  rd.refuse_unless_empty("layers_to_transform",
+                         "restricting LoRA to some layers through layers_to_transform");
   rd.refuse_unless_empty("layer_replication", "layer replication");
   rd.refuse_unless_empty("modules_to_save", "training and saving whole extra modules (modules_to_save)");
   rd.refuse_unless_empty("trainable_token_indices", "trainable token embeddings");
@@ -236,8 +241,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
   rd.refuse_unless_empty("arrow_config", "Arrow routing");
   rd.refuse_unless_empty("megatron_config", "Megatron parallel LoRA layers");
   if (auto bias = rd.str("bias"); bias && *bias != "none")
-    LT_FAIL("adapter config {}: 'bias' is \"{}\", expected \"none\" (trainable biases are not supported)", source,
-            *bias);
+    LT_FAIL("adapter config {}: 'bias' is \"{}\", expected \"none\" (trainable biases are not supported)",
+            source, *bias);
 
   if (const ordered_json* init = rd.get("init_lora_weights"); init && !init->is_null()) {
     if (init->is_boolean()) {
@@ -246,9 +251,11 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
       c.init_lora_weights = "gaussian";
     } else {
       // PiSSA, OLoRA, CorDA, LoftQ, EVA... also rewrite the base weights, which a plain base model lacks.
-      LT_FAIL("adapter config {}: 'init_lora_weights' is {}, expected true, false or \"gaussian\" (initializations "
-              "that modify the base weights are not supported)",
-              source, show(*init));
+      LT_FAIL(
+          "adapter config {}: 'init_lora_weights' is {}, expected true, false or \"gaussian\" "
+          "(initializations "
+          "that modify the base weights are not supported)",
+          source, show(*init));
     }
   }
 
@@ -257,9 +264,11 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
   if (!r->is_number_integer() || r->get<int64_t>() <= 0) rd.bad("r", *r, "a positive integer");
   c.r = r->get<int64_t>();
   c.lora_alpha = rd.num("lora_alpha", 8.0);
-  if (!std::isfinite(c.lora_alpha) || c.lora_alpha <= 0) rd.bad("lora_alpha", *rd.get("lora_alpha"), "a positive number");
+  if (!std::isfinite(c.lora_alpha) || c.lora_alpha <= 0)
+    rd.bad("lora_alpha", *rd.get("lora_alpha"), "a positive number");
   c.lora_dropout = rd.num("lora_dropout", 0.0);
-  if (!(c.lora_dropout >= 0 && c.lora_dropout < 1)) rd.bad("lora_dropout", *rd.get("lora_dropout"), "a value in [0, 1)");
+  if (!(c.lora_dropout >= 0 && c.lora_dropout < 1))
+    rd.bad("lora_dropout", *rd.get("lora_dropout"), "a value in [0, 1)");
   c.use_rslora = rd.boolean("use_rslora", false);
   c.inference_mode = rd.boolean("inference_mode", true);
   c.base_model_name_or_path = rd.str("base_model_name_or_path").value_or("");
@@ -267,11 +276,13 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
 
   const ordered_json* targets = rd.get("target_modules");
   if (!targets || targets->is_null())
-    LT_FAIL("adapter config {}: 'target_modules' is missing or null, expected a list of module names", source);
-  if (targets->is_string() && targets->get<std::string>() == "all-linear")
-    LT_FAIL("adapter config {}: 'target_modules' is \"all-linear\", expected the explicit list of module names "
-            "(PEFT expands it when it saves an adapter)",
+    LT_FAIL("adapter config {}: 'target_modules' is missing or null, expected a list of module names",
             source);
+  if (targets->is_string() && targets->get<std::string>() == "all-linear")
+    LT_FAIL(
+        "adapter config {}: 'target_modules' is \"all-linear\", expected the explicit list of module names "
+        "(PEFT expands it when it saves an adapter)",
+        source);
   rd.string_list_or_regex("target_modules", c.target_modules, c.target_modules_regex);
   if (!c.target_modules_regex && c.target_modules.empty())
     LT_FAIL("adapter config {}: 'target_modules' is [], expected at least one module name", source);
@@ -281,7 +292,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
     if (!rp->is_object()) rd.bad("rank_pattern", *rp, "an object of module pattern -> rank");
     for (const auto& [k, v] : rp->items()) {
       if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-        LT_FAIL("adapter config {}: 'rank_pattern' entry '{}' is {}, expected a positive integer", source, k, show(v));
+        LT_FAIL("adapter config {}: 'rank_pattern' entry '{}' is {}, expected a positive integer", source, k,
+                show(v));
       compile("(.*\\.)?(" + k + ")", "rank_pattern key");
       c.rank_pattern.emplace_back(k, v.get<int64_t>());
     }
@@ -290,7 +302,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
     if (!ap->is_object()) rd.bad("alpha_pattern", *ap, "an object of module pattern -> alpha");
     for (const auto& [k, v] : ap->items()) {
       if (!v.is_number() || !(v.get<double>() > 0))
-        LT_FAIL("adapter config {}: 'alpha_pattern' entry '{}' is {}, expected a positive number", source, k, show(v));
+        LT_FAIL("adapter config {}: 'alpha_pattern' entry '{}' is {}, expected a positive number", source, k,
+                show(v));
       compile("(.*\\.)?(" + k + ")", "alpha_pattern key");
       c.alpha_pattern.emplace_back(k, v.get<double>());
     }

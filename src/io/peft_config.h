@@ -15,17 +15,17 @@
 namespace lt::io {
 
 struct LoraAdapterConfig {
-  std::string base_model_name_or_path;   // empty writes null
+  std::string base_model_name_or_path;  // empty writes null
   std::optional<std::string> revision;
   int64_t r = 8;
-  double lora_alpha = 8;                 // PEFT's default
+  double lora_alpha = 8;  // PEFT's default
   double lora_dropout = 0.0;
   std::vector<std::string> target_modules;          // a name matches exactly or as a ".name" suffix
   std::optional<std::string> target_modules_regex;  // PEFT's string form: the whole name must match
   std::vector<std::string> exclude_modules;
   std::optional<std::string> exclude_modules_regex;
   bool use_rslora = false;
-  bool inference_mode = true;            // what PeftModel.save_pretrained writes
+  bool inference_mode = true;              // what PeftModel.save_pretrained writes
   std::string init_lora_weights = "true";  // "true", "false" or "gaussian" (they only differ at init)
   std::vector<std::pair<std::string, int64_t>> rank_pattern;  // in file order: the first match wins
   std::vector<std::pair<std::string, double>> alpha_pattern;

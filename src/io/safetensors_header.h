@@ -14,8 +14,8 @@ namespace lt::io {
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // the reference reader's MAX_HEADER_SIZE
 
 struct SafetensorsHeader {
-  uint64_t header_size = 0;                // N: JSON bytes after the 8-byte length
-  std::vector<SafetensorsEntry> entries;   // in header order; `data` left null
+  uint64_t header_size = 0;               // N: JSON bytes after the 8-byte length
+  std::vector<SafetensorsEntry> entries;  // in header order; `data` left null
   std::map<std::string, std::string> metadata;
 };
 

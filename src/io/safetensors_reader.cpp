@@ -39,12 +39,14 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   LT_CHECK(::fstat(file.fd, &st) == 0, "safetensors {}: cannot stat: {}", path, std::strerror(errno));
   LT_CHECK(S_ISREG(st.st_mode), "safetensors {}: not a regular file", path);
   uint64_t size = uint64_t(st.st_size);
-  LT_CHECK(size >= 8, "safetensors {}: file has {} bytes, too short for the 8-byte header length", path, size);
+  LT_CHECK(size >= 8, "safetensors {}: file has {} bytes, too short for the 8-byte header length", path,
+           size);
 
   std::unique_ptr<SafetensorsFile> result(new SafetensorsFile());
   result->path_ = path;
   void* mapping = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, file.fd, 0);
-  LT_CHECK(mapping != MAP_FAILED, "safetensors {}: cannot map {} bytes: {}", path, size, std::strerror(errno));
+  LT_CHECK(mapping != MAP_FAILED, "safetensors {}: cannot map {} bytes: {}", path, size,
+           std::strerror(errno));
   result->mapping_ = mapping;  // owned from here: the destructor unmaps even if validation throws
   result->mapping_size_ = size_t(size);
 

@@ -1,9 +1,8 @@
 // write_safetensors: header JSON padded with spaces to a multiple of 8, tensors laid out by element size
 // descending (then name) so that each begins aligned to its element size, written atomically.
 #include <algorithm>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -16,10 +15,10 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   for (const NamedTensor& t : tensors) {
     LT_CHECK(t.name != "__metadata__", "safetensors {}: '__metadata__' cannot name a tensor", path);
     LT_CHECK(seen.insert(t.name).second, "safetensors {}: tensor name '{}' given twice", path, t.name);
-    LT_CHECK(t.tensor.device == Device::CPU, "safetensors {}: tensor '{}' is on {}, expected host memory", path,
-             t.name, device_name(t.tensor.device));
-    LT_CHECK(t.tensor.numel() == 0 || t.tensor.data != nullptr, "safetensors {}: tensor '{}' has no data", path,
-             t.name);
+    LT_CHECK(t.tensor.device == Device::CPU, "safetensors {}: tensor '{}' is on {}, expected host memory",
+             path, t.name, device_name(t.tensor.device));
+    LT_CHECK(t.tensor.numel() == 0 || t.tensor.data != nullptr, "safetensors {}: tensor '{}' has no data",
+             path, t.name);
   }
 
   // Offsets are multiples of every later element size because sizes are powers of two taken in

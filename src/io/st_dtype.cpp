@@ -55,32 +55,51 @@ std::optional<StDType> parse_st_dtype(const std::string& name) {
   return std::nullopt;
 }
 
-std::string st_dtype_name(StDType dtype) { return info(dtype).name; }
+std::string st_dtype_name(StDType dtype) {
+  return info(dtype).name;
+}
 
-int st_dtype_bits(StDType dtype) { return info(dtype).bits; }
+int st_dtype_bits(StDType dtype) {
+  return info(dtype).bits;
+}
 
 std::optional<DType> to_dtype(StDType dtype) {
   switch (dtype) {
-    case StDType::F64: return DType::F64;
-    case StDType::F32: return DType::F32;
-    case StDType::BF16: return DType::BF16;
-    case StDType::F16: return DType::F16;
-    case StDType::I64: return DType::I64;
-    case StDType::I32: return DType::I32;
-    case StDType::U8: return DType::U8;
-    default: return std::nullopt;
+    case StDType::F64:
+      return DType::F64;
+    case StDType::F32:
+      return DType::F32;
+    case StDType::BF16:
+      return DType::BF16;
+    case StDType::F16:
+      return DType::F16;
+    case StDType::I64:
+      return DType::I64;
+    case StDType::I32:
+      return DType::I32;
+    case StDType::U8:
+      return DType::U8;
+    default:
+      return std::nullopt;
   }
 }
 
 StDType from_dtype(DType dtype) {
   switch (dtype) {
-    case DType::F64: return StDType::F64;
-    case DType::F32: return StDType::F32;
-    case DType::BF16: return StDType::BF16;
-    case DType::F16: return StDType::F16;
-    case DType::I64: return StDType::I64;
-    case DType::I32: return StDType::I32;
-    case DType::U8: return StDType::U8;
+    case DType::F64:
+      return StDType::F64;
+    case DType::F32:
+      return StDType::F32;
+    case DType::BF16:
+      return StDType::BF16;
+    case DType::F16:
+      return StDType::F16;
+    case DType::I64:
+      return StDType::I64;
+    case DType::I32:
+      return StDType::I32;
+    case DType::U8:
+      return StDType::U8;
   }
   LT_FAIL("unknown dtype code {}", int(dtype));
 }

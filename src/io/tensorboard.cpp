@@ -32,7 +32,9 @@ void put_varint(std::string& out, uint64_t v) {
   }
   out.push_back(char(uint8_t(v)));
 }
-void put_tag(std::string& out, uint32_t field, uint32_t wire_type) { put_varint(out, (field << 3) | wire_type); }
+void put_tag(std::string& out, uint32_t field, uint32_t wire_type) {
+  put_varint(out, (field << 3) | wire_type);
+}
 void put_fixed(std::string& out, const void* bytes, size_t n) {
   // Host order is little endian on every platform leantune builds for (x86-64, aarch64).
   out.append(static_cast<const char*>(bytes), n);
@@ -134,7 +136,8 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
 
 void TensorBoardWriter::write_record(const std::string& data) {
   const std::string record = frame_record(data);
-  const bool ok = std::fwrite(record.data(), 1, record.size(), file_) == record.size() && std::fflush(file_) == 0;
+  const bool ok =
+      std::fwrite(record.data(), 1, record.size(), file_) == record.size() && std::fflush(file_) == 0;
   LT_CHECK(ok, "tensorboard: cannot write to '{}': {}", path_, std::strerror(errno));
 }
 

@@ -74,7 +74,9 @@ int64_t count_label_tokens(const Batch& batch) {
   return count;
 }
 
-DType stats_dtype(Device device, DType compute) { return device == Device::CPU ? compute : DType::F32; }
+DType stats_dtype(Device device, DType compute) {
+  return device == Device::CPU ? compute : DType::F32;
+}
 
 template <class Alloc>
 void Decoder::plan(Alloc& alloc) {
@@ -138,15 +140,15 @@ size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batc
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64, "decoder: compute dtype {} on CPU, expected f32 or f64",
-           dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
+           "decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena)
     : Decoder(config, dtype, batch, tokens) {
-  LT_CHECK(arena.device() == Device::CPU, "decoder: arena '{}' is on {}; the decoder runs on CPU", arena.name(),
-           device_name(arena.device()));
+  LT_CHECK(arena.device() == Device::CPU, "decoder: arena '{}' is on {}; the decoder runs on CPU",
+           arena.name(), device_name(arena.device()));
   ArenaAllocator allocator{arena};
   plan(allocator);
 }
@@ -155,16 +157,16 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
   const int64_t B = batch_, T = tokens_, N = B * T;
   check_batch(batch, B, T);
   check_dtype(w.embed, dtype_, "decoder weights");
-  LT_CHECK(label_tokens > 0, "decoder: label token count {} must be positive (tokens with a target in the step)",
-           label_tokens);
+  LT_CHECK(label_tokens > 0,
+           "decoder: label token count {} must be positive (tokens with a target in the step)", label_tokens);
   batch_view_ = batch;
   label_tokens_ = label_tokens;
   shift_labels(batch, lm_.labels.reshaped({B, T}));
 
   ops::embedding_forward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, resid_[0],
                          batch.input_ids.reshaped({N}), w.embed);
-  const ChunkInfo chunk{.batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions,
-                        .q_segments = batch.segments};
+  const ChunkInfo chunk{
+      .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     KvContext& kv = kv_[size_t(l)];
     kv.k_segments = batch.segments;
@@ -181,8 +183,8 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g) {
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = batch_view_;
   lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
-  const ChunkInfo chunk{.batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions,
-                        .q_segments = batch.segments};
+  const ChunkInfo chunk{
+      .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
   for (int64_t l = config_.num_layers - 1; l >= 0; --l) {
     zero_host(kv_grads_.dk, "decoder dK accumulator");
     zero_host(kv_grads_.dv, "decoder dV accumulator");

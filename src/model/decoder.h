@@ -88,8 +88,8 @@ struct LayerScratch {
   Tensor d_v;     // (B, C, KVH, HD)
 };
 
-// out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V into
-// kv at q_offset. `out` (B*C, D) is written.
+// out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V
+// into kv at q_offset. `out` (B*C, D) is written.
 void layer_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                    const KvContext& kv, LayerActivations& acts, Tensor out);
 
@@ -123,6 +123,7 @@ class Decoder {
   // Bytes the constructor takes from the arena (alignment included).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);
 
+  // `config` is kept by reference: it must outlive the decoder.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena);
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
@@ -153,7 +154,7 @@ class Decoder {
   KvGrads kv_grads_;                    // (B, T, KVH, HD), reused layer after layer
   LayerScratch scratch_;
   LmActivations lm_;
-  Tensor d_resid_;                      // (B*T, D) residual-stream gradient
+  Tensor d_resid_;  // (B*T, D) residual-stream gradient
 };
 
 }  // namespace lt::model

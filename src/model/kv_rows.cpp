@@ -15,8 +15,8 @@ Tensor range_rows(Tensor range, int64_t b, int64_t q_offset, int64_t C) {
 bool same_buffer(Tensor chunk, Tensor range, int64_t q_offset) {
   if (chunk.data != range.data) return false;
   LT_CHECK(q_offset == 0 && chunk.dim(1) == range.dim(1),
-           "K/V chunk aliases its range but covers [{}, {}) of {} positions", q_offset, q_offset + chunk.dim(1),
-           range.dim(1));
+           "K/V chunk aliases its range but covers [{}, {}) of {} positions", q_offset,
+           q_offset + chunk.dim(1), range.dim(1));
   return true;
 }
 

@@ -11,8 +11,8 @@
 namespace lt::model {
 
 void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
-                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads, const LayerActivations& a,
-                    LayerScratch& s, Tensor d_resid) {
+                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
+                    const LayerActivations& a, LayerScratch& s, Tensor d_resid) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -26,21 +26,27 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
   ops::linear_backward({.rows = N, .in = F, .out = D}, s.d_h, g.ffn_down, g.ffn_down_bias, d_resid, a.h,
                        w.ffn_down);
   ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
-  ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate, a.ffn_in,
-                       w.ffn_gate);
-  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up, g.ffn_up_bias,
-                       s.d_up, a.ffn_in, w.ffn_up);
+  ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate,
+                       a.ffn_in, w.ffn_gate);
+  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
+                       g.ffn_up_bias, s.d_up, a.ffn_in, w.ffn_up);
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
   ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
   ops::linear_backward({.rows = N, .in = H * HD, .out = D}, s.d_attn.reshaped({N, H * HD}), g.attn_o,
                        g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
-  const ops::AttentionParams attn{.batch = B, .q_len = C, .kv_len = S, .heads = H, .kv_heads = KVH, .head_dim = HD,
-                                  .q_offset = chunk.q_offset, .window = c.window_for_layer(layer),
+  const ops::AttentionParams attn{.batch = B,
+                                  .q_len = C,
+                                  .kv_len = S,
+                                  .heads = H,
+                                  .kv_heads = KVH,
+                                  .head_dim = HD,
+                                  .q_offset = chunk.q_offset,
+                                  .window = c.window_for_layer(layer),
                                   .scale = 1.0 / std::sqrt(double(HD))};
-  ops::attention_backward(attn, s.d_q, kv_grads.dk, kv_grads.dv, s.d_attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v,
-                          chunk.q_segments, kv.k_segments);
+  ops::attention_backward(attn, s.d_q, kv_grads.dk, kv_grads.dv, s.d_attn, a.attn_out, a.attn_lse, a.q, kv.k,
+                          kv.v, chunk.q_segments, kv.k_segments);
   // The chunk's own positions now hold their complete dK/dV (later chunks added theirs first).
   take_chunk_rows(s.d_k, kv_grads.dk, chunk.q_offset);
   take_chunk_rows(s.d_v, kv_grads.dv, chunk.q_offset);

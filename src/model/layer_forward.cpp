@@ -1,6 +1,7 @@
 // One decoder layer's forward over a chunk (HF's LlamaDecoderLayer, also Qwen2's and Mistral's):
 //   mid = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = input_layernorm(x)
-//   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 = post_attention_layernorm(mid)
+//   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
+//   post_attention_layernorm(mid)
 // The residual adds ride on linear_forward's accumulate_y: out starts as a copy of mid, down_proj adds in.
 #include <cmath>
 
@@ -29,16 +30,25 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   ops::rmsnorm_forward(norm, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
-  ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q, w.attn_q_bias);
-  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k, w.attn_k_bias);
-  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v, w.attn_v_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q,
+                      w.attn_q_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k,
+                      w.attn_k_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v,
+                      w.attn_v_bias);
   ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
   ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
   append_chunk_rows(kv.k, a.k, chunk.q_offset);
   append_chunk_rows(kv.v, a.v, chunk.q_offset);
 
-  const ops::AttentionParams attn{.batch = B, .q_len = C, .kv_len = S, .heads = H, .kv_heads = KVH, .head_dim = HD,
-                                  .q_offset = chunk.q_offset, .window = c.window_for_layer(layer),
+  const ops::AttentionParams attn{.batch = B,
+                                  .q_len = C,
+                                  .kv_len = S,
+                                  .heads = H,
+                                  .kv_heads = KVH,
+                                  .head_dim = HD,
+                                  .q_offset = chunk.q_offset,
+                                  .window = c.window_for_layer(layer),
                                   .scale = 1.0 / std::sqrt(double(HD))};
   ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 

@@ -21,8 +21,10 @@ bool is_bias(WeightKind kind) {
     case WeightKind::AttnOBias:
     case WeightKind::FfnGateBias:
     case WeightKind::FfnUpBias:
-    case WeightKind::FfnDownBias: return true;
-    default: return false;
+    case WeightKind::FfnDownBias:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -36,7 +38,9 @@ Tensor alloc_tensor(Arena& arena, const WeightSpec& spec, DType dtype, const cha
   return t;
 }
 
-size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+size_t aligned(size_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 }  // namespace
 
@@ -84,32 +88,53 @@ const Tensor& weight_of(const ModelWeights& w, const WeightSpec& spec) {
 
 Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
   switch (spec.kind) {
-    case WeightKind::Embed: return w.embed;
-    case WeightKind::FinalNorm: return w.final_norm;
-    case WeightKind::LmHead: return w.lm_head;
-    default: break;
+    case WeightKind::Embed:
+      return w.embed;
+    case WeightKind::FinalNorm:
+      return w.final_norm;
+    case WeightKind::LmHead:
+      return w.lm_head;
+    default:
+      break;
   }
-  LT_CHECK(spec.layer >= 0 && size_t(spec.layer) < w.layers.size(), "weight '{}': layer {} of a model with {} layers",
-           spec.hf_name, spec.layer, w.layers.size());
+  LT_CHECK(spec.layer >= 0 && size_t(spec.layer) < w.layers.size(),
+           "weight '{}': layer {} of a model with {} layers", spec.hf_name, spec.layer, w.layers.size());
   LayerWeights& l = w.layers[size_t(spec.layer)];
   switch (spec.kind) {
-    case WeightKind::AttnNorm: return l.attn_norm;
-    case WeightKind::AttnQ: return l.attn_q;
-    case WeightKind::AttnQBias: return l.attn_q_bias;
-    case WeightKind::AttnK: return l.attn_k;
-    case WeightKind::AttnKBias: return l.attn_k_bias;
-    case WeightKind::AttnV: return l.attn_v;
-    case WeightKind::AttnVBias: return l.attn_v_bias;
-    case WeightKind::AttnO: return l.attn_o;
-    case WeightKind::AttnOBias: return l.attn_o_bias;
-    case WeightKind::FfnNorm: return l.ffn_norm;
-    case WeightKind::FfnGate: return l.ffn_gate;
-    case WeightKind::FfnGateBias: return l.ffn_gate_bias;
-    case WeightKind::FfnUp: return l.ffn_up;
-    case WeightKind::FfnUpBias: return l.ffn_up_bias;
-    case WeightKind::FfnDown: return l.ffn_down;
-    case WeightKind::FfnDownBias: return l.ffn_down_bias;
-    default: LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
+    case WeightKind::AttnNorm:
+      return l.attn_norm;
+    case WeightKind::AttnQ:
+      return l.attn_q;
+    case WeightKind::AttnQBias:
+      return l.attn_q_bias;
+    case WeightKind::AttnK:
+      return l.attn_k;
+    case WeightKind::AttnKBias:
+      return l.attn_k_bias;
+    case WeightKind::AttnV:
+      return l.attn_v;
+    case WeightKind::AttnVBias:
+      return l.attn_v_bias;
+    case WeightKind::AttnO:
+      return l.attn_o;
+    case WeightKind::AttnOBias:
+      return l.attn_o_bias;
+    case WeightKind::FfnNorm:
+      return l.ffn_norm;
+    case WeightKind::FfnGate:
+      return l.ffn_gate;
+    case WeightKind::FfnGateBias:
+      return l.ffn_gate_bias;
+    case WeightKind::FfnUp:
+      return l.ffn_up;
+    case WeightKind::FfnUpBias:
+      return l.ffn_up_bias;
+    case WeightKind::FfnDown:
+      return l.ffn_down;
+    case WeightKind::FfnDownBias:
+      return l.ffn_down_bias;
+    default:
+      LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
   }
 }
 
@@ -117,18 +142,23 @@ const Tensor& head_weight(const ModelConfig& config, const ModelWeights& weights
   return config.tie_word_embeddings ? weights.embed : weights.lm_head;
 }
 
-size_t weights_bytes(const ModelConfig& config, DType dtype) { return grads_bytes(config, dtype, train_all); }
+size_t weights_bytes(const ModelConfig& config, DType dtype) {
+  return grads_bytes(config, dtype, train_all);
+}
 
 ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena) {
   LT_CHECK(is_floating(dtype), "model weights: dtype {} is not a floating dtype", dtype_name(dtype));
   ModelWeights w;
   w.dtype = dtype;
   w.layers.resize(size_t(config.num_layers));
-  for (const WeightSpec& spec : weight_specs(config)) weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
+  for (const WeightSpec& spec : weight_specs(config))
+    weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
   return w;
 }
 
-bool train_all(const WeightSpec&) { return true; }
+bool train_all(const WeightSpec&) {
+  return true;
+}
 
 size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable) {
   size_t total = 0;
@@ -137,7 +167,8 @@ size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& tr
   return total;
 }
 
-ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena, const TrainableFn& trainable) {
+ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena,
+                            const TrainableFn& trainable) {
   LT_CHECK(is_floating(dtype), "model gradients: dtype {} is not a floating dtype", dtype_name(dtype));
   ModelWeights g;
   g.dtype = dtype;
@@ -152,8 +183,8 @@ void zero_grads(const ModelConfig& config, ModelWeights& grads) {
   for (const WeightSpec& spec : weight_specs(config)) {
     Tensor& t = weight_of(grads, spec);
     if (t.empty()) continue;
-    LT_CHECK(t.device == Device::CPU, "zero_grads: gradient '{}' is on {}, expected host memory", spec.hf_name,
-             device_name(t.device));
+    LT_CHECK(t.device == Device::CPU, "zero_grads: gradient '{}' is on {}, expected host memory",
+             spec.hf_name, device_name(t.device));
     std::memset(t.data, 0, t.bytes());
   }
 }

@@ -19,14 +19,21 @@ namespace lt::model {
 enum class WeightKind : uint8_t {
   Embed,
   AttnNorm,
-  AttnQ, AttnQBias,
-  AttnK, AttnKBias,
-  AttnV, AttnVBias,
-  AttnO, AttnOBias,
+  AttnQ,
+  AttnQBias,
+  AttnK,
+  AttnKBias,
+  AttnV,
+  AttnVBias,
+  AttnO,
+  AttnOBias,
   FfnNorm,
-  FfnGate, FfnGateBias,
-  FfnUp, FfnUpBias,
-  FfnDown, FfnDownBias,
+  FfnGate,
+  FfnGateBias,
+  FfnUp,
+  FfnUpBias,
+  FfnDown,
+  FfnDownBias,
   FinalNorm,
   LmHead,
 };
@@ -52,10 +59,10 @@ struct LayerWeights {
 
 struct ModelWeights {
   DType dtype = DType::F32;
-  Tensor embed;                     // (V, D)
+  Tensor embed;                      // (V, D)
   std::vector<LayerWeights> layers;  // L
-  Tensor final_norm;                // (D)
-  Tensor lm_head;                   // (V, D); empty when the embeddings are tied
+  Tensor final_norm;                 // (D)
+  Tensor lm_head;                    // (V, D); empty when the embeddings are tied
 };
 
 // The LM head's matrix (V, D): lm_head, or the embedding when the config ties them. For gradients, where

@@ -15,11 +15,17 @@ struct Tag {
 template <class F>
 void visit_floating(DType dtype, std::string_view what, F&& f) {
   switch (dtype) {
-    case DType::F64: return f(Tag<double>{});
-    case DType::F32: return f(Tag<float>{});
-    case DType::BF16: return f(Tag<bf16>{});
-    case DType::F16: return f(Tag<fp16>{});
-    default: LT_FAIL("{}: dtype {} is not a floating dtype (expected f64, f32, bf16 or f16)", what, dtype_name(dtype));
+    case DType::F64:
+      return f(Tag<double>{});
+    case DType::F32:
+      return f(Tag<float>{});
+    case DType::BF16:
+      return f(Tag<bf16>{});
+    case DType::F16:
+      return f(Tag<fp16>{});
+    default:
+      LT_FAIL("{}: dtype {} is not a floating dtype (expected f64, f32, bf16 or f16)", what,
+              dtype_name(dtype));
   }
 }
 
@@ -46,19 +52,20 @@ T store(C x) {
 // PyTorch's vectorized CPU lerp: one fused multiply-add, anchored at whichever end the weight is nearer.
 template <class C>
 C lerp(C self, C end, C weight) {
-  return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
+  return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self)
+                                   : std::fma(weight - C(1), end - self, end);
 }
 
 // The scalars of one step, computed in double as Python does, then rounded once to the compute type C (as
 // PyTorch casts a Python scalar to the tensor's opmath type).
 struct StepScalars {
-  double decay_factor;    // 1 - lr*wd
+  double decay_factor;  // 1 - lr*wd
   double one_minus_beta1;
   double beta2;
   double one_minus_beta2;
   double bias_correction2_sqrt;
   double eps;
-  double neg_step_size;   // -lr / (1 - beta1^t)
+  double neg_step_size;  // -lr / (1 - beta1^t)
 };
 
 template <class P, class G, class S, class C>
@@ -85,11 +92,15 @@ void update(P* param, const G* grad, S* m_state, S* v_state, int64_t n, const St
   }
 }
 
-bool is_f64_or_f32(DType d) { return d == DType::F64 || d == DType::F32; }
+bool is_f64_or_f32(DType d) {
+  return d == DType::F64 || d == DType::F32;
+}
 
 }  // namespace
 
-std::vector<std::string> bias_and_norm_no_decay() { return {"bias", "norm"}; }
+std::vector<std::string> bias_and_norm_no_decay() {
+  return {"bias", "norm"};
+}
 
 AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
     : params_(std::move(params)), options_(std::move(options)) {
@@ -121,16 +132,18 @@ void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
   LT_CHECK(index < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", index,
            params_.size());
   const std::string& name = params_[index].name;
-  LT_CHECK(param.device == Device::CPU && grad.device == Device::CPU,
-           "AdamW: parameter '{}' or its gradient is on {}, expected host memory (this optimizer runs on CPU)",
-           name, device_name(param.device == Device::CPU ? grad.device : param.device));
+  LT_CHECK(
+      param.device == Device::CPU && grad.device == Device::CPU,
+      "AdamW: parameter '{}' or its gradient is on {}, expected host memory (this optimizer runs on CPU)",
+      name, device_name(param.device == Device::CPU ? grad.device : param.device));
   LT_CHECK(!param.empty() && !grad.empty(), "AdamW: parameter '{}' has no {} memory", name,
            param.empty() ? "parameter" : "gradient");
   LT_CHECK(is_floating(param.dtype) && is_floating(grad.dtype),
            "AdamW: parameter '{}' has dtype {} and gradient dtype {}, expected floating dtypes", name,
            dtype_name(param.dtype), dtype_name(grad.dtype));
-  LT_CHECK(param.numel() == grad.numel(), "AdamW: gradient of '{}' has shape {}, expected {} elements like {}",
-           name, grad.shape_string(), param.numel(), param.shape_string());
+  LT_CHECK(param.numel() == grad.numel(),
+           "AdamW: gradient of '{}' has shape {}, expected {} elements like {}", name, grad.shape_string(),
+           param.numel(), param.shape_string());
   const ParamGroup& old = params_[index];
   if (!moments_[index].m32.empty() || !moments_[index].m64.empty()) {
     LT_CHECK(param.numel() == old.param.numel() && param.dtype == old.param.dtype,
@@ -149,8 +162,8 @@ bool AdamW::decays(const std::string& name) const {
 }
 
 void AdamW::step(double lr) {
-  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate {} at step {}, expected a finite value >= 0", lr,
-           step_ + 1);
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate {} at step {}, expected a finite value >= 0",
+           lr, step_ + 1);
   ++step_;
   step_as_double_ = double(step_);
   const double t = double(step_);
@@ -215,10 +228,10 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
     for (const io::NamedTensor& s : tensors)
       if (s.name == d.name) src = &s.tensor;
     LT_CHECK(src != nullptr, "optimizer state: tensor '{}' is missing", d.name);
-    LT_CHECK(src->device == Device::CPU, "optimizer state: tensor '{}' is on {}, expected host memory", d.name,
-             device_name(src->device));
-    LT_CHECK(src->numel() == d.tensor.numel(), "optimizer state: tensor '{}' has shape {}, expected {}", d.name,
-             src->shape_string(), d.tensor.shape_string());
+    LT_CHECK(src->device == Device::CPU, "optimizer state: tensor '{}' is on {}, expected host memory",
+             d.name, device_name(src->device));
+    LT_CHECK(src->numel() == d.tensor.numel(), "optimizer state: tensor '{}' has shape {}, expected {}",
+             d.name, src->shape_string(), d.tensor.shape_string());
     LT_CHECK(is_floating(src->dtype), "optimizer state: tensor '{}' has dtype {}, expected a floating dtype",
              d.name, dtype_name(src->dtype));
     srcs.push_back(src);

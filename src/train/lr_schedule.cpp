@@ -17,9 +17,12 @@ std::optional<LrScheduleType> parse_lr_schedule_type(std::string_view name) {
 
 std::string_view lr_schedule_type_name(LrScheduleType type) {
   switch (type) {
-    case LrScheduleType::Constant: return "constant";
-    case LrScheduleType::Linear: return "linear";
-    case LrScheduleType::Cosine: return "cosine";
+    case LrScheduleType::Constant:
+      return "constant";
+    case LrScheduleType::Linear:
+      return "linear";
+    case LrScheduleType::Cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -44,16 +47,19 @@ LrSchedule::LrSchedule(LrScheduleType type, double base_lr, int64_t warmup_steps
     : type_(type), base_lr_(base_lr), warmup_steps_(warmup_steps), total_steps_(total_steps) {
   LT_CHECK(warmup_steps >= 0, "warmup_steps is {}, expected >= 0", warmup_steps);
   LT_CHECK(total_steps >= 0, "total training steps is {}, expected >= 0", total_steps);
-  LT_CHECK(std::isfinite(base_lr) && base_lr >= 0, "learning_rate is {}, expected a finite value >= 0", base_lr);
+  LT_CHECK(std::isfinite(base_lr) && base_lr >= 0, "learning_rate is {}, expected a finite value >= 0",
+           base_lr);
 }
 
 double LrSchedule::lambda(int64_t step) const {
   // Each expression mirrors transformers' Python, operation for operation, so the doubles agree exactly.
   if (step < warmup_steps_) return double(step) / double(std::max<int64_t>(1, warmup_steps_));
   switch (type_) {
-    case LrScheduleType::Constant: return 1.0;
+    case LrScheduleType::Constant:
+      return 1.0;
     case LrScheduleType::Linear:
-      return std::max(0.0, double(total_steps_ - step) / double(std::max<int64_t>(1, total_steps_ - warmup_steps_)));
+      return std::max(
+          0.0, double(total_steps_ - step) / double(std::max<int64_t>(1, total_steps_ - warmup_steps_)));
     case LrScheduleType::Cosine: {
       const double num_cycles = 0.5;
       const double progress =

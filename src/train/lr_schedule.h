@@ -12,7 +12,8 @@ namespace lt::train {
 
 enum class LrScheduleType { Constant, Linear, Cosine };
 
-std::optional<LrScheduleType> parse_lr_schedule_type(std::string_view name);  // "constant", "linear", "cosine"
+std::optional<LrScheduleType> parse_lr_schedule_type(
+    std::string_view name);  // "constant", "linear", "cosine"
 std::string_view lr_schedule_type_name(LrScheduleType type);
 
 // Warmup steps as TrainingArguments.get_warmup_steps: warmup_steps when given, else

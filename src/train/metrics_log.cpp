@@ -14,7 +14,9 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-ordered_json number(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
+ordered_json number(double v) {
+  return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr);
+}
 
 }  // namespace
 
@@ -58,7 +60,8 @@ MetricsLog::MetricsLog(const std::string& output_dir, int64_t start_step) {
     std::string kept, line;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
+        continue;
       if (j["step"].get<int64_t>() <= start_step) kept += line + "\n";
     }
     in.close();

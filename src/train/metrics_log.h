@@ -11,12 +11,12 @@
 namespace lt::train {
 
 struct StepMetrics {
-  int64_t step = 0;           // optimizer steps done, 1-based
-  double epoch = 0;           // fractional epochs done
-  double loss = 0;            // mean token loss of the step
-  double lr = 0;              // learning rate the step used
-  double grad_norm = 0;       // global gradient norm before clipping
-  int64_t tokens = 0;         // loss tokens in the step
+  int64_t step = 0;      // optimizer steps done, 1-based
+  double epoch = 0;      // fractional epochs done
+  double loss = 0;       // mean token loss of the step
+  double lr = 0;         // learning rate the step used
+  double grad_norm = 0;  // global gradient norm before clipping
+  int64_t tokens = 0;    // loss tokens in the step
   double tokens_per_s = 0;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   int64_t peak_memory_bytes = 0;

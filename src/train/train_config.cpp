@@ -1,5 +1,7 @@
 // TrainConfig: the key table, YAML and command-line parsing (each key on its own), YAML output.
 // Combinations and ranges are checked in train_config_validate.cpp.
+#include "train/train_config.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <variant>
 
 #include "core/error.h"
-#include "train/train_config.h"
 
 namespace lt::train {
 namespace {
@@ -21,9 +22,9 @@ namespace {
 using IntMap = std::vector<std::pair<std::string, int64_t>>;
 using DoubleMap = std::vector<std::pair<std::string, double>>;
 using Member = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, double TrainConfig::*,
-                            bool TrainConfig::*, std::vector<std::string> TrainConfig::*, IntMap TrainConfig::*,
-                            DoubleMap TrainConfig::*, std::optional<int64_t> TrainConfig::*,
-                            std::optional<double> TrainConfig::*>;
+                            bool TrainConfig::*, std::vector<std::string> TrainConfig::*,
+                            IntMap TrainConfig::*, DoubleMap TrainConfig::*,
+                            std::optional<int64_t> TrainConfig::*, std::optional<double> TrainConfig::*>;
 
 struct Field {
   const char* name;
@@ -40,7 +41,8 @@ const std::vector<Field>& fields() {
       {"data_path", &C::data_path, "dataset file"},
       {"output_dir", &C::output_dir, "where checkpoints, the adapter and metrics go"},
       {"batch_size", &C::batch_size, "sequences per optimizer step"},
-      {"micro_batch_size", &C::micro_batch_size, "sequences per forward/backward (batch_size / this = accumulation)"},
+      {"micro_batch_size", &C::micro_batch_size,
+       "sequences per forward/backward (batch_size / this = accumulation)"},
       {"num_epochs", &C::num_epochs, "passes over the training set"},
       {"learning_rate", &C::learning_rate, "peak learning rate"},
       {"cutoff_len", &C::cutoff_len, "tokens per sequence; longer ones are truncated"},
@@ -66,7 +68,9 @@ const std::vector<Field>& fields() {
       {"adam_beta2", &C::adam_beta2, "AdamW beta2"},
       {"adam_epsilon", &C::adam_epsilon, "AdamW epsilon"},
       {"max_grad_norm", &C::max_grad_norm, "global gradient-norm clipping (0: off)"},
-      {"lr_scheduler_type", &C::lr_scheduler_type, "learning-rate schedule after warmup",
+      {"lr_scheduler_type",
+       &C::lr_scheduler_type,
+       "learning-rate schedule after warmup",
        {"constant", "linear", "cosine"}},
       {"warmup_steps", &C::warmup_steps, "linear warmup steps (default 100 unless warmup_ratio is set)"},
       {"warmup_ratio", &C::warmup_ratio, "warmup as a fraction of the total steps"},
@@ -154,7 +158,9 @@ std::string trim(const std::string& s) {
   LT_FAIL("{}: '{}' is '{}', expected {}", where, key, value, expected);
 }
 
-bool is_null_text(const std::string& s) { return s.empty() || s == "~" || lower(s) == "null"; }
+bool is_null_text(const std::string& s) {
+  return s.empty() || s == "~" || lower(s) == "null";
+}
 
 int64_t parse_int(const std::string& where, const char* key, const std::string& text) {
   std::string t = trim(text);
@@ -185,10 +191,11 @@ bool parse_bool(const std::string& where, const char* key, const std::string& te
 int64_t parse_bytes(const std::string& where, const char* key, const std::string& text) {
   std::string t = trim(text);
   size_t split = t.find_first_not_of("0123456789.eE+-");
-  std::string number = t.substr(0, split), unit = split == std::string::npos ? "" : lower(trim(t.substr(split)));
+  std::string number = t.substr(0, split),
+              unit = split == std::string::npos ? "" : lower(trim(t.substr(split)));
   static const std::vector<std::pair<std::string, double>> units = {
-      {"", 1},           {"b", 1},        {"kb", 1e3},           {"mb", 1e6},           {"gb", 1e9},
-      {"tb", 1e12},      {"kib", 1024.0}, {"mib", 1048576.0},    {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+      {"", 1},      {"b", 1},        {"kb", 1e3},        {"mb", 1e6},           {"gb", 1e9},
+      {"tb", 1e12}, {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
   };
   for (const auto& [name, scale] : units) {
     if (unit != name) continue;
@@ -254,7 +261,8 @@ void set_field(TrainConfig& c, const Field& f, const YAML::Node& node, const std
           }
           if (!node.IsSequence()) bad_value(where, key, YAML::Dump(node), "a list of names");
           for (const auto& e : node) {
-            if (!e.IsScalar() || trim(e.Scalar()).empty()) bad_value(where, key, YAML::Dump(node), "a list of names");
+            if (!e.IsScalar() || trim(e.Scalar()).empty())
+              bad_value(where, key, YAML::Dump(node), "a list of names");
             dst.push_back(trim(e.Scalar()));
           }
         } else {  // IntMap or DoubleMap
@@ -277,7 +285,9 @@ void set_field(TrainConfig& c, const Field& f, const YAML::Node& node, const std
       f.member);
 }
 
-std::string format_double(double v) { return fmt::format("{}", v); }  // shortest text that reads back exactly
+std::string format_double(double v) {
+  return fmt::format("{}", v);
+}  // shortest text that reads back exactly
 
 void emit_field(YAML::Emitter& out, const TrainConfig& c, const Field& f) {
   out << YAML::Key << f.name << YAML::Value;
@@ -353,7 +363,8 @@ TrainConfig parse_train_config_yaml(const std::string& yaml_text, const std::str
     const std::string key = kv.first.Scalar();
     const Field* f = find_field(key);
     if (!f) unknown_key(where, key);
-    LT_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), "{}: key '{}' is given twice", where, key);
+    LT_CHECK(std::find(seen.begin(), seen.end(), key) == seen.end(), "{}: key '{}' is given twice", where,
+             key);
     seen.push_back(key);
     set_field(c, *f, kv.second, where);
   }
@@ -363,8 +374,8 @@ TrainConfig parse_train_config_yaml(const std::string& yaml_text, const std::str
 void apply_overrides(TrainConfig& c, const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    LT_CHECK(arg.starts_with("--") && arg.size() > 2, "command line: '{}' is not an option; expected --key value",
-             arg);
+    LT_CHECK(arg.starts_with("--") && arg.size() > 2,
+             "command line: '{}' is not an option; expected --key value", arg);
     std::string key = arg.substr(2), value;
     bool has_value = false;
     if (size_t eq = key.find('='); eq != std::string::npos) {

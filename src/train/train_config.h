@@ -14,15 +14,15 @@ namespace lt::train {
 
 struct TrainConfig {
   // alpaca-lora's keys.
-  std::string base_model;                    // HF model directory (required)
-  std::string data_path;                     // dataset file (required)
+  std::string base_model;  // HF model directory (required)
+  std::string data_path;   // dataset file (required)
   std::string output_dir = "./lora-alpaca";
-  int64_t batch_size = 128;                  // sequences per optimizer step
-  int64_t micro_batch_size = 4;              // sequences per forward/backward
+  int64_t batch_size = 128;      // sequences per optimizer step
+  int64_t micro_batch_size = 4;  // sequences per forward/backward
   double num_epochs = 3;
   double learning_rate = 3e-4;
-  int64_t cutoff_len = 256;                  // tokens per sequence, longer ones are truncated
-  int64_t val_set_size = 2000;               // records held out for evaluation (0: none)
+  int64_t cutoff_len = 256;     // tokens per sequence, longer ones are truncated
+  int64_t val_set_size = 2000;  // records held out for evaluation (0: none)
   int64_t lora_r = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.05;
@@ -31,18 +31,18 @@ struct TrainConfig {
   bool group_by_length = false;
 
   // What is trained.
-  std::string finetune = "lora";             // lora | full | partial
-  std::string adapter = "lora";              // lora | qlora (NF4 base weights), with finetune lora
-  std::string init_adapter;                  // PEFT adapter directory to start LoRA from ("" = fresh)
+  std::string finetune = "lora";  // lora | full | partial
+  std::string adapter = "lora";   // lora | qlora (NF4 base weights), with finetune lora
+  std::string init_adapter;       // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
   std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern
-  std::vector<std::string> trainable;        // finetune partial: embed_tokens, attention, mlp, norms, lm_head
-  std::string trainable_layers = "all";      // finetune partial: all | first:N | last:N | "0-3,10"
-  bool random_init = false;                  // random base weights (config.json only): tests and demos
+  std::vector<std::string> trainable;    // finetune partial: embed_tokens, attention, mlp, norms, lm_head
+  std::string trainable_layers = "all";  // finetune partial: all | first:N | last:N | "0-3,10"
+  bool random_init = false;              // random base weights (config.json only): tests and demos
 
   // Optimizer and schedule (HF TrainingArguments' defaults).
-  int64_t max_steps = 0;                     // 0: num_epochs decides
+  int64_t max_steps = 0;  // 0: num_epochs decides
   double weight_decay = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -56,23 +56,23 @@ struct TrainConfig {
   bool shuffle = true;
   int64_t seed = 42;
   std::string prompt_template = "alpaca";
-  std::string dataset_format = "auto";       // auto | alpaca | chat | sharegpt
+  std::string dataset_format = "auto";  // auto | alpaca | chat | sharegpt
   bool packing = false;
-  std::string on_bad_record = "error";       // error | skip
+  std::string on_bad_record = "error";  // error | skip
 
   // Engine.
-  std::string precision = "bf16";            // fp64 | fp32 | bf16 | fp16
-  std::string device = "cuda";               // cpu | cuda
-  int64_t chunk_size = 0;                    // tokens per chunk (0: the whole sequence at once)
-  int64_t memory_limit = 0;                  // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
-  std::string recompute = "none";            // none | full | selective
+  std::string precision = "bf16";  // fp64 | fp32 | bf16 | fp16
+  std::string device = "cuda";     // cpu | cuda
+  int64_t chunk_size = 0;          // tokens per chunk (0: the whole sequence at once)
+  int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
+  std::string recompute = "none";  // none | full | selective
 
   // Checkpoints, evaluation, logging.
-  int64_t save_steps = 200;                  // 0: only at the end
-  int64_t save_total_limit = 3;              // 0: keep all
-  int64_t eval_steps = 200;                  // 0: only at the end
+  int64_t save_steps = 200;      // 0: only at the end
+  int64_t save_total_limit = 3;  // 0: keep all
+  int64_t eval_steps = 200;      // 0: only at the end
   int64_t logging_steps = 10;
-  std::string resume;                        // "" | latest | checkpoint directory
+  std::string resume;  // "" | latest | checkpoint directory
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -11,11 +11,13 @@
 namespace lt::train {
 namespace {
 
-const std::vector<std::string> kLoraModules = {"q_proj", "k_proj", "v_proj", "o_proj",
+const std::vector<std::string> kLoraModules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
 const std::vector<std::string> kTrainableGroups = {"embed_tokens", "attention", "mlp", "norms", "lm_head"};
 
-void positive(const char* key, int64_t v) { LT_CHECK(v > 0, "config: '{}' is {}, expected a positive integer", key, v); }
+void positive(const char* key, int64_t v) {
+  LT_CHECK(v > 0, "config: '{}' is {}, expected a positive integer", key, v);
+}
 void non_negative(const char* key, int64_t v) {
   LT_CHECK(v >= 0, "config: '{}' is {}, expected an integer >= 0", key, v);
 }
@@ -71,12 +73,15 @@ std::vector<int64_t> resolve_trainable_layers(const std::string& spec, int64_t n
     for (int64_t i = 0; i < num_layers; ++i) layers.insert(i);
   } else if (ranges[0].first < 0) {
     int64_t n = ranges[0].second;
-    LT_CHECK(n <= num_layers, "config: 'trainable_layers' is '{}', but the model has {} layers", spec, num_layers);
+    LT_CHECK(n <= num_layers, "config: 'trainable_layers' is '{}', but the model has {} layers", spec,
+             num_layers);
     for (int64_t i = 0; i < n; ++i) layers.insert(ranges[0].first == -1 ? i : num_layers - n + i);
   } else {
     for (auto [lo, hi] : ranges) {
-      LT_CHECK(hi < num_layers, "config: 'trainable_layers' is '{}': layer {} does not exist (the model has {} layers, "
-               "0-{})", spec, hi, num_layers, num_layers - 1);
+      LT_CHECK(hi < num_layers,
+               "config: 'trainable_layers' is '{}': layer {} does not exist (the model has {} layers, "
+               "0-{})",
+               spec, hi, num_layers, num_layers - 1);
       for (int64_t i = lo; i <= hi; ++i) layers.insert(i);
     }
   }
@@ -103,7 +108,8 @@ void validate(TrainConfig& c) {
   in_unit_interval("adam_beta1", c.adam_beta1);
   in_unit_interval("adam_beta2", c.adam_beta2);
   LT_CHECK(c.adam_epsilon > 0, "config: 'adam_epsilon' is {}, expected a number > 0", c.adam_epsilon);
-  LT_CHECK(c.max_grad_norm >= 0, "config: 'max_grad_norm' is {}, expected >= 0 (0: no clipping)", c.max_grad_norm);
+  LT_CHECK(c.max_grad_norm >= 0, "config: 'max_grad_norm' is {}, expected >= 0 (0: no clipping)",
+           c.max_grad_norm);
   if (c.warmup_steps && c.warmup_ratio)
     LT_FAIL("config: 'warmup_steps' ({}) and 'warmup_ratio' ({}) are both set, expected only one of them",
             *c.warmup_steps, *c.warmup_ratio);
@@ -119,10 +125,11 @@ void validate(TrainConfig& c) {
   non_negative("eval_steps", c.eval_steps);
   positive("logging_steps", c.logging_steps);
 
-  LT_CHECK(!(c.device == "cpu" && (c.precision == "bf16" || c.precision == "fp16")),
-           "config: 'precision' is {} with device cpu, expected fp32 or fp64 (the CPU engine computes in float "
-           "or double)",
-           c.precision);
+  LT_CHECK(
+      !(c.device == "cpu" && (c.precision == "bf16" || c.precision == "fp16")),
+      "config: 'precision' is {} with device cpu, expected fp32 or fp64 (the CPU engine computes in float "
+      "or double)",
+      c.precision);
 
   // LoRA keys: ranges always, and only meaningful with finetune lora.
   positive("lora_r", c.lora_r);
@@ -132,7 +139,8 @@ void validate(TrainConfig& c) {
            fmt::join(kLoraModules, ", "));
   for (const auto& m : c.lora_target_modules)
     LT_CHECK(std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end(),
-             "config: 'lora_target_modules' has '{}', expected names among {}", m, fmt::join(kLoraModules, ", "));
+             "config: 'lora_target_modules' has '{}', expected names among {}", m,
+             fmt::join(kLoraModules, ", "));
   for (const auto& [k, v] : c.lora_rank_pattern)
     LT_CHECK(v > 0, "config: 'lora_rank_pattern' entry '{}' is {}, expected a positive rank", k, v);
   for (const auto& [k, v] : c.lora_alpha_pattern)
@@ -159,8 +167,10 @@ void validate(TrainConfig& c) {
         {"adapter", c.adapter != d.adapter, c.adapter},
     };
     for (const LoraKey& k : lora_keys)
-      LT_CHECK(!k.changed, "config: '{}' is {} but finetune is {}; LoRA settings need finetune: lora (expected "
-               "'{}' left at its default)", k.key, k.value, c.finetune, k.key);
+      LT_CHECK(!k.changed,
+               "config: '{}' is {} but finetune is {}; LoRA settings need finetune: lora (expected "
+               "'{}' left at its default)",
+               k.key, k.value, c.finetune, k.key);
   }
 
   // Partial fine-tuning: which groups, which layers.
@@ -168,31 +178,38 @@ void validate(TrainConfig& c) {
     LT_CHECK(std::find(kTrainableGroups.begin(), kTrainableGroups.end(), g) != kTrainableGroups.end(),
              "config: 'trainable' has '{}', expected groups among {}", g, fmt::join(kTrainableGroups, ", "));
   if (c.finetune == "partial") {
-    LT_CHECK(!c.trainable.empty(), "config: 'trainable' is empty but finetune is partial; expected groups among {} "
+    LT_CHECK(!c.trainable.empty(),
+             "config: 'trainable' is empty but finetune is partial; expected groups among {} "
              "(e.g. [norms] trains only the norms, [lm_head] only the LM head)",
              fmt::join(kTrainableGroups, ", "));
   } else {
-    LT_CHECK(c.trainable.empty(), "config: 'trainable' is [{}] but finetune is {}; it needs finetune: partial",
+    LT_CHECK(c.trainable.empty(),
+             "config: 'trainable' is [{}] but finetune is {}; it needs finetune: partial",
              fmt::join(c.trainable, ", "), c.finetune);
-    LT_CHECK(c.trainable_layers == "all", "config: 'trainable_layers' is '{}' but finetune is {}; it needs "
-             "finetune: partial", c.trainable_layers, c.finetune);
+    LT_CHECK(c.trainable_layers == "all",
+             "config: 'trainable_layers' is '{}' but finetune is {}; it needs "
+             "finetune: partial",
+             c.trainable_layers, c.finetune);
   }
   parse_layer_spec(c.trainable_layers);  // the syntax now; the range once the model is known
 }
 
 void check_paths(const TrainConfig& c) {
   namespace fs = std::filesystem;
-  LT_CHECK(fs::exists(c.base_model), "config: 'base_model' is '{}', which does not exist; expected a model directory",
-           c.base_model);
-  LT_CHECK(fs::exists(c.data_path), "config: 'data_path' is '{}', which does not exist; expected a dataset file",
-           c.data_path);
+  LT_CHECK(fs::exists(c.base_model),
+           "config: 'base_model' is '{}', which does not exist; expected a model directory", c.base_model);
+  LT_CHECK(fs::exists(c.data_path),
+           "config: 'data_path' is '{}', which does not exist; expected a dataset file", c.data_path);
   if (!c.init_adapter.empty())
-    LT_CHECK(fs::exists(fs::path(c.init_adapter) / "adapter_config.json"),
-             "config: 'init_adapter' is '{}', which has no adapter_config.json; expected a PEFT adapter directory",
-             c.init_adapter);
+    LT_CHECK(
+        fs::exists(fs::path(c.init_adapter) / "adapter_config.json"),
+        "config: 'init_adapter' is '{}', which has no adapter_config.json; expected a PEFT adapter directory",
+        c.init_adapter);
   if (!c.resume.empty() && c.resume != "latest")
-    LT_CHECK(fs::is_directory(c.resume), "config: 'resume' is '{}', which is not a directory; expected \"latest\" "
-             "or a checkpoint directory", c.resume);
+    LT_CHECK(fs::is_directory(c.resume),
+             "config: 'resume' is '{}', which is not a directory; expected \"latest\" "
+             "or a checkpoint directory",
+             c.resume);
 }
 
 }  // namespace lt::train

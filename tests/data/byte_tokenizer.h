@@ -22,6 +22,7 @@ class ByteTokenizer : public Tokenizer {
   bool has_bos = true;
   bool has_eos = true;
   bool has_pad = false;
+  int32_t pad_token = kPad;  // what pad_id() reports when has_pad
 
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const override {
     std::vector<int32_t> ids;
@@ -69,9 +70,15 @@ class ByteTokenizer : public Tokenizer {
     if (id >= kStartHeader && id < kPrefix) return specials()[size_t(id - kStartHeader)];
     return std::string(1, char(id - kByteBase));
   }
-  std::optional<int32_t> bos_id() const override { return has_bos ? std::optional<int32_t>(kBos) : std::nullopt; }
-  std::optional<int32_t> eos_id() const override { return has_eos ? std::optional<int32_t>(kEos) : std::nullopt; }
-  std::optional<int32_t> pad_id() const override { return has_pad ? std::optional<int32_t>(kPad) : std::nullopt; }
+  std::optional<int32_t> bos_id() const override {
+    return has_bos ? std::optional<int32_t>(kBos) : std::nullopt;
+  }
+  std::optional<int32_t> eos_id() const override {
+    return has_eos ? std::optional<int32_t>(kEos) : std::nullopt;
+  }
+  std::optional<int32_t> pad_id() const override {
+    return has_pad ? std::optional<int32_t>(pad_token) : std::nullopt;
+  }
   bool adds_bos() const override { return add_bos; }
 
   static const std::vector<std::string>& specials() {

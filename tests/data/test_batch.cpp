@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "byte_tokenizer.h"
 #include "data/batch.h"
 #include "data_test_util.h"
 
@@ -11,7 +12,9 @@ namespace {
 
 using test::error_message;
 
-Example make_example(std::vector<int32_t> ids, std::vector<int32_t> labels) { return {std::move(ids), std::move(labels)}; }
+Example make_example(std::vector<int32_t> ids, std::vector<int32_t> labels) {
+  return {std::move(ids), std::move(labels)};
+}
 
 // Scored (logit position, label) pairs of a row after the HF shift, counted from first principles.
 int64_t scored_in_row(const Batch& b, int64_t r) {
@@ -28,8 +31,8 @@ TEST(Batch, PaddingToTheLongestRow) {
   EXPECT_EQ(b.B, 3);
   EXPECT_EQ(b.T, 5);
   EXPECT_EQ(b.input_ids, (std::vector<int32_t>{10, 11, 12, 7, 7, 20, 21, 22, 23, 24, 30, 31, 7, 7, 7}));
-  EXPECT_EQ(b.labels, (std::vector<int32_t>{-100, 11, 12, -100, -100, -100, 21, -100, 23, 24, -100, 31, -100, -100,
-                                            -100}));
+  EXPECT_EQ(b.labels, (std::vector<int32_t>{-100, 11, 12, -100, -100, -100, 21, -100, 23, 24, -100, 31, -100,
+                                            -100, -100}));
   EXPECT_EQ(b.positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 0, 1, 2, 3, 4, 0, 1, 0, 0, 0}));
   EXPECT_EQ(b.segment_ids, (std::vector<int32_t>{0, 0, 0, -1, -1, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1}));
   EXPECT_EQ(b.row_lengths, (std::vector<int64_t>{3, 5, 2}));
@@ -92,7 +95,17 @@ TEST(Batch, PackRowsBestFitDecreasing) {
   // Efficiency: near the volume lower bound ceil(total / 64) (best-fit decreasing is within 11/9 OPT + 6/9).
   EXPECT_LE(double(rows.size()), 11.0 / 9.0 * std::ceil(double(total) / 64) + 1);
   std::string message = error_message([] { pack_rows({3, 9}, 8); });
-  EXPECT_NE(message.find("example 1 has 9 tokens, more than the packing budget of 8"), std::string::npos) << message;
+  EXPECT_NE(message.find("example 1 has 9 tokens, more than the packing budget of 8"), std::string::npos)
+      << message;
+}
+
+TEST(Batch, PaddingIdFromTheTokenizerElseZero) {
+  test::ByteTokenizer tok;
+  tok.has_pad = false;
+  EXPECT_EQ(padding_id(tok), 0);
+  tok.has_pad = true;
+  tok.pad_token = 77;
+  EXPECT_EQ(padding_id(tok), 77);
 }
 
 TEST(Batch, BadRowsAreErrors) {

@@ -119,7 +119,8 @@ TEST(BatchLoader, ResumeFromEpochAndStep) {
     options.pack_len = 64;
     DataLoader uninterrupted(examples, options);
     std::vector<Batch> reference;
-    for (int i = 0; i < 3 * int(uninterrupted.steps_per_epoch()); ++i) reference.push_back(uninterrupted.next());
+    for (int i = 0; i < 3 * int(uninterrupted.steps_per_epoch()); ++i)
+      reference.push_back(uninterrupted.next());
     DataLoader resumed(examples, options);
     int64_t steps = resumed.steps_per_epoch();
     resumed.seek({1, 2});

@@ -14,7 +14,9 @@ using test::ByteTokenizer;
 using test::error_message;
 using test::write_file;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 const char* kThreeRecords =
     R"([{"instruction": "Sum", "input": "1 2", "output": "3"},
@@ -38,8 +40,7 @@ TEST(DatasetAlpaca, JsonArrayAndJsonlGiveTheSameExamples) {
     EXPECT_EQ(array.examples[i].input_ids, lines.examples[i].input_ids);
     EXPECT_EQ(array.examples[i].labels, lines.examples[i].labels);
   }
-  EXPECT_EQ(tok.decode(array.examples[1].input_ids),
-            "<s>" + alpaca_prompt("Name a color.", "") + "Blue</s>");
+  EXPECT_EQ(tok.decode(array.examples[1].input_ids), "<s>" + alpaca_prompt("Name a color.", "") + "Blue</s>");
   EXPECT_EQ(tok.decode(array.examples[0].input_ids), "<s>" + alpaca_prompt("Sum", "1 2") + "3</s>");
   EXPECT_EQ(array.stats.records, 3);
   EXPECT_EQ(array.stats.skipped, 0);
@@ -102,7 +103,8 @@ TEST(DatasetAlpaca, InvalidJsonArrayFileNamesLine) {
   lt::test::TempDir dir;
   ByteTokenizer tok;
   std::string path = dir.file("broken.json");
-  write_file(path, "[\n{\"instruction\": \"a\", \"output\": \"b\"},\n{\"instruction\": \"a\" \"output\": \"b\"}\n]");
+  write_file(
+      path, "[\n{\"instruction\": \"a\", \"output\": \"b\"},\n{\"instruction\": \"a\" \"output\": \"b\"}\n]");
   std::string message = error_message([&] { load_alpaca(path, tok, DatasetOptions{}); });
   EXPECT_TRUE(contains(message, path + ":3: invalid JSON")) << message;
   write_file(path, R"({"instruction": "a", "output": "b"})");
@@ -170,7 +172,8 @@ TEST(DatasetAlpaca, RealSharedFilesLoad) {
       // The prompt is one masked prefix; everything after it is trained.
       size_t masked = 0;
       while (masked < e.labels.size() && e.labels[masked] == kIgnoreIndex) ++masked;
-      EXPECT_TRUE(std::equal(e.labels.begin() + long(masked), e.labels.end(), e.input_ids.begin() + long(masked)));
+      EXPECT_TRUE(
+          std::equal(e.labels.begin() + long(masked), e.labels.end(), e.input_ids.begin() + long(masked)));
       EXPECT_TRUE(contains(tok.decode({e.input_ids.data(), masked}), "### Response:\n"));
     }
   }

@@ -17,7 +17,8 @@ namespace {
 class ReplayTokenizer : public Tokenizer {
  public:
   explicit ReplayTokenizer(const nlohmann::json& golden) {
-    for (const auto& entry : golden["encodes"]) table_[entry["text"]] = entry["ids"].get<std::vector<int32_t>>();
+    for (const auto& entry : golden["encodes"])
+      table_[entry["text"]] = entry["ids"].get<std::vector<int32_t>>();
     if (!golden["bos_id"].is_null()) bos_ = golden["bos_id"].get<int32_t>();
     eos_ = golden["eos_id"].get<int32_t>();
     adds_bos_ = golden["adds_bos"].get<bool>();
@@ -66,8 +67,9 @@ TEST(DatasetAlpacaGolden, MatchesAlpacaLoraWithRealTokenizers) {
       bool truncated = false;
       Example e = encode_segments(tok, segments, options, &truncated);
       truncated_cases += truncated;
-      std::string what = golden["tokenizer"].get<std::string>() + " record " + c["record"].dump() + " cutoff " +
-                         c["cutoff_len"].dump() + " train_on_inputs " + c["train_on_inputs"].dump();
+      std::string what = golden["tokenizer"].get<std::string>() + " record " + c["record"].dump() +
+                         " cutoff " + c["cutoff_len"].dump() + " train_on_inputs " +
+                         c["train_on_inputs"].dump();
       EXPECT_EQ(e.input_ids, c["input_ids"].get<std::vector<int32_t>>()) << what;
       EXPECT_EQ(e.labels, c["labels"].get<std::vector<int32_t>>()) << what;
     }

@@ -14,7 +14,9 @@ using test::ByteTokenizer;
 using test::error_message;
 using test::write_file;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 DatasetOptions chat_options(TemplateKind kind) {
   DatasetOptions options;
@@ -81,7 +83,8 @@ TEST(DatasetChat, ShareGptMapsToTheSameExample) {
 TEST(DatasetChat, ChatMLTrainsImEndButNotTheNewlineAfterIt) {
   lt::test::TempDir dir;
   std::string path = dir.file("c.jsonl");
-  write_file(path, R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})");
+  write_file(path,
+             R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]})");
   ByteTokenizer tok;
   tok.add_bos = false;  // Qwen2-like
   Dataset d = load_dataset(path, tok, chat_options(TemplateKind::chatml));
@@ -110,7 +113,8 @@ TEST(DatasetChat, BadConversationsNameFileLineAndProblem) {
   ByteTokenizer tok;
   std::string path = dir.file("bad.jsonl");
   for (const auto& [line, problem] : cases) {
-    write_file(path, std::string(R"({"messages": [{"role": "user", "content": "ok"}]})") + "\n" + line + "\n");
+    write_file(path,
+               std::string(R"({"messages": [{"role": "user", "content": "ok"}]})") + "\n" + line + "\n");
     std::string message = error_message([&] { load_chat(path, tok, chat_options(TemplateKind::chatml)); });
     EXPECT_TRUE(contains(message, path + ":2: ")) << message;
     EXPECT_TRUE(contains(message, problem)) << line << " -> " << message;

@@ -69,7 +69,8 @@ TEST(DatasetPretokenized, SkipCounts) {
   Dataset d = load_pretokenized(path, 0, options);
   EXPECT_EQ(d.examples.size(), 1u);
   EXPECT_EQ(d.stats.skipped, 2);
-  EXPECT_NE(d.stats.first_skip.find(path + ":1: labels length mismatch"), std::string::npos) << d.stats.first_skip;
+  EXPECT_NE(d.stats.first_skip.find(path + ":1: labels length mismatch"), std::string::npos)
+      << d.stats.first_skip;
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ TEST(DatasetText, ChunksPredictEveryTokenOnce) {
       scored.insert(scored.end(), c.labels.begin() + 1, c.labels.end());
     }
     EXPECT_EQ(scored, std::vector<int32_t>(ids.begin() + std::min<int64_t>(1, n), ids.end())) << "n=" << n;
-    for (size_t k = 1; k < chunks.size(); ++k) EXPECT_EQ(chunks[k].input_ids.front(), chunks[k - 1].input_ids.back());
+    for (size_t k = 1; k < chunks.size(); ++k)
+      EXPECT_EQ(chunks[k].input_ids.front(), chunks[k - 1].input_ids.back());
   }
 }
 

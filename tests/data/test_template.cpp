@@ -20,11 +20,14 @@ std::string joined(const std::vector<Segment>& segments) {
 // wrapping undone as it instructs.
 TEST(Template, AlpacaWithInputMatchesAlpacaLora) {
   std::string expected =
-      "Below is an instruction that describes a task, paired with an input that provides further context. Write a "
-      "response that appropriately completes the request.\n\n### Instruction:\nAdd the numbers.\n\n### Input:\n2 "
+      "Below is an instruction that describes a task, paired with an input that provides further context. "
+      "Write a "
+      "response that appropriately completes the request.\n\n### Instruction:\nAdd the numbers.\n\n### "
+      "Input:\n2 "
       "and 3\n\n### Response:\n";
   EXPECT_EQ(alpaca_prompt("Add the numbers.", "2 and 3"), expected);
-  std::vector<Segment> segments = render_instruction(TemplateKind::alpaca, "Add the numbers.", "2 and 3", "5");
+  std::vector<Segment> segments =
+      render_instruction(TemplateKind::alpaca, "Add the numbers.", "2 and 3", "5");
   ASSERT_EQ(segments.size(), 2u);
   EXPECT_EQ(segments[0].text, expected);
   EXPECT_TRUE(segments[0].is_prompt);
@@ -106,10 +109,11 @@ TEST(Template, AlpacaCannotRenderChat) {
 TEST(Template, DetectFromTokenizerConfig) {
   lt::test::TempDir dir;
   // Excerpts with the markers of the real Llama 3 Instruct and Qwen2 Instruct chat templates.
-  write_file(dir.file("tokenizer_config.json"),
-             R"({"chat_template": "{% set loop_messages = messages %}{% for message in loop_messages %}{% set )"
-             R"(content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | )"
-             R"(trim + '<|eot_id|>' %}{{ content }}{% endfor %}"})");
+  write_file(
+      dir.file("tokenizer_config.json"),
+      R"({"chat_template": "{% set loop_messages = messages %}{% for message in loop_messages %}{% set )"
+      R"(content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | )"
+      R"(trim + '<|eot_id|>' %}{{ content }}{% endfor %}"})");
   EXPECT_EQ(detect_template(dir.path()), TemplateKind::llama3);
   write_file(dir.file("tokenizer_config.json"),
              R"({"chat_template": "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + )"

@@ -22,8 +22,8 @@ TEST(TemplateEncode, AlpacaMasksPromptAndTrainsOutputAndEos) {
   std::string prompt = alpaca_prompt("Name a color.", "");
   auto segments = render_instruction(TemplateKind::alpaca, "Name a color.", "", "Blue");
   Example e = encode_segments(tok, segments, encode_options_for(TemplateKind::alpaca, tok, 1024, false));
-  std::vector<int32_t> expected_ids = concat({{ByteTokenizer::kBos}, byte_ids(prompt), byte_ids("Blue"),
-                                              {ByteTokenizer::kEos}});
+  std::vector<int32_t> expected_ids =
+      concat({{ByteTokenizer::kBos}, byte_ids(prompt), byte_ids("Blue"), {ByteTokenizer::kEos}});
   EXPECT_EQ(e.input_ids, expected_ids);
   std::vector<int32_t> expected_labels(1 + prompt.size(), kIgnoreIndex);
   auto target = concat({byte_ids("Blue"), {ByteTokenizer::kEos}});
@@ -72,13 +72,15 @@ TEST(TemplateEncode, SpecialStringsOnlyFromTemplateText) {
 
 TEST(TemplateEncode, ChatLabelsOnlyOnAssistantTurns) {
   ByteTokenizer tok;
-  auto segments = render_chat(TemplateKind::chatml, {{"system", "S"}, {"user", "U"}, {"assistant", "A1"},
-                                                     {"user", "U2"}, {"assistant", "A2"}});
+  auto segments =
+      render_chat(TemplateKind::chatml,
+                  {{"system", "S"}, {"user", "U"}, {"assistant", "A1"}, {"user", "U2"}, {"assistant", "A2"}});
   Example e = encode_segments(tok, segments, encode_options_for(TemplateKind::chatml, tok, 1024, false));
   std::vector<int32_t> trained;
   for (size_t t = 0; t < e.labels.size(); ++t)
     if (e.labels[t] != kIgnoreIndex) trained.push_back(e.labels[t]);
-  EXPECT_EQ(trained, concat({byte_ids("A1"), {ByteTokenizer::kImEnd}, byte_ids("A2"), {ByteTokenizer::kImEnd}}));
+  EXPECT_EQ(trained,
+            concat({byte_ids("A1"), {ByteTokenizer::kImEnd}, byte_ids("A2"), {ByteTokenizer::kImEnd}}));
 }
 
 // SentencePiece-like tokenizers add a prefix on every encode call: the prompt and the output must be
@@ -89,7 +91,9 @@ TEST(TemplateEncode, RunsAreEncodedWholeWithAlpacaLoraBoundary) {
   std::string prompt = alpaca_prompt("Sum", "");
   auto segments = render_instruction(TemplateKind::alpaca, "Sum", "", "3");
   Example e = encode_segments(tok, segments, encode_options_for(TemplateKind::alpaca, tok, 1024, false));
-  EXPECT_EQ(e.input_ids, concat({{ByteTokenizer::kBos, ByteTokenizer::kPrefix}, byte_ids(prompt), byte_ids("3"),
+  EXPECT_EQ(e.input_ids, concat({{ByteTokenizer::kBos, ByteTokenizer::kPrefix},
+                                 byte_ids(prompt),
+                                 byte_ids("3"),
                                  {ByteTokenizer::kEos}}));
   size_t masked = 0;
   while (masked < e.labels.size() && e.labels[masked] == kIgnoreIndex) ++masked;
@@ -110,13 +114,14 @@ TEST(TemplateEncode, CutoffTruncatesAndAddsEosOnlyWhenItFits) {
   EXPECT_EQ(int64_t(fits.input_ids.size()), natural);
   EXPECT_EQ(fits.input_ids.back(), ByteTokenizer::kEos);
   // One short: the text just fills cutoff_len, so no EOS (alpaca-lora adds it only when len < cutoff_len).
-  Example full = encode_segments(tok, segments, encode_options_for(TemplateKind::alpaca, tok, natural - 1, false),
-                                 &truncated);
+  Example full = encode_segments(
+      tok, segments, encode_options_for(TemplateKind::alpaca, tok, natural - 1, false), &truncated);
   EXPECT_FALSE(truncated);
   EXPECT_EQ(int64_t(full.input_ids.size()), natural - 1);
   EXPECT_EQ(full.input_ids.back(), byte_ids("3")[0]);
   // Shorter still: truncated, no EOS, labels cut with the ids.
-  Example cut = encode_segments(tok, segments, encode_options_for(TemplateKind::alpaca, tok, 10, false), &truncated);
+  Example cut =
+      encode_segments(tok, segments, encode_options_for(TemplateKind::alpaca, tok, 10, false), &truncated);
   EXPECT_TRUE(truncated);
   EXPECT_EQ(cut.input_ids.size(), 10u);
   EXPECT_EQ(cut.labels.size(), 10u);

@@ -79,8 +79,8 @@ TEST_P(TokenizerGolden, AlpacaTextsMatchReference) {
     std::string hash = fmt::format("{:016x}", fnv1a64(ids));
     bool same = ids.size() == expected[i][0].get<size_t>() && hash == expected[i][1].get<std::string>();
     if (!same && ++mismatches <= 5) {
-      ADD_FAILURE() << "text " << i << " (" << texts[i].substr(0, 200) << "): " << ids.size() << " ids, hash " << hash
-                    << "; reference " << expected[i][0] << " ids, hash " << expected[i][1];
+      ADD_FAILURE() << "text " << i << " (" << texts[i].substr(0, 200) << "): " << ids.size() << " ids, hash "
+                    << hash << "; reference " << expected[i][0] << " ids, hash " << expected[i][1];
     }
     if (same && g["alpaca_round_trip"].get<bool>()) {
       EXPECT_EQ(tok.decode(ids), texts[i]) << "text " << i << " does not survive a round trip";
@@ -99,7 +99,8 @@ TEST_P(TokenizerGolden, AdversarialTextsMatchReference) {
     std::string text = c["text"];
     auto want = c["ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(tok.encode(text), want) << "text: " << json(text).dump();
-    EXPECT_EQ(tok.decode(want), c["decoded"].get<std::string>()) << "decoding the ids of " << json(text).dump();
+    EXPECT_EQ(tok.decode(want), c["decoded"].get<std::string>())
+        << "decoding the ids of " << json(text).dump();
     if (c.contains("ids_special")) {
       EXPECT_EQ(tok.encode(text, true), c["ids_special"].get<std::vector<int32_t>>())
           << "with special tokens allowed: " << json(text).dump();
@@ -108,10 +109,11 @@ TEST_P(TokenizerGolden, AdversarialTextsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
-                         ::testing::Values("llama3_tiktoken", "llama2_sentencepiece", "stories260K_sentencepiece",
-                                           "qwen2_vocab_merges", "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
+                         ::testing::Values("llama3_tiktoken", "llama2_sentencepiece",
+                                           "stories260K_sentencepiece", "qwen2_vocab_merges",
+                                           "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
-                                           "stories260K_metaspace_json"));
+                                           "stories260K_metaspace_json", "tiny_gpt2_style_json"));
 
 }  // namespace
 }  // namespace lt::data

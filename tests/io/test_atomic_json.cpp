@@ -110,7 +110,8 @@ TEST(JsonFile, ParseErrorNamesFileAndPosition) {
   TempDir dir;
   std::string path = dir.file("bad.json");
   test::write_bytes(path, "{\n  \"a\": 1,\n  \"b\": ]\n}\n");
-  EXPECT_TRUE(fails_with([&] { read_json_file(path); }, {path, "line 3, column 8", "byte 20", "unexpected ']'"}));
+  EXPECT_TRUE(
+      fails_with([&] { read_json_file(path); }, {path, "line 3, column 8", "byte 20", "unexpected ']'"}));
   test::write_bytes(path, "");
   EXPECT_TRUE(fails_with([&] { read_json_file(path); }, {path, "invalid JSON", "line 1"}));
   EXPECT_TRUE(fails_with([&] { read_json_file(dir.file("absent.json")); }, {"absent.json", "cannot open"}));

@@ -38,7 +38,7 @@ struct ShardedCheckpoint {
 
   ShardedCheckpoint() {
     write_safetensors(dir.file(shard1), {{"a", Tensor(a.data(), DType::BF16, {2, 3})},
-                                          {"b", Tensor(b.data(), DType::F32, {4})}});
+                                         {"b", Tensor(b.data(), DType::F32, {4})}});
     write_safetensors(dir.file(shard2), {{"c", Tensor(c.data(), DType::F32, {5, 2})}});
     write_index({{"a", shard1}, {"b", shard1}, {"c", shard2}});
   }
@@ -69,8 +69,9 @@ TEST(CheckpointReader, ShardedReadIntoAcrossShards) {
 TEST(CheckpointReader, MissingShard) {
   ShardedCheckpoint ckpt;
   std::filesystem::remove(ckpt.dir.file(ckpt.shard2));
-  EXPECT_TRUE(fails_with([&] { CheckpointReader::open(ckpt.dir.path()); },
-                         {ckpt.dir.path(), "shard 'model-00002-of-00002.safetensors'", "tensor 'c'", "missing"}));
+  EXPECT_TRUE(
+      fails_with([&] { CheckpointReader::open(ckpt.dir.path()); },
+                 {ckpt.dir.path(), "shard 'model-00002-of-00002.safetensors'", "tensor 'c'", "missing"}));
 }
 
 TEST(CheckpointReader, IndexNamesTensorAbsentFromShard) {
@@ -115,7 +116,7 @@ TEST(CheckpointReader, SingleFileAndModelSafetensorsDirectory) {
 TEST(CheckpointReader, ReadIntoConvertsBf16Exactly) {
   TempDir dir;
   std::vector<bf16> w = bf16_values(12, 5);
-  w[0] = to_bf16(1e30f);  // far outside f16's range: stays exact in f32/f64
+  w[0] = to_bf16(1e30f);           // far outside f16's range: stays exact in f32/f64
   w[1] = bf16::from_bits(0x0001);  // the smallest bf16 subnormal
   write_safetensors(dir.file("w.safetensors"), {{"w", Tensor(w.data(), DType::BF16, {3, 4})}});
   auto reader = CheckpointReader::open(dir.file("w.safetensors"));
@@ -163,14 +164,18 @@ TEST(CheckpointReader, ReadIntoChecksShapeAndDtype) {
   std::string path = dir.file("w.safetensors");
   auto reader = CheckpointReader::open(path);
   std::vector<float> out(6);
-  EXPECT_TRUE(fails_with([&] { reader->read_into("layer.w", Tensor(out.data(), DType::F32, {3, 2})); },
-                         {path, "tensor 'layer.w'", "shape (2, 3)", "expected (3, 2)"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        reader->read_into("layer.w", Tensor(out.data(), DType::F32, {3, 2}));
+      },
+      {path, "tensor 'layer.w'", "shape (2, 3)", "expected (3, 2)"}));
   EXPECT_TRUE(fails_with([&] { reader->read_into("layer.w", Tensor(out.data(), DType::F32, {6})); },
                          {"shape (2, 3)", "expected (6)"}));
   EXPECT_TRUE(fails_with([&] { reader->read_into("ids", Tensor(out.data(), DType::F32, {3})); },
                          {"tensor 'ids'", "I32 on disk", "into f32"}));
   std::vector<int64_t> wide(3);
-  EXPECT_TRUE(fails_with([&] { reader->read_into("ids", Tensor(wide.data(), DType::I64, {3})); }, {"into i64"}));
+  EXPECT_TRUE(
+      fails_with([&] { reader->read_into("ids", Tensor(wide.data(), DType::I64, {3})); }, {"into i64"}));
   std::vector<int32_t> got(3);
   reader->read_into("ids", Tensor(got.data(), DType::I32, {3}));
   EXPECT_EQ(got, ids);

@@ -26,7 +26,9 @@ struct HostTensor {
 };
 using TensorMap = std::map<std::string, HostTensor>;
 
-std::string golden_dir(const std::string& name) { return test::source_path("tests/model/golden/" + name); }
+std::string golden_dir(const std::string& name) {
+  return test::source_path("tests/model/golden/" + name);
+}
 
 nlohmann::json read_json(const std::string& path) {
   nlohmann::json j;
@@ -155,7 +157,8 @@ TEST(HfCheckpoint, FusedQkvAndGateUpSplitLikeUnfused) {
       fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
            "self_attn.qkv_proj.weight");
       if (m.config.qkv_bias)
-        fuse({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}, "self_attn.qkv_proj.bias");
+        fuse({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+             "self_attn.qkv_proj.bias");
       fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"}, "mlp.gate_up_proj.weight");
     }
     write_checkpoint(tmp.file("fused"), read_json(golden_dir(name) + "/config.json"), t);
@@ -205,7 +208,8 @@ TEST(HfCheckpoint, SaveThenLoadRoundTripsThroughShards) {
   test::TempDir tmp;
   Loaded m = load(golden_dir("llama"));  // stored as bf16: saving in the declared dtype is lossless
   const std::string dir = tmp.file("saved");
-  std::vector<std::string> files = io::save_hf_checkpoint(dir, m.config, m.weights, {.max_shard_bytes = 8000});
+  std::vector<std::string> files =
+      io::save_hf_checkpoint(dir, m.config, m.weights, {.max_shard_bytes = 8000});
   ASSERT_GT(files.size(), 3u) << "several shards and an index";
   EXPECT_EQ(files.front(), "config.json");
   EXPECT_EQ(files.back(), "model.safetensors.index.json");

@@ -76,7 +76,8 @@ ParityResult run_parity(const std::string& name, DType dtype) {
   const io::SafetensorsEntry* ids_entry = golden->find("input_ids");
   const int64_t B = ids_entry->shape[0], T = ids_entry->shape[1], V = config.vocab_size;
   std::vector<int32_t> positions(size_t(B * T));
-  for (int64_t i = 0; i < B * T; ++i) positions[size_t(i)] = int32_t(i % T);  // HF's default with right padding
+  for (int64_t i = 0; i < B * T; ++i)
+    positions[size_t(i)] = int32_t(i % T);  // HF's default with right padding
 
   model::Batch batch{.input_ids = Tensor(ids.data(), DType::I32, {B, T}),
                      .positions = Tensor(positions.data(), DType::I32, {B, T}),
@@ -91,7 +92,8 @@ ParityResult run_parity(const std::string& name, DType dtype) {
   r.loss = std::abs(loss - want_loss) / std::abs(want_loss);
 
   // Logits of real (attention_mask 1) positions: padded queries see padded keys here, not in HF.
-  std::vector<double> got_logits = to_doubles(decoder.logits()), want_logits = golden_doubles(*golden, "logits");
+  std::vector<double> got_logits = to_doubles(decoder.logits()),
+                      want_logits = golden_doubles(*golden, "logits");
   std::vector<double> got_real, want_real;
   for (int64_t i = 0; i < B * T; ++i) {
     if (!mask[size_t(i)]) continue;
@@ -123,15 +125,28 @@ void expect_parity(const std::string& name, DType dtype, double tolerance) {
   EXPECT_LE(r.logits, tolerance) << name << " logits";
   EXPECT_LE(r.worst_grad, tolerance) << name << " gradient " << r.worst_grad_name;
   std::printf("[parity] %s %s: loss %.2e logits %.2e worst gradient %.2e (%s)\n", name.c_str(),
-              std::string(dtype_name(dtype)).c_str(), r.loss, r.logits, r.worst_grad, r.worst_grad_name.c_str());
+              std::string(dtype_name(dtype)).c_str(), r.loss, r.logits, r.worst_grad,
+              r.worst_grad_name.c_str());
 }
 
-TEST(ModelGolden, LlamaFloat64) { expect_parity("llama", DType::F64, 1e-9); }
-TEST(ModelGolden, LlamaFloat32) { expect_parity("llama", DType::F32, 1e-4); }
-TEST(ModelGolden, Qwen2Float64) { expect_parity("qwen2", DType::F64, 1e-9); }
-TEST(ModelGolden, Qwen2Float32) { expect_parity("qwen2", DType::F32, 1e-4); }
-TEST(ModelGolden, MistralFloat64) { expect_parity("mistral", DType::F64, 1e-9); }
-TEST(ModelGolden, MistralFloat32) { expect_parity("mistral", DType::F32, 1e-4); }
+TEST(ModelGolden, LlamaFloat64) {
+  expect_parity("llama", DType::F64, 1e-9);
+}
+TEST(ModelGolden, LlamaFloat32) {
+  expect_parity("llama", DType::F32, 1e-4);
+}
+TEST(ModelGolden, Qwen2Float64) {
+  expect_parity("qwen2", DType::F64, 1e-9);
+}
+TEST(ModelGolden, Qwen2Float32) {
+  expect_parity("qwen2", DType::F32, 1e-4);
+}
+TEST(ModelGolden, MistralFloat64) {
+  expect_parity("mistral", DType::F64, 1e-9);
+}
+TEST(ModelGolden, MistralFloat32) {
+  expect_parity("mistral", DType::F32, 1e-4);
+}
 
 // The golden configs are what the tests claim: llama3 scaling, biases + tying, a window shorter than T.
 TEST(ModelGolden, ConfigsExerciseTheFeatures) {

@@ -57,7 +57,8 @@ TEST(PeftConfig, ReadsPeftFileWithPatterns) {
   EXPECT_EQ(c.revision, "main");
   ASSERT_EQ(c.rank_pattern.size(), 2u);
   ASSERT_EQ(c.alpha_pattern.size(), 1u);
-  // Written again, it carries the same values as PEFT's file (target_modules is a set in PEFT: compare sorted).
+  // Written again, it carries the same values as PEFT's file (target_modules is a set in PEFT: compare
+  // sorted).
   auto ours = nlohmann::json::parse(adapter_config_json(c));
   auto theirs = nlohmann::json::parse(golden_text("adapter_config_patterns.json"));
   auto sorted = [](nlohmann::json v) {
@@ -83,14 +84,17 @@ TEST(PeftConfig, ScalingAndRankPerModuleMatchPeft) {
     cfg.target_modules = c["config"]["target_modules"].get<std::vector<std::string>>();
     cfg.use_rslora = c["config"].value("use_rslora", false);
     if (c["config"].contains("rank_pattern"))
-      for (auto& [k, v] : c["config"]["rank_pattern"].items()) cfg.rank_pattern.emplace_back(k, v.get<int64_t>());
+      for (auto& [k, v] : c["config"]["rank_pattern"].items())
+        cfg.rank_pattern.emplace_back(k, v.get<int64_t>());
     if (c["config"].contains("alpha_pattern"))
-      for (auto& [k, v] : c["config"]["alpha_pattern"].items()) cfg.alpha_pattern.emplace_back(k, v.get<double>());
+      for (auto& [k, v] : c["config"]["alpha_pattern"].items())
+        cfg.alpha_pattern.emplace_back(k, v.get<double>());
     LoraAdapterConfig back = parse_adapter_config(adapter_config_json(cfg), "round trip");
     // The written file sorts pattern keys (as PEFT's does), which may change which pattern wins: only the
     // target set is compared after the round trip.
     for (const LoraAdapterConfig* x : {&cfg, &back}) {
-      for (const std::string module_name : {"model.layers.0.self_attn.q_proj", "model.layers.3.mlp.gate_proj"}) {
+      for (const std::string module_name :
+           {"model.layers.0.self_attn.q_proj", "model.layers.3.mlp.gate_proj"}) {
         bool has = c["modules"].contains(module_name);
         EXPECT_EQ(x->targets(module_name), has) << c["name"] << " " << module_name;
       }
@@ -134,12 +138,35 @@ TEST(PeftConfig, RoundTripThroughFile) {
   EXPECT_EQ(adapter_config_json(back), adapter_config_json(c));
   // Every key FORMATS.md lists is written.
   auto j = nlohmann::json::parse(adapter_config_json(c));
-  for (const char* key :
-       {"alpha_pattern", "auto_mapping", "base_model_name_or_path", "bias", "corda_config", "eva_config",
-        "exclude_modules", "fan_in_fan_out", "inference_mode", "init_lora_weights", "layer_replication",
-        "layers_pattern", "layers_to_transform", "loftq_config", "lora_alpha", "lora_bias", "lora_dropout",
-        "megatron_config", "megatron_core", "modules_to_save", "peft_type", "r", "rank_pattern", "revision",
-        "target_modules", "task_type", "trainable_token_indices", "use_dora", "use_rslora"})
+  for (const char* key : {"alpha_pattern",
+                          "auto_mapping",
+                          "base_model_name_or_path",
+                          "bias",
+                          "corda_config",
+                          "eva_config",
+                          "exclude_modules",
+                          "fan_in_fan_out",
+                          "inference_mode",
+                          "init_lora_weights",
+                          "layer_replication",
+                          "layers_pattern",
+                          "layers_to_transform",
+                          "loftq_config",
+                          "lora_alpha",
+                          "lora_bias",
+                          "lora_dropout",
+                          "megatron_config",
+                          "megatron_core",
+                          "modules_to_save",
+                          "peft_type",
+                          "r",
+                          "rank_pattern",
+                          "revision",
+                          "target_modules",
+                          "task_type",
+                          "trainable_token_indices",
+                          "use_dora",
+                          "use_rslora"})
     EXPECT_TRUE(j.contains(key)) << key;
 }
 
@@ -147,7 +174,8 @@ TEST(PeftConfig, RegexTargetsAndExcludes) {
   auto c = parse_adapter_config(with("target_modules", R"(.*\.layers\.[01]\..*(q_proj|v_proj))"), "x");
   EXPECT_TRUE(c.targets("model.layers.1.self_attn.v_proj"));
   EXPECT_FALSE(c.targets("model.layers.2.self_attn.v_proj"));
-  auto e = parse_adapter_config(with("exclude_modules", nlohmann::json::array({"layers.0.self_attn.q_proj"})), "x");
+  auto e = parse_adapter_config(with("exclude_modules", nlohmann::json::array({"layers.0.self_attn.q_proj"})),
+                                "x");
   EXPECT_FALSE(e.targets("model.layers.0.self_attn.q_proj"));
   EXPECT_TRUE(e.targets("model.layers.10.self_attn.q_proj"));
 }

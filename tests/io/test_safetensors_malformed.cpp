@@ -44,7 +44,9 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 }
 
 // A header object from its members.
-std::string obj(std::initializer_list<std::string> members) { return fmt::format("{{{}}}", fmt::join(members, ",")); }
+std::string obj(std::initializer_list<std::string> members) {
+  return fmt::format("{{{}}}", fmt::join(members, ","));
+}
 
 const std::string kEightBytes(8, '\x01');
 
@@ -67,18 +69,21 @@ TEST(SafetensorsMalformed, HeaderLengthPastEndOfFile) {
 }
 
 TEST(SafetensorsMalformed, HugeHeaderLength) {
-  EXPECT_TRUE(open_fails("{}", "", {"header length 100000001", "exceeds the limit of 100000000"}, 100'000'001));
+  EXPECT_TRUE(
+      open_fails("{}", "", {"header length 100000001", "exceeds the limit of 100000000"}, 100'000'001));
   EXPECT_TRUE(open_fails("{}", "", {"exceeds the limit"}, UINT64_MAX));
 }
 
 TEST(SafetensorsMalformed, OverlappingOffsets) {
   std::string header = obj({entry("a", "F32", "[2]", 0, 8), entry("b", "F32", "[2]", 4, 12)});
-  EXPECT_TRUE(open_fails(header, std::string(12, '\0'), {"tensor 'b' at [4, 12) overlaps tensor 'a' at [0, 8)"}));
+  EXPECT_TRUE(
+      open_fails(header, std::string(12, '\0'), {"tensor 'b' at [4, 12) overlaps tensor 'a' at [0, 8)"}));
 }
 
 TEST(SafetensorsMalformed, GappedOffsets) {
   std::string header = obj({entry("a", "F32", "[2]", 0, 8), entry("b", "F32", "[2]", 12, 20)});
-  EXPECT_TRUE(open_fails(header, std::string(20, '\0'), {"gap of 4 bytes", "'b' begins at offset 12", "'a' ends at 8"}));
+  EXPECT_TRUE(open_fails(header, std::string(20, '\0'),
+                         {"gap of 4 bytes", "'b' begins at offset 12", "'a' ends at 8"}));
 }
 
 TEST(SafetensorsMalformed, OffsetsOutOfOrder) {
@@ -125,7 +130,7 @@ TEST(SafetensorsMalformed, HeaderNotUtf8) {
   EXPECT_TRUE(open_fails("{\"a\xff\":1}", "", {"not valid UTF-8", "0xff", "offset 3"}));
   EXPECT_TRUE(open_fails("{\"\xc0\xaf\":1}", "", {"not valid UTF-8", "0xc0"}));      // overlong '/'
   EXPECT_TRUE(open_fails("{\"\xed\xa0\x80\":1}", "", {"not valid UTF-8", "0xed"}));  // surrogate
-  EXPECT_TRUE(open_fails("{\"\xe2\x82\":1}", "", {"not valid UTF-8"}));             // cut short
+  EXPECT_TRUE(open_fails("{\"\xe2\x82\":1}", "", {"not valid UTF-8"}));              // cut short
 }
 
 TEST(SafetensorsMalformed, InvalidJson) {
@@ -149,20 +154,23 @@ TEST(SafetensorsMalformed, DuplicateTensorNames) {
 TEST(SafetensorsMalformed, MetadataNotStringMap) {
   EXPECT_TRUE(open_fails("{\"__metadata__\":{\"format\":\"pt\",\"step\":3}}", "",
                          {"__metadata__ key 'step'", "3", "expected a string"}));
-  EXPECT_TRUE(open_fails("{\"__metadata__\":[\"pt\"]}", "", {"__metadata__ is a JSON array", "object of strings"}));
+  EXPECT_TRUE(
+      open_fails("{\"__metadata__\":[\"pt\"]}", "", {"__metadata__ is a JSON array", "object of strings"}));
 }
 
 TEST(SafetensorsMalformed, NegativeOrNonIntegerShape) {
   EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[-1]", 0, 0)}), "",
                          {"tensor 'a'", "shape[0] = -1", "non-negative integer"}));
   EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[2.5]", 0, 0)}), "", {"shape[0] = 2.5"}));
-  EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,4]}}", std::string(4, '\0'),
-                         {"tensor 'a' has shape 3", "array"}));
+  EXPECT_TRUE(open_fails(obj({entry("a", "F32", "[0,9223372036854775808]", 0, 0)}), "",
+                         {"shape[1] = 9223372036854775808", "supported maximum"}));
+  EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,4]}}",
+                         std::string(4, '\0'), {"tensor 'a' has shape 3", "array"}));
 }
 
 TEST(SafetensorsMalformed, BadDataOffsets) {
-  EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", std::string(4, '\0'),
-                         {"tensor 'a'", "[0,4,8]", "two integers"}));
+  EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
+                         std::string(4, '\0'), {"tensor 'a'", "[0,4,8]", "two integers"}));
   EXPECT_TRUE(open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", "",
                          {"data_offsets[0] = -4"}));
 }
@@ -194,7 +202,7 @@ TEST(SafetensorsMalformed, NotARegularFile) {
 // Every truncation and many single-byte corruptions of a valid file: each opens or throws lt::Error.
 TEST(SafetensorsMalformed, MutationsNeverCrash) {
   std::string header = obj({"\"__metadata__\":{\"format\":\"pt\"}", entry("a", "F32", "[2]", 0, 8),
-                                   entry("b", "BF16", "[1,2]", 8, 12)});
+                            entry("b", "BF16", "[1,2]", 8, 12)});
   std::string image = test::safetensors_image(header, std::string(12, '\x3f'));
   TempDir dir;
   std::string path = dir.file("m.safetensors");

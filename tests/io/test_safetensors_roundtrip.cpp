@@ -45,7 +45,8 @@ OwnedTensor make_tensor(DType dtype, std::initializer_list<int64_t> dims, uint64
   return t;
 }
 
-const DType kAllDTypes[] = {DType::F64, DType::F32, DType::BF16, DType::F16, DType::I64, DType::I32, DType::U8};
+const DType kAllDTypes[] = {DType::F64, DType::F32, DType::BF16, DType::F16,
+                            DType::I64, DType::I32, DType::U8};
 
 TEST(SafetensorsRoundTrip, EveryDtypeWithMetadata) {
   TempDir dir;
@@ -74,7 +75,9 @@ TEST(SafetensorsRoundTrip, EveryDtypeWithMetadata) {
     for (int d = 0; d < t.tensor.ndim; ++d) EXPECT_EQ(e->shape[size_t(d)], t.tensor.shape[size_t(d)]);
     EXPECT_EQ(e->numel(), t.tensor.numel());
     ASSERT_EQ(e->end - e->begin, t.tensor.bytes());
-    EXPECT_EQ(std::memcmp(e->data, t.tensor.data, t.tensor.bytes()), 0) << t.name;
+    if (t.tensor.bytes() > 0) {
+      EXPECT_EQ(std::memcmp(e->data, t.tensor.data, t.tensor.bytes()), 0) << t.name;
+    }
   }
   EXPECT_EQ(file->find("absent"), nullptr);
   EXPECT_EQ(file->metadata().at("format"), "pt");
@@ -144,8 +147,11 @@ TEST(SafetensorsRoundTrip, WriterRefusesBadInput) {
   TempDir dir;
   std::string path = dir.file("bad.safetensors");
   OwnedTensor a = make_tensor(DType::F32, {4}, 1);
-  EXPECT_TRUE(fails_with([&] { write_safetensors(path, {{"a", a.tensor}, {"a", a.tensor}}); },
-                         {path, "tensor name 'a' given twice"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        write_safetensors(path, {{"a", a.tensor}, {"a", a.tensor}});
+      },
+      {path, "tensor name 'a' given twice"}));
   EXPECT_TRUE(fails_with([&] { write_safetensors(path, {{"__metadata__", a.tensor}}); }, {"'__metadata__'"}));
   Tensor on_gpu = a.tensor;
   on_gpu.device = Device::CUDA;
@@ -164,7 +170,8 @@ TEST(SafetensorsRoundTrip, HeaderOrderNeedNotFollowOffsets) {
       "{\"z\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[4,6]},"
       "\"a\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,4]},"
       "\"e\":{\"dtype\":\"F4\",\"shape\":[0],\"data_offsets\":[6,6]}}";
-  std::string path = test::write_image(dir, "order.safetensors", header, std::string("\x01\x02\x03\x04\x05\x06", 6));
+  std::string path =
+      test::write_image(dir, "order.safetensors", header, std::string("\x01\x02\x03\x04\x05\x06", 6));
   auto file = SafetensorsFile::open(path);
   ASSERT_EQ(file->entries().size(), 3u);
   EXPECT_EQ(file->entries()[0].name, "z");

@@ -51,14 +51,20 @@ void check_finite_differences(bool tied, bool packed) {
       const double fd = (plus - minus) / (2 * h);
       const double err = std::abs(fd - grad[i]) / grad_norm;
       if (err > worst) worst = err, worst_name = spec.hf_name;
-      EXPECT_LE(err, 1e-6) << spec.hf_name << "[" << i << "]: analytic " << grad[i] << ", finite difference " << fd;
+      EXPECT_LE(err, 1e-6) << spec.hf_name << "[" << i << "]: analytic " << grad[i] << ", finite difference "
+                           << fd;
     }
   }
-  std::printf("[fd] tied=%d packed=%d worst relative error %.2e (%s)\n", tied, packed, worst, worst_name.c_str());
+  std::printf("[fd] tied=%d packed=%d worst relative error %.2e (%s)\n", tied, packed, worst,
+              worst_name.c_str());
 }
 
-TEST(DecoderFiniteDifferences, UntiedPacked) { check_finite_differences(false, true); }
-TEST(DecoderFiniteDifferences, TiedUnpacked) { check_finite_differences(true, false); }
+TEST(DecoderFiniteDifferences, UntiedPacked) {
+  check_finite_differences(false, true);
+}
+TEST(DecoderFiniteDifferences, TiedUnpacked) {
+  check_finite_differences(true, false);
+}
 
 // The loss is the mean over label tokens; passing a step's larger count scales it (and its gradients).
 TEST(Decoder, LabelTokenCountIsTheDenominator) {
@@ -66,8 +72,9 @@ TEST(Decoder, LabelTokenCountIsTheDenominator) {
   test::TinyBatch data;
   model::Batch batch = data.batch();
   const int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  Arena arena("den", HostMemory::instance(),
-              model::weights_bytes(config, DType::F64) + model::Decoder::arena_bytes(config, DType::F64, B, T));
+  Arena arena(
+      "den", HostMemory::instance(),
+      model::weights_bytes(config, DType::F64) + model::Decoder::arena_bytes(config, DType::F64, B, T));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   test::fill_random(config, w, 3);
   model::Decoder decoder(config, DType::F64, B, T, arena);

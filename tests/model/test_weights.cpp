@@ -55,7 +55,9 @@ TEST(Weights, AllocationMatchesItsByteCountAndEveryTensorIsDistinct) {
 
 TEST(Weights, FrozenTensorsHaveNoGradient) {
   model::ModelConfig config = test::tiny_config(false);
-  auto only_attention = [](const model::WeightSpec& s) { return s.hf_name.find("self_attn") != std::string::npos; };
+  auto only_attention = [](const model::WeightSpec& s) {
+    return s.hf_name.find("self_attn") != std::string::npos;
+  };
   const size_t bytes = model::grads_bytes(config, DType::F64, only_attention);
   EXPECT_LT(bytes, model::weights_bytes(config, DType::F64));
   Arena arena("g", HostMemory::instance(), bytes);

@@ -18,8 +18,8 @@ inline model::ModelConfig tiny_config(bool tied) {
   c.arch = model::Architecture::Llama;
   c.architecture_name = "LlamaForCausalLM";
   c.model_type = "llama";
-  c.vocab_size = 11;        // V
-  c.hidden_size = 8;        // D
+  c.vocab_size = 11;         // V
+  c.hidden_size = 8;         // D
   c.intermediate_size = 12;  // F
   c.num_layers = 2;
   c.num_heads = 4;     // H

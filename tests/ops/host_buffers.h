@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "support/test_support.h"
 
 namespace lt::test {
 
@@ -85,6 +88,21 @@ inline std::vector<double> minus(const std::vector<double>& a, const std::vector
   std::vector<double> d(a.size());
   for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
   return d;
+}
+
+// A section of tests/ops/golden/ops_transformers.json (tools/make_ops_golden.py writes it).
+inline nlohmann::json transformers_golden(const std::string& section) {
+  const std::string path = source_path("tests/ops/golden/ops_transformers.json");
+  std::ifstream in(path);
+  if (!in) {
+    ADD_FAILURE() << "missing " << path << " (tools/make_ops_golden.py writes it)";
+    return nlohmann::json::object();
+  }
+  return nlohmann::json::parse(in).at(section);
+}
+
+inline std::vector<double> doubles(const nlohmann::json& j) {
+  return j.get<std::vector<double>>();
 }
 
 // Runs fn and expects an lt::Error whose message contains `needle`.

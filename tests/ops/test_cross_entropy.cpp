@@ -180,5 +180,19 @@ TEST(CrossEntropy, SameBitsWithAnyThreadCount) {
   for (double x : out[1][2]) ASSERT_TRUE(std::isfinite(x));
 }
 
+TEST(CrossEntropy, MatchesTorchCrossEntropy) {
+  nlohmann::json g = test::transformers_golden("cross_entropy");
+  const int64_t n = g["rows"], v = g["vocab"];
+  ops::CrossEntropyParams p{n, v, g["ignore_index"].get<int32_t>(), g["grad_scale"].get<double>()};
+  HostTensor logits = HostTensor::of(DType::F64, {n, v}, test::doubles(g["logits"]));
+  HostTensor labels = HostTensor::ints({n}, g["labels"].get<std::vector<int32_t>>());
+  HostTensor losses(DType::F64, {n}), lse(DType::F64, {n}), dlogits(DType::F64, {n, v});
+  const double total = ops::cross_entropy_forward(p, losses, lse, logits, labels);
+  ops::cross_entropy_backward(p, dlogits, logits, lse, labels);
+  EXPECT_NEAR(total, g["total"].get<double>(), 1e-13 * std::abs(total));
+  EXPECT_LE(test::max_rel_diff(losses.values(), test::doubles(g["losses"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(dlogits.values(), test::doubles(g["dlogits"])), 1e-14);
+}
+
 }  // namespace
 }  // namespace lt

@@ -185,5 +185,24 @@ TEST(Linear, SameBitsWithAnyThreadCount) {
   EXPECT_LE(test::max_rel_diff(out[1][1], want), 1e-6);
 }
 
+TEST(Linear, MatchesTorchLinear) {
+  nlohmann::json g = test::transformers_golden("linear");
+  const int64_t m = g["rows"], k = g["in"], n = g["out"];
+  ops::LinearParams p{m, k, n, g["out_scale"].get<double>()};
+  HostTensor x = HostTensor::of(DType::F64, {m, k}, test::doubles(g["x"]));
+  HostTensor w = HostTensor::of(DType::F64, {n, k}, test::doubles(g["w"]));
+  HostTensor b = HostTensor::of(DType::F64, {n}, test::doubles(g["b"]));
+  HostTensor dy = HostTensor::of(DType::F64, {m, n}, test::doubles(g["dy"]));
+  HostTensor y(DType::F64, {m, n}), dx(DType::F64, {m, k});
+  HostTensor dw = HostTensor::of(DType::F64, {n, k}, std::vector<double>(size_t(n * k), 0.0));
+  HostTensor db = HostTensor::of(DType::F64, {n}, std::vector<double>(size_t(n), 0.0));
+  ops::linear_forward(p, y, x, w, b);
+  ops::linear_backward(p, dx, dw, db, dy, x, w);
+  EXPECT_LE(test::max_rel_diff(y.values(), test::doubles(g["y"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(dx.values(), test::doubles(g["dx"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(dw.values(), test::doubles(g["dw"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(db.values(), test::doubles(g["db"])), 1e-14);
+}
+
 }  // namespace
 }  // namespace lt

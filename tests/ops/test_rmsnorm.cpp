@@ -131,6 +131,14 @@ TEST(RmsNorm, BadArgumentsAreNamed) {
   Tensor on_gpu = w.view();
   on_gpu.device = Device::CUDA;
   test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, on_gpu); }, "tensors on different devices");
+  // All on the GPU: this op has no CUDA twin yet, which the message says instead of running the CPU loops.
+  auto gpu = [](Tensor t) {
+    t.device = Device::CUDA;
+    return t;
+  };
+  test::expect_error([&] { ops::rmsnorm_forward(c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); },
+                     "rmsnorm_forward: ");
+  test::expect_error([&] { ops::rmsnorm_forward(c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); }, "CUDA");
 }
 
 TEST(RmsNorm, SameBitsWithAnyThreadCount) {
@@ -158,6 +166,23 @@ TEST(RmsNorm, SameBitsWithAnyThreadCount) {
     for (int64_t c = 0; c < d; ++c)
       want[size_t(c)] += dys[size_t(r * d + c)] * xs[size_t(r * d + c)] * out[1][1][size_t(r)];
   EXPECT_LE(test::max_rel_diff(out[1][3], want), 1e-5);
+}
+
+TEST(RmsNorm, MatchesTransformersLlamaRMSNorm) {
+  // transformers normalizes in float32 (even for float64 inputs): agreement to float32 precision.
+  nlohmann::json g = test::transformers_golden("rmsnorm");
+  const int64_t n = g["rows"], d = g["dim"];
+  ops::RmsNormParams p{n, d, g["eps"].get<double>()};
+  HostTensor x = HostTensor::of(DType::F64, {n, d}, test::doubles(g["x"]));
+  HostTensor w = HostTensor::of(DType::F64, {d}, test::doubles(g["w"]));
+  HostTensor dy = HostTensor::of(DType::F64, {n, d}, test::doubles(g["dy"]));
+  HostTensor y(DType::F64, {n, d}), rstd(DType::F64, {n}), dx(DType::F64, {n, d});
+  HostTensor dw = HostTensor::of(DType::F64, {d}, std::vector<double>(size_t(d), 0.0));
+  ops::rmsnorm_forward(p, y, rstd, x, w);
+  ops::rmsnorm_backward(p, dx, dw, dy, x, w, rstd);
+  EXPECT_LE(test::max_rel_diff(y.values(), test::doubles(g["y"])), 1e-6);
+  EXPECT_LE(test::max_rel_diff(dx.values(), test::doubles(g["dx"])), 1e-6);
+  EXPECT_LE(test::max_rel_diff(dw.values(), test::doubles(g["dw"])), 1e-6);
 }
 
 }  // namespace

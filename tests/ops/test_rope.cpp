@@ -179,5 +179,22 @@ TEST(Rope, SameBitsWithAnyThreadCount) {
   for (double v : out[1][0]) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST(Rope, MatchesTransformersApplyRotaryPosEmb) {
+  // transformers computes angles and cos/sin in float32; positions stay small so that this costs < 1e-6.
+  nlohmann::json g = test::transformers_golden("rope");
+  const int64_t n = g["tokens"], h = g["heads"], hd = g["head_dim"];
+  const nlohmann::json& s = g["rope_scaling"];
+  ops::RopeParams p{n, h, hd, g["theta"].get<double>()};
+  p.type = ops::RopeType::Llama3;
+  p.factor = s["factor"];
+  p.low_freq_factor = s["low_freq_factor"];
+  p.high_freq_factor = s["high_freq_factor"];
+  p.original_max_position = s["original_max_position_embeddings"];
+  HostTensor x = HostTensor::of(DType::F64, {n, h, hd}, test::doubles(g["x"]));
+  HostTensor pos = HostTensor::ints({n}, g["positions"].get<std::vector<int32_t>>());
+  ops::rope_forward(p, x, pos);
+  EXPECT_LE(test::max_rel_diff(x.values(), test::doubles(g["out"])), 2e-6);
+}
+
 }  // namespace
 }  // namespace lt

@@ -111,5 +111,20 @@ TEST(Swiglu, SameBitsWithAnyThreadCount) {
   for (double v : out[1][1]) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST(Swiglu, MatchesTorchSilu) {
+  nlohmann::json g = test::transformers_golden("swiglu");
+  const int64_t n = g["rows"], f = g["dim"];
+  ops::SwigluParams p{n, f};
+  HostTensor gate = HostTensor::of(DType::F64, {n, f}, test::doubles(g["gate"]));
+  HostTensor up = HostTensor::of(DType::F64, {n, f}, test::doubles(g["up"]));
+  HostTensor dh = HostTensor::of(DType::F64, {n, f}, test::doubles(g["dh"]));
+  HostTensor h(DType::F64, {n, f}), dgate(DType::F64, {n, f}), dup(DType::F64, {n, f});
+  ops::swiglu_forward(p, h, gate, up);
+  ops::swiglu_backward(p, dgate, dup, dh, gate, up);
+  EXPECT_LE(test::max_rel_diff(h.values(), test::doubles(g["h"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(dgate.values(), test::doubles(g["dgate"])), 1e-14);
+  EXPECT_LE(test::max_rel_diff(dup.values(), test::doubles(g["dup"])), 1e-14);
+}
+
 }  // namespace
 }  // namespace lt

@@ -18,7 +18,9 @@ nlohmann::json load_golden(const std::string& name) {
   return nlohmann::json::parse(f);
 }
 
-std::vector<double> values(const nlohmann::json& j) { return j.get<std::vector<double>>(); }
+std::vector<double> values(const nlohmann::json& j) {
+  return j.get<std::vector<double>>();
+}
 
 template <class T>
 struct Buffers {
@@ -133,9 +135,11 @@ TEST(AdamW, NoDecayByName) {
   o.weight_decay = 0.1;
   o.no_decay_substrings = bias_and_norm_no_decay();
   o.state_dtype = DType::F64;
-  AdamW opt({{"layers.0.q_proj.weight", Tensor(w.data(), DType::F64, {2}), Tensor(w_g.data(), DType::F64, {2})},
-             {"layers.0.q_proj.bias", Tensor(bias.data(), DType::F64, {2}), Tensor(bias_g.data(), DType::F64, {2})}},
-            o);
+  AdamW opt(
+      {{"layers.0.q_proj.weight", Tensor(w.data(), DType::F64, {2}), Tensor(w_g.data(), DType::F64, {2})},
+       {"layers.0.q_proj.bias", Tensor(bias.data(), DType::F64, {2}),
+        Tensor(bias_g.data(), DType::F64, {2})}},
+      o);
   EXPECT_TRUE(opt.decays("layers.0.q_proj.weight"));
   EXPECT_FALSE(opt.decays("model.layers.3.input_layernorm.weight"));
   opt.step(0.5);
@@ -184,7 +188,8 @@ TEST(AdamW, StateSaveLoadResumesIdentically) {
   std::vector<std::vector<double>> saved;
   std::vector<io::NamedTensor> named;
   for (auto& nt : b.state_tensors()) {
-    saved.emplace_back(static_cast<double*>(nt.tensor.data), static_cast<double*>(nt.tensor.data) + nt.tensor.numel());
+    saved.emplace_back(static_cast<double*>(nt.tensor.data),
+                       static_cast<double*>(nt.tensor.data) + nt.tensor.numel());
   }
   auto names = b.state_tensors();
   for (size_t i = 0; i < names.size(); ++i)

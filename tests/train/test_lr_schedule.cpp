@@ -39,7 +39,7 @@ TEST(LrSchedule, MatchesTransformersAtEveryStep) {
 
 TEST(LrSchedule, BoundariesOfLinearWarmup) {
   LrSchedule s(LrScheduleType::Linear, 1.0, 4, 12);
-  EXPECT_EQ(s.lambda(0), 0.0);     // the first optimizer step runs at lr 0, as in HF
+  EXPECT_EQ(s.lambda(0), 0.0);  // the first optimizer step runs at lr 0, as in HF
   EXPECT_EQ(s.lambda(3), 0.75);
   EXPECT_EQ(s.lambda(4), 1.0);     // end of warmup: full lr
   EXPECT_EQ(s.lambda(11), 0.125);  // last step

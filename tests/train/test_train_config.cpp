@@ -1,4 +1,5 @@
-// TrainConfig: defaults, YAML and command-line parsing, every refusal naming its key, and the YAML round trip.
+// TrainConfig: defaults, YAML and command-line parsing, every refusal naming its key, and the YAML round
+// trip.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,7 +88,8 @@ precision: fp64
   EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "k_proj", "v_proj"}));
   EXPECT_FALSE(c.train_on_inputs);
   ASSERT_EQ(c.lora_rank_pattern.size(), 2u);
-  EXPECT_EQ(c.lora_rank_pattern[0], (std::pair<std::string, int64_t>{"layers\\.0\\..*", 4}));  // file order kept
+  EXPECT_EQ(c.lora_rank_pattern[0],
+            (std::pair<std::string, int64_t>{"layers\\.0\\..*", 4}));  // file order kept
   EXPECT_EQ(c.lora_rank_pattern[1].first, "down_proj");
   EXPECT_EQ(c.lora_alpha_pattern[0].second, 3.5);
   EXPECT_EQ(c.warmup_ratio, 0.03);
@@ -102,8 +104,8 @@ precision: fp64
 TEST(TrainConfig, YamlRoundTripIsIdentical) {
   TrainConfig c = base();
   c.base_model = "/path with spaces/model: v2";
-  c.data_path = "yes";       // would be a boolean if written unquoted
-  c.output_dir = "~";        // would be null if written unquoted
+  c.data_path = "yes";  // would be a boolean if written unquoted
+  c.output_dir = "~";   // would be null if written unquoted
   c.resume = "";
   c.init_adapter = "/adapters/#1";
   c.num_epochs = 0.1 + 0.2;  // not a short decimal
@@ -135,10 +137,26 @@ TEST(TrainConfig, YamlRoundTripIsIdentical) {
 
 TEST(TrainConfig, CommandLineOverrides) {
   TrainConfig c = base();
-  apply_overrides(c, {"--batch_size", "64", "--micro-batch-size=16", "--group_by_length", "--lora_target_modules",
-                      "[q_proj,v_proj,o_proj]", "--train_on_inputs", "false", "--lr_scheduler_type", "cosine",
-                      "--lora_alpha_pattern", "{v_proj: 4}", "--warmup_steps", "null", "--warmup_ratio", "0.1",
-                      "--resume", "no", "--memory_limit", "1.5GB"});
+  apply_overrides(c, {"--batch_size",
+                      "64",
+                      "--micro-batch-size=16",
+                      "--group_by_length",
+                      "--lora_target_modules",
+                      "[q_proj,v_proj,o_proj]",
+                      "--train_on_inputs",
+                      "false",
+                      "--lr_scheduler_type",
+                      "cosine",
+                      "--lora_alpha_pattern",
+                      "{v_proj: 4}",
+                      "--warmup_steps",
+                      "null",
+                      "--warmup_ratio",
+                      "0.1",
+                      "--resume",
+                      "no",
+                      "--memory_limit",
+                      "1.5GB"});
   EXPECT_EQ(c.batch_size, 64);
   EXPECT_EQ(c.micro_batch_size, 16);
   EXPECT_TRUE(c.group_by_length);  // a lone boolean flag means true
@@ -157,7 +175,8 @@ TEST(TrainConfig, CommandLineOverrides) {
 
 TEST(TrainConfig, FileThenOverrides) {
   test::TempDir tmp;
-  std::ofstream(tmp.file("c.yaml")) << "base_model: m\ndata_path: d\ndevice: cpu\nprecision: fp32\nlora_r: 4\n";
+  std::ofstream(tmp.file("c.yaml"))
+      << "base_model: m\ndata_path: d\ndevice: cpu\nprecision: fp32\nlora_r: 4\n";
   TrainConfig c = load_train_config(tmp.file("c.yaml"), {"--lora_r", "16"});
   EXPECT_EQ(c.lora_r, 16);
   EXPECT_NE(error_of([&] { load_train_config(tmp.file("missing.yaml"), {}); }).find("missing.yaml"),
@@ -165,7 +184,8 @@ TEST(TrainConfig, FileThenOverrides) {
 }
 
 TEST(TrainConfig, UnknownKeysSuggestTheNearest) {
-  std::string m = error_of([] { parse_train_config_yaml("base_model: m\nlearning_rat: 1e-4\n", "cfg.yaml"); });
+  std::string m =
+      error_of([] { parse_train_config_yaml("base_model: m\nlearning_rat: 1e-4\n", "cfg.yaml"); });
   EXPECT_NE(m.find("cfg.yaml line 2"), std::string::npos) << m;
   EXPECT_NE(m.find("'learning_rat'"), std::string::npos) << m;
   EXPECT_NE(m.find("did you mean 'learning_rate'"), std::string::npos) << m;
@@ -187,19 +207,19 @@ TEST(TrainConfig, WrongTypesNameKeyAndValue) {
   struct Case {
     std::string yaml, key, value;
   };
-  for (const Case& k : std::vector<Case>{{"batch_size: abc", "batch_size", "abc"},
-                                         {"batch_size: 12.5", "batch_size", "12.5"},
-                                         {"learning_rate: fast", "learning_rate", "fast"},
-                                         {"train_on_inputs: maybe", "train_on_inputs", "maybe"},
-                                         {"finetune: qlora4", "finetune", "qlora4"},
-                                         {"precision: fp8", "precision", "fp8"},
-                                         {"lora_dropout: [1, 2]", "lora_dropout", "[1, 2]"},
-                                         {"lora_target_modules: {a: 1}", "lora_target_modules", "a: 1"},
-                                         {"lora_rank_pattern: {q_proj: big}", "q_proj", "big"},
-                                         {"memory_limit: 12 parsecs", "memory_limit", "12 parsecs"},
-                                         {"warmup_steps: 1.5", "warmup_steps", "1.5"},
-                                         {"lr_scheduler_type: cosine_with_restarts", "lr_scheduler_type",
-                                          "cosine_with_restarts"}}) {
+  for (const Case& k : std::vector<Case>{
+           {"batch_size: abc", "batch_size", "abc"},
+           {"batch_size: 12.5", "batch_size", "12.5"},
+           {"learning_rate: fast", "learning_rate", "fast"},
+           {"train_on_inputs: maybe", "train_on_inputs", "maybe"},
+           {"finetune: qlora4", "finetune", "qlora4"},
+           {"precision: fp8", "precision", "fp8"},
+           {"lora_dropout: [1, 2]", "lora_dropout", "[1, 2]"},
+           {"lora_target_modules: {a: 1}", "lora_target_modules", "a: 1"},
+           {"lora_rank_pattern: {q_proj: big}", "q_proj", "big"},
+           {"memory_limit: 12 parsecs", "memory_limit", "12 parsecs"},
+           {"warmup_steps: 1.5", "warmup_steps", "1.5"},
+           {"lr_scheduler_type: cosine_with_restarts", "lr_scheduler_type", "cosine_with_restarts"}}) {
     std::string m = error_of([&] { parse_train_config_yaml(k.yaml, "cfg.yaml"); });
     EXPECT_NE(m.find(k.key), std::string::npos) << k.yaml << " -> " << m;
     EXPECT_NE(m.find(k.value), std::string::npos) << k.yaml << " -> " << m;
@@ -207,7 +227,8 @@ TEST(TrainConfig, WrongTypesNameKeyAndValue) {
   }
   EXPECT_NE(error_of([] { parse_train_config_yaml("batch_size: 1\nbatch_size: 2", "c"); }).find("twice"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_train_config_yaml("a: [1, 2", "c"); }).find("not valid YAML"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_train_config_yaml("a: [1, 2", "c"); }).find("not valid YAML"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_train_config_yaml("- 1\n- 2", "c"); }).find("top level"), std::string::npos);
   EXPECT_NE(error_of([] {
               TrainConfig c;
@@ -253,7 +274,8 @@ TEST(TrainConfig, RefusesOutOfRangeValues) {
 }
 
 TEST(TrainConfig, RefusesImpossibleCombinations) {
-  expect_refused({"--batch_size", "30", "--micro_batch_size", "4"}, {"batch_size", "30", "micro_batch_size", "4"});
+  expect_refused({"--batch_size", "30", "--micro_batch_size", "4"},
+                 {"batch_size", "30", "micro_batch_size", "4"});
   expect_refused({"--warmup_steps", "10", "--warmup_ratio", "0.1"}, {"warmup_steps", "warmup_ratio"});
   expect_refused({"--precision", "bf16"}, {"precision", "bf16", "cpu"});
   expect_refused({"--precision", "fp16"}, {"precision", "fp16", "cpu"});
@@ -273,7 +295,8 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
                  {"trainable_layers", "3-1"});
   // The valid neighbours of these are accepted.
   TrainConfig c = base();
-  apply_overrides(c, {"--finetune", "partial", "--trainable", "[norms, lm_head]", "--trainable_layers", "0-3,10"});
+  apply_overrides(
+      c, {"--finetune", "partial", "--trainable", "[norms, lm_head]", "--trainable_layers", "0-3,10"});
   validate(c);
   c = base();
   apply_overrides(c, {"--device", "cuda", "--precision", "bf16", "--finetune", "full"});

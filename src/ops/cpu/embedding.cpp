@@ -1,6 +1,7 @@
 // Token embedding, the reference. Forward copies rows; backward ACCUMULATES dout's rows into dtable
-// (a parameter gradient). Ids repeat within a batch, so backward is parallel over blocks of columns and
-// every thread walks the tokens in order: the sums are the same bits whatever the thread count.
+// (a parameter gradient), adding in the table's dtype as a gradient buffer of that dtype would. Ids repeat
+// within a batch, so backward is parallel over blocks of columns and every thread walks the tokens in
+// order: the sums are the same bits whatever the thread count.
 #include <algorithm>
 
 #include "ops/cpu/cpu_common.h"
