@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/batch.h"
 #include "train/evaluate.h"
 #include "train/run_setup.h"
 
@@ -41,7 +42,7 @@ void run_eval(const EvalOptions& o) {
   c.dataset_format = o.dataset_format;
   c.train_on_inputs = o.train_on_inputs;
   data::Dataset dataset = train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
-  int32_t pad_id = tokenizer && tokenizer->pad_id() ? *tokenizer->pad_id() : 0;
+  const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
   Arena activations("activations", HostMemory::instance(),
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
                                             train::longest_example(dataset.examples)));

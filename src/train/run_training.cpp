@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "core/error.h"
+#include "data/batch.h"
 #include "data/dataset_split.h"
 #include "train/trainable.h"
 
@@ -20,9 +21,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   data::SplitExamples split =
       data::split_examples(std::move(dataset.examples), double(config.val_set_size), uint64_t(config.seed),
                            config.data_path);
-  int32_t pad_id = 0;
-  if (tokenizer && tokenizer->pad_id()) pad_id = *tokenizer->pad_id();
-  else if (model.config.pad_token_id) pad_id = int32_t(*model.config.pad_token_id);
+  int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
   if (!hooks.quiet)
     fmt::print(hooks.out, "model {} ({} layers, hidden {}, vocab {}), {}; data {}: {} train / {} validation examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
