@@ -18,7 +18,7 @@ struct GenerateOptions {
   std::string model;
   std::string prompt;
   std::string ids;
-  std::string prompt_template = "plain";
+  std::string prompt_template = "raw";
   std::string precision = "fp32";
   std::string device = "cpu";
   int64_t max_new_tokens = 64;
@@ -65,7 +65,8 @@ void run_generate(const GenerateOptions& o) {
   } else {
     std::string text = o.prompt;
     if (o.prompt_template == "alpaca") text = data::alpaca_prompt(o.prompt, "");
-    else LT_CHECK(o.prompt_template == "plain", "generate: '--prompt_template' is '{}', expected plain or alpaca",
+    else if (o.prompt_template == "plain") text = o.prompt + "\n";  // the plain template's prompt
+    else LT_CHECK(o.prompt_template == "raw", "generate: '--prompt_template' is '{}', expected raw, plain or alpaca",
                   o.prompt_template);
     prompt = tokenizer->encode_with_special(text);
   }
@@ -91,7 +92,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--prompt", o->prompt, "prompt text (encoded with the model's tokenizer)");
   sub->add_option("--ids", o->ids, "prompt token ids, comma-separated");
-  sub->add_option("--prompt_template", o->prompt_template, "plain | alpaca (wrap --prompt as an instruction)")
+  sub->add_option("--prompt_template", o->prompt_template, "raw (the text as is) | plain | alpaca (--prompt is an instruction)")
       ->capture_default_str();
   sub->add_option("--max_new_tokens", o->max_new_tokens, "tokens to generate")->capture_default_str();
   sub->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
