@@ -113,6 +113,25 @@ TrainerState read_trainer_state(const std::string& dir) {
   return s;
 }
 
+void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
+  const std::string path = (fs::path(dir) / kConfigFile).string();
+  const TrainConfig saved = load_train_config(path, {});
+  auto same = [&](const char* key, const auto& a, const auto& b) {
+    LT_CHECK(a == b, "config: '{}' is {} but the checkpoint {} was trained with {}; a resumed run must keep it",
+             key, fmt::format("{}", a), dir, fmt::format("{}", b));
+  };
+  same("data_path", now.data_path, saved.data_path);
+  same("seed", now.seed, saved.seed);
+  same("shuffle", now.shuffle, saved.shuffle);
+  same("batch_size", now.batch_size, saved.batch_size);
+  same("micro_batch_size", now.micro_batch_size, saved.micro_batch_size);
+  same("packing", now.packing, saved.packing);
+  same("group_by_length", now.group_by_length, saved.group_by_length);
+  same("cutoff_len", now.cutoff_len, saved.cutoff_len);
+  same("val_set_size", now.val_set_size, saved.val_set_size);
+  same("finetune", now.finetune, saved.finetune);
+}
+
 TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model, model::ModelWeights& weights,
                              AdamW& optimizer) {
   TrainerState s = read_trainer_state(dir);

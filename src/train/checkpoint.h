@@ -59,6 +59,10 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 std::string resolve_resume_dir(const std::string& resume, const std::string& output_dir);
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+// A resumed run must read the same data in the same order: refuses (naming the key) a config whose
+// data_path, seed, shuffle, batch_size, micro_batch_size, packing, group_by_length, cutoff_len,
+// val_set_size or finetune differ from the checkpoint's train_config.yaml.
+void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfig& config);
 // Restores weights and optimizer state; returns the trainer state. Errors name the checkpoint and file.
 TrainerState load_checkpoint(const std::string& checkpoint_dir, const model::ModelConfig& model,
                              model::ModelWeights& weights, AdamW& optimizer);

@@ -78,6 +78,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   state_.rng_seed = uint64_t(config_.seed);
   if (!config_.resume.empty()) {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
+    check_resume_compatible(dir, config_);
     state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_);
   }
 }

@@ -102,6 +102,26 @@ TEST(Checkpoint, FailedWriteLeavesNoCheckpointDirectory) {
   EXPECT_EQ(r.final_step, 3);
 }
 
+TEST(Checkpoint, ResumeRefusesAChangedDataOrder) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 10);
+  TrainConfig c = test::tiny_train_config(dir.path());
+  c.max_steps = 1;
+  run_training(c, test::quiet_hooks());
+  c.resume = "latest";
+  c.max_steps = 2;
+  c.micro_batch_size = 1;
+  try {
+    run_training(c, test::quiet_hooks());
+    FAIL() << "a different micro_batch_size must be refused on resume";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'micro_batch_size'"), std::string::npos) << e.what();
+  }
+  c.micro_batch_size = 2;
+  EXPECT_EQ(run_training(c, test::quiet_hooks()).final_step, 2);
+}
+
 TEST(Checkpoint, ResumeErrorsNameTheKey) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "io/safetensors.h"
 #include "train/train_config.h"
+#include "train/trainer.h"
 
 namespace lt::test {
 
@@ -73,6 +74,12 @@ inline train::TrainConfig tiny_train_config(const std::string& root, const std::
   c.logging_steps = 1;
   c.seed = 3;
   return c;
+}
+
+inline train::TrainerHooks quiet_hooks() {
+  train::TrainerHooks h;
+  h.quiet = true;
+  return h;
 }
 
 // Every tensor of a safetensors checkpoint directory, converted to double.
