@@ -21,13 +21,16 @@ prompts=("What is the capital of Japan?" "Give the opposite of fast." "Add 3 and
 
 show_generations() {  # MODEL_DIR [--random_init]
   for p in "${prompts[@]}"; do
-    out=$("$leantune" generate --model "$1" "${@:2}" --prompt "$p" --prompt_template plain --max_new_tokens 12)
-    printf '  %-32s -> %s\n' "$p" "$(printf '%s' "$out" | tr '\n' ' ')"
+    # --json keeps the text JSON-escaped, so newlines and other control bytes stay visible.
+    out=$("$leantune" generate --model "$1" "${@:2}" --prompt "$p" --prompt_template plain --max_new_tokens 12 --json)
+    printf '  %-32s -> %s\n' "$p" "$(printf '%s' "$out" | sed -E 's/.*"text":("([^"\\]|\\.)*").*/\1/')"
   done
 }
 
 echo
-echo "== before training (random weights)"
+echo "== before training (random weights): task loss, then generations"
+"$leantune" eval --model "$work/model" --random_init --seed 1 --data "$work/train.jsonl" --prompt_template plain \
+  --train_on_inputs false
 show_generations "$work/model" --random_init --seed 1
 
 echo
@@ -36,7 +39,7 @@ echo "== full fine-tuning on CPU"
   --base_model "$work/model" --random_init --seed 1 \
   --data_path "$work/train.jsonl" --prompt_template plain --train_on_inputs false \
   --output_dir "$work/full" --finetune full --device cpu --precision fp32 \
-  --batch_size 8 --micro_batch_size 8 --num_epochs 60 --learning_rate 3e-3 \
+  --batch_size 8 --micro_batch_size 8 --num_epochs 100 --learning_rate 3e-3 \
   --lr_scheduler_type cosine --warmup_steps 10 --weight_decay 0.0 --max_grad_norm 1.0 \
   --val_set_size 0 --save_steps 100 --save_total_limit 1 --eval_steps 0 --logging_steps 20
 
