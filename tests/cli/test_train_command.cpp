@@ -51,7 +51,15 @@ TEST(TrainCommand, TrainsFromYamlAndOverridesAndLowersTheLoss) {
   EXPECT_EQ(train_lines, 25);
   ASSERT_EQ(evals.size(), 3u);  // steps 10, 20 and the end
   EXPECT_LT(evals.back(), evals.front());
-  EXPECT_EQ(test::read_checkpoint_f64(dir.file("out")).size(), 21u);  // 9 per layer x 2 + embed, norm, head
+  EXPECT_EQ(test::read_checkpoint_f64(dir.file("out")).size(), 21u);
+  // TensorBoard: one event file with the same scalars.
+  std::vector<std::string> events;
+  for (const auto& e : fs::directory_iterator(dir.file("out/runs"))) events.push_back(e.path().string());
+  ASSERT_EQ(events.size(), 1u);
+  std::ifstream in(events[0], std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* tag : {"brain.Event:2", "train/loss", "train/learning_rate", "train/grad_norm", "eval/loss"})
+    EXPECT_NE(bytes.find(tag), std::string::npos) << tag;  // 9 per layer x 2 + embed, norm, head
 }
 
 struct Refusal {
