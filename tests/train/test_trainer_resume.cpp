@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "support/test_support.h"
+#include "train/checkpoint.h"
 #include "train/run_training.h"
 #include "train/stop_signal.h"
 #include "train/train_test_util.h"
@@ -32,7 +33,7 @@ TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
   base.precision = GetParam();
   base.batch_size = 4;
   base.micro_batch_size = 2;
-  base.max_steps = 7;  // 3 steps per epoch: the stop lands inside epoch 1
+  base.max_steps = 7;  // 7 train examples: 4 micro-batches, 2 steps per epoch; the stop lands mid-epoch
   base.val_set_size = 2;
   base.eval_steps = 3;
   base.lr_scheduler_type = "cosine";
@@ -48,21 +49,23 @@ TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
   install_stop_handlers();
   TrainerHooks interrupt = quiet;
   interrupt.on_step = [](const StepMetrics& m) {
-    if (m.step == 4) std::raise(SIGINT);
+    if (m.step == 3) std::raise(SIGINT);
   };
   TrainResult first = run_training(part, interrupt);
   clear_stop_request();
   std::signal(SIGINT, SIG_DFL);
   EXPECT_TRUE(first.interrupted);
-  ASSERT_EQ(first.losses.size(), 4u);
-  EXPECT_TRUE(std::filesystem::exists(part.output_dir + "/checkpoint-4/trainer_state.json"));
+  ASSERT_EQ(first.losses.size(), 3u);
+  const TrainerState saved = read_trainer_state(part.output_dir + "/checkpoint-3");
+  EXPECT_EQ(saved.data_epoch, 1);
+  EXPECT_EQ(saved.data_index, 2) << "the resume must start inside an epoch";
   EXPECT_FALSE(std::filesystem::exists(part.output_dir + "/model.safetensors")) << "no final model when stopped";
 
   part.resume = "latest";
   TrainResult second = run_training(part, quiet);
   EXPECT_FALSE(second.interrupted);
-  EXPECT_EQ(second.start_step, 4);
-  ASSERT_EQ(second.losses.size(), 3u);
+  EXPECT_EQ(second.start_step, 3);
+  ASSERT_EQ(second.losses.size(), 4u);
 
   std::vector<double> resumed = first.losses;
   resumed.insert(resumed.end(), second.losses.begin(), second.losses.end());
