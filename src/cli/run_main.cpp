@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/export_command.h"
 #include "cli/info_command.h"
 #include "cli/tokenize_command.h"
 #include "cli/train_command.h"
@@ -18,6 +19,7 @@ int run_main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "show where in leantune an error was raised");
   app.set_version_flag("--version", "leantune 0.1.0");
   register_info_command(app);
+  register_export_command(app);
   add_tokenize_command(app);
   add_train_command(app);
   add_eval_command(app);

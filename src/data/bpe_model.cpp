@@ -104,8 +104,9 @@ void BpeModel::merge_long(std::vector<Symbol>& symbols) const {
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto push = [&](int32_t left) {
+    if (left < 0) return;
     int32_t right = next[left];
-    if (left < 0 || right < 0) return;
+    if (right < 0) return;
     if (const BpeMerge* m = merges_.find(symbols[left].id, symbols[right].id)) {
       heap.push({m->rank, left, symbols[left].id, symbols[right].id, m->merged});
     }

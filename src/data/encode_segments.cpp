@@ -16,6 +16,7 @@ EncodeOptions encode_options_for(TemplateKind kind, const Tokenizer& tokenizer, 
   options.train_on_inputs = train_on_inputs;
   options.add_bos = policy.force_bos || tokenizer.adds_bos();
   options.add_eos = policy.append_eos;
+  options.spanning_token_is_target = policy.spanning_token_is_target;
   LT_CHECK(!options.add_bos || tokenizer.bos_id().has_value(),
            "prompt template '{}' starts with BOS but the tokenizer defines no BOS token",
            template_name(kind));
@@ -55,7 +56,14 @@ Example encode_segments(const Tokenizer& tokenizer, std::span<const Segment> seg
       size_t upto = run.size();
       if (k + 1 < end) {
         prefix += merged[k].text;
-        upto = std::clamp(tokenizer.encode(prefix, special).size(), done, run.size());
+        std::vector<int32_t> p = tokenizer.encode(prefix, special);
+        upto = p.size();
+        if (options.spanning_token_is_target) {
+          size_t same = size_t(std::mismatch(p.begin(), p.end(), run.begin(), run.end()).first - p.begin());
+          // A straddling token: after the target's tokens when the target ends here, else before them.
+          if (same < p.size()) upto = merged[k].is_prompt ? same : same + 1;
+        }
+        upto = std::clamp(upto, done, run.size());
       }
       ids.insert(ids.end(), run.begin() + done, run.begin() + upto);
       prompt.insert(prompt.end(), upto - done, merged[k].is_prompt ? 1 : 0);

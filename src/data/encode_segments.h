@@ -1,10 +1,15 @@
 // Segments (prompt_template.h) to an Example: tokenization, BOS/EOS, cutoff_len truncation and label masking.
 //
-// Tokenization. Adjacent segments with the same allow_special are encoded as one string, so the tokens at
-// a prompt/target boundary are what encoding the whole text gives (this matters for SentencePiece, which
-// adds a "▁" prefix on every encode call, and for BPE merges across the boundary). Inside such a run a
-// boundary falls after len(encode(text up to the boundary)) tokens, clamped to the run: alpaca-lora's rule
-// (user_prompt_len = len(tokenize(prompt))), so Alpaca examples mask exactly as alpaca-lora does.
+// Tokenization. Adjacent segments with the same allow_special are encoded as one string (a run), so the
+// tokens at a prompt/target boundary are what encoding the whole text gives (this matters for
+// SentencePiece, which adds a "▁" prefix on every encode call, and for BPE merges across the boundary).
+// Since templates mark only the special-token strings as special, runs break exactly at special tokens,
+// as HF tokenizers break a text before encoding its pieces. Inside such a run a
+// boundary is found from p = encode(text up to the boundary): by default it falls after len(p) tokens,
+// clamped to the run: alpaca-lora's rule (user_prompt_len = len(tokenize(prompt))), so Alpaca examples mask
+// exactly as alpaca-lora does. With spanning_token_is_target (chat templates) a token that straddles the
+// boundary -- the first token where the run and p disagree, when p is not a prefix of the run -- goes to
+// the target side, as transformers' assistant_masks do.
 //
 // Length. As alpaca-lora's tokenize(): BOS (if any) + tokens, truncated to cutoff_len; then EOS is appended
 // only when the policy asks for it, the result is shorter than cutoff_len and the last token is not
@@ -28,6 +33,7 @@ struct EncodeOptions {
   bool train_on_inputs = false;
   bool add_bos = false;  // the caller resolves: template force_bos or tokenizer adds_bos
   bool add_eos = false;
+  bool spanning_token_is_target = false;
 };
 
 // add_bos/add_eos for a template and tokenizer; errors when the template needs a BOS or EOS the tokenizer

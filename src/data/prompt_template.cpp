@@ -65,13 +65,13 @@ const char* template_name(TemplateKind kind) {
 TemplatePolicy template_policy(TemplateKind kind) {
   switch (kind) {
     case TemplateKind::alpaca:
-      return {false, true};
+      return {.force_bos = false, .append_eos = true, .spanning_token_is_target = false};
     case TemplateKind::llama3:
-      return {true, false};
+      return {.force_bos = true, .append_eos = false, .spanning_token_is_target = true};
     case TemplateKind::chatml:
-      return {false, false};
+      return {.force_bos = false, .append_eos = false, .spanning_token_is_target = true};
     case TemplateKind::plain:
-      return {false, true};
+      return {.force_bos = false, .append_eos = true, .spanning_token_is_target = false};
   }
   return {};
 }
@@ -118,16 +118,19 @@ std::vector<Segment> render_chat(TemplateKind kind, const std::vector<ChatMessag
     bool target = m.role == "assistant";
     switch (kind) {
       case TemplateKind::llama3:
-        // The role comes from a checked set (system/user/assistant), so it may share the special run.
-        add(out, "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", true, true);
+        add(out, "<|start_header_id|>", true, true);
+        add(out, m.role, true, false);
+        add(out, "<|end_header_id|>", true, true);
+        add(out, "\n\n", true, false);
         add(out, trimmed(m.content), !target, false);
         add(out, "<|eot_id|>", !target, true);
         break;
       case TemplateKind::chatml:
-        add(out, "<|im_start|>" + m.role + "\n", true, true);
+        add(out, "<|im_start|>", true, true);
+        add(out, m.role + "\n", true, false);
         add(out, m.content, !target, false);
         add(out, "<|im_end|>", !target, true);
-        add(out, "\n", true, true);
+        add(out, "\n", true, false);
         break;
       case TemplateKind::plain:
         add(out, m.content, !target, false);

@@ -1,6 +1,9 @@
 // Prompt templates: turn an instruction record or a conversation into text segments, each marked as
-// prompt (no loss unless train_on_inputs) or target, and as template text (special-token strings allowed)
-// or user content (encoded with allow_special=false, so a user cannot inject <|eot_id|> and friends).
+// prompt (no loss unless train_on_inputs) or target, and as a special-token marker (encoded with
+// allow_special=true) or text (allow_special=false, so a user cannot inject <|eot_id|> and friends).
+// Only the marker strings themselves are special segments; template text around them ("user\n", "\n\n")
+// is plain text. The encoder joins neighbouring plain segments, so text is tokenized in the same chunks
+// as HF tokenizers do (split at special tokens, then encode each chunk whole).
 //
 // Templates and their BOS/EOS policy:
 //   alpaca  alpaca-lora's text (FORMATS.md "Instruction data"); BOS as the tokenizer adds it; target is
@@ -28,7 +31,7 @@ enum class TemplateKind { alpaca, llama3, chatml, plain };
 struct Segment {
   std::string text;
   bool is_prompt = true;       // true: label -100 when train_on_inputs is false
-  bool allow_special = false;  // true only for the template's own text
+  bool allow_special = false;  // true only for a special-token marker of the template
 };
 
 struct ChatMessage {
@@ -39,6 +42,10 @@ struct ChatMessage {
 struct TemplatePolicy {
   bool force_bos = false;   // prepend BOS even if the tokenizer does not add one (llama3)
   bool append_eos = false;  // end the example with EOS when it fits (alpaca, plain)
+  // Who gets a token that spans a prompt/target boundary (e.g. "\n" + "\n\n" merged into one token):
+  // false: the side encode(text before the boundary) gives it, alpaca-lora's rule (alpaca, plain);
+  // true: the target, as transformers' assistant_masks and TRL's assistant-only loss (llama3, chatml).
+  bool spanning_token_is_target = false;
 };
 
 // "alpaca", "llama3" (also "llama-3", "llama3_chat"), "chatml", "plain" (also "none"); anything else is an

@@ -327,8 +327,12 @@ std::string PipelineTokenizer::decode_steps(std::span<const int32_t> ids, bool s
         break;
     }
   }
+  // Without a decoder HF joins the tokens with spaces.
   std::string out;
-  for (const std::string& t : tokens) out += t;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0 && spec_.decoders.empty()) out += ' ';
+    out += tokens[i];
+  }
   return out;
 }
 

@@ -1,3 +1,9 @@
+// GCC 12 (-O2 with sanitizers) reports false maybe-uninitialized warnings inside <regex>'s std::function;
+// the pragma must precede the include to reach the header's code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "io/peft_config.h"
 
 #include <cmath>

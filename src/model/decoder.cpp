@@ -3,6 +3,7 @@
 // arena_bytes and the constructor cannot disagree) and reused by every forward/backward.
 #include "model/decoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/ops.h"
@@ -27,6 +28,21 @@ struct ArenaAllocator {
     return arena.alloc(name, dtype, dims);
   }
 };
+
+// The adapters given to forward/backward must be the ones the activations were planned for.
+void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
+  LT_CHECK(lora.specs.size() == planned.size(),
+           "decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(),
+           planned.size());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const LoraSpec& p = planned[i];
+    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
+             "decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", i,
+             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
+  }
+  LT_CHECK(lora.dtype == dtype, "decoder: LoRA adapters in {}, the compute dtype is {}",
+           dtype_name(lora.dtype), dtype_name(dtype));
+}
 
 void zero_host(Tensor t, const char* what) {
   LT_CHECK(t.device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t.device));
@@ -111,6 +127,17 @@ void Decoder::plan(Alloc& alloc) {
     a.up = alloc(name("up"), dt, {N, F});
     a.h = alloc(name("h"), dt, {N, F});
   }
+  int64_t max_in = 0, max_r = 0;
+  for (const LoraSpec& spec : lora_specs_) {
+    acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
+        fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
+    max_in = std::max(max_in, spec.in);
+    max_r = std::max(max_r, spec.rank);
+  }
+  if (!lora_specs_.empty()) {
+    lora_scratch_in_ = alloc("lora.scratch_in", dt, {N, max_in});
+    lora_scratch_r_ = alloc("lora.scratch_r", dt, {N, max_r});
+  }
   kv_grads_.dk = alloc("grad.k", dt, {B, T, KVH, HD});
   kv_grads_.dv = alloc("grad.v", dt, {B, T, KVH, HD});
   scratch_.d_norm = alloc("grad.norm_out", dt, {N, D});
@@ -131,36 +158,45 @@ void Decoder::plan(Alloc& alloc) {
   d_resid_ = alloc("grad.resid", dt, {N, D});
 }
 
-size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens) {
-  Decoder counting(config, dtype, batch, tokens);
+size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                            const std::vector<LoraSpec>& lora) {
+  Decoder counting(config, dtype, batch, tokens, lora);
   ByteCounter counter;
   counting.plan(counter);
   return counter.bytes;
 }
 
-Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens)
-    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens) {
+Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                 const std::vector<LoraSpec>& lora)
+    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), lora_specs_(lora) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
            "decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
-Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena)
-    : Decoder(config, dtype, batch, tokens) {
+Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
+                 const std::vector<LoraSpec>& lora)
+    : Decoder(config, dtype, batch, tokens, lora) {
   LT_CHECK(arena.device() == Device::CPU, "decoder: arena '{}' is on {}; the decoder runs on CPU",
            arena.name(), device_name(arena.device()));
   ArenaAllocator allocator{arena};
   plan(allocator);
 }
 
-double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens) {
+double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
+                        const LoraWeights* lora, const LoraDropout& dropout) {
   const int64_t B = batch_, T = tokens_, N = B * T;
   check_batch(batch, B, T);
   check_dtype(w.embed, dtype_, "decoder weights");
   LT_CHECK(label_tokens > 0,
            "decoder: label token count {} must be positive (tokens with a target in the step)", label_tokens);
+  if (lora) check_lora_layout(*lora, lora_specs_, dtype_);
+  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
+           "decoder: LoRA dropout {}, expected [0, 1)", dropout.p);
   batch_view_ = batch;
   label_tokens_ = label_tokens;
+  lora_ = lora;
+  lora_dropout_ = dropout;
   shift_labels(batch, lm_.labels.reshaped({B, T}));
 
   ops::embedding_forward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, resid_[0],
@@ -170,15 +206,18 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     KvContext& kv = kv_[size_t(l)];
     kv.k_segments = batch.segments;
-    layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)]);
+    layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)],
+                  lora_pass(l, nullptr));
   }
   const double loss_sum = lm_loss_forward(config_, w, lm_);
   forward_done_ = true;
   return loss_sum / double(label_tokens);
 }
 
-void Decoder::backward(const ModelWeights& w, ModelWeights& g) {
+void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
   LT_CHECK(forward_done_, "decoder: backward without a forward since the last backward");
+  LT_CHECK(!lora_grads || lora_, "decoder: LoRA gradients given, but the forward ran without adapters");
+  if (lora_grads) check_lora_layout(*lora_grads, lora_specs_, dtype_);
   forward_done_ = false;
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = batch_view_;
@@ -189,11 +228,20 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g) {
     zero_host(kv_grads_.dk, "decoder dK accumulator");
     zero_host(kv_grads_.dv, "decoder dV accumulator");
     layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
-                   acts_[size_t(l)], scratch_, d_resid_);
+                   acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
   }
   if (!g.embed.empty())
     ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,
                             d_resid_, batch.input_ids.reshaped({N}));
+}
+
+LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {
+  if (!lora_) return {};
+  return {.weights = &lora_->layers[size_t(layer)],
+          .grads = grads ? &grads->layers[size_t(layer)] : nullptr,
+          .dropout = lora_dropout_,
+          .scratch_in = lora_scratch_in_,
+          .scratch_r = lora_scratch_r_};
 }
 
 Tensor Decoder::logits() const {

@@ -9,12 +9,14 @@
 // there = frozen, skipped); the residual-stream gradient is accumulated through the ops' accumulate flags.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 
 namespace lt::model {
@@ -74,6 +76,7 @@ struct LayerActivations {
   Tensor gate;       // (B*C, F)
   Tensor up;         // (B*C, F)
   Tensor h;          // (B*C, F) silu(gate) * up
+  std::array<Tensor, kLoraModuleCount> lora_t;  // (B*C, r) dropout(x) A^T per adapted projection, else empty
 };
 
 // Backward scratch, shared by all layers (contents do not outlive one layer_backward).
@@ -88,17 +91,27 @@ struct LayerScratch {
   Tensor d_v;     // (B, C, KVH, HD)
 };
 
+// A layer's LoRA adapters for one forward/backward (model/lora.h). weights == nullptr: no adapters.
+struct LoraPass {
+  const LayerLora* weights = nullptr;
+  LayerLora* grads = nullptr;  // backward: dA, dB += (nullptr, or empty tensors: frozen adapters)
+  LoraDropout dropout;         // p == 0: none
+  Tensor scratch_in;           // (B*C, max in) dropout(x) and its gradient; only needed when dropout.p > 0
+  Tensor scratch_r;            // (B*C, max r) backward: gradient of dropout(x) A^T
+};
+
 // out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V
 // into kv at q_offset. `out` (B*C, D) is written.
 void layer_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                   const KvContext& kv, LayerActivations& acts, Tensor out);
+                   const KvContext& kv, LayerActivations& acts, Tensor out, const LoraPass& lora = {});
 
 // d_resid (B*C, D): in, the gradient of the layer's output; out, the gradient of its input (accumulated in
 // place). Adds dK/dV of positions [0, q_offset + C) into kv_grads and consumes those of the chunk's own
 // positions (which must be complete: later chunks ran their backward first). Parameter gradients +=.
 void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights& w, LayerWeights& g,
                     const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                    const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid);
+                    const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
+                    const LoraPass& lora = {});
 
 // The final norm, the LM head and the cross-entropy over N = B*T rows.
 struct LmActivations {
@@ -117,30 +130,38 @@ void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWei
                       double grad_scale, Tensor d_xn, Tensor d_resid);
 
 // The whole model over a batch of B rows of T tokens, one chunk per row. Buffers come from an arena at
-// construction; nothing is allocated in forward/backward.
+// construction; nothing is allocated in forward/backward. With LoRA, the adapters' layout is given at
+// construction (their activations are planned) and the adapters themselves to forward.
 class Decoder {
  public:
   // Bytes the constructor takes from the arena (alignment included).
-  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                            const std::vector<LoraSpec>& lora = {});
 
   // `config` is kept by reference: it must outlive the decoder.
-  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena);
+  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
+          const std::vector<LoraSpec>& lora = {});
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
   // step (count_label_tokens summed over its micro-batches), so accumulated gradients equal one big batch.
-  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens);
+  // `lora` (nullptr: none) must have the layout given at construction and stay alive until backward.
+  double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
+                 const LoraWeights* lora = nullptr, const LoraDropout& dropout = {});
   // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads. Overwrites the
   // logits.
-  void backward(const ModelWeights& w, ModelWeights& grads);
+  // With LoRA, `lora_grads` (nullptr: adapters frozen) receives dA, dB (+=).
+  void backward(const ModelWeights& w, ModelWeights& grads, LoraWeights* lora_grads = nullptr);
 
   Tensor logits() const;  // (B, T, V): valid after forward, until backward
   int64_t batch() const { return batch_; }
   int64_t tokens() const { return tokens_; }
 
  private:
-  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens);  // no buffers
+  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+          const std::vector<LoraSpec>& lora);  // no buffers
   template <class Alloc>
   void plan(Alloc& alloc);
+  LoraPass lora_pass(int64_t layer, LoraWeights* grads) const;
 
   const ModelConfig& config_;
   DType dtype_;
@@ -155,6 +176,11 @@ class Decoder {
   LayerScratch scratch_;
   LmActivations lm_;
   Tensor d_resid_;  // (B*T, D) residual-stream gradient
+  std::vector<LoraSpec> lora_specs_;   // the adapters' layout (empty: no LoRA)
+  const LoraWeights* lora_ = nullptr;  // the adapters of the last forward
+  LoraDropout lora_dropout_;
+  Tensor lora_scratch_in_;  // (B*T, max in) of the adapted projections
+  Tensor lora_scratch_r_;   // (B*T, max r)
 };
 
 }  // namespace lt::model

@@ -2,17 +2,19 @@
 // stream's gradient: it comes in as d(out), the MLP branch's norm adds its input gradient into it (then it is
 // d(mid)), the attention branch's norm adds its own (then it is d(x)). Activation gradients in scratch are
 // written (=); the three projections that share attn_in (and gate/up that share ffn_in) add into one d_norm.
+// A LoRA adapter's backward follows its projection's and adds into the same input gradient.
 #include <cmath>
 
 #include "model/decoder.h"
 #include "model/kv_rows.h"
+#include "model/lora_layer.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 
 void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
                     const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                    const LayerActivations& a, LayerScratch& s, Tensor d_resid) {
+                    const LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -25,17 +27,22 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
   // MLP branch: out = mid + down(silu(gate) * up).
   ops::linear_backward({.rows = N, .in = F, .out = D}, s.d_h, g.ffn_down, g.ffn_down_bias, d_resid, a.h,
                        w.ffn_down);
+  lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h);
   ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
   ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate,
                        a.ffn_in, w.ffn_gate);
+  lora_backward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], s.d_gate, s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
                        g.ffn_up_bias, s.d_up, a.ffn_in, w.ffn_up);
+  lora_backward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], s.d_up, s.d_norm);
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
   ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
   ops::linear_backward({.rows = N, .in = H * HD, .out = D}, s.d_attn.reshaped({N, H * HD}), g.attn_o,
                        g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
+  lora_backward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], d_resid,
+                s.d_attn.reshaped({N, H * HD}));
   const ops::AttentionParams attn{.batch = B,
                                   .q_len = C,
                                   .kv_len = S,
@@ -55,10 +62,16 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
 
   ops::linear_backward({.rows = N, .in = D, .out = H * HD}, s.d_norm, g.attn_q, g.attn_q_bias,
                        s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
+  lora_backward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], s.d_q.reshaped({N, H * HD}),
+                s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
                        g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
+  lora_backward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], s.d_k.reshaped({N, KVH * HD}),
+                s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_v,
                        g.attn_v_bias, s.d_v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v);
+  lora_backward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], s.d_v.reshaped({N, KVH * HD}),
+                s.d_norm);
   ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
 }
 

@@ -3,16 +3,18 @@
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
 // The residual adds ride on linear_forward's accumulate_y: out starts as a copy of mid, down_proj adds in.
+// A LoRA adapter adds into its projection's output right after the projection (before RoPE for q and k).
 #include <cmath>
 
 #include "model/decoder.h"
 #include "model/kv_rows.h"
+#include "model/lora_layer.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 
 void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                   const KvContext& kv, LayerActivations& a, Tensor out) {
+                   const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -32,10 +34,13 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
   ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q,
                       w.attn_q_bias);
+  lora_forward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], a.q.reshaped({N, H * HD}));
   ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k,
                       w.attn_k_bias);
+  lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], a.k.reshaped({N, KVH * HD}));
   ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v,
                       w.attn_v_bias);
+  lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], a.v.reshaped({N, KVH * HD}));
   ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
   ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
   append_chunk_rows(kv.k, a.k, chunk.q_offset);
@@ -55,14 +60,18 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   ops::cast(a.mid, a.x);
   const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = true};
   ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias);
+  lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], a.mid);
 
   ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
+  lora_forward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], a.gate);
   ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
+  lora_forward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], a.up);
   ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
   ops::cast(out, a.mid);
   const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = true};
   ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias);
+  lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out);
 }
 
 }  // namespace lt::model

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "io/tensorboard.h"
+#include "train/config_bridge.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
 #include "train/model_batch.h"
@@ -40,15 +41,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
   LT_CHECK(!params.empty(), "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
-  optimizer_ = std::make_unique<AdamW>(
-      std::move(params), AdamWOptions{.beta1 = config_.adam_beta1,
-                                      .beta2 = config_.adam_beta2,
-                                      .eps = config_.adam_epsilon,
-                                      .weight_decay = config_.weight_decay,
-                                      .state_dtype = model_.dtype == DType::F64 ? DType::F64 : DType::F32,
-                                      .no_decay_substrings = bias_and_norm_no_decay()});
+  optimizer_ = std::make_unique<AdamW>(std::move(params), adamw_options(config_));
 
-  accum_ = config_.batch_size / config_.micro_batch_size;
+  accum_ = gradient_accumulation_steps(config_);
   const int64_t pack_len = config_.cutoff_len;
   loader_ = std::make_unique<data::DataLoader>(
       std::span<const data::Example>(train_),
@@ -63,12 +58,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   total_steps_ = config_.max_steps > 0 ? config_.max_steps
                                        : int64_t(std::ceil(config_.num_epochs * double(steps_per_epoch_)));
   total_steps_ = std::max<int64_t>(total_steps_, 1);
-  const auto type = parse_lr_schedule_type(config_.lr_scheduler_type);
-  LT_CHECK(type.has_value(), "config: 'lr_scheduler_type' is '{}', expected constant, linear or cosine",
-           config_.lr_scheduler_type);
-  schedule_ = std::make_unique<LrSchedule>(
-      *type, config_.learning_rate,
-      resolve_warmup_steps(config_.warmup_steps, config_.warmup_ratio, total_steps_), total_steps_);
+  schedule_ = std::make_unique<LrSchedule>(lr_schedule(config_, total_steps_));
 
   const int64_t rows = config_.micro_batch_size;
   const int64_t tokens = std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));

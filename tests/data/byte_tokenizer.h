@@ -16,9 +16,11 @@ class ByteTokenizer : public Tokenizer {
   static constexpr int32_t kPad = 0, kBos = 1, kEos = 2, kByteBase = 3;
   static constexpr int32_t kStartHeader = 259, kEndHeader = 260, kEotId = 261, kImStart = 262, kImEnd = 263;
   static constexpr int32_t kPrefix = 264;
+  static constexpr int32_t kNewlines = 265;  // "\n\n" with merge_newlines
 
   bool add_bos = true;
   bool dummy_prefix = false;
+  bool merge_newlines = false;  // "\n\n" becomes one token, like a BPE merge across a template boundary
   bool has_bos = true;
   bool has_eos = true;
   bool has_pad = false;
@@ -41,6 +43,11 @@ class ByteTokenizer : public Tokenizer {
           }
         }
       }
+      if (!matched && merge_newlines && text.compare(i, 2, "\n\n") == 0) {
+        ids.push_back(kNewlines);
+        i += 2;
+        matched = true;
+      }
       if (!matched) ids.push_back(kByteBase + int32_t(static_cast<unsigned char>(text[i++])));
     }
     return ids;
@@ -49,14 +56,14 @@ class ByteTokenizer : public Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override {
     std::string out;
     for (int32_t id : ids) {
-      bool special = id < kByteBase || id >= kStartHeader;
+      bool special = id < kByteBase || (id >= kStartHeader && id < kPrefix);
       if (special && skip_special) continue;
       out += id_to_token(id);
     }
     return out;
   }
 
-  int64_t vocab_size() const override { return kPrefix + 1; }
+  int64_t vocab_size() const override { return kNewlines + 1; }
   std::optional<int32_t> token_to_id(std::string_view token) const override {
     for (int32_t id = 0; id < vocab_size(); ++id)
       if (id_to_token(id) == token) return id;
@@ -67,6 +74,7 @@ class ByteTokenizer : public Tokenizer {
     if (id == kBos) return "<s>";
     if (id == kEos) return "</s>";
     if (id == kPrefix) return "\xE2\x96\x81";
+    if (id == kNewlines) return "\n\n";
     if (id >= kStartHeader && id < kPrefix) return specials()[size_t(id - kStartHeader)];
     return std::string(1, char(id - kByteBase));
   }

@@ -41,7 +41,7 @@ TEST(DatasetPretokenized, BadRecordsNameFileLineAndProblem) {
       {R"({"input_ids": []})", "input_ids is empty"},
       {R"({"input_ids": "1 2 3"})", "field 'input_ids' is a JSON string, expected a list of integers"},
       {R"({"input_ids": [1, 2.5]})", "input_ids[1] is 2.5, expected an integer"},
-      {R"({"input_ids": [1, 99999]})", "input_ids[1] is 99999, expected a token id in [0, 265)"},
+      {R"({"input_ids": [1, 99999]})", "input_ids[1] is 99999, expected a token id in [0, 266)"},
       {R"({"input_ids": [-100, 3]})", "input_ids[0] is -100, expected a token id"},
       {R"({"input_ids": [1, 2], "labels": [-5, 2]})", "labels[0] is -5, expected -100 or a token id"},
       {R"({"input_ids": [1, 2)", "invalid JSON"},

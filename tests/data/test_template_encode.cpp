@@ -101,6 +101,31 @@ TEST(TemplateEncode, RunsAreEncodedWholeWithAlpacaLoraBoundary) {
   EXPECT_EQ(count_label_tokens(e), 2);
 }
 
+// A token straddling the prompt/target boundary ("\n" ending the prompt + "\n" starting the output merged
+// into "\n\n"): alpaca follows alpaca-lora (len(encode(prompt)) tokens are masked, so it is masked); chat
+// templates follow transformers' assistant_masks (the token holding the target's first character trains).
+TEST(TemplateEncode, SpanningTokenSideDependsOnTheTemplate) {
+  ByteTokenizer tok;
+  tok.merge_newlines = true;
+  auto alpaca = render_instruction(TemplateKind::alpaca, "Sum", "", "\nthree");
+  Example a = encode_segments(tok, alpaca, encode_options_for(TemplateKind::alpaca, tok, 1024, false));
+  auto at = std::find(a.input_ids.rbegin(), a.input_ids.rend(), ByteTokenizer::kNewlines);
+  ASSERT_NE(at, a.input_ids.rend());
+  size_t spanning = size_t(a.input_ids.rend() - at) - 1;
+  EXPECT_EQ(a.labels[spanning], kIgnoreIndex);
+  EXPECT_EQ(a.labels[spanning + 1], byte_ids("t")[0]);
+
+  auto chat = render_chat(TemplateKind::chatml, {{"user", "q"}, {"assistant", "\nthree"}});
+  Example c = encode_segments(tok, chat, encode_options_for(TemplateKind::chatml, tok, 1024, false));
+  std::vector<int32_t> trained;
+  for (int32_t label : c.labels)
+    if (label != kIgnoreIndex) trained.push_back(label);
+  EXPECT_EQ(trained, concat({{ByteTokenizer::kNewlines}, byte_ids("three"), {ByteTokenizer::kImEnd}}));
+  // Either way no token is lost or duplicated.
+  EXPECT_EQ(tok.decode(c.input_ids),
+            "<s><|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n\nthree<|im_end|>\n");
+}
+
 TEST(TemplateEncode, CutoffTruncatesAndAddsEosOnlyWhenItFits) {
   ByteTokenizer tok;
   auto segments = render_instruction(TemplateKind::alpaca, "Sum", "", "3");

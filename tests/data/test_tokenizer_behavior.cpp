@@ -2,6 +2,7 @@
 // BOS/EOS per format, and which reader a file or folder gets.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -207,6 +208,27 @@ TEST(TokenizerAutodetect, EmptyFolderNamesWhatItLookedFor) {
     EXPECT_NE(msg.find("merges.txt"), std::string::npos) << msg;
   }
   EXPECT_THROW(load_tokenizer(dir.file("missing.json")), Error);
+}
+
+}  // namespace
+}  // namespace lt::data
+
+namespace lt::data {
+namespace {
+
+TEST(TokenizerDecode, WithoutDecoderTokensAreJoinedBySpaces) {
+  LT_REQUIRE_SHARED(path, "data/tokenizers/tiny/qwen_style_tokenizer.json");
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["decoder"] = nullptr;
+  test::TempDir dir;
+  std::ofstream(dir.file("tokenizer.json")) << j.dump();
+  auto tok = load_tokenizer(dir.file("tokenizer.json"));
+  std::vector<int32_t> ids = tok->encode("hello world");
+  ASSERT_GE(ids.size(), 2u);
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) joined += (i ? " " : "") + tok->id_to_token(ids[i]);
+  EXPECT_EQ(tok->decode(ids), joined);  // HF tokenizers' behavior when "decoder" is null
 }
 
 }  // namespace

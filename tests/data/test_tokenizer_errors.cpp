@@ -170,3 +170,38 @@ TEST(TokenizerErrors, BadMergesLine) {
 
 }  // namespace
 }  // namespace lt::data
+
+namespace lt::data {
+namespace {
+
+// Hostile input: every truncation and many corruptions of a real model either load or raise lt::Error
+// (run under the asan preset to check memory safety too).
+TEST(TokenizerErrors, CorruptSentencePieceModelsNeverCrash) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf/tokenizer.model");
+  std::string bytes = read_file(model);
+  test::TempDir dir;
+  std::string path = dir.file("tokenizer.model");
+  size_t errors = 0, loaded = 0;
+  auto attempt = [&](const std::string& content) {
+    write_file(path, content);
+    try {
+      auto tok = load_tokenizer(path);
+      tok->decode(tok->encode("Once upon a time, 42 \xC3\xA9"));
+      ++loaded;
+    } catch (const Error&) {
+      ++errors;
+    }
+  };
+  for (size_t cut = 0; cut < bytes.size(); cut += 37) attempt(bytes.substr(0, cut));
+  std::vector<double> r = test::random_values(400, 7, 0.0, 1.0);
+  for (size_t k = 0; k + 1 < r.size(); k += 2) {
+    std::string corrupt = bytes;
+    corrupt[size_t(r[k] * double(bytes.size())) % bytes.size()] = char(int(r[k + 1] * 256));
+    attempt(corrupt);
+  }
+  EXPECT_GT(errors, 0u);
+  EXPECT_GT(loaded, 0u);
+}
+
+}  // namespace
+}  // namespace lt::data

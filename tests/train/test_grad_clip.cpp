@@ -39,7 +39,8 @@ nlohmann::json golden() {
 }
 
 TEST(GradClip, MatchesTorchClipGradNorm) {
-  for (const auto& c : golden()["cases"]) {
+  const auto g = golden();  // kept alive: a range-for over a temporary's member would dangle
+  for (const auto& c : g["cases"]) {
     if (c["dtype"] == "f64") {
       run_case<double>(c, 1e-14, 1e-14);
     } else {

@@ -12,8 +12,6 @@ namespace lt::ops::cpu {
 
 namespace {
 
-constexpr int64_t kColumnBlock = 64;
-
 const int32_t* checked_ids(const EmbeddingParams& p, const Tensor& ids, const char* op) {
   const int32_t* id = ids.ptr<int32_t>("embedding ids");
   for (int64_t n = 0; n < p.tokens; ++n)
@@ -38,16 +36,13 @@ void backward(const EmbeddingParams& p, Tensor dtable_t, Tensor dout_t, Tensor i
   T* dtable = dtable_t.ptr<T>("embedding_backward dtable");  // (V, D) +=
   const T* dout = dout_t.ptr<T>("embedding_backward dout");  // (N, D)
   const int64_t D = p.dim;
-  const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (p.tokens * D >= kMinParallelWork)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t d0 = b * kColumnBlock, d1 = std::min(D, d0 + kColumnBlock);
+  for_column_blocks(D, p.tokens * D, [&](int64_t d0, int64_t d1) {
     for (int64_t n = 0; n < p.tokens; ++n) {
       T* row = dtable + ids[n] * D;
       const T* g = dout + n * D;
       for (int64_t d = d0; d < d1; ++d) row[d] += g[d];
     }
-  }
+  });
 }
 
 }  // namespace

@@ -23,8 +23,6 @@ namespace lt::ops::cpu {
 
 namespace {
 
-constexpr int64_t kColumnBlock = 64;
-
 // Row-major C (m, n) += alpha * op(A) (m, k) op(B) (k, n).
 template <class T>
 void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const T* a,
@@ -79,15 +77,12 @@ void backward(const LinearParams& p, Tensor dx_t, Tensor dw_t, Tensor dbias_t, T
   }
   if (!dbias_t.empty()) {
     T* dbias = dbias_t.ptr<T>("linear_backward dbias");  // (N) +=
-    const int64_t blocks = (N + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (M * N >= kMinParallelWork)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t j0 = b * kColumnBlock, j1 = std::min(N, j0 + kColumnBlock);
+    for_column_blocks(N, M * N, [&](int64_t j0, int64_t j1) {
       double sums[kColumnBlock] = {};
       for (int64_t m = 0; m < M; ++m)
         for (int64_t j = j0; j < j1; ++j) sums[j - j0] += double(dy[m * N + j]);
       for (int64_t j = j0; j < j1; ++j) dbias[j] = T(double(dbias[j]) + p.out_scale * sums[j - j0]);
-    }
+    });
   }
 }
 

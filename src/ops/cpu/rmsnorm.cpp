@@ -17,8 +17,6 @@ namespace lt::ops::cpu {
 
 namespace {
 
-constexpr int64_t kColumnBlock = 64;
-
 template <class T>
 void forward(const RmsNormParams& p, Tensor y_t, Tensor rstd_t, Tensor x_t, Tensor w_t) {
   T* y = y_t.ptr<T>("rmsnorm_forward y");           // (N, D)
@@ -51,17 +49,14 @@ void backward(const RmsNormParams& p, Tensor dx_t, Tensor dw_t, Tensor dy_t, Ten
 
   // dw first: dx may alias dy (a caller reusing the buffer), and dw reads dy.
   if (dw) {
-    const int64_t blocks = (D + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (p.rows * D >= kMinParallelWork)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t d0 = b * kColumnBlock, d1 = std::min(D, d0 + kColumnBlock);
+    for_column_blocks(D, p.rows * D, [&](int64_t d0, int64_t d1) {
       double sums[kColumnBlock] = {};
       for (int64_t n = 0; n < p.rows; ++n) {
         const double r = double(rstd[n]);
         for (int64_t d = d0; d < d1; ++d) sums[d - d0] += double(dy[n * D + d]) * double(x[n * D + d]) * r;
       }
       for (int64_t d = d0; d < d1; ++d) dw[d] = T(double(dw[d]) + sums[d - d0]);
-    }
+    });
   }
 
 #pragma omp parallel for schedule(static) if (p.rows * D >= kMinParallelWork)

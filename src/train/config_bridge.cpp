@@ -1,0 +1,48 @@
+#include "train/config_bridge.h"
+
+#include "core/error.h"
+
+namespace lt::train {
+
+int64_t gradient_accumulation_steps(const TrainConfig& c) {
+  LT_CHECK(c.micro_batch_size > 0 && c.batch_size % c.micro_batch_size == 0,
+           "config: 'batch_size' {} is not a multiple of 'micro_batch_size' {}", c.batch_size,
+           c.micro_batch_size);
+  return c.batch_size / c.micro_batch_size;
+}
+
+AdamWOptions adamw_options(const TrainConfig& c) {
+  AdamWOptions o;
+  o.beta1 = c.adam_beta1;
+  o.beta2 = c.adam_beta2;
+  o.eps = c.adam_epsilon;
+  o.weight_decay = c.weight_decay;
+  o.state_dtype = c.precision == "fp64" ? DType::F64 : DType::F32;
+  return o;
+}
+
+LrSchedule lr_schedule(const TrainConfig& c, int64_t total_steps) {
+  auto type = parse_lr_schedule_type(c.lr_scheduler_type);
+  LT_CHECK(type.has_value(), "config: 'lr_scheduler_type' is '{}', expected constant, linear or cosine",
+           c.lr_scheduler_type);
+  return LrSchedule(*type, c.learning_rate, resolve_warmup_steps(c.warmup_steps, c.warmup_ratio, total_steps),
+                    total_steps);
+}
+
+io::LoraAdapterConfig lora_adapter_config(const TrainConfig& c) {
+  LT_CHECK(c.finetune == "lora", "an adapter config needs finetune: lora, the run has finetune: {}",
+           c.finetune);
+  io::LoraAdapterConfig a;
+  a.base_model_name_or_path = c.base_model;
+  a.r = c.lora_r;
+  a.lora_alpha = c.lora_alpha;
+  a.lora_dropout = c.lora_dropout;
+  a.target_modules = c.lora_target_modules;
+  a.use_rslora = c.use_rslora;
+  a.rank_pattern = c.lora_rank_pattern;
+  a.alpha_pattern = c.lora_alpha_pattern;
+  a.inference_mode = true;
+  return a;
+}
+
+}  // namespace lt::train

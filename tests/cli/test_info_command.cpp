@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "support/test_support.h"
+
+namespace lt {
+namespace {
+
+// Runs `leantune args...` in-process; returns the exit code and what it printed.
+int run_cli(std::vector<std::string> args, std::string* out, std::string* err) {
+  std::vector<char*> argv;
+  std::string program = "leantune";
+  argv.push_back(program.data());
+  for (std::string& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  int code = cli::run_main(int(argv.size()), argv.data());
+  *out = testing::internal::GetCapturedStdout();
+  *err = testing::internal::GetCapturedStderr();
+  return code;
+}
+
+TEST(InfoCommand, RealTinyLlama) {
+  LT_REQUIRE_SHARED(dir, "data/models/stories260K-hf");
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir, "--seq_len", "256", "--batch", "2"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("LlamaForCausalLM"), std::string::npos) << out;
+  EXPECT_NE(out.find("heads 8 (kv heads 4, head dim 8)"), std::string::npos) << out;
+  EXPECT_NE(out.find("embeddings: tied"), std::string::npos) << out;
+  // 260,032 parameters: the published size of stories260K.
+  EXPECT_NE(out.find("260032"), std::string::npos) << out;
+  EXPECT_NE(out.find("F32"), std::string::npos) << out;
+  EXPECT_NE(out.find("full fine-tuning"), std::string::npos) << out;
+  EXPECT_NE(out.find("LoRA r=16"), std::string::npos) << out;
+}
+
+TEST(InfoCommand, ConfigOnlyDirectory) {
+  test::TempDir dir;
+  std::ofstream(dir.file("config.json")) << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5, "max_position_embeddings": 131072,
+    "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192}})";
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir.path(), "--lora_r", "16"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("8030261248"), std::string::npos) << out;  // Llama-3.1-8B's published size
+  EXPECT_NE(out.find("llama3 scaling"), std::string::npos) << out;
+  EXPECT_NE(out.find("none found (config only); config declares bfloat16"), std::string::npos) << out;
+}
+
+TEST(InfoCommand, ErrorsAreOneMessageAndNonZero) {
+  test::TempDir dir;
+  std::string out, err;
+  EXPECT_NE(run_cli({"info", dir.path()}, &out, &err), 0);
+  EXPECT_NE(err.find("config.json"), std::string::npos) << err;
+  std::ofstream(dir.file("config.json")) << R"({"architectures": ["GPTNeoXForCausalLM"]})";
+  EXPECT_NE(run_cli({"info", dir.path()}, &out, &err), 0);
+  EXPECT_NE(err.find("GPTNeoXForCausalLM"), std::string::npos) << err;
+  EXPECT_NE(run_cli({"info", dir.path(), "--precision", "int3"}, &out, &err), 0);
+}
+
+}  // namespace
+}  // namespace lt

@@ -1,0 +1,155 @@
+// LoRA parity with PEFT: tiny Llama / Qwen2 bases with adapters saved by PeftModel.save_pretrained and the
+// float64 loss and every lora_A / lora_B gradient on one padded batch (tools/make_peft_golden.py). The
+// adapters are loaded from PEFT's files, so names, shapes, rank_pattern / alpha_pattern and rsLoRA scaling
+// all have to agree for the numbers to match.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "core/arena.h"
+#include "io/hf_checkpoint.h"
+#include "io/peft_adapter.h"
+#include "io/safetensors.h"
+#include "model/decoder.h"
+#include "model/lora.h"
+#include "support/test_support.h"
+
+namespace lt {
+namespace {
+
+std::vector<double> golden_doubles(const io::SafetensorsFile& file, const std::string& name) {
+  const io::SafetensorsEntry* e = file.find(name);
+  EXPECT_NE(e, nullptr) << name;
+  if (!e) return {};
+  EXPECT_EQ(e->dtype, io::StDType::F64) << name;
+  std::vector<double> v(size_t(e->numel()));
+  std::memcpy(v.data(), e->data, v.size() * sizeof(double));
+  return v;
+}
+
+std::vector<int32_t> golden_ints(const io::SafetensorsFile& file, const std::string& name) {
+  const io::SafetensorsEntry* e = file.find(name);
+  EXPECT_NE(e, nullptr) << name;
+  if (!e) return {};
+  std::vector<int32_t> v(size_t(e->numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t x;
+    std::memcpy(&x, e->data + i * sizeof(int64_t), sizeof(int64_t));
+    v[i] = int32_t(x);
+  }
+  return v;
+}
+
+std::vector<double> to_doubles(const Tensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
+  return v;
+}
+
+struct GoldenRun {
+  double loss_error = 0, worst_grad = 0;
+  std::string worst_name;
+  size_t compared = 0, golden_grads = 0;
+};
+
+GoldenRun run_golden(const std::string& name, DType dtype) {
+  const std::string dir = test::source_path("tests/model/golden/" + name);
+  const model::ModelConfig config = model::load_model_config(dir + "/base");
+  const io::LoraAdapterConfig adapter = io::read_adapter_config(dir + "/adapter");
+  const std::vector<model::LoraSpec> specs = io::lora_specs(config, adapter);
+
+  auto golden = io::SafetensorsFile::open(dir + "/golden.safetensors");
+  std::vector<int32_t> ids = golden_ints(*golden, "input_ids"), labels = golden_ints(*golden, "labels");
+  const int64_t B = golden->find("input_ids")->shape[0], T = golden->find("input_ids")->shape[1];
+  std::vector<int32_t> positions(size_t(B * T));
+  for (int64_t i = 0; i < B * T; ++i) positions[size_t(i)] = int32_t(i % T);  // HF's default, right padding
+  model::Batch batch{.input_ids = Tensor(ids.data(), DType::I32, {B, T}),
+                     .positions = Tensor(positions.data(), DType::I32, {B, T}),
+                     .segments = Tensor(),
+                     .labels = Tensor(labels.data(), DType::I32, {B, T})};
+
+  const model::TrainableFn frozen = [](const model::WeightSpec&) { return false; };
+  Arena arena("peft-golden", HostMemory::instance(),
+              model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, frozen) +
+                  2 * model::lora_bytes(specs, dtype) +
+                  model::Decoder::arena_bytes(config, dtype, B, T, specs));
+  model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
+  io::load_hf_weights(dir + "/base", config, weights);
+  model::ModelWeights grads = model::allocate_grads(config, dtype, arena, frozen);
+  model::LoraWeights lora = model::allocate_lora(config, specs, dtype, arena);
+  io::load_peft_adapter_weights(dir + "/adapter", config, adapter, lora);
+  model::LoraWeights lora_grads = model::allocate_lora(config, specs, dtype, arena);
+  model::zero_lora(lora_grads);
+
+  model::Decoder decoder(config, dtype, B, T, arena, specs);
+  const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch), &lora);
+  decoder.backward(weights, grads, &lora_grads);
+
+  GoldenRun r;
+  const double want = golden_doubles(*golden, "loss").at(0);
+  r.loss_error = std::abs(loss - want) / std::abs(want);
+  for (const model::LoraTensor& t : model::lora_tensors(lora, lora_grads)) {
+    const double e = test::max_rel_diff(to_doubles(t.grad), golden_doubles(*golden, "grad." + t.name));
+    if (e > r.worst_grad || r.compared == 0) r.worst_grad = e, r.worst_name = t.name;
+    ++r.compared;
+  }
+  for (const io::SafetensorsEntry& e : golden->entries()) r.golden_grads += e.name.rfind("grad.", 0) == 0;
+  return r;
+}
+
+void expect_golden(const std::string& name, DType dtype, double tolerance) {
+  GoldenRun r = run_golden(name, dtype);
+  EXPECT_EQ(r.compared, r.golden_grads) << "every PEFT adapter tensor has its gradient here";
+  EXPECT_GT(r.compared, 0u);
+  EXPECT_LE(r.loss_error, tolerance) << name << " loss";
+  EXPECT_LE(r.worst_grad, tolerance) << name << " gradient of " << r.worst_name;
+  std::printf("[peft parity] %s %s: loss %.2e, worst of %zu adapter gradients %.2e (%s)\n", name.c_str(),
+              std::string(dtype_name(dtype)).c_str(), r.loss_error, r.compared, r.worst_grad,
+              r.worst_name.c_str());
+}
+
+TEST(PeftGolden, LlamaAllModulesWithPatternsFloat64) {
+  expect_golden("peft_llama", DType::F64, 1e-9);
+}
+TEST(PeftGolden, LlamaAllModulesWithPatternsFloat32) {
+  expect_golden("peft_llama", DType::F32, 1e-4);
+}
+TEST(PeftGolden, Qwen2BiasesRsloraFloat64) {
+  expect_golden("peft_qwen2", DType::F64, 1e-9);
+}
+TEST(PeftGolden, Qwen2BiasesRsloraFloat32) {
+  expect_golden("peft_qwen2", DType::F32, 1e-4);
+}
+
+// The goldens exercise what they claim: patterns change ranks and alphas, rsLoRA the scaling, Qwen2 has
+// biases, all seven projections are adapted in the Llama case.
+TEST(PeftGolden, CasesExerciseTheFeatures) {
+  const std::string llama_dir = test::source_path("tests/model/golden/peft_llama");
+  const model::ModelConfig llama = model::load_model_config(llama_dir + "/base");
+  const io::LoraAdapterConfig la = io::read_adapter_config(llama_dir + "/adapter");
+  std::vector<model::LoraSpec> specs = io::lora_specs(llama, la);
+  EXPECT_EQ(specs.size(), size_t(7 * llama.num_layers));
+  std::set<int64_t> ranks;
+  std::set<double> scalings;
+  for (const model::LoraSpec& s : specs) ranks.insert(s.rank), scalings.insert(s.scaling);
+  EXPECT_EQ(ranks, (std::set<int64_t>{2, 3, 4}));
+  EXPECT_GE(scalings.size(), 3u);
+  for (const model::LoraSpec& s : specs)
+    if (s.module_path == "model.layers.1.self_attn.q_proj") {
+      EXPECT_EQ(s.rank, 3);
+    }
+
+  const std::string qwen_dir = test::source_path("tests/model/golden/peft_qwen2");
+  const model::ModelConfig qwen = model::load_model_config(qwen_dir + "/base");
+  const io::LoraAdapterConfig qa = io::read_adapter_config(qwen_dir + "/adapter");
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_TRUE(qa.use_rslora);
+  for (const model::LoraSpec& s : io::lora_specs(qwen, qa)) EXPECT_DOUBLE_EQ(s.scaling, qa.lora_alpha / 2.0);
+}
+
+}  // namespace
+}  // namespace lt

@@ -1,0 +1,68 @@
+// A tiny model with LoRA adapters on every projection (ranks, alphas and rsLoRA differing per module) and
+// random non-zero A and B, for the whole-model LoRA tests.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/arena.h"
+#include "model/decoder.h"
+#include "model/lora.h"
+#include "tiny_model.h"
+
+namespace lt::test {
+
+// Rank 1..4 and alpha by (layer, module); rsLoRA on the MLP of layer 1. Every projection is adapted.
+inline std::vector<model::LoraSpec> tiny_lora_specs(const model::ModelConfig& config) {
+  return model::lora_specs(config, [](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+    const int64_t h = int64_t(std::hash<std::string>{}(path) % 4);
+    const bool mlp1 = path.starts_with("model.layers.1.mlp");
+    return model::LoraModuleSetting{.rank = 1 + h, .alpha = 2.0 + double(h) * 1.5, .use_rslora = mlp1};
+  });
+}
+
+// A and B uniform in a range that makes the adapters' contribution comparable to the base weights'.
+inline void fill_lora_random(model::LoraWeights& lora, uint64_t seed) {
+  for (size_t i = 0; i < lora.specs.size(); ++i) {
+    for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
+      Tensor& t = lora.matrix(lora.specs[i], which);
+      std::vector<double> v(size_t(t.numel()));
+      const double scale = 1.0 / std::sqrt(double(t.dim(1)));
+      for (size_t j = 0; j < v.size(); ++j)
+        v[j] = scale * (2.0 * philox_uniform_double(seed, 2 * i + (which == model::LoraMatrix::B), j) - 1.0);
+      convert_elements(t.data, t.dtype, v.data(), DType::F64, v.size());
+    }
+  }
+}
+
+// Base weights (+ optional gradients), adapters and their gradients, and a decoder planned for them.
+struct TinyLoraModel {
+  model::ModelConfig config;
+  std::vector<model::LoraSpec> specs;
+  std::unique_ptr<Arena> arena;
+  model::ModelWeights weights, grads;
+  model::LoraWeights lora, lora_grads;
+  std::unique_ptr<model::Decoder> decoder;
+
+  TinyLoraModel(DType dtype, bool train_base, uint64_t seed, int64_t B = TinyBatch::B,
+                int64_t T = TinyBatch::T)
+      : config(tiny_config(false)), specs(tiny_lora_specs(config)) {
+    const model::TrainableFn trainable =
+        train_base ? model::TrainableFn(model::train_all)
+                   : model::TrainableFn([](const model::WeightSpec&) { return false; });
+    arena = std::make_unique<Arena>(
+        "lora-test", HostMemory::instance(),
+        model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, trainable) +
+            2 * model::lora_bytes(specs, dtype) + model::Decoder::arena_bytes(config, dtype, B, T, specs));
+    weights = model::allocate_weights(config, dtype, *arena);
+    fill_random(config, weights, seed);
+    grads = model::allocate_grads(config, dtype, *arena, trainable);
+    lora = model::allocate_lora(config, specs, dtype, *arena);
+    fill_lora_random(lora, seed + 1000);
+    lora_grads = model::allocate_lora(config, specs, dtype, *arena);
+    model::zero_lora(lora_grads);
+    decoder = std::make_unique<model::Decoder>(config, dtype, B, T, *arena, specs);
+  }
+};
+
+}  // namespace lt::test
