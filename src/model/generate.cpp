@@ -97,7 +97,8 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                         .ffn_in = rows(ffn_in_, C, D),
                         .gate = rows(gate_, C, F),
                         .up = rows(up_, C, F),
-                        .h = rows(h_, C, F)};
+                        .h = rows(h_, C, F),
+                        .lora_t = {}};  // no adapters: generate from a merged model
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.
     const KvContext kv{.k = Tensor(k_[size_t(l)], dtype_, {1, S, KVH, HD}),
