@@ -29,7 +29,8 @@ struct EvalOptions {
 };
 
 void run_eval(const EvalOptions& o) {
-  LT_CHECK(o.device == "cpu", "eval: '--device' is '{}': this build has no CUDA backend yet; expected cpu", o.device);
+  LT_CHECK(o.device == "cpu", "eval: '--device' is '{}': this build has no CUDA backend yet; expected cpu",
+           o.device);
   LT_CHECK(o.micro_batch_size > 0, "eval: '--micro_batch_size' is {}, expected a positive integer",
            o.micro_batch_size);
   LT_CHECK(o.cutoff_len > 0, "eval: '--cutoff_len' is {}, expected a positive integer", o.cutoff_len);
@@ -41,13 +42,14 @@ void run_eval(const EvalOptions& o) {
   c.prompt_template = o.prompt_template;
   c.dataset_format = o.dataset_format;
   c.train_on_inputs = o.train_on_inputs;
-  data::Dataset dataset = train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
+  data::Dataset dataset =
+      train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
   const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
   Arena activations("activations", HostMemory::instance(),
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
                                             train::longest_example(dataset.examples)));
-  train::EvalResult r = train::evaluate(model.config, dtype, model.weights, dataset.examples, o.micro_batch_size,
-                                        pad_id, activations);
+  train::EvalResult r = train::evaluate(model.config, dtype, model.weights, dataset.examples,
+                                        o.micro_batch_size, pad_id, activations);
   nlohmann::json j{{"loss", r.loss}, {"perplexity", std::exp(r.loss)}, {"tokens", r.tokens}};
   fmt::print("{}\n", j.dump());
 }
@@ -56,7 +58,8 @@ void run_eval(const EvalOptions& o) {
 
 void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
-  CLI::App* sub = app.add_subcommand("eval", "mean token loss and perplexity of a model over a dataset (one JSON line)");
+  CLI::App* sub =
+      app.add_subcommand("eval", "mean token loss and perplexity of a model over a dataset (one JSON line)");
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
   sub->add_option("--precision", o->precision, "fp64 | fp32")->capture_default_str();

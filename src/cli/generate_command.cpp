@@ -50,8 +50,8 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
 }
 
 void run_generate(const GenerateOptions& o) {
-  LT_CHECK(o.device == "cpu", "generate: '--device' is '{}': this build has no CUDA backend yet; expected cpu",
-           o.device);
+  LT_CHECK(o.device == "cpu",
+           "generate: '--device' is '{}': this build has no CUDA backend yet; expected cpu", o.device);
   LT_CHECK(o.prompt.empty() != o.ids.empty(), "generate: give exactly one of '--prompt' and '--ids'");
   LT_CHECK(o.max_new_tokens >= 0, "generate: '--max_new_tokens' is {}, expected >= 0", o.max_new_tokens);
   LT_CHECK(o.temperature >= 0, "generate: '--temperature' is {}, expected >= 0 (0: greedy)", o.temperature);
@@ -64,14 +64,20 @@ void run_generate(const GenerateOptions& o) {
     prompt = parse_ids(o.ids, model.config.vocab_size);
   } else {
     std::string text = o.prompt;
-    if (o.prompt_template == "alpaca") text = data::alpaca_prompt(o.prompt, "");
-    else if (o.prompt_template == "plain") text = o.prompt + "\n";  // the plain template's prompt
-    else LT_CHECK(o.prompt_template == "raw", "generate: '--prompt_template' is '{}', expected raw, plain or alpaca",
-                  o.prompt_template);
+    if (o.prompt_template == "alpaca")
+      text = data::alpaca_prompt(o.prompt, "");
+    else if (o.prompt_template == "plain")
+      text = o.prompt + "\n";  // the plain template's prompt
+    else
+      LT_CHECK(o.prompt_template == "raw",
+               "generate: '--prompt_template' is '{}', expected raw, plain or alpaca", o.prompt_template);
     prompt = tokenizer->encode_with_special(text);
   }
-  model::SamplingOptions s{.max_new_tokens = o.max_new_tokens, .temperature = o.temperature, .top_p = o.top_p,
-                           .seed = uint64_t(o.seed), .stop_ids = model.config.eos_token_ids};
+  model::SamplingOptions s{.max_new_tokens = o.max_new_tokens,
+                           .temperature = o.temperature,
+                           .top_p = o.top_p,
+                           .seed = uint64_t(o.seed),
+                           .stop_ids = model.config.eos_token_ids};
   if (tokenizer && tokenizer->eos_id() && s.stop_ids.empty()) s.stop_ids.push_back(*tokenizer->eos_id());
   std::vector<int32_t> out = model::generate(model.config, dtype, model.weights, prompt, s);
   std::string text = tokenizer ? tokenizer->decode(out, true) : std::string();
@@ -88,11 +94,13 @@ void run_generate(const GenerateOptions& o) {
 
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* sub = app.add_subcommand("generate", "continue a prompt with a model (KV cache; greedy or sampled)");
+  CLI::App* sub =
+      app.add_subcommand("generate", "continue a prompt with a model (KV cache; greedy or sampled)");
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--prompt", o->prompt, "prompt text (encoded with the model's tokenizer)");
   sub->add_option("--ids", o->ids, "prompt token ids, comma-separated");
-  sub->add_option("--prompt_template", o->prompt_template, "raw (the text as is) | plain | alpaca (--prompt is an instruction)")
+  sub->add_option("--prompt_template", o->prompt_template,
+                  "raw (the text as is) | plain | alpaca (--prompt is an instruction)")
       ->capture_default_str();
   sub->add_option("--max_new_tokens", o->max_new_tokens, "tokens to generate")->capture_default_str();
   sub->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();

@@ -1,13 +1,14 @@
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.h"
+#include "cli/eval_command.h"
 #include "cli/export_command.h"
+#include "cli/generate_command.h"
 #include "cli/info_command.h"
 #include "cli/tokenize_command.h"
 #include "cli/train_command.h"
-#include "cli/eval_command.h"
-#include "cli/generate_command.h"
 #include "core/error.h"
 
 namespace lt::cli {

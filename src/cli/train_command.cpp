@@ -27,9 +27,10 @@ void run_train(const std::vector<std::string>& args) {
   std::string yaml;
   std::vector<std::string> overrides = args;
   if (!overrides.empty() && overrides[0].rfind("--", 0) != 0) {
-    LT_CHECK(looks_like_yaml(overrides[0]),
-             "train: '{}' is not a configuration file (expected CONFIG.yaml first, then --key value overrides)",
-             overrides[0]);
+    LT_CHECK(
+        looks_like_yaml(overrides[0]),
+        "train: '{}' is not a configuration file (expected CONFIG.yaml first, then --key value overrides)",
+        overrides[0]);
     yaml = overrides[0];
     overrides.erase(overrides.begin());
   }
@@ -45,7 +46,8 @@ void run_train(const std::vector<std::string>& args) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("train", "fine-tune a model: leantune train [CONFIG.yaml] [--key value ...]");
+  CLI::App* sub =
+      app.add_subcommand("train", "fine-tune a model: leantune train [CONFIG.yaml] [--key value ...]");
   sub->allow_extras();
   sub->footer("Configuration keys (YAML or --key value):\n" + train::train_config_help());
   sub->callback([sub]() { run_train(sub->remaining()); });

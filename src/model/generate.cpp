@@ -18,8 +18,14 @@ constexpr uint64_t kSamplingStream = 0x6E4E7A7Eull;
 struct Sizes {
   int64_t kv, x, q, kvc, f, stats, lse, logits;
   Sizes(const ModelConfig& c, int64_t T)
-      : kv(T * c.kv_dim()), x(T * c.hidden_size), q(T * c.q_dim()), kvc(T * c.kv_dim()),
-        f(T * c.intermediate_size), stats(T), lse(c.num_heads * T), logits(c.vocab_size) {}
+      : kv(T * c.kv_dim()),
+        x(T * c.hidden_size),
+        q(T * c.q_dim()),
+        kvc(T * c.kv_dim()),
+        f(T * c.intermediate_size),
+        stats(T),
+        lse(c.num_heads * T),
+        logits(c.vocab_size) {}
 };
 
 }  // namespace
@@ -36,7 +42,8 @@ size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T)
   return total;
 }
 
-KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWeights& weights, int64_t T, Arena& a)
+KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWeights& weights, int64_t T,
+                               Arena& a)
     : config_(c), dtype_(dtype), weights_(weights), max_tokens_(T) {
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
   const Sizes s(c, T);
@@ -67,7 +74,9 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   positions_.resize(size_t(T));
 }
 
-Tensor KvCacheDecoder::rows(void* base, int64_t n, int64_t width) const { return Tensor(base, dtype_, {n, width}); }
+Tensor KvCacheDecoder::rows(void* base, int64_t n, int64_t width) const {
+  return Tensor(base, dtype_, {n, width});
+}
 
 std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   const ModelConfig& c = config_;
@@ -82,8 +91,11 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   Tensor x = rows(x0_, C, D), y = rows(x1_, C, D);
   ops::embedding_forward({.tokens = C, .dim = D, .vocab = V}, x, id_view, weights_.embed);
 
-  const ChunkInfo chunk{.batch = 1, .tokens = C, .q_offset = length_,
-                        .positions = Tensor(positions_.data(), DType::I32, {1, C}), .q_segments = Tensor()};
+  const ChunkInfo chunk{.batch = 1,
+                        .tokens = C,
+                        .q_offset = length_,
+                        .positions = Tensor(positions_.data(), DType::I32, {1, C}),
+                        .q_segments = Tensor()};
   LayerActivations acts{.x = x,
                         .attn_rstd = Tensor(attn_rstd_, st, {C}),
                         .attn_in = rows(attn_in_, C, D),
@@ -102,7 +114,8 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.
     const KvContext kv{.k = Tensor(k_[size_t(l)], dtype_, {1, S, KVH, HD}),
-                       .v = Tensor(v_[size_t(l)], dtype_, {1, S, KVH, HD}), .k_segments = Tensor()};
+                       .v = Tensor(v_[size_t(l)], dtype_, {1, S, KVH, HD}),
+                       .k_segments = Tensor()};
     layer_forward(c, l, weights_.layers[size_t(l)], chunk, kv, acts, y);
     std::swap(x, y);
     acts.x = x;
@@ -128,7 +141,8 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, u
   for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp((logits[i] - top) / o.temperature);
   std::vector<int32_t> order(p.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
   const double total = std::accumulate(p.begin(), p.end(), 0.0);
   // Nucleus: keep the most likely tokens until their mass reaches top_p (at least one).
   size_t keep = 0;
@@ -146,7 +160,8 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, u
 std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const ModelWeights& weights,
                               std::span<const int32_t> prompt, const SamplingOptions& options) {
   LT_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
-  LT_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens is {}, expected >= 0", options.max_new_tokens);
+  LT_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens is {}, expected >= 0",
+           options.max_new_tokens);
   LT_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: top_p is {}, expected a value in (0, 1]",
            options.top_p);
   const int64_t room = int64_t(prompt.size()) + options.max_new_tokens;
@@ -158,7 +173,8 @@ std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const Mode
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int32_t next = sample_token(logits, options, uint64_t(i));
     out.push_back(next);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), int64_t(next)) != options.stop_ids.end()) break;
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), int64_t(next)) != options.stop_ids.end())
+      break;
     if (i + 1 < options.max_new_tokens) logits = decoder.feed(std::span<const int32_t>(&next, 1));
   }
   return out;

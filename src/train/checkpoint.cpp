@@ -46,9 +46,12 @@ void rotate(const std::string& output_dir, int64_t keep) {
 
 }  // namespace
 
-std::string checkpoint_dir_name(int64_t step) { return fmt::format("checkpoint-{}", step); }
+std::string checkpoint_dir_name(int64_t step) {
+  return fmt::format("checkpoint-{}", step);
+}
 
-std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c, int64_t save_total_limit) {
+std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
+                            int64_t save_total_limit) {
   fs::create_directories(output_dir);
   const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
   io::AtomicDirectory dir(final_path);
@@ -73,7 +76,8 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
     const std::string prefix = "checkpoint-";
     if (!entry.is_directory() || name.rfind(prefix, 0) != 0) continue;
     const std::string digits = name.substr(prefix.size());
-    if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+      continue;
     if (!fs::exists(entry.path() / kStateFile)) continue;
     out.emplace_back(std::stoll(digits), entry.path().string());
   }
@@ -117,8 +121,9 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   const std::string path = (fs::path(dir) / kConfigFile).string();
   const TrainConfig saved = load_train_config(path, {});
   auto same = [&](const char* key, const auto& a, const auto& b) {
-    LT_CHECK(a == b, "config: '{}' is {} but the checkpoint {} was trained with {}; a resumed run must keep it",
-             key, fmt::format("{}", a), dir, fmt::format("{}", b));
+    LT_CHECK(a == b,
+             "config: '{}' is {} but the checkpoint {} was trained with {}; a resumed run must keep it", key,
+             fmt::format("{}", a), dir, fmt::format("{}", b));
   };
   same("data_path", now.data_path, saved.data_path);
   same("seed", now.seed, saved.seed);
@@ -132,8 +137,8 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("finetune", now.finetune, saved.finetune);
 }
 
-TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model, model::ModelWeights& weights,
-                             AdamW& optimizer) {
+TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model,
+                             model::ModelWeights& weights, AdamW& optimizer) {
   TrainerState s = read_trainer_state(dir);
   io::load_hf_weights(dir, model, weights);
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();

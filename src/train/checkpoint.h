@@ -23,14 +23,14 @@ namespace lt::train {
 
 // Where the run stands after `step` optimizer steps.
 struct TrainerState {
-  int64_t step = 0;            // optimizer steps done
-  int64_t data_epoch = 0;      // the next step's first micro-batch: epoch
-  int64_t data_index = 0;      //   and micro-batch index within that epoch's order
-  double epoch = 0;            // fractional epochs done (for logs)
-  uint64_t rng_seed = 0;       // Philox key of the run; the counter is derived from step (Philox is
-  uint64_t rng_offset = 0;     // counter-based: this pair is the whole RNG state)
-  double last_lr = 0;          // learning rate of the last step
-  int64_t total_steps = 0;     // the schedule's length when saved
+  int64_t step = 0;         // optimizer steps done
+  int64_t data_epoch = 0;   // the next step's first micro-batch: epoch
+  int64_t data_index = 0;   //   and micro-batch index within that epoch's order
+  double epoch = 0;         // fractional epochs done (for logs)
+  uint64_t rng_seed = 0;    // Philox key of the run; the counter is derived from step (Philox is
+  uint64_t rng_offset = 0;  // counter-based: this pair is the whole RNG state)
+  double last_lr = 0;       // learning rate of the last step
+  int64_t total_steps = 0;  // the schedule's length when saved
 };
 
 struct CheckpointContents {

@@ -25,7 +25,8 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
                     Arena& activations) {
   Timer timer;
-  data::DataLoader loader(examples, {.micro_batch_size = micro_batch_size, .shuffle = false, .pad_id = pad_id});
+  data::DataLoader loader(examples,
+                          {.micro_batch_size = micro_batch_size, .shuffle = false, .pad_id = pad_id});
   double loss_sum = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < loader.steps_per_epoch(); ++i) {

@@ -13,8 +13,8 @@
 namespace lt::train {
 
 struct EvalResult {
-  double loss = 0;       // mean token CE (NaN when no token is scored)
-  int64_t tokens = 0;    // scored tokens
+  double loss = 0;     // mean token CE (NaN when no token is scored)
+  int64_t tokens = 0;  // scored tokens
   double seconds = 0;
 };
 

@@ -13,7 +13,7 @@ namespace lt::train {
 // built in a staging subdirectory, then each file renamed into place; model files of an earlier save
 // that this one does not write (other shard counts) are removed. Tokenizer files of base_model are copied,
 // so output_dir works as a model directory for `leantune generate` and transformers.
-void save_final_model(const std::string& output_dir, const std::string& base_model, const model::ModelConfig& model,
-                      const model::ModelWeights& weights);
+void save_final_model(const std::string& output_dir, const std::string& base_model,
+                      const model::ModelConfig& model, const model::ModelWeights& weights);
 
 }  // namespace lt::train

@@ -19,15 +19,18 @@ ModelBatch to_model_batch(const data::Batch& batch) {
   out.positions = batch.positions;
   out.labels = batch.labels;
   out.tokens = batch.tokens;
-  const bool packed = std::any_of(batch.segment_ids.begin(), batch.segment_ids.end(), [](int32_t s) { return s > 0; });
+  const bool packed =
+      std::any_of(batch.segment_ids.begin(), batch.segment_ids.end(), [](int32_t s) { return s > 0; });
   if (packed) {
     out.segments = batch.segment_ids;
     for (int64_t b = 0; b < batch.B; ++b) {
       int32_t last = 0;
       for (int64_t t = 0; t < batch.T; ++t) {
         int32_t& s = out.segments[size_t(b * batch.T + t)];
-        if (s < 0) s = last + 1;  // padding closes the row: a fresh id, non-decreasing
-        else last = s;
+        if (s < 0)
+          s = last + 1;  // padding closes the row: a fresh id, non-decreasing
+        else
+          last = s;
       }
     }
   }

@@ -24,8 +24,8 @@ std::string progress_line(const StepMetrics& m, int64_t total, double eta_s, boo
     for (int64_t i = 0; i < kWidth; ++i) bar.push_back(i < filled ? '#' : '.');
     bar += "] ";
   }
-  return fmt::format("step {}/{} {}loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f} ETA {}", m.step, total, bar,
-                     m.loss, m.lr, m.grad_norm, m.tokens_per_s, format_duration(eta_s));
+  return fmt::format("step {}/{} {}loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f} ETA {}", m.step, total,
+                     bar, m.loss, m.lr, m.grad_norm, m.tokens_per_s, format_duration(eta_s));
 }
 
 ProgressReporter::ProgressReporter(std::FILE* out, bool tty, int64_t total_steps, int64_t logging_steps,
@@ -38,7 +38,8 @@ void ProgressReporter::step(const StepMetrics& m, double elapsed_s) {
   if (tty_) {
     fmt::print(out_, "\r\033[K{}", progress_line(m, total_, eta, true));
     line_open_ = true;
-  } else if (m.step == start_step_ + 1 || m.step == total_ || (logging_steps_ > 0 && m.step % logging_steps_ == 0)) {
+  } else if (m.step == start_step_ + 1 || m.step == total_ ||
+             (logging_steps_ > 0 && m.step % logging_steps_ == 0)) {
     fmt::print(out_, "{}\n", progress_line(m, total_, eta, false));
   }
   std::fflush(out_);

@@ -13,15 +13,19 @@ namespace fs = std::filesystem;
 
 void check_engine_settings(const TrainConfig& c) {
   LT_CHECK(c.device == "cpu",
-           "config: 'device' is '{}': this build has no CUDA backend yet; expected cpu (set --device cpu)", c.device);
+           "config: 'device' is '{}': this build has no CUDA backend yet; expected cpu (set --device cpu)",
+           c.device);
   LT_CHECK(c.precision == "fp64" || c.precision == "fp32",
-           "config: 'precision' is '{}', but on device cpu the trainer computes in fp64 or fp32", c.precision);
-  LT_CHECK(c.finetune != "lora",
-           "config: 'finetune' is lora: LoRA adapters are not in this build of the trainer yet; expected full or "
-           "partial");
-  LT_CHECK(c.chunk_size == 0 || c.chunk_size >= c.cutoff_len,
-           "config: 'chunk_size' is {}: chunked training is not in the trainer yet; expected 0 (whole sequences)",
-           c.chunk_size);
+           "config: 'precision' is '{}', but on device cpu the trainer computes in fp64 or fp32",
+           c.precision);
+  LT_CHECK(
+      c.finetune != "lora",
+      "config: 'finetune' is lora: LoRA adapters are not in this build of the trainer yet; expected full or "
+      "partial");
+  LT_CHECK(
+      c.chunk_size == 0 || c.chunk_size >= c.cutoff_len,
+      "config: 'chunk_size' is {}: chunked training is not in the trainer yet; expected 0 (whole sequences)",
+      c.chunk_size);
   LT_CHECK(c.recompute == "none",
            "config: 'recompute' is '{}': the CPU trainer keeps all activations; expected none", c.recompute);
 }
@@ -50,16 +54,18 @@ std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_d
   const bool any = fs::exists(dir / "tokenizer.json") || fs::exists(dir / "tokenizer.model") ||
                    fs::exists(dir / "vocab.json");
   if (!any && !required) return nullptr;
-  LT_CHECK(any, "{}: no tokenizer (tokenizer.json, tokenizer.model or vocab.json + merges.txt); this data needs one",
-           model_dir);
+  LT_CHECK(
+      any,
+      "{}: no tokenizer (tokenizer.json, tokenizer.model or vocab.json + merges.txt); this data needs one",
+      model_dir);
   return data::load_tokenizer(model_dir);
 }
 
 data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& model_dir) {
   data::DatasetOptions o;
   o.format = data::data_format_from_name(c.dataset_format);
-  o.prompt_template =
-      c.prompt_template == "auto" ? data::detect_template(model_dir) : data::template_from_name(c.prompt_template);
+  o.prompt_template = c.prompt_template == "auto" ? data::detect_template(model_dir)
+                                                  : data::template_from_name(c.prompt_template);
   o.cutoff_len = c.cutoff_len;
   o.train_on_inputs = c.train_on_inputs;
   o.on_bad_record = data::on_bad_record_from_name(c.on_bad_record);
@@ -72,8 +78,9 @@ data::Dataset load_examples(const std::string& path, const data::Tokenizer* toke
       options.format == data::DataFormat::auto_detect ? data::detect_data_format(path) : options.format;
   if (format == data::DataFormat::pretokenized && tokenizer == nullptr)
     return data::load_pretokenized(path, model.vocab_size, options);
-  LT_CHECK(tokenizer != nullptr, "{}: a {} dataset needs the model's tokenizer, and the model directory has none",
-           path, data::data_format_name(format));
+  LT_CHECK(tokenizer != nullptr,
+           "{}: a {} dataset needs the model's tokenizer, and the model directory has none", path,
+           data::data_format_name(format));
   data::DatasetOptions o = options;
   o.format = format;
   return data::load_dataset(path, *tokenizer, o);

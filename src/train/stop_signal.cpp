@@ -20,8 +20,14 @@ void install_stop_handlers() {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 }
-void request_stop() { g_stop = 1; }
-bool stop_requested() { return g_stop != 0; }
-void clear_stop_request() { g_stop = 0; }
+void request_stop() {
+  g_stop = 1;
+}
+bool stop_requested() {
+  return g_stop != 0;
+}
+void clear_stop_request() {
+  g_stop = 0;
+}
 
 }  // namespace lt::train

@@ -12,18 +12,23 @@ using model::WeightKind;
 
 const char* group_of(WeightKind kind) {
   switch (kind) {
-    case WeightKind::Embed: return "embed_tokens";
-    case WeightKind::LmHead: return "lm_head";
+    case WeightKind::Embed:
+      return "embed_tokens";
+    case WeightKind::LmHead:
+      return "lm_head";
     case WeightKind::AttnNorm:
     case WeightKind::FfnNorm:
-    case WeightKind::FinalNorm: return "norms";
+    case WeightKind::FinalNorm:
+      return "norms";
     case WeightKind::FfnGate:
     case WeightKind::FfnGateBias:
     case WeightKind::FfnUp:
     case WeightKind::FfnUpBias:
     case WeightKind::FfnDown:
-    case WeightKind::FfnDownBias: return "mlp";
-    default: return "attention";
+    case WeightKind::FfnDownBias:
+      return "mlp";
+    default:
+      return "attention";
   }
 }
 
@@ -31,9 +36,11 @@ const char* group_of(WeightKind kind) {
 
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model) {
   if (config.finetune == "full") return model::train_all;
-  LT_CHECK(config.finetune == "partial",
-           "config: 'finetune' is '{}': this build of the trainer trains full or partial (LoRA adapters are not "
-           "available yet)", config.finetune);
+  LT_CHECK(
+      config.finetune == "partial",
+      "config: 'finetune' is '{}': this build of the trainer trains full or partial (LoRA adapters are not "
+      "available yet)",
+      config.finetune);
   std::vector<int64_t> layers = resolve_trainable_layers(config.trainable_layers, model.num_layers);
   std::vector<std::string> groups = config.trainable;
   const bool tied = model.tie_word_embeddings;

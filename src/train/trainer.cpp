@@ -39,21 +39,22 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                         std::max<size_t>(model::grads_bytes(mc, model_.dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, model_.dtype, *grad_arena_, trainable);
   std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
-  LT_CHECK(!params.empty(), "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
+  LT_CHECK(!params.empty(),
+           "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
   optimizer_ = std::make_unique<AdamW>(std::move(params), adamw_options(config_));
 
   accum_ = gradient_accumulation_steps(config_);
   const int64_t pack_len = config_.cutoff_len;
-  loader_ = std::make_unique<data::DataLoader>(
-      std::span<const data::Example>(train_),
-      data::LoaderOptions{.micro_batch_size = config_.micro_batch_size,
-                          .shuffle = config_.shuffle,
-                          .seed = uint64_t(config_.seed),
-                          .group_by_length = config_.group_by_length,
-                          .packing = config_.packing,
-                          .pack_len = config_.packing ? pack_len : 0,
-                          .pad_id = pad_id_});
+  loader_ =
+      std::make_unique<data::DataLoader>(std::span<const data::Example>(train_),
+                                         data::LoaderOptions{.micro_batch_size = config_.micro_batch_size,
+                                                             .shuffle = config_.shuffle,
+                                                             .seed = uint64_t(config_.seed),
+                                                             .group_by_length = config_.group_by_length,
+                                                             .packing = config_.packing,
+                                                             .pack_len = config_.packing ? pack_len : 0,
+                                                             .pad_id = pad_id_});
   steps_per_epoch_ = (loader_->steps_per_epoch() + accum_ - 1) / accum_;
   total_steps_ = config_.max_steps > 0 ? config_.max_steps
                                        : int64_t(std::ceil(config_.num_epochs * double(steps_per_epoch_)));
@@ -61,7 +62,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   schedule_ = std::make_unique<LrSchedule>(lr_schedule(config_, total_steps_));
 
   const int64_t rows = config_.micro_batch_size;
-  const int64_t tokens = std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
+  const int64_t tokens =
+      std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   activations_ = std::make_unique<Arena>("activations", HostMemory::instance(),
                                          activation_bytes(mc, model_.dtype, rows, tokens));
 
@@ -104,8 +106,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t data_epoch, int64_t first,
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
-  EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
-                          *activations_);
+  EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
+                          pad_id_, *activations_);
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
@@ -133,8 +135,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     if (!hooks.quiet) progress.message(text);
   };
   if (state_.step > 0)
-    say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step, state_.data_epoch,
-                    state_.data_index));
+    say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step,
+                    state_.data_epoch, state_.data_index));
   const int64_t micro_per_epoch = loader_->steps_per_epoch();
   Timer run_timer;
 
@@ -148,7 +150,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
     const double grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
     LT_CHECK(std::isfinite(grad_norm) && std::isfinite(r.loss),
-             "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check the data",
+             "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check "
+             "the data",
              state_.step + 1, r.loss, grad_norm);
     const double lr = schedule_->lr(state_.step);
     optimizer_->step(lr);
@@ -163,13 +166,22 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     state_.total_steps = total_steps_;
 
     const double step_s = step_timer.seconds();
-    StepMetrics m{.step = state_.step, .epoch = state_.epoch, .loss = r.loss, .lr = lr, .grad_norm = grad_norm,
-                  .tokens = r.label_tokens, .tokens_per_s = double(r.tokens) / std::max(step_s, 1e-9),
-                  .forward_s = r.forward_s, .backward_s = r.backward_s, .optimizer_s = optimizer_s,
+    StepMetrics m{.step = state_.step,
+                  .epoch = state_.epoch,
+                  .loss = r.loss,
+                  .lr = lr,
+                  .grad_norm = grad_norm,
+                  .tokens = r.label_tokens,
+                  .tokens_per_s = double(r.tokens) / std::max(step_s, 1e-9),
+                  .forward_s = r.forward_s,
+                  .backward_s = r.backward_s,
+                  .optimizer_s = optimizer_s,
                   .peak_memory_bytes = peak_rss_bytes()};
     metrics.log(m);
-    for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss}, {"train/learning_rate", m.lr},
-                              {"train/grad_norm", m.grad_norm}, {"train/epoch", m.epoch},
+    for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss},
+                              {"train/learning_rate", m.lr},
+                              {"train/grad_norm", m.grad_norm},
+                              {"train/epoch", m.epoch},
                               {"train/tokens_per_s", m.tokens_per_s}})
       tensorboard.add_scalar(tag, value, m.step);
     result.losses.push_back(r.loss);
@@ -183,8 +195,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
       metrics.log(e);
       tensorboard.add_scalar("eval/loss", e.eval_loss, e.step);
       result.evals.push_back(e);
-      say(fmt::format("eval at step {}: loss {:.4f} over {} tokens ({:.1f} s)", e.step, e.eval_loss, e.eval_tokens,
-                      e.eval_s));
+      say(fmt::format("eval at step {}: loss {:.4f} over {} tokens ({:.1f} s)", e.step, e.eval_loss,
+                      e.eval_tokens, e.eval_s));
     }
     const bool stop = stop_requested();
     if ((config_.save_steps > 0 && state_.step % config_.save_steps == 0) || last || stop) {

@@ -32,18 +32,18 @@ namespace lt::train {
 struct TrainerHooks {
   std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
   std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
-  std::FILE* out = stdout;                                     // progress and messages
-  bool quiet = false;                                          // no progress output
+  std::FILE* out = stdout;                                            // progress and messages
+  bool quiet = false;                                                 // no progress output
 };
 
 struct TrainResult {
-  int64_t start_step = 0;              // 0, or the step resumed from
+  int64_t start_step = 0;  // 0, or the step resumed from
   int64_t final_step = 0;
   int64_t total_steps = 0;
-  std::vector<double> losses;          // per step run by this call, in order
+  std::vector<double> losses;  // per step run by this call, in order
   std::vector<EvalMetrics> evals;
-  bool interrupted = false;            // stopped by a signal (a checkpoint was written)
-  std::string last_checkpoint;         // "" when none was written
+  bool interrupted = false;     // stopped by a signal (a checkpoint was written)
+  std::string last_checkpoint;  // "" when none was written
 };
 
 class Trainer {
@@ -83,8 +83,8 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<data::DataLoader> loader_;
-  int64_t accum_ = 1;             // micro-batches per optimizer step
-  int64_t steps_per_epoch_ = 0;   // optimizer steps
+  int64_t accum_ = 1;            // micro-batches per optimizer step
+  int64_t steps_per_epoch_ = 0;  // optimizer steps
   int64_t total_steps_ = 0;
   TrainerState state_;
 };

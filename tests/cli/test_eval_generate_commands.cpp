@@ -20,8 +20,9 @@ TEST(EvalCommand, PrintsTokenWeightedLossPerplexityAndTokens) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 7);
-  test::CliResult r = test::run_cli({"eval", "--model", dir.file("model"), "--data", dir.file("data.jsonl"),
-                                     "--random_init", "--seed", "5", "--precision", "fp64", "--micro_batch_size", "3"});
+  test::CliResult r =
+      test::run_cli({"eval", "--model", dir.file("model"), "--data", dir.file("data.jsonl"), "--random_init",
+                     "--seed", "5", "--precision", "fp64", "--micro_batch_size", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.contains("loss") && j.contains("perplexity") && j.contains("tokens")) << r.out;
@@ -48,7 +49,8 @@ TEST(EvalCommand, PrintsTokenWeightedLossPerplexityAndTokens) {
   }
   EXPECT_EQ(j["tokens"].get<int64_t>(), tokens);
   EXPECT_NEAR(j["loss"].get<double>(), sum / double(tokens), 1e-12 * sum / double(tokens));
-  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(sum / double(tokens)), 1e-9 * std::exp(sum / double(tokens)));
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(sum / double(tokens)),
+              1e-9 * std::exp(sum / double(tokens)));
 }
 
 TEST(EvalCommand, RefusesCudaAndBadBatch) {
@@ -74,8 +76,9 @@ TEST(GenerateCommand, IdsPromptGreedyMatchesLibraryCall) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_ids"], nlohmann::json({5, 6, 7}));
   train::LoadedModel m = train::load_model(dir.file("model"), DType::F64, true, 9);
-  std::vector<int32_t> expected = model::generate(m.config, DType::F64, m.weights, std::vector<int32_t>{5, 6, 7},
-                                                  {.max_new_tokens = 6, .stop_ids = m.config.eos_token_ids});
+  std::vector<int32_t> expected =
+      model::generate(m.config, DType::F64, m.weights, std::vector<int32_t>{5, 6, 7},
+                      {.max_new_tokens = 6, .stop_ids = m.config.eos_token_ids});
   EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), expected);
   EXPECT_FALSE(expected.empty());
 }

@@ -30,7 +30,8 @@ std::vector<double> full_forward_last_logits(const ModelConfig& c, DType dtype, 
   decoder.forward(w, b, 1);
   Tensor logits = decoder.logits();
   std::vector<double> out(size_t(c.vocab_size));
-  convert_elements(out.data(), DType::F64, static_cast<char*>(logits.data) + size_t((T - 1) * c.vocab_size) * dtype_size(dtype),
+  convert_elements(out.data(), DType::F64,
+                   static_cast<char*>(logits.data) + size_t((T - 1) * c.vocab_size) * dtype_size(dtype),
                    dtype, out.size());
   return out;
 }
@@ -76,7 +77,8 @@ TEST_P(GenerateKvCache, TokensAndLogitsEqualFullRecompute) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndTemperatures, GenerateKvCache,
-                         ::testing::Combine(::testing::Values(DType::F64, DType::F32), ::testing::Values(0.0, 1.0)));
+                         ::testing::Combine(::testing::Values(DType::F64, DType::F32),
+                                            ::testing::Values(0.0, 1.0)));
 
 TEST(GenerateSampling, GreedyTopPAndSeeds) {
   const std::vector<double> logits{0.0, 2.0, 1.0, 2.0, -1.0};

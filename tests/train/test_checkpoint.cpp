@@ -34,8 +34,9 @@ TEST(Checkpoint, HoldsWeightsOptimizerStateDataPositionAndConfig) {
   validate(c);
   TrainResult r = run_training(c, {.quiet = true});
   const std::string ckpt = c.output_dir + "/checkpoint-1";
-  EXPECT_EQ(entries_of(ckpt), (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors",
-                                                         "train_config.yaml", "trainer_state.json"}));
+  EXPECT_EQ(entries_of(ckpt),
+            (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors",
+                                      "train_config.yaml", "trainer_state.json"}));
   TrainerState s = read_trainer_state(ckpt);
   EXPECT_EQ(s.step, 1);
   EXPECT_EQ(s.data_epoch, 0);

@@ -4,9 +4,9 @@
 
 #include "support/test_support.h"
 #include "train/run_setup.h"
+#include "train/train_test_util.h"
 #include "train/trainable.h"
 #include "train/trainer.h"
-#include "train/train_test_util.h"
 
 namespace lt::train {
 namespace {
@@ -71,8 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
     Groups, PartialFinetune,
     ::testing::Values(Case{{"attention", "mlp"}, "last:1", {"layers.1.self_attn", "layers.1.mlp"}},
                       Case{{"norms"}, "all", {"layernorm", "model.norm"}},
-                      Case{{"lm_head"}, "all", {"lm_head"}},
-                      Case{{"mlp"}, "0", {"layers.0.mlp"}}));
+                      Case{{"lm_head"}, "all", {"lm_head"}}, Case{{"mlp"}, "0", {"layers.0.mlp"}}));
 
 }  // namespace
 }  // namespace lt::train

@@ -19,7 +19,13 @@ std::string captured(std::FILE* f) {
 }
 
 StepMetrics step_metrics(int64_t step) {
-  return {.step = step, .epoch = 0.5, .loss = 1.25, .lr = 1e-3, .grad_norm = 0.5, .tokens = 10, .tokens_per_s = 100};
+  return {.step = step,
+          .epoch = 0.5,
+          .loss = 1.25,
+          .lr = 1e-3,
+          .grad_norm = 0.5,
+          .tokens = 10,
+          .tokens_per_s = 100};
 }
 
 TEST(Progress, PlainLinesEveryLoggingStepsWithEta) {
@@ -32,7 +38,8 @@ TEST(Progress, PlainLinesEveryLoggingStepsWithEta) {
   int lines = 0;
   for (char c : out) lines += c == '\n';
   EXPECT_EQ(lines, 4) << out;  // steps 1, 4, 8, 10
-  EXPECT_NE(out.find("step 4/10 loss 1.2500 lr 1.000e-03 grad_norm 0.500 tok/s 100 ETA 0:06"), std::string::npos)
+  EXPECT_NE(out.find("step 4/10 loss 1.2500 lr 1.000e-03 grad_norm 0.500 tok/s 100 ETA 0:06"),
+            std::string::npos)
       << out;
   EXPECT_EQ(out.find('\r'), std::string::npos);
 }

@@ -59,7 +59,8 @@ TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
   const TrainerState saved = read_trainer_state(part.output_dir + "/checkpoint-3");
   EXPECT_EQ(saved.data_epoch, 1);
   EXPECT_EQ(saved.data_index, 2) << "the resume must start inside an epoch";
-  EXPECT_FALSE(std::filesystem::exists(part.output_dir + "/model.safetensors")) << "no final model when stopped";
+  EXPECT_FALSE(std::filesystem::exists(part.output_dir + "/model.safetensors"))
+      << "no final model when stopped";
 
   part.resume = "latest";
   TrainResult second = run_training(part, quiet);
