@@ -68,7 +68,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                          activation_bytes(mc, model_.dtype, rows, tokens));
 
   state_.rng_seed = uint64_t(config_.seed);
-  if (!config_.resume.empty()) {
+  if (config_.resume.empty()) {
+    // A fresh run among another run's checkpoints would mix them up (and rotation could delete its own).
+    const auto existing = list_checkpoints(config_.output_dir);
+    LT_CHECK(
+        existing.empty(),
+        "config: 'output_dir' is '{}', which already holds checkpoints ({}); continue that run with --resume "
+        "latest, or choose another output_dir",
+        config_.output_dir, existing.back().second);
+  } else {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
     state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_);

@@ -121,6 +121,14 @@ TEST(Checkpoint, ResumeRefusesAChangedDataOrder) {
   }
   c.micro_batch_size = 2;
   EXPECT_EQ(run_training(c, test::quiet_hooks()).final_step, 2);
+  // A fresh run into the same output_dir is refused: it would mix two runs' checkpoints.
+  c.resume = "";
+  try {
+    run_training(c, test::quiet_hooks());
+    FAIL() << "a fresh run among old checkpoints must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'output_dir'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, ResumeErrorsNameTheKey) {
