@@ -19,12 +19,17 @@
 
 namespace lt::test {
 
-inline bool gpu_present() { return ops::cuda::device_count() > 0; }
+inline bool gpu_present() {
+  return ops::cuda::device_count() > 0;
+}
 
-#define LT_REQUIRE_GPU() ASSERT_TRUE(::lt::test::gpu_present()) << "no GPU visible: test_cuda runs on the GPU machine"
+#define LT_REQUIRE_GPU() \
+  ASSERT_TRUE(::lt::test::gpu_present()) << "no GPU visible: test_cuda runs on the GPU machine"
 
 // GPU.md's tolerances for CUDA vs the CPU float64 reference.
-inline double tolerance(DType dt) { return dt == DType::BF16 ? 1e-2 : 1e-5; }
+inline double tolerance(DType dt) {
+  return dt == DType::BF16 ? 1e-2 : 1e-5;
+}
 
 // A device tensor that owns its memory.
 struct DeviceTensor {
@@ -71,7 +76,8 @@ inline DeviceTensor poisoned(DType dtype, std::initializer_list<int64_t> dims) {
 
 inline std::vector<double> download(const DeviceTensor& d) {
   std::vector<char> bytes(d.t.bytes() + 1);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "a kernel failed (run with LEANTUNE_CUDA_SYNC=1 to locate it)";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess)
+      << "a kernel failed (run with LEANTUNE_CUDA_SYNC=1 to locate it)";
   EXPECT_EQ(cudaMemcpy(bytes.data(), d.t.data, d.t.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
   std::vector<double> out(size_t(d.t.numel()));
   convert_elements(out.data(), DType::F64, bytes.data(), d.t.dtype, out.size());

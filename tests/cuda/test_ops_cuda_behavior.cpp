@@ -33,7 +33,8 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
   for (DType dt : {DType::F32, DType::BF16}) {
     // Embedding backward: few ids repeated many times.
     const int64_t N = 4096, D = 512, V = 7;
-    std::vector<double> dout = random_values(static_cast<size_t>(N * D), 11), table0 = random_values(static_cast<size_t>(V * D), 12);
+    std::vector<double> dout = random_values(static_cast<size_t>(N * D), 11),
+                        table0 = random_values(static_cast<size_t>(V * D), 12);
     std::vector<int32_t> ids = random_ints(static_cast<size_t>(N), 13, 0, int32_t(V));
     DeviceTensor g_dout = upload(dout, dt, {N, D}), g_ids = upload_i32(ids, {N});
     std::vector<char> first;
@@ -42,12 +43,15 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
       DeviceTensor g_t = upload(t, dt, {V, D});
       ops::embedding_backward({N, D, V}, g_t.t, g_dout.t, g_ids.t);
       std::vector<char> bytes = raw(g_t);
-      if (run == 0) first = bytes;
-      else EXPECT_TRUE(first == bytes) << "embedding_backward " << dtype_name(dt) << " differs between runs";
+      if (run == 0)
+        first = bytes;
+      else
+        EXPECT_TRUE(first == bytes) << "embedding_backward " << dtype_name(dt) << " differs between runs";
     }
     // RMSNorm dw and linear dbias: long column sums.
     const int64_t R = 3000, C = 768;
-    std::vector<double> x = random_values(static_cast<size_t>(R * C), 21), w = random_values(static_cast<size_t>(C), 22);
+    std::vector<double> x = random_values(static_cast<size_t>(R * C), 21),
+                        w = random_values(static_cast<size_t>(C), 22);
     std::vector<double> dy = random_values(static_cast<size_t>(R * C), 23);
     std::vector<double> rstd(static_cast<size_t>(R), 0.7);
     DeviceTensor g_x = upload(x, dt, {R, C}), g_w = upload(w, dt, {C}), g_dy = upload(dy, dt, {R, C});
@@ -63,8 +67,10 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
         first_dw = raw(g_dw);
         first_db = raw(g_db);
       } else {
-        EXPECT_TRUE(first_dw == raw(g_dw)) << "rmsnorm_backward dw " << dtype_name(dt) << " differs between runs";
-        EXPECT_TRUE(first_db == raw(g_db)) << "linear_backward dbias " << dtype_name(dt) << " differs between runs";
+        EXPECT_TRUE(first_dw == raw(g_dw))
+            << "rmsnorm_backward dw " << dtype_name(dt) << " differs between runs";
+        EXPECT_TRUE(first_db == raw(g_db))
+            << "linear_backward dbias " << dtype_name(dt) << " differs between runs";
       }
     }
   }
@@ -92,15 +98,22 @@ TEST(CudaBehavior, BadIndicesAreReported) {
   DeviceTensor g_table = upload(table, DType::F32, {V, D});
   DeviceTensor g_ids = upload_i32({0, 1, 99, 2}, {N});
   DeviceTensor g_out = poisoned(DType::F32, {N, D});
-  expect_device_error([&] { ops::embedding_forward({N, D, V}, g_out.t, g_ids.t, g_table.t); },
-                      "token id 99 at row 2");
+  expect_device_error(
+      [&] {
+        ops::embedding_forward({N, D, V}, g_out.t, g_ids.t, g_table.t);
+      },
+      "token id 99 at row 2");
   const std::vector<double> out = test::download(g_out);
-  for (int64_t d = 0; d < D; ++d) EXPECT_EQ(out[static_cast<size_t>(2 * D + d)], 0.0) << "the bad row is zeroed";
+  for (int64_t d = 0; d < D; ++d)
+    EXPECT_EQ(out[static_cast<size_t>(2 * D + d)], 0.0) << "the bad row is zeroed";
 
   std::vector<double> dout = random_values(static_cast<size_t>(N * D), 32);
   DeviceTensor g_dout = upload(dout, DType::F32, {N, D});
-  expect_device_error([&] { ops::embedding_backward({N, D, V}, g_table.t, g_dout.t, g_ids.t); },
-                      "token id 99 at row 2");
+  expect_device_error(
+      [&] {
+        ops::embedding_backward({N, D, V}, g_table.t, g_dout.t, g_ids.t);
+      },
+      "token id 99 at row 2");
 
   std::vector<double> x = random_values(static_cast<size_t>(3 * 2 * 4), 33);
   DeviceTensor g_x = upload(x, DType::F32, {3, 2, 4}), g_pos = upload_i32({0, -7, 3}, {3});

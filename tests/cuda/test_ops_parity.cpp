@@ -31,11 +31,15 @@ std::string dims(std::initializer_list<int64_t> d) {
   return s + ")";
 }
 
-uint64_t seed_of(uint64_t op, DType dt, uint64_t shape) { return op * 1000003u + uint64_t(dt) * 101u + shape; }
+uint64_t seed_of(uint64_t op, DType dt, uint64_t shape) {
+  return op * 1000003u + uint64_t(dt) * 101u + shape;
+}
 
 TEST(CudaParity, Embedding) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t n, d, v; };
+  struct Shape {
+    int64_t n, d, v;
+  };
   const Shape shapes[] = {{1, 1, 1}, {7, 33, 5}, {300, 256, 50}, {2049, 1000, 3001}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si) {
@@ -66,7 +70,9 @@ TEST(CudaParity, Embedding) {
 
 TEST(CudaParity, RmsNorm) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t n, d; };
+  struct Shape {
+    int64_t n, d;
+  };
   // No D = 1: there dx = r w dy eps / (x^2 + eps), a cancellation that no f32 kernel resolves to 1e-5.
   const Shape shapes[] = {{1, 2}, {3, 257}, {64, 4096}, {1000, 896}};
   for (DType dt : kDtypes)
@@ -108,9 +114,16 @@ TEST(CudaParity, RmsNorm) {
 
 TEST(CudaParity, Linear) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t m, k, n; };
+  struct Shape {
+    int64_t m, k, n;
+  };
   const Shape shapes[] = {{1, 1, 1}, {7, 33, 65}, {128, 512, 256}, {300, 1000, 77}, {1, 4096, 3}};
-  struct Variant { bool bias; double scale; bool acc; const char* name; };
+  struct Variant {
+    bool bias;
+    double scale;
+    bool acc;
+    const char* name;
+  };
   const Variant variants[] = {{false, 1.0, false, ""},
                               {true, 1.0, false, " bias"},
                               {true, 2.0, true, " bias*2 +="},
@@ -155,9 +168,13 @@ TEST(CudaParity, Linear) {
 
 TEST(CudaParity, Rope) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t n, h, hd; int32_t max_pos; bool llama3; };
-  const Shape shapes[] = {{5, 3, 2, 10, false}, {37, 4, 64, 4096, false}, {256, 8, 128, 131072, true},
-                          {19, 5, 96, 70000, true}};
+  struct Shape {
+    int64_t n, h, hd;
+    int32_t max_pos;
+    bool llama3;
+  };
+  const Shape shapes[] = {
+      {5, 3, 2, 10, false}, {37, 4, 64, 4096, false}, {256, 8, 128, 131072, true}, {19, 5, 96, 70000, true}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si) {
       const Shape& s = shapes[si];
@@ -189,7 +206,9 @@ TEST(CudaParity, Rope) {
 
 TEST(CudaParity, SwigluAndAdd) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t n, f; };
+  struct Shape {
+    int64_t n, f;
+  };
   const Shape shapes[] = {{1, 1}, {3, 5}, {128, 1001}, {64, 14336}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si) {
@@ -203,7 +222,8 @@ TEST(CudaParity, SwigluAndAdd) {
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dg = poisoned(dt, {N, F}), g_du = poisoned(dt, {N, F});
       ops::swiglu_forward(p, g_h.t, g_g.t, g_u.t);
       ops::swiglu_backward(p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
-      std::vector<double> h(static_cast<size_t>(N * F)), dg(static_cast<size_t>(N * F)), du(static_cast<size_t>(N * F));
+      std::vector<double> h(static_cast<size_t>(N * F)), dg(static_cast<size_t>(N * F)),
+          du(static_cast<size_t>(N * F));
       ops::cpu::swiglu_forward(p, host(h, {N, F}), host(g, {N, F}), host(u, {N, F}));
       ops::cpu::swiglu_backward(p, host(dg, {N, F}), host(du, {N, F}), host(dh, {N, F}), host(g, {N, F}),
                                 host(u, {N, F}));
@@ -236,26 +256,32 @@ TEST(CudaParity, Cast) {
       for (size_t ci = 0; ci < std::size(counts); ++ci) {
         const int64_t n = counts[ci];
         // Values over many binades, plus some beyond f16's range and below its normal range.
-        std::vector<double> v = random_values(static_cast<size_t>(n), seed_of(6, src_dt, ci * 16 + uint64_t(dst_dt)), -1, 1);
+        std::vector<double> v =
+            random_values(static_cast<size_t>(n), seed_of(6, src_dt, ci * 16 + uint64_t(dst_dt)), -1, 1);
         for (size_t i = 0; i < v.size(); ++i) v[i] = v[i] * std::pow(2.0, double(int(i % 41) - 25));
         DeviceTensor g_src = upload(v, src_dt, {n});
         DeviceTensor g_dst = poisoned(dst_dt, {n});
         ops::cast(g_dst.t, g_src.t);
-        std::vector<char> src_bytes(static_cast<size_t>(n) * dtype_size(src_dt)), dst_bytes(static_cast<size_t>(n) * dtype_size(dst_dt));
+        std::vector<char> src_bytes(static_cast<size_t>(n) * dtype_size(src_dt)),
+            dst_bytes(static_cast<size_t>(n) * dtype_size(dst_dt));
         convert_elements(src_bytes.data(), src_dt, v.data(), DType::F64, v.size());
         ops::cpu::cast(Tensor(dst_bytes.data(), dst_dt, {n}), Tensor(src_bytes.data(), src_dt, {n}));
         std::vector<double> ref(static_cast<size_t>(n));
         convert_elements(ref.data(), DType::F64, dst_bytes.data(), dst_dt, ref.size());
         Worst w;
         w.add("dst", test::download(g_dst), ref);
-        report("cast", dst_dt, std::string(dtype_name(src_dt)) + "->" + std::string(dtype_name(dst_dt)) + " " +
-                                   dims({n}), w, 0.0);
+        report("cast", dst_dt,
+               std::string(dtype_name(src_dt)) + "->" + std::string(dtype_name(dst_dt)) + " " + dims({n}), w,
+               0.0);
       }
 }
 
 TEST(CudaParity, CrossEntropy) {
   LT_REQUIRE_GPU();
-  struct Shape { int64_t n, v; double scale; };
+  struct Shape {
+    int64_t n, v;
+    double scale;
+  };
   const Shape shapes[] = {{1, 1, 1}, {7, 33, 4}, {64, 32000, 8}, {17, 128256, 30}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si) {
@@ -271,7 +297,8 @@ TEST(CudaParity, CrossEntropy) {
       const double total = ops::cross_entropy_forward(p, g_losses.t, g_lse.t, g_z.t, g_labels.t);
       ops::cross_entropy_backward(p, g_dz.t, g_z.t, g_lse.t, g_labels.t);
 
-      std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N)), dz(static_cast<size_t>(N * V));
+      std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N)),
+          dz(static_cast<size_t>(N * V));
       Tensor h_labels(labels.data(), DType::I32, {N});
       const double ref_total =
           ops::cpu::cross_entropy_forward(p, host(losses, {N}), host(lse, {N}), host(z, {N, V}), h_labels);
@@ -285,6 +312,38 @@ TEST(CudaParity, CrossEntropy) {
       report("cross_entropy_forward", dt, dims({N, V}), fw, tolerance(DType::F32));
       report("cross_entropy_backward", dt, dims({N, V}), bw, tolerance(dt));
     }
+}
+
+}  // namespace
+}  // namespace lt
+
+namespace lt {
+namespace {
+
+// Views that start one element into their buffer are not 16-byte aligned: the elementwise kernels must take
+// their element-by-element path and still match the reference.
+TEST(CudaParity, MisalignedElementwise) {
+  LT_REQUIRE_GPU();
+  for (DType dt : kDtypes) {
+    const int64_t n = 1037;
+    std::vector<double> g = random_values(static_cast<size_t>(n + 1), seed_of(8, dt, 0), -4, 4);
+    std::vector<double> u = random_values(static_cast<size_t>(n + 1), seed_of(8, dt, 1));
+    DeviceTensor g_g = upload(g, dt, {n + 1}), g_u = upload(u, dt, {n + 1});
+    DeviceTensor g_h = poisoned(dt, {n + 1});
+    auto view = [&](const DeviceTensor& d) {
+      return Tensor(static_cast<char*>(d.t.data) + dtype_size(dt), dt, {1, n}, Device::CUDA);
+    };
+    ops::swiglu_forward({1, n}, view(g_h), view(g_g), view(g_u));
+    ops::add_inplace(view(g_u), view(g_g));
+    std::vector<double> h(static_cast<size_t>(n)), gv(g.begin() + 1, g.end()), uv(u.begin() + 1, u.end());
+    ops::cpu::swiglu_forward({1, n}, host(h, {1, n}), host(gv, {1, n}), host(uv, {1, n}));
+    ops::cpu::add_inplace(host(uv, {1, n}), host(gv, {1, n}));
+    std::vector<double> out_h = test::download(g_h), out_u = test::download(g_u);
+    Worst w;
+    w.add("h", std::vector<double>(out_h.begin() + 1, out_h.end()), h);
+    w.add("y", std::vector<double>(out_u.begin() + 1, out_u.end()), uv);
+    report("swiglu_fwd+add misaligned", dt, dims({1, n}), w, tolerance(dt));
+  }
 }
 
 }  // namespace

@@ -38,8 +38,9 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
 }
 
 template <class T>
-__global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T* logits, const int32_t* labels,
-                                             int64_t vocab, int32_t ignore_index, int64_t* err) {
+__global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T* logits,
+                                             const int32_t* labels, int64_t vocab, int32_t ignore_index,
+                                             int64_t* err) {
   __shared__ MaxSum scratch[kWarp];
   const int64_t n = blockIdx.x;
   const T* z = logits + n * vocab;  // (V)
@@ -90,8 +91,9 @@ __global__ void sum_kernel(double* total, const float* values, int64_t count) {
 
 // grid: (rows, vocabulary chunks).
 template <class T>
-__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const float* lse, const int32_t* labels,
-                                              int64_t vocab, int32_t ignore_index, float grad_scale, int64_t* err) {
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const float* lse,
+                                              const int32_t* labels, int64_t vocab, int32_t ignore_index,
+                                              float grad_scale, int64_t* err) {
   const int64_t n = blockIdx.x;
   const int32_t label = labels[n];
   const bool bad = label != ignore_index && (label < 0 || label >= vocab);
@@ -100,8 +102,8 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
   const float l = lse[n];
   const T* z = logits + n * vocab;
   T* dz = dlogits + n * vocab;
-  const int64_t end = (int64_t(blockIdx.y) + 1) * kBackwardChunk < vocab ? (int64_t(blockIdx.y) + 1) * kBackwardChunk
-                                                                          : vocab;
+  const int64_t end =
+      (int64_t(blockIdx.y) + 1) * kBackwardChunk < vocab ? (int64_t(blockIdx.y) + 1) * kBackwardChunk : vocab;
   for (int64_t v = int64_t(blockIdx.y) * kBackwardChunk + threadIdx.x; v < end; v += blockDim.x) {
     if (zero) {
       store_f(dz + v, 0.0f);
@@ -114,9 +116,9 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
 
 }  // namespace
 
-void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits, const int32_t* labels,
-                                  int64_t rows, int64_t vocab, int32_t ignore_index, double* total,
-                                  int64_t* err, cudaStream_t s) {
+void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits,
+                                  const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
+                                  double* total, int64_t* err, cudaStream_t s) {
   if (rows > 0) {
     dispatch_compute(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -138,9 +140,9 @@ void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, 
   const dim3 grid(unsigned(rows), unsigned((vocab + kBackwardChunk - 1) / kBackwardChunk));
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_backward_kernel<T><<<grid, kBackwardThreads, 0, s>>>(
-        static_cast<T*>(dlogits), static_cast<const T*>(logits), lse, labels, vocab, ignore_index,
-        float(grad_scale), err);
+    cross_entropy_backward_kernel<T>
+        <<<grid, kBackwardThreads, 0, s>>>(static_cast<T*>(dlogits), static_cast<const T*>(logits), lse,
+                                           labels, vocab, ignore_index, float(grad_scale), err);
   });
   LT_CUDA_CHECK_LAUNCH();
 }

@@ -11,14 +11,30 @@
 
 namespace lt::ops::cuda {
 
-__device__ __forceinline__ float load_f(const float* p) { return *p; }
-__device__ __forceinline__ float load_f(const bf16* p) { return to_float(*p); }
-__device__ __forceinline__ float load_f(const fp16* p) { return to_float(*p); }
-__device__ __forceinline__ float load_f(const double* p) { return float(*p); }
-__device__ __forceinline__ void store_f(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_f(bf16* p, float v) { *p = to_bf16(v); }
-__device__ __forceinline__ void store_f(fp16* p, float v) { *p = to_fp16(v); }
-__device__ __forceinline__ void store_f(double* p, float v) { *p = double(v); }
+__device__ __forceinline__ float load_f(const float* p) {
+  return *p;
+}
+__device__ __forceinline__ float load_f(const bf16* p) {
+  return to_float(*p);
+}
+__device__ __forceinline__ float load_f(const fp16* p) {
+  return to_float(*p);
+}
+__device__ __forceinline__ float load_f(const double* p) {
+  return float(*p);
+}
+__device__ __forceinline__ void store_f(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store_f(bf16* p, float v) {
+  *p = to_bf16(v);
+}
+__device__ __forceinline__ void store_f(fp16* p, float v) {
+  *p = to_fp16(v);
+}
+__device__ __forceinline__ void store_f(double* p, float v) {
+  *p = double(v);
+}
 
 constexpr int kWarp = 32;
 
@@ -43,7 +59,8 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 // Records the first error (code != 0) in the slot; later ones are dropped.
 __device__ __forceinline__ void report_error(int64_t* slot, int64_t code, int64_t row, int64_t value) {
-  if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, static_cast<unsigned long long>(code)) == 0ull) {
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, static_cast<unsigned long long>(code)) ==
+      0ull) {
     slot[1] = row;
     slot[2] = value;
   }

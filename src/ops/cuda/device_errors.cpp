@@ -18,14 +18,18 @@ std::mutex g_mutex;
 
 const char* describe(int64_t code) {
   switch (code) {
-    case kErrEmbeddingForwardId: return "embedding_forward: token id {} at row {} is outside the vocabulary";
-    case kErrEmbeddingBackwardId: return "embedding_backward: token id {} at row {} is outside the vocabulary";
-    case kErrRopePosition: return "rope: position {} at row {} is negative";
+    case kErrEmbeddingForwardId:
+      return "embedding_forward: token id {} at row {} is outside the vocabulary";
+    case kErrEmbeddingBackwardId:
+      return "embedding_backward: token id {} at row {} is outside the vocabulary";
+    case kErrRopePosition:
+      return "rope: position {} at row {} is negative";
     case kErrCrossEntropyForwardLabel:
       return "cross_entropy_forward: label {} at row {} is outside the vocabulary and is not ignore_index";
     case kErrCrossEntropyBackwardLabel:
       return "cross_entropy_backward: label {} at row {} is outside the vocabulary and is not ignore_index";
-    default: return "unknown device error (value {}, row {})";
+    default:
+      return "unknown device error (value {}, row {})";
   }
 }
 }  // namespace

@@ -17,8 +17,8 @@ constexpr int kIdTile = 1024;
 constexpr int kClasses = 32;  // G
 
 template <class T>
-__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* table, int64_t dim, int64_t vocab,
-                                         int64_t* err) {
+__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* table, int64_t dim,
+                                         int64_t vocab, int64_t* err) {
   const int64_t n = blockIdx.x;
   const int32_t id = ids[n];
   T* dst = out + n * dim;  // (D) row of out (N, D)
@@ -46,7 +46,8 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dout, const int32_
     for (int64_t i = 0; i < count; ++i) {
       const int32_t id = tile[i];
       if (id < 0 || id >= vocab) {
-        if (cls == 0 && blockIdx.x == 0 && threadIdx.x == 0) report_error(err, kErrEmbeddingBackwardId, n0 + i, id);
+        if (cls == 0 && blockIdx.x == 0 && threadIdx.x == 0)
+          report_error(err, kErrEmbeddingBackwardId, n0 + i, id);
         continue;
       }
       if (id % kClasses != cls || d >= dim) continue;
@@ -75,8 +76,8 @@ void launch_embedding_backward(DType dt, void* dtable, const void* dout, const i
   const dim3 grid(grid_for(dim, kThreads), kClasses);
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    embedding_backward_kernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(dtable), static_cast<const T*>(dout),
-                                                           ids, tokens, dim, vocab, err);
+    embedding_backward_kernel<T><<<grid, kThreads, 0, s>>>(
+        static_cast<T*>(dtable), static_cast<const T*>(dout), ids, tokens, dim, vocab, err);
   });
   LT_CUDA_CHECK_LAUNCH();
 }

@@ -40,17 +40,18 @@ constexpr int64_t kRopeMaxHeadDim = 512;
 void launch_rope(DType dt, void* x, const int32_t* positions, const double* inv_freq /*host, (HD/2)*/,
                  int64_t tokens, int64_t heads, int64_t head_dim, bool inverse, int64_t* err, cudaStream_t s);
 
-void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, int64_t count, cudaStream_t s);
-void launch_swiglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate, const void* up,
-                            int64_t count, cudaStream_t s);
+void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, int64_t count,
+                           cudaStream_t s);
+void launch_swiglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate,
+                            const void* up, int64_t count, cudaStream_t s);
 void launch_add_inplace(DType dt, void* y, const void* x, int64_t count, cudaStream_t s);
 // Any pair of F64, F32, BF16, F16.
 void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t count, cudaStream_t s);
 
 // losses, lse: f32 (N). total: f32 scalar or nullptr; the deterministic sum of losses (fixed order).
-void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits, const int32_t* labels,
-                                  int64_t rows, int64_t vocab, int32_t ignore_index, double* total,
-                                  int64_t* err, cudaStream_t s);
+void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits,
+                                  const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
+                                  double* total, int64_t* err, cudaStream_t s);
 void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, const float* lse,
                                    const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
                                    double grad_scale, int64_t* err, cudaStream_t s);

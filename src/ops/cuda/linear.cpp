@@ -101,14 +101,18 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
       dt == DType::F32 && g_allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MatmulDesc op;
   LT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, compute, CUDA_R_32F));
-  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (g.bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
-    LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
   // Stored shapes: op(A) is (m, k), so A is stored (m, k) or, transposed, (k, m).
   Layout la, lb, lc;
@@ -121,17 +125,17 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
   Preference pref;
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
   const size_t ws = kWorkspaceBytes;
-  LT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
   const uint32_t align_a = alignment(g.a), align_b = alignment(g.b), align_c = alignment(g.c);
-  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                       sizeof(align_a)));
-  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                       sizeof(align_b)));
-  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                       sizeof(align_c)));
-  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                       sizeof(align_c)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                       &align_a, sizeof(align_a)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                       &align_b, sizeof(align_b)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                       &align_c, sizeof(align_c)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                       &align_c, sizeof(align_c)));
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -139,14 +143,15 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
       cublasLtMatmulAlgoGetHeuristic(ctx.handle(), op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     if (g.bias) return false;
-    LT_CHECK(false,
-             "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM of m = {}, n = {}, k = {} (transposes {}{}, "
-             "alignments {}/{}/{} bytes; status {})",
-             dtype_name(dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', align_a, align_b, align_c,
-             int(st));
+    LT_CHECK(
+        false,
+        "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM of m = {}, n = {}, k = {} (transposes {}{}, "
+        "alignments {}/{}/{} bytes; status {})",
+        dtype_name(dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', align_a, align_b,
+        align_c, int(st));
   }
-  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c, lc.d,
-                                 &result.algo, ctx.workspace(), ws, stream));
+  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c,
+                                 lc.d, &result.algo, ctx.workspace(), ws, stream));
   return true;
 }
 
@@ -155,15 +160,19 @@ DType linear_dtype(const Tensor& main, std::initializer_list<const Tensor*> othe
            "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
   for (const Tensor* t : others)
     if (t && !t->empty())
-      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}", op,
-               dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
+      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
+               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
   return main.dtype;
 }
 
 }  // namespace
 
-void set_linear_allow_tf32(bool allow) { g_allow_tf32 = allow; }
-bool linear_allow_tf32() { return g_allow_tf32; }
+void set_linear_allow_tf32(bool allow) {
+  g_allow_tf32 = allow;
+}
+bool linear_allow_tf32() {
+  return g_allow_tf32;
+}
 
 void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
   const DType dt = linear_dtype(x, {&y, &w, &bias}, "linear_forward");
@@ -189,7 +198,8 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   run_gemm(dt, g, s);
 }
 
-void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x, Tensor w) {
+void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                     Tensor w) {
   const DType dt = linear_dtype(dy, {&dx, &dw, &dbias, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w},
                                 "linear_backward");
   const int64_t M = p.rows, K = p.in, N = p.out;
@@ -199,7 +209,9 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
     if (N == 0) {
       if (!p.accumulate_dx) LT_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), s));
     } else {
-      run_gemm(dt, Gemm{false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, alpha, p.accumulate_dx ? 1.0f : 0.0f},
+      run_gemm(dt,
+               Gemm{false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, alpha,
+                    p.accumulate_dx ? 1.0f : 0.0f},
                s);
     }
   }

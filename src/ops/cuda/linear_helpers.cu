@@ -14,9 +14,11 @@ constexpr int kThreads = 256;
 constexpr int kCols = 32, kRowLanes = 8;
 
 template <class T>
-__global__ void bias_fill_kernel(T* y, const T* bias, int64_t rows, int64_t cols, float scale, bool accumulate) {
+__global__ void bias_fill_kernel(T* y, const T* bias, int64_t rows, int64_t cols, float scale,
+                                 bool accumulate) {
   const int64_t count = rows * cols;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const float b = bias ? scale * load_f(bias + i % cols) : 0.0f;
     store_f(y + i, accumulate ? load_f(y + i) + b : b);
   }
@@ -58,8 +60,8 @@ void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows,
   const unsigned grid = unsigned((cols + kCols - 1) / kCols);
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    column_sums_add_kernel<T><<<grid, block, 0, s>>>(static_cast<T*>(dbias), static_cast<const T*>(dy), rows, cols,
-                                                     float(scale));
+    column_sums_add_kernel<T>
+        <<<grid, block, 0, s>>>(static_cast<T*>(dbias), static_cast<const T*>(dy), rows, cols, float(scale));
   });
   LT_CUDA_CHECK_LAUNCH();
 }

@@ -18,8 +18,8 @@ DType compute_dtype(const Tensor& main, std::initializer_list<const Tensor*> oth
            "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
   for (const Tensor* t : others)
     if (t && !t->empty())
-      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}", op,
-               dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
+      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
+               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
   return main.dtype;
 }
 
@@ -65,8 +65,8 @@ void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, T
 namespace {
 void rope(const RopeParams& p, Tensor x, Tensor positions, bool inverse, const char* op) {
   const DType dt = compute_dtype(x, {}, op);
-  LT_CHECK(p.head_dim <= kRopeMaxHeadDim, "{} on CUDA: head_dim is {}, at most {} is supported", op, p.head_dim,
-           kRopeMaxHeadDim);
+  LT_CHECK(p.head_dim <= kRopeMaxHeadDim, "{} on CUDA: head_dim is {}, at most {} is supported", op,
+           p.head_dim, kRopeMaxHeadDim);
   const std::vector<double> inv_freq = rope_inv_freq(p);  // (HD/2)
   launch_rope(dt, x.data, cptr<int32_t>(positions), inv_freq.data(), p.tokens, p.heads, p.head_dim, inverse,
               device_error_slot(), current_stream());
@@ -108,8 +108,8 @@ void cross_entropy_forward_impl(const CrossEntropyParams& p, Tensor losses, Tens
   const DType dt = compute_dtype(logits, {}, "cross_entropy_forward");
   check_f32(losses, "cross_entropy_forward losses");
   check_f32(lse, "cross_entropy_forward lse");
-  launch_cross_entropy_forward(dt, static_cast<float*>(losses.data), static_cast<float*>(lse.data), logits.data,
-                               cptr<int32_t>(labels), p.rows, p.vocab, p.ignore_index, total,
+  launch_cross_entropy_forward(dt, static_cast<float*>(losses.data), static_cast<float*>(lse.data),
+                               logits.data, cptr<int32_t>(labels), p.rows, p.vocab, p.ignore_index, total,
                                device_error_slot(), current_stream());
 }
 }  // namespace
@@ -136,8 +136,9 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
                             Tensor labels) {
   const DType dt = compute_dtype(logits, {&dlogits}, "cross_entropy_backward");
   check_f32(lse, "cross_entropy_backward lse");
-  launch_cross_entropy_backward(dt, dlogits.data, logits.data, cptr<float>(lse), cptr<int32_t>(labels), p.rows,
-                                p.vocab, p.ignore_index, p.grad_scale, device_error_slot(), current_stream());
+  launch_cross_entropy_backward(dt, dlogits.data, logits.data, cptr<float>(lse), cptr<int32_t>(labels),
+                                p.rows, p.vocab, p.ignore_index, p.grad_scale, device_error_slot(),
+                                current_stream());
 }
 
 }  // namespace lt::ops::cuda

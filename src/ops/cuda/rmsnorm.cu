@@ -13,7 +13,7 @@ namespace lt::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kBackwardBlocks = 264;
+constexpr int64_t kBackwardBlocks = 528;  // 4 blocks of 256 threads per SM of an H100/H200
 
 template <class T>
 __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
@@ -46,8 +46,10 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
     T* dxr = dx + n * dim;
     const float r = rstd[n];
     float s = 0.0f;
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) s += load_f(dyr + d) * load_f(w + d) * load_f(xr + d);
-    s = block_sum(s, scratch);  // also a barrier: every dy of the row is read before dx (may alias) is written
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
+      s += load_f(dyr + d) * load_f(w + d) * load_f(xr + d);
+    s = block_sum(s,
+                  scratch);  // also a barrier: every dy of the row is read before dx (may alias) is written
     const float c = r * r * r * s / float(dim);
     for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
       const float g = load_f(dyr + d), xv = load_f(xr + d);
@@ -87,7 +89,9 @@ void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const
   if (rows == 0) return;
   const int64_t blocks = rows < kBackwardBlocks ? rows : kBackwardBlocks;
   float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
-  if (dw) LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
+  if (dw)
+    LT_CUDA_CHECK(
+        cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
@@ -95,7 +99,8 @@ void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const
         static_cast<const T*>(w), rstd, rows, dim, accumulate_dx);
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      column_reduce_kernel<T><<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
+      column_reduce_kernel<T>
+          <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
       LT_CUDA_CHECK_LAUNCH();
     }
   });
