@@ -38,6 +38,16 @@ __device__ __forceinline__ void store_f(double* p, float v) {
 
 constexpr int kWarp = 32;
 
+// 16 bytes of T: one vector load or store (8 bf16, 4 f32).
+template <class T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -17,21 +17,11 @@ __device__ __forceinline__ float sigmoid(float g) {
   return 1.0f / (1.0f + expf(-g));
 }
 
-// 16 bytes of T: one vector load or store.
-template <class T>
-struct alignas(16) Pack {
-  T v[16 / sizeof(T)];
-};
-
 template <class T, int NIn, int NOut>
 struct Operands {
   const T* in[NIn];
   T* out[NOut];
 };
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 // out[.][i] = fn(in[.][i]) for i in [0, count): in 16-byte packs when `packed` (every pointer 16-byte
 // aligned), then the tail one element at a time. fn maps float x[NIn] to float y[NOut].

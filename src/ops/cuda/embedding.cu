@@ -16,19 +16,24 @@ constexpr int kThreads = 256;
 constexpr int kIdTile = 1024;
 constexpr int kClasses = 32;  // G
 
+// Copies rows as 16-byte packs when D is a multiple of the pack and both pointers are aligned.
 template <class T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* table, int64_t dim,
-                                         int64_t vocab, int64_t* err) {
+                                         int64_t vocab, bool packed, int64_t* err) {
+  constexpr int64_t P = 16 / sizeof(T);
   const int64_t n = blockIdx.x;
   const int32_t id = ids[n];
   T* dst = out + n * dim;  // (D) row of out (N, D)
-  if (id < 0 || id >= vocab) {
-    if (threadIdx.x == 0) report_error(err, kErrEmbeddingForwardId, n, id);
-    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = T{};
-    return;
+  const bool bad = id < 0 || id >= vocab;
+  if (bad && threadIdx.x == 0) report_error(err, kErrEmbeddingForwardId, n, id);
+  const T* src = table + (bad ? 0 : int64_t(id)) * dim;
+  if (packed) {
+    Pack<T>* d = reinterpret_cast<Pack<T>*>(dst);
+    const Pack<T>* sp = reinterpret_cast<const Pack<T>*>(src);
+    for (int64_t k = threadIdx.x; k < dim / P; k += blockDim.x) d[k] = bad ? Pack<T>{} : sp[k];
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = bad ? T{} : src[i];
   }
-  const T* src = table + int64_t(id) * dim;
-  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = src[d];
 }
 
 // grid: (column blocks, G). dtable (V, D) +=, dout (N, D), ids (N).
@@ -64,8 +69,9 @@ void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const voi
   if (tokens == 0 || dim == 0) return;
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
+    const bool packed = dim % int64_t(16 / sizeof(T)) == 0 && aligned16(out) && aligned16(table);
     embedding_forward_kernel<T><<<unsigned(tokens), kThreads, 0, s>>>(
-        static_cast<T*>(out), ids, static_cast<const T*>(table), dim, vocab, err);
+        static_cast<T*>(out), ids, static_cast<const T*>(table), dim, vocab, packed, err);
   });
   LT_CUDA_CHECK_LAUNCH();
 }
