@@ -1,10 +1,14 @@
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.h"
+#include "cli/eval_command.h"
 #include "cli/export_command.h"
+#include "cli/generate_command.h"
 #include "cli/info_command.h"
 #include "cli/tokenize_command.h"
+#include "cli/train_command.h"
 #include "cli/verify_command.h"
 #include "core/error.h"
 
@@ -20,6 +24,9 @@ int run_main(int argc, char** argv) {
   register_verify_command(app);
   register_export_command(app);
   add_tokenize_command(app);
+  add_train_command(app);
+  add_eval_command(app);
+  add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

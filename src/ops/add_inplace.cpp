@@ -4,13 +4,17 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 void add_inplace(Tensor y, Tensor x) {
   LT_CHECK(!y.empty() && !x.empty(), "add_inplace: y or x is missing (empty view)");
   check_device(y.device, {&y, &x}, "add_inplace");
   check_same_shape(x, y, "add_inplace x (must match y)");
-  LT_OP_DISPATCH_CPU(y.device, add_inplace, y, x);
+  LT_OP_DISPATCH(y.device, add_inplace, y, x);
 }
 
 }  // namespace lt::ops

@@ -4,6 +4,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 void cast(Tensor dst, Tensor src) {
@@ -14,7 +18,7 @@ void cast(Tensor dst, Tensor src) {
            dtype_name(src.dtype));
   LT_CHECK(is_floating(dst.dtype), "cast dst: dtype {} is not floating (f64, f32, bf16 or f16)",
            dtype_name(dst.dtype));
-  LT_OP_DISPATCH_CPU(src.device, cast, dst, src);
+  LT_OP_DISPATCH(src.device, cast, dst, src);
 }
 
 }  // namespace lt::ops

@@ -5,6 +5,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 namespace {
@@ -24,7 +28,7 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor 
   check_tensor(logits, {p.rows, p.vocab}, "cross_entropy_forward logits");
   check_tensor(labels, {p.rows}, "cross_entropy_forward labels");
   check_dtype(labels, DType::I32, "cross_entropy_forward labels");
-  return LT_OP_DISPATCH_CPU(logits.device, cross_entropy_forward, p, losses, lse, logits, labels);
+  return LT_OP_DISPATCH(logits.device, cross_entropy_forward, p, losses, lse, logits, labels);
 }
 
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
@@ -37,7 +41,7 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
   check_tensor(lse, {p.rows}, "cross_entropy_backward lse");
   check_tensor(labels, {p.rows}, "cross_entropy_backward labels");
   check_dtype(labels, DType::I32, "cross_entropy_backward labels");
-  LT_OP_DISPATCH_CPU(logits.device, cross_entropy_backward, p, dlogits, logits, lse, labels);
+  LT_OP_DISPATCH(logits.device, cross_entropy_backward, p, dlogits, logits, lse, labels);
 }
 
 }  // namespace lt::ops

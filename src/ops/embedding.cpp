@@ -4,6 +4,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 namespace {
@@ -22,7 +26,7 @@ void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor 
   check_tensor(ids, {p.tokens}, "embedding_forward ids");
   check_dtype(ids, DType::I32, "embedding_forward ids");
   check_tensor(table, {p.vocab, p.dim}, "embedding_forward table");
-  LT_OP_DISPATCH_CPU(table.device, embedding_forward, p, out, ids, table);
+  LT_OP_DISPATCH(table.device, embedding_forward, p, out, ids, table);
 }
 
 void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids) {
@@ -33,7 +37,7 @@ void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Te
   check_tensor(dout, {p.tokens, p.dim}, "embedding_backward dout");
   check_tensor(ids, {p.tokens}, "embedding_backward ids");
   check_dtype(ids, DType::I32, "embedding_backward ids");
-  LT_OP_DISPATCH_CPU(dtable.device, embedding_backward, p, dtable, dout, ids);
+  LT_OP_DISPATCH(dtable.device, embedding_backward, p, dtable, dout, ids);
 }
 
 }  // namespace lt::ops

@@ -5,6 +5,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 namespace {
@@ -23,7 +27,7 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   check_tensor(x, {p.rows, p.in}, "linear_forward x");
   check_tensor(w, {p.out, p.in}, "linear_forward w");
   check_optional(bias, {p.out}, "linear_forward bias");
-  LT_OP_DISPATCH_CPU(x.device, linear_forward, p, y, x, w, bias);
+  LT_OP_DISPATCH(x.device, linear_forward, p, y, x, w, bias);
 }
 
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
@@ -38,7 +42,7 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
   // x is read only for dw and w only for dx: a frozen layer need not keep its input.
   if (!dw.empty()) check_tensor(x, {p.rows, p.in}, "linear_backward x");
   if (!dx.empty()) check_tensor(w, {p.out, p.in}, "linear_backward w");
-  LT_OP_DISPATCH_CPU(dy.device, linear_backward, p, dx, dw, dbias, dy, x, w);
+  LT_OP_DISPATCH(dy.device, linear_backward, p, dx, dw, dbias, dy, x, w);
 }
 
 }  // namespace lt::ops

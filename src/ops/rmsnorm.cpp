@@ -5,6 +5,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 namespace {
@@ -23,7 +27,7 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
   check_tensor(rstd, {p.rows}, "rmsnorm_forward rstd");
   check_tensor(x, {p.rows, p.dim}, "rmsnorm_forward x");
   check_tensor(w, {p.dim}, "rmsnorm_forward w");
-  LT_OP_DISPATCH_CPU(x.device, rmsnorm_forward, p, y, rstd, x, w);
+  LT_OP_DISPATCH(x.device, rmsnorm_forward, p, y, rstd, x, w);
 }
 
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
@@ -37,7 +41,7 @@ void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, T
   check_tensor(x, {p.rows, p.dim}, "rmsnorm_backward x");
   check_tensor(w, {p.dim}, "rmsnorm_backward w");
   check_tensor(rstd, {p.rows}, "rmsnorm_backward rstd");
-  LT_OP_DISPATCH_CPU(x.device, rmsnorm_backward, p, dx, dw, dy, x, w, rstd);
+  LT_OP_DISPATCH(x.device, rmsnorm_backward, p, dx, dw, dy, x, w, rstd);
 }
 
 }  // namespace lt::ops

@@ -8,6 +8,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 std::vector<double> rope_inv_freq(const RopeParams& p) {
@@ -58,12 +62,12 @@ void check_args(const RopeParams& p, const Tensor& x, const Tensor& positions, c
 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions) {
   check_args(p, x, positions, "rope_forward", "rope_forward x");
-  LT_OP_DISPATCH_CPU(x.device, rope_forward, p, x, positions);
+  LT_OP_DISPATCH(x.device, rope_forward, p, x, positions);
 }
 
 void rope_backward(const RopeParams& p, Tensor dx, Tensor positions) {
   check_args(p, dx, positions, "rope_backward", "rope_backward dx");
-  LT_OP_DISPATCH_CPU(dx.device, rope_backward, p, dx, positions);
+  LT_OP_DISPATCH(dx.device, rope_backward, p, dx, positions);
 }
 
 }  // namespace lt::ops

@@ -4,6 +4,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 
 namespace {
@@ -20,7 +24,7 @@ void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up) {
   check_tensor(h, {p.rows, p.dim}, "swiglu_forward h");
   check_tensor(gate, {p.rows, p.dim}, "swiglu_forward gate");
   check_tensor(up, {p.rows, p.dim}, "swiglu_forward up");
-  LT_OP_DISPATCH_CPU(gate.device, swiglu_forward, p, h, gate, up);
+  LT_OP_DISPATCH(gate.device, swiglu_forward, p, h, gate, up);
 }
 
 void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
@@ -32,7 +36,7 @@ void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh,
   check_tensor(dh, {p.rows, p.dim}, "swiglu_backward dh");
   check_tensor(gate, {p.rows, p.dim}, "swiglu_backward gate");
   check_tensor(up, {p.rows, p.dim}, "swiglu_backward up");
-  LT_OP_DISPATCH_CPU(gate.device, swiglu_backward, p, dgate, dup, dh, gate, up);
+  LT_OP_DISPATCH(gate.device, swiglu_backward, p, dgate, dup, dh, gate, up);
 }
 
 }  // namespace lt::ops

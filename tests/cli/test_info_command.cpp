@@ -4,24 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
+#include "cli/cli_test_util.h"
 #include "support/test_support.h"
 
 namespace lt {
 namespace {
 
-// Runs `leantune args...` in-process; returns the exit code and what it printed.
 int run_cli(std::vector<std::string> args, std::string* out, std::string* err) {
-  std::vector<char*> argv;
-  std::string program = "leantune";
-  argv.push_back(program.data());
-  for (std::string& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  int code = cli::run_main(int(argv.size()), argv.data());
-  *out = testing::internal::GetCapturedStdout();
-  *err = testing::internal::GetCapturedStderr();
-  return code;
+  test::CliResult r = test::run_cli(std::move(args));
+  *out = r.out;
+  *err = r.err;
+  return r.code;
 }
 
 TEST(InfoCommand, RealTinyLlama) {

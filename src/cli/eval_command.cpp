@@ -1,0 +1,79 @@
+#include "cli/eval_command.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/batch.h"
+#include "train/evaluate.h"
+#include "train/run_setup.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct EvalOptions {
+  std::string model;
+  std::string data;
+  std::string precision = "fp32";
+  std::string device = "cpu";
+  int64_t micro_batch_size = 4;
+  int64_t cutoff_len = 256;
+  std::string prompt_template = "alpaca";
+  std::string dataset_format = "auto";
+  bool train_on_inputs = true;
+  bool random_init = false;
+  int64_t seed = 42;
+};
+
+void run_eval(const EvalOptions& o) {
+  LT_CHECK(o.device == "cpu", "eval: '--device' is '{}': this build has no CUDA backend yet; expected cpu",
+           o.device);
+  LT_CHECK(o.micro_batch_size > 0, "eval: '--micro_batch_size' is {}, expected a positive integer",
+           o.micro_batch_size);
+  LT_CHECK(o.cutoff_len > 0, "eval: '--cutoff_len' is {}, expected a positive integer", o.cutoff_len);
+  const DType dtype = train::compute_dtype(o.precision);
+  train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed));
+  auto tokenizer = train::load_model_tokenizer(o.model, false);
+  train::TrainConfig c;
+  c.cutoff_len = o.cutoff_len;
+  c.prompt_template = o.prompt_template;
+  c.dataset_format = o.dataset_format;
+  c.train_on_inputs = o.train_on_inputs;
+  data::Dataset dataset =
+      train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
+  const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
+  Arena activations("activations", HostMemory::instance(),
+                    train::activation_bytes(model.config, dtype, o.micro_batch_size,
+                                            train::longest_example(dataset.examples)));
+  train::EvalResult r = train::evaluate(model.config, dtype, model.weights, dataset.examples,
+                                        o.micro_batch_size, pad_id, activations);
+  nlohmann::json j{{"loss", r.loss}, {"perplexity", std::exp(r.loss)}, {"tokens", r.tokens}};
+  fmt::print("{}\n", j.dump());
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* sub =
+      app.add_subcommand("eval", "mean token loss and perplexity of a model over a dataset (one JSON line)");
+  sub->add_option("--model", o->model, "HF model directory")->required();
+  sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
+  sub->add_option("--precision", o->precision, "fp64 | fp32")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu")->capture_default_str();
+  sub->add_option("--micro_batch_size", o->micro_batch_size, "rows per forward")->capture_default_str();
+  sub->add_option("--cutoff_len", o->cutoff_len, "tokens per example")->capture_default_str();
+  sub->add_option("--prompt_template", o->prompt_template, "alpaca | llama3 | chatml | plain | auto")
+      ->capture_default_str();
+  sub->add_option("--dataset_format", o->dataset_format, "auto | alpaca | chat | text | pretokenized")
+      ->capture_default_str();
+  sub->add_option("--train_on_inputs", o->train_on_inputs, "score prompt tokens too")->capture_default_str();
+  sub->add_flag("--random_init", o->random_init, "random weights from config.json (tests)");
+  sub->add_option("--seed", o->seed, "seed of --random_init")->capture_default_str();
+  sub->callback([o]() { run_eval(*o); });
+}
+
+}  // namespace lt::cli

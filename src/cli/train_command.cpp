@@ -1,0 +1,54 @@
+#include "cli/train_command.h"
+
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "train/run_training.h"
+#include "train/stop_signal.h"
+#include "train/train_config.h"
+
+namespace lt::cli {
+
+namespace {
+
+bool looks_like_yaml(const std::string& arg) {
+  auto ends = [&](const char* s) {
+    const std::string e(s);
+    return arg.size() > e.size() && arg.compare(arg.size() - e.size(), e.size(), e) == 0;
+  };
+  return ends(".yaml") || ends(".yml");
+}
+
+void run_train(const std::vector<std::string>& args) {
+  std::string yaml;
+  std::vector<std::string> overrides = args;
+  if (!overrides.empty() && overrides[0].rfind("--", 0) != 0) {
+    LT_CHECK(
+        looks_like_yaml(overrides[0]),
+        "train: '{}' is not a configuration file (expected CONFIG.yaml first, then --key value overrides)",
+        overrides[0]);
+    yaml = overrides[0];
+    overrides.erase(overrides.begin());
+  }
+  // Every key is checked, and every path opened, before any work starts.
+  train::TrainConfig config = train::load_train_config(yaml, overrides);
+  train::check_engine_settings(config);
+  train::install_stop_handlers();
+  train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  CLI::App* sub =
+      app.add_subcommand("train", "fine-tune a model: leantune train [CONFIG.yaml] [--key value ...]");
+  sub->allow_extras();
+  sub->footer("Configuration keys (YAML or --key value):\n" + train::train_config_help());
+  sub->callback([sub]() { run_train(sub->remaining()); });
+}
+
+}  // namespace lt::cli

@@ -1,0 +1,58 @@
+// Inference with a KV cache on top of the training decoder's per-chunk layer_forward: the prompt runs as
+// one chunk (q_offset 0), then each new token is a chunk of one at q_offset = tokens so far, attending to
+// the cached post-RoPE K/V of every earlier position. Batch of one row; host memory.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/decoder.h"
+#include "model/weights.h"
+
+namespace lt::model {
+
+class KvCacheDecoder {
+ public:
+  // Room for `max_tokens` positions (prompt + generated); buffers come from `arena`.
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens);
+  KvCacheDecoder(const ModelConfig& config, DType dtype, const ModelWeights& weights, int64_t max_tokens,
+                 Arena& arena);
+
+  // Runs `ids` as the next chunk (positions [length(), length() + n)) and returns the logits of its last
+  // token (V), in double.
+  std::vector<double> feed(std::span<const int32_t> ids);
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return max_tokens_; }
+
+ private:
+  Tensor rows(void* base, int64_t n, int64_t width) const;  // (n, width) view of a buffer
+
+  const ModelConfig& config_;
+  DType dtype_;
+  const ModelWeights& weights_;
+  int64_t max_tokens_, length_ = 0;
+  std::vector<void*> k_, v_;  // L of (1, max_tokens, KVH, HD)
+  void *x0_, *x1_, *attn_in_, *q_, *k_chunk_, *v_chunk_, *attn_out_, *mid_, *ffn_in_, *gate_, *up_, *h_;
+  void *attn_rstd_, *ffn_rstd_, *attn_lse_, *final_rstd_, *final_x_, *logits_;
+  std::vector<int32_t> ids_, positions_;  // (max_tokens) scratch for one chunk
+};
+
+struct SamplingOptions {
+  int64_t max_new_tokens = 64;
+  double temperature = 0;  // 0: greedy (argmax, lowest id on ties)
+  double top_p = 1.0;      // nucleus: the smallest set of most likely tokens whose probability reaches top_p
+  uint64_t seed = 0;
+  std::vector<int64_t> stop_ids = {};  // generation ends after emitting one of these (EOS)
+};
+
+// The next token from `logits`; `draw` indexes the Philox draw (one per generated token).
+int32_t sample_token(std::span<const double> logits, const SamplingOptions& options, uint64_t draw);
+
+// The prompt's continuation (new tokens only), decoded with the KV cache.
+std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const ModelWeights& weights,
+                              std::span<const int32_t> prompt, const SamplingOptions& options);
+
+}  // namespace lt::model

@@ -1,0 +1,59 @@
+// The CUDA twins of the ops in ops.h: the same names, parameter structs and conventions, in namespace
+// lt::ops::cuda. No CUDA types here, so the g++-compiled dispatchers (ops/<op>.cpp) can include it.
+// Every launcher runs on ops/cuda/stream.h's current stream and never synchronizes, except
+// cross_entropy_forward, whose contract returns the loss total to the host (see below).
+//
+// Dtypes on the GPU: tensors f32 or bf16 (cast also f16 and f64); statistics saved for backward (rstd,
+// lse) and cross-entropy's losses are f32 whatever the compute dtype. Indices are i32.
+//
+// Ids, labels and positions live on the device, so they cannot be checked before the launch without a
+// synchronization: a kernel that meets a bad one skips it (zeros, no memory access out of range) and
+// records the first such error on the device; check_device_errors() (a synchronizing call, for the end of
+// a step) throws it as an lt::Error naming the op, the row and the value.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace lt::ops::cuda {
+
+void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor table);
+// Deterministic: every (row, column) of dtable is owned by one thread, which adds the tokens in order.
+void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids);
+
+void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w);
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
+                      Tensor rstd);
+
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias);
+void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                     Tensor w);
+// f32 GEMMs in TF32 (tensor cores, ~1e-3 relative error) instead of full f32. Off by default; per thread.
+void set_linear_allow_tf32(bool allow);
+bool linear_allow_tf32();
+
+void rope_forward(const RopeParams& p, Tensor x, Tensor positions);
+void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);
+
+void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up);
+void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
+
+void add_inplace(Tensor y, Tensor x);
+
+// Returns the sum of the row losses: this reads a device value, so it synchronizes the current stream (and
+// then also reports bad labels at once). cross_entropy_forward_async is the same without the total and
+// without the synchronization.
+double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                             Tensor labels);
+void cross_entropy_forward_async(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                                 Tensor labels);
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
+                            Tensor labels);
+
+void cast(Tensor dst, Tensor src);
+
+// Synchronizes the current stream and throws the first bad id / label / position a kernel recorded since
+// the last check (then clears it).
+void check_device_errors();
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,66 @@
+// Launchers of the CUDA kernels: raw pointers, sizes, a DType and an explicit stream, so that both the
+// .cu files (which cannot include fmt, hence no Tensor) and the host adapters in ops_host.cpp /
+// linear.cpp can see them. The adapters check shapes and dtypes first; a launcher trusts its arguments,
+// never synchronizes and checks its launch. Floating tensors are F32 or BF16 unless said otherwise.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lt::ops::cuda {
+
+// Bad indices met by kernels (cuda_ops.h: check_device_errors). Slot layout (4 x i64, device memory):
+// [code, row, value, unused]; the first error wins.
+enum DeviceErrorCode : int64_t {
+  kErrNone = 0,
+  kErrEmbeddingForwardId = 1,
+  kErrEmbeddingBackwardId = 2,
+  kErrRopePosition = 3,
+  kErrCrossEntropyForwardLabel = 4,
+  kErrCrossEntropyBackwardLabel = 5,
+};
+int64_t* device_error_slot();  // of the current device; allocated and zeroed on first use
+
+void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const void* table, int64_t tokens,
+                              int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
+void launch_embedding_backward(DType dt, void* dtable, const void* dout, const int32_t* ids, int64_t tokens,
+                               int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
+
+void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
+                            int64_t dim, double eps, cudaStream_t s);
+void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const void* x, const void* w,
+                             const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+                             cudaStream_t s);
+
+// head_dim <= kRopeMaxHeadDim: the inverse frequencies travel as a kernel parameter (no upload, no sync).
+constexpr int64_t kRopeMaxHeadDim = 512;
+void launch_rope(DType dt, void* x, const int32_t* positions, const double* inv_freq /*host, (HD/2)*/,
+                 int64_t tokens, int64_t heads, int64_t head_dim, bool inverse, int64_t* err, cudaStream_t s);
+
+void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, int64_t count,
+                           cudaStream_t s);
+void launch_swiglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate,
+                            const void* up, int64_t count, cudaStream_t s);
+void launch_add_inplace(DType dt, void* y, const void* x, int64_t count, cudaStream_t s);
+// Any pair of F64, F32, BF16, F16.
+void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t count, cudaStream_t s);
+
+// losses, lse: f32 (N). total: f32 scalar or nullptr; the deterministic sum of losses (fixed order).
+void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits,
+                                  const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
+                                  double* total, int64_t* err, cudaStream_t s);
+void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, const float* lse,
+                                   const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
+                                   double grad_scale, int64_t* err, cudaStream_t s);
+
+// linear's helpers around cuBLASLt. y (M, N) = (accumulate ? y : 0) + scale * bias, broadcast over rows.
+void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t cols, double scale,
+                      bool accumulate, cudaStream_t s);
+// dbias (N) += scale * column sums of dy (M, N), in a fixed order (deterministic).
+void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
+                            cudaStream_t s);
+
+}  // namespace lt::ops::cuda

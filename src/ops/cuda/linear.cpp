@@ -1,0 +1,223 @@
+// linear through cuBLASLt. Row-major buffers are read as column-major transposes, so every GEMM is
+// written on the transposed problem (a row-major (r, c) buffer is a column-major (c, r) one):
+//   y  (M, N)  -> y^T  (N, M) = W (N, K: buffer (K, N) col-major, op T) * x^T (K, M)
+//   dx (M, K)  -> dx^T (K, M) = W^T (K, N: buffer, op N)             * dy^T (N, M)
+//   dw (N, K)  -> dw^T (K, N) = x^T (K, M: buffer, op N)             * dy (M, N: buffer (N, M), op T)
+// Inputs bf16 or f32, accumulation and alpha/beta in f32 (f32 inputs in full f32 unless TF32 is allowed).
+// out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. cuBLASLt does not
+// read C when beta = 0, so written outputs need no clearing. The bias epilogue adds b outside alpha, so it
+// serves out_scale == 1 only; otherwise (or when no algorithm takes the epilogue) a small kernel writes
+// (y or 0) + out_scale * b first and the GEMM adds with beta = 1. dbias is a deterministic column-sum
+// kernel. The handle and its workspace belong to a per-thread context (one device per thread).
+#include <cstdint>
+#include <memory>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/stream.h"
+
+namespace lt::ops::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+class LinearContext {
+ public:
+  LinearContext() {
+    LT_CUBLAS_CHECK(cublasLtCreate(&handle_));
+    LT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  }
+  ~LinearContext() {
+    cudaFree(workspace_);
+    cublasLtDestroy(handle_);
+  }
+  LinearContext(const LinearContext&) = delete;
+  LinearContext& operator=(const LinearContext&) = delete;
+
+  cublasLtHandle_t handle() const { return handle_; }
+  void* workspace() const { return workspace_; }
+
+ private:
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+};
+
+thread_local bool g_allow_tf32 = false;
+thread_local std::unique_ptr<LinearContext> g_context;
+
+LinearContext& context() {
+  if (!g_context) g_context = std::make_unique<LinearContext>();
+  return *g_context;
+}
+
+// RAII owners of the cuBLASLt descriptors.
+struct MatmulDesc {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~MatmulDesc() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+};
+struct Layout {
+  cublasLtMatrixLayout_t d = nullptr;
+  ~Layout() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+  }
+};
+struct Preference {
+  cublasLtMatmulPreference_t d = nullptr;
+  ~Preference() {
+    if (d) cublasLtMatmulPreferenceDestroy(d);
+  }
+};
+
+// The largest power of two (<= 256) dividing the address: what the algorithm may assume.
+uint32_t alignment(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// Column-major C (m, n) = alpha * op(A) (m, k) op(B) (k, n) + beta * C [+ bias (m) via the epilogue].
+struct Gemm {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  float alpha, beta;
+  const void* bias = nullptr;
+};
+
+// Returns false (and runs nothing) when cuBLASLt offers no algorithm; with no bias that is an error.
+bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
+  LinearContext& ctx = context();
+  const cudaDataType_t type = dt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      dt == DType::F32 && g_allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  MatmulDesc op;
+  LT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, compute, CUDA_R_32F));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (g.bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+    LT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  // Stored shapes: op(A) is (m, k), so A is stored (m, k) or, transposed, (k, m).
+  Layout la, lb, lc;
+  LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.d, type, uint64_t(g.trans_a ? g.k : g.m),
+                                             uint64_t(g.trans_a ? g.m : g.k), g.lda));
+  LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.d, type, uint64_t(g.trans_b ? g.n : g.k),
+                                             uint64_t(g.trans_b ? g.k : g.n), g.ldb));
+  LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.d, type, uint64_t(g.m), uint64_t(g.n), g.ldc));
+
+  Preference pref;
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
+  const size_t ws = kWorkspaceBytes;
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  const uint32_t align_a = alignment(g.a), align_b = alignment(g.b), align_c = alignment(g.c);
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                       &align_a, sizeof(align_a)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                       &align_b, sizeof(align_b)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                       &align_c, sizeof(align_c)));
+  LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                       &align_c, sizeof(align_c)));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.handle(), op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    if (g.bias) return false;
+    LT_CHECK(
+        false,
+        "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM of m = {}, n = {}, k = {} (transposes {}{}, "
+        "alignments {}/{}/{} bytes; status {})",
+        dtype_name(dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', align_a, align_b,
+        align_c, int(st));
+  }
+  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c,
+                                 lc.d, &result.algo, ctx.workspace(), ws, stream));
+  return true;
+}
+
+DType linear_dtype(const Tensor& main, std::initializer_list<const Tensor*> others, const char* op) {
+  LT_CHECK(main.dtype == DType::F32 || main.dtype == DType::BF16,
+           "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
+  for (const Tensor* t : others)
+    if (t && !t->empty())
+      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
+               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
+  return main.dtype;
+}
+
+}  // namespace
+
+void set_linear_allow_tf32(bool allow) {
+  g_allow_tf32 = allow;
+}
+bool linear_allow_tf32() {
+  return g_allow_tf32;
+}
+
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
+  const DType dt = linear_dtype(x, {&y, &w, &bias}, "linear_forward");
+  const int64_t M = p.rows, K = p.in, N = p.out;
+  if (M == 0 || N == 0) return;
+  cudaStream_t s = current_stream();
+  const float alpha = float(p.out_scale);
+  Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, N, alpha, p.accumulate_y ? 1.0f : 0.0f};
+  if (K == 0) {  // no product: y = (y or 0) + out_scale * b
+    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, p.accumulate_y, s);
+    return;
+  }
+  if (!bias.empty()) {
+    // The epilogue reads the bias with vector loads: offer it only a 16-byte aligned one.
+    if (p.out_scale == 1.0 && alignment(bias.data) >= 16) {
+      g.bias = bias.data;
+      if (run_gemm(dt, g, s)) return;
+      g.bias = nullptr;
+    }
+    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, p.accumulate_y, s);
+    g.beta = 1.0f;
+  }
+  run_gemm(dt, g, s);
+}
+
+void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                     Tensor w) {
+  const DType dt = linear_dtype(dy, {&dx, &dw, &dbias, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w},
+                                "linear_backward");
+  const int64_t M = p.rows, K = p.in, N = p.out;
+  cudaStream_t s = current_stream();
+  const float alpha = float(p.out_scale);
+  if (!dx.empty() && M > 0 && K > 0) {
+    if (N == 0) {
+      if (!p.accumulate_dx) LT_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), s));
+    } else {
+      run_gemm(dt,
+               Gemm{false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, alpha,
+                    p.accumulate_dx ? 1.0f : 0.0f},
+               s);
+    }
+  }
+  if (!dw.empty() && M > 0 && N > 0 && K > 0)
+    run_gemm(dt, Gemm{false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, alpha, 1.0f}, s);
+  if (!dbias.empty() && M > 0) launch_column_sums_add(dt, dbias.data, dy.data, M, N, p.out_scale, s);
+}
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,144 @@
+// The CUDA twins of ops.h (except linear, in linear.cpp): the public dispatchers have checked shapes and
+// devices; these check the dtypes the GPU kernels take (cuda_ops.h) and call the launchers on the current
+// stream.
+#include <vector>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/stream.h"
+
+namespace lt::ops::cuda {
+
+namespace {
+
+// The compute dtype of an op: `main`'s, f32 or bf16, shared by every other given (non-empty) tensor.
+DType compute_dtype(const Tensor& main, std::initializer_list<const Tensor*> others, const char* op) {
+  LT_CHECK(main.dtype == DType::F32 || main.dtype == DType::BF16,
+           "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
+  for (const Tensor* t : others)
+    if (t && !t->empty())
+      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
+               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
+  return main.dtype;
+}
+
+void check_f32(const Tensor& t, const char* what) {
+  LT_CHECK(t.empty() || t.dtype == DType::F32, "{} on CUDA: dtype {}; the GPU keeps it in f32", what,
+           dtype_name(t.dtype));
+}
+
+template <class T>
+const T* cptr(const Tensor& t) {
+  return static_cast<const T*>(t.data);
+}
+
+}  // namespace
+
+void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor table) {
+  const DType dt = compute_dtype(table, {&out}, "embedding_forward");
+  launch_embedding_forward(dt, out.data, cptr<int32_t>(ids), table.data, p.tokens, p.dim, p.vocab,
+                           device_error_slot(), current_stream());
+}
+
+void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids) {
+  const DType dt = compute_dtype(dtable, {&dout}, "embedding_backward");
+  launch_embedding_backward(dt, dtable.data, dout.data, cptr<int32_t>(ids), p.tokens, p.dim, p.vocab,
+                            device_error_slot(), current_stream());
+}
+
+void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w) {
+  const DType dt = compute_dtype(x, {&y, &w}, "rmsnorm_forward");
+  check_f32(rstd, "rmsnorm_forward rstd");
+  launch_rmsnorm_forward(dt, y.data, static_cast<float*>(rstd.data), x.data, w.data, p.rows, p.dim, p.eps,
+                         current_stream());
+}
+
+void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
+                      Tensor rstd) {
+  const DType dt = compute_dtype(x, {&dx, &dw, &dy, &w}, "rmsnorm_backward");
+  check_f32(rstd, "rmsnorm_backward rstd");
+  launch_rmsnorm_backward(dt, dx.data, dw.data, dy.data, x.data, w.data, cptr<float>(rstd), p.rows, p.dim,
+                          p.accumulate_dx, current_stream());
+}
+
+namespace {
+void rope(const RopeParams& p, Tensor x, Tensor positions, bool inverse, const char* op) {
+  const DType dt = compute_dtype(x, {}, op);
+  LT_CHECK(p.head_dim <= kRopeMaxHeadDim, "{} on CUDA: head_dim is {}, at most {} is supported", op,
+           p.head_dim, kRopeMaxHeadDim);
+  const std::vector<double> inv_freq = rope_inv_freq(p);  // (HD/2)
+  launch_rope(dt, x.data, cptr<int32_t>(positions), inv_freq.data(), p.tokens, p.heads, p.head_dim, inverse,
+              device_error_slot(), current_stream());
+}
+}  // namespace
+
+void rope_forward(const RopeParams& p, Tensor x, Tensor positions) {
+  rope(p, x, positions, false, "rope_forward");
+}
+
+void rope_backward(const RopeParams& p, Tensor dx, Tensor positions) {
+  rope(p, dx, positions, true, "rope_backward");
+}
+
+void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up) {
+  const DType dt = compute_dtype(gate, {&h, &up}, "swiglu_forward");
+  launch_swiglu_forward(dt, h.data, gate.data, up.data, p.rows * p.dim, current_stream());
+}
+
+void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
+  const DType dt = compute_dtype(gate, {&dgate, &dup, &dh, &up}, "swiglu_backward");
+  launch_swiglu_backward(dt, dgate.data, dup.data, dh.data, gate.data, up.data, p.rows * p.dim,
+                         current_stream());
+}
+
+void add_inplace(Tensor y, Tensor x) {
+  const DType dt = compute_dtype(y, {&x}, "add_inplace");
+  launch_add_inplace(dt, y.data, x.data, y.numel(), current_stream());
+}
+
+void cast(Tensor dst, Tensor src) {
+  // The dispatcher has checked that both are floating (f64, f32, bf16, f16): the kernels take all four.
+  launch_cast(dst.dtype, dst.data, src.dtype, src.data, src.numel(), current_stream());
+}
+
+namespace {
+void cross_entropy_forward_impl(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                                Tensor labels, double* total) {
+  const DType dt = compute_dtype(logits, {}, "cross_entropy_forward");
+  check_f32(losses, "cross_entropy_forward losses");
+  check_f32(lse, "cross_entropy_forward lse");
+  launch_cross_entropy_forward(dt, static_cast<float*>(losses.data), static_cast<float*>(lse.data),
+                               logits.data, cptr<int32_t>(labels), p.rows, p.vocab, p.ignore_index, total,
+                               device_error_slot(), current_stream());
+}
+}  // namespace
+
+double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                             Tensor labels) {
+  cudaStream_t s = current_stream();
+  double* total = nullptr;  // (1) device scratch
+  LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&total), sizeof(double), s));
+  cross_entropy_forward_impl(p, losses, lse, logits, labels, total);
+  double host = 0.0;
+  LT_CUDA_CHECK(cudaMemcpyAsync(&host, total, sizeof(double), cudaMemcpyDeviceToHost, s));
+  LT_CUDA_CHECK(cudaFreeAsync(total, s));
+  check_device_errors();  // synchronizes s: the total has arrived
+  return host;
+}
+
+void cross_entropy_forward_async(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
+                                 Tensor labels) {
+  cross_entropy_forward_impl(p, losses, lse, logits, labels, nullptr);
+}
+
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
+                            Tensor labels) {
+  const DType dt = compute_dtype(logits, {&dlogits}, "cross_entropy_backward");
+  check_f32(lse, "cross_entropy_backward lse");
+  launch_cross_entropy_backward(dt, dlogits.data, logits.data, cptr<float>(lse), cptr<int32_t>(labels),
+                                p.rows, p.vocab, p.ignore_index, p.grad_scale, device_error_slot(),
+                                current_stream());
+}
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,164 @@
+#include "train/checkpoint.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/hf_checkpoint.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+
+namespace lt::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kConfigFile = "train_config.yaml";
+
+nlohmann::json state_json(const TrainerState& s, const LrSchedule& schedule) {
+  return {{"global_step", s.step},
+          {"epoch", s.epoch},
+          {"data", {{"epoch", s.data_epoch}, {"index", s.data_index}}},
+          {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
+          {"scheduler",
+           {{"type", std::string(lr_schedule_type_name(schedule.type()))},
+            {"warmup_steps", schedule.warmup_steps()},
+            {"total_steps", schedule.total_steps()},
+            {"last_lr", s.last_lr}}}};
+}
+
+void rotate(const std::string& output_dir, int64_t keep) {
+  if (keep <= 0) return;
+  auto all = list_checkpoints(output_dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(all[i].second, ec);
+    LT_CHECK(!ec, "save_total_limit: cannot remove old checkpoint {}: {}", all[i].second, ec.message());
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_dir_name(int64_t step) {
+  return fmt::format("checkpoint-{}", step);
+}
+
+std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
+                            int64_t save_total_limit) {
+  fs::create_directories(output_dir);
+  const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
+  io::AtomicDirectory dir(final_path);
+  // save_hf_checkpoint replaces its target directory as a whole, so it goes first.
+  io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
+  io::write_safetensors(dir.file(kOptimizerFile), c.optimizer->state_tensors(),
+                        {{"leantune", "optimizer"}, {"optimizer", "adamw"}});
+  io::write_json_file_atomic(dir.file(kStateFile), state_json(c.state, *c.schedule));
+  save_train_config(dir.file(kConfigFile), *c.config);
+  if (c.write_extra) c.write_extra(dir.path());
+  dir.commit();
+  rotate(output_dir, save_total_limit);
+  return final_path;
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  if (!fs::is_directory(output_dir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "checkpoint-";
+    if (!entry.is_directory() || name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+      continue;
+    if (!fs::exists(entry.path() / kStateFile)) continue;
+    out.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string resolve_resume_dir(const std::string& resume, const std::string& output_dir) {
+  if (resume != "latest") {
+    LT_CHECK(fs::exists(fs::path(resume) / kStateFile),
+             "config: 'resume' is '{}', which is not a checkpoint directory (no {})", resume, kStateFile);
+    return resume;
+  }
+  auto all = list_checkpoints(output_dir);
+  LT_CHECK(!all.empty(), "config: 'resume' is latest, but output_dir '{}' holds no checkpoint-STEP directory",
+           output_dir);
+  return all.back().second;
+}
+
+TrainerState read_trainer_state(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kStateFile).string();
+  nlohmann::json j = io::read_json_file(path);
+  TrainerState s;
+  try {
+    s.step = j.at("global_step").get<int64_t>();
+    s.epoch = j.at("epoch").get<double>();
+    s.data_epoch = j.at("data").at("epoch").get<int64_t>();
+    s.data_index = j.at("data").at("index").get<int64_t>();
+    s.rng_seed = j.at("rng").at("seed").get<uint64_t>();
+    s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
+    s.last_lr = j.at("scheduler").at("last_lr").get<double>();
+    s.total_steps = j.at("scheduler").at("total_steps").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    LT_FAIL("{}: not a leantune trainer state: {}", path, e.what());
+  }
+  LT_CHECK(s.step >= 0 && s.data_epoch >= 0 && s.data_index >= 0, "{}: negative step or data position", path);
+  return s;
+}
+
+void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
+  const std::string path = (fs::path(dir) / kConfigFile).string();
+  const TrainConfig saved = load_train_config(path, {});
+  auto same = [&](const char* key, const auto& a, const auto& b) {
+    LT_CHECK(a == b,
+             "config: '{}' is {} but the checkpoint {} was trained with {}; a resumed run must keep it", key,
+             fmt::format("{}", a), dir, fmt::format("{}", b));
+  };
+  same("data_path", now.data_path, saved.data_path);
+  same("seed", now.seed, saved.seed);
+  same("shuffle", now.shuffle, saved.shuffle);
+  same("batch_size", now.batch_size, saved.batch_size);
+  same("micro_batch_size", now.micro_batch_size, saved.micro_batch_size);
+  same("packing", now.packing, saved.packing);
+  same("group_by_length", now.group_by_length, saved.group_by_length);
+  same("cutoff_len", now.cutoff_len, saved.cutoff_len);
+  same("val_set_size", now.val_set_size, saved.val_set_size);
+  same("finetune", now.finetune, saved.finetune);
+}
+
+TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model,
+                             model::ModelWeights& weights, AdamW& optimizer) {
+  TrainerState s = read_trainer_state(dir);
+  io::load_hf_weights(dir, model, weights);
+  const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
+  auto file = io::SafetensorsFile::open(opt_path);
+  std::vector<io::NamedTensor> tensors;
+  for (const io::SafetensorsEntry& e : file->entries()) {
+    auto dtype = io::to_dtype(e.dtype);
+    LT_CHECK(dtype.has_value(), "{}: tensor {} has dtype {}, expected a floating dtype", opt_path, e.name,
+             io::st_dtype_name(e.dtype));
+    Tensor t;
+    t.data = const_cast<uint8_t*>(e.data);  // read only: load_state copies out of the mapping
+    t.dtype = *dtype;
+    t.ndim = int(e.shape.size());
+    for (size_t i = 0; i < e.shape.size(); ++i) t.shape[i] = e.shape[i];
+    tensors.push_back({e.name, t});
+  }
+  optimizer.load_state(tensors);
+  LT_CHECK(optimizer.steps_taken() == s.step, "{}: optimizer step {} differs from trainer step {}", dir,
+           optimizer.steps_taken(), s.step);
+  return s;
+}
+
+}  // namespace lt::train

@@ -1,0 +1,70 @@
+// Training checkpoints: OUTPUT_DIR/checkpoint-STEP/ holds everything a run needs to continue exactly where
+// it stopped, and is written atomically (built in a temporary sibling, fsynced, renamed), so a crash leaves
+// either no checkpoint-STEP or a complete one.
+//   config.json, model.safetensors   the weights in the compute dtype (HF layout; lossless for resume)
+//   optimizer.safetensors            AdamW's state_tensors(): "step", "<name>.exp_avg", "<name>.exp_avg_sq"
+//   trainer_state.json               step, epoch, data position, scheduler, RNG (see TrainerState)
+//   train_config.yaml                the full resolved configuration
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+#include "train/train_config.h"
+
+namespace lt::train {
+
+// Where the run stands after `step` optimizer steps.
+struct TrainerState {
+  int64_t step = 0;         // optimizer steps done
+  int64_t data_epoch = 0;   // the next step's first micro-batch: epoch
+  int64_t data_index = 0;   //   and micro-batch index within that epoch's order
+  double epoch = 0;         // fractional epochs done (for logs)
+  uint64_t rng_seed = 0;    // Philox key of the run; the counter is derived from step (Philox is
+  uint64_t rng_offset = 0;  // counter-based: this pair is the whole RNG state)
+  double last_lr = 0;       // learning rate of the last step
+  int64_t total_steps = 0;  // the schedule's length when saved
+};
+
+struct CheckpointContents {
+  const TrainConfig* config;
+  const model::ModelConfig* model;
+  const model::ModelWeights* weights;
+  AdamW* optimizer;
+  const LrSchedule* schedule;
+  TrainerState state;
+  // Writes more files into the checkpoint's temporary directory before it is committed (LoRA adapters;
+  // tests use it to fail mid-write).
+  std::function<void(const std::string& dir)> write_extra = nullptr;
+};
+
+std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
+
+// Writes OUTPUT_DIR/checkpoint-STEP atomically, then removes the oldest checkpoints beyond
+// save_total_limit (0 keeps all). Returns the checkpoint's path.
+std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& contents,
+                            int64_t save_total_limit);
+
+// Checkpoint directories of output_dir (complete ones: trainer_state.json present), by ascending step.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
+
+// resume "latest": the newest checkpoint of output_dir (an error if there is none); otherwise the path.
+std::string resolve_resume_dir(const std::string& resume, const std::string& output_dir);
+
+TrainerState read_trainer_state(const std::string& checkpoint_dir);
+// A resumed run must read the same data in the same order: refuses (naming the key) a config whose
+// data_path, seed, shuffle, batch_size, micro_batch_size, packing, group_by_length, cutoff_len,
+// val_set_size or finetune differ from the checkpoint's train_config.yaml.
+void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfig& config);
+// Restores weights and optimizer state; returns the trainer state. Errors name the checkpoint and file.
+TrainerState load_checkpoint(const std::string& checkpoint_dir, const model::ModelConfig& model,
+                             model::ModelWeights& weights, AdamW& optimizer);
+
+}  // namespace lt::train

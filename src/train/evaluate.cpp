@@ -1,0 +1,48 @@
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/timer.h"
+#include "data/data_loader.h"
+#include "model/decoder.h"
+#include "train/model_batch.h"
+
+namespace lt::train {
+
+size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens) {
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens);
+}
+
+int64_t longest_example(std::span<const data::Example> examples) {
+  int64_t n = 0;
+  for (const data::Example& e : examples) n = std::max(n, int64_t(e.input_ids.size()));
+  return n;
+}
+
+EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
+                    std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
+                    Arena& activations) {
+  Timer timer;
+  data::DataLoader loader(examples,
+                          {.micro_batch_size = micro_batch_size, .shuffle = false, .pad_id = pad_id});
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < loader.steps_per_epoch(); ++i) {
+    ModelBatch batch = to_model_batch(loader.batch(0, i));
+    if (batch.label_tokens == 0) continue;
+    const Arena::Mark mark = activations.mark();
+    {
+      model::Decoder decoder(model, dtype, batch.B, batch.T, activations);
+      loss_sum += decoder.forward(weights, batch.view(), 1);  // denominator 1: the sum of token CEs
+    }
+    activations.release(mark);
+    tokens += batch.label_tokens;
+  }
+  return {.loss = tokens > 0 ? loss_sum / double(tokens) : std::numeric_limits<double>::quiet_NaN(),
+          .tokens = tokens,
+          .seconds = timer.seconds()};
+}
+
+}  // namespace lt::train

@@ -1,0 +1,32 @@
+// Evaluation loss: the token-weighted mean cross-entropy over every scored label of a set of examples
+// (sum of token CEs / number of scored tokens), so it does not depend on how the examples are batched.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/arena.h"
+#include "data/example.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace lt::train {
+
+struct EvalResult {
+  double loss = 0;     // mean token CE (NaN when no token is scored)
+  int64_t tokens = 0;  // scored tokens
+  double seconds = 0;
+};
+
+// Bytes of the activation arena for micro-batches of up to `rows` rows of `tokens` tokens.
+size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens);
+// The longest example (tokens).
+int64_t longest_example(std::span<const data::Example> examples);
+
+// Examples in file order, `micro_batch_size` rows at a time; decoders are built in `activations` (reset
+// back to where it was after each batch).
+EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
+                    std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
+                    Arena& activations);
+
+}  // namespace lt::train

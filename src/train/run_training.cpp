@@ -1,0 +1,39 @@
+#include "train/run_training.h"
+
+#include <fmt/core.h>
+
+#include "core/error.h"
+#include "data/batch.h"
+#include "data/dataset_split.h"
+#include "train/trainable.h"
+
+namespace lt::train {
+
+TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
+  check_engine_settings(config);
+  check_paths(config);
+  const DType dtype = compute_dtype(config.precision);
+  LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed));
+  trainable_fn(config,
+               model.config);  // a layer range the model does not have is refused before any data work
+  std::unique_ptr<data::Tokenizer> tokenizer = load_model_tokenizer(config.base_model, false);
+  data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
+                                        dataset_options(config, config.base_model));
+  data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
+                                                   uint64_t(config.seed), config.data_path);
+  int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
+  if (!hooks.quiet)
+    fmt::print(hooks.out,
+               "model {} ({} layers, hidden {}, vocab {}), {}; data {}: {} train / {} validation examples\n",
+               config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
+               config.random_init ? "random init" : "pretrained weights", config.data_path,
+               split.train.size(), split.val.size());
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
+  if (!hooks.quiet)
+    fmt::print(hooks.out, "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors\n",
+               trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
+               config.micro_batch_size, trainer.trainable().size());
+  return trainer.run(hooks);
+}
+
+}  // namespace lt::train

@@ -1,0 +1,66 @@
+#include "train/trainable.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace lt::train {
+
+namespace {
+
+using model::WeightKind;
+
+const char* group_of(WeightKind kind) {
+  switch (kind) {
+    case WeightKind::Embed:
+      return "embed_tokens";
+    case WeightKind::LmHead:
+      return "lm_head";
+    case WeightKind::AttnNorm:
+    case WeightKind::FfnNorm:
+    case WeightKind::FinalNorm:
+      return "norms";
+    case WeightKind::FfnGate:
+    case WeightKind::FfnGateBias:
+    case WeightKind::FfnUp:
+    case WeightKind::FfnUpBias:
+    case WeightKind::FfnDown:
+    case WeightKind::FfnDownBias:
+      return "mlp";
+    default:
+      return "attention";
+  }
+}
+
+}  // namespace
+
+model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model) {
+  if (config.finetune == "full") return model::train_all;
+  LT_CHECK(
+      config.finetune == "partial",
+      "config: 'finetune' is '{}': this build of the trainer trains full or partial (LoRA adapters are not "
+      "available yet)",
+      config.finetune);
+  std::vector<int64_t> layers = resolve_trainable_layers(config.trainable_layers, model.num_layers);
+  std::vector<std::string> groups = config.trainable;
+  const bool tied = model.tie_word_embeddings;
+  return [layers, groups, tied](const model::WeightSpec& spec) {
+    auto has = [&](const char* g) { return std::find(groups.begin(), groups.end(), g) != groups.end(); };
+    if (spec.layer >= 0 && !std::binary_search(layers.begin(), layers.end(), spec.layer)) return false;
+    if (spec.kind == WeightKind::Embed && tied) return has("embed_tokens") || has("lm_head");
+    return has(group_of(spec.kind));
+  };
+}
+
+std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model::ModelWeights& weights,
+                                          model::ModelWeights& grads) {
+  std::vector<ParamGroup> out;
+  for (const model::WeightSpec& spec : model::weight_specs(model)) {
+    Tensor& g = model::weight_of(grads, spec);
+    if (g.empty()) continue;
+    out.push_back({spec.hf_name, model::weight_of(weights, spec), g});
+  }
+  return out;
+}
+
+}  // namespace lt::train

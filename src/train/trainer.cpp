@@ -1,0 +1,227 @@
+#include "train/trainer.h"
+
+#include <fmt/core.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "io/tensorboard.h"
+#include "train/config_bridge.h"
+#include "train/final_model.h"
+#include "train/grad_clip.h"
+#include "train/model_batch.h"
+#include "train/progress.h"
+#include "train/stop_signal.h"
+#include "train/trainable.h"
+
+namespace lt::train {
+
+namespace {
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
+                 std::vector<data::Example> val, int32_t pad_id)
+    : config_(config), model_(model), train_(std::move(train)), val_(std::move(val)), pad_id_(pad_id) {
+  const model::ModelConfig& mc = model_.config;
+  LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
+  const model::TrainableFn trainable = trainable_fn(config_, mc);
+  grad_arena_ = std::make_unique<Arena>("grads", HostMemory::instance(),
+                                        std::max<size_t>(model::grads_bytes(mc, model_.dtype, trainable), 1));
+  grads_ = model::allocate_grads(mc, model_.dtype, *grad_arena_, trainable);
+  std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
+  LT_CHECK(!params.empty(),
+           "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
+           config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
+  optimizer_ = std::make_unique<AdamW>(std::move(params), adamw_options(config_));
+
+  accum_ = gradient_accumulation_steps(config_);
+  const int64_t pack_len = config_.cutoff_len;
+  loader_ =
+      std::make_unique<data::DataLoader>(std::span<const data::Example>(train_),
+                                         data::LoaderOptions{.micro_batch_size = config_.micro_batch_size,
+                                                             .shuffle = config_.shuffle,
+                                                             .seed = uint64_t(config_.seed),
+                                                             .group_by_length = config_.group_by_length,
+                                                             .packing = config_.packing,
+                                                             .pack_len = config_.packing ? pack_len : 0,
+                                                             .pad_id = pad_id_});
+  steps_per_epoch_ = (loader_->steps_per_epoch() + accum_ - 1) / accum_;
+  total_steps_ = config_.max_steps > 0 ? config_.max_steps
+                                       : int64_t(std::ceil(config_.num_epochs * double(steps_per_epoch_)));
+  total_steps_ = std::max<int64_t>(total_steps_, 1);
+  schedule_ = std::make_unique<LrSchedule>(lr_schedule(config_, total_steps_));
+
+  const int64_t rows = config_.micro_batch_size;
+  const int64_t tokens =
+      std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
+  activations_ = std::make_unique<Arena>("activations", HostMemory::instance(),
+                                         activation_bytes(mc, model_.dtype, rows, tokens));
+
+  state_.rng_seed = uint64_t(config_.seed);
+  if (config_.resume.empty()) {
+    // A fresh run among another run's checkpoints would mix them up (and rotation could delete its own).
+    const auto existing = list_checkpoints(config_.output_dir);
+    LT_CHECK(
+        existing.empty(),
+        "config: 'output_dir' is '{}', which already holds checkpoints ({}); continue that run with --resume "
+        "latest, or choose another output_dir",
+        config_.output_dir, existing.back().second);
+  } else {
+    const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
+    check_resume_compatible(dir, config_);
+    state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Trainer::StepResult Trainer::forward_backward(int64_t data_epoch, int64_t first, int64_t end) {
+  // All micro-batches of the step first: their label count is the loss's denominator.
+  std::vector<ModelBatch> batches;
+  StepResult r;
+  for (int64_t i = first; i < end; ++i) {
+    batches.push_back(to_model_batch(loader_->batch(data_epoch, i)));
+    r.label_tokens += batches.back().label_tokens;
+    r.tokens += batches.back().tokens;
+  }
+  // A step whose examples score no token has loss 0 and zero gradients (the denominator only scales).
+  const int64_t denominator = std::max<int64_t>(r.label_tokens, 1);
+  model::zero_grads(model_.config, grads_);
+  for (ModelBatch& batch : batches) {
+    const Arena::Mark mark = activations_->mark();
+    {
+      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_);
+      Timer forward;
+      r.loss += decoder.forward(model_.weights, batch.view(), denominator);
+      r.forward_s += forward.seconds();
+      Timer backward;
+      decoder.backward(model_.weights, grads_);
+      r.backward_s += backward.seconds();
+    }
+    activations_->release(mark);
+  }
+  return r;
+}
+
+EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
+  EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
+                          pad_id_, *activations_);
+  return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
+}
+
+std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
+  CheckpointContents c{.config = &config_,
+                       .model = &model_.config,
+                       .weights = &model_.weights,
+                       .optimizer = optimizer_.get(),
+                       .schedule = schedule_.get(),
+                       .state = state,
+                       .write_extra = hooks.write_extra};
+  return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
+}
+
+TrainResult Trainer::run(const TrainerHooks& hooks) {
+  TrainResult result;
+  result.start_step = result.final_step = state_.step;
+  result.total_steps = total_steps_;
+  MetricsLog metrics(config_.output_dir, state_.step);
+  io::TensorBoardWriter tensorboard(config_.output_dir + "/runs");
+  std::FILE* out = hooks.out;
+  ProgressReporter progress(out, !hooks.quiet && isatty(fileno(out)), total_steps_,
+                            hooks.quiet ? 0 : config_.logging_steps, state_.step);
+  auto say = [&](const std::string& text) {
+    if (!hooks.quiet) progress.message(text);
+  };
+  if (state_.step > 0)
+    say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step,
+                    state_.data_epoch, state_.data_index));
+  const int64_t micro_per_epoch = loader_->steps_per_epoch();
+  Timer run_timer;
+
+  while (state_.step < total_steps_) {
+    Timer step_timer;
+    const int64_t first = state_.data_index, end = std::min(first + accum_, micro_per_epoch);
+    StepResult r = forward_backward(state_.data_epoch, first, end);
+
+    Timer opt_timer;
+    std::vector<Tensor> grad_tensors;
+    for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
+    const double grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
+    LT_CHECK(std::isfinite(grad_norm) && std::isfinite(r.loss),
+             "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check "
+             "the data",
+             state_.step + 1, r.loss, grad_norm);
+    const double lr = schedule_->lr(state_.step);
+    optimizer_->step(lr);
+    const double optimizer_s = opt_timer.seconds();
+
+    state_.step += 1;
+    state_.data_index = end;
+    if (end == micro_per_epoch) state_.data_epoch += 1, state_.data_index = 0;
+    state_.epoch = double(state_.data_epoch) + double(state_.data_index) / double(micro_per_epoch);
+    state_.rng_offset = uint64_t(state_.step);
+    state_.last_lr = lr;
+    state_.total_steps = total_steps_;
+
+    const double step_s = step_timer.seconds();
+    StepMetrics m{.step = state_.step,
+                  .epoch = state_.epoch,
+                  .loss = r.loss,
+                  .lr = lr,
+                  .grad_norm = grad_norm,
+                  .tokens = r.label_tokens,
+                  .tokens_per_s = double(r.tokens) / std::max(step_s, 1e-9),
+                  .forward_s = r.forward_s,
+                  .backward_s = r.backward_s,
+                  .optimizer_s = optimizer_s,
+                  .peak_memory_bytes = peak_rss_bytes()};
+    metrics.log(m);
+    for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss},
+                              {"train/learning_rate", m.lr},
+                              {"train/grad_norm", m.grad_norm},
+                              {"train/epoch", m.epoch},
+                              {"train/tokens_per_s", m.tokens_per_s}})
+      tensorboard.add_scalar(tag, value, m.step);
+    result.losses.push_back(r.loss);
+    result.final_step = state_.step;
+    progress.step(m, run_timer.seconds());
+    if (hooks.on_step) hooks.on_step(m);
+
+    const bool last = state_.step == total_steps_;
+    if (!val_.empty() && ((config_.eval_steps > 0 && state_.step % config_.eval_steps == 0) || last)) {
+      EvalMetrics e = run_eval(state_.step, state_.epoch);
+      metrics.log(e);
+      tensorboard.add_scalar("eval/loss", e.eval_loss, e.step);
+      result.evals.push_back(e);
+      say(fmt::format("eval at step {}: loss {:.4f} over {} tokens ({:.1f} s)", e.step, e.eval_loss,
+                      e.eval_tokens, e.eval_s));
+    }
+    const bool stop = stop_requested();
+    if ((config_.save_steps > 0 && state_.step % config_.save_steps == 0) || last || stop) {
+      result.last_checkpoint = write_checkpoint(state_, hooks);
+      say(fmt::format("saved {}", result.last_checkpoint));
+    }
+    if (stop && !last) {
+      result.interrupted = true;
+      progress.finish();
+      say(fmt::format("stopped by a signal after step {}; continue with --resume latest", state_.step));
+      return result;
+    }
+  }
+  progress.finish();
+  train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
+  say(fmt::format("final model written to {}", config_.output_dir));
+  return result;
+}
+
+}  // namespace lt::train

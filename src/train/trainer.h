@@ -1,0 +1,92 @@
+// The training loop. One optimizer step = the micro-batches of batch_size / micro_batch_size (the last step
+// of an epoch takes whatever is left of it). The step's loss is the sum of token CEs over every scored label
+// of all its micro-batches divided by their count, which is counted before the first forward and passed
+// to the decoder as the gradient scale: accumulating micro-batches equals one large batch exactly.
+// Then: global-norm clipping, AdamW at the schedule's learning rate, evaluation every eval_steps and at the
+// end, checkpoints every save_steps, at the end and on SIGINT/SIGTERM, and the final model in output_dir.
+//
+// The trainable tensors are a list of (name, param, grad): full and partial fine-tuning fill it from the
+// model's weights (train/trainable.h); LoRA will append its adapters.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "data/data_loader.h"
+#include "data/example.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
+#include "train/run_setup.h"
+#include "train/train_config.h"
+
+namespace lt::train {
+
+struct TrainerHooks {
+  std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
+  std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
+  std::FILE* out = stdout;                                            // progress and messages
+  bool quiet = false;                                                 // no progress output
+};
+
+struct TrainResult {
+  int64_t start_step = 0;  // 0, or the step resumed from
+  int64_t final_step = 0;
+  int64_t total_steps = 0;
+  std::vector<double> losses;  // per step run by this call, in order
+  std::vector<EvalMetrics> evals;
+  bool interrupted = false;     // stopped by a signal (a checkpoint was written)
+  std::string last_checkpoint;  // "" when none was written
+};
+
+class Trainer {
+ public:
+  // `config` is already validated and passed check_engine_settings; `model` is loaded in the compute
+  // dtype. Allocates gradients (trainable tensors only), optimizer state and the activation arena; restores
+  // the checkpoint when config.resume is set.
+  Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
+          std::vector<data::Example> val, int32_t pad_id);
+  ~Trainer();
+
+  TrainResult run(const TrainerHooks& hooks = {});
+
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t total_steps() const { return total_steps_; }
+  const std::vector<ParamGroup>& trainable() const { return optimizer_->params(); }
+  const model::ModelWeights& grads() const { return grads_; }
+  size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
+
+ private:
+  struct StepResult {
+    double loss = 0;
+    int64_t label_tokens = 0, tokens = 0;
+    double forward_s = 0, backward_s = 0;
+  };
+  StepResult forward_backward(int64_t data_epoch, int64_t first, int64_t end);
+  EvalMetrics run_eval(int64_t step, double epoch);
+  std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
+
+  TrainConfig config_;
+  LoadedModel& model_;
+  std::vector<data::Example> train_, val_;
+  int32_t pad_id_;
+  std::unique_ptr<Arena> grad_arena_;
+  model::ModelWeights grads_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<Arena> activations_;
+  std::unique_ptr<data::DataLoader> loader_;
+  int64_t accum_ = 1;            // micro-batches per optimizer step
+  int64_t steps_per_epoch_ = 0;  // optimizer steps
+  int64_t total_steps_ = 0;
+  TrainerState state_;
+};
+
+}  // namespace lt::train

@@ -1,0 +1,170 @@
+// What the parity table does not show: bit-for-bit determinism of the reductions that avoid atomics, bad
+// ids / labels / positions reported through check_device_errors, dtypes the GPU refuses, and launches on a
+// stream set through StreamScope.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/stream.h"
+#include "ops/ops.h"
+#include "parity_support.h"
+
+namespace lt {
+namespace {
+
+using test::DeviceTensor;
+using test::poisoned;
+using test::random_ints;
+using test::random_values;
+using test::upload;
+using test::upload_i32;
+
+std::vector<char> raw(const DeviceTensor& d) {
+  std::vector<char> bytes(d.t.bytes());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(bytes.data(), d.t.data, bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return bytes;
+}
+
+TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
+  LT_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    // Embedding backward: few ids repeated many times.
+    const int64_t N = 4096, D = 512, V = 7;
+    std::vector<double> dout = random_values(static_cast<size_t>(N * D), 11),
+                        table0 = random_values(static_cast<size_t>(V * D), 12);
+    std::vector<int32_t> ids = random_ints(static_cast<size_t>(N), 13, 0, int32_t(V));
+    DeviceTensor g_dout = upload(dout, dt, {N, D}), g_ids = upload_i32(ids, {N});
+    std::vector<char> first;
+    for (int run = 0; run < 2; ++run) {
+      std::vector<double> t = table0;
+      DeviceTensor g_t = upload(t, dt, {V, D});
+      ops::embedding_backward({N, D, V}, g_t.t, g_dout.t, g_ids.t);
+      std::vector<char> bytes = raw(g_t);
+      if (run == 0)
+        first = bytes;
+      else
+        EXPECT_TRUE(first == bytes) << "embedding_backward " << dtype_name(dt) << " differs between runs";
+    }
+    // RMSNorm dw and linear dbias: long column sums.
+    const int64_t R = 3000, C = 768;
+    std::vector<double> x = random_values(static_cast<size_t>(R * C), 21),
+                        w = random_values(static_cast<size_t>(C), 22);
+    std::vector<double> dy = random_values(static_cast<size_t>(R * C), 23);
+    std::vector<double> rstd(static_cast<size_t>(R), 0.7);
+    DeviceTensor g_x = upload(x, dt, {R, C}), g_w = upload(w, dt, {C}), g_dy = upload(dy, dt, {R, C});
+    DeviceTensor g_rstd = upload(rstd, DType::F32, {R});
+    std::vector<char> first_dw, first_db;
+    for (int run = 0; run < 2; ++run) {
+      std::vector<double> zeros(static_cast<size_t>(C), 0.0);
+      DeviceTensor g_dw = upload(zeros, dt, {C}), g_db = upload(zeros, dt, {C});
+      DeviceTensor g_dx = poisoned(dt, {R, C});
+      ops::rmsnorm_backward({R, C, 1e-5}, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+      ops::linear_backward({R, 1, C}, Tensor(), Tensor(), g_db.t, g_dy.t, Tensor(), Tensor());
+      if (run == 0) {
+        first_dw = raw(g_dw);
+        first_db = raw(g_db);
+      } else {
+        EXPECT_TRUE(first_dw == raw(g_dw))
+            << "rmsnorm_backward dw " << dtype_name(dt) << " differs between runs";
+        EXPECT_TRUE(first_db == raw(g_db))
+            << "linear_backward dbias " << dtype_name(dt) << " differs between runs";
+      }
+    }
+  }
+}
+
+// Runs fn, then expects check_device_errors to throw a message containing `expected`, and a second check
+// to pass (the record is cleared).
+template <class Fn>
+void expect_device_error(Fn&& fn, const std::string& expected) {
+  ops::cuda::check_device_errors();  // nothing pending before
+  fn();
+  try {
+    ops::cuda::check_device_errors();
+    ADD_FAILURE() << "no device error reported; expected one containing '" << expected << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+}
+
+TEST(CudaBehavior, BadIndicesAreReported) {
+  LT_REQUIRE_GPU();
+  const int64_t N = 4, D = 8, V = 5;
+  std::vector<double> table = random_values(static_cast<size_t>(V * D), 31);
+  DeviceTensor g_table = upload(table, DType::F32, {V, D});
+  DeviceTensor g_ids = upload_i32({0, 1, 99, 2}, {N});
+  DeviceTensor g_out = poisoned(DType::F32, {N, D});
+  expect_device_error(
+      [&] {
+        ops::embedding_forward({N, D, V}, g_out.t, g_ids.t, g_table.t);
+      },
+      "token id 99 at row 2");
+  const std::vector<double> out = test::download(g_out);
+  for (int64_t d = 0; d < D; ++d)
+    EXPECT_EQ(out[static_cast<size_t>(2 * D + d)], 0.0) << "the bad row is zeroed";
+
+  std::vector<double> dout = random_values(static_cast<size_t>(N * D), 32);
+  DeviceTensor g_dout = upload(dout, DType::F32, {N, D});
+  expect_device_error(
+      [&] {
+        ops::embedding_backward({N, D, V}, g_table.t, g_dout.t, g_ids.t);
+      },
+      "token id 99 at row 2");
+
+  std::vector<double> x = random_values(static_cast<size_t>(3 * 2 * 4), 33);
+  DeviceTensor g_x = upload(x, DType::F32, {3, 2, 4}), g_pos = upload_i32({0, -7, 3}, {3});
+  expect_device_error([&] { ops::rope_forward({3, 2, 4, 10000.0}, g_x.t, g_pos.t); }, "position -7 at row 1");
+
+  // cross_entropy_forward synchronizes for its total, so it throws at once.
+  std::vector<double> z = random_values(static_cast<size_t>(3 * 6), 34);
+  DeviceTensor g_z = upload(z, DType::F32, {3, 6}), g_labels = upload_i32({1, -100, 6}, {3});
+  DeviceTensor g_losses = poisoned(DType::F32, {3}), g_lse = poisoned(DType::F32, {3});
+  try {
+    ops::cross_entropy_forward({3, 6}, g_losses.t, g_lse.t, g_z.t, g_labels.t);
+    ADD_FAILURE() << "cross_entropy_forward accepted label 6 of a vocabulary of 6";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 6 at row 2"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+}
+
+TEST(CudaBehavior, UnsupportedDtypesAreRefused) {
+  LT_REQUIRE_GPU();
+  std::vector<double> x = random_values(8, 41), w = random_values(4, 42);
+  DeviceTensor g_x = upload(x, DType::BF16, {2, 4}), g_w = upload(w, DType::BF16, {4});
+  DeviceTensor g_y = poisoned(DType::BF16, {2, 4});
+  DeviceTensor g_rstd_bf16 = poisoned(DType::BF16, {2});
+  try {
+    ops::rmsnorm_forward({2, 4, 1e-5}, g_y.t, g_rstd_bf16.t, g_x.t, g_w.t);
+    ADD_FAILURE() << "a bf16 rstd was accepted on the GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rstd"), std::string::npos) << e.what();
+  }
+  DeviceTensor g_h16 = upload(x, DType::F16, {2, 4}), g_x16 = upload(x, DType::F16, {2, 4});
+  EXPECT_THROW(ops::add_inplace(g_h16.t, g_x16.t), Error);
+}
+
+TEST(CudaBehavior, LaunchesUseTheCurrentStream) {
+  LT_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<double> y = random_values(1000, 51), x = random_values(1000, 52);
+  DeviceTensor g_y = upload(y, DType::F32, {1000}), g_x = upload(x, DType::F32, {1000});
+  {
+    ops::cuda::StreamScope scope(stream);
+    EXPECT_EQ(ops::cuda::current_stream(), stream);
+    ops::add_inplace(g_y.t, g_x.t);
+    EXPECT_NO_THROW(ops::cuda::check_device_errors());  // synchronizes `stream`
+  }
+  EXPECT_EQ(ops::cuda::current_stream(), nullptr);
+  const std::vector<double> out = test::download(g_y);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], double(float(y[i]) + float(x[i]))) << i;
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace lt

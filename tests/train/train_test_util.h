@@ -1,0 +1,100 @@
+// Tiny runs for trainer tests: a random-init model directory (config.json only) and a pre-tokenized JSONL
+// dataset written into a TempDir, and a TrainConfig that trains on them on CPU.
+#pragma once
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/philox.h"
+#include "io/safetensors.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+namespace lt::test {
+
+// Llama-style, GQA, untied (tied = true ties the head to the embeddings).
+inline void write_tiny_model_dir(const std::string& dir, bool tied = false, int64_t vocab = 24) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json c{{"architectures", {"LlamaForCausalLM"}},
+                   {"model_type", "llama"},
+                   {"vocab_size", vocab},
+                   {"hidden_size", 16},
+                   {"intermediate_size", 24},
+                   {"num_hidden_layers", 2},
+                   {"num_attention_heads", 4},
+                   {"num_key_value_heads", 2},
+                   {"max_position_embeddings", 64},
+                   {"rms_norm_eps", 1e-5},
+                   {"rope_theta", 10000.0},
+                   {"initializer_range", 0.2},
+                   {"tie_word_embeddings", tied},
+                   {"bos_token_id", 1},
+                   {"eos_token_id", 2}};
+  std::ofstream(dir + "/config.json") << c.dump(2);
+}
+
+// `n` examples of 3..12 tokens (ids in [3, vocab)); the first 1..2 tokens are a prompt without labels.
+// A simple pattern (each token follows from the previous one) so that training visibly lowers the loss.
+inline void write_tiny_dataset(const std::string& path, int64_t n, uint64_t seed = 7, int64_t vocab = 24) {
+  std::ofstream out(path);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = 3 + int64_t(philox_bits(seed, 1, uint64_t(i)) % 10);
+    const int64_t prompt = 1 + int64_t(philox_bits(seed, 2, uint64_t(i)) % 2);
+    std::vector<int32_t> ids, labels;
+    int32_t t = 3 + int32_t(philox_bits(seed, 3, uint64_t(i)) % uint32_t(vocab - 3));
+    for (int64_t k = 0; k < len; ++k) {
+      ids.push_back(t);
+      labels.push_back(k < prompt ? -100 : t);
+      t = 3 + (t - 3 + 5) % int32_t(vocab - 3);
+    }
+    out << nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
+  }
+}
+
+inline train::TrainConfig tiny_train_config(const std::string& root, const std::string& output = "out") {
+  train::TrainConfig c;
+  c.base_model = root + "/model";
+  c.data_path = root + "/data.jsonl";
+  c.output_dir = root + "/" + output;
+  c.random_init = true;
+  c.finetune = "full";
+  c.device = "cpu";
+  c.precision = "fp64";
+  c.batch_size = 4;
+  c.micro_batch_size = 2;
+  c.num_epochs = 1;
+  c.learning_rate = 1e-2;
+  c.val_set_size = 0;
+  c.warmup_steps = 1;
+  c.save_steps = 0;
+  c.eval_steps = 0;
+  c.logging_steps = 1;
+  c.seed = 3;
+  return c;
+}
+
+inline train::TrainerHooks quiet_hooks() {
+  train::TrainerHooks h;
+  h.quiet = true;
+  return h;
+}
+
+// Every tensor of a safetensors checkpoint directory, converted to double.
+inline std::map<std::string, std::vector<double>> read_checkpoint_f64(const std::string& dir) {
+  auto reader = io::CheckpointReader::open(dir);
+  std::map<std::string, std::vector<double>> out;
+  for (const std::string& name : reader->names()) {
+    const io::SafetensorsEntry& e = reader->entry(name);
+    std::vector<double> v(size_t(e.numel()));
+    Tensor t(v.data(), DType::F64, {e.numel()});
+    t.ndim = int(e.shape.size());
+    for (size_t i = 0; i < e.shape.size(); ++i) t.shape[i] = e.shape[i];
+    reader->read_into(name, t);
+    out[name] = std::move(v);
+  }
+  return out;
+}
+
+}  // namespace lt::test
