@@ -86,6 +86,8 @@ T
   "$leantune" eval --model "$work/full" --adapter "$work/lora" --data "$work/lora.jsonl" --prompt_template plain \
     --train_on_inputs false
   show_generations "$work/full" --adapter "$work/lora"
+  echo "  (the adapter saw only the new task, so it pulls old prompts towards it; without --adapter the model"
+  echo "   in $work/full is unchanged: LoRA training never writes the base weights)"
 }
 lora_stage
 

@@ -47,8 +47,8 @@ struct CheckpointContents {
   // Writes more files into the checkpoint's temporary directory before it is committed (LoRA adapters;
   // tests use it to fail mid-write).
   std::function<void(const std::string& dir)> write_extra = nullptr;
-  const model::LoraWeights* lora = nullptr;         // LoRA run: the adapters, saved instead of the weights
-  const io::LoraAdapterConfig* adapter = nullptr;   //   and their adapter_config.json
+  const model::LoraWeights* lora = nullptr;        // LoRA run: the adapters, saved instead of the weights
+  const io::LoraAdapterConfig* adapter = nullptr;  //   and their adapter_config.json
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
@@ -72,7 +72,8 @@ void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfi
 // Restores weights (or, given `lora`, the adapters of layout `adapter`: the base weights stay as loaded)
 // and optimizer state; returns the trainer state. Errors name the checkpoint and file.
 TrainerState load_checkpoint(const std::string& checkpoint_dir, const model::ModelConfig& model,
-                             model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora = nullptr,
+                             model::ModelWeights& weights, AdamW& optimizer,
+                             model::LoraWeights* lora = nullptr,
                              const io::LoraAdapterConfig* adapter = nullptr);
 
 }  // namespace lt::train

@@ -53,17 +53,19 @@ io::LoraAdapterConfig run_adapter_config(const TrainConfig& c) {
   if (c.init_adapter.empty()) return lora_adapter_config(c);
   io::LoraAdapterConfig a = io::read_adapter_config(c.init_adapter);
   const TrainConfig d;
-  auto agree = [&](const char* key, bool is_default, bool same, const std::string& run, const std::string& adapter) {
-    LT_CHECK(is_default || same,
-             "config: '{}' is {} but init_adapter '{}' has {}; a continued adapter keeps its layout (drop the "
-             "key or set it to the adapter's value)",
-             key, run, c.init_adapter, adapter);
+  auto agree = [&](const char* key, bool is_default, bool same, const std::string& run,
+                   const std::string& adapter) {
+    LT_CHECK(
+        is_default || same,
+        "config: '{}' is {} but init_adapter '{}' has {}; a continued adapter keeps its layout (drop the "
+        "key or set it to the adapter's value)",
+        key, run, c.init_adapter, adapter);
   };
   agree("lora_r", c.lora_r == d.lora_r, c.lora_r == a.r, fmt::format("{}", c.lora_r), fmt::format("{}", a.r));
-  agree("lora_alpha", c.lora_alpha == d.lora_alpha, c.lora_alpha == a.lora_alpha, fmt::format("{}", c.lora_alpha),
-        fmt::format("{}", a.lora_alpha));
-  agree("use_rslora", c.use_rslora == d.use_rslora, c.use_rslora == a.use_rslora, fmt::format("{}", c.use_rslora),
-        fmt::format("{}", a.use_rslora));
+  agree("lora_alpha", c.lora_alpha == d.lora_alpha, c.lora_alpha == a.lora_alpha,
+        fmt::format("{}", c.lora_alpha), fmt::format("{}", a.lora_alpha));
+  agree("use_rslora", c.use_rslora == d.use_rslora, c.use_rslora == a.use_rslora,
+        fmt::format("{}", c.use_rslora), fmt::format("{}", a.use_rslora));
   std::vector<std::string> run_targets = c.lora_target_modules, adapter_targets = a.target_modules;
   std::sort(run_targets.begin(), run_targets.end());
   std::sort(adapter_targets.begin(), adapter_targets.end());

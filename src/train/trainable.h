@@ -15,10 +15,10 @@
 
 namespace lt::train {
 
-// finetune full: every weight; lora: none (the adapters train instead); partial: the groups of `trainable` (embed_tokens, attention, mlp, norms,
-// lm_head) restricted to `trainable_layers` for per-layer weights. Model-level weights (embeddings, final
-// norm, LM head) are not in any layer, so trainable_layers does not restrict them. With tied embeddings
-// the LM head is the embedding: either group trains it.
+// finetune full: every weight; lora: none (the adapters train instead); partial: the groups of `trainable`
+// (embed_tokens, attention, mlp, norms, lm_head) restricted to `trainable_layers` for per-layer weights.
+// Model-level weights (embeddings, final norm, LM head) are not in any layer, so trainable_layers does not
+// restrict them. With tied embeddings the LM head is the embedding: either group trains it.
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model);
 
 // (HF name, weight, gradient) for every weight whose gradient exists, in weight_specs order.

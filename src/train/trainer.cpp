@@ -138,10 +138,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     const Arena::Mark mark = activations_->mark();
     {
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs);
-      const model::LoraDropout dropout{.p = config_.lora_dropout,
-                                       .seed = uint64_t(config_.seed),
-                                       .step = step,
-                                       .micro_batch = int64_t(i)};
+      const model::LoraDropout dropout{
+          .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
       Timer forward;
       r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora ? &lora_ : nullptr, dropout);
       r.forward_s += forward.seconds();
@@ -263,7 +261,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   }
   progress.finish();
   save_final();
-  say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model", config_.output_dir));
+  say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
+                  config_.output_dir));
   return result;
 }
 

@@ -24,12 +24,43 @@ TEST(LoraCommands, EvalWithAdapterEqualsTheMergedModel) {
   const std::string base = test::source_path("tests/model/golden/peft_llama/base");
   const std::string data = test::source_path("tests/train/golden/peft_training/data.jsonl");
   test::TempDir dir;
-  test::CliResult r = test::run_cli(
-      {"train", "--base_model", base, "--data_path", data, "--output_dir", dir.file("lora"), "--finetune", "lora",
-       "--lora_r", "4", "--lora_alpha", "8", "--lora_target_modules", "q_proj,v_proj,up_proj,down_proj",
-       "--lora_dropout", "0.1", "--device", "cpu", "--precision", "fp64", "--batch_size", "4",
-       "--micro_batch_size", "2", "--max_steps", "6", "--learning_rate", "0.02", "--warmup_steps", "1",
-       "--val_set_size", "0", "--save_steps", "0", "--logging_steps", "1"});
+  test::CliResult r = test::run_cli({"train",
+                                     "--base_model",
+                                     base,
+                                     "--data_path",
+                                     data,
+                                     "--output_dir",
+                                     dir.file("lora"),
+                                     "--finetune",
+                                     "lora",
+                                     "--lora_r",
+                                     "4",
+                                     "--lora_alpha",
+                                     "8",
+                                     "--lora_target_modules",
+                                     "q_proj,v_proj,up_proj,down_proj",
+                                     "--lora_dropout",
+                                     "0.1",
+                                     "--device",
+                                     "cpu",
+                                     "--precision",
+                                     "fp64",
+                                     "--batch_size",
+                                     "4",
+                                     "--micro_batch_size",
+                                     "2",
+                                     "--max_steps",
+                                     "6",
+                                     "--learning_rate",
+                                     "0.02",
+                                     "--warmup_steps",
+                                     "1",
+                                     "--val_set_size",
+                                     "0",
+                                     "--save_steps",
+                                     "0",
+                                     "--logging_steps",
+                                     "1"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("final LoRA adapter (PEFT) written to"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir.file("lora/adapter_config.json")));
@@ -42,15 +73,15 @@ TEST(LoraCommands, EvalWithAdapterEqualsTheMergedModel) {
   r = test::run_cli({"export", "--base_model", base, "--adapter", dir.file("lora"), "--merge", "--output_dir",
                      dir.file("merged"), "--dtype", "float64"});
   ASSERT_EQ(r.code, 0) << r.err;
-  const double merged =
-      eval_loss(test::run_cli({"eval", "--model", dir.file("merged"), "--data", data, "--precision", "fp64"}));
+  const double merged = eval_loss(
+      test::run_cli({"eval", "--model", dir.file("merged"), "--data", data, "--precision", "fp64"}));
   EXPECT_NEAR(adapted, merged, 1e-12 * merged);
   EXPECT_LT(adapted, base_loss - 1e-3) << "training on this data lowers its loss";
   std::printf("[lora eval] base %.12f, base + adapter %.12f, merged %.12f\n", base_loss, adapted, merged);
 
   // generate --adapter (merged into the process's copy of the weights) == the exported merged model.
-  const std::vector<std::string> gen = {"--ids", "5,17,33,8", "--max_new_tokens", "8", "--precision", "fp64",
-                                        "--json"};
+  const std::vector<std::string> gen = {"--ids", "5,17,33,8", "--max_new_tokens", "8", "--precision",
+                                        "fp64",  "--json"};
   std::vector<std::string> with_adapter = {"generate", "--model", base, "--adapter", dir.file("lora")};
   std::vector<std::string> from_merged = {"generate", "--model", dir.file("merged")};
   std::vector<std::string> from_base = {"generate", "--model", base};
@@ -65,8 +96,7 @@ TEST(LoraCommands, BadAdapterArgumentsAreRefused) {
   const std::string base = test::source_path("tests/model/golden/peft_llama/base");
   const std::string data = test::source_path("tests/train/golden/peft_training/data.jsonl");
   test::TempDir dir;
-  test::CliResult r =
-      test::run_cli({"eval", "--model", base, "--adapter", dir.file("none"), "--data", data});
+  test::CliResult r = test::run_cli({"eval", "--model", base, "--adapter", dir.file("none"), "--data", data});
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find(dir.file("none")), std::string::npos) << r.err;
   // An adapter made for another model: its shapes do not fit this base (Qwen2's adapter on the Llama).

@@ -4,8 +4,8 @@
 // adapter (its layout kept, a disagreeing key refused), and checkpoints / outputs are PEFT adapter dirs.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
@@ -140,8 +140,7 @@ TEST(LoraTrainer, BaseStaysFrozenAndOnlyAdaptersTrain) {
   c.lora_rank_pattern = {{"down_proj", 2}};
   LoadedModel m = load_model(c.base_model, DType::F64, true, uint64_t(c.seed));
   const auto before = weight_bytes(m.config, m.weights);
-  data::Dataset d =
-      load_examples(c.data_path, nullptr, m.config, dataset_options(c, c.base_model));
+  data::Dataset d = load_examples(c.data_path, nullptr, m.config, dataset_options(c, c.base_model));
   Trainer trainer(c, m, d.examples, {}, 0);
   ASSERT_NE(trainer.lora(), nullptr);
   EXPECT_LE(trainer.grads_bytes(), 1u) << "no gradient memory for the frozen base";
@@ -200,8 +199,8 @@ TEST(LoraTrainer, InitAdapterContinuesFromASavedAdapter) {
       load_examples(first.data_path, nullptr, m.config, dataset_options(first, first.base_model));
   Arena acts("acts", HostMemory::instance(),
              activation_bytes(m.config, DType::F64, 8, longest_example(d.examples), adapter.weights.specs));
-  const EvalResult with_adapter = evaluate(m.config, DType::F64, m.weights, d.examples, 8, 0, acts,
-                                           &adapter.weights);
+  const EvalResult with_adapter =
+      evaluate(m.config, DType::F64, m.weights, d.examples, 8, 0, acts, &adapter.weights);
   const EvalResult base_only = evaluate(m.config, DType::F64, m.weights, d.examples, 8, 0, acts);
   ASSERT_EQ(continued.losses.size(), 1u);
   EXPECT_NEAR(continued.losses[0], with_adapter.loss, 1e-12 * with_adapter.loss);
