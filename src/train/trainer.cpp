@@ -22,6 +22,8 @@ namespace lt::train {
 
 namespace {
 
+constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
+
 int64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -102,7 +104,9 @@ void Trainer::setup_lora() {
     const std::optional<model::LoraInit> init = model::lora_init_from_name(adapter_config_.init_lora_weights);
     LT_CHECK(init.has_value(), "LoRA: init_lora_weights '{}', expected true, false or gaussian",
              adapter_config_.init_lora_weights);
-    model::init_lora(lora_, *init, uint64_t(config_.seed));
+    // A key of its own: random_init draws the base from Philox streams under the plain seed, which would
+    // make a fresh adapter a function of the same random bits as some base weights.
+    model::init_lora(lora_, *init, uint64_t(config_.seed) ^ kLoraInitKey);
   } else {
     io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, lora_);
   }
