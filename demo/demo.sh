@@ -5,7 +5,8 @@
 #   3. Full fine-tuning with `leantune train`: the loss falls step by step; checkpoints, metrics.jsonl and a
 #      TensorBoard file land in the output directory; the final model is written there too.
 #   4. `leantune eval` on the task and the same generations from the trained model.
-#   5. The LoRA stage (a new task trained as a PEFT adapter on top of the step-3 model) goes here.
+#   5. LoRA: a new task trained as a PEFT adapter on top of the step-3 model (base frozen), its loss and
+#      generations before and after, applied with --adapter.
 set -euo pipefail
 leantune=${1:?usage: demo.sh LEANTUNE_BINARY WORK_DIR}
 work=${2:?usage: demo.sh LEANTUNE_BINARY WORK_DIR}
@@ -52,10 +53,41 @@ echo "== after training"
 show_generations "$work/full"
 
 lora_stage() {
-  # The LoRA stage: train a new task as a PEFT adapter (finetune: lora) on top of $work/full and show its
-  # generations. It runs once the trainer supports LoRA adapters; until then the step says so.
+  # A new task, trained as a PEFT LoRA adapter (finetune: lora) on top of the step-3 model, whose weights stay
+  # frozen: the adapter alone is saved, and eval / generate apply it with --adapter.
   echo
-  echo "== LoRA stage: not available yet in this build (the trainer refuses finetune: lora for now)"
+  echo "== LoRA stage: a new task (the language of a country) as a PEFT adapter on top of $work/full"
+  while read -r country language; do
+    printf '{"instruction":"Name the language of %s.","input":"","output":"%s"}\n' "$country" "$language"
+  done > "$work/lora.jsonl" <<'T'
+France French
+Italy Italian
+Spain Spanish
+Germany German
+Japan Japanese
+Egypt Arabic
+Norway Norwegian
+Kenya Swahili
+T
+  prompts=("Name the language of Japan." "Name the language of Norway." "What is the capital of Japan?")
+  echo "-- before: the new task's loss and generations of the fine-tuned model alone"
+  "$leantune" eval --model "$work/full" --data "$work/lora.jsonl" --prompt_template plain --train_on_inputs false
+  show_generations "$work/full"
+  echo "-- LoRA training (r 16 on all seven projections; the base is frozen)"
+  "$leantune" train \
+    --base_model "$work/full" --data_path "$work/lora.jsonl" --prompt_template plain --train_on_inputs false \
+    --output_dir "$work/lora" --finetune lora --lora_r 16 --lora_alpha 32 --lora_dropout 0.05 \
+    --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj --device cpu --precision fp32 \
+    --batch_size 8 --micro_batch_size 8 --num_epochs 80 --learning_rate 1e-2 --lr_scheduler_type cosine \
+    --warmup_steps 5 --weight_decay 0.0 --max_grad_norm 1.0 --val_set_size 0 --save_steps 0 --eval_steps 0 \
+    --logging_steps 10
+  echo "PEFT adapter saved: $work/lora/adapter_config.json, $work/lora/adapter_model.safetensors"
+  echo "-- after: the new task's loss and generations with --adapter $work/lora"
+  "$leantune" eval --model "$work/full" --adapter "$work/lora" --data "$work/lora.jsonl" --prompt_template plain \
+    --train_on_inputs false
+  show_generations "$work/full" --adapter "$work/lora"
+  echo "  (the adapter saw only the new task, so it pulls old prompts towards it; without --adapter the model"
+  echo "   in $work/full is unchanged: LoRA training never writes the base weights)"
 }
 lora_stage
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "data/batch.h"
@@ -17,6 +18,7 @@ namespace {
 struct EvalOptions {
   std::string model;
   std::string data;
+  std::string adapter;
   std::string precision = "fp32";
   std::string device = "cpu";
   int64_t micro_batch_size = 4;
@@ -45,11 +47,15 @@ void run_eval(const EvalOptions& o) {
   data::Dataset dataset =
       train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
   const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
+  std::optional<train::LoadedAdapter> adapter;
+  if (!o.adapter.empty()) adapter = train::load_adapter(o.adapter, model.config, dtype);
+  const model::LoraWeights* lora = adapter ? &adapter->weights : nullptr;
   Arena activations("activations", HostMemory::instance(),
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
-                                            train::longest_example(dataset.examples)));
+                                            train::longest_example(dataset.examples),
+                                            lora ? lora->specs : std::vector<model::LoraSpec>{}));
   train::EvalResult r = train::evaluate(model.config, dtype, model.weights, dataset.examples,
-                                        o.micro_batch_size, pad_id, activations);
+                                        o.micro_batch_size, pad_id, activations, lora);
   nlohmann::json j{{"loss", r.loss}, {"perplexity", std::exp(r.loss)}, {"tokens", r.tokens}};
   fmt::print("{}\n", j.dump());
 }
@@ -62,6 +68,7 @@ void add_eval_command(CLI::App& app) {
       app.add_subcommand("eval", "mean token loss and perplexity of a model over a dataset (one JSON line)");
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
+  sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory applied to --model");
   sub->add_option("--precision", o->precision, "fp64 | fp32")->capture_default_str();
   sub->add_option("--device", o->device, "cpu")->capture_default_str();
   sub->add_option("--micro_batch_size", o->micro_batch_size, "rows per forward")->capture_default_str();

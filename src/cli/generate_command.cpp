@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/prompt_template.h"
 #include "model/generate.h"
+#include "model/lora_merge.h"
 #include "train/run_setup.h"
 
 namespace lt::cli {
@@ -18,6 +19,7 @@ struct GenerateOptions {
   std::string model;
   std::string prompt;
   std::string ids;
+  std::string adapter;
   std::string prompt_template = "raw";
   std::string precision = "fp32";
   std::string device = "cpu";
@@ -58,6 +60,12 @@ void run_generate(const GenerateOptions& o) {
   LT_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: '--top_p' is {}, expected a value in (0, 1]", o.top_p);
   const DType dtype = train::compute_dtype(o.precision);
   train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed));
+  if (!o.adapter.empty()) {
+    // Folded into this process's copy of the weights: the KV-cache decoder then needs no LoRA pass, and
+    // without dropout the merged model computes what base + adapters compute (to rounding).
+    train::LoadedAdapter adapter = train::load_adapter(o.adapter, model.config, dtype);
+    model::merge_lora(model.config, model.weights, adapter.weights);
+  }
   std::unique_ptr<data::Tokenizer> tokenizer = train::load_model_tokenizer(o.model, !o.prompt.empty());
   std::vector<int32_t> prompt;
   if (!o.ids.empty()) {
@@ -99,6 +107,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--prompt", o->prompt, "prompt text (encoded with the model's tokenizer)");
   sub->add_option("--ids", o->ids, "prompt token ids, comma-separated");
+  sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory, merged into --model's weights");
   sub->add_option("--prompt_template", o->prompt_template,
                   "raw (the text as is) | plain | alpaca (--prompt is an instruction)")
       ->capture_default_str();

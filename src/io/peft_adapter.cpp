@@ -47,11 +47,14 @@ std::vector<model::LoraSpec> lora_specs(const model::ModelConfig& m, const LoraA
 }
 
 std::vector<std::string> save_peft_adapter(const std::string& dir, const model::ModelConfig& m,
-                                           const LoraAdapterConfig& config, const model::LoraWeights& lora) {
+                                           const LoraAdapterConfig& config, const model::LoraWeights& lora,
+                                           DType file_dtype) {
+  LT_CHECK(file_dtype == DType::F32 || file_dtype == DType::F64,
+           "saving adapter {}: file dtype {}, expected F32 or F64", dir, dtype_name(file_dtype));
   const std::vector<model::LoraSpec> expected = lora_specs(m, config);
   LT_CHECK(expected.size() == lora.specs.size(), "saving adapter {}: {} adapters, the config describes {}",
            dir, lora.specs.size(), expected.size());
-  std::vector<std::vector<float>> storage;  // one f32 copy per tensor
+  std::vector<std::vector<uint8_t>> storage;  // one copy per tensor in file_dtype
   std::vector<NamedTensor> tensors;
   storage.reserve(2 * expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -62,9 +65,9 @@ std::vector<std::string> save_peft_adapter(const std::string& dir, const model::
     for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
       const Tensor& t = lora.matrix(s, which);
       LT_CHECK(t.device == Device::CPU, "saving adapter {}: {} is not in host memory", dir, s.module_path);
-      std::vector<float>& f = storage.emplace_back(size_t(t.numel()));
-      convert_elements(f.data(), DType::F32, t.data, t.dtype, f.size());
-      Tensor view(f.data(), DType::F32, {t.dim(0), t.dim(1)});
+      std::vector<uint8_t>& f = storage.emplace_back(size_t(t.numel()) * dtype_size(file_dtype));
+      convert_elements(f.data(), file_dtype, t.data, t.dtype, size_t(t.numel()));
+      Tensor view(f.data(), file_dtype, {t.dim(0), t.dim(1)});
       tensors.push_back({model::lora_tensor_name(s, which), view});
     }
   }

@@ -22,11 +22,13 @@ std::vector<model::LoraSpec> lora_specs(const model::ModelConfig& model, const L
 inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
 
-// Writes <dir>/adapter_model.safetensors (every A and B as F32) and <dir>/adapter_config.json, each
-// atomically; creates `dir` if needed and leaves other files in it alone. `lora` must be the layout of
-// lora_specs(model, config). Returns the two paths.
+// Writes <dir>/adapter_model.safetensors (every A and B as `file_dtype`: F32, PEFT's usual, or F64 for
+// float64 training, which PEFT loads as well) and <dir>/adapter_config.json, each atomically; creates `dir`
+// if needed and leaves other files in it alone. `lora` must be the layout of lora_specs(model, config).
+// Returns the two paths.
 std::vector<std::string> save_peft_adapter(const std::string& dir, const model::ModelConfig& model,
-                                           const LoraAdapterConfig& config, const model::LoraWeights& lora);
+                                           const LoraAdapterConfig& config, const model::LoraWeights& lora,
+                                           DType file_dtype = DType::F32);
 
 // Fills `lora` (allocated from lora_specs(model, config)) from <dir>/adapter_model.safetensors, converting
 // to lora's dtype. Every expected tensor must be there with its shape; tensors the config does not explain

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
+#include "io/peft_adapter.h"
 #include "io/safetensors.h"
 
 namespace lt::train {
@@ -56,7 +58,13 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
   io::AtomicDirectory dir(final_path);
   // save_hf_checkpoint replaces its target directory as a whole, so it goes first.
-  io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
+  if (c.lora != nullptr) {
+    LT_CHECK(c.adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", final_path);
+    // The compute dtype: a float64 run resumes bit for bit.
+    io::save_peft_adapter(dir.path(), *c.model, *c.adapter, *c.lora, c.lora->dtype);
+  } else {
+    io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
+  }
   io::write_safetensors(dir.file(kOptimizerFile), c.optimizer->state_tensors(),
                         {{"leantune", "optimizer"}, {"optimizer", "adamw"}});
   io::write_json_file_atomic(dir.file(kStateFile), state_json(c.state, *c.schedule));
@@ -135,12 +143,30 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("cutoff_len", now.cutoff_len, saved.cutoff_len);
   same("val_set_size", now.val_set_size, saved.val_set_size);
   same("finetune", now.finetune, saved.finetune);
+  if (now.finetune == "lora") {
+    same("lora_r", now.lora_r, saved.lora_r);
+    same("lora_alpha", now.lora_alpha, saved.lora_alpha);
+    same("lora_dropout", now.lora_dropout, saved.lora_dropout);
+    same("use_rslora", now.use_rslora, saved.use_rslora);
+    same("init_adapter", now.init_adapter, saved.init_adapter);
+    same("lora_target_modules", fmt::format("[{}]", fmt::join(now.lora_target_modules, ", ")),
+         fmt::format("[{}]", fmt::join(saved.lora_target_modules, ", ")));
+  }
 }
 
 TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model,
-                             model::ModelWeights& weights, AdamW& optimizer) {
+                             model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora,
+                             const io::LoraAdapterConfig* adapter) {
   TrainerState s = read_trainer_state(dir);
-  io::load_hf_weights(dir, model, weights);
+  if (lora != nullptr) {
+    LT_CHECK(adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", dir);
+    LT_CHECK(fs::exists(fs::path(dir) / io::kAdapterWeightsFile),
+             "checkpoint {}: no {}, expected the LoRA adapter of a finetune: lora run", dir,
+             io::kAdapterWeightsFile);
+    io::load_peft_adapter_weights(dir, model, *adapter, *lora);
+  } else {
+    io::load_hf_weights(dir, model, weights);
+  }
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   auto file = io::SafetensorsFile::open(opt_path);
   std::vector<io::NamedTensor> tensors;

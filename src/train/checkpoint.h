@@ -1,7 +1,9 @@
 // Training checkpoints: OUTPUT_DIR/checkpoint-STEP/ holds everything a run needs to continue exactly where
 // it stopped, and is written atomically (built in a temporary sibling, fsynced, renamed), so a crash leaves
 // either no checkpoint-STEP or a complete one.
-//   config.json, model.safetensors   the weights in the compute dtype (HF layout; lossless for resume)
+//   config.json, model.safetensors   the weights in the compute dtype (HF layout; lossless for resume), or
+//   with LoRA: adapter_config.json, adapter_model.safetensors, the PEFT adapter in the compute dtype (the
+//                                    base is frozen: it is the base model's, not saved again)
 //   optimizer.safetensors            AdamW's state_tensors(): "step", "<name>.exp_avg", "<name>.exp_avg_sq"
 //   trainer_state.json               step, epoch, data position, scheduler, RNG (see TrainerState)
 //   train_config.yaml                the full resolved configuration
@@ -13,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "io/peft_config.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
@@ -36,13 +40,15 @@ struct TrainerState {
 struct CheckpointContents {
   const TrainConfig* config;
   const model::ModelConfig* model;
-  const model::ModelWeights* weights;
+  const model::ModelWeights* weights;  // saved unless `lora` is set
   AdamW* optimizer;
   const LrSchedule* schedule;
   TrainerState state;
   // Writes more files into the checkpoint's temporary directory before it is committed (LoRA adapters;
   // tests use it to fail mid-write).
   std::function<void(const std::string& dir)> write_extra = nullptr;
+  const model::LoraWeights* lora = nullptr;        // LoRA run: the adapters, saved instead of the weights
+  const io::LoraAdapterConfig* adapter = nullptr;  //   and their adapter_config.json
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
@@ -63,8 +69,11 @@ TrainerState read_trainer_state(const std::string& checkpoint_dir);
 // data_path, seed, shuffle, batch_size, micro_batch_size, packing, group_by_length, cutoff_len,
 // val_set_size or finetune differ from the checkpoint's train_config.yaml.
 void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfig& config);
-// Restores weights and optimizer state; returns the trainer state. Errors name the checkpoint and file.
+// Restores weights (or, given `lora`, the adapters of layout `adapter`: the base weights stay as loaded)
+// and optimizer state; returns the trainer state. Errors name the checkpoint and file.
 TrainerState load_checkpoint(const std::string& checkpoint_dir, const model::ModelConfig& model,
-                             model::ModelWeights& weights, AdamW& optimizer);
+                             model::ModelWeights& weights, AdamW& optimizer,
+                             model::LoraWeights* lora = nullptr,
+                             const io::LoraAdapterConfig* adapter = nullptr);
 
 }  // namespace lt::train

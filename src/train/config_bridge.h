@@ -24,4 +24,10 @@ LrSchedule lr_schedule(const TrainConfig& config, int64_t total_steps);
 // adapter_config.json contents for a LoRA run (inference_mode true, as PeftModel.save_pretrained writes).
 io::LoraAdapterConfig lora_adapter_config(const TrainConfig& config);
 
+// The adapter layout a LoRA run trains: lora_adapter_config(config), or with init_adapter that adapter's
+// adapter_config.json (its targets, ranks, alphas, patterns and rsLoRA are kept; the run's lora_dropout and
+// base_model replace its own). A layout key the run sets to a non-default value that disagrees with the
+// adapter is refused, naming the key and both values.
+io::LoraAdapterConfig run_adapter_config(const TrainConfig& config);
+
 }  // namespace lt::train

@@ -11,8 +11,9 @@
 
 namespace lt::train {
 
-size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens) {
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens);
+size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
+                        const std::vector<model::LoraSpec>& lora) {
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora);
 }
 
 int64_t longest_example(std::span<const data::Example> examples) {
@@ -23,7 +24,9 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations) {
+                    Arena& activations, const model::LoraWeights* lora) {
+  static const std::vector<model::LoraSpec> no_adapters;
+  const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
   data::DataLoader loader(examples,
                           {.micro_batch_size = micro_batch_size, .shuffle = false, .pad_id = pad_id});
@@ -34,8 +37,8 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
     {
-      model::Decoder decoder(model, dtype, batch.B, batch.T, activations);
-      loss_sum += decoder.forward(weights, batch.view(), 1);  // denominator 1: the sum of token CEs
+      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs);
+      loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     }
     activations.release(mark);
     tokens += batch.label_tokens;

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/arena.h"
 #include "data/example.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 
 namespace lt::train {
@@ -18,15 +20,17 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// Bytes of the activation arena for micro-batches of up to `rows` rows of `tokens` tokens.
-size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens);
+// Bytes of the activation arena for micro-batches of up to `rows` rows of `tokens` tokens (with the LoRA
+// adapters of `lora`, if any).
+size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
+                        const std::vector<model::LoraSpec>& lora = {});
 // The longest example (tokens).
 int64_t longest_example(std::span<const data::Example> examples);
 
 // Examples in file order, `micro_batch_size` rows at a time; decoders are built in `activations` (reset
-// back to where it was after each batch).
+// back to where it was after each batch). `lora` (nullptr: none) adds adapters, without dropout.
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations);
+                    Arena& activations, const model::LoraWeights* lora = nullptr);
 
 }  // namespace lt::train

@@ -6,6 +6,7 @@
 #include "data/dataset_load.h"
 #include "data/dataset_pretokenized.h"
 #include "io/hf_checkpoint.h"
+#include "io/peft_adapter.h"
 
 namespace lt::train {
 
@@ -18,10 +19,8 @@ void check_engine_settings(const TrainConfig& c) {
   LT_CHECK(c.precision == "fp64" || c.precision == "fp32",
            "config: 'precision' is '{}', but on device cpu the trainer computes in fp64 or fp32",
            c.precision);
-  LT_CHECK(
-      c.finetune != "lora",
-      "config: 'finetune' is lora: LoRA adapters are not in this build of the trainer yet; expected full or "
-      "partial");
+  LT_CHECK(c.finetune != "lora" || c.adapter == "lora",
+           "config: 'adapter' is '{}': the CPU trainer has no NF4 base weights; expected lora", c.adapter);
   LT_CHECK(
       c.chunk_size == 0 || c.chunk_size >= c.cutoff_len,
       "config: 'chunk_size' is {}: chunked training is not in the trainer yet; expected 0 (whole sequences)",
@@ -47,6 +46,19 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
   else
     io::load_hf_weights(model_dir, m.config, m.weights);
   return m;
+}
+
+LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype) {
+  LT_CHECK(fs::exists(fs::path(adapter_dir) / io::kAdapterConfigFile),
+           "adapter '{}': no {} there; expected a PEFT LoRA adapter directory", adapter_dir,
+           io::kAdapterConfigFile);
+  LoadedAdapter a;
+  a.config = io::read_adapter_config(adapter_dir);
+  const std::vector<model::LoraSpec> specs = io::lora_specs(model, a.config);
+  a.arena = std::make_unique<Arena>("adapter", HostMemory::instance(), model::lora_bytes(specs, dtype));
+  a.weights = model::allocate_lora(model, specs, dtype, *a.arena);
+  io::load_peft_adapter_weights(adapter_dir, model, a.config, a.weights);
+  return a;
 }
 
 std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required) {

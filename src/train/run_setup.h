@@ -11,13 +11,15 @@
 #include "data/dataset_types.h"
 #include "data/example.h"
 #include "data/tokenizer.h"
+#include "io/peft_config.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "train/train_config.h"
 
 namespace lt::train {
 
-// The engine so far is CPU-only: device cuda, and bf16/fp16 on CPU, are refused naming the key.
+// The engine so far is CPU-only: device cuda, bf16/fp16 on CPU, and adapter qlora are refused naming the key.
 void check_engine_settings(const TrainConfig& config);
 // "fp64" -> F64, "fp32" -> F32 (after check_engine_settings).
 DType compute_dtype(const std::string& precision);
@@ -32,6 +34,15 @@ struct LoadedModel {
 // base_model's config.json and, unless random_init, its safetensors weights; random_init draws HF's
 // initialization from `seed`.
 LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed);
+
+// A PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) loaded for `model` in
+// `dtype`: what `eval --adapter` and `generate --adapter` add to a base model.
+struct LoadedAdapter {
+  io::LoraAdapterConfig config;
+  std::unique_ptr<Arena> arena;  // holds the adapters
+  model::LoraWeights weights;
+};
+LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype);
 
 // The base model's tokenizer; nullptr when the directory has none and `required` is false.
 std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required);

@@ -1,10 +1,12 @@
 #include "train/run_training.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
+#include "train/config_bridge.h"
 #include "train/trainable.h"
 
 namespace lt::train {
@@ -12,6 +14,7 @@ namespace lt::train {
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   check_engine_settings(config);
   check_paths(config);
+  if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed));
   trainable_fn(config,
@@ -29,10 +32,20 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                config.random_init ? "random init" : "pretrained weights", config.data_path,
                split.train.size(), split.val.size());
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
-  if (!hooks.quiet)
-    fmt::print(hooks.out, "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors\n",
-               trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
-               config.micro_batch_size, trainer.trainable().size());
+  if (!hooks.quiet) {
+    int64_t parameters = 0;
+    for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
+    fmt::print(
+        hooks.out,
+        "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors ({} parameters)\n",
+        trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
+        config.micro_batch_size, trainer.trainable().size(), parameters);
+    if (const model::LoraWeights* lora = trainer.lora())
+      fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
+                 fmt::join(trainer.adapter_config()->target_modules, ", "),
+                 config.init_adapter.empty() ? fmt::format("fresh init (seed {})", config.seed)
+                                             : "continuing " + config.init_adapter);
+  }
   return trainer.run(hooks);
 }
 

@@ -36,11 +36,9 @@ const char* group_of(WeightKind kind) {
 
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model) {
   if (config.finetune == "full") return model::train_all;
-  LT_CHECK(
-      config.finetune == "partial",
-      "config: 'finetune' is '{}': this build of the trainer trains full or partial (LoRA adapters are not "
-      "available yet)",
-      config.finetune);
+  if (config.finetune == "lora") return [](const model::WeightSpec&) { return false; };  // the base is frozen
+  LT_CHECK(config.finetune == "partial", "config: 'finetune' is '{}', expected full, partial or lora",
+           config.finetune);
   std::vector<int64_t> layers = resolve_trainable_layers(config.trainable_layers, model.num_layers);
   std::vector<std::string> groups = config.trainable;
   const bool tied = model.tie_word_embeddings;
@@ -60,6 +58,12 @@ std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model
     if (g.empty()) continue;
     out.push_back({spec.hf_name, model::weight_of(weights, spec), g});
   }
+  return out;
+}
+
+std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads) {
+  std::vector<ParamGroup> out;
+  for (model::LoraTensor& t : model::lora_tensors(lora, grads)) out.push_back({t.name, t.param, t.grad});
   return out;
 }
 

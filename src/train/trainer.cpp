@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "io/peft_adapter.h"
 #include "io/tensorboard.h"
 #include "train/config_bridge.h"
 #include "train/final_model.h"
@@ -20,6 +21,8 @@
 namespace lt::train {
 
 namespace {
+
+constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
 
 int64_t peak_rss_bytes() {
   rusage usage{};
@@ -39,6 +42,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                         std::max<size_t>(model::grads_bytes(mc, model_.dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, model_.dtype, *grad_arena_, trainable);
   std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
+  if (config_.finetune == "lora") {
+    setup_lora();
+    for (ParamGroup& p : lora_param_groups(lora_, lora_grads_)) params.push_back(std::move(p));
+  }
   LT_CHECK(!params.empty(),
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
@@ -65,7 +72,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   activations_ = std::make_unique<Arena>("activations", HostMemory::instance(),
-                                         activation_bytes(mc, model_.dtype, rows, tokens));
+                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -79,13 +86,44 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   } else {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
-    state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_);
+    state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_, lora_arena_ ? &lora_ : nullptr,
+                             lora_arena_ ? &adapter_config_ : nullptr);
   }
+}
+
+void Trainer::setup_lora() {
+  const model::ModelConfig& mc = model_.config;
+  adapter_config_ = run_adapter_config(config_);
+  const std::vector<model::LoraSpec> specs = io::lora_specs(mc, adapter_config_);
+  const size_t bytes = model::lora_bytes(specs, model_.dtype);
+  lora_arena_ = std::make_unique<Arena>("lora", HostMemory::instance(), 2 * bytes);
+  lora_ = model::allocate_lora(mc, specs, model_.dtype, *lora_arena_);
+  lora_grads_ = model::allocate_lora(mc, specs, model_.dtype, *lora_arena_);
+  model::zero_lora(lora_grads_);
+  if (config_.init_adapter.empty()) {
+    const std::optional<model::LoraInit> init = model::lora_init_from_name(adapter_config_.init_lora_weights);
+    LT_CHECK(init.has_value(), "LoRA: init_lora_weights '{}', expected true, false or gaussian",
+             adapter_config_.init_lora_weights);
+    // A key of its own: random_init draws the base from Philox streams under the plain seed, which would
+    // make a fresh adapter a function of the same random bits as some base weights.
+    model::init_lora(lora_, *init, uint64_t(config_.seed) ^ kLoraInitKey);
+  } else {
+    io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, lora_);
+  }
+}
+
+void Trainer::save_final() {
+  if (lora_arena_) {
+    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too).
+    io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, lora_, lora_.dtype);
+    return;
+  }
+  train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
 }
 
 Trainer::~Trainer() = default;
 
-Trainer::StepResult Trainer::forward_backward(int64_t data_epoch, int64_t first, int64_t end) {
+Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end) {
   // All micro-batches of the step first: their label count is the loss's denominator.
   std::vector<ModelBatch> batches;
   StepResult r;
@@ -97,15 +135,20 @@ Trainer::StepResult Trainer::forward_backward(int64_t data_epoch, int64_t first,
   // A step whose examples score no token has loss 0 and zero gradients (the denominator only scales).
   const int64_t denominator = std::max<int64_t>(r.label_tokens, 1);
   model::zero_grads(model_.config, grads_);
-  for (ModelBatch& batch : batches) {
+  const bool lora = lora_arena_ != nullptr;
+  if (lora) model::zero_lora(lora_grads_);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    ModelBatch& batch = batches[i];
     const Arena::Mark mark = activations_->mark();
     {
-      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_);
+      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs);
+      const model::LoraDropout dropout{
+          .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
       Timer forward;
-      r.loss += decoder.forward(model_.weights, batch.view(), denominator);
+      r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora ? &lora_ : nullptr, dropout);
       r.forward_s += forward.seconds();
       Timer backward;
-      decoder.backward(model_.weights, grads_);
+      decoder.backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
       r.backward_s += backward.seconds();
     }
     activations_->release(mark);
@@ -115,7 +158,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t data_epoch, int64_t first,
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_);
+                          pad_id_, *activations_, lora_arena_ ? &lora_ : nullptr);
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
@@ -126,7 +169,9 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .optimizer = optimizer_.get(),
                        .schedule = schedule_.get(),
                        .state = state,
-                       .write_extra = hooks.write_extra};
+                       .write_extra = hooks.write_extra,
+                       .lora = lora_arena_ ? &lora_ : nullptr,
+                       .adapter = lora_arena_ ? &adapter_config_ : nullptr};
   return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
 }
 
@@ -151,7 +196,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   while (state_.step < total_steps_) {
     Timer step_timer;
     const int64_t first = state_.data_index, end = std::min(first + accum_, micro_per_epoch);
-    StepResult r = forward_backward(state_.data_epoch, first, end);
+    StepResult r = forward_backward(state_.step, state_.data_epoch, first, end);
 
     Timer opt_timer;
     std::vector<Tensor> grad_tensors;
@@ -219,8 +264,9 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     }
   }
   progress.finish();
-  train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
-  say(fmt::format("final model written to {}", config_.output_dir));
+  save_final();
+  say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
+                  config_.output_dir));
   return result;
 }
 

@@ -6,7 +6,10 @@
 // end, checkpoints every save_steps, at the end and on SIGINT/SIGTERM, and the final model in output_dir.
 //
 // The trainable tensors are a list of (name, param, grad): full and partial fine-tuning fill it from the
-// model's weights (train/trainable.h); LoRA will append its adapters.
+// model's weights (train/trainable.h); LoRA (finetune: lora) freezes every base weight and lists its
+// adapters instead, initialized from the run's seed or loaded from init_adapter. LoRA dropout masks come
+// from (seed, step, micro-batch of the step), so a resumed run draws the same masks. A LoRA run's
+// checkpoints and final output are PEFT adapter directories (adapter_config.json, adapter_model.safetensors).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,8 @@
 #include "core/arena.h"
 #include "data/data_loader.h"
 #include "data/example.h"
+#include "io/peft_config.h"
+#include "model/lora.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -62,6 +67,9 @@ class Trainer {
   const std::vector<ParamGroup>& trainable() const { return optimizer_->params(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
+  // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
+  const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
+  const io::LoraAdapterConfig* adapter_config() const { return lora_arena_ ? &adapter_config_ : nullptr; }
 
  private:
   struct StepResult {
@@ -69,7 +77,9 @@ class Trainer {
     int64_t label_tokens = 0, tokens = 0;
     double forward_s = 0, backward_s = 0;
   };
-  StepResult forward_backward(int64_t data_epoch, int64_t first, int64_t end);
+  StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
+  void setup_lora();
+  void save_final();
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
@@ -79,6 +89,9 @@ class Trainer {
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;
   model::ModelWeights grads_;
+  std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients
+  io::LoraAdapterConfig adapter_config_;
+  model::LoraWeights lora_, lora_grads_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Golden data for LoRA *training* parity with PEFT + torch (tests/train/golden/peft_training/, read by
+tests/train/test_peft_training_golden.cpp).
+
+The base models and initial adapters are the committed PEFT goldens of tools/make_peft_golden.py
+(tests/model/golden/peft_llama: Llama, GQA, llama3 RoPE, adapters on all seven projections with a
+rank_pattern and an alpha_pattern; tests/model/golden/peft_qwen2: Qwen2 with q/k/v biases, tied embeddings,
+rsLoRA, MLP targets). Their lora_B are non-zero, so every gradient path matters from the first step.
+
+For each case this loads the base in float64 (the exact-float64 patches of tools/make_golden_models.py),
+wraps it with PeftModel.from_pretrained(..., is_trainable=True) (lora_dropout 0.0: deterministic), and trains
+the adapters for STEPS optimizer steps on data.jsonl (pre-tokenized, written here) exactly as leantune's
+trainer defines a step:
+  - the examples in file order (no shuffle), micro-batches of MICRO examples, ACCUM micro-batches per step;
+    the last step of an epoch takes what is left of it (data of 10 examples: 5 micro-batches, 3 steps);
+  - step loss = (sum of token cross-entropies over every label of the step's micro-batches) / (number of
+    those labels), labels shifted as HF does (the target of position t is labels[t + 1]); each example's
+    summed CE / the step's label count is back-propagated, so the gradient is that of the step loss;
+  - torch.nn.utils.clip_grad_norm_ (global norm over all adapter tensors, max_norm MAX_GRAD_NORM);
+  - torch.optim.AdamW (single-tensor path, one parameter group: weight decay on every adapter tensor) at
+    the learning rate of transformers' get_linear_schedule_with_warmup, which steps after each update.
+It records per-step losses, gradient norms (before clipping) and learning rates in <case>.json and the final
+adapter tensors (float64, PEFT key names) in <case>_final.safetensors.
+
+Usage: python3 tools/make_peft_training_golden.py   (from the repository root)
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from peft import PeftModel
+from safetensors.torch import save_file
+from transformers import LlamaForCausalLM, Qwen2ForCausalLM, get_linear_schedule_with_warmup
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_golden_models as mg  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "train", "golden", "peft_training")
+MODELS = os.path.join(ROOT, "tests", "model", "golden")
+
+VOCAB = 80
+EXAMPLES = 10
+MICRO, ACCUM = 2, 2  # micro_batch_size 2, batch_size 4
+STEPS = 5
+HYPER = dict(learning_rate=2e-2, warmup_steps=2, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95,
+             adam_epsilon=1e-6, max_grad_norm=10.0)
+
+CASES = {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM}
+
+
+def write_data(path):
+    gen = torch.Generator().manual_seed(2024)
+    rows = []
+    for _ in range(EXAMPLES):
+        n = int(torch.randint(4, 12, (1,), generator=gen))
+        prompt = int(torch.randint(1, 4, (1,), generator=gen))
+        ids = torch.randint(3, VOCAB, (n,), generator=gen).tolist()
+        labels = [-100 if k < prompt else t for k, t in enumerate(ids)]
+        rows.append({"input_ids": ids, "labels": labels})
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return rows
+
+
+def shifted(labels):
+    return labels[1:] + [-100]
+
+
+def steps_of(rows):
+    """Micro-batches (lists of rows) of each optimizer step, epoch after epoch, as leantune orders them."""
+    micro = [rows[i:i + MICRO] for i in range(0, len(rows), MICRO)]
+    per_epoch = [micro[i:i + ACCUM] for i in range(0, len(micro), ACCUM)]
+    out = []
+    while len(out) < STEPS:
+        out.extend(per_epoch)
+    return out[:STEPS]
+
+
+def adapter_key(param_name):
+    return param_name.replace(".default", "")
+
+
+def train_case(name, cls, rows):
+    source = os.path.join(MODELS, "peft_" + name)
+    base = cls.from_pretrained(os.path.join(source, "base"), dtype=torch.float64, attn_implementation="eager")
+    mg.attach_float64_inv_freq(base)
+    model = PeftModel.from_pretrained(base, os.path.join(source, "adapter"), is_trainable=True)
+    model.to(torch.float64)
+    model.train()
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    assert params and all("lora_" in n for n, _ in params), [n for n, _ in params]
+    opt = torch.optim.AdamW([p for _, p in params], lr=HYPER["learning_rate"],
+                            betas=(HYPER["adam_beta1"], HYPER["adam_beta2"]), eps=HYPER["adam_epsilon"],
+                            weight_decay=HYPER["weight_decay"], foreach=False)
+    sched = get_linear_schedule_with_warmup(opt, HYPER["warmup_steps"], STEPS)
+    losses, norms, lrs = [], [], []
+    for step in steps_of(rows):
+        examples = [r for mb in step for r in mb]
+        denominator = sum(sum(1 for t in shifted(r["labels"]) if t != -100) for r in examples)
+        opt.zero_grad(set_to_none=False)
+        total = 0.0
+        for r in examples:
+            ids = torch.tensor([r["input_ids"]])
+            logits = model(input_ids=ids).logits[0]
+            target = torch.tensor(shifted(r["labels"]))
+            ce = F.cross_entropy(logits, target, ignore_index=-100, reduction="sum")
+            (ce / denominator).backward()
+            total += ce.item()
+        lrs.append(opt.param_groups[0]["lr"])
+        norms.append(torch.nn.utils.clip_grad_norm_([p for _, p in params], HYPER["max_grad_norm"],
+                                                    foreach=False).item())
+        opt.step()
+        sched.step()
+        losses.append(total / denominator)
+    final = {adapter_key(n): p.detach().clone().contiguous() for n, p in params}
+    save_file(final, os.path.join(OUT, name + "_final.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump({"base_model": f"tests/model/golden/peft_{name}/base",
+                   "init_adapter": f"tests/model/golden/peft_{name}/adapter",
+                   "micro_batch_size": MICRO, "batch_size": MICRO * ACCUM, "max_steps": STEPS,
+                   "lr_scheduler_type": "linear", **HYPER,
+                   "losses": losses, "grad_norms": norms, "learning_rates": lrs}, f, indent=1)
+    clipped = sum(1 for n in norms if n > HYPER["max_grad_norm"])
+    print(f"{name}: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]} "
+          f"({clipped} clipped), {len(final)} adapter tensors")
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    mg.patch_exact_float64()
+    os.makedirs(OUT, exist_ok=True)
+    rows = write_data(os.path.join(OUT, "data.jsonl"))
+    for name, cls in CASES.items():
+        train_case(name, cls, rows)
+
+
+if __name__ == "__main__":
+    main()
