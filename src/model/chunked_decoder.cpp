@@ -6,38 +6,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/buffer_plan.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 namespace {
-
-constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
-
-struct ByteCounter {
-  size_t bytes = kAlignment;
-  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
-    Tensor t(nullptr, dtype, dims);
-    bytes += (t.bytes() + kAlignment - 1) / kAlignment * kAlignment;
-    return t;
-  }
-};
-
-struct ArenaAllocator {
-  Arena& arena;
-  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
-    return arena.alloc(name, dtype, dims);
-  }
-};
 
 // A view of `dims` starting `offset` elements into `storage`.
 Tensor view_at(const Tensor& storage, int64_t offset, std::initializer_list<int64_t> dims) {
   Tensor t(nullptr, storage.dtype, dims, storage.device);
   if (storage.data) t.data = static_cast<char*>(storage.data) + size_t(offset) * dtype_size(storage.dtype);
   return t;
-}
-
-void zero_host(Tensor t) {
-  std::memset(t.data, 0, t.bytes());
 }
 
 void check_batch(const Batch& batch, int64_t B, int64_t T) {
@@ -365,8 +344,8 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
   const ModelConfig& c = config_;
   const int64_t B = batch_, D = c.hidden_size;
   for (KvGrads& kg : kv_grads_) {
-    zero_host(kg.dk);
-    zero_host(kg.dv);
+    zero_host(kg.dk, "chunked decoder dK accumulator");
+    zero_host(kg.dv, "chunked decoder dV accumulator");
   }
   for (int64_t k = num_chunks() - 1; k >= 0; --k) {
     const int64_t C = chunk_tokens(k), N = B * C;

@@ -6,28 +6,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/buffer_plan.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 namespace {
-
-constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
-
-struct ByteCounter {
-  size_t bytes = kAlignment;  // the arena's current end may be unaligned
-  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
-    Tensor t(nullptr, dtype, dims);
-    bytes += (t.bytes() + kAlignment - 1) / kAlignment * kAlignment;
-    return t;
-  }
-};
-
-struct ArenaAllocator {
-  Arena& arena;
-  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
-    return arena.alloc(name, dtype, dims);
-  }
-};
 
 // The adapters given to forward/backward must be the ones the activations were planned for.
 void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
@@ -42,11 +25,6 @@ void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& pla
   }
   LT_CHECK(lora.dtype == dtype, "decoder: LoRA adapters in {}, the compute dtype is {}",
            dtype_name(lora.dtype), dtype_name(dtype));
-}
-
-void zero_host(Tensor t, const char* what) {
-  LT_CHECK(t.device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t.device));
-  std::memset(t.data, 0, t.bytes());
 }
 
 void check_batch(const Batch& batch, int64_t B, int64_t T) {

@@ -16,21 +16,13 @@ namespace lt::ops::cpu {
 
 namespace {
 
-const int32_t* checked_labels(const CrossEntropyParams& p, const Tensor& labels_t, const char* op) {
-  const int32_t* labels = labels_t.ptr<int32_t>("cross_entropy labels");
-  for (int64_t n = 0; n < p.rows; ++n)
-    LT_CHECK(labels[n] == p.ignore_index || (labels[n] >= 0 && labels[n] < p.vocab),
-             "{}: label {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op,
-             labels[n], n, p.vocab, p.ignore_index);
-  return labels;
-}
-
 template <class T>
 double forward(const CrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tensor logits_t, Tensor labels_t) {
-  const int32_t* labels = checked_labels(p, labels_t, "cross_entropy_forward");  // (N)
-  T* losses = losses_t.ptr<T>("cross_entropy_forward losses");                   // (N)
-  T* lse = lse_t.ptr<T>("cross_entropy_forward lse");                            // (N)
-  const T* logits = logits_t.ptr<T>("cross_entropy_forward logits");             // (N, V)
+  const int32_t* labels =
+      checked_labels(labels_t, p.rows, p.vocab, p.ignore_index, "cross_entropy_forward");  // (N)
+  T* losses = losses_t.ptr<T>("cross_entropy_forward losses");                             // (N)
+  T* lse = lse_t.ptr<T>("cross_entropy_forward lse");                                      // (N)
+  const T* logits = logits_t.ptr<T>("cross_entropy_forward logits");                       // (N, V)
   const int64_t V = p.vocab;
   std::vector<double> row_loss(size_t(p.rows));  // (N) before rounding to T
 #pragma omp parallel for schedule(static) if (p.rows * V >= kMinParallelWork)
@@ -53,7 +45,8 @@ double forward(const CrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tenso
 
 template <class T>
 void backward(const CrossEntropyParams& p, Tensor dlogits_t, Tensor logits_t, Tensor lse_t, Tensor labels_t) {
-  const int32_t* labels = checked_labels(p, labels_t, "cross_entropy_backward");  // (N)
+  const int32_t* labels =
+      checked_labels(labels_t, p.rows, p.vocab, p.ignore_index, "cross_entropy_backward");  // (N)
   T* dlogits = dlogits_t.ptr<T>("cross_entropy_backward dlogits");     // (N, V) =, may alias logits
   const T* logits = logits_t.ptr<T>("cross_entropy_backward logits");  // (N, V)
   const T* lse = lse_t.ptr<T>("cross_entropy_backward lse");           // (N)

@@ -51,25 +51,15 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   }
 }
 
-const int32_t* checked_labels(const FusedLinearCrossEntropyParams& p, const Tensor& labels_t,
-                              const char* op) {
-  const int32_t* labels = labels_t.ptr<int32_t>("fused_linear_cross_entropy labels");
-  for (int64_t n = 0; n < p.rows; ++n)
-    LT_CHECK(labels[n] == p.ignore_index || (labels[n] >= 0 && labels[n] < p.vocab),
-             "{}: label {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op,
-             labels[n], n, p.vocab, p.ignore_index);
-  return labels;
-}
-
 template <class T>
 double forward(const FusedLinearCrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tensor x_t, Tensor w_t,
                Tensor labels_t) {
   const char* op = "fused_linear_cross_entropy_forward";
-  const int32_t* labels = checked_labels(p, labels_t, op);                   // (N)
-  T* losses = losses_t.ptr<T>("fused_linear_cross_entropy_forward losses");  // (N)
-  T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_forward lse");           // (N)
-  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_forward x");           // (N, D)
-  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_forward w");           // (V, D)
+  const int32_t* labels = checked_labels(labels_t, p.rows, p.vocab, p.ignore_index, op);  // (N)
+  T* losses = losses_t.ptr<T>("fused_linear_cross_entropy_forward losses");               // (N)
+  T* lse = lse_t.ptr<T>("fused_linear_cross_entropy_forward lse");                        // (N)
+  const T* x = x_t.ptr<T>("fused_linear_cross_entropy_forward x");                        // (N, D)
+  const T* w = w_t.ptr<T>("fused_linear_cross_entropy_forward w");                        // (V, D)
   const int64_t N = p.rows, D = p.dim, V = p.vocab;
   const int64_t TB = std::min(p.token_block, std::max<int64_t>(N, 1)), VB = std::min(p.vocab_block, V);
   std::vector<T> tile(size_t(TB * VB));                  // (TB, VB) logits of one tile
@@ -116,7 +106,7 @@ template <class T>
 void backward(const FusedLinearCrossEntropyParams& p, Tensor dx_t, Tensor dw_t, Tensor x_t, Tensor w_t,
               Tensor lse_t, Tensor labels_t) {
   const char* op = "fused_linear_cross_entropy_backward";
-  const int32_t* labels = checked_labels(p, labels_t, op);                                 // (N)
+  const int32_t* labels = checked_labels(labels_t, p.rows, p.vocab, p.ignore_index, op);   // (N)
   T* dx = dx_t.empty() ? nullptr : dx_t.ptr<T>("fused_linear_cross_entropy_backward dx");  // (N, D)
   T* dw = dw_t.empty() ? nullptr : dw_t.ptr<T>("fused_linear_cross_entropy_backward dw");  // (V, D) +=
   const T* x = x_t.ptr<T>("fused_linear_cross_entropy_backward x");                        // (N, D)

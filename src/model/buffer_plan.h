@@ -1,0 +1,38 @@
+// Helpers for decoders that plan their buffers once: the same `plan(alloc)` runs with a ByteCounter (to size
+// the arena before it exists: arena_bytes) and with an ArenaAllocator (to take the buffers), so the two can
+// never disagree.
+#pragma once
+
+#include <cstring>
+#include <initializer_list>
+#include <string_view>
+
+#include "core/arena.h"
+
+namespace lt::model {
+
+constexpr size_t kArenaAlignment = 256;  // Arena::alloc's alignment
+
+struct ByteCounter {
+  size_t bytes = kArenaAlignment;  // the arena's current end may be unaligned
+  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, dtype, dims);
+    bytes += (t.bytes() + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    return t;
+  }
+};
+
+struct ArenaAllocator {
+  Arena& arena;
+  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
+    return arena.alloc(name, dtype, dims);
+  }
+};
+
+// Zeroes an accumulator in host memory (the CPU decoders' dK/dV and gradient buffers).
+inline void zero_host(Tensor t, const char* what) {
+  LT_CHECK(t.device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t.device));
+  std::memset(t.data, 0, t.bytes());
+}
+
+}  // namespace lt::model
