@@ -17,7 +17,8 @@ D=tests/train/golden/peft_training/data.jsonl
 for p in fp64 fp32; do
   "$cpu" train --base_model $B --data_path $D --output_dir .carry/rt/train_$p --finetune lora --lora_r 4 \
     --lora_alpha 8 --lora_target_modules q_proj,v_proj,up_proj,down_proj --device cpu --precision $p \
-    --batch_size 4 --micro_batch_size 2 --max_steps 6 --val_set_size 0 --save_steps 1000 > /dev/null
+    --batch_size 4 --micro_batch_size 2 --max_steps 6 --val_set_size 0 --save_steps 1000 \
+    --learning_rate 2e-2 --warmup_steps 0 > /dev/null
   mkdir -p .carry/rt/lora_$p
   cp .carry/rt/train_$p/adapter_config.json .carry/rt/train_$p/adapter_model.safetensors .carry/rt/lora_$p/
   "$cpu" eval --model $B --adapter .carry/rt/lora_$p --data $D --precision fp64 \
