@@ -7,12 +7,15 @@
 #include "core/timer.h"
 #include "data/data_loader.h"
 #include "model/decoder.h"
+#include "model/chunked_decoder.h"
 #include "train/model_batch.h"
 
 namespace lt::train {
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
-                        const std::vector<model::LoraSpec>& lora) {
+                        const std::vector<model::LoraSpec>& lora, int64_t chunk_size) {
+  if (chunk_size > 0)
+    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens, {.chunk_size = chunk_size}, lora);
   return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora);
 }
 
@@ -24,7 +27,7 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora) {
+                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -36,9 +39,12 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     ModelBatch batch = to_model_batch(loader.batch(0, i));
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
-    {
-      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs);
+    if (chunk_size > 0) {
+      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, {.chunk_size = chunk_size}, activations, specs);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
+    } else {
+      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs);
+      loss_sum += decoder.forward(weights, batch.view(), 1, lora);
     }
     activations.release(mark);
     tokens += batch.label_tokens;

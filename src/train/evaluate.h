@@ -21,16 +21,17 @@ struct EvalResult {
 };
 
 // Bytes of the activation arena for micro-batches of up to `rows` rows of `tokens` tokens (with the LoRA
-// adapters of `lora`, if any).
+// adapters of `lora`, if any), for the whole-sequence decoder (chunk_size 0) or the chunked one.
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
-                        const std::vector<model::LoraSpec>& lora = {});
+                        const std::vector<model::LoraSpec>& lora = {}, int64_t chunk_size = 0);
 // The longest example (tokens).
 int64_t longest_example(std::span<const data::Example> examples);
 
 // Examples in file order, `micro_batch_size` rows at a time; decoders are built in `activations` (reset
 // back to where it was after each batch). `lora` (nullptr: none) adds adapters, without dropout.
+// chunk_size > 0 evaluates chunk by chunk (model/chunked_decoder.h): the same loss, O(C) activations.
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora = nullptr);
+                    Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0);
 
 }  // namespace lt::train

@@ -21,10 +21,6 @@ void check_engine_settings(const TrainConfig& c) {
            c.precision);
   LT_CHECK(c.finetune != "lora" || c.adapter == "lora",
            "config: 'adapter' is '{}': the CPU trainer has no NF4 base weights; expected lora", c.adapter);
-  LT_CHECK(
-      c.chunk_size == 0 || c.chunk_size >= c.cutoff_len,
-      "config: 'chunk_size' is {}: chunked training is not in the trainer yet; expected 0 (whole sequences)",
-      c.chunk_size);
   LT_CHECK(c.recompute == "none",
            "config: 'recompute' is '{}': the CPU trainer keeps all activations; expected none", c.recompute);
 }

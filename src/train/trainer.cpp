@@ -10,6 +10,7 @@
 #include "core/timer.h"
 #include "io/peft_adapter.h"
 #include "io/tensorboard.h"
+#include "model/chunked_decoder.h"
 #include "train/config_bridge.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
@@ -72,7 +73,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   activations_ = std::make_unique<Arena>("activations", HostMemory::instance(),
-                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs));
+                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -140,16 +141,24 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
   for (size_t i = 0; i < batches.size(); ++i) {
     ModelBatch& batch = batches[i];
     const Arena::Mark mark = activations_->mark();
-    {
-      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs);
-      const model::LoraDropout dropout{
-          .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
+    const model::LoraDropout dropout{
+        .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
+    // Whole sequences through Decoder; chunk_size > 0 through ChunkedDecoder (same gradients, O(C) memory).
+    auto run = [&](auto& decoder) {
       Timer forward;
       r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora ? &lora_ : nullptr, dropout);
       r.forward_s += forward.seconds();
       Timer backward;
       decoder.backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
       r.backward_s += backward.seconds();
+    };
+    if (config_.chunk_size > 0) {
+      model::ChunkedDecoder decoder(model_.config, model_.dtype, batch.B, batch.T,
+                                    {.chunk_size = config_.chunk_size}, *activations_, lora_.specs);
+      run(decoder);
+    } else {
+      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs);
+      run(decoder);
     }
     activations_->release(mark);
   }
@@ -158,7 +167,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_arena_ ? &lora_ : nullptr);
+                          pad_id_, *activations_, lora_arena_ ? &lora_ : nullptr, config_.chunk_size);
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
