@@ -5,6 +5,9 @@
 // segments and head dims 40, 64 and 128.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -59,7 +62,7 @@ std::vector<int32_t> segment_ids(int64_t B, int64_t S, uint64_t seed) {
 TEST(CudaParity, Attention) {
   LT_REQUIRE_GPU();
   const Case cases[] = {
-      {1, 1, 1, 4, 4, 64, 0, 0, false},      {2, 37, 37, 4, 2, 64, 0, 0, false},
+      {1, 1, 3, 4, 4, 64, 2, 0, false},      {2, 37, 37, 4, 2, 64, 0, 0, false},
       {1, 100, 130, 8, 1, 128, 30, 0, false}, {2, 150, 150, 4, 2, 128, 0, 40, false},
       {2, 129, 200, 4, 4, 64, 71, 0, true},   {1, 200, 260, 8, 2, 128, 60, 50, true},
       {1, 70, 70, 2, 1, 40, 0, 0, false},     {1, 300, 300, 4, 4, 128, 0, 0, true},
@@ -125,6 +128,55 @@ TEST(CudaParity, AttentionRefusesLargeHeadDim) {
     FAIL() << "head_dim 160 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim = 160"), std::string::npos) << e.what();
+  }
+}
+
+// Not a test: times the bf16 kernels at the kernel peer's shapes (GPU.md: causal, 32 query / 8 kv heads,
+// head dim 128; FLOPs counted as forward 2 T^2 HD H per batch row, backward 2.5x that). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*AttentionTiming*'.
+TEST(CudaBench, DISABLED_AttentionTiming) {
+  LT_REQUIRE_GPU();
+  const int64_t shapes[][2] = {{2048, 8}, {8192, 2}};
+  for (const auto& [T, B] : shapes) {
+    const int64_t H = 32, KVH = 8, HD = 128;
+    ops::AttentionParams p{B, T, T, H, KVH, HD, 0, 0, 1.0 / std::sqrt(double(HD))};
+    const size_t nq = size_t(B * T * H * HD), nk = size_t(B * T * KVH * HD);
+    std::vector<double> q = random_values(nq, 1), k = random_values(nk, 2), v = random_values(nk, 3);
+    std::vector<double> dout = random_values(nq, 4), zeros(nk, 0.0);
+    DeviceTensor g_q = upload(q, DType::BF16, {B, T, H, HD}), g_k = upload(k, DType::BF16, {B, T, KVH, HD});
+    DeviceTensor g_v = upload(v, DType::BF16, {B, T, KVH, HD}), g_dout = upload(dout, DType::BF16, {B, T, H, HD});
+    DeviceTensor g_dk = upload(zeros, DType::BF16, {B, T, KVH, HD}), g_dv = upload(zeros, DType::BF16, {B, T, KVH, HD});
+    DeviceTensor g_out = poisoned(DType::BF16, {B, T, H, HD}), g_dq = poisoned(DType::BF16, {B, T, H, HD});
+    DeviceTensor g_lse = poisoned(DType::F32, {B, H, T});
+    cudaEvent_t e0, e1, e2;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaEventCreate(&e2);
+    std::vector<float> fw_ms, bw_ms;
+    for (int it = 0; it < 6; ++it) {
+      cudaEventRecord(e0);
+      ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
+      cudaEventRecord(e1);
+      ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+                              Tensor(), Tensor());
+      cudaEventRecord(e2);
+      ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
+      float a = 0, b = 0;
+      cudaEventElapsedTime(&a, e0, e1);
+      cudaEventElapsedTime(&b, e1, e2);
+      if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b);  // the first run warms up
+    }
+    std::sort(fw_ms.begin(), fw_ms.end());
+    std::sort(bw_ms.begin(), bw_ms.end());
+    const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
+    const double flops = 2.0 * double(T) * double(T) * double(HD) * double(H) * double(B);
+    std::printf("TIMING  attention bf16 T=%lld B=%lld H=%lld/%lld HD=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s\n",
+                (long long)T, (long long)B, (long long)H, (long long)KVH, (long long)HD, fw, flops / fw * 1e-9,
+                bw, 2.5 * flops / bw * 1e-9, 3.5 * flops / (fw + bw) * 1e-9);
+    std::fflush(stdout);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaEventDestroy(e2);
   }
 }
 
