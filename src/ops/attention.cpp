@@ -97,7 +97,7 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
   check_same_dtype(dout, q, fmt::format("{} dout vs q", op));
   check_device(q.device, {&dq, &dk, &dv, &dout, &out, &lse, &q, &k, &v, &q_segments, &k_segments}, op);
   LT_OP_DISPATCH(q.device, attention_backward, p, dq, dk, dv, dout, out, lse, q, k, v, q_segments,
-                     k_segments);
+                 k_segments);
 }
 
 }  // namespace lt::ops

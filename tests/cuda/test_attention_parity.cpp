@@ -62,7 +62,7 @@ std::vector<int32_t> segment_ids(int64_t B, int64_t S, uint64_t seed) {
 TEST(CudaParity, Attention) {
   LT_REQUIRE_GPU();
   const Case cases[] = {
-      {1, 1, 3, 4, 4, 64, 2, 0, false},      {2, 37, 37, 4, 2, 64, 0, 0, false},
+      {1, 1, 3, 4, 4, 64, 2, 0, false},       {2, 37, 37, 4, 2, 64, 0, 0, false},
       {1, 100, 130, 8, 1, 128, 30, 0, false}, {2, 150, 150, 4, 2, 128, 0, 40, false},
       {2, 129, 200, 4, 4, 64, 71, 0, true},   {1, 200, 260, 8, 2, 128, 60, 50, true},
       {1, 70, 70, 2, 1, 40, 0, 0, false},     {1, 300, 300, 4, 4, 128, 0, 0, true},
@@ -99,8 +99,9 @@ TEST(CudaParity, Attention) {
                               g_qseg.t, g_kseg.t);
 
       std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq);
-      ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}), host(q, {B, Tq, H, HD}),
-                                  host(k, {B, S, KVH, HD}), host(v, {B, S, KVH, HD}), h_qseg, h_kseg);
+      ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
+                                  host(q, {B, Tq, H, HD}), host(k, {B, S, KVH, HD}), host(v, {B, S, KVH, HD}),
+                                  h_qseg, h_kseg);
       ops::cpu::attention_backward(p, host(dq, {B, Tq, H, HD}), host(dk, {B, S, KVH, HD}),
                                    host(dv, {B, S, KVH, HD}), host(dout, {B, Tq, H, HD}),
                                    host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}), host(q, {B, Tq, H, HD}),
@@ -144,8 +145,10 @@ TEST(CudaBench, DISABLED_AttentionTiming) {
     std::vector<double> q = random_values(nq, 1), k = random_values(nk, 2), v = random_values(nk, 3);
     std::vector<double> dout = random_values(nq, 4), zeros(nk, 0.0);
     DeviceTensor g_q = upload(q, DType::BF16, {B, T, H, HD}), g_k = upload(k, DType::BF16, {B, T, KVH, HD});
-    DeviceTensor g_v = upload(v, DType::BF16, {B, T, KVH, HD}), g_dout = upload(dout, DType::BF16, {B, T, H, HD});
-    DeviceTensor g_dk = upload(zeros, DType::BF16, {B, T, KVH, HD}), g_dv = upload(zeros, DType::BF16, {B, T, KVH, HD});
+    DeviceTensor g_v = upload(v, DType::BF16, {B, T, KVH, HD}),
+                 g_dout = upload(dout, DType::BF16, {B, T, H, HD});
+    DeviceTensor g_dk = upload(zeros, DType::BF16, {B, T, KVH, HD}),
+                 g_dv = upload(zeros, DType::BF16, {B, T, KVH, HD});
     DeviceTensor g_out = poisoned(DType::BF16, {B, T, H, HD}), g_dq = poisoned(DType::BF16, {B, T, H, HD});
     DeviceTensor g_lse = poisoned(DType::F32, {B, H, T});
     cudaEvent_t e0, e1, e2;
@@ -170,9 +173,11 @@ TEST(CudaBench, DISABLED_AttentionTiming) {
     std::sort(bw_ms.begin(), bw_ms.end());
     const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
     const double flops = 2.0 * double(T) * double(T) * double(HD) * double(H) * double(B);
-    std::printf("TIMING  attention bf16 T=%lld B=%lld H=%lld/%lld HD=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s\n",
-                (long long)T, (long long)B, (long long)H, (long long)KVH, (long long)HD, fw, flops / fw * 1e-9,
-                bw, 2.5 * flops / bw * 1e-9, 3.5 * flops / (fw + bw) * 1e-9);
+    std::printf(
+        "TIMING  attention bf16 T=%lld B=%lld H=%lld/%lld HD=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
+        "%.1f TFLOP/s  fwd+bwd %.1f TFLOP/s\n",
+        (long long)T, (long long)B, (long long)H, (long long)KVH, (long long)HD, fw, flops / fw * 1e-9, bw,
+        2.5 * flops / bw * 1e-9, 3.5 * flops / (fw + bw) * 1e-9);
     std::fflush(stdout);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);

@@ -29,10 +29,10 @@ namespace {
 
 constexpr int kBlock = 64;  // query rows and key rows of a tile
 constexpr int kThreads = 256;
-constexpr int kGroups = 16;                // row groups and column groups
-constexpr int kRows = kBlock / kGroups;    // rows of a tile per thread (4)
-constexpr int kCols = kBlock / kGroups;    // score columns per thread (4)
-constexpr int kSLd = kBlock + 1;           // row stride of a (64, 64) score tile in shared memory
+constexpr int kGroups = 16;              // row groups and column groups
+constexpr int kRows = kBlock / kGroups;  // rows of a tile per thread (4)
+constexpr int kCols = kBlock / kGroups;  // score columns per thread (4)
+constexpr int kSLd = kBlock + 1;         // row stride of a (64, 64) score tile in shared memory
 constexpr float kNegInf = -__builtin_huge_valf();
 
 struct Geometry {
@@ -115,17 +115,17 @@ constexpr size_t forward_smem() {
 }
 
 template <class T, int HDP>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(Geometry g, T* out, float* lse,
-                                                                     const T* q, const T* k, const T* v) {
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(Geometry g, T* out, float* lse, const T* q, const T* k, const T* v) {
   constexpr int HC = HDP / kGroups;  // head-dim columns per thread
   extern __shared__ float smem[];
-  float* qs = smem;                        // (64, HDP + 1)
-  float* ks = qs + kBlock * (HDP + 1);     // (64, HDP + 1)
-  float* vs = ks + kBlock * (HDP + 1);     // (64, HDP + 1)
-  float* ps = vs + kBlock * (HDP + 1);     // (64, 65) scores, then probabilities
-  float* row_max = ps + kBlock * kSLd;     // (64)
-  float* row_sum = row_max + kBlock;       // (64)
-  float* row_alpha = row_sum + kBlock;     // (64) rescale factor of this key tile
+  float* qs = smem;                                               // (64, HDP + 1)
+  float* ks = qs + kBlock * (HDP + 1);                            // (64, HDP + 1)
+  float* vs = ks + kBlock * (HDP + 1);                            // (64, HDP + 1)
+  float* ps = vs + kBlock * (HDP + 1);                            // (64, 65) scores, then probabilities
+  float* row_max = ps + kBlock * kSLd;                            // (64)
+  float* row_sum = row_max + kBlock;                              // (64)
+  float* row_alpha = row_sum + kBlock;                            // (64) rescale factor of this key tile
   int32_t* qid = reinterpret_cast<int32_t*>(row_alpha + kBlock);  // (64)
   int32_t* kid = qid + kBlock;                                    // (64)
 
@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Geometry g,
   const int64_t kvh = h / (g.H / g.KVH);
   const int tx = threadIdx.x % kGroups, ty = threadIdx.x / kGroups;
   const int64_t q_ld = g.H * g.HD, kv_ld = g.KVH * g.HD;
-  const T* qb = q + (b * g.Tq * g.H + h) * g.HD;      // rows (Tq), stride q_ld
-  const T* kb = k + (b * g.S * g.KVH + kvh) * g.HD;   // rows (S), stride kv_ld
+  const T* qb = q + (b * g.Tq * g.H + h) * g.HD;     // rows (Tq), stride q_ld
+  const T* kb = k + (b * g.S * g.KVH + kvh) * g.HD;  // rows (S), stride kv_ld
   const T* vb = v + (b * g.S * g.KVH + kvh) * g.HD;
 
   load_tile<T, HDP>(qs, qb, i0, g.Tq, q_ld, g.HD);
@@ -321,14 +321,14 @@ __global__ void __launch_bounds__(kThreads)
                                  const T* q, const T* k, const T* v) {
   constexpr int HC = HDP / kGroups;
   extern __shared__ float smem[];
-  float* qs = smem;                     // (64, HDP + 1)
-  float* dos = qs + kBlock * (HDP + 1);  // (64, HDP + 1)
-  float* ks = dos + kBlock * (HDP + 1);  // (64, HDP + 1)
-  float* vs = ks + kBlock * (HDP + 1);   // (64, HDP + 1)
-  float* ps = vs + kBlock * (HDP + 1);   // (64, 65)
-  float* dss = ps + kBlock * kSLd;       // (64, 65)
-  float* lse_t = dss + kBlock * kSLd;    // (64)
-  float* delta_t = lse_t + kBlock;       // (64)
+  float* qs = smem;                                             // (64, HDP + 1)
+  float* dos = qs + kBlock * (HDP + 1);                         // (64, HDP + 1)
+  float* ks = dos + kBlock * (HDP + 1);                         // (64, HDP + 1)
+  float* vs = ks + kBlock * (HDP + 1);                          // (64, HDP + 1)
+  float* ps = vs + kBlock * (HDP + 1);                          // (64, 65)
+  float* dss = ps + kBlock * kSLd;                              // (64, 65)
+  float* lse_t = dss + kBlock * kSLd;                           // (64)
+  float* delta_t = lse_t + kBlock;                              // (64)
   int32_t* qid = reinterpret_cast<int32_t*>(delta_t + kBlock);  // (64)
   int32_t* kid = qid + kBlock;                                  // (64)
 
@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 Geometry make_geometry(const AttentionLaunch& a) {
-  return Geometry{a.batch,    a.q_len,  a.kv_len,      a.heads, a.kv_heads, a.head_dim,
+  return Geometry{a.batch,    a.q_len,  a.kv_len,       a.heads,      a.kv_heads,  a.head_dim,
                   a.q_offset, a.window, float(a.scale), a.q_segments, a.k_segments};
 }
 
@@ -503,9 +503,9 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
       constexpr int HDP = decltype(hdp)::value;
       constexpr size_t smem = forward_smem<HDP>();
       allow_smem(attention_forward_kernel<T, HDP>, smem);
-      attention_forward_kernel<T, HDP><<<grid, kThreads, smem, s>>>(
-          g, static_cast<T*>(out), lse, static_cast<const T*>(q), static_cast<const T*>(k),
-          static_cast<const T*>(v));
+      attention_forward_kernel<T, HDP>
+          <<<grid, kThreads, smem, s>>>(g, static_cast<T*>(out), lse, static_cast<const T*>(q),
+                                        static_cast<const T*>(k), static_cast<const T*>(v));
       LT_CUDA_CHECK_LAUNCH();
     });
   });

@@ -14,10 +14,11 @@ DType attention_dtype(const AttentionParams& p, const Tensor& q, const Tensor& l
   LT_CHECK(q.dtype == DType::F32 || q.dtype == DType::BF16,
            "{} on CUDA: q has dtype {}; the GPU kernels take f32 or bf16", op, dtype_name(q.dtype));
   for (const Tensor* t : others)
-    LT_CHECK(t->empty() || t->dtype == q.dtype, "{} on CUDA: a tensor has dtype {} while q is {}; expected all {}",
-             op, dtype_name(t->dtype), dtype_name(q.dtype), dtype_name(q.dtype));
-  LT_CHECK(lse.empty() || lse.dtype == DType::F32, "{} on CUDA: lse has dtype {}; the GPU keeps lse in f32", op,
-           dtype_name(lse.dtype));
+    LT_CHECK(t->empty() || t->dtype == q.dtype,
+             "{} on CUDA: a tensor has dtype {} while q is {}; expected all {}", op, dtype_name(t->dtype),
+             dtype_name(q.dtype), dtype_name(q.dtype));
+  LT_CHECK(lse.empty() || lse.dtype == DType::F32, "{} on CUDA: lse has dtype {}; the GPU keeps lse in f32",
+           op, dtype_name(lse.dtype));
   LT_CHECK(p.head_dim <= kAttentionMaxHeadDim,
            "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim <= {}", op, p.head_dim,
            kAttentionMaxHeadDim);
