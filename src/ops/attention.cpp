@@ -7,6 +7,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
 namespace lt::ops {
 namespace {
 
@@ -73,7 +77,7 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
   check_inputs(p, out, lse, q, k, v, op);
   check_segments(p, q_segments, k_segments, op);
   check_device(q.device, {&out, &lse, &q, &k, &v, &q_segments, &k_segments}, op);
-  LT_OP_DISPATCH_CPU(q.device, attention_forward, p, out, lse, q, k, v, q_segments, k_segments);
+  LT_OP_DISPATCH(q.device, attention_forward, p, out, lse, q, k, v, q_segments, k_segments);
 }
 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
@@ -92,8 +96,8 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
   check_same_dtype(dv, q, fmt::format("{} dv vs q", op));
   check_same_dtype(dout, q, fmt::format("{} dout vs q", op));
   check_device(q.device, {&dq, &dk, &dv, &dout, &out, &lse, &q, &k, &v, &q_segments, &k_segments}, op);
-  LT_OP_DISPATCH_CPU(q.device, attention_backward, p, dq, dk, dv, dout, out, lse, q, k, v, q_segments,
-                     k_segments);
+  LT_OP_DISPATCH(q.device, attention_backward, p, dq, dk, dv, dout, out, lse, q, k, v, q_segments,
+                 k_segments);
 }
 
 }  // namespace lt::ops

@@ -52,6 +52,14 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
 
 void cast(Tensor dst, Tensor src);
 
+// Flash attention: lse is (B, H, Tq) f32; head_dim <= 128. Backward is deterministic (no atomics). Segment
+// ids are trusted to follow ops.h's contract (non-decreasing; a query carries its own position's id): the
+// masks are exact per element, but tiles are skipped on that assumption.
+void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                       Tensor q_segments, Tensor k_segments);
+void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
+                        Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments);
+
 // Synchronizes the current stream and throws the first bad id / label / position a kernel recorded since
 // the last check (then clears it).
 void check_device_errors();

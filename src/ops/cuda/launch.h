@@ -63,4 +63,20 @@ void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t
 void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
                             cudaStream_t s);
 
+// Attention (ops.h AttentionParams, checked by the caller). Segment ids (B, Tq) / (B, S) i32 or both null.
+constexpr int64_t kAttentionMaxHeadDim = 128;
+struct AttentionLaunch {
+  int64_t batch, q_len, kv_len, heads, kv_heads, head_dim, q_offset, window;
+  double scale;
+  const int32_t* q_segments;
+  const int32_t* k_segments;
+};
+// lse: (B, H, Tq) f32.
+void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
+                              const void* k, const void* v, cudaStream_t s);
+// dq written; dk, dv accumulated (deterministic: no atomics).
+void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
+                               const void* dout, const void* out, const float* lse, const void* q,
+                               const void* k, const void* v, cudaStream_t s);
+
 }  // namespace lt::ops::cuda
