@@ -204,8 +204,7 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(o.finetune != "lora" || o.lora_r >= 1, "bench: --lora_r {}, expected at least 1", o.lora_r);
   LT_CHECK(o.seq_len >= 2, "bench: --seq_len {}, expected at least 2 tokens", o.seq_len);
   LT_CHECK(o.batch >= 1, "bench: --batch {}, expected at least 1 row", o.batch);
-  LT_CHECK(o.chunk_size >= 0, "bench: --chunk_size {}, expected >= 0 (0: whole sequence only)",
-           o.chunk_size);
+  LT_CHECK(o.chunk_size >= 0, "bench: --chunk_size {}, expected >= 0 (0: whole sequence only)", o.chunk_size);
   LT_CHECK(o.trials >= 1, "bench: --trials {}, expected at least 1", o.trials);
   LT_CHECK(o.warmup >= 0, "bench: --warmup {}, expected >= 0", o.warmup);
   LT_CHECK(!(o.no_whole && o.chunk_size == 0),
@@ -252,9 +251,9 @@ nlohmann::json to_json(const ModeResult& r) {
 
 int run_bench(const BenchOptions& o) {
   check_options(o);
-  const model::ModelConfig config = !o.model_dir.empty()      ? model::load_model_config(o.model_dir)
+  const model::ModelConfig config = !o.model_dir.empty()     ? model::load_model_config(o.model_dir)
                                     : !o.config_file.empty() ? model::load_model_config(o.config_file)
-                                                              : default_config();
+                                                             : default_config();
   const DType dt = o.dtype == "fp64" ? DType::F64 : DType::F32;
   const int64_t B = o.batch, T = o.seq_len;
 
@@ -270,8 +269,8 @@ int run_bench(const BenchOptions& o) {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       const size_t i = size_t(b * T + t);
-      ids[i] = int32_t(std::min<int64_t>(config.vocab_size - 1,
-                                         int64_t(philox_uniform_double(o.seed, 7, i) * double(config.vocab_size))));
+      ids[i] = int32_t(std::min<int64_t>(
+          config.vocab_size - 1, int64_t(philox_uniform_double(o.seed, 7, i) * double(config.vocab_size))));
       positions[i] = int32_t(t);
     }
   }
@@ -281,30 +280,33 @@ int run_bench(const BenchOptions& o) {
   s.label_tokens = model::count_label_tokens(s.batch);
 
   const model::ParamCounts counts = model::count_params(config);
-  fmt::print("bench: {} ({} parameters), {}, {} fine-tuning{}, B={} T={}, {} warm-up + {} timed steps, device "
-             "cpu ({} hardware threads)\n",
-             model_description(o), counts.total(), o.dtype, o.finetune,
-             o.finetune == "lora" ? fmt::format(" r={} (all seven projections)", o.lora_r) : "", B, T, o.warmup,
-             o.trials, std::thread::hardware_concurrency());
+  fmt::print(
+      "bench: {} ({} parameters), {}, {} fine-tuning{}, B={} T={}, {} warm-up + {} timed steps, device "
+      "cpu ({} hardware threads)\n",
+      model_description(o), counts.total(), o.dtype, o.finetune,
+      o.finetune == "lora" ? fmt::format(" r={} (all seven projections)", o.lora_r) : "", B, T, o.warmup,
+      o.trials, std::thread::hardware_concurrency());
 
   std::vector<ModeResult> results;
   if (!o.no_whole) results.push_back(run_mode(s, 0));
   if (o.chunk_size > 0) results.push_back(run_mode(s, o.chunk_size));
 
-  fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>12} {:>12}\n", "mode", "forward s", "backward s", "step s",
-             "tokens/s", "peak memory", "(decoder)");
+  fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>12} {:>12}\n", "mode", "forward s", "backward s",
+             "step s", "tokens/s", "peak memory", "(decoder)");
   for (const ModeResult& r : results) {
     const std::string mode = r.mode == "whole" ? "whole" : fmt::format("chunked {}", r.chunk_size);
     fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>12} {:>12}\n", mode, r.forward_s,
                r.backward_s, r.step_s, r.tokens_per_s, format_bytes(double(r.peak_arena_bytes)),
                format_bytes(double(r.decoder_arena_bytes)));
   }
-  fmt::print("(medians over {} trials; peak memory = weights, gradients, adapters and the decoder's arena "
-             "high-water)\n",
-             o.trials);
+  fmt::print(
+      "(medians over {} trials; peak memory = weights, gradients, adapters and the decoder's arena "
+      "high-water)\n",
+      o.trials);
   for (const ModeResult& r : results) {
     if (r.chunk_forward_s.empty()) continue;
-    fmt::print("\nper-chunk times, chunked {} (medians; backward runs the chunks in reverse):\n", r.chunk_size);
+    fmt::print("\nper-chunk times, chunked {} (medians; backward runs the chunks in reverse):\n",
+               r.chunk_size);
     fmt::print("{:>6} {:>11} {:>11}\n", "chunk", "forward s", "backward s");
     for (size_t k = 0; k < r.chunk_forward_s.size(); ++k)
       fmt::print("{:>6} {:>11.4f} {:>11.4f}\n", k, r.chunk_forward_s[k], r.chunk_backward_s[k]);
@@ -360,7 +362,8 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();
   bench->add_option("--dtype", o->dtype, "fp32 or fp64")->capture_default_str();
   bench->add_option("--finetune", o->finetune, "full or lora")->capture_default_str();
-  bench->add_option("--lora_r", o->lora_r, "LoRA rank (all seven projections, alpha 2r)")->capture_default_str();
+  bench->add_option("--lora_r", o->lora_r, "LoRA rank (all seven projections, alpha 2r)")
+      ->capture_default_str();
   bench->add_flag("--show_chunk_time", o->show_chunk_time, "per-chunk forward and backward times");
   bench->add_option("--res_folder", o->res_folder, "write bench_results.json there");
   bench->add_option("--seed", o->seed, "seed of the weights and tokens")->capture_default_str();
