@@ -9,6 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
+#include "core/arena.h"
+#include "io/hf_checkpoint.h"
+#include "model/config.h"
+#include "model/random_model.h"
+#include "model/weights.h"
 #include "support/test_support.h"
 #include "train/train_test_util.h"
 
@@ -98,6 +103,38 @@ TEST(BenchCommand, LoraChunkedOnlyWithoutChunkTimes) {
   EXPECT_EQ(chunked.at("num_chunks"), 3);  // ceil(9 / 4)
   expect_positive_times(chunked, 2);
   EXPECT_FALSE(chunked.contains("chunk_times"));
+}
+
+double whole_loss(const std::vector<std::string>& model_args, const std::string& res) {
+  std::vector<std::string> args = {"bench", "--seq_len", "10", "--chunk_size", "0",    "--trials",
+                                   "1",     "--warmup",  "0",  "--dtype",      "fp64", "--res_folder",
+                                   res};
+  args.insert(args.end(), model_args.begin(), model_args.end());
+  const test::CliResult r = test::run_cli(args);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  if (r.code != 0) return 0;
+  return read_results(res).at("results")[0].at("loss").get<double>();
+}
+
+// --model_name without --random_init loads the checkpoint's weights: a checkpoint of weights other than
+// HF's init gives another loss than --random_init on the same data (the tokens depend only on --seed),
+// and the same checkpoint in shards gives the same loss.
+TEST(BenchCommand, LoadsTheWeightsOfAModelDirectory) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  const model::ModelConfig config = model::load_model_config(dir.file("model"));
+  Arena arena("weights", HostMemory::instance(), model::weights_bytes(config, DType::F64) + 4096);
+  model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
+  model::fill_weights_uniform(config, w, 1);
+  io::save_hf_checkpoint(dir.file("ckpt"), config, w, {.dtype = DType::F64});
+  io::save_hf_checkpoint(dir.file("sharded"), config, w, {.dtype = DType::F64, .max_shard_bytes = 2048});
+
+  const double loaded = whole_loss({"--model_name", dir.file("ckpt")}, dir.file("a"));
+  const double sharded = whole_loss({"--model_name", dir.file("sharded")}, dir.file("b"));
+  const double drawn = whole_loss({"--model_name", dir.file("ckpt"), "--random_init"}, dir.file("c"));
+  EXPECT_TRUE(std::isfinite(loaded));
+  EXPECT_EQ(loaded, sharded);
+  EXPECT_NE(loaded, drawn);
 }
 
 TEST(BenchCommand, RefusesBadFlagsWithOneMessage) {
