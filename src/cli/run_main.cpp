@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_command.h"
 #include "cli/commands.h"
 #include "cli/eval_command.h"
 #include "cli/export_command.h"
@@ -27,6 +28,7 @@ int run_main(int argc, char** argv) {
   add_train_command(app);
   add_eval_command(app);
   add_generate_command(app);
+  register_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

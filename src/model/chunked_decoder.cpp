@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "core/timer.h"
 #include "model/buffer_plan.h"
 #include "ops/ops.h"
 
@@ -318,7 +320,10 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
   for (KvContext& kv : kv_) kv.k_segments = batch.segments;
 
   double loss_sum = 0;
+  if (timing_) timing_->forward_s.assign(size_t(num_chunks()), 0.0);
   for (int64_t k = 0; k < num_chunks(); ++k) {
+    std::optional<Timer> timer;  // only when timing
+    if (timing_) timer.emplace();
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, chunk_rows(resid_[0], k, D),
@@ -330,6 +335,7 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
                     chunk_rows(resid_[size_t(l + 1)], k, D), lora_pass(C, l, nullptr));
     }
     loss_sum += loss_forward(w, k);
+    if (timing_) timing_->forward_s[size_t(k)] = timer->seconds();
   }
   forward_done_ = true;
   return loss_sum / double(label_tokens);
@@ -347,7 +353,10 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     zero_host(kg.dk, "chunked decoder dK accumulator");
     zero_host(kg.dv, "chunked decoder dV accumulator");
   }
+  if (timing_) timing_->backward_s.assign(size_t(num_chunks()), 0.0);
   for (int64_t k = num_chunks() - 1; k >= 0; --k) {
+    std::optional<Timer> timer;  // only when timing
+    if (timing_) timer.emplace();
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     Tensor d_resid = view_at(d_resid_, 0, {N, D});  // (N, D)
@@ -366,6 +375,7 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,
                               chunk_rows(ids_, k, 1).reshaped({N}));
+    if (timing_) timing_->backward_s[size_t(k)] = timer->seconds();
   }
 }
 

@@ -42,6 +42,13 @@ struct ChunkedOptions {
   int64_t loss_vocab_block = 4096;
 };
 
+// Wall time of each chunk's forward and backward (`leantune bench --show_chunk_time`), filled only when
+// given to ChunkedDecoder::set_chunk_timing: without it the decoder reads no clock.
+struct ChunkTiming {
+  std::vector<double> forward_s;   // (num_chunks) seconds, chunk order; set by each forward
+  std::vector<double> backward_s;  // (num_chunks) seconds, chunk order (run in reverse); set by each backward
+};
+
 class ChunkedDecoder {
  public:
   // With LoRA, `lora` is the adapters' layout (as for Decoder).
@@ -62,6 +69,8 @@ class ChunkedDecoder {
 
   int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
+  // nullptr (the default): no timing. `timing` must outlive the forward/backward calls that fill it.
+  void set_chunk_timing(ChunkTiming* timing) { timing_ = timing; }
 
  private:
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
@@ -111,6 +120,7 @@ class ChunkedDecoder {
   LoraDropout lora_dropout_;
   Tensor lora_scratch_in_;  // (B*C, max in)
   Tensor lora_scratch_r_;   // (B*C, max r)
+  ChunkTiming* timing_ = nullptr;
 };
 
 }  // namespace lt::model

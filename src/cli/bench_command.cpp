@@ -1,0 +1,376 @@
+// `leantune bench`. One model (an HF directory, a config.json with random weights, or a built-in Llama of a
+// few million parameters) and one batch of B full rows of T random tokens; for each mode (whole: Decoder;
+// chunked C: ChunkedDecoder) it runs --warmup untimed steps, then --trials timed steps, each a forward and a
+// backward (full fine-tuning: every weight's gradient; LoRA: rank r adapters on all seven projections over a
+// frozen base). Reported: the median forward, backward and step (forward + backward) times over the trials,
+// tokens/s = B*T / median step, and the peak arena bytes (weights, gradients, adapters and the decoder's
+// arena high-water). Gradients are not zeroed between steps: accumulation costs the same, and zeroing is
+// not part of what is measured.
+#include "cli/bench_command.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "core/timer.h"
+#include "io/hf_checkpoint.h"
+#include "model/chunked_decoder.h"
+#include "model/config.h"
+#include "model/decoder.h"
+#include "model/lora.h"
+#include "model/param_counts.h"
+#include "model/weights.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model_dir;
+  std::string config_file;
+  bool random_init = false;
+  std::string device = "cpu";
+  int64_t seq_len = 512;
+  int64_t batch = 1;
+  int64_t chunk_size = 128;
+  bool no_whole = false;
+  int64_t trials = 3;
+  int64_t warmup = 1;
+  std::string dtype = "fp32";
+  std::string finetune = "full";
+  int64_t lora_r = 8;
+  bool show_chunk_time = false;
+  std::string res_folder;
+  uint64_t seed = 1;
+};
+
+// The built-in default: a Llama of D=256, L=4, V=32000 (about 19.6M parameters, 8.2M outside the embedding
+// and the head), big enough that the head and the attention matter at T in the thousands.
+model::ModelConfig default_config() {
+  model::ModelConfig c;
+  c.arch = model::Architecture::Llama;
+  c.architecture_name = "LlamaForCausalLM";
+  c.model_type = "llama";
+  c.vocab_size = 32000;
+  c.hidden_size = 256;
+  c.intermediate_size = 688;
+  c.num_layers = 4;
+  c.num_heads = 4;
+  c.num_kv_heads = 4;
+  c.head_dim = 64;
+  c.max_position_embeddings = 8192;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct TrialTime {
+  double forward_s = 0, backward_s = 0;
+};
+
+struct ModeResult {
+  std::string mode;        // "whole" or "chunked"
+  int64_t chunk_size = 0;  // 0 for whole
+  int64_t num_chunks = 1;
+  double loss = 0;
+  std::vector<TrialTime> trials;
+  double forward_s = 0, backward_s = 0, step_s = 0, tokens_per_s = 0;
+  size_t peak_arena_bytes = 0;     // weights + gradients + adapters + the decoder's high-water
+  size_t decoder_arena_bytes = 0;  // the decoder's arena high-water alone
+  std::vector<double> chunk_forward_s, chunk_backward_s;  // (num_chunks) medians over trials
+};
+
+// Everything one mode trains on; the same seeds give the same values in every mode.
+struct Setup {
+  const model::ModelConfig* config;
+  DType dtype;
+  const BenchOptions* options;
+  std::vector<model::LoraSpec> lora_specs;  // empty: full fine-tuning
+  model::Batch batch;
+  int64_t label_tokens;
+};
+
+ModeResult run_mode(const Setup& s, int64_t chunk) {
+  const model::ModelConfig& c = *s.config;
+  const BenchOptions& o = *s.options;
+  const bool lora = !s.lora_specs.empty();
+  const auto trainable = [&](const model::WeightSpec&) { return !lora; };
+  const size_t param_bytes = model::weights_bytes(c, s.dtype) + model::grads_bytes(c, s.dtype, trainable) +
+                             2 * model::lora_bytes(s.lora_specs, s.dtype) + 4096;
+  Arena params("bench parameters", HostMemory::instance(), param_bytes);
+  model::ModelWeights w = model::allocate_weights(c, s.dtype, params);
+  if (!o.model_dir.empty() && !o.random_init)
+    io::load_hf_weights(o.model_dir, c, w);
+  else
+    model::init_random(c, w, o.seed);
+  model::ModelWeights g = model::allocate_grads(c, s.dtype, params, trainable);
+  model::zero_grads(c, g);
+  std::optional<model::LoraWeights> adapters, adapter_grads;
+  if (lora) {
+    adapters = model::allocate_lora(c, s.lora_specs, s.dtype, params);
+    // B non-zero too, so that no product is skipped or trivially zero.
+    model::init_lora(*adapters, model::LoraInit::NoInit, o.seed);
+    adapter_grads = model::allocate_lora(c, s.lora_specs, s.dtype, params);
+    model::zero_lora(*adapter_grads);
+  }
+
+  ModeResult r;
+  r.mode = chunk > 0 ? "chunked" : "whole";
+  r.chunk_size = chunk;
+  const int64_t B = o.batch, T = o.seq_len;
+  const model::ChunkedOptions copts{.chunk_size = chunk};
+  const size_t decoder_bytes = chunk > 0
+                                   ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
+                                   : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs);
+  Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", HostMemory::instance(), decoder_bytes);
+  std::optional<model::Decoder> whole;
+  std::optional<model::ChunkedDecoder> chunked;
+  model::ChunkTiming timing;
+  if (chunk > 0) {
+    chunked.emplace(c, s.dtype, B, T, copts, arena, s.lora_specs);
+    r.num_chunks = chunked->num_chunks();
+    r.chunk_size = chunked->chunk_size();
+    if (o.show_chunk_time) chunked->set_chunk_timing(&timing);
+  } else {
+    whole.emplace(c, s.dtype, B, T, arena, s.lora_specs);
+  }
+  const model::LoraWeights* lw = adapters ? &*adapters : nullptr;
+  model::LoraWeights* lg = adapter_grads ? &*adapter_grads : nullptr;
+  std::vector<std::vector<double>> chunk_fwd(size_t(r.num_chunks)), chunk_bwd(size_t(r.num_chunks));
+  for (int64_t i = 0; i < o.warmup + o.trials; ++i) {
+    Timer timer;
+    r.loss = chunked ? chunked->forward(w, s.batch, s.label_tokens, lw)
+                     : whole->forward(w, s.batch, s.label_tokens, lw);
+    const double fwd = timer.seconds();
+    timer.restart();
+    if (chunked)
+      chunked->backward(w, g, lg);
+    else
+      whole->backward(w, g, lg);
+    const double bwd = timer.seconds();
+    if (i < o.warmup) continue;
+    r.trials.push_back({fwd, bwd});
+    for (size_t k = 0; k < timing.forward_s.size(); ++k) {
+      chunk_fwd[k].push_back(timing.forward_s[k]);
+      chunk_bwd[k].push_back(timing.backward_s[k]);
+    }
+  }
+  std::vector<double> f, b, step;
+  for (const TrialTime& t : r.trials) {
+    f.push_back(t.forward_s);
+    b.push_back(t.backward_s);
+    step.push_back(t.forward_s + t.backward_s);
+  }
+  r.forward_s = median(f);
+  r.backward_s = median(b);
+  r.step_s = median(step);
+  r.tokens_per_s = double(B * T) / r.step_s;
+  r.decoder_arena_bytes = arena.high_water();
+  r.peak_arena_bytes = params.high_water() + arena.high_water();
+  if (o.show_chunk_time && chunked) {
+    for (size_t k = 0; k < chunk_fwd.size(); ++k) {
+      r.chunk_forward_s.push_back(median(chunk_fwd[k]));
+      r.chunk_backward_s.push_back(median(chunk_bwd[k]));
+    }
+  }
+  return r;
+}
+
+void check_options(const BenchOptions& o) {
+  LT_CHECK(o.device == "cpu" || o.device == "cuda", "bench: --device {}, expected cpu or cuda", o.device);
+  LT_CHECK(o.device == "cpu",
+           "bench: --device cuda is not available yet (the CUDA decoder does not exist); use --device cpu");
+  LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {}, expected fp32 or fp64", o.dtype);
+  LT_CHECK(o.finetune == "full" || o.finetune == "lora", "bench: --finetune {}, expected full or lora",
+           o.finetune);
+  LT_CHECK(o.finetune != "lora" || o.lora_r >= 1, "bench: --lora_r {}, expected at least 1", o.lora_r);
+  LT_CHECK(o.seq_len >= 2, "bench: --seq_len {}, expected at least 2 tokens", o.seq_len);
+  LT_CHECK(o.batch >= 1, "bench: --batch {}, expected at least 1 row", o.batch);
+  LT_CHECK(o.chunk_size >= 0, "bench: --chunk_size {}, expected >= 0 (0: whole sequence only)", o.chunk_size);
+  LT_CHECK(o.trials >= 1, "bench: --trials {}, expected at least 1", o.trials);
+  LT_CHECK(o.warmup >= 0, "bench: --warmup {}, expected >= 0", o.warmup);
+  LT_CHECK(!(o.no_whole && o.chunk_size == 0),
+           "bench: --no_whole with --chunk_size 0 leaves nothing to run; give --chunk_size C > 0");
+  LT_CHECK(!o.show_chunk_time || o.chunk_size > 0,
+           "bench: --show_chunk_time needs chunked training (--chunk_size C > 0), got --chunk_size 0");
+  LT_CHECK(o.config_file.empty() || o.model_dir.empty(),
+           "bench: give either --model_name {} or --config {}, not both", o.model_dir, o.config_file);
+  LT_CHECK(o.config_file.empty() || o.random_init,
+           "bench: --config {} has no weights; add --random_init (or give --model_name DIR)", o.config_file);
+}
+
+std::string model_description(const BenchOptions& o) {
+  if (!o.model_dir.empty()) return o.random_init ? o.model_dir + " (random init)" : o.model_dir;
+  if (!o.config_file.empty()) return o.config_file + " (random init)";
+  return "built-in Llama D=256 L=4 H=4 F=688 V=32000 (random init)";
+}
+
+nlohmann::json to_json(const ModeResult& r) {
+  nlohmann::json j;
+  j["mode"] = r.mode;
+  j["chunk_size"] = r.chunk_size;
+  j["num_chunks"] = r.num_chunks;
+  j["loss"] = r.loss;
+  j["trials"] = nlohmann::json::array();
+  for (const TrialTime& t : r.trials)
+    j["trials"].push_back(
+        {{"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"step_s", t.forward_s + t.backward_s}});
+  j["median_forward_s"] = r.forward_s;
+  j["median_backward_s"] = r.backward_s;
+  j["median_step_s"] = r.step_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["peak_arena_bytes"] = r.peak_arena_bytes;
+  j["decoder_arena_bytes"] = r.decoder_arena_bytes;
+  if (!r.chunk_forward_s.empty()) {
+    j["chunk_times"] = nlohmann::json::array();
+    for (size_t k = 0; k < r.chunk_forward_s.size(); ++k)
+      j["chunk_times"].push_back({{"chunk", k},
+                                  {"median_forward_s", r.chunk_forward_s[k]},
+                                  {"median_backward_s", r.chunk_backward_s[k]}});
+  }
+  return j;
+}
+
+int run_bench(const BenchOptions& o) {
+  check_options(o);
+  const model::ModelConfig config = !o.model_dir.empty()     ? model::load_model_config(o.model_dir)
+                                    : !o.config_file.empty() ? model::load_model_config(o.config_file)
+                                                             : default_config();
+  const DType dt = o.dtype == "fp64" ? DType::F64 : DType::F32;
+  const int64_t B = o.batch, T = o.seq_len;
+
+  Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .batch = {}, .label_tokens = 0};
+  if (o.finetune == "lora") {
+    s.lora_specs = model::lora_specs(config, [&](const std::string&) {
+      return std::optional<model::LoraModuleSetting>(
+          model::LoraModuleSetting{.rank = o.lora_r, .alpha = double(2 * o.lora_r)});
+    });
+  }
+  // Full rows of random tokens: every position has a target but the last of each row.
+  std::vector<int32_t> ids(size_t(B * T)), positions(size_t(B * T));  // (B, T) each
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t i = size_t(b * T + t);
+      ids[i] = int32_t(std::min<int64_t>(
+          config.vocab_size - 1, int64_t(philox_uniform_double(o.seed, 7, i) * double(config.vocab_size))));
+      positions[i] = int32_t(t);
+    }
+  }
+  s.batch.input_ids = Tensor(ids.data(), DType::I32, {B, T});
+  s.batch.positions = Tensor(positions.data(), DType::I32, {B, T});
+  s.batch.labels = s.batch.input_ids;
+  s.label_tokens = model::count_label_tokens(s.batch);
+
+  const model::ParamCounts counts = model::count_params(config);
+  fmt::print(
+      "bench: {} ({} parameters), {}, {} fine-tuning{}, B={} T={}, {} warm-up + {} timed steps, device "
+      "cpu ({} hardware threads)\n",
+      model_description(o), counts.total(), o.dtype, o.finetune,
+      o.finetune == "lora" ? fmt::format(" r={} (all seven projections)", o.lora_r) : "", B, T, o.warmup,
+      o.trials, std::thread::hardware_concurrency());
+
+  std::vector<ModeResult> results;
+  if (!o.no_whole) results.push_back(run_mode(s, 0));
+  if (o.chunk_size > 0) results.push_back(run_mode(s, o.chunk_size));
+
+  fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>12} {:>12}\n", "mode", "forward s", "backward s",
+             "step s", "tokens/s", "peak memory", "(decoder)");
+  for (const ModeResult& r : results) {
+    const std::string mode = r.mode == "whole" ? "whole" : fmt::format("chunked {}", r.chunk_size);
+    fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>12} {:>12}\n", mode, r.forward_s,
+               r.backward_s, r.step_s, r.tokens_per_s, format_bytes(double(r.peak_arena_bytes)),
+               format_bytes(double(r.decoder_arena_bytes)));
+  }
+  fmt::print(
+      "(medians over {} trials; peak memory = weights, gradients, adapters and the decoder's arena "
+      "high-water)\n",
+      o.trials);
+  for (const ModeResult& r : results) {
+    if (r.chunk_forward_s.empty()) continue;
+    fmt::print("\nper-chunk times, chunked {} (medians; backward runs the chunks in reverse):\n",
+               r.chunk_size);
+    fmt::print("{:>6} {:>11} {:>11}\n", "chunk", "forward s", "backward s");
+    for (size_t k = 0; k < r.chunk_forward_s.size(); ++k)
+      fmt::print("{:>6} {:>11.4f} {:>11.4f}\n", k, r.chunk_forward_s[k], r.chunk_backward_s[k]);
+  }
+
+  if (!o.res_folder.empty()) {
+    std::filesystem::create_directories(o.res_folder);
+    nlohmann::json j;
+    j["settings"] = {{"model", model_description(o)},
+                     {"parameters", counts.total()},
+                     {"hidden_size", config.hidden_size},
+                     {"num_layers", config.num_layers},
+                     {"vocab_size", config.vocab_size},
+                     {"device", o.device},
+                     {"hardware_threads", std::thread::hardware_concurrency()},
+                     {"dtype", o.dtype},
+                     {"finetune", o.finetune},
+                     {"lora_r", o.finetune == "lora" ? o.lora_r : 0},
+                     {"seq_len", T},
+                     {"batch", B},
+                     {"chunk_size", o.chunk_size},
+                     {"trials", o.trials},
+                     {"warmup", o.warmup},
+                     {"seed", o.seed}};
+    j["results"] = nlohmann::json::array();
+    for (const ModeResult& r : results) j["results"].push_back(to_json(r));
+    const std::string path = o.res_folder + "/bench_results.json";
+    std::ofstream out(path);
+    LT_CHECK(out.good(), "bench: cannot write {}", path);
+    out << j.dump(2) << "\n";
+    LT_CHECK(out.good(), "bench: writing {} failed", path);
+    fmt::print("\nresults: {}\n", path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* bench = app.add_subcommand(
+      "bench", "time training steps: whole-sequence vs chunked training on the same model and data");
+  bench->add_option("--model_name", o->model_dir, "an HF model directory (config.json + safetensors)");
+  bench->add_option("--config", o->config_file, "a config.json (with --random_init)");
+  bench->add_flag("--random_init", o->random_init, "random weights (HF's init) instead of loading them");
+  bench->add_option("--device", o->device, "cpu (cuda: not yet)")->capture_default_str();
+  bench->add_option("--seq_len", o->seq_len, "tokens per row T")->capture_default_str();
+  bench->add_option("--batch", o->batch, "rows B")->capture_default_str();
+  bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
+      ->capture_default_str();
+  bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
+  bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
+  bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();
+  bench->add_option("--dtype", o->dtype, "fp32 or fp64")->capture_default_str();
+  bench->add_option("--finetune", o->finetune, "full or lora")->capture_default_str();
+  bench->add_option("--lora_r", o->lora_r, "LoRA rank (all seven projections, alpha 2r)")
+      ->capture_default_str();
+  bench->add_flag("--show_chunk_time", o->show_chunk_time, "per-chunk forward and backward times");
+  bench->add_option("--res_folder", o->res_folder, "write bench_results.json there");
+  bench->add_option("--seed", o->seed, "seed of the weights and tokens")->capture_default_str();
+  bench->callback([o] {
+    const int rc = run_bench(*o);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace lt::cli
