@@ -52,6 +52,10 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
 
 void cast(Tensor dst, Tensor src);
 
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);
+// Synchronizes the current stream: the sum comes back to the host.
+double grad_norm_squared(Tensor grad);
+
 // Synchronizes the current stream and throws the first bad id / label / position a kernel recorded since
 // the last check (then clears it).
 void check_device_errors();
