@@ -51,4 +51,12 @@ LT_HOST_DEVICE inline uint32_t adamw_rounding_bits(uint64_t seed, int64_t step, 
   return philox_bits(seed, uint64_t(step), uint64_t(index));
 }
 
+// The bits of the four elements 4*quad .. 4*quad+3 at once, from one Philox block: lane j equals
+// adamw_rounding_bits(seed, step, 4*quad + j) (philox_bits draws element i from block i/4, lane i%4).
+LT_HOST_DEVICE inline PhiloxCounter adamw_rounding_quad(uint64_t seed, int64_t step, int64_t quad) {
+  const uint64_t stream = uint64_t(step), block = uint64_t(quad);
+  return philox4x32_10({uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)},
+                       {uint32_t(seed), uint32_t(seed >> 32)});
+}
+
 }  // namespace lt::ops

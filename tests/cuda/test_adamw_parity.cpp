@@ -130,6 +130,14 @@ void run_case(int64_t n, DType pdt, DType gdt, bool sr, int64_t offset, Result& 
   ref = host(f64);
 }
 
+// "(n)"; built with += because GCC 12 warns (-Wrestrict, falsely) on "(" + std::to_string(n).
+std::string shape_of(int64_t n) {
+  std::string s = "(";
+  s += std::to_string(n);
+  s += ")";
+  return s;
+}
+
 size_t count_different(const std::vector<double>& a, const std::vector<double>& b) {
   size_t d = 0;
   for (size_t i = 0; i < a.size(); ++i) d += !(a[i] == b[i]);
@@ -158,7 +166,7 @@ TEST(CudaAdamW, MatchesCpuOverSeveralSteps) {
         w.add("exp_avg_sq", gpu.v, ref.v);
         const std::string name =
             std::string("adamw_step") + (c.sr ? "+sr" : "") + " grad " + std::string(dtype_name(c.gdt));
-        const std::string shape = "(" + std::to_string(n) + ")" + (offset ? " unaligned" : "");
+        const std::string shape = shape_of(n) + (offset ? " unaligned" : "");
         // fp32: 1e-6 after 5 steps (f32 rounding of each op); bf16: GPU.md's bf16 tolerance.
         report(name, c.pdt, shape, w, c.pdt == DType::F32 ? 1e-6 : test::tolerance(DType::BF16));
         // The kernel does the CPU f32 op's rounded operations in the same order, and draws the same Philox
@@ -227,7 +235,7 @@ TEST(CudaGradNorm, MatchesCpuDoubleAndIsDeterministic) {
       const double got = ops::grad_norm_squared(d.t), again = ops::grad_norm_squared(d.t);
       test::Worst w;
       w.add("sum_sq", {got}, {ref});
-      report("grad_norm_squared", dt, "(" + std::to_string(n) + ")", w, 1e-6);
+      report("grad_norm_squared", dt, shape_of(n), w, 1e-6);
       EXPECT_EQ(std::memcmp(&got, &again, sizeof(double)), 0) << "two runs differ";
     }
 }

@@ -30,10 +30,11 @@ __device__ __forceinline__ float lerp_f(float self, float end, float w) {
   return fabsf(w) < 0.5f ? __fmaf_rn(w, diff, self) : __fmaf_rn(__fsub_rn(w, 1.0f), diff, end);
 }
 
+// `bits`: the element's random bits (adamw_rounding_bits), used only for stochastic rounding.
 template <class P>
-__device__ __forceinline__ P store_param(float p, const Scalars& s, int64_t i) {
+__device__ __forceinline__ P store_param(float p, const Scalars& s, uint32_t bits) {
   if constexpr (std::is_same_v<P, bf16>) {
-    return s.stochastic ? bf16_stochastic_round(p, adamw_rounding_bits(s.seed, s.step, i)) : to_bf16(p);
+    return s.stochastic ? bf16_stochastic_round(p, bits) : to_bf16(p);
   } else {
     return p;
   }
@@ -69,10 +70,19 @@ __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, 
       float4 v = reinterpret_cast<const float4*>(v_state)[k];
       float* mm = &m.x;
       float* vv = &v.x;
+      // Stochastic rounding: one Philox block gives the bits of all four elements.
+      uint32_t bits[kVec] = {0, 0, 0, 0};
+      if (std::is_same_v<P, bf16> && s.stochastic) {
+        const PhiloxCounter r = adamw_rounding_quad(s.seed, s.step, k);
+        bits[0] = r.c0;
+        bits[1] = r.c1;
+        bits[2] = r.c2;
+        bits[3] = r.c3;
+      }
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float np = update(load_f(&p.v[j]), load_f(&g.v[j]), mm[j], vv[j], s);
-        p.v[j] = store_param<P>(np, s, k * kVec + j);
+        p.v[j] = store_param<P>(np, s, bits[j]);
       }
       reinterpret_cast<Vec<P>*>(param)[k] = p;
       reinterpret_cast<float4*>(m_state)[k] = m;
@@ -83,7 +93,9 @@ __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, 
   for (int64_t i = done + tid; i < count; i += stride) {
     float m = m_state[i], v = v_state[i];
     const float np = update(load_f(param + i), load_f(grad + i), m, v, s);
-    param[i] = store_param<P>(np, s, i);
+    const uint32_t bits =
+        std::is_same_v<P, bf16> && s.stochastic ? adamw_rounding_bits(s.seed, s.step, i) : 0u;
+    param[i] = store_param<P>(np, s, bits);
     m_state[i] = m;
     v_state[i] = v;
   }
