@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "host_buffers.h"
+#include "ops/adamw_math.h"
 #include "ops/ops.h"
 #include "support/test_support.h"
 
@@ -188,6 +189,17 @@ TEST(AdamWStep, StochasticRoundingDependsOnTheStep) {
   };
   EXPECT_EQ(run(3), run(3));
   EXPECT_NE(run(3), run(4));
+}
+
+TEST(AdamWStep, RoundingQuadsHoldTheBitsOfFourElements) {
+  // The CUDA kernel draws four elements' bits from one Philox block; they must be the per-element bits.
+  for (int64_t quad : {int64_t(0), int64_t(1), int64_t(12345), int64_t(1) << 33}) {
+    const PhiloxCounter r = ops::adamw_rounding_quad(99, 7, quad);
+    EXPECT_EQ(r.c0, ops::adamw_rounding_bits(99, 7, 4 * quad + 0));
+    EXPECT_EQ(r.c1, ops::adamw_rounding_bits(99, 7, 4 * quad + 1));
+    EXPECT_EQ(r.c2, ops::adamw_rounding_bits(99, 7, 4 * quad + 2));
+    EXPECT_EQ(r.c3, ops::adamw_rounding_bits(99, 7, 4 * quad + 3));
+  }
 }
 
 TEST(AdamWStep, SameBitsForAnyThreadCount) {
