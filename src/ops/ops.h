@@ -154,4 +154,37 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
 // ---- dtype casts between floating tensors of the same shape ----------------------------------------------
 void cast(Tensor dst, Tensor src);
 
+// ---- AdamW: one optimizer step on one parameter tensor (torch.optim.AdamW, non-amsgrad) -----------------
+//   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
+//   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// The scalars are computed in double, then rounded once to the compute type (f32, or f64 when the param or
+// the state is f64, CPU only); the lerp and the v update are fused multiply-adds as in PyTorch's CPU
+// kernels, so CPU f32 matches torch bit for bit and the GPU (f32 math in registers) matches the CPU f32
+// op. Tensors are taken as flat (count) element views whatever their shapes.
+// Dtypes: param f32 or bf16 (CPU also f64, f16); grad the param's dtype or f32 (CPU: any floating);
+// exp_avg / exp_avg_sq f32 (CPU also f64, both the same).
+// Stochastic rounding (bf16 params only): the new f32 value is rounded to bf16 up or down with probability
+// proportional to its distance (unbiased), from Philox bits keyed by (seed, step, element index); the CPU
+// and GPU draw the same bits. Give each tensor its own seed, or tensors round in lockstep.
+struct AdamWParams {
+  int64_t count;  // elements of param, grad, exp_avg, exp_avg_sq
+  double lr;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // 0 for a tensor that is not decayed
+  int64_t step = 1;           // 1-based: the step being taken (bias corrections use it)
+  bool stochastic_rounding = false;
+  uint64_t seed = 0;
+};
+void adamw_step(const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(count)*/,
+                Tensor exp_avg /*(count)*/, Tensor exp_avg_sq /*(count)*/);
+
+// ---- sum of squares of a gradient (for global norm clipping) -------------------------------------------
+// Accumulated in double in a fixed order (blocks of a fixed size, block sums added in order): the same
+// result for any thread count, on every run. CUDA: two passes (f64 per-block partials, then one block adds
+// them in a fixed tree order); the result comes back to the host, so the call SYNCHRONIZES the current
+// stream. Dtypes: f32, bf16 (CPU also f64, f16).
+double grad_norm_squared(Tensor grad);
+
 }  // namespace lt::ops

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/ops.h"
+
 namespace lt::train {
 namespace {
 
@@ -35,60 +37,6 @@ C load(T x) {
     return C(to_float(x));
   } else {
     return C(x);
-  }
-}
-
-template <class T, class C>
-T store(C x) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return to_bf16(float(x));
-  } else if constexpr (std::is_same_v<T, fp16>) {
-    return to_fp16(float(x));
-  } else {
-    return T(x);
-  }
-}
-
-// PyTorch's vectorized CPU lerp: one fused multiply-add, anchored at whichever end the weight is nearer.
-template <class C>
-C lerp(C self, C end, C weight) {
-  return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self)
-                                   : std::fma(weight - C(1), end - self, end);
-}
-
-// The scalars of one step, computed in double as Python does, then rounded once to the compute type C (as
-// PyTorch casts a Python scalar to the tensor's opmath type).
-struct StepScalars {
-  double decay_factor;  // 1 - lr*wd
-  double one_minus_beta1;
-  double beta2;
-  double one_minus_beta2;
-  double bias_correction2_sqrt;
-  double eps;
-  double neg_step_size;  // -lr / (1 - beta1^t)
-};
-
-template <class P, class G, class S, class C>
-void update(P* param, const G* grad, S* m_state, S* v_state, int64_t n, const StepScalars& s, bool decay) {
-  const C decay_factor = C(s.decay_factor), w1 = C(s.one_minus_beta1), b2 = C(s.beta2),
-          w2 = C(s.one_minus_beta2), bc2_sqrt = C(s.bias_correction2_sqrt), eps = C(s.eps),
-          neg_step = C(s.neg_step_size);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    C p = load<C>(param[i]);
-    const C g = load<C>(grad[i]);
-    // Each line is one PyTorch op, rounded to C before the next. PyTorch's AVX2/AVX-512 kernels fuse lerp
-    // and addcmul into FMAs; doing the same makes float32 runs bit-identical to torch on CPU.
-    if (decay) p = p * decay_factor;
-    const C m = lerp(C(m_state[i]), g, w1);
-    C v = C(v_state[i]) * b2;
-    v = std::fma(w2 * g, g, v);
-    C denom = std::sqrt(v) / bc2_sqrt;
-    denom = denom + eps;
-    p = p + neg_step * m / denom;
-    m_state[i] = S(m);
-    v_state[i] = S(v);
-    param[i] = store<P>(p);
   }
 }
 
@@ -166,38 +114,23 @@ void AdamW::step(double lr) {
            lr, step_ + 1);
   ++step_;
   step_as_double_ = double(step_);
-  const double t = double(step_);
-  const double bias_correction1 = 1 - std::pow(options_.beta1, t);
-  const double bias_correction2 = 1 - std::pow(options_.beta2, t);
-  StepScalars s{};
-  s.decay_factor = 1 - lr * options_.weight_decay;
-  s.one_minus_beta1 = 1 - options_.beta1;
-  s.beta2 = options_.beta2;
-  s.one_minus_beta2 = 1 - options_.beta2;
-  s.bias_correction2_sqrt = std::sqrt(bias_correction2);  // Python's x**0.5: correctly rounded like sqrt
-  s.eps = options_.eps;
-  s.neg_step_size = -(lr / bias_correction1);
-
+  // One implementation of the update (ops::adamw_step); a parameter that is not decayed gets wd = 0.
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamGroup& pg = params_[i];
-    const bool decay = decays(pg.name);
     const int64_t n = pg.param.numel();
     Moments& mo = moments_[i];
-    visit_floating(pg.param.dtype, pg.name, [&](auto ptag) {
-      using P = typename decltype(ptag)::type;
-      visit_floating(pg.grad.dtype, pg.name + " gradient", [&](auto gtag) {
-        using G = typename decltype(gtag)::type;
-        P* p = static_cast<P*>(pg.param.data);
-        const G* g = static_cast<const G*>(pg.grad.data);
-        if (options_.state_dtype == DType::F64) {
-          update<P, G, double, double>(p, g, mo.m64.data(), mo.v64.data(), n, s, decay);
-        } else if constexpr (std::is_same_v<P, double>) {
-          update<P, G, float, double>(p, g, mo.m32.data(), mo.v32.data(), n, s, decay);
-        } else {
-          update<P, G, float, float>(p, g, mo.m32.data(), mo.v32.data(), n, s, decay);
-        }
-      });
-    });
+    ops::AdamWParams p{};
+    p.count = n;
+    p.lr = lr;
+    p.beta1 = options_.beta1;
+    p.beta2 = options_.beta2;
+    p.eps = options_.eps;
+    p.weight_decay = decays(pg.name) ? options_.weight_decay : 0.0;
+    p.step = step_;
+    const bool f64 = options_.state_dtype == DType::F64;
+    Tensor m(f64 ? static_cast<void*>(mo.m64.data()) : mo.m32.data(), options_.state_dtype, {n});  // (n)
+    Tensor v(f64 ? static_cast<void*>(mo.v64.data()) : mo.v32.data(), options_.state_dtype, {n});  // (n)
+    ops::adamw_step(p, pg.param, pg.grad, m, v);
   }
 }
 

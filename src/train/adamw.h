@@ -3,6 +3,7 @@
 // agree with it to rounding:
 //   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
 //   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// The update itself is ops::adamw_step (ops.h), called once per tensor.
 // CPU only: parameters and gradients are host tensors (f64, f32, bf16 or f16). The moments live here, in
 // `state_dtype` (f32 by default, whatever the parameter dtype; f64 for float64 exactness runs). Arithmetic
 // runs in double when the parameter or the state is f64, in float otherwise (PyTorch's opmath for f32).

@@ -4,38 +4,13 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ops/ops.h"
+
 namespace lt::train {
 namespace {
 
-// Sum of squares in fixed blocks, blocks summed in order: the same bits for any number of threads.
+// Elements per parallel chunk of the scaling loop.
 constexpr int64_t kBlock = 1 << 16;
-
-template <class T>
-double as_double(T x) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, fp16>) {
-    return double(to_float(x));
-  } else {
-    return double(x);
-  }
-}
-
-template <class T>
-double sum_of_squares(const T* x, int64_t n) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(size_t(blocks), 0.0);  // (blocks)
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    double s = 0;
-    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
-      double v = as_double(x[i]);
-      s += v * v;
-    }
-    partial[size_t(b)] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
-}
 
 template <class T>
 void scale(T* x, int64_t n, double coef) {
@@ -84,7 +59,7 @@ void visit(const Tensor& t, size_t index, F&& f) {
 double global_grad_norm(const std::vector<Tensor>& grads) {
   double total = 0;
   for (size_t i = 0; i < grads.size(); ++i)
-    visit(grads[i], i, [&](auto* x) { total += sum_of_squares(x, grads[i].numel()); });
+    visit(grads[i], i, [&](auto*) { total += ops::grad_norm_squared(grads[i]); });
   return std::sqrt(total);
 }
 

@@ -39,4 +39,7 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
 
 void cast(Tensor dst, Tensor src);
 
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);
+double grad_norm_squared(Tensor grad);
+
 }  // namespace lt::ops::cpu

@@ -60,6 +60,10 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
                         Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments);
 
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);
+// Synchronizes the current stream: the sum comes back to the host.
+double grad_norm_squared(Tensor grad);
+
 // Synchronizes the current stream and throws the first bad id / label / position a kernel recorded since
 // the last check (then clears it).
 void check_device_errors();

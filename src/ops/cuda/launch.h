@@ -79,4 +79,17 @@ void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, voi
                                const void* dout, const void* out, const float* lse, const void* q,
                                const void* k, const void* v, cudaStream_t s);
 
+// AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32.
+void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,
+                       float* exp_avg_sq, int64_t count, double lr, double beta1, double beta2, double eps,
+                       double weight_decay, int64_t step, bool stochastic_rounding, uint64_t seed,
+                       cudaStream_t s);
+
+// Sum of squares of x (f32 or bf16, count >= 1) into *out (device f64), deterministic. partials: device
+// scratch of grad_norm_partials(count) doubles.
+constexpr int64_t kGradNormMaxBlocks = 1024;
+int grad_norm_partials(int64_t count);
+void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* partials, double* out,
+                              cudaStream_t s);
+
 }  // namespace lt::ops::cuda

@@ -1,0 +1,64 @@
+// AdamW's step on one tensor and the gradient sum of squares: argument checks shared by both backends, then
+// dispatch on the device.
+#include <cmath>
+
+#include "ops/check.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
+namespace lt::ops {
+
+namespace {
+void check_count(const Tensor& t, int64_t count, const char* what) {
+  LT_CHECK(t.numel() == count, "adamw_step {}: shape {} has {} elements, expected params.count = {}", what,
+           t.shape_string(), t.numel(), count);
+  LT_CHECK(count == 0 || !t.empty(), "adamw_step {}: the tensor is missing (empty view)", what);
+  LT_CHECK(is_floating(t.dtype), "adamw_step {}: dtype {} is not a floating dtype", what,
+           dtype_name(t.dtype));
+}
+}  // namespace
+
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq) {
+  const char* op = "adamw_step";
+  check_size(p.count, 0, op, "count");
+  check_size(p.step, 1, op, "step");
+  LT_CHECK(std::isfinite(p.lr) && p.lr >= 0, "adamw_step: params.lr is {}, expected a finite value >= 0",
+           p.lr);
+  LT_CHECK(p.beta1 >= 0 && p.beta1 < 1, "adamw_step: params.beta1 is {}, expected a value in [0, 1)",
+           p.beta1);
+  LT_CHECK(p.beta2 >= 0 && p.beta2 < 1, "adamw_step: params.beta2 is {}, expected a value in [0, 1)",
+           p.beta2);
+  LT_CHECK(p.eps > 0 && std::isfinite(p.eps), "adamw_step: params.eps is {}, expected a finite value > 0",
+           p.eps);
+  LT_CHECK(p.weight_decay >= 0 && std::isfinite(p.weight_decay),
+           "adamw_step: params.weight_decay is {}, expected a finite value >= 0", p.weight_decay);
+  check_device(param.device, {&param, &grad, &exp_avg, &exp_avg_sq}, op);
+  check_count(param, p.count, "param");
+  check_count(grad, p.count, "grad");
+  check_count(exp_avg, p.count, "exp_avg");
+  check_count(exp_avg_sq, p.count, "exp_avg_sq");
+  LT_CHECK(exp_avg.dtype == exp_avg_sq.dtype,
+           "adamw_step: exp_avg is {} but exp_avg_sq is {}, expected one dtype", dtype_name(exp_avg.dtype),
+           dtype_name(exp_avg_sq.dtype));
+  LT_CHECK(!p.stochastic_rounding || param.dtype == DType::BF16,
+           "adamw_step: params.stochastic_rounding is set for a {} parameter, expected bf16 (it only rounds "
+           "to bf16)",
+           dtype_name(param.dtype));
+  LT_OP_DISPATCH(param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq);
+}
+
+double grad_norm_squared(Tensor grad) {
+  LT_CHECK(grad.numel() == 0 || !grad.empty(), "grad_norm_squared: gradient of shape {} has no memory",
+           grad.shape_string());
+  LT_CHECK(is_floating(grad.dtype), "grad_norm_squared: gradient dtype {} is not a floating dtype",
+           dtype_name(grad.dtype));
+  if (grad.numel() == 0) return 0.0;
+  return LT_OP_DISPATCH(grad.device, grad_norm_squared, grad);
+}
+
+}  // namespace lt::ops

@@ -1,0 +1,51 @@
+// ops::grad_norm_squared on CPU: the sum of squares in double of every floating dtype, the same bits for
+// any thread count, and the argument checks.
+#include <vector>
+
+#include "host_buffers.h"
+#include "ops/ops.h"
+#include "support/test_support.h"
+
+namespace lt {
+namespace {
+
+using test::HostTensor;
+
+double naive_sum_of_squares(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v * v;
+  return s;
+}
+
+TEST(GradNormSquared, SumsSquaresOfTheStoredValuesInEveryDtype) {
+  const std::vector<double> x = test::random_values(5000, 21, -3.0, 3.0);
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
+    HostTensor t = HostTensor::of(dt, {50, 100}, x);
+    // Below one block (65536 elements) the op adds in index order, like the naive loop: exactly equal.
+    EXPECT_EQ(ops::grad_norm_squared(t), naive_sum_of_squares(t.values())) << dtype_name(dt);
+  }
+  HostTensor small = HostTensor::of(DType::F32, {3}, {3.0, -4.0, 12.0});
+  EXPECT_EQ(ops::grad_norm_squared(small), 169.0);
+}
+
+TEST(GradNormSquared, LargeTensorsGiveTheSameBitsForAnyThreadCount) {
+  const std::vector<double> x = test::random_values(300001, 22);
+  HostTensor t = HostTensor::of(DType::F32, {300001}, x);
+  double one = 0, three = 0;
+  test::with_threads(1, [&] { one = ops::grad_norm_squared(t); });
+  test::with_threads(3, [&] { three = ops::grad_norm_squared(t); });
+  EXPECT_EQ(one, three);
+  const double naive = naive_sum_of_squares(t.values());
+  EXPECT_NEAR(one, naive, 1e-12 * naive);
+}
+
+TEST(GradNormSquared, EmptyIsZeroAndIntegersAreRefused) {
+  HostTensor empty(DType::F32, {0});
+  EXPECT_EQ(ops::grad_norm_squared(empty), 0.0);
+  HostTensor ints = HostTensor::ints({2}, {1, 2});
+  test::expect_error([&] { ops::grad_norm_squared(ints); },
+                     "grad_norm_squared: gradient dtype i32 is not a floating dtype");
+}
+
+}  // namespace
+}  // namespace lt
