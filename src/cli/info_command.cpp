@@ -35,6 +35,7 @@ struct InfoOptions {
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
+  int64_t memory_limit = 0;  // bytes; > 0: refuse a plan over it, as training does
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -106,8 +107,9 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
       return std::nullopt;
     });
   }
-  fmt::print("
-{}", model::format_memory_plan(model::plan_memory(cfg, s), o.plan_verbose));
+  const model::MemoryPlan plan = model::plan_memory(cfg, s);
+  fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
+  model::check_plan_fits(plan, size_t(o.memory_limit));
 }
 
 void run_info(const InfoOptions& o) {
@@ -141,11 +143,16 @@ void run_info(const InfoOptions& o) {
   s.lora_rank = o.lora_r;
   s.lora_targets = o.lora_targets;
   fmt::print("\nMemory at seq_len {} x batch {}, {} compute, AdamW:\n", o.seq_len, o.batch, o.precision);
-  s.mode = model::TrainingMode::Full;
-  print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
-  s.mode = model::TrainingMode::Lora;
-  print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
-               model::estimate_training_memory(cfg, s));
+  if (s.compute_bytes == 8) {
+    // The rough estimate models 2- and 4-byte compute only; the plan (--plan) covers fp64.
+    fmt::print("  (the estimate covers bf16, fp16 and fp32; use --plan for fp64)\n");
+  } else {
+    s.mode = model::TrainingMode::Full;
+    print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
+    s.mode = model::TrainingMode::Lora;
+    print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
+                 model::estimate_training_memory(cfg, s));
+  }
   if (o.plan) print_plan(o, cfg);
 }
 
@@ -168,6 +175,9 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");
   cmd->add_option("--trainable", options->trainable, "with --plan and partial: embed_tokens,attention,mlp,norms,lm_head")
       ->delimiter(',');
+  cmd->add_option("--memory_limit", options->memory_limit,
+                  "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
+      ->transform(CLI::AsSizeValue(true));
   cmd->add_option("--trainable_layers", options->trainable_layers, "with --plan and partial: all, first:N, last:N, 0-3");
   cmd->callback([options] { run_info(*options); });
 }

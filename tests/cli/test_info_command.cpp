@@ -105,6 +105,14 @@ TEST(InfoCommand, PlanTable) {
   EXPECT_NE(out.find("trainable weights"), std::string::npos) << out;
   EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "bf16"}, &out, &err), 0);
   EXPECT_NE(err.find("fp32 or fp64"), std::string::npos) << err;
+  // Over --memory_limit: the table, then the refusal with a chunk size that fits.
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--seq_len", "4096", "--memory_limit",
+                     "400MiB"},
+                    &out, &err),
+            0);
+  EXPECT_NE(out.find("Memory plan: lora"), std::string::npos) << out;
+  EXPECT_NE(err.find("exceeds memory_limit 400"), std::string::npos) << err;
+  EXPECT_NE(err.find("fits"), std::string::npos) << err;
   EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "half"}, &out, &err), 0);
   EXPECT_NE(err.find("--finetune half"), std::string::npos) << err;
 }
