@@ -9,8 +9,12 @@
 #include "core/arena.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/memory_estimate.h"
+#include "model/memory_plan.h"
 #include "model/param_counts.h"
+#include "train/train_config.h"
+#include "train/trainable.h"
 
 namespace lt::cli {
 
@@ -23,6 +27,15 @@ struct InfoOptions {
   int64_t lora_r = 16;
   std::vector<std::string> lora_targets = model::lora_target_names();
   std::string precision = "bf16";
+  bool precision_given = false;
+  // --plan: the engine's memory plan (memory_plan.h) for one run.
+  bool plan = false;
+  bool plan_verbose = false;
+  int64_t chunk_size = 0;
+  std::string finetune = "lora";
+  std::vector<std::string> trainable;  // finetune partial
+  std::string trainable_layers = "all";
+  int64_t memory_limit = 0;  // bytes; > 0: refuse a plan over it, as training does
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -62,6 +75,43 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
   for (const auto& [name, bytes] : m.rows()) fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
 }
 
+// The memory plan of the run the options describe (CPU engine: fp32 or fp64; fp32 unless --precision).
+void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
+  const std::string precision = o.precision_given ? o.precision : "fp32";
+  LT_CHECK(precision == "fp32" || precision == "fp64",
+           "info --plan: --precision {}; the engine trains in fp32 or fp64", precision);
+  LT_CHECK(o.finetune == "full" || o.finetune == "lora" || o.finetune == "partial",
+           "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
+  model::MemoryPlanSettings s;
+  s.dtype = precision == "fp64" ? DType::F64 : DType::F32;
+  s.state_dtype = s.dtype;
+  s.batch = o.batch;
+  s.seq_len = o.seq_len;
+  s.chunk_size = o.chunk_size;
+  if (o.finetune == "full") s.method = model::FinetuneMethod::Full;
+  if (o.finetune == "partial") {
+    s.method = model::FinetuneMethod::Partial;
+    train::TrainConfig tc;
+    tc.finetune = "partial";
+    tc.trainable = o.trainable;
+    tc.trainable_layers = o.trainable_layers;
+    s.trainable = train::trainable_fn(tc, cfg);
+  }
+  if (o.finetune == "lora") {
+    s.method = model::FinetuneMethod::Lora;
+    const std::vector<std::string> targets = o.lora_targets;
+    const int64_t r = o.lora_r;
+    s.lora = model::lora_specs(cfg, [&targets, r](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+      for (const std::string& t : targets)
+        if (path.ends_with("." + t)) return model::LoraModuleSetting{.rank = r, .alpha = double(2 * r)};
+      return std::nullopt;
+    });
+  }
+  const model::MemoryPlan plan = model::plan_memory(cfg, s);
+  fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
+  model::check_plan_fits(plan, size_t(o.memory_limit));
+}
+
 void run_info(const InfoOptions& o) {
   model::ModelConfig cfg = model::load_model_config(o.model_dir);
   fmt::print("{} ({}) from {}\n", cfg.architecture_name, cfg.model_type, o.model_dir);
@@ -93,11 +143,17 @@ void run_info(const InfoOptions& o) {
   s.lora_rank = o.lora_r;
   s.lora_targets = o.lora_targets;
   fmt::print("\nMemory at seq_len {} x batch {}, {} compute, AdamW:\n", o.seq_len, o.batch, o.precision);
-  s.mode = model::TrainingMode::Full;
-  print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
-  s.mode = model::TrainingMode::Lora;
-  print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
-               model::estimate_training_memory(cfg, s));
+  if (s.compute_bytes == 8) {
+    // The rough estimate models 2- and 4-byte compute only; the plan (--plan) covers fp64.
+    fmt::print("  (the estimate covers bf16, fp16 and fp32; use --plan for fp64)\n");
+  } else {
+    s.mode = model::TrainingMode::Full;
+    print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
+    s.mode = model::TrainingMode::Lora;
+    print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
+                 model::estimate_training_memory(cfg, s));
+  }
+  if (o.plan) print_plan(o, cfg);
 }
 
 }  // namespace
@@ -110,7 +166,19 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
-  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64");
+  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64 (--plan: fp32, fp64)")
+      ->each([options](const std::string&) { options->precision_given = true; });
+  cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
+  cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
+  cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");
+  cmd->add_option("--trainable", options->trainable, "with --plan and partial: embed_tokens,attention,mlp,norms,lm_head")
+      ->delimiter(',');
+  cmd->add_option("--memory_limit", options->memory_limit,
+                  "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
+      ->transform(CLI::AsSizeValue(true));
+  cmd->add_option("--trainable_layers", options->trainable_layers, "with --plan and partial: all, first:N, last:N, 0-3");
   cmd->callback([options] { run_info(*options); });
 }
 

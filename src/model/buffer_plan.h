@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/arena.h"
 
@@ -13,11 +15,20 @@ namespace lt::model {
 
 constexpr size_t kArenaAlignment = 256;  // Arena::alloc's alignment
 
+// One buffer a plan takes: its name (as the arena records it) and its bytes, alignment included.
+struct PlannedBuffer {
+  std::string name;
+  size_t bytes = 0;
+};
+
 struct ByteCounter {
-  size_t bytes = kArenaAlignment;  // the arena's current end may be unaligned
-  Tensor operator()(std::string_view, DType dtype, std::initializer_list<int64_t> dims) {
+  size_t bytes = kArenaAlignment;             // the arena's current end may be unaligned
+  std::vector<PlannedBuffer>* log = nullptr;  // when set, every buffer is recorded (the memory plan)
+  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
     Tensor t(nullptr, dtype, dims);
-    bytes += (t.bytes() + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    const size_t aligned = (t.bytes() + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    bytes += aligned;
+    if (log) log->push_back({std::string(name), aligned});
     return t;
   }
 };

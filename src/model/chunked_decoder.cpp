@@ -92,6 +92,16 @@ size_t ChunkedDecoder::arena_bytes(const ModelConfig& config, DType dtype, int64
   return counter.bytes;
 }
 
+std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
+                                                           int64_t tokens, const ChunkedOptions& options,
+                                                           const std::vector<LoraSpec>& lora) {
+  ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
+  std::vector<PlannedBuffer> buffers;
+  ByteCounter counter{.log = &buffers};
+  counting.plan(counter);
+  return buffers;
+}
+
 template <class Alloc>
 void ChunkedDecoder::plan(Alloc& alloc) {
   const ModelConfig& c = config_;

@@ -28,6 +28,7 @@
 
 #include "core/arena.h"
 #include "core/tensor.h"
+#include "model/buffer_plan.h"
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/lora.h"
@@ -54,6 +55,10 @@ class ChunkedDecoder {
   // With LoRA, `lora` is the adapters' layout (as for Decoder).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                             const ChunkedOptions& options, const std::vector<LoraSpec>& lora = {});
+  // Every buffer the constructor takes, in order (the memory plan's rows).
+  static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
+                                                    int64_t tokens, const ChunkedOptions& options,
+                                                    const std::vector<LoraSpec>& lora = {});
   // `config` is kept by reference: it must outlive the decoder.
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                  const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {});

@@ -144,6 +144,15 @@ size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batc
   return counter.bytes;
 }
 
+std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
+                                                    int64_t tokens, const std::vector<LoraSpec>& lora) {
+  Decoder counting(config, dtype, batch, tokens, lora);
+  std::vector<PlannedBuffer> buffers;
+  ByteCounter counter{.log = &buffers};
+  counting.plan(counter);
+  return buffers;
+}
+
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                  const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), lora_specs_(lora) {

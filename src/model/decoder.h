@@ -15,6 +15,7 @@
 
 #include "core/arena.h"
 #include "core/tensor.h"
+#include "model/buffer_plan.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/weights.h"
@@ -137,6 +138,9 @@ class Decoder {
   // Bytes the constructor takes from the arena (alignment included).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                             const std::vector<LoraSpec>& lora = {});
+  // Every buffer the constructor takes, in order (the memory plan's rows).
+  static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
+                                                    int64_t tokens, const std::vector<LoraSpec>& lora = {});
 
   // `config` is kept by reference: it must outlive the decoder.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,

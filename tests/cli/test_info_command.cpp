@@ -1,10 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli_test_util.h"
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/lora.h"
+#include "model/memory_plan.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -55,6 +61,60 @@ TEST(InfoCommand, ErrorsAreOneMessageAndNonZero) {
   EXPECT_NE(run_cli({"info", dir.path()}, &out, &err), 0);
   EXPECT_NE(err.find("GPTNeoXForCausalLM"), std::string::npos) << err;
   EXPECT_NE(run_cli({"info", dir.path(), "--precision", "int3"}, &out, &err), 0);
+}
+
+// --plan prints the engine's memory plan (model/memory_plan.h) after the estimate.
+TEST(InfoCommand, PlanTable) {
+  test::TempDir dir;
+  std::ofstream(dir.file("config.json")) << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 32000, "hidden_size": 256, "intermediate_size": 704, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "max_position_embeddings": 8192,
+    "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false})";
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--seq_len", "4096", "--chunk_size", "256", "--finetune",
+                     "full"},
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("full fine-tuning"), std::string::npos) << out;  // the estimate is still there
+  EXPECT_NE(out.find("Memory plan: full fine-tuning, fp32, batch 1 x seq_len 4096, chunk_size 256"),
+            std::string::npos)
+      << out;
+  model::MemoryPlanSettings s;
+  s.seq_len = 4096;
+  s.chunk_size = 256;
+  const model::MemoryPlan plan = model::plan_memory(model::load_model_config(dir.path()), s);
+  for (int c = 0; c < model::kMemoryCategoryCount; ++c) {
+    const auto cat = model::MemoryCategory(c);
+    if (plan.bytes(cat) == 0) continue;
+    EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", model::memory_category_name(cat),
+                                   format_bytes(double(plan.bytes(cat))))),
+              std::string::npos)
+        << model::memory_category_name(cat) << "\n" << out;
+  }
+  EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", "total", format_bytes(double(plan.total)))), std::string::npos)
+      << out;
+
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--lora_r", "8", "--precision", "fp64"},
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("Memory plan: lora fine-tuning, fp64, batch 1 x seq_len 2048, whole sequence"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("trainable weights"), std::string::npos) << out;
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "bf16"}, &out, &err), 0);
+  EXPECT_NE(err.find("fp32 or fp64"), std::string::npos) << err;
+  // Over --memory_limit: the table, then the refusal with a chunk size that fits.
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--seq_len", "4096", "--memory_limit",
+                     "400MiB"},
+                    &out, &err),
+            0);
+  EXPECT_NE(out.find("Memory plan: lora"), std::string::npos) << out;
+  EXPECT_NE(err.find("exceeds memory_limit 400"), std::string::npos) << err;
+  EXPECT_NE(err.find("fits"), std::string::npos) << err;
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "half"}, &out, &err), 0);
+  EXPECT_NE(err.find("--finetune half"), std::string::npos) << err;
 }
 
 }  // namespace

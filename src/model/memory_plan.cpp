@@ -1,0 +1,216 @@
+// The memory plan from the decoders' own buffer lists (see memory_plan.h).
+#include "model/memory_plan.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "model/chunked_decoder.h"
+#include "model/decoder.h"
+
+namespace lt::model {
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// "layer.12.rest" -> "rest"; "" when the name is not a layer buffer.
+std::string_view layer_part(std::string_view name) {
+  if (!starts_with(name, "layer.")) return {};
+  const size_t dot = name.find('.', 6);
+  if (dot == std::string_view::npos) return {};
+  int64_t layer = 0;
+  const auto [end, ec] = std::from_chars(name.data() + 6, name.data() + dot, layer);
+  if (ec != std::errc() || end != name.data() + dot) return {};
+  return name.substr(dot + 1);
+}
+
+// The category of a decoder buffer from the name the decoder gives the arena (decoder.cpp and
+// chunked_decoder.cpp plan()). Unknown names throw, so a new buffer cannot go uncounted.
+MemoryCategory classify(std::string_view name) {
+  using C = MemoryCategory;
+  if (starts_with(name, "resid.")) return C::KeptActivations;  // layer inputs (chunked: the checkpoints)
+  if (std::string_view rest = layer_part(name); !rest.empty()) {
+    if (rest == "k" || rest == "v" || rest == "k_cache" || rest == "v_cache" || rest == "grad_k" ||
+        rest == "grad_v")
+      return C::KvCache;
+    return C::KeptActivations;  // Decoder: every layer's saved activations, LoRA's t
+  }
+  if (name == "grad.k" || name == "grad.v") return C::KvCache;  // Decoder's dK/dV, reused layer after layer
+  static constexpr std::string_view kLoss[] = {
+      "final_rstd",           "final_norm_out",     "logits",      "logits_lse",
+      "token_losses",         "shifted_labels",     "loss_lse",    "chunk.final_rstd",
+      "chunk.final_norm_out", "chunk.token_losses", "chunk.logits"};
+  if (std::find(std::begin(kLoss), std::end(kLoss), name) != std::end(kLoss)) return C::Loss;
+  if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk."))
+    return C::TransientActivations;
+  if (name == "chunk_ids" || name == "chunk_positions" || name == "chunk_segments" || name == "chunk_labels")
+    return C::Workspace;
+  LT_FAIL("memory plan: decoder buffer '{}' has no memory category; add it to classify() in memory_plan.cpp",
+          name);
+}
+
+int64_t trainable_elements(const ModelConfig& config, const MemoryPlanSettings& s) {
+  int64_t n = 0;
+  if (s.method == FinetuneMethod::Lora) {
+    for (const LoraSpec& spec : s.lora) n += spec.rank * (spec.in + spec.out);
+    return n;
+  }
+  for (const WeightSpec& spec : weight_specs(config))
+    if (s.method == FinetuneMethod::Full || s.trainable(spec)) n += spec.numel();
+  return n;
+}
+
+}  // namespace
+
+std::string_view memory_category_name(MemoryCategory c) {
+  static constexpr std::string_view kNames[kMemoryCategoryCount] = {
+      "weights",          "trainable weights",     "gradients", "optimizer state", "KV cache + dK/dV",
+      "kept activations", "transient activations", "loss",      "workspace"};
+  return kNames[size_t(c)];
+}
+
+MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& settings) {
+  const MemoryPlanSettings& s = settings;
+  LT_CHECK(s.dtype == DType::F32 || s.dtype == DType::F64, "memory plan: precision {}, expected fp32 or fp64",
+           dtype_name(s.dtype));
+  LT_CHECK(s.batch > 0 && s.seq_len > 0, "memory plan: batch {} x seq_len {}, both must be positive", s.batch,
+           s.seq_len);
+  LT_CHECK(s.chunk_size >= 0, "memory plan: chunk_size {} must be >= 0 (0 = whole sequence)", s.chunk_size);
+  LT_CHECK(s.method != FinetuneMethod::Lora || !s.lora.empty(), "memory plan: LoRA without adapters");
+  MemoryPlan plan;
+  plan.config = config;
+  plan.settings = settings;
+  auto add = [&plan](std::string name, MemoryCategory c, size_t bytes, bool in_arena = true) {
+    if (bytes > 0) plan.rows.push_back({std::move(name), c, bytes, in_arena});
+  };
+
+  // What the trainer allocates (trainer.cpp): weights, gradients of the trainable weights, LoRA adapters and
+  // their gradients, AdamW's moments (std::vector, two per trainable element).
+  add("weights", MemoryCategory::Weights, weights_bytes(config, s.dtype));
+  const std::vector<LoraSpec> no_lora;
+  const std::vector<LoraSpec>& lora = s.method == FinetuneMethod::Lora ? s.lora : no_lora;
+  if (s.method != FinetuneMethod::Lora)
+    add("weight grads", MemoryCategory::Gradients,
+        grads_bytes(config, s.dtype,
+                    s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
+  else {
+    add("lora adapters", MemoryCategory::TrainableWeights, lora_bytes(lora, s.dtype));
+    add("lora grads", MemoryCategory::Gradients, lora_bytes(lora, s.dtype));
+  }
+  const size_t moment_bytes = size_t(trainable_elements(config, s)) * dtype_size(s.state_dtype);
+  add("adamw.exp_avg", MemoryCategory::OptimizerState, moment_bytes, false);
+  add("adamw.exp_avg_sq", MemoryCategory::OptimizerState, moment_bytes, false);
+
+  std::vector<PlannedBuffer> buffers;
+  if (s.chunk_size == 0) {
+    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora);
+  } else {
+    const ChunkedOptions options{.chunk_size = s.chunk_size,
+                                 .fused_loss = true,
+                                 .loss_token_block = s.loss_token_block,
+                                 .loss_vocab_block = s.loss_vocab_block};
+    buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
+    // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
+    const int64_t tile_tokens = std::min(s.loss_token_block, s.batch * std::min(s.chunk_size, s.seq_len));
+    const int64_t tile_vocab = std::min(s.loss_vocab_block, config.vocab_size);
+    add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_tokens * tile_vocab) * dtype_size(s.dtype),
+        false);
+  }
+  for (PlannedBuffer& b : buffers) {
+    const MemoryCategory category = classify(b.name);
+    plan.activation_arena += b.bytes;
+    add(std::move(b.name), category, b.bytes);
+  }
+
+  for (const MemoryPlanRow& r : plan.rows) {
+    plan.by_category[size_t(r.category)] += r.bytes;
+    plan.total += r.bytes;
+    if (r.in_arena) plan.arena_total += r.bytes;
+  }
+  return plan;
+}
+
+std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
+  const MemoryPlanSettings& s = plan.settings;
+  static constexpr std::string_view kMethod[] = {"full", "partial", "lora"};
+  std::string out = fmt::format(
+      "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
+      s.dtype == DType::F64 ? "fp64" : "fp32", s.batch, s.seq_len,
+      s.chunk_size > 0 ? fmt::format("chunk_size {} (chunked, recompute)", std::min(s.chunk_size, s.seq_len))
+                       : std::string("whole sequence (no chunking)"));
+  out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
+  for (int c = 0; c < kMemoryCategoryCount; ++c) {
+    const auto cat = MemoryCategory(c);
+    const int64_t count = std::count_if(plan.rows.begin(), plan.rows.end(),
+                                        [cat](const MemoryPlanRow& r) { return r.category == cat; });
+    if (count == 0) continue;
+    std::string note;
+    if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
+      const int64_t L = std::max<int64_t>(plan.config.num_layers, 1);
+      note = fmt::format("  ({} per layer)", format_bytes(double(plan.bytes(cat)) / double(L)));
+    }
+    out += fmt::format("  {:<24} {:>12} {:>8}{}\n", memory_category_name(cat),
+                       format_bytes(double(plan.bytes(cat))), count, note);
+  }
+  out += fmt::format("  {:<24} {:>12}  ({} in arenas, {} activation arena)\n", "total",
+                     format_bytes(double(plan.total)), format_bytes(double(plan.arena_total)),
+                     format_bytes(double(plan.activation_arena)));
+  if (verbose)
+    for (const MemoryPlanRow& r : plan.rows)
+      out += fmt::format("    {:<40} {:<22} {:>12}{}\n", r.name, memory_category_name(r.category),
+                         format_bytes(double(r.bytes)), r.in_arena ? "" : " (heap)");
+  return out;
+}
+
+std::string format_memory_plan_summary(const MemoryPlan& plan) {
+  using C = MemoryCategory;
+  const size_t fixed = plan.bytes(C::Weights) + plan.bytes(C::TrainableWeights) + plan.bytes(C::Gradients) +
+                       plan.bytes(C::OptimizerState);
+  return fmt::format("total {} (weights, gradients and optimizer state {}; KV cache {}; activations {})",
+                     format_bytes(double(plan.total)), format_bytes(double(fixed)),
+                     format_bytes(double(plan.bytes(C::KvCache))),
+                     format_bytes(double(plan.total - fixed - plan.bytes(C::KvCache))));
+}
+
+void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
+  if (limit_bytes == 0 || plan.total <= limit_bytes) return;
+  const MemoryPlanSettings& s = plan.settings;
+  const int64_t T = s.seq_len;
+  const int64_t current = s.chunk_size > 0 ? std::min(s.chunk_size, T) : T;
+  std::string suggestion;
+  // The largest power-of-two chunk below the current one that fits (activations shrink with C; the KV cache,
+  // checkpoints, weights and optimizer state do not).
+  int64_t c = 1;
+  while (c * 2 < current) c *= 2;
+  for (; c >= 1 && suggestion.empty(); c /= 2) {
+    MemoryPlanSettings smaller = s;
+    smaller.chunk_size = c;
+    const MemoryPlan p = plan_memory(plan.config, smaller);
+    if (p.total <= limit_bytes)
+      suggestion =
+          fmt::format("chunk_size: {} fits ({}){}", c, format_memory_plan_summary(p),
+                      s.chunk_size == 0 ? "; whole-sequence training keeps every layer's activations, "
+                                          "chunked training recomputes them"
+                                        : "");
+  }
+  if (suggestion.empty()) {
+    MemoryPlanSettings smallest = s;
+    smallest.chunk_size = 1;
+    const MemoryPlan p = plan_memory(plan.config, smallest);
+    suggestion = fmt::format(
+        "no chunk_size fits: even chunk_size 1 needs {}; lower micro_batch_size or cutoff_len (seq_len), or "
+        "use finetune: lora{}",
+        format_memory_plan_summary(p), s.method == FinetuneMethod::Lora ? " with a smaller r" : "");
+  }
+  LT_FAIL("memory plan: {} exceeds memory_limit {} by {}; {}\n{}\n{}", format_bytes(double(plan.total)),
+          format_bytes(double(limit_bytes)), format_bytes(double(plan.total - limit_bytes)), suggestion,
+          format_memory_plan_summary(plan), format_memory_plan(plan));
+}
+
+}  // namespace lt::model

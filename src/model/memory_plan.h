@@ -1,0 +1,84 @@
+// The memory plan: the bytes of every buffer a training run takes, by category, computed before the first
+// step from the same planning code the decoders allocate with (Decoder/ChunkedDecoder::planned_buffers, the
+// ByteCounter that records each buffer), so the plan cannot drift from the allocation. Unlike
+// memory_estimate.h (a rough formula for any precision), this is what the CPU engine actually takes.
+//
+// Categories: the decoders' buffers are classified by the names they pass to the arena; a name that fits
+// no category is an error (a new buffer must be given one), never silently left out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/config.h"
+#include "model/lora.h"
+#include "model/weights.h"
+
+namespace lt::model {
+
+enum class MemoryCategory : uint8_t {
+  Weights,           // the model's weights (frozen or trained), compute dtype
+  TrainableWeights,  // weights that exist only to be trained: the LoRA adapters
+  Gradients,         // gradients of the trainable tensors
+  OptimizerState,    // AdamW's m and v per trainable element (state dtype)
+  KvCache,           // per-layer K/V and the dK/dV accumulators
+  KeptActivations,   // kept for backward: per layer (whole sequence) or the residual checkpoints (chunked)
+  TransientActivations,  // one layer's (one chunk's) activations and backward scratch, reused
+  Loss,                  // final norm, head/logits or the fused loss's buffers, per-token losses
+  Workspace,             // token buffers, the fused loss's tile (heap)
+};
+constexpr int kMemoryCategoryCount = 9;
+std::string_view memory_category_name(MemoryCategory c);
+
+enum class FinetuneMethod : uint8_t { Full, Partial, Lora };
+
+struct MemoryPlanSettings {
+  DType dtype = DType::F32;  // compute dtype (CPU: f32 or f64)
+  int64_t batch = 1;         // B, the micro-batch
+  int64_t seq_len = 2048;    // T
+  int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
+  FinetuneMethod method = FinetuneMethod::Full;
+  TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
+  std::vector<LoraSpec> lora;         // Lora: the adapters
+  DType state_dtype = DType::F32;     // AdamW moments (f64 for float64 runs)
+  int64_t loss_token_block = 256;     // ChunkedOptions: the fused loss's tile
+  int64_t loss_vocab_block = 4096;
+};
+
+struct MemoryPlanRow {
+  std::string name;  // the buffer's arena name, or a group ("weights", "adamw.exp_avg")
+  MemoryCategory category;
+  size_t bytes = 0;
+  bool in_arena = true;  // false: host heap (AdamW's moments, the fused loss's tile)
+};
+
+struct MemoryPlan {
+  ModelConfig config;
+  MemoryPlanSettings settings;
+  std::vector<MemoryPlanRow> rows;
+  size_t by_category[kMemoryCategoryCount] = {};
+  size_t total = 0;             // every row
+  size_t arena_total = 0;       // rows in arenas
+  size_t activation_arena = 0;  // the decoder's buffers (its arena_bytes less the alignment slack)
+
+  size_t bytes(MemoryCategory c) const { return by_category[size_t(c)]; }
+};
+
+MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& settings);
+
+// The table by category ("category  bytes  buffers"), with the per-layer share of kept activations and the
+// total. verbose: every row.
+std::string format_memory_plan(const MemoryPlan& plan, bool verbose = false);
+// One line: "total 1.2 GiB (weights ..., activations ...)".
+std::string format_memory_plan_summary(const MemoryPlan& plan);
+
+// Throws lt::Error when plan.total > limit_bytes (0: no limit), with the plan's numbers and settings that
+// would fit: the largest chunk_size (a power of two below the current one, or below T for a whole-sequence
+// run) whose plan fits, or, when no chunk size can, the fixed part (weights, gradients, optimizer state) and
+// what to change. Call it after planning, before allocating (the trainer's `memory_limit`).
+void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes);
+
+}  // namespace lt::model
