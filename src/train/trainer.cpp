@@ -14,6 +14,7 @@
 #include "train/config_bridge.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
+#include "train/memory_check.h"
 #include "train/model_batch.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
@@ -72,8 +73,12 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t rows = config_.micro_batch_size;
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
-  activations_ = std::make_unique<Arena>("activations", HostMemory::instance(),
-                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
+  // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
+  memory_plan_summary_ =
+      model::format_memory_plan_summary(check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs));
+  activations_ = std::make_unique<Arena>(
+      "activations", HostMemory::instance(),
+      activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -196,6 +201,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   auto say = [&](const std::string& text) {
     if (!hooks.quiet) progress.message(text);
   };
+  say(memory_plan_summary_);
   if (state_.step > 0)
     say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step,
                     state_.data_epoch, state_.data_index));

@@ -95,6 +95,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
+  std::string memory_plan_summary_;  // one line, printed when the run starts
   std::unique_ptr<data::DataLoader> loader_;
   int64_t accum_ = 1;            // micro-batches per optimizer step
   int64_t steps_per_epoch_ = 0;  // optimizer steps
