@@ -201,7 +201,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   auto say = [&](const std::string& text) {
     if (!hooks.quiet) progress.message(text);
   };
-  say(memory_plan_summary_);
+  say("memory plan: " + memory_plan_summary_);
   if (state_.step > 0)
     say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step,
                     state_.data_epoch, state_.data_index));
