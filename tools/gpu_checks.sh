@@ -17,7 +17,7 @@ python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 
 
 echo "== 1. CUDA parity"
 .carry/test_cuda > "$out/test_cuda.log" 2>&1 || status=1
-grep -E "PARITY|PASSED|FAILED" "$out/test_cuda.log" | tail -n 300 > "$out/parity.txt"
+grep -E "PARITY|BANDWIDTH|PASSED|FAILED" "$out/test_cuda.log" > "$out/parity.txt"
 tail -n 3 "$out/test_cuda.log"
 
 echo "== 2. PEFT loads leantune-trained adapters"
