@@ -15,7 +15,7 @@
 // - token ids: absent -> LlamaConfig/MistralConfig's bos 1 and eos 2 (Qwen2Config: none); null -> none.
 // - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
 //   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
-// Refused because they would change the math and are not implemented: a quantization_config, non-zero
+// Refused because they would change the math and leantune does not support them: a quantization_config, non-zero
 // attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
 // hidden_act other than silu. Accepted and ignored because they do not change the math: pretraining_tp
 // (splits matmuls, same result), use_cache, initializer_range, use_mrope (Qwen2ForCausalLM ignores it),

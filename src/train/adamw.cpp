@@ -3,42 +3,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dtype_visit.h"
 #include "ops/ops.h"
 
 namespace lt::train {
 namespace {
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<storage type>) for a floating host dtype.
-template <class F>
-void visit_floating(DType dtype, std::string_view what, F&& f) {
-  switch (dtype) {
-    case DType::F64:
-      return f(Tag<double>{});
-    case DType::F32:
-      return f(Tag<float>{});
-    case DType::BF16:
-      return f(Tag<bf16>{});
-    case DType::F16:
-      return f(Tag<fp16>{});
-    default:
-      LT_FAIL("{}: dtype {} is not a floating dtype (expected f64, f32, bf16 or f16)", what,
-              dtype_name(dtype));
-  }
-}
-
-template <class C, class T>
-C load(T x) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, fp16>) {
-    return C(to_float(x));
-  } else {
-    return C(x);
-  }
-}
 
 bool is_f64_or_f32(DType d) {
   return d == DType::F64 || d == DType::F32;
@@ -171,7 +140,7 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
   }
   double step = 0;
   visit_floating(srcs[0]->dtype, "optimizer state 'step'", [&](auto stag) {
-    step = load<double>(*static_cast<const typename decltype(stag)::type*>(srcs[0]->data));
+    step = load_as<double>(*static_cast<const typename decltype(stag)::type*>(srcs[0]->data));
   });
   LT_CHECK(step >= 0 && step == std::floor(step) && step < 9.0e15,
            "optimizer state: 'step' is {}, expected a non-negative integer", step);
@@ -184,10 +153,10 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
       const T* s = static_cast<const T*>(st.data);
       if (d.dtype == DType::F64) {
         double* o = static_cast<double*>(d.data);
-        for (int64_t k = 0; k < n; ++k) o[k] = load<double>(s[k]);
+        for (int64_t k = 0; k < n; ++k) o[k] = load_as<double>(s[k]);
       } else {
         float* o = static_cast<float*>(d.data);
-        for (int64_t k = 0; k < n; ++k) o[k] = load<float>(s[k]);
+        for (int64_t k = 0; k < n; ++k) o[k] = load_as<float>(s[k]);
       }
     });
   }

@@ -5,42 +5,12 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/dtype_visit.h"
 #include "ops/adamw_math.h"
 #include "ops/cpu/cpu_ops.h"
 
 namespace lt::ops::cpu {
 namespace {
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-template <class F>
-void visit_floating(DType dtype, const char* what, F&& f) {
-  switch (dtype) {
-    case DType::F64:
-      return f(Tag<double>{});
-    case DType::F32:
-      return f(Tag<float>{});
-    case DType::BF16:
-      return f(Tag<bf16>{});
-    case DType::F16:
-      return f(Tag<fp16>{});
-    default:
-      LT_FAIL("adamw_step {}: dtype {} is not a floating dtype (expected f64, f32, bf16 or f16)", what,
-              dtype_name(dtype));
-  }
-}
-
-template <class C, class T>
-C load(T x) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, fp16>) {
-    return C(to_float(x));
-  } else {
-    return C(x);
-  }
-}
 
 template <class T, class C>
 T store(C x) {
@@ -71,8 +41,8 @@ void update(const AdamWParams& prm, P* param, const G* grad, S* m_state, S* v_st
   const int64_t n = prm.count;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    C p = load<C>(param[i]);
-    const C g = load<C>(grad[i]);
+    C p = load_as<C>(param[i]);
+    const C g = load_as<C>(grad[i]);
     if (decay) p = p * decay_factor;
     const C m = lerp(C(m_state[i]), g, w1);
     C v = C(v_state[i]) * b2;
@@ -97,9 +67,9 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
   LT_CHECK(exp_avg.dtype == DType::F32 || exp_avg.dtype == DType::F64,
            "adamw_step exp_avg: dtype {}, expected f32 or f64", dtype_name(exp_avg.dtype));
   if (p.count == 0) return;
-  visit_floating(param.dtype, "param", [&](auto ptag) {
+  visit_floating(param.dtype, "adamw_step param", [&](auto ptag) {
     using P = typename decltype(ptag)::type;
-    visit_floating(grad.dtype, "grad", [&](auto gtag) {
+    visit_floating(grad.dtype, "adamw_step grad", [&](auto gtag) {
       using G = typename decltype(gtag)::type;
       P* pp = static_cast<P*>(param.data);
       const G* g = static_cast<const G*>(grad.data);
