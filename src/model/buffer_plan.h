@@ -3,7 +3,6 @@
 // never disagree.
 #pragma once
 
-#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -39,11 +38,5 @@ struct ArenaAllocator {
     return arena.alloc(name, dtype, dims);
   }
 };
-
-// Zeroes an accumulator in host memory (the CPU decoders' dK/dV and gradient buffers).
-inline void zero_host(Tensor t, const char* what) {
-  LT_CHECK(t.device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t.device));
-  std::memset(t.data, 0, t.bytes());
-}
 
 }  // namespace lt::model

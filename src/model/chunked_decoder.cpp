@@ -9,6 +9,7 @@
 
 #include "core/timer.h"
 #include "model/buffer_plan.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -35,28 +36,13 @@ void check_batch(const Batch& batch, int64_t B, int64_t T) {
   }
 }
 
-// The adapters given to forward/backward must be the ones the activations were planned for.
-void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
-  LT_CHECK(lora.specs.size() == planned.size(),
-           "chunked decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(),
-           planned.size());
-  for (size_t i = 0; i < planned.size(); ++i) {
-    const LoraSpec& p = planned[i];
-    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
-             "chunked decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}",
-             i, lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
-  }
-  LT_CHECK(lora.dtype == dtype, "chunked decoder: LoRA adapters in {}, the compute dtype is {}",
-           dtype_name(lora.dtype), dtype_name(dtype));
-}
-
 }  // namespace
 
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                const ChunkedOptions& options, const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options), lora_specs_(lora) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
-           "chunked decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
+           "chunked decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
            tokens);
   LT_CHECK(options.chunk_size >= 0, "chunked decoder: chunk_size {} must be >= 0 (0 = whole sequence)",
@@ -78,8 +64,8 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora)
     : ChunkedDecoder(config, dtype, batch, tokens, options, lora) {
-  LT_CHECK(arena.device() == Device::CPU, "chunked decoder: arena '{}' is on {}; the decoder runs on CPU",
-           arena.name(), device_name(arena.device()));
+  check_compute_dtype(arena.device(), dtype, "chunked decoder");
+  device_ = arena.device();
   ArenaAllocator allocator{arena};
   plan(allocator);
 }
@@ -108,7 +94,7 @@ void ChunkedDecoder::plan(Alloc& alloc) {
   const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
-  const DType dt = dtype_, st = stats_dtype(Device::CPU, dtype_);
+  const DType dt = dtype_, st = stats_dtype(dtype_);
 
   resid_.resize(size_t(L + 1));
   for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {B * T, D});
@@ -124,7 +110,7 @@ void ChunkedDecoder::plan(Alloc& alloc) {
   positions_ = alloc("chunk_positions", DType::I32, {B * T});
   segments_ = alloc("chunk_segments", DType::I32, {B * T});
   labels_ = alloc("chunk_labels", DType::I32, {B * T});
-  shifted_ = alloc("shifted_labels", DType::I32, {B, T});
+  kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
   lse_ = alloc("loss_lse", st, {B * T});
 
   LayerActivations& a = acts_;
@@ -304,30 +290,33 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
   LT_CHECK(label_tokens > 0,
            "chunked decoder: label token count {} must be positive (tokens with a target in the step)",
            label_tokens);
-  if (lora) check_lora_layout(*lora, lora_specs_, dtype_);
+  check_on_device(w.embed, device_, "chunked decoder weights");
+  if (lora) check_lora_layout(*lora, lora_specs_, dtype_, "chunked decoder");
   LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
            "chunked decoder: LoRA dropout {} outside [0, 1)", dropout.p);
-  batch_view_ = batch;
   label_tokens_ = label_tokens;
   lora_ = lora;
   lora_dropout_ = dropout;
   packed_ = !batch.segments.empty();
-  shift_labels(batch,
-               shifted_);  // across chunk boundaries: the last token of a chunk targets the next's first
+  // Across chunk boundaries: the last token of a chunk targets the next chunk's first.
+  std::vector<int32_t> shifted(size_t(B * T));  // (B, T) host
+  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
 
-  // Chunk-major copies of the per-token inputs.
+  // Chunk-major copies of the per-token inputs, made on the host and copied to the decoder's device.
   const int32_t* src[4] = {batch.input_ids.ptr<int32_t>(), batch.positions.ptr<int32_t>(),
-                           packed_ ? batch.segments.ptr<int32_t>() : nullptr, shifted_.ptr<int32_t>()};
-  int32_t* dst[4] = {ids_.ptr<int32_t>(), positions_.ptr<int32_t>(), segments_.ptr<int32_t>(),
-                     labels_.ptr<int32_t>()};
-  for (int64_t k = 0; k < num_chunks(); ++k) {
-    const int64_t o = offsets_[size_t(k)], C = chunk_tokens(k);
-    for (int i = 0; i < 4; ++i) {
-      if (!src[i]) continue;
-      for (int64_t b = 0; b < B; ++b) std::copy_n(src[i] + b * T + o, C, dst[i] + B * o + b * C);
+                           packed_ ? batch.segments.ptr<int32_t>() : nullptr, shifted.data()};
+  const Tensor dst[4] = {ids_, positions_, segments_, labels_};
+  std::vector<int32_t> chunk_major(size_t(B * T));  // (B*T) host staging
+  for (int i = 0; i < 4; ++i) {
+    if (!src[i]) continue;
+    for (int64_t k = 0; k < num_chunks(); ++k) {
+      const int64_t o = offsets_[size_t(k)], C = chunk_tokens(k);
+      for (int64_t b = 0; b < B; ++b) std::copy_n(src[i] + b * T + o, C, chunk_major.data() + B * o + b * C);
     }
+    ops::copy(dst[i], Tensor(chunk_major.data(), DType::I32, {B * T}));
   }
-  for (KvContext& kv : kv_) kv.k_segments = batch.segments;
+  if (packed_) ops::copy(kv_segments_, batch.segments);
+  for (KvContext& kv : kv_) kv.k_segments = packed_ ? kv_segments_ : Tensor();
 
   double loss_sum = 0;
   if (timing_) timing_->forward_s.assign(size_t(num_chunks()), 0.0);
@@ -355,13 +344,13 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
   LT_CHECK(forward_done_, "chunked decoder: backward without a forward since the last backward");
   LT_CHECK(!lora_grads || lora_,
            "chunked decoder: LoRA gradients given, but the forward ran without adapters");
-  if (lora_grads) check_lora_layout(*lora_grads, lora_specs_, dtype_);
+  if (lora_grads) check_lora_grads_layout(*lora_grads, lora_specs_, dtype_, "chunked decoder");
   forward_done_ = false;
   const ModelConfig& c = config_;
   const int64_t B = batch_, D = c.hidden_size;
   for (KvGrads& kg : kv_grads_) {
-    zero_host(kg.dk, "chunked decoder dK accumulator");
-    zero_host(kg.dv, "chunked decoder dV accumulator");
+    ops::zero(kg.dk);
+    ops::zero(kg.dv);
   }
   if (timing_) timing_->backward_s.assign(size_t(num_chunks()), 0.0);
   for (int64_t k = num_chunks() - 1; k >= 0; --k) {

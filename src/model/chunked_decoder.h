@@ -100,14 +100,14 @@ class ChunkedDecoder {
   int64_t label_tokens_ = 0;
   bool forward_done_ = false;
   bool packed_ = false;
-  Batch batch_view_;
+  Device device_ = Device::CPU;  // the arena's: where every buffer and the weights live
 
   // Alive across chunks.
   std::vector<Tensor> resid_;  // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's)
   std::vector<KvContext> kv_;  // L: K/V cache (B, T, KVH, HD)
   std::vector<KvGrads> kv_grads_;               // L: dK/dV accumulators (B, T, KVH, HD)
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)
-  Tensor shifted_;                              // (B, T) i32 row-major scratch for shift_labels
+  Tensor kv_segments_;                          // (B, T) i32 row-major: the K/V range's segment ids
   Tensor lse_;                                  // (B*T) stats dtype chunk-major: the loss's lse
   // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
   LayerActivations acts_;  // (B*C, ...) see LayerActivations

@@ -7,25 +7,11 @@
 #include <cstring>
 
 #include "model/buffer_plan.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 namespace {
-
-// The adapters given to forward/backward must be the ones the activations were planned for.
-void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype) {
-  LT_CHECK(lora.specs.size() == planned.size(),
-           "decoder: {} LoRA adapters given, the decoder was planned for {}", lora.specs.size(),
-           planned.size());
-  for (size_t i = 0; i < planned.size(); ++i) {
-    const LoraSpec& p = planned[i];
-    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
-             "decoder: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", i,
-             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
-  }
-  LT_CHECK(lora.dtype == dtype, "decoder: LoRA adapters in {}, the compute dtype is {}",
-           dtype_name(lora.dtype), dtype_name(dtype));
-}
 
 void check_batch(const Batch& batch, int64_t B, int64_t T) {
   check_shape(batch.input_ids, {B, T}, "batch input_ids");
@@ -41,6 +27,29 @@ void check_batch(const Batch& batch, int64_t B, int64_t T) {
 }
 
 }  // namespace
+
+// The adapters given to forward/backward must be the ones the activations were planned for.
+void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype,
+                       const char* what) {
+  LT_CHECK(lora.specs.size() == planned.size(),
+           "{}: {} LoRA adapters given, the decoder was planned for {}", what, lora.specs.size(),
+           planned.size());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const LoraSpec& p = planned[i];
+    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
+             "{}: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", what, i,
+             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
+  }
+  LT_CHECK(lora.dtype == dtype, "{}: LoRA adapters in {}, the compute dtype is {}", what,
+           dtype_name(lora.dtype), dtype_name(dtype));
+}
+
+void check_lora_grads_layout(const LoraWeights& grads, const std::vector<LoraSpec>& planned, DType dtype,
+                             const char* what) {
+  check_lora_layout(grads, planned, grads.dtype, what);
+  LT_CHECK(gradient_dtype_ok(grads.dtype, dtype), "{}: LoRA gradients in {}, the compute dtype is {}", what,
+           dtype_name(grads.dtype), dtype_name(dtype));
+}
 
 void shift_labels(const Batch& batch, Tensor shifted) {
   const int64_t B = batch.labels.dim(0), T = batch.labels.dim(1);
@@ -68,8 +77,40 @@ int64_t count_label_tokens(const Batch& batch) {
   return count;
 }
 
-DType stats_dtype(Device device, DType compute) {
-  return device == Device::CPU ? compute : DType::F32;
+DType stats_dtype(DType compute) {
+  return compute == DType::F64 ? DType::F64 : DType::F32;
+}
+
+void check_compute_dtype(Device device, DType dtype, const char* what) {
+  if (device == Device::CPU)
+    LT_CHECK(dtype == DType::F32 || dtype == DType::F64, "{}: compute dtype {} on CPU, expected f32 or f64",
+             what, dtype_name(dtype));
+  else
+    LT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "{}: compute dtype {} on CUDA, expected f32 or bf16",
+             what, dtype_name(dtype));
+}
+
+void check_on_device(const Tensor& t, Device device, const char* what) {
+  LT_CHECK(t.device == device, "{}: on {}, the decoder runs on {}", what, device_name(t.device),
+           device_name(device));
+}
+
+bool gradient_dtype_ok(DType grad, DType compute) {
+  return grad == compute || (compute == DType::BF16 && grad == DType::F32);
+}
+
+Batch BatchBuffers::upload(const Batch& host) const {
+  const int64_t B = ids.dim(0), T = ids.dim(1);
+  for (const Tensor* t : {&host.input_ids, &host.positions, &host.labels, &host.segments})
+    LT_CHECK(t->empty() || t->device == Device::CPU, "decoder batch: on {}, expected host memory",
+             device_name(t->device));
+  ops::copy(ids, host.input_ids);
+  ops::copy(positions, host.positions);
+  if (!host.segments.empty()) ops::copy(segments, host.segments);
+  return {.input_ids = ids.reshaped({B, T}),
+          .positions = positions.reshaped({B, T}),
+          .segments = host.segments.empty() ? Tensor() : segments.reshaped({B, T}),
+          .labels = host.labels};
 }
 
 template <class Alloc>
@@ -78,8 +119,9 @@ void Decoder::plan(Alloc& alloc) {
   const int64_t B = batch_, T = tokens_, N = B * T, L = c.num_layers;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
-  const DType dt = dtype_, st = stats_dtype(Device::CPU, dtype_);
+  const DType dt = dtype_, st = stats_dtype(dtype_);
 
+  batch_buffers_.plan(alloc, B, T);
   resid_.resize(size_t(L + 1));
   for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {N, D});
   kv_.resize(size_t(L));
@@ -156,16 +198,16 @@ std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, D
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                  const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), lora_specs_(lora) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64,
-           "decoder: compute dtype {} on CPU, expected f32 or f64", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
+           "decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
                  const std::vector<LoraSpec>& lora)
     : Decoder(config, dtype, batch, tokens, lora) {
-  LT_CHECK(arena.device() == Device::CPU, "decoder: arena '{}' is on {}; the decoder runs on CPU",
-           arena.name(), device_name(arena.device()));
+  check_compute_dtype(arena.device(), dtype, "decoder");
+  device_ = arena.device();
   ArenaAllocator allocator{arena};
   plan(allocator);
 }
@@ -177,22 +219,26 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
   check_dtype(w.embed, dtype_, "decoder weights");
   LT_CHECK(label_tokens > 0,
            "decoder: label token count {} must be positive (tokens with a target in the step)", label_tokens);
-  if (lora) check_lora_layout(*lora, lora_specs_, dtype_);
+  if (lora) check_lora_layout(*lora, lora_specs_, dtype_, "decoder");
   LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
            "decoder: LoRA dropout {}, expected [0, 1)", dropout.p);
-  batch_view_ = batch;
+  check_on_device(w.embed, device_, "decoder weights");
   label_tokens_ = label_tokens;
   lora_ = lora;
   lora_dropout_ = dropout;
-  shift_labels(batch, lm_.labels.reshaped({B, T}));
+  std::vector<int32_t> shifted(size_t(B * T));  // (B, T) host
+  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
+  ops::copy(lm_.labels, Tensor(shifted.data(), DType::I32, {N}));
+  device_batch_ = batch_buffers_.upload(batch);
+  const Batch& db = device_batch_;
 
   ops::embedding_forward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, resid_[0],
-                         batch.input_ids.reshaped({N}), w.embed);
+                         db.input_ids.reshaped({N}), w.embed);
   const ChunkInfo chunk{
-      .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
+      .batch = B, .tokens = T, .q_offset = 0, .positions = db.positions, .q_segments = db.segments};
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     KvContext& kv = kv_[size_t(l)];
-    kv.k_segments = batch.segments;
+    kv.k_segments = db.segments;
     layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)],
                   lora_pass(l, nullptr));
   }
@@ -204,16 +250,16 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
 void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
   LT_CHECK(forward_done_, "decoder: backward without a forward since the last backward");
   LT_CHECK(!lora_grads || lora_, "decoder: LoRA gradients given, but the forward ran without adapters");
-  if (lora_grads) check_lora_layout(*lora_grads, lora_specs_, dtype_);
+  if (lora_grads) check_lora_grads_layout(*lora_grads, lora_specs_, dtype_, "decoder");
   forward_done_ = false;
   const int64_t B = batch_, T = tokens_, N = B * T;
-  const Batch& batch = batch_view_;
+  const Batch& batch = device_batch_;
   lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
   const ChunkInfo chunk{
       .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
   for (int64_t l = config_.num_layers - 1; l >= 0; --l) {
-    zero_host(kv_grads_.dk, "decoder dK accumulator");
-    zero_host(kv_grads_.dv, "decoder dV accumulator");
+    ops::zero(kv_grads_.dk);
+    ops::zero(kv_grads_.dv);
     layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
                    acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
   }

@@ -22,7 +22,7 @@
 
 namespace lt::model {
 
-// One (micro-)batch of token rows, host i32 views.
+// One (micro-)batch of token rows, host i32 views (a decoder copies them to its device).
 struct Batch {
   Tensor input_ids;  // (B, T) i32
   Tensor positions;  // (B, T) i32, restarting at 0 for each packed sequence
@@ -36,8 +36,38 @@ void shift_labels(const Batch& batch, Tensor shifted /*(B, T) i32*/);
 // Tokens with a target after the shift: the denominator of the mean loss.
 int64_t count_label_tokens(const Batch& batch);
 
-// Statistics kept for backward (rstd, lse): the compute dtype on CPU, f32 on GPU (ops.h).
-DType stats_dtype(Device device, DType compute);
+// Statistics kept for backward (rstd, lse): the compute dtype on CPU, f32 on GPU (ops.h). Since the CPU
+// computes in f32 or f64 and the GPU in f32 or bf16, that is f64 for f64 and f32 otherwise.
+DType stats_dtype(DType compute);
+
+// Compute dtypes a decoder takes on `device` (CPU: f32, f64; CUDA: f32, bf16); throws naming `what`.
+void check_compute_dtype(Device device, DType dtype, const char* what);
+// The adapters given to a decoder's forward must be the ones its activations were planned for, in the
+// compute dtype; their gradients may be wider (gradient_dtype_ok). `what` names the decoder.
+void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype,
+                       const char* what);
+void check_lora_grads_layout(const LoraWeights& grads, const std::vector<LoraSpec>& planned, DType dtype,
+                             const char* what);
+// Throws unless `t` is on `device`, naming `what`.
+void check_on_device(const Tensor& t, Device device, const char* what);
+// Parameter gradients may be kept wider than the compute dtype (the GPU's bf16 policy keeps them in f32).
+bool gradient_dtype_ok(DType grad, DType compute);
+
+// The host batch's token tensors in a decoder's buffers on its device: ids, positions and segments as given,
+// labels shifted (HF) on the host first.
+struct BatchBuffers {
+  Tensor ids;        // (B, T) i32
+  Tensor positions;  // (B, T) i32
+  Tensor segments;   // (B, T) i32 (copied only when the batch has segments)
+  template <class Alloc>
+  void plan(Alloc& alloc, int64_t B, int64_t T) {
+    ids = alloc("batch_ids", DType::I32, {B, T});
+    positions = alloc("batch_positions", DType::I32, {B, T});
+    segments = alloc("batch_segments", DType::I32, {B, T});
+  }
+  // Copies `host` in; returns the batch as the ops see it (labels: host, unshifted; segments empty if none).
+  Batch upload(const Batch& host) const;
+};
 
 // Where a chunk sits: C tokens of each of B rows, starting at q_offset of the KV range.
 struct ChunkInfo {
@@ -172,7 +202,7 @@ class Decoder {
   int64_t batch_, tokens_;
   int64_t label_tokens_ = 0;
   bool forward_done_ = false;
-  Batch batch_view_;                    // the batch of the last forward (the caller keeps it alive)
+  Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
   std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm
   std::vector<LayerActivations> acts_;  // L
   std::vector<KvContext> kv_;           // L: K/V of (B, T, KVH, HD)
@@ -180,6 +210,8 @@ class Decoder {
   LayerScratch scratch_;
   LmActivations lm_;
   Tensor d_resid_;  // (B*T, D) residual-stream gradient
+  BatchBuffers batch_buffers_;        // the batch on the decoder's device
+  Batch device_batch_;                 // views of batch_buffers_ for the last forward
   std::vector<LoraSpec> lora_specs_;   // the adapters' layout (empty: no LoRA)
   const LoraWeights* lora_ = nullptr;  // the adapters of the last forward
   LoraDropout lora_dropout_;

@@ -32,7 +32,7 @@ struct Sizes {
 
 size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T) {
   const Sizes s(c, T);
-  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(Device::CPU, dtype));
+  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(dtype));
   auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   size_t total = 2 * size_t(c.num_layers) * aligned(size_t(s.kv) * e);
   for (int64_t n : {s.x, s.x, s.x, s.q, s.kvc, s.kvc, s.q, s.x, s.x, s.f, s.f, s.f})
@@ -47,7 +47,7 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
     : config_(c), dtype_(dtype), weights_(weights), max_tokens_(T) {
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
   const Sizes s(c, T);
-  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(Device::CPU, dtype));
+  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(dtype));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     k_.push_back(a.alloc_bytes("kv_cache.k", size_t(s.kv) * e));
     v_.push_back(a.alloc_bytes("kv_cache.v", size_t(s.kv) * e));
@@ -84,7 +84,7 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   const int64_t H = c.num_heads, KVH = c.num_kv_heads, HD = c.head_dim, S = length_ + C;
   LT_CHECK(C > 0, "generate: an empty chunk");
   LT_CHECK(S <= max_tokens_, "generate: {} tokens do not fit the KV cache of {} positions", S, max_tokens_);
-  const DType st = stats_dtype(Device::CPU, dtype_);
+  const DType st = stats_dtype(dtype_);
   std::copy(ids.begin(), ids.end(), ids_.begin());
   for (int64_t i = 0; i < C; ++i) positions_[size_t(i)] = int32_t(length_ + i);
   Tensor id_view(ids_.data(), DType::I32, {C});

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/philox.h"
+#include "ops/device.h"
 
 namespace lt::model {
 namespace {
@@ -166,8 +167,8 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
 
 void zero_lora(LoraWeights& weights) {
   for (const LoraSpec& s : weights.specs) {
-    zero_host(weights.matrix(s, LoraMatrix::A));
-    zero_host(weights.matrix(s, LoraMatrix::B));
+    ops::zero(weights.matrix(s, LoraMatrix::A));
+    ops::zero(weights.matrix(s, LoraMatrix::B));
   }
 }
 

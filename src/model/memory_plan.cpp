@@ -49,8 +49,10 @@ MemoryCategory classify(std::string_view name) {
   if (std::find(std::begin(kLoss), std::end(kLoss), name) != std::end(kLoss)) return C::Loss;
   if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk."))
     return C::TransientActivations;
-  if (name == "chunk_ids" || name == "chunk_positions" || name == "chunk_segments" || name == "chunk_labels")
-    return C::Workspace;
+  static constexpr std::string_view kTokens[] = {"chunk_ids",         "chunk_positions", "chunk_segments",
+                                                 "chunk_labels",      "chunk_kv_segments", "batch_ids",
+                                                 "batch_positions",   "batch_segments"};
+  if (std::find(std::begin(kTokens), std::end(kTokens), name) != std::end(kTokens)) return C::Workspace;
   LT_FAIL("memory plan: decoder buffer '{}' has no memory category; add it to classify() in memory_plan.cpp",
           name);
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/philox.h"
+#include "ops/device.h"
 
 namespace lt::model {
 namespace {
@@ -182,10 +183,7 @@ ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena
 void zero_grads(const ModelConfig& config, ModelWeights& grads) {
   for (const WeightSpec& spec : weight_specs(config)) {
     Tensor& t = weight_of(grads, spec);
-    if (t.empty()) continue;
-    LT_CHECK(t.device == Device::CPU, "zero_grads: gradient '{}' is on {}, expected host memory",
-             spec.hf_name, device_name(t.device));
-    std::memset(t.data, 0, t.bytes());
+    if (!t.empty()) ops::zero(t);
   }
 }
 

@@ -69,3 +69,12 @@ double grad_norm_squared(Tensor grad);
 void check_device_errors();
 
 }  // namespace lt::ops::cuda
+
+// ops/device.h's services on the GPU (ops/cuda/transfer.cpp). copy_bytes moves dst.bytes() == src.bytes()
+// between any two devices and, when either side is the host, returns once the copy is complete.
+namespace lt::ops::cuda {
+void zero(Tensor t);
+void copy_bytes(Tensor dst, Tensor src);
+void scale_inplace(Tensor t, double factor);
+void synchronize_current_stream();
+}  // namespace lt::ops::cuda

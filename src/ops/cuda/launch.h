@@ -93,3 +93,8 @@ void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* pa
                               cudaStream_t s);
 
 }  // namespace lt::ops::cuda
+
+namespace lt::ops::cuda {
+// x (count) *= factor in place; f32 or bf16.
+void launch_scale_inplace(DType dt, void* x, double factor, int64_t count, cudaStream_t s);
+}  // namespace lt::ops::cuda
