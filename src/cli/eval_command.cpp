@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "ops/device.h"
 #include "train/evaluate.h"
 #include "train/run_setup.h"
 
@@ -31,13 +32,13 @@ struct EvalOptions {
 };
 
 void run_eval(const EvalOptions& o) {
-  LT_CHECK(o.device == "cpu", "eval: '--device' is '{}': this build has no CUDA backend yet; expected cpu",
-           o.device);
+  train::check_device_precision(o.device, o.precision, "eval");
   LT_CHECK(o.micro_batch_size > 0, "eval: '--micro_batch_size' is {}, expected a positive integer",
            o.micro_batch_size);
   LT_CHECK(o.cutoff_len > 0, "eval: '--cutoff_len' is {}, expected a positive integer", o.cutoff_len);
   const DType dtype = train::compute_dtype(o.precision);
-  train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed));
+  const Device device = train::run_device(o.device);
+  train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed), device);
   auto tokenizer = train::load_model_tokenizer(o.model, false);
   train::TrainConfig c;
   c.cutoff_len = o.cutoff_len;
@@ -48,9 +49,9 @@ void run_eval(const EvalOptions& o) {
       train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
   const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
   std::optional<train::LoadedAdapter> adapter;
-  if (!o.adapter.empty()) adapter = train::load_adapter(o.adapter, model.config, dtype);
+  if (!o.adapter.empty()) adapter = train::load_adapter(o.adapter, model.config, dtype, device);
   const model::LoraWeights* lora = adapter ? &adapter->weights : nullptr;
-  Arena activations("activations", HostMemory::instance(),
+  Arena activations("activations", ops::memory_resource(device),
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
                                             train::longest_example(dataset.examples),
                                             lora ? lora->specs : std::vector<model::LoraSpec>{}));
@@ -69,7 +70,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
   sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory applied to --model");
-  sub->add_option("--precision", o->precision, "fp64 | fp32")->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu")->capture_default_str();
   sub->add_option("--micro_batch_size", o->micro_batch_size, "rows per forward")->capture_default_str();
   sub->add_option("--cutoff_len", o->cutoff_len, "tokens per example")->capture_default_str();

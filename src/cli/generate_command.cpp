@@ -52,20 +52,23 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
 }
 
 void run_generate(const GenerateOptions& o) {
-  LT_CHECK(o.device == "cpu",
-           "generate: '--device' is '{}': this build has no CUDA backend yet; expected cpu", o.device);
+  train::check_device_precision(o.device, o.precision, "generate");
   LT_CHECK(o.prompt.empty() != o.ids.empty(), "generate: give exactly one of '--prompt' and '--ids'");
   LT_CHECK(o.max_new_tokens >= 0, "generate: '--max_new_tokens' is {}, expected >= 0", o.max_new_tokens);
   LT_CHECK(o.temperature >= 0, "generate: '--temperature' is {}, expected >= 0 (0: greedy)", o.temperature);
   LT_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: '--top_p' is {}, expected a value in (0, 1]", o.top_p);
   const DType dtype = train::compute_dtype(o.precision);
-  train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed));
+  const Device device = train::run_device(o.device);
+  // Loaded and merged on the host (in f32 when the GPU computes in bf16), then moved to the device.
+  const DType host_dtype = dtype == DType::BF16 ? DType::F32 : dtype;
+  train::LoadedModel model = train::load_model(o.model, host_dtype, o.random_init, uint64_t(o.seed));
   if (!o.adapter.empty()) {
     // Folded into this process's copy of the weights: the KV-cache decoder then needs no LoRA pass, and
     // without dropout the merged model computes what base + adapters compute (to rounding).
-    train::LoadedAdapter adapter = train::load_adapter(o.adapter, model.config, dtype);
+    train::LoadedAdapter adapter = train::load_adapter(o.adapter, model.config, host_dtype);
     model::merge_lora(model.config, model.weights, adapter.weights);
   }
+  if (device != Device::CPU) model = train::to_device(std::move(model), dtype, device);
   std::unique_ptr<data::Tokenizer> tokenizer = train::load_model_tokenizer(o.model, !o.prompt.empty());
   std::vector<int32_t> prompt;
   if (!o.ids.empty()) {
@@ -115,7 +118,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
   sub->add_option("--top_p", o->top_p, "nucleus sampling mass")->capture_default_str();
   sub->add_option("--seed", o->seed, "sampling seed (and --random_init's)")->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp64 | fp32")->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu")->capture_default_str();
   sub->add_flag("--random_init", o->random_init, "random weights from config.json (tests)");
   sub->add_flag("--json", o->json, "print {prompt_ids, ids, text} as JSON");

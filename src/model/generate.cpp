@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -39,12 +40,15 @@ size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T)
     total += aligned(size_t(n) * e);
   total += 2 * aligned(size_t(s.stats) * st) + aligned(size_t(s.lse) * st);
   total += aligned(st) + aligned(size_t(c.hidden_size) * e) + aligned(size_t(s.logits) * e);
+  total += 2 * aligned(size_t(T) * sizeof(int32_t));  // ids, positions
   return total;
 }
 
 KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWeights& weights, int64_t T,
                                Arena& a)
-    : config_(c), dtype_(dtype), weights_(weights), max_tokens_(T) {
+    : config_(c), dtype_(dtype), device_(a.device()), weights_(weights), max_tokens_(T) {
+  check_compute_dtype(device_, dtype, "generate");
+  check_on_device(weights.embed, device_, "generate: weights");
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
   const Sizes s(c, T);
   const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(dtype));
@@ -70,12 +74,16 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   final_rstd_ = a.alloc_bytes("final_rstd", st);
   final_x_ = a.alloc_bytes("final_x", size_t(c.hidden_size) * e);
   logits_ = a.alloc_bytes("logits", size_t(s.logits) * e);
-  ids_.resize(size_t(T));
-  positions_.resize(size_t(T));
+  ids_ = a.alloc_bytes("ids", size_t(T) * sizeof(int32_t));
+  positions_ = a.alloc_bytes("positions", size_t(T) * sizeof(int32_t));
 }
 
 Tensor KvCacheDecoder::rows(void* base, int64_t n, int64_t width) const {
-  return Tensor(base, dtype_, {n, width});
+  return at(base, dtype_, {n, width});
+}
+
+Tensor KvCacheDecoder::at(void* base, DType dtype, std::initializer_list<int64_t> dims) const {
+  return Tensor(base, dtype, dims, device_);
 }
 
 std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
@@ -85,27 +93,29 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   LT_CHECK(C > 0, "generate: an empty chunk");
   LT_CHECK(S <= max_tokens_, "generate: {} tokens do not fit the KV cache of {} positions", S, max_tokens_);
   const DType st = stats_dtype(dtype_);
-  std::copy(ids.begin(), ids.end(), ids_.begin());
-  for (int64_t i = 0; i < C; ++i) positions_[size_t(i)] = int32_t(length_ + i);
-  Tensor id_view(ids_.data(), DType::I32, {C});
+  std::vector<int32_t> positions(static_cast<size_t>(C));  // (C) host
+  for (int64_t i = 0; i < C; ++i) positions[size_t(i)] = int32_t(length_ + i);
+  Tensor id_view = at(ids_, DType::I32, {C});
+  ops::copy(id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {C}));
+  ops::copy(at(positions_, DType::I32, {C}), Tensor(positions.data(), DType::I32, {C}));
   Tensor x = rows(x0_, C, D), y = rows(x1_, C, D);
   ops::embedding_forward({.tokens = C, .dim = D, .vocab = V}, x, id_view, weights_.embed);
 
   const ChunkInfo chunk{.batch = 1,
                         .tokens = C,
                         .q_offset = length_,
-                        .positions = Tensor(positions_.data(), DType::I32, {1, C}),
+                        .positions = at(positions_, DType::I32, {1, C}),
                         .q_segments = Tensor()};
   LayerActivations acts{.x = x,
-                        .attn_rstd = Tensor(attn_rstd_, st, {C}),
+                        .attn_rstd = at(attn_rstd_, st, {C}),
                         .attn_in = rows(attn_in_, C, D),
-                        .q = Tensor(q_, dtype_, {1, C, H, HD}),
-                        .k = Tensor(k_chunk_, dtype_, {1, C, KVH, HD}),
-                        .v = Tensor(v_chunk_, dtype_, {1, C, KVH, HD}),
-                        .attn_out = Tensor(attn_out_, dtype_, {1, C, H, HD}),
-                        .attn_lse = Tensor(attn_lse_, st, {1, H, C}),
+                        .q = at(q_, dtype_, {1, C, H, HD}),
+                        .k = at(k_chunk_, dtype_, {1, C, KVH, HD}),
+                        .v = at(v_chunk_, dtype_, {1, C, KVH, HD}),
+                        .attn_out = at(attn_out_, dtype_, {1, C, H, HD}),
+                        .attn_lse = at(attn_lse_, st, {1, H, C}),
                         .mid = rows(mid_, C, D),
-                        .ffn_rstd = Tensor(ffn_rstd_, st, {C}),
+                        .ffn_rstd = at(ffn_rstd_, st, {C}),
                         .ffn_in = rows(ffn_in_, C, D),
                         .gate = rows(gate_, C, F),
                         .up = rows(up_, C, F),
@@ -113,8 +123,8 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                         .lora_t = {}};  // no adapters: generate from a merged model
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.
-    const KvContext kv{.k = Tensor(k_[size_t(l)], dtype_, {1, S, KVH, HD}),
-                       .v = Tensor(v_[size_t(l)], dtype_, {1, S, KVH, HD}),
+    const KvContext kv{.k = at(k_[size_t(l)], dtype_, {1, S, KVH, HD}),
+                       .v = at(v_[size_t(l)], dtype_, {1, S, KVH, HD}),
                        .k_segments = Tensor()};
     layer_forward(c, l, weights_.layers[size_t(l)], chunk, kv, acts, y);
     std::swap(x, y);
@@ -123,13 +133,13 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   length_ = S;
 
   Tensor last = x.slice_rows(C - 1, C);  // (1, D)
-  Tensor xn(final_x_, dtype_, {1, D});
-  ops::rmsnorm_forward({.rows = 1, .dim = D, .eps = c.rms_norm_eps}, xn, Tensor(final_rstd_, st, {1}), last,
+  Tensor xn = at(final_x_, dtype_, {1, D});
+  ops::rmsnorm_forward({.rows = 1, .dim = D, .eps = c.rms_norm_eps}, xn, at(final_rstd_, st, {1}), last,
                        weights_.final_norm);
-  Tensor logits(logits_, dtype_, {1, V});
+  Tensor logits = at(logits_, dtype_, {1, V});
   ops::linear_forward({.rows = 1, .in = D, .out = V}, logits, xn, head_weight(c, weights_), Tensor());
-  std::vector<double> out(static_cast<size_t>(V));
-  convert_elements(out.data(), DType::F64, logits.data, dtype_, size_t(V));
+  std::vector<double> out(static_cast<size_t>(V));  // (V) host
+  ops::copy(Tensor(out.data(), DType::F64, {V}), logits.reshaped({V}));
   return out;
 }
 
@@ -165,7 +175,8 @@ std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const Mode
   LT_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: top_p is {}, expected a value in (0, 1]",
            options.top_p);
   const int64_t room = int64_t(prompt.size()) + options.max_new_tokens;
-  Arena arena("generate", HostMemory::instance(), KvCacheDecoder::arena_bytes(config, dtype, room));
+  Arena arena("generate", ops::memory_resource(weights.embed.device),
+              KvCacheDecoder::arena_bytes(config, dtype, room));
   KvCacheDecoder decoder(config, dtype, weights, room, arena);
   std::vector<int32_t> out;
   if (options.max_new_tokens == 0) return out;

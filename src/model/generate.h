@@ -29,15 +29,18 @@ class KvCacheDecoder {
 
  private:
   Tensor rows(void* base, int64_t n, int64_t width) const;  // (n, width) view of a buffer
+  Tensor at(void* base, DType dtype, std::initializer_list<int64_t> dims) const;  // on the decoder's device
 
   const ModelConfig& config_;
   DType dtype_;
+  Device device_;  // the arena's; the weights must be there too
   const ModelWeights& weights_;
   int64_t max_tokens_, length_ = 0;
   std::vector<void*> k_, v_;  // L of (1, max_tokens, KVH, HD)
   void *x0_, *x1_, *attn_in_, *q_, *k_chunk_, *v_chunk_, *attn_out_, *mid_, *ffn_in_, *gate_, *up_, *h_;
   void *attn_rstd_, *ffn_rstd_, *attn_lse_, *final_rstd_, *final_x_, *logits_;
-  std::vector<int32_t> ids_, positions_;  // (max_tokens) scratch for one chunk
+  void* ids_ = nullptr;        // (max_tokens) i32: one chunk's ids, on the device
+  void* positions_ = nullptr;  // (max_tokens) i32: their positions
 };
 
 struct SamplingOptions {

@@ -92,7 +92,7 @@ size_t lora_bytes(const std::vector<LoraSpec>& specs, DType dtype);
 // The adapters of `specs` in `dtype` (uninitialized); also what holds their gradients (then zero_lora them).
 LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>& specs, DType dtype,
                           Arena& arena);
-// Sets every present tensor to zero (host memory).
+// Sets every present tensor to zero (on its device).
 void zero_lora(LoraWeights& weights);
 
 // PEFT's init_lora_weights: true = A kaiming-uniform as nn.Linear's default (bound 1/sqrt(in)), B zero;

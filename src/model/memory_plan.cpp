@@ -79,8 +79,9 @@ std::string_view memory_category_name(MemoryCategory c) {
 
 MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& settings) {
   const MemoryPlanSettings& s = settings;
-  LT_CHECK(s.dtype == DType::F32 || s.dtype == DType::F64, "memory plan: precision {}, expected fp32 or fp64",
-           dtype_name(s.dtype));
+  LT_CHECK(s.dtype == DType::F32 || s.dtype == DType::F64 || s.dtype == DType::BF16,
+           "memory plan: precision {}, expected fp32, fp64 or bf16", dtype_name(s.dtype));
+  const DType master = s.master_dtype.value_or(s.dtype);
   LT_CHECK(s.batch > 0 && s.seq_len > 0, "memory plan: batch {} x seq_len {}, both must be positive", s.batch,
            s.seq_len);
   LT_CHECK(s.chunk_size >= 0, "memory plan: chunk_size {} must be >= 0 (0 = whole sequence)", s.chunk_size);
@@ -99,11 +100,13 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   const std::vector<LoraSpec>& lora = s.method == FinetuneMethod::Lora ? s.lora : no_lora;
   if (s.method != FinetuneMethod::Lora)
     add("weight grads", MemoryCategory::Gradients,
-        grads_bytes(config, s.dtype,
+        grads_bytes(config, master,
                     s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
   else {
-    add("lora adapters", MemoryCategory::TrainableWeights, lora_bytes(lora, s.dtype));
-    add("lora grads", MemoryCategory::Gradients, lora_bytes(lora, s.dtype));
+    add("lora adapters", MemoryCategory::TrainableWeights, lora_bytes(lora, master));
+    if (master != s.dtype)
+      add("lora adapters (compute copy)", MemoryCategory::TrainableWeights, lora_bytes(lora, s.dtype));
+    add("lora grads", MemoryCategory::Gradients, lora_bytes(lora, master));
   }
   const size_t moment_bytes = size_t(trainable_elements(config, s)) * dtype_size(s.state_dtype);
   add("adamw.exp_avg", MemoryCategory::OptimizerState, moment_bytes, false);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,7 +37,10 @@ std::string_view memory_category_name(MemoryCategory c);
 enum class FinetuneMethod : uint8_t { Full, Partial, Lora };
 
 struct MemoryPlanSettings {
-  DType dtype = DType::F32;  // compute dtype (CPU: f32 or f64)
+  DType dtype = DType::F32;  // compute dtype (CPU: f32 or f64; GPU: f32 or bf16)
+  Device device = Device::CPU;
+  // Gradients and LoRA adapters (GPU bf16: f32, with a bf16 copy of the adapters); none: `dtype`.
+  std::optional<DType> master_dtype;
   int64_t batch = 1;         // B, the micro-batch
   int64_t seq_len = 2048;    // T
   int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
@@ -52,7 +56,7 @@ struct MemoryPlanRow {
   std::string name;  // the buffer's arena name, or a group ("weights", "adamw.exp_avg")
   MemoryCategory category;
   size_t bytes = 0;
-  bool in_arena = true;  // false: host heap (AdamW's moments, the fused loss's tile)
+  bool in_arena = true;  // false: outside the decoder arena (AdamW's moments, the fused loss's tile)
 };
 
 struct MemoryPlan {

@@ -4,6 +4,7 @@
 
 #include "core/philox.h"
 #include "ops/device.h"
+#include "ops/ops.h"
 
 namespace lt::model {
 namespace {
@@ -200,9 +201,12 @@ void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed
     if (is_norm(spec.kind)) {
       values.assign(values.size(), 1.0);
     } else if (!is_bias(spec.kind)) {
-      for (size_t j = 0; j < values.size(); ++j) values[j] = stddev * philox_normal(seed, i, j);
+      const int64_t n = int64_t(values.size());
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t j = 0; j < n; ++j) values[size_t(j)] = stddev * philox_normal(seed, i, uint64_t(j));
     }
-    convert_elements(t.data, t.dtype, values.data(), DType::F64, values.size());
+    const int64_t n = t.numel();
+    ops::cast(t.reshaped({n}), Tensor(values.data(), DType::F64, {n}));  // in parallel
   }
 }
 

@@ -99,12 +99,12 @@ size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& tr
 // Gradient tensors for the trainable weights (zeroed), empty Tensors for the frozen ones.
 ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena,
                             const TrainableFn& trainable = train_all);
-// Sets every present gradient to zero (host memory).
+// Sets every present gradient to zero (on its device).
 void zero_grads(const ModelConfig& config, ModelWeights& grads);
 
 // HF's initialization from a seed: linear weights and embeddings ~ N(0, initializer_range) (config.json's
 // initializer_range, default 0.02), biases 0, norm weights 1. Tensor i of weight_specs() draws from Philox
-// stream i, so each tensor's values depend only on (seed, its index). Host memory.
+// stream i, so each tensor's values depend only on (seed, its index) (not on the thread count). Host memory.
 void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed);
 
 }  // namespace lt::model

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/dtype_visit.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::train {
@@ -30,18 +31,23 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
   LT_CHECK(options_.eps > 0, "AdamW eps is {}, expected a positive value", options_.eps);
   LT_CHECK(options_.weight_decay >= 0, "AdamW weight_decay is {}, expected >= 0", options_.weight_decay);
   moments_.resize(params_.size());
+  const Device device = params_.empty() ? Device::CPU : params_[0].param.device;
+  size_t bytes = 256;
   for (size_t i = 0; i < params_.size(); ++i) {
     rebind(i, params_[i].param, params_[i].grad);
     for (size_t j = 0; j < i; ++j)
       LT_CHECK(params_[j].name != params_[i].name, "AdamW: parameter '{}' is listed twice", params_[i].name);
-    size_t n = size_t(params_[i].param.numel());
-    if (options_.state_dtype == DType::F32) {
-      moments_[i].m32.assign(n, 0.0f);
-      moments_[i].v32.assign(n, 0.0f);
-    } else {
-      moments_[i].m64.assign(n, 0.0);
-      moments_[i].v64.assign(n, 0.0);
-    }
+    LT_CHECK(params_[i].param.device == device, "AdamW: parameter '{}' is on {}, the others on {}",
+             params_[i].name, device_name(params_[i].param.device), device_name(device));
+    bytes += 2 * (size_t(params_[i].param.numel()) * dtype_size(options_.state_dtype) / 256 + 1) * 256;
+  }
+  arena_ = std::make_unique<Arena>("adamw state", ops::memory_resource(device), bytes);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t n = params_[i].param.numel();
+    moments_[i].m = arena_->alloc(params_[i].name + ".exp_avg", options_.state_dtype, {n});
+    moments_[i].v = arena_->alloc(params_[i].name + ".exp_avg_sq", options_.state_dtype, {n});
+    ops::zero(moments_[i].m);
+    ops::zero(moments_[i].v);
   }
 }
 
@@ -49,10 +55,8 @@ void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
   LT_CHECK(index < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", index,
            params_.size());
   const std::string& name = params_[index].name;
-  LT_CHECK(
-      param.device == Device::CPU && grad.device == Device::CPU,
-      "AdamW: parameter '{}' or its gradient is on {}, expected host memory (this optimizer runs on CPU)",
-      name, device_name(param.device == Device::CPU ? grad.device : param.device));
+  LT_CHECK(param.device == grad.device, "AdamW: parameter '{}' is on {} and its gradient on {}", name,
+           device_name(param.device), device_name(grad.device));
   LT_CHECK(!param.empty() && !grad.empty(), "AdamW: parameter '{}' has no {} memory", name,
            param.empty() ? "parameter" : "gradient");
   LT_CHECK(is_floating(param.dtype) && is_floating(grad.dtype),
@@ -62,7 +66,7 @@ void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
            "AdamW: gradient of '{}' has shape {}, expected {} elements like {}", name, grad.shape_string(),
            param.numel(), param.shape_string());
   const ParamGroup& old = params_[index];
-  if (!moments_[index].m32.empty() || !moments_[index].m64.empty()) {
+  if (!moments_[index].m.empty()) {
     LT_CHECK(param.numel() == old.param.numel() && param.dtype == old.param.dtype,
              "AdamW: rebinding '{}' to {} {}, expected {} {}", name, dtype_name(param.dtype),
              param.shape_string(), dtype_name(old.param.dtype), old.param.shape_string());
@@ -96,10 +100,9 @@ void AdamW::step(double lr) {
     p.eps = options_.eps;
     p.weight_decay = decays(pg.name) ? options_.weight_decay : 0.0;
     p.step = step_;
-    const bool f64 = options_.state_dtype == DType::F64;
-    Tensor m(f64 ? static_cast<void*>(mo.m64.data()) : mo.m32.data(), options_.state_dtype, {n});  // (n)
-    Tensor v(f64 ? static_cast<void*>(mo.v64.data()) : mo.v32.data(), options_.state_dtype, {n});  // (n)
-    ops::adamw_step(p, pg.param, pg.grad, m, v);
+    p.stochastic_rounding = options_.stochastic_rounding && pg.param.dtype == DType::BF16;
+    p.seed = options_.seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull);  // a stream of its own per tensor
+    ops::adamw_step(p, pg.param, pg.grad, mo.m, mo.v);
   }
 }
 
@@ -107,13 +110,9 @@ std::vector<io::NamedTensor> AdamW::state_tensors() {
   std::vector<io::NamedTensor> out;
   out.push_back({"step", Tensor(&step_as_double_, DType::F64, {1})});
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor shape_like = params_[i].param;
-    Moments& mo = moments_[i];
-    void* m = options_.state_dtype == DType::F64 ? static_cast<void*>(mo.m64.data()) : mo.m32.data();
-    void* v = options_.state_dtype == DType::F64 ? static_cast<void*>(mo.v64.data()) : mo.v32.data();
-    Tensor mt = shape_like, vt = shape_like;
-    mt.data = m;
-    vt.data = v;
+    Tensor mt = params_[i].param, vt = params_[i].param;  // the parameter's shape
+    mt.data = moments_[i].m.data;
+    vt.data = moments_[i].v.data;
     mt.dtype = vt.dtype = options_.state_dtype;
     out.push_back({params_[i].name + ".exp_avg", mt});
     out.push_back({params_[i].name + ".exp_avg_sq", vt});
@@ -144,22 +143,7 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
   });
   LT_CHECK(step >= 0 && step == std::floor(step) && step < 9.0e15,
            "optimizer state: 'step' is {}, expected a non-negative integer", step);
-  for (size_t i = 1; i < dst.size(); ++i) {
-    const Tensor& st = *srcs[i];
-    const Tensor& d = dst[i].tensor;
-    const int64_t n = st.numel();
-    visit_floating(st.dtype, dst[i].name, [&](auto stag) {
-      using T = typename decltype(stag)::type;
-      const T* s = static_cast<const T*>(st.data);
-      if (d.dtype == DType::F64) {
-        double* o = static_cast<double*>(d.data);
-        for (int64_t k = 0; k < n; ++k) o[k] = load_as<double>(s[k]);
-      } else {
-        float* o = static_cast<float*>(d.data);
-        for (int64_t k = 0; k < n; ++k) o[k] = load_as<float>(s[k]);
-      }
-    });
-  }
+  for (size_t i = 1; i < dst.size(); ++i) ops::copy(dst[i].tensor, *srcs[i]);  // converts the dtype
   step_ = int64_t(step);
   step_as_double_ = step;
 }

@@ -4,15 +4,18 @@
 //   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
 //   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // The update itself is ops::adamw_step (ops.h), called once per tensor.
-// CPU only: parameters and gradients are host tensors (f64, f32, bf16 or f16). The moments live here, in
-// `state_dtype` (f32 by default, whatever the parameter dtype; f64 for float64 exactness runs). Arithmetic
-// runs in double when the parameter or the state is f64, in float otherwise (PyTorch's opmath for f32).
+// Parameters and gradients live on one device, the CPU (f64, f32, bf16 or f16) or the GPU (f32 or bf16
+// parameters, gradients of the parameter's dtype or f32). The moments live here, in an arena on that device,
+// in `state_dtype` (f32 by default, whatever the parameter dtype; f64 for float64 exactness runs on CPU).
+// Arithmetic runs in double when the parameter or the state is f64, in float otherwise (PyTorch's opmath).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
 
@@ -26,6 +29,10 @@ struct AdamWOptions {
   DType state_dtype = DType::F32;  // F32 or F64
   // A parameter whose name contains any of these substrings gets no weight decay (empty: all decay).
   std::vector<std::string> no_decay_substrings;
+  // bf16 parameters (full fine-tuning without f32 masters) are rounded stochastically from the f32 update
+  // (ops.h); each tensor draws its own bits from (seed, its index, the step).
+  bool stochastic_rounding = false;
+  uint64_t seed = 0;
 };
 
 // HF Trainer's usual exclusion for Llama-family names: biases and every *norm weight.
@@ -34,8 +41,8 @@ std::vector<std::string> bias_and_norm_no_decay();
 // One trainable tensor: the parameter and its gradient (same element count; shapes may differ in view).
 struct ParamGroup {
   std::string name;
-  Tensor param;  // any shape, host, floating
-  Tensor grad;   // param.numel() elements, host, floating
+  Tensor param;  // any shape, floating
+  Tensor grad;   // param.numel() elements, floating, on the parameter's device
 };
 
 class AdamW {
@@ -53,8 +60,8 @@ class AdamW {
   void rebind(size_t index, Tensor param, Tensor grad);
   bool decays(const std::string& name) const;
 
-  // Writable views of the whole optimizer state for checkpoints: "step" (f64, (1)), then for every
-  // parameter "<name>.exp_avg" and "<name>.exp_avg_sq" (state dtype, the parameter's shape).
+  // Views of the whole optimizer state for checkpoints: "step" (f64, (1), host), then for every parameter
+  // "<name>.exp_avg" and "<name>.exp_avg_sq" (state dtype, the parameter's shape, on its device).
   std::vector<io::NamedTensor> state_tensors();
   // Restores the state from host tensors named as state_tensors() names them; converts floating dtypes;
   // throws naming a missing tensor, a shape mismatch or a non-integral step.
@@ -62,10 +69,10 @@ class AdamW {
 
  private:
   struct Moments {
-    std::vector<float> m32, v32;   // (numel) when state_dtype is F32
-    std::vector<double> m64, v64;  // (numel) when state_dtype is F64
+    Tensor m, v;  // (numel) state dtype, on the parameters' device
   };
   std::vector<ParamGroup> params_;
+  std::unique_ptr<Arena> arena_;  // the moments
   std::vector<Moments> moments_;
   AdamWOptions options_;
   int64_t step_ = 0;

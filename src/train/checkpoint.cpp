@@ -13,6 +13,8 @@
 #include "io/json_file.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
 
 namespace lt::train {
 
@@ -21,6 +23,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
+
+bool on_cpu(const model::LoraWeights& lora) {
+  return lora.specs.empty() || lora.matrix(lora.specs[0], model::LoraMatrix::A).device == Device::CPU;
+}
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kConfigFile = "train_config.yaml";
 
@@ -48,6 +54,19 @@ void rotate(const std::string& output_dir, int64_t keep) {
 
 }  // namespace
 
+std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors, std::vector<std::vector<char>>& staging) {
+  for (io::NamedTensor& t : tensors) {
+    if (t.tensor.device == Device::CPU) continue;
+    std::vector<char>& bytes = staging.emplace_back(t.tensor.bytes());
+    Tensor host = t.tensor;
+    host.data = bytes.data();
+    host.device = Device::CPU;
+    ops::copy(host, t.tensor);
+    t.tensor = host;
+  }
+  return tensors;
+}
+
 std::string checkpoint_dir_name(int64_t step) {
   return fmt::format("checkpoint-{}", step);
 }
@@ -58,14 +77,25 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
   io::AtomicDirectory dir(final_path);
   // save_hf_checkpoint replaces its target directory as a whole, so it goes first.
+  // GPU tensors are staged in host memory first (the writers read host memory).
   if (c.lora != nullptr) {
     LT_CHECK(c.adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", final_path);
-    // The compute dtype: a float64 run resumes bit for bit.
-    io::save_peft_adapter(dir.path(), *c.model, *c.adapter, *c.lora, c.lora->dtype);
-  } else {
+    // The adapters' own dtype (the compute dtype, or the GPU's f32 masters): a resumed run continues
+    // bit for bit.
+    if (on_cpu(*c.lora)) {
+      io::save_peft_adapter(dir.path(), *c.model, *c.adapter, *c.lora, c.lora->dtype);
+    } else {
+      const model::HostLora host = model::host_copy(*c.model, *c.lora);
+      io::save_peft_adapter(dir.path(), *c.model, *c.adapter, host.weights, c.lora->dtype);
+    }
+  } else if (c.weights->embed.device == Device::CPU) {
     io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
+  } else {
+    const model::HostWeights host = model::host_copy(*c.model, *c.weights);
+    io::save_hf_checkpoint(dir.path(), *c.model, host.weights, {.dtype = c.weights->dtype});
   }
-  io::write_safetensors(dir.file(kOptimizerFile), c.optimizer->state_tensors(),
+  std::vector<std::vector<char>> staging;
+  io::write_safetensors(dir.file(kOptimizerFile), on_host(c.optimizer->state_tensors(), staging),
                         {{"leantune", "optimizer"}, {"optimizer", "adamw"}});
   io::write_json_file_atomic(dir.file(kStateFile), state_json(c.state, *c.schedule));
   save_train_config(dir.file(kConfigFile), *c.config);
@@ -163,9 +193,19 @@ TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& m
     LT_CHECK(fs::exists(fs::path(dir) / io::kAdapterWeightsFile),
              "checkpoint {}: no {}, expected the LoRA adapter of a finetune: lora run", dir,
              io::kAdapterWeightsFile);
-    io::load_peft_adapter_weights(dir, model, *adapter, *lora);
-  } else {
+    if (on_cpu(*lora)) {
+      io::load_peft_adapter_weights(dir, model, *adapter, *lora);
+    } else {  // the readers write host memory
+      model::HostLora host = model::host_copy(model, *lora);
+      io::load_peft_adapter_weights(dir, model, *adapter, host.weights);
+      model::copy_lora(*lora, host.weights);
+    }
+  } else if (weights.embed.device == Device::CPU) {
     io::load_hf_weights(dir, model, weights);
+  } else {
+    model::HostWeights host = model::host_copy(model, weights);
+    io::load_hf_weights(dir, model, host.weights);
+    model::copy_weights(model, weights, host.weights);
   }
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   auto file = io::SafetensorsFile::open(opt_path);

@@ -53,6 +53,10 @@ struct CheckpointContents {
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
 
+// `tensors` with every device tensor replaced by a host copy whose bytes live in `staging`.
+std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
+                                     std::vector<std::vector<char>>& staging);
+
 // Writes OUTPUT_DIR/checkpoint-STEP atomically, then removes the oldest checkpoints beyond
 // save_total_limit (0 keeps all). Returns the checkpoint's path.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& contents,

@@ -9,7 +9,7 @@
 
 namespace lt::train {
 
-// L2 norm of all elements of all tensors (host, floating dtypes). Deterministic.
+// L2 norm of all elements of all tensors (floating dtypes, on any device). Deterministic.
 double global_grad_norm(const std::vector<Tensor>& grads);
 
 // Returns the norm before clipping. max_norm == 0 turns clipping off (the norm is still computed). A

@@ -3,7 +3,7 @@
 //
 // Trainer wiring (trainer.cpp, once the LoRA specs, rows = micro_batch_size and tokens are known and before
 // the gradient/adapter/activation arenas are made):
-//   check_run_memory(config_, mc, model_.dtype, rows, tokens, specs);
+//   check_run_memory(config_, mc, model_.dtype, rows, tokens, specs, device);
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,13 @@ namespace lt::train {
 // lora).
 model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const model::ModelConfig& model,
                                             DType dtype, int64_t rows, int64_t tokens,
-                                            const std::vector<model::LoraSpec>& lora);
+                                            const std::vector<model::LoraSpec>& lora,
+                                            Device device = Device::CPU);
 
-// Plans the run; throws (model::check_plan_fits) when config.memory_limit > 0 and the plan exceeds it.
+// Plans the run; throws (model::check_plan_fits) when the plan exceeds config.memory_limit (> 0) or, on
+// the GPU without a limit, the device's free memory.
 model::MemoryPlan check_run_memory(const TrainConfig& config, const model::ModelConfig& model, DType dtype,
-                                   int64_t rows, int64_t tokens, const std::vector<model::LoraSpec>& lora);
+                                   int64_t rows, int64_t tokens, const std::vector<model::LoraSpec>& lora,
+                                   Device device = Device::CPU);
 
 }  // namespace lt::train

@@ -7,53 +7,105 @@
 #include "data/dataset_pretokenized.h"
 #include "io/hf_checkpoint.h"
 #include "io/peft_adapter.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
 
 namespace lt::train {
 
 namespace fs = std::filesystem;
 
+void check_device_precision(const std::string& device, const std::string& precision, const std::string& who) {
+  if (device == "cuda") {
+    LT_CHECK(ops::cuda_available(), "{}: 'device' is cuda, but {}; set --device cpu", who,
+#if defined(LT_HAVE_CUDA)
+             "no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)"
+#else
+             "this build has no CUDA backend (build it with `make cuda`)"
+#endif
+    );
+    LT_CHECK(precision == "bf16" || precision == "fp32",
+             "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16 or fp32 (fp16 with "
+             "loss scaling is not built yet; fp64 is the CPU's)",
+             who, precision);
+    return;
+  }
+  LT_CHECK(device == "cpu", "{}: 'device' is '{}', expected cpu or cuda", who, device);
+  LT_CHECK(precision == "fp64" || precision == "fp32",
+           "{}: 'precision' is '{}', but on device cpu the engine computes in fp64 or fp32", who, precision);
+}
+
 void check_engine_settings(const TrainConfig& c) {
-  LT_CHECK(c.device == "cpu",
-           "config: 'device' is '{}': this build has no CUDA backend yet; expected cpu (set --device cpu)",
-           c.device);
-  LT_CHECK(c.precision == "fp64" || c.precision == "fp32",
-           "config: 'precision' is '{}', but on device cpu the trainer computes in fp64 or fp32",
-           c.precision);
+  check_device_precision(c.device, c.precision, "config");
   LT_CHECK(c.finetune != "lora" || c.adapter == "lora",
-           "config: 'adapter' is '{}': the CPU trainer has no NF4 base weights; expected lora", c.adapter);
+           "config: 'adapter' is '{}': the trainer has no NF4 base weights yet; expected lora", c.adapter);
   LT_CHECK(c.recompute == "none",
-           "config: 'recompute' is '{}': the CPU trainer keeps all activations; expected none", c.recompute);
+           "config: 'recompute' is '{}': the trainer keeps all activations; expected none", c.recompute);
 }
 
 DType compute_dtype(const std::string& precision) {
   if (precision == "fp64") return DType::F64;
   if (precision == "fp32") return DType::F32;
-  LT_FAIL("config: 'precision' is '{}', expected fp64 or fp32 on CPU", precision);
+  if (precision == "bf16") return DType::BF16;
+  LT_FAIL("config: 'precision' is '{}', expected fp64, fp32 or bf16", precision);
 }
 
-LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed) {
+Device run_device(const std::string& device) {
+  LT_CHECK(device == "cpu" || device == "cuda", "config: 'device' is '{}', expected cpu or cuda", device);
+  return device == "cuda" ? Device::CUDA : Device::CPU;
+}
+
+DType master_dtype(DType compute) {
+  return compute == DType::BF16 ? DType::F32 : compute;
+}
+
+LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
+                       Device device) {
   LoadedModel m;
   m.config = model::load_model_config(model_dir);
   m.dtype = dtype;
-  m.arena = std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
-  m.weights = model::allocate_weights(m.config, dtype, *m.arena);
+  m.device = device;
+  // Read (or drawn) on the host in the compute dtype; a GPU run uploads that and frees the host copy.
+  auto host = std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
+  model::ModelWeights host_weights = model::allocate_weights(m.config, dtype, *host);
   if (random_init)
-    model::init_random(m.config, m.weights, seed);
+    model::init_random(m.config, host_weights, seed);
   else
-    io::load_hf_weights(model_dir, m.config, m.weights);
+    io::load_hf_weights(model_dir, m.config, host_weights);
+  m.arena = std::move(host);
+  m.weights = host_weights;
+  return device == Device::CPU ? std::move(m) : to_device(std::move(m), dtype, device);
+}
+
+LoadedModel to_device(LoadedModel model, DType dtype, Device device) {
+  LoadedModel m;
+  m.config = model.config;
+  m.dtype = dtype;
+  m.device = device;
+  m.arena = std::make_unique<Arena>("weights", ops::memory_resource(device), model::weights_bytes(m.config, dtype));
+  m.weights = model::allocate_weights(m.config, dtype, *m.arena);
+  model::copy_weights(m.config, m.weights, model.weights);
   return m;
 }
 
-LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype) {
+LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
+                           Device device) {
   LT_CHECK(fs::exists(fs::path(adapter_dir) / io::kAdapterConfigFile),
            "adapter '{}': no {} there; expected a PEFT LoRA adapter directory", adapter_dir,
            io::kAdapterConfigFile);
   LoadedAdapter a;
   a.config = io::read_adapter_config(adapter_dir);
   const std::vector<model::LoraSpec> specs = io::lora_specs(model, a.config);
-  a.arena = std::make_unique<Arena>("adapter", HostMemory::instance(), model::lora_bytes(specs, dtype));
+  auto host = std::make_unique<Arena>("adapter", HostMemory::instance(), model::lora_bytes(specs, dtype));
+  model::LoraWeights host_weights = model::allocate_lora(model, specs, dtype, *host);
+  io::load_peft_adapter_weights(adapter_dir, model, a.config, host_weights);
+  if (device == Device::CPU) {
+    a.arena = std::move(host);
+    a.weights = host_weights;
+    return a;
+  }
+  a.arena = std::make_unique<Arena>("adapter", ops::memory_resource(device), model::lora_bytes(specs, dtype));
   a.weights = model::allocate_lora(model, specs, dtype, *a.arena);
-  io::load_peft_adapter_weights(adapter_dir, model, a.config, a.weights);
+  model::copy_lora(a.weights, host_weights);
   return a;
 }
 

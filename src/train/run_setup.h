@@ -19,21 +19,35 @@
 
 namespace lt::train {
 
-// The engine so far is CPU-only: device cuda, bf16/fp16 on CPU, and adapter qlora are refused naming the key.
+// What this build and machine can run: device cuda without a GPU (or in a CPU build), bf16/fp16 on CPU,
+// fp16/fp64 on CUDA, adapter qlora and recompute are refused naming the key.
 void check_engine_settings(const TrainConfig& config);
-// "fp64" -> F64, "fp32" -> F32 (after check_engine_settings).
+// The device/precision pair alone (what eval and generate check); `who` starts the message.
+void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
+// "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16 (after check_engine_settings).
 DType compute_dtype(const std::string& precision);
+// "cpu" -> CPU, "cuda" -> CUDA.
+Device run_device(const std::string& device);
+// The dtype of trained tensors' masters and gradients for a compute dtype: the GPU's bf16 policy keeps
+// LoRA adapters and every parameter gradient in f32; otherwise the compute dtype itself.
+DType master_dtype(DType compute);
 
 struct LoadedModel {
   model::ModelConfig config;
   DType dtype = DType::F32;
-  std::unique_ptr<Arena> arena;  // holds the weights
+  Device device = Device::CPU;
+  std::unique_ptr<Arena> arena;  // holds the weights, on `device`
   model::ModelWeights weights;
 };
 
 // base_model's config.json and, unless random_init, its safetensors weights; random_init draws HF's
 // initialization from `seed`.
-LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed);
+// The weights end up on `device` (read on the host, then uploaded).
+LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
+                       Device device = Device::CPU);
+
+// The same weights on `device` in `dtype` (converted); `model` is consumed.
+LoadedModel to_device(LoadedModel model, DType dtype, Device device);
 
 // A PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) loaded for `model` in
 // `dtype`: what `eval --adapter` and `generate --adapter` add to a base model.
@@ -42,7 +56,8 @@ struct LoadedAdapter {
   std::unique_ptr<Arena> arena;  // holds the adapters
   model::LoraWeights weights;
 };
-LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype);
+LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
+                           Device device = Device::CPU);
 
 // The base model's tokenizer; nullptr when the directory has none and `required` is false.
 std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required);

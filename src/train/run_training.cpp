@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
+#include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/trainable.h"
 
@@ -16,7 +17,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   check_paths(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
-  LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed));
+  const Device device = run_device(config.device);
+  LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer = load_model_tokenizer(config.base_model, false);
@@ -27,9 +29,11 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
   if (!hooks.quiet)
     fmt::print(hooks.out,
-               "model {} ({} layers, hidden {}, vocab {}), {}; data {}: {} train / {} validation examples\n",
+               "model {} ({} layers, hidden {}, vocab {}), {}, {} on {}; data {}: {} train / {} validation "
+               "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
-               config.random_init ? "random init" : "pretrained weights", config.data_path,
+               config.random_init ? "random init" : "pretrained weights", config.precision,
+               ops::device_description(device), config.data_path,
                split.train.size(), split.val.size());
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
   if (!hooks.quiet) {

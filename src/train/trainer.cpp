@@ -11,6 +11,8 @@
 #include "io/peft_adapter.h"
 #include "io/tensorboard.h"
 #include "model/chunked_decoder.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
@@ -26,10 +28,16 @@ namespace {
 
 constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
 
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+// The process's peak resident memory on CPU; on the GPU, the device memory in use now (after the step,
+// everything the run holds: arenas, library workspaces, the CUDA context).
+int64_t peak_memory_bytes(Device device) {
+  if (device == Device::CPU) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+  }
+  const ops::DeviceMemoryInfo info = ops::device_memory_info(device);
+  return int64_t(info.total_bytes - info.free_bytes);
 }
 
 }  // namespace
@@ -40,9 +48,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
-  grad_arena_ = std::make_unique<Arena>("grads", HostMemory::instance(),
-                                        std::max<size_t>(model::grads_bytes(mc, model_.dtype, trainable), 1));
-  grads_ = model::allocate_grads(mc, model_.dtype, *grad_arena_, trainable);
+  MemoryResource& memory = ops::memory_resource(model_.device);
+  // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
+  // micro-batches does not round in bf16.
+  const DType grad_dtype = master_dtype(model_.dtype);
+  grad_arena_ = std::make_unique<Arena>("grads", memory,
+                                        std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
+  grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
   std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
@@ -51,7 +63,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   LT_CHECK(!params.empty(),
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
-  optimizer_ = std::make_unique<AdamW>(std::move(params), adamw_options(config_));
+  AdamWOptions adamw = adamw_options(config_);
+  adamw.stochastic_rounding = model_.dtype == DType::BF16;  // full fine-tuning of bf16 weights
+  adamw.seed = uint64_t(config_.seed);
+  optimizer_ = std::make_unique<AdamW>(std::move(params), adamw);
 
   accum_ = gradient_accumulation_steps(config_);
   const int64_t pack_len = config_.cutoff_len;
@@ -74,11 +89,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
-  memory_plan_summary_ =
-      model::format_memory_plan_summary(check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs));
+  memory_plan_summary_ = model::format_memory_plan_summary(
+      check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
   activations_ = std::make_unique<Arena>(
-      "activations", HostMemory::instance(),
-      activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
+      "activations", memory, activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -95,36 +109,62 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
   }
+  refresh_lora_compute();
+}
+
+void Trainer::refresh_lora_compute() {
+  if (lora_compute_arena_) model::copy_lora(lora_compute_, lora_);
+}
+
+const model::LoraWeights* Trainer::lora_for_compute() const {
+  if (!lora_arena_) return nullptr;
+  return lora_compute_arena_ ? &lora_compute_ : &lora_;
 }
 
 void Trainer::setup_lora() {
   const model::ModelConfig& mc = model_.config;
   adapter_config_ = run_adapter_config(config_);
   const std::vector<model::LoraSpec> specs = io::lora_specs(mc, adapter_config_);
-  const size_t bytes = model::lora_bytes(specs, model_.dtype);
-  lora_arena_ = std::make_unique<Arena>("lora", HostMemory::instance(), 2 * bytes);
-  lora_ = model::allocate_lora(mc, specs, model_.dtype, *lora_arena_);
-  lora_grads_ = model::allocate_lora(mc, specs, model_.dtype, *lora_arena_);
+  // The adapters and their gradients in the master dtype (f32 under the GPU's bf16 policy, with a bf16
+  // copy for the decoder, refreshed after every update); initialized or loaded on the host.
+  const DType master = master_dtype(model_.dtype);
+  const size_t bytes = model::lora_bytes(specs, master);
+  MemoryResource& memory = ops::memory_resource(model_.device);
+  lora_arena_ = std::make_unique<Arena>("lora", memory, 2 * bytes);
+  lora_ = model::allocate_lora(mc, specs, master, *lora_arena_);
+  lora_grads_ = model::allocate_lora(mc, specs, master, *lora_arena_);
   model::zero_lora(lora_grads_);
+  if (master != model_.dtype) {
+    lora_compute_arena_ = std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
+    lora_compute_ = model::allocate_lora(mc, specs, model_.dtype, *lora_compute_arena_);
+  }
+  model::HostLora host = model::host_copy(mc, lora_);
   if (config_.init_adapter.empty()) {
     const std::optional<model::LoraInit> init = model::lora_init_from_name(adapter_config_.init_lora_weights);
     LT_CHECK(init.has_value(), "LoRA: init_lora_weights '{}', expected true, false or gaussian",
              adapter_config_.init_lora_weights);
     // A key of its own: random_init draws the base from Philox streams under the plain seed, which would
     // make a fresh adapter a function of the same random bits as some base weights.
-    model::init_lora(lora_, *init, uint64_t(config_.seed) ^ kLoraInitKey);
+    model::init_lora(host.weights, *init, uint64_t(config_.seed) ^ kLoraInitKey);
   } else {
-    io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, lora_);
+    io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, host.weights);
   }
+  model::copy_lora(lora_, host.weights);
 }
 
 void Trainer::save_final() {
   if (lora_arena_) {
     // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too).
-    io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, lora_, lora_.dtype);
+    const model::HostLora host = model::host_copy(model_.config, lora_);
+    io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, host.weights, lora_.dtype);
     return;
   }
-  train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
+  if (model_.device == Device::CPU) {
+    train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
+    return;
+  }
+  const model::HostWeights host = model::host_copy(model_.config, model_.weights);
+  train::save_final_model(config_.output_dir, config_.base_model, model_.config, host.weights);
 }
 
 Trainer::~Trainer() = default;
@@ -151,10 +191,11 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     // Whole sequences through Decoder; chunk_size > 0 through ChunkedDecoder (same gradients, O(C) memory).
     auto run = [&](auto& decoder) {
       Timer forward;
-      r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora ? &lora_ : nullptr, dropout);
+      r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
       r.forward_s += forward.seconds();
       Timer backward;
       decoder.backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
+      ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
       r.backward_s += backward.seconds();
     };
     if (config_.chunk_size > 0) {
@@ -172,7 +213,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_arena_ ? &lora_ : nullptr, config_.chunk_size);
+                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size);
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
@@ -223,6 +264,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
              state_.step + 1, r.loss, grad_norm);
     const double lr = schedule_->lr(state_.step);
     optimizer_->step(lr);
+    refresh_lora_compute();
+    ops::synchronize(model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
 
     state_.step += 1;
@@ -244,7 +287,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                   .forward_s = r.forward_s,
                   .backward_s = r.backward_s,
                   .optimizer_s = optimizer_s,
-                  .peak_memory_bytes = peak_rss_bytes()};
+                  .peak_memory_bytes = peak_memory_bytes(model_.device)};
     metrics.log(m);
     for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss},
                               {"train/learning_rate", m.lr},

@@ -54,8 +54,8 @@ struct TrainResult {
 class Trainer {
  public:
   // `config` is already validated and passed check_engine_settings; `model` is loaded in the compute
-  // dtype. Allocates gradients (trainable tensors only), optimizer state and the activation arena; restores
-  // the checkpoint when config.resume is set.
+  // dtype on the run's device. Allocates gradients (trainable tensors only, in master_dtype), optimizer
+  // state and the activation arena on that device; restores the checkpoint when config.resume is set.
   Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
           std::vector<data::Example> val, int32_t pad_id);
   ~Trainer();
@@ -79,6 +79,8 @@ class Trainer {
   };
   StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
   void setup_lora();
+  void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
+  const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final();
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
@@ -89,9 +91,11 @@ class Trainer {
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;
   model::ModelWeights grads_;
-  std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients
+  std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)
   io::LoraAdapterConfig adapter_config_;
   model::LoraWeights lora_, lora_grads_;
+  std::unique_ptr<Arena> lora_compute_arena_;  // when the compute dtype differs from the master's (GPU bf16)
+  model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;

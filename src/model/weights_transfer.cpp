@@ -1,0 +1,43 @@
+#include "model/weights_transfer.h"
+
+#include "ops/device.h"
+
+namespace lt::model {
+
+void copy_weights(const ModelConfig& config, ModelWeights& dst, const ModelWeights& src) {
+  for (const WeightSpec& spec : weight_specs(config)) {
+    Tensor& d = weight_of(dst, spec);
+    const Tensor& s = weight_of(src, spec);
+    if (!d.empty() && !s.empty()) ops::copy(d, s);
+  }
+}
+
+void copy_lora(LoraWeights& dst, const LoraWeights& src) {
+  LT_CHECK(dst.specs.size() == src.specs.size(), "copy_lora: {} adapters into {}", src.specs.size(),
+           dst.specs.size());
+  for (const LoraSpec& s : src.specs)
+    for (LoraMatrix m : {LoraMatrix::A, LoraMatrix::B}) {
+      Tensor d = dst.matrix(s, m);
+      const Tensor& from = src.matrix(s, m);
+      if (!d.empty() && !from.empty()) ops::copy(d, from);
+    }
+}
+
+HostWeights host_copy(const ModelConfig& config, const ModelWeights& weights) {
+  HostWeights h;
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), weights_bytes(config, weights.dtype));
+  h.weights = allocate_weights(config, weights.dtype, *h.arena);
+  copy_weights(config, h.weights, weights);
+  return h;
+}
+
+HostLora host_copy(const ModelConfig& config, const LoraWeights& lora) {
+  HostLora h;
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(),
+                                    std::max<size_t>(lora_bytes(lora.specs, lora.dtype), 1));
+  h.weights = allocate_lora(config, lora.specs, lora.dtype, *h.arena);
+  copy_lora(h.weights, lora);
+  return h;
+}
+
+}  // namespace lt::model
