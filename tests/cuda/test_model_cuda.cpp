@@ -1,0 +1,191 @@
+// Whole-model checks on the GPU against the CPU float64 reference (GPU.md's tolerances): one forward and
+// backward of a model — the loss and every parameter gradient — with full fine-tuning and with LoRA
+// (dropout included, whose masks the GPU draws from the same Philox bits), for the whole-sequence decoder
+// and the chunked one; chunked == whole on the GPU itself. Two models: the tiny test model with every
+// feature on (biases, GQA with H*HD != D, llama3 RoPE, a sliding window, packing, ignored labels) and a
+// Llama-shaped one with head_dim 64. The GPU keeps gradients in f32 whatever the compute dtype.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "model/chunked_decoder.h"
+#include "model/decoder.h"
+#include "model/lora.h"
+#include "model/lora_test_util.h"
+#include "model/tiny_model.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
+#include "parity_support.h"
+
+namespace lt::test {
+namespace {
+
+model::ModelConfig llama_shaped_config() {
+  model::ModelConfig c = tiny_config(false);
+  c.vocab_size = 301;
+  c.hidden_size = 128;
+  c.intermediate_size = 344;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.qkv_bias = c.o_bias = c.mlp_bias = false;
+  c.rope_type = ops::RopeType::Default;
+  c.rope_theta = 10000.0;
+  c.layer_window = {0, 0};
+  return c;
+}
+
+// A model's weights (and gradients) on one device in one dtype, with a decoder arena there.
+struct ModelOn {
+  std::unique_ptr<Arena> arena;
+  model::ModelWeights weights, grads;
+  std::unique_ptr<Arena> lora_arena;
+  model::LoraWeights lora, lora_compute, lora_grads;
+
+  ModelOn(const model::ModelConfig& c, const model::ModelWeights& host_f64, DType dt, Device device,
+          const model::LoraWeights* host_lora) {
+    const DType grad_dt = dt == DType::BF16 ? DType::F32 : dt;
+    MemoryResource& memory = ops::memory_resource(device);
+    arena = std::make_unique<Arena>("weights", memory,
+                                    model::weights_bytes(c, dt) + model::grads_bytes(c, grad_dt));
+    weights = model::allocate_weights(c, dt, *arena);
+    model::copy_weights(c, weights, host_f64);
+    grads = model::allocate_grads(c, grad_dt, *arena);
+    if (!host_lora) return;
+    lora_arena = std::make_unique<Arena>("lora", memory,
+                                         model::lora_bytes(host_lora->specs, dt) +
+                                             model::lora_bytes(host_lora->specs, grad_dt));
+    lora_compute = model::allocate_lora(c, host_lora->specs, dt, *lora_arena);
+    model::copy_lora(lora_compute, *host_lora);
+    lora_grads = model::allocate_lora(c, host_lora->specs, grad_dt, *lora_arena);
+    model::zero_lora(lora_grads);
+  }
+};
+
+std::vector<double> to_f64(const Tensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  ops::copy(Tensor(v.data(), DType::F64, {t.numel()}), t);
+  return v;
+}
+
+struct StepResult {
+  double loss = 0;
+  std::vector<std::pair<std::string, std::vector<double>>> grads;  // (name, values) of every gradient
+};
+
+// One forward/backward; chunk 0 = Decoder, otherwise ChunkedDecoder with that chunk size.
+StepResult run_step(const model::ModelConfig& c, ModelOn& m, Device device, DType dt, int64_t chunk,
+                    bool with_lora, double dropout) {
+  TinyBatch tb;
+  const model::Batch batch = tb.batch(true);
+  const int64_t label_tokens = model::count_label_tokens(batch);
+  const std::vector<model::LoraSpec> specs = with_lora ? m.lora_compute.specs : std::vector<model::LoraSpec>{};
+  const model::LoraDropout drop{.p = dropout, .seed = 5, .step = 2, .micro_batch = 1};
+  const model::LoraWeights* lora = with_lora ? &m.lora_compute : nullptr;
+  model::LoraWeights* lora_grads = with_lora ? &m.lora_grads : nullptr;
+  StepResult r;
+  if (chunk == 0) {
+    Arena arena("activations", ops::memory_resource(device),
+                model::Decoder::arena_bytes(c, dt, TinyBatch::B, TinyBatch::T, specs));
+    model::Decoder d(c, dt, TinyBatch::B, TinyBatch::T, arena, specs);
+    r.loss = d.forward(m.weights, batch, label_tokens, lora, drop);
+    d.backward(m.weights, m.grads, lora_grads);
+  } else {
+    const model::ChunkedOptions o{.chunk_size = chunk};
+    Arena arena("activations", ops::memory_resource(device),
+                model::ChunkedDecoder::arena_bytes(c, dt, TinyBatch::B, TinyBatch::T, o, specs));
+    model::ChunkedDecoder d(c, dt, TinyBatch::B, TinyBatch::T, o, arena, specs);
+    r.loss = d.forward(m.weights, batch, label_tokens, lora, drop);
+    d.backward(m.weights, m.grads, lora_grads);
+  }
+  ops::synchronize(device);
+  if (with_lora) {
+    for (const model::LoraSpec& s : m.lora_grads.specs)
+      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
+        r.grads.emplace_back(model::lora_tensor_name(s, which), to_f64(m.lora_grads.matrix(s, which)));
+    return r;
+  }
+  for (const model::WeightSpec& s : model::weight_specs(c))
+    r.grads.emplace_back(s.hf_name, to_f64(model::weight_of(m.grads, s)));
+  return r;
+}
+
+struct Case {
+  const char* model;
+  bool lora;
+  double dropout;
+  int64_t chunk;  // 0: whole sequence
+};
+
+void check_against_cpu(const model::ModelConfig& c, const Case& k, DType dt) {
+  LT_REQUIRE_GPU();
+  Arena host_arena("host", HostMemory::instance(), model::weights_bytes(c, DType::F64));
+  model::ModelWeights host = model::allocate_weights(c, DType::F64, host_arena);
+  fill_random(c, host, 17);
+  std::unique_ptr<Arena> host_lora_arena;
+  model::LoraWeights host_lora;
+  if (k.lora) {
+    const std::vector<model::LoraSpec> specs = tiny_lora_specs(c);
+    host_lora_arena = std::make_unique<Arena>("host lora", HostMemory::instance(), model::lora_bytes(specs, DType::F64));
+    host_lora = model::allocate_lora(c, specs, DType::F64, *host_lora_arena);
+    fill_lora_random(host_lora, 23);
+  }
+  ModelOn cpu(c, host, DType::F64, Device::CPU, k.lora ? &host_lora : nullptr);
+  ModelOn gpu(c, host, dt, Device::CUDA, k.lora ? &host_lora : nullptr);
+  const StepResult ref = run_step(c, cpu, Device::CPU, DType::F64, k.chunk, k.lora, k.dropout);
+  const StepResult out = run_step(c, gpu, Device::CUDA, dt, k.chunk, k.lora, k.dropout);
+  ASSERT_EQ(ref.grads.size(), out.grads.size());
+  Worst w;
+  w.add("loss", {out.loss}, {ref.loss});
+  for (size_t i = 0; i < ref.grads.size(); ++i) w.add(ref.grads[i].first, out.grads[i].second, ref.grads[i].second);
+  const std::string what = std::string(k.lora ? "lora" : "full") + (k.dropout > 0 ? "+dropout" : "") +
+                           (k.chunk ? " chunk " + std::to_string(k.chunk) : " whole");
+  report(std::string("model step ") + k.model, dt, what, w, tolerance(dt));
+}
+
+model::ModelConfig config_named(const std::string& name) {
+  if (name == "tiny") return tiny_config(false);
+  if (name == "tiny-tied") return tiny_config(true);
+  return llama_shaped_config();
+}
+
+class ModelStepCuda : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
+  const Case k = GetParam();
+  for (DType dt : {DType::F32, DType::BF16}) check_against_cpu(config_named(k.model), k, dt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelStepCuda,
+                         ::testing::Values(Case{"tiny", false, 0, 0}, Case{"tiny-tied", false, 0, 0},
+                                           Case{"tiny", false, 0, 3}, Case{"tiny", true, 0, 0},
+                                           Case{"tiny", true, 0.25, 0}, Case{"tiny", true, 0.25, 2},
+                                           Case{"llama", false, 0, 0}, Case{"llama", false, 0, 4},
+                                           Case{"llama", true, 0.1, 0}, Case{"llama", true, 0.1, 3}));
+
+// Chunked == whole on the GPU itself, in each GPU dtype.
+TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {
+  LT_REQUIRE_GPU();
+  for (const char* name : {"tiny", "llama"}) {
+    const model::ModelConfig c = config_named(name);
+    Arena host_arena("host", HostMemory::instance(), model::weights_bytes(c, DType::F64));
+    model::ModelWeights host = model::allocate_weights(c, DType::F64, host_arena);
+    fill_random(c, host, 29);
+    for (DType dt : {DType::F32, DType::BF16}) {
+      ModelOn whole_m(c, host, dt, Device::CUDA, nullptr);
+      const StepResult whole = run_step(c, whole_m, Device::CUDA, dt, 0, false, 0);
+      for (int64_t chunk : {1, 3, 5}) {
+        ModelOn chunked_m(c, host, dt, Device::CUDA, nullptr);
+        const StepResult chunked = run_step(c, chunked_m, Device::CUDA, dt, chunk, false, 0);
+        Worst w;
+        w.add("loss", {chunked.loss}, {whole.loss});
+        for (size_t i = 0; i < whole.grads.size(); ++i)
+          w.add(whole.grads[i].first, chunked.grads[i].second, whole.grads[i].second);
+        report(std::string("chunked==whole ") + name, dt, "chunk " + std::to_string(chunk), w, tolerance(dt));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lt::test
