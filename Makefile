@@ -42,11 +42,19 @@ cuda: deps
 test-cuda: cuda
 	./build/cuda/bin/test_cuda
 
-# The end-to-end demo: a small model and task of the project's own, trained from scratch on CPU
-# (demo/demo.sh says what each stage shows). Builds only the leantune binary.
-demo: deps build/cpu/build.ninja
-	cmake --build build/cpu -j $(JOBS) --target leantune
-	bash demo/demo.sh build/cpu/bin/leantune build/demo
+# The end-to-end demo: a small model and task of the project's own, trained from scratch (demo/demo.sh says
+# what each stage shows). With the CUDA toolkit and a visible GPU it builds the CUDA leantune and trains on
+# the GPU; otherwise the CPU one. Builds only the leantune binary.
+HAVE_GPU := $(shell [ -x /usr/local/cuda/bin/nvcc ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1)
+ifeq ($(HAVE_GPU),1)
+DEMO_PRESET := cuda
+else
+DEMO_PRESET := cpu
+endif
+demo: deps
+	@[ -f build/$(DEMO_PRESET)/build.ninja ] || cmake --preset $(DEMO_PRESET)
+	cmake --build build/$(DEMO_PRESET) -j $(JOBS) --target leantune
+	bash demo/demo.sh build/$(DEMO_PRESET)/bin/leantune build/demo
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

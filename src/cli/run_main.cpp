@@ -4,6 +4,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/commands.h"
+#include "cli/devices_command.h"
 #include "cli/eval_command.h"
 #include "cli/export_command.h"
 #include "cli/generate_command.h"
@@ -29,6 +30,7 @@ int run_main(int argc, char** argv) {
   add_eval_command(app);
   add_generate_command(app);
   register_bench_command(app);
+  add_devices_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
