@@ -1,4 +1,4 @@
-// `leantune bench`. One model (an HF directory, a config.json with random weights, or a built-in Llama of a
+// `leantune bench` (on the CPU, or the GPU with --device cuda). One model (an HF directory, a config.json with random weights, or a built-in Llama of a
 // few million parameters) and one batch of B full rows of T random tokens; for each mode (whole: Decoder;
 // chunked C: ChunkedDecoder) it runs --warmup untimed steps, then --trials timed steps, each a forward and a
 // backward (full fine-tuning: every weight's gradient; LoRA: rank r adapters on all seven projections over a
@@ -32,6 +32,8 @@
 #include "model/lora.h"
 #include "model/param_counts.h"
 #include "model/weights.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
 
 namespace lt::cli {
 
@@ -76,6 +78,9 @@ model::ModelConfig default_config() {
   return c;
 }
 
+// The MFU denominator: the H200's measured cuBLASLt bf16 GEMM ceiling (GPU.md), for every device and dtype.
+constexpr double kPeakFlops = 803e12;
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -95,6 +100,8 @@ struct ModeResult {
   double forward_s = 0, backward_s = 0, step_s = 0, tokens_per_s = 0;
   size_t peak_arena_bytes = 0;     // weights + gradients + adapters + the decoder's high-water
   size_t decoder_arena_bytes = 0;  // the decoder's arena high-water alone
+  double mfu = 0;                  // useful FLOPs per second over kPeakFlops
+  size_t device_used_bytes = 0;    // GPU: device memory in use after the trials (arenas, libraries, context)
   std::vector<double> chunk_forward_s, chunk_backward_s;  // (num_chunks) medians over trials
 };
 
@@ -108,27 +115,68 @@ struct Setup {
   int64_t label_tokens;
 };
 
+// The weights of the run, read or drawn on the host, on the bench's device in its dtype.
+struct BenchWeights {
+  std::unique_ptr<Arena> arena;
+  model::ModelWeights weights;
+};
+BenchWeights load_weights(const Setup& s, Device device) {
+  const model::ModelConfig& c = *s.config;
+  const BenchOptions& o = *s.options;
+  Arena host("bench host weights", HostMemory::instance(), model::weights_bytes(c, s.dtype));
+  model::ModelWeights hw = model::allocate_weights(c, s.dtype, host);
+  if (!o.model_dir.empty() && !o.random_init)
+    io::load_hf_weights(o.model_dir, c, hw);
+  else
+    model::init_random(c, hw, o.seed);
+  BenchWeights b;
+  b.arena = std::make_unique<Arena>("bench weights", ops::memory_resource(device), model::weights_bytes(c, s.dtype));
+  b.weights = model::allocate_weights(c, s.dtype, *b.arena);
+  model::copy_weights(c, b.weights, hw);
+  return b;
+}
+
+// Useful FLOPs of one step (what MFU counts): every matmul weight (layers and head) 2 FLOPs per token
+// forward, 2 backward for the input gradient and, when it trains, 2 for its own; LoRA's adapters likewise;
+// causal attention 2 * B * H * T^2 * HD forward (QK^T and PV, half the square) and twice that backward.
+// Recomputation (chunked training's second forward) is not useful work and is not counted.
+double useful_flops(const model::ModelConfig& c, const std::vector<model::LoraSpec>& lora, int64_t B, int64_t T) {
+  double matmul = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(c))
+    if (spec.shape.size() == 2 && spec.kind != model::WeightKind::Embed) matmul += double(spec.numel());
+  if (c.tie_word_embeddings) matmul += double(c.vocab_size) * double(c.hidden_size);
+  double adapters = 0;
+  for (const model::LoraSpec& l : lora) adapters += double(l.rank) * double(l.in + l.out);
+  const double tokens = double(B) * double(T);
+  const double per_token = lora.empty() ? 6 * matmul : 4 * matmul + 6 * adapters;
+  const double attention_fwd = 2.0 * double(B) * double(c.num_heads) * double(T) * double(T) * double(c.head_dim);
+  return per_token * tokens + 3 * attention_fwd * double(c.num_layers);
+}
+
 ModeResult run_mode(const Setup& s, int64_t chunk) {
   const model::ModelConfig& c = *s.config;
   const BenchOptions& o = *s.options;
   const bool lora = !s.lora_specs.empty();
+  const Device device = o.device == "cuda" ? Device::CUDA : Device::CPU;
+  // Gradients and adapters in f32 under bf16, as the trainer keeps them; the adapters' compute copy in bf16.
+  const DType master = s.dtype == DType::BF16 ? DType::F32 : s.dtype;
   const auto trainable = [&](const model::WeightSpec&) { return !lora; };
-  const size_t param_bytes = model::weights_bytes(c, s.dtype) + model::grads_bytes(c, s.dtype, trainable) +
-                             2 * model::lora_bytes(s.lora_specs, s.dtype) + 4096;
-  Arena params("bench parameters", HostMemory::instance(), param_bytes);
-  model::ModelWeights w = model::allocate_weights(c, s.dtype, params);
-  if (!o.model_dir.empty() && !o.random_init)
-    io::load_hf_weights(o.model_dir, c, w);
-  else
-    model::init_random(c, w, o.seed);
-  model::ModelWeights g = model::allocate_grads(c, s.dtype, params, trainable);
+  const size_t param_bytes = model::grads_bytes(c, master, trainable) +
+                             2 * model::lora_bytes(s.lora_specs, master) + 4096;
+  BenchWeights bw = load_weights(s, device);
+  const model::ModelWeights& w = bw.weights;
+  Arena params("bench parameters", ops::memory_resource(device), param_bytes);
+  model::ModelWeights g = model::allocate_grads(c, master, params, trainable);
   model::zero_grads(c, g);
   std::optional<model::LoraWeights> adapters, adapter_grads;
   if (lora) {
-    adapters = model::allocate_lora(c, s.lora_specs, s.dtype, params);
+    Arena host("bench host adapters", HostMemory::instance(), model::lora_bytes(s.lora_specs, s.dtype));
+    model::LoraWeights ha = model::allocate_lora(c, s.lora_specs, s.dtype, host);
     // B non-zero too, so that no product is skipped or trivially zero.
-    model::init_lora(*adapters, model::LoraInit::NoInit, o.seed);
-    adapter_grads = model::allocate_lora(c, s.lora_specs, s.dtype, params);
+    model::init_lora(ha, model::LoraInit::NoInit, o.seed);
+    adapters = model::allocate_lora(c, s.lora_specs, s.dtype, params);
+    model::copy_lora(*adapters, ha);
+    adapter_grads = model::allocate_lora(c, s.lora_specs, master, params);
     model::zero_lora(*adapter_grads);
   }
 
@@ -140,7 +188,7 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   const size_t decoder_bytes = chunk > 0
                                    ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
                                    : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs);
-  Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", HostMemory::instance(), decoder_bytes);
+  Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device), decoder_bytes);
   std::optional<model::Decoder> whole;
   std::optional<model::ChunkedDecoder> chunked;
   model::ChunkTiming timing;
@@ -159,12 +207,14 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
     Timer timer;
     r.loss = chunked ? chunked->forward(w, s.batch, s.label_tokens, lw)
                      : whole->forward(w, s.batch, s.label_tokens, lw);
+    ops::synchronize(device);
     const double fwd = timer.seconds();
     timer.restart();
     if (chunked)
       chunked->backward(w, g, lg);
     else
       whole->backward(w, g, lg);
+    ops::synchronize(device);
     const double bwd = timer.seconds();
     if (i < o.warmup) continue;
     r.trials.push_back({fwd, bwd});
@@ -184,7 +234,12 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   r.step_s = median(step);
   r.tokens_per_s = double(B * T) / r.step_s;
   r.decoder_arena_bytes = arena.high_water();
-  r.peak_arena_bytes = params.high_water() + arena.high_water();
+  r.peak_arena_bytes = bw.arena->high_water() + params.high_water() + arena.high_water();
+  r.mfu = useful_flops(c, s.lora_specs, B, T) / r.step_s / kPeakFlops;
+  if (device == Device::CUDA) {
+    const ops::DeviceMemoryInfo m = ops::device_memory_info(device);
+    r.device_used_bytes = m.total_bytes - m.free_bytes;
+  }
   if (o.show_chunk_time && chunked) {
     for (size_t k = 0; k < chunk_fwd.size(); ++k) {
       r.chunk_forward_s.push_back(median(chunk_fwd[k]));
@@ -196,9 +251,12 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
 
 void check_options(const BenchOptions& o) {
   LT_CHECK(o.device == "cpu" || o.device == "cuda", "bench: --device {}, expected cpu or cuda", o.device);
-  LT_CHECK(o.device == "cpu",
-           "bench: --device cuda is not available yet (the CUDA decoder does not exist); use --device cpu");
-  LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {}, expected fp32 or fp64", o.dtype);
+  if (o.device == "cuda") {
+    LT_CHECK(ops::cuda_available(), "bench: --device cuda, but this build or machine has no GPU; use --device cpu");
+    LT_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "bench: --dtype {} on cuda, expected bf16 or fp32", o.dtype);
+  } else {
+    LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {} on cpu, expected fp32 or fp64", o.dtype);
+  }
   LT_CHECK(o.finetune == "full" || o.finetune == "lora", "bench: --finetune {}, expected full or lora",
            o.finetune);
   LT_CHECK(o.finetune != "lora" || o.lora_r >= 1, "bench: --lora_r {}, expected at least 1", o.lora_r);
@@ -239,6 +297,8 @@ nlohmann::json to_json(const ModeResult& r) {
   j["tokens_per_s"] = r.tokens_per_s;
   j["peak_arena_bytes"] = r.peak_arena_bytes;
   j["decoder_arena_bytes"] = r.decoder_arena_bytes;
+  j["mfu"] = r.mfu;
+  j["device_used_bytes"] = r.device_used_bytes;
   if (!r.chunk_forward_s.empty()) {
     j["chunk_times"] = nlohmann::json::array();
     for (size_t k = 0; k < r.chunk_forward_s.size(); ++k)
@@ -254,7 +314,7 @@ int run_bench(const BenchOptions& o) {
   const model::ModelConfig config = !o.model_dir.empty()     ? model::load_model_config(o.model_dir)
                                     : !o.config_file.empty() ? model::load_model_config(o.config_file)
                                                              : default_config();
-  const DType dt = o.dtype == "fp64" ? DType::F64 : DType::F32;
+  const DType dt = o.dtype == "fp64" ? DType::F64 : o.dtype == "bf16" ? DType::BF16 : DType::F32;
   const int64_t B = o.batch, T = o.seq_len;
 
   Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .batch = {}, .label_tokens = 0};
@@ -282,26 +342,29 @@ int run_bench(const BenchOptions& o) {
   const model::ParamCounts counts = model::count_params(config);
   fmt::print(
       "bench: {} ({} parameters), {}, {} fine-tuning{}, B={} T={}, {} warm-up + {} timed steps, device "
-      "cpu ({} hardware threads)\n",
+      "{}\n",
       model_description(o), counts.total(), o.dtype, o.finetune,
       o.finetune == "lora" ? fmt::format(" r={} (all seven projections)", o.lora_r) : "", B, T, o.warmup,
-      o.trials, std::thread::hardware_concurrency());
+      o.trials,
+      o.device == "cuda" ? ops::device_description(Device::CUDA)
+                         : fmt::format("cpu ({} hardware threads)", std::thread::hardware_concurrency()));
 
   std::vector<ModeResult> results;
   if (!o.no_whole) results.push_back(run_mode(s, 0));
   if (o.chunk_size > 0) results.push_back(run_mode(s, o.chunk_size));
 
-  fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>12} {:>12}\n", "mode", "forward s", "backward s",
-             "step s", "tokens/s", "peak memory", "(decoder)");
+  fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>7} {:>12} {:>12} {:>12}\n", "mode", "forward s",
+             "backward s", "step s", "tokens/s", "MFU", "peak memory", "(decoder)", "GPU in use");
   for (const ModeResult& r : results) {
     const std::string mode = r.mode == "whole" ? "whole" : fmt::format("chunked {}", r.chunk_size);
-    fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>12} {:>12}\n", mode, r.forward_s,
-               r.backward_s, r.step_s, r.tokens_per_s, format_bytes(double(r.peak_arena_bytes)),
-               format_bytes(double(r.decoder_arena_bytes)));
+    fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>6.1f}% {:>12} {:>12} {:>12}\n", mode,
+               r.forward_s, r.backward_s, r.step_s, r.tokens_per_s, 100 * r.mfu,
+               format_bytes(double(r.peak_arena_bytes)), format_bytes(double(r.decoder_arena_bytes)),
+               r.device_used_bytes ? format_bytes(double(r.device_used_bytes)) : std::string("-"));
   }
   fmt::print(
       "(medians over {} trials; peak memory = weights, gradients, adapters and the decoder's arena "
-      "high-water)\n",
+      "high-water; MFU = useful FLOPs / 803 TFLOP/s)\n",
       o.trials);
   for (const ModeResult& r : results) {
     if (r.chunk_forward_s.empty()) continue;
@@ -352,7 +415,7 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--model_name", o->model_dir, "an HF model directory (config.json + safetensors)");
   bench->add_option("--config", o->config_file, "a config.json (with --random_init)");
   bench->add_flag("--random_init", o->random_init, "random weights (HF's init) instead of loading them");
-  bench->add_option("--device", o->device, "cpu (cuda: not yet)")->capture_default_str();
+  bench->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
   bench->add_option("--seq_len", o->seq_len, "tokens per row T")->capture_default_str();
   bench->add_option("--batch", o->batch, "rows B")->capture_default_str();
   bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
@@ -360,7 +423,7 @@ void register_bench_command(CLI::App& app) {
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();
-  bench->add_option("--dtype", o->dtype, "fp32 or fp64")->capture_default_str();
+  bench->add_option("--dtype", o->dtype, "fp32 or fp64 (cpu); bf16 or fp32 (cuda)")->capture_default_str();
   bench->add_option("--finetune", o->finetune, "full or lora")->capture_default_str();
   bench->add_option("--lora_r", o->lora_r, "LoRA rank (all seven projections, alpha 2r)")
       ->capture_default_str();

@@ -145,9 +145,9 @@ TEST(BenchCommand, RefusesBadFlagsWithOneMessage) {
   // option given twice).
   const std::vector<std::string> base = {"bench", "--config", config, "--random_init"};
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--device", "cuda"}, "--device cuda is not available yet"},
+      {{"--device", "cuda"}, "--device cuda, but this build or machine has no GPU"},
       {{"--device", "tpu"}, "--device tpu, expected cpu or cuda"},
-      {{"--dtype", "bf16"}, "--dtype bf16, expected fp32 or fp64"},
+      {{"--dtype", "bf16"}, "--dtype bf16 on cpu, expected fp32 or fp64"},
       {{"--finetune", "qlora"}, "--finetune qlora, expected full or lora"},
       {{"--finetune", "lora", "--lora_r", "0"}, "--lora_r 0"},
       {{"--chunk_size=-2"}, "--chunk_size -2"},
