@@ -75,16 +75,18 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
   for (const auto& [name, bytes] : m.rows()) fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
 }
 
-// The memory plan of the run the options describe (CPU engine: fp32 or fp64; fp32 unless --precision).
+// The memory plan of the run the options describe (fp32 unless --precision; fp64 is the CPU's, bf16 the GPU's
+// with f32 gradients and LoRA masters).
 void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   const std::string precision = o.precision_given ? o.precision : "fp32";
-  LT_CHECK(precision == "fp32" || precision == "fp64",
-           "info --plan: --precision {}; the engine trains in fp32 or fp64", precision);
+  LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16",
+           "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU) or bf16 (GPU)", precision);
   LT_CHECK(o.finetune == "full" || o.finetune == "lora" || o.finetune == "partial",
            "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
   model::MemoryPlanSettings s;
-  s.dtype = precision == "fp64" ? DType::F64 : DType::F32;
-  s.state_dtype = s.dtype;
+  s.dtype = precision == "fp64" ? DType::F64 : precision == "bf16" ? DType::BF16 : DType::F32;
+  s.master_dtype = s.dtype == DType::BF16 ? DType::F32 : s.dtype;
+  s.state_dtype = s.dtype == DType::F64 ? DType::F64 : DType::F32;  // AdamW keeps f32 moments below fp64
   s.batch = o.batch;
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
@@ -166,7 +168,7 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
-  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64 (--plan: fp32, fp64)")
+  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64)")
       ->each([options](const std::string&) { options->precision_given = true; });
   cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");

@@ -146,7 +146,7 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   static constexpr std::string_view kMethod[] = {"full", "partial", "lora"};
   std::string out = fmt::format(
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
-      s.dtype == DType::F64 ? "fp64" : "fp32", s.batch, s.seq_len,
+      s.dtype == DType::F64 ? "fp64" : s.dtype == DType::BF16 ? "bf16" : "fp32", s.batch, s.seq_len,
       s.chunk_size > 0 ? fmt::format("chunk_size {} (chunked, recompute)", std::min(s.chunk_size, s.seq_len))
                        : std::string("whole sequence (no chunking)"));
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");

@@ -103,8 +103,15 @@ TEST(InfoCommand, PlanTable) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("trainable weights"), std::string::npos) << out;
-  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "bf16"}, &out, &err), 0);
-  EXPECT_NE(err.find("fp32 or fp64"), std::string::npos) << err;
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "fp16"}, &out, &err), 0);
+  EXPECT_NE(err.find("fp32, fp64 (CPU) or bf16 (GPU)"), std::string::npos) << err;
+  // bf16 (the GPU's policy): the plan is made, with the adapters' f32 masters and their bf16 copy.
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "bf16", "--finetune", "lora", "--plan_buffers"},
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("Memory plan: lora fine-tuning, bf16"), std::string::npos) << out;
+  EXPECT_NE(out.find("lora adapters (compute copy)"), std::string::npos) << out;
   // Over --memory_limit: the table, then the refusal with a chunk size that fits.
   EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--seq_len", "4096", "--memory_limit",
                      "400MiB"},
