@@ -113,6 +113,34 @@ void ChunkedDecoder::plan(Alloc& alloc) {
   kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
   lse_ = alloc("loss_lse", st, {B * T});
 
+  // Kept per layer for all T tokens (the recompute policy); everything else is one chunk's buffer below.
+  const bool keep_all = options_.recompute == Recompute::None,
+             keep_attention = keep_all || options_.recompute == Recompute::Selective;
+  kept_.assign(size_t(L), LayerActivations{});
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActivations& k = kept_[size_t(l)];
+    auto name = [l](const char* what) { return fmt::format("layer.{}.kept_{}", l, what); };
+    if (keep_attention) {
+      k.q = alloc(name("q"), dt, {B * T, H * HD});
+      k.attn_out = alloc(name("attn_out"), dt, {B * T, H * HD});
+      k.attn_lse = alloc(name("attn_lse"), st, {B * H * T});
+      k.mid = alloc(name("mid"), dt, {B * T, D});
+      for (int m = 0; m < kLoraModuleCount; ++m)
+        if (lora_rank_[size_t(l)][size_t(m)] > 0)
+          k.lora_t[size_t(m)] = alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))),
+                                      dt, {B * T, lora_rank_[size_t(l)][size_t(m)]});
+    }
+    if (keep_all) {
+      k.attn_rstd = alloc(name("attn_rstd"), st, {B * T, 1});
+      k.attn_in = alloc(name("attn_in"), dt, {B * T, D});
+      k.ffn_rstd = alloc(name("ffn_rstd"), st, {B * T, 1});
+      k.ffn_in = alloc(name("ffn_in"), dt, {B * T, D});
+      k.gate = alloc(name("gate"), dt, {B * T, F});
+      k.up = alloc(name("up"), dt, {B * T, F});
+      k.h = alloc(name("h"), dt, {B * T, F});
+    }
+  }
+
   LayerActivations& a = acts_;
   a.attn_rstd = alloc("chunk.attn_rstd", st, {N});
   a.attn_in = alloc("chunk.attn_in", dt, {N, D});
@@ -187,28 +215,34 @@ LoraPass ChunkedDecoder::lora_pass(int64_t C, int64_t layer, LoraWeights* grads)
           .scratch_r = view_at(lora_scratch_r_, 0, {N, lora_scratch_r_.dim(1)})};
 }
 
-LayerActivations ChunkedDecoder::layer_views(int64_t C, int64_t layer) const {
+LayerActivations ChunkedDecoder::layer_views(int64_t k, int64_t layer) const {
   const ModelConfig& c = config_;
-  const int64_t B = batch_, N = B * C, D = c.hidden_size, F = c.intermediate_size, H = c.num_heads,
-                KVH = c.num_kv_heads, HD = c.head_dim;
+  const int64_t B = batch_, C = chunk_tokens(k), N = B * C, D = c.hidden_size, F = c.intermediate_size,
+                H = c.num_heads, KVH = c.num_kv_heads, HD = c.head_dim;
   const LayerActivations& a = acts_;
+  const LayerActivations& kept = kept_[size_t(layer)];
+  // Chunk k of a kept tensor (rows of `width`), else the shared one-chunk buffer.
+  auto rows = [&](const Tensor& kept_t, const Tensor& shared, int64_t width, std::initializer_list<int64_t> dims) {
+    return kept_t.empty() ? view_at(shared, 0, dims) : chunk_rows(kept_t, k, width).reshaped(dims);
+  };
   LayerActivations v;
-  v.attn_rstd = view_at(a.attn_rstd, 0, {N});
-  v.attn_in = view_at(a.attn_in, 0, {N, D});
-  v.q = view_at(a.q, 0, {B, C, H, HD});
+  v.attn_rstd = rows(kept.attn_rstd, a.attn_rstd, 1, {N});
+  v.attn_in = rows(kept.attn_in, a.attn_in, D, {N, D});
+  v.q = rows(kept.q, a.q, H * HD, {B, C, H, HD});
   v.k = view_at(a.k, 0, {B, C, KVH, HD});
   v.v = view_at(a.v, 0, {B, C, KVH, HD});
-  v.attn_out = view_at(a.attn_out, 0, {B, C, H, HD});
-  v.attn_lse = view_at(a.attn_lse, 0, {B, H, C});
-  v.mid = view_at(a.mid, 0, {N, D});
-  v.ffn_rstd = view_at(a.ffn_rstd, 0, {N});
-  v.ffn_in = view_at(a.ffn_in, 0, {N, D});
-  v.gate = view_at(a.gate, 0, {N, F});
-  v.up = view_at(a.up, 0, {N, F});
-  v.h = view_at(a.h, 0, {N, F});
+  v.attn_out = rows(kept.attn_out, a.attn_out, H * HD, {B, C, H, HD});
+  v.attn_lse = kept.attn_lse.empty() ? view_at(a.attn_lse, 0, {B, H, C})
+                                     : view_at(kept.attn_lse, B * H * offsets_[size_t(k)], {B, H, C});
+  v.mid = rows(kept.mid, a.mid, D, {N, D});
+  v.ffn_rstd = rows(kept.ffn_rstd, a.ffn_rstd, 1, {N});
+  v.ffn_in = rows(kept.ffn_in, a.ffn_in, D, {N, D});
+  v.gate = rows(kept.gate, a.gate, F, {N, F});
+  v.up = rows(kept.up, a.up, F, {N, F});
+  v.h = rows(kept.h, a.h, F, {N, F});
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];
-    if (rank > 0) v.lora_t[size_t(m)] = view_at(a.lora_t[size_t(m)], 0, {N, rank});
+    if (rank > 0) v.lora_t[size_t(m)] = rows(kept.lora_t[size_t(m)], a.lora_t[size_t(m)], rank, {N, rank});
   }
   return v;
 }
@@ -328,7 +362,7 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, chunk_rows(resid_[0], k, D),
                            chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      LayerActivations a = layer_views(C, l);
+      LayerActivations a = layer_views(k, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
       layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a,
                     chunk_rows(resid_[size_t(l + 1)], k, D), lora_pass(C, l, nullptr));
@@ -363,11 +397,14 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     LayerScratch s = scratch_views(C);
     Tensor out = view_at(recompute_out_, 0, {N, D});
     for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-      // Recompute the layer's activations from its saved input; it rewrites the chunk's K/V rows of the
-      // cache with the same values, and reads the earlier positions the cache holds.
-      LayerActivations a = layer_views(C, l);
+      // Recompute what the policy did not keep. Full re-runs the layer from its saved input (rewriting the
+      // chunk's K/V rows of the cache with the same values, reading the earlier positions it holds).
+      LayerActivations a = layer_views(k, l);
       a.x = chunk_rows(resid_[size_t(l)], k, D);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
+      if (options_.recompute == Recompute::Full)
+        layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
+      else if (options_.recompute == Recompute::Selective)
+        layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
       layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
                      kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
     }

@@ -17,7 +17,8 @@
 // Everything else (a layer's activations, LoRA's t = dropout(x) A^T, backward scratch, the loss head's
 // buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
 //
-// The cost: every layer's forward runs twice (once in forward, once recomputed in backward).
+// The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective
+// and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
 //
 // Layout: the chunk-major buffers hold chunk k (tokens [o_k, o_k + C_k) of every row) as a contiguous
 // (B, C_k, ...) block at element offset B * o_k * row_width, so every chunk is a plain view.
@@ -41,6 +42,11 @@ struct ChunkedOptions {
   bool fused_loss = true;  // false: the plain head (logits (B*C, V) materialized per chunk), for tests
   int64_t loss_token_block = 256;
   int64_t loss_vocab_block = 4096;
+  // What is kept across chunks for backward (decoder.h): Full keeps only the layer inputs (the O(C)
+  // design above); Selective also keeps, per layer and token, q, the attention output, its lse, mid and
+  // the LoRA activations, so backward recomputes norms and the MLP but never the attention; None keeps
+  // every activation of every chunk (no recomputation, O(T) activation memory, for comparison).
+  Recompute recompute = Recompute::Full;
 };
 
 // Wall time of each chunk's forward and backward (`leantune bench --show_chunk_time`), filled only when
@@ -85,7 +91,7 @@ class ChunkedDecoder {
   int64_t chunk_tokens(int64_t k) const;
   ChunkInfo chunk_info(int64_t k) const;
   Tensor chunk_rows(const Tensor& storage, int64_t k, int64_t width) const;  // (B*C_k, width) view
-  LayerActivations layer_views(int64_t C, int64_t layer) const;
+  LayerActivations layer_views(int64_t k, int64_t layer) const;  // chunk k's views: kept or shared
   LoraPass lora_pass(int64_t C, int64_t layer, LoraWeights* grads) const;
   LayerScratch scratch_views(int64_t C) const;
   LmActivations lm_views(int64_t k) const;
@@ -109,6 +115,9 @@ class ChunkedDecoder {
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)
   Tensor kv_segments_;                          // (B, T) i32 row-major: the K/V range's segment ids
   Tensor lse_;                                  // (B*T) stats dtype chunk-major: the loss's lse
+  // Kept across chunks by the recompute policy, per layer (empty tensors: recomputed): chunk-major storage
+  // for all T tokens, (B*T, width) rows, the lse as (B, H, C_k) blocks at B * H * o_k.
+  std::vector<LayerActivations> kept_;  // L
   // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
   LayerActivations acts_;  // (B*C, ...) see LayerActivations
   LayerScratch scratch_;

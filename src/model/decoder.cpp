@@ -113,6 +113,24 @@ Batch BatchBuffers::upload(const Batch& host) const {
           .labels = host.labels};
 }
 
+std::string_view recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "none";
+    case Recompute::Full:
+      return "full";
+    case Recompute::Selective:
+      return "selective";
+  }
+  return "?";
+}
+
+std::optional<Recompute> recompute_from_name(std::string_view name) {
+  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective})
+    if (recompute_name(r) == name) return r;
+  return std::nullopt;
+}
+
 template <class Alloc>
 void Decoder::plan(Alloc& alloc) {
   const ModelConfig& c = config_;
@@ -120,39 +138,65 @@ void Decoder::plan(Alloc& alloc) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
+  const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective;
 
   batch_buffers_.plan(alloc, B, T);
   resid_.resize(size_t(L + 1));
   for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {N, D});
   kv_.resize(size_t(L));
   acts_.resize(size_t(L));
+  // A buffer kept per layer, or (when the policy recomputes it) one buffer shared by all layers.
+  std::vector<Tensor> shared;
+  auto buffer = [&](int64_t l, bool keep, const char* what, DType dtype, std::initializer_list<int64_t> dims,
+                    size_t slot) {
+    if (keep) return alloc(fmt::format("layer.{}.{}", l, what), dtype, dims);
+    if (shared.size() <= slot) shared.resize(slot + 1);
+    if (l == 0) shared[slot] = alloc(fmt::format("recompute.{}", what), dtype, dims);
+    return shared[slot];
+  };
   for (int64_t l = 0; l < L; ++l) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
-    auto name = [l](const char* what) { return fmt::format("layer.{}.{}", l, what); };
-    kv.k = alloc(name("k"), dt, {B, T, KVH, HD});
-    kv.v = alloc(name("v"), dt, {B, T, KVH, HD});
+    const bool attention_kept = !full;  // kept by None and Selective
+    const bool mlp_kept = !full && !selective;
+    kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);
+    kv.v = buffer(l, attention_kept, "v", dt, {B, T, KVH, HD}, 1);
     a.x = resid_[size_t(l)];
-    a.attn_rstd = alloc(name("attn_rstd"), st, {N});
-    a.attn_in = alloc(name("attn_in"), dt, {N, D});
-    a.q = alloc(name("q"), dt, {B, T, H, HD});
+    a.attn_rstd = buffer(l, mlp_kept, "attn_rstd", st, {N}, 2);
+    a.attn_in = buffer(l, mlp_kept, "attn_in", dt, {N, D}, 3);
+    a.q = buffer(l, attention_kept, "q", dt, {B, T, H, HD}, 4);
     a.k = kv.k;  // one chunk spans the whole K/V range: the layer writes K/V in place
     a.v = kv.v;
-    a.attn_out = alloc(name("attn_out"), dt, {B, T, H, HD});
-    a.attn_lse = alloc(name("attn_lse"), st, {B, H, T});
-    a.mid = alloc(name("mid"), dt, {N, D});
-    a.ffn_rstd = alloc(name("ffn_rstd"), st, {N});
-    a.ffn_in = alloc(name("ffn_in"), dt, {N, D});
-    a.gate = alloc(name("gate"), dt, {N, F});
-    a.up = alloc(name("up"), dt, {N, F});
-    a.h = alloc(name("h"), dt, {N, F});
+    a.attn_out = buffer(l, attention_kept, "attn_out", dt, {B, T, H, HD}, 5);
+    a.attn_lse = buffer(l, attention_kept, "attn_lse", st, {B, H, T}, 6);
+    a.mid = buffer(l, attention_kept, "mid", dt, {N, D}, 7);
+    a.ffn_rstd = buffer(l, mlp_kept, "ffn_rstd", st, {N}, 8);
+    a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
+    a.gate = buffer(l, mlp_kept, "gate", dt, {N, F}, 10);
+    a.up = buffer(l, mlp_kept, "up", dt, {N, F}, 11);
+    a.h = buffer(l, mlp_kept, "h", dt, {N, F}, 12);
   }
   int64_t max_in = 0, max_r = 0;
+  std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
   for (const LoraSpec& spec : lora_specs_) {
-    acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
-        fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
+    if (!full)
+      acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
+          fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
     max_in = std::max(max_in, spec.in);
     max_r = std::max(max_r, spec.rank);
+    module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
+  }
+  if (full) {  // recomputed with the layer: one buffer per module, viewed at each layer's rank
+    std::vector<Tensor> module_t(kLoraModuleCount);
+    for (int m = 0; m < kLoraModuleCount; ++m)
+      if (module_rank[size_t(m)] > 0)
+        module_t[size_t(m)] = alloc(fmt::format("recompute.{}.lora_t", lora_module_name(LoraModule(m))), dt,
+                                    {N, module_rank[size_t(m)]});
+    for (const LoraSpec& spec : lora_specs_) {
+      Tensor t = module_t[size_t(spec.module)];
+      t.shape[1] = spec.rank;  // the first N * rank elements, as (N, rank)
+      acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = t;
+    }
   }
   if (!lora_specs_.empty()) {
     lora_scratch_in_ = alloc("lora.scratch_in", dt, {N, max_in});
@@ -179,16 +223,17 @@ void Decoder::plan(Alloc& alloc) {
 }
 
 size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora) {
-  Decoder counting(config, dtype, batch, tokens, lora);
+                            const std::vector<LoraSpec>& lora, Recompute recompute) {
+  Decoder counting(config, dtype, batch, tokens, lora, recompute);
   ByteCounter counter;
   counting.plan(counter);
   return counter.bytes;
 }
 
 std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
-                                                    int64_t tokens, const std::vector<LoraSpec>& lora) {
-  Decoder counting(config, dtype, batch, tokens, lora);
+                                                    int64_t tokens, const std::vector<LoraSpec>& lora,
+                                                    Recompute recompute) {
+  Decoder counting(config, dtype, batch, tokens, lora, recompute);
   std::vector<PlannedBuffer> buffers;
   ByteCounter counter{.log = &buffers};
   counting.plan(counter);
@@ -196,16 +241,16 @@ std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, D
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const std::vector<LoraSpec>& lora)
-    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), lora_specs_(lora) {
+                 const std::vector<LoraSpec>& lora, Recompute recompute)
+    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), recompute_(recompute), lora_specs_(lora) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
            "decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-                 const std::vector<LoraSpec>& lora)
-    : Decoder(config, dtype, batch, tokens, lora) {
+                 const std::vector<LoraSpec>& lora, Recompute recompute)
+    : Decoder(config, dtype, batch, tokens, lora, recompute) {
   check_compute_dtype(arena.device(), dtype, "decoder");
   device_ = arena.device();
   ArenaAllocator allocator{arena};
@@ -260,6 +305,12 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   for (int64_t l = config_.num_layers - 1; l >= 0; --l) {
     ops::zero(kv_grads_.dk);
     ops::zero(kv_grads_.dv);
+    LayerActivations& a = acts_[size_t(l)];
+    if (recompute_ == Recompute::Full)  // rewrites resid_[l + 1] with the values it already holds
+      layer_forward(config_, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, resid_[size_t(l + 1)],
+                    lora_pass(l, nullptr));
+    else if (recompute_ == Recompute::Selective)
+      layer_recompute_selective(config_, l, w.layers[size_t(l)], chunk, a, lora_pass(l, nullptr));
     layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
                    acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
   }

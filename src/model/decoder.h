@@ -11,6 +11,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/arena.h"
@@ -154,6 +156,22 @@ struct LmActivations {
   Tensor losses;  // (N) per-token CE, 0 where ignored
   Tensor labels;  // (N) i32 shifted targets
 };
+// Activation recomputation (checkpointing) in backward: what a decoder keeps per layer from forward.
+//   None: every activation of every layer (no recomputation).
+//   Full: only each layer's input (the residual stream); backward re-runs the layer's forward first.
+//   Selective: the input, q, K/V, the attention output and its lse, mid (x + o_proj) and the LoRA
+//     activations; backward recomputes the two norms and the MLP's gate, up and silu(gate) * up, so the
+//     expensive part (attention) is never recomputed.
+// Recomputation repeats the same deterministic ops on the same inputs: gradients are bit-identical.
+enum class Recompute : uint8_t { None, Full, Selective };
+std::string_view recompute_name(Recompute r);               // "none", "full", "selective"
+std::optional<Recompute> recompute_from_name(std::string_view name);
+
+// The MLP's inputs of a layer from its kept state (Selective): attn_in/attn_rstd = input_layernorm(x),
+// ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.
+void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                               const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
+
 // Returns the sum of the token losses (double).
 double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts);
 // d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
@@ -167,14 +185,15 @@ class Decoder {
  public:
   // Bytes the constructor takes from the arena (alignment included).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora = {});
+                            const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
   // Every buffer the constructor takes, in order (the memory plan's rows).
   static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
-                                                    int64_t tokens, const std::vector<LoraSpec>& lora = {});
+                                                    int64_t tokens, const std::vector<LoraSpec>& lora = {},
+                                                    Recompute recompute = Recompute::None);
 
   // `config` is kept by reference: it must outlive the decoder.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-          const std::vector<LoraSpec>& lora = {});
+          const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
   // step (count_label_tokens summed over its micro-batches), so accumulated gradients equal one big batch.
@@ -192,7 +211,7 @@ class Decoder {
 
  private:
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-          const std::vector<LoraSpec>& lora);  // no buffers
+          const std::vector<LoraSpec>& lora, Recompute recompute);  // no buffers
   template <class Alloc>
   void plan(Alloc& alloc);
   LoraPass lora_pass(int64_t layer, LoraWeights* grads) const;
@@ -200,12 +219,13 @@ class Decoder {
   const ModelConfig& config_;
   DType dtype_;
   int64_t batch_, tokens_;
+  Recompute recompute_;
   int64_t label_tokens_ = 0;
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
   std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm
-  std::vector<LayerActivations> acts_;  // L
-  std::vector<KvContext> kv_;           // L: K/V of (B, T, KVH, HD)
+  std::vector<LayerActivations> acts_;  // L; what is not kept (recompute_) is one shared buffer
+  std::vector<KvContext> kv_;           // L: K/V of (B, T, KVH, HD) (Full: one shared pair)
   KvGrads kv_grads_;                    // (B, T, KVH, HD), reused layer after layer
   LayerScratch scratch_;
   LmActivations lm_;

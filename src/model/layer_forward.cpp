@@ -12,6 +12,31 @@
 #include "ops/ops.h"
 
 namespace lt::model {
+namespace {
+
+// n2 = post_attention_layernorm(mid), gate and up (with their adapters), h = silu(gate) * up.
+void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                        LayerActivations& a, const LoraPass& lora) {
+  const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size, F = c.intermediate_size;
+  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
+  ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
+  ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
+  lora_forward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], a.gate);
+  ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
+  lora_forward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], a.up);
+  ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+}
+
+}  // namespace
+
+void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerWeights& w,
+                               const ChunkInfo& chunk, LayerActivations& a, const LoraPass& lora) {
+  const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size;
+  check_shape(a.x, {N, D}, "layer_recompute_selective: input");
+  check_shape(a.mid, {N, D}, "layer_recompute_selective: mid");
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  mlp_inputs_forward(c, layer, w, chunk, a, lora);
+}
 
 void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                    const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
@@ -62,12 +87,7 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias);
   lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], a.mid);
 
-  ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
-  lora_forward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], a.gate);
-  ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
-  lora_forward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], a.up);
-  ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+  mlp_inputs_forward(c, layer, w, chunk, a, lora);
   ops::cast(out, a.mid);
   const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = true};
   ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias);

@@ -47,7 +47,8 @@ MemoryCategory classify(std::string_view name) {
       "token_losses",         "shifted_labels",     "loss_lse",    "chunk.final_rstd",
       "chunk.final_norm_out", "chunk.token_losses", "chunk.logits"};
   if (std::find(std::begin(kLoss), std::end(kLoss), name) != std::end(kLoss)) return C::Loss;
-  if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk."))
+  if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk.") ||
+      starts_with(name, "recompute."))
     return C::TransientActivations;
   static constexpr std::string_view kTokens[] = {"chunk_ids",         "chunk_positions", "chunk_segments",
                                                  "chunk_labels",      "chunk_kv_segments", "batch_ids",

@@ -1,0 +1,126 @@
+// Activation recomputation policies (none, full, selective) give bit-identical losses and gradients — the
+// recomputed activations are the same deterministic ops on the same inputs — for the whole-sequence decoder
+// and the chunked one, with full fine-tuning and with LoRA (dropout included); and each policy keeps what it
+// says: full < selective < none in activation memory, the arena's high-water equal to the plan.
+#include <gtest/gtest.h>
+
+#include "lora_test_util.h"
+#include "model/chunked_decoder.h"
+#include "model/memory_plan.h"
+#include "model_test_util.h"
+#include "support/test_support.h"
+
+namespace lt {
+namespace {
+
+using model::Recompute;
+
+constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective};
+
+struct Outcome {
+  double loss = 0;
+  std::vector<std::vector<char>> grads;  // raw bytes of every gradient: compared bit for bit
+  size_t arena_high_water = 0, planned = 0;
+};
+
+std::vector<char> bytes_of(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.data);
+  return std::vector<char>(p, p + t.bytes());
+}
+
+// One forward/backward of the tiny model (LoRA on every projection when `lora`, base trained otherwise).
+// chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
+Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy) {
+  constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
+  test::TinyLoraModel m(dt, !lora, 71);
+  test::TinyBatch data;
+  const model::Batch batch = data.batch(true);
+  const int64_t label_tokens = model::count_label_tokens(batch);
+  const model::LoraDropout drop{.p = dropout, .seed = 9, .step = 4, .micro_batch = 0};
+  const std::vector<model::LoraSpec> specs = lora ? m.specs : std::vector<model::LoraSpec>{};
+  const model::LoraWeights* lw = lora ? &m.lora : nullptr;
+  model::LoraWeights* lg = lora ? &m.lora_grads : nullptr;
+  Outcome o;
+  if (chunk == 0) {
+    o.planned = model::Decoder::arena_bytes(m.config, dt, B, T, specs, policy);
+    Arena arena("policy", HostMemory::instance(), o.planned);
+    model::Decoder d(m.config, dt, B, T, arena, specs, policy);
+    o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
+    d.backward(m.weights, m.grads, lg);
+    o.arena_high_water = arena.high_water();
+  } else {
+    const model::ChunkedOptions options{
+        .chunk_size = chunk, .loss_token_block = 4, .loss_vocab_block = 3, .recompute = policy};
+    o.planned = model::ChunkedDecoder::arena_bytes(m.config, dt, B, T, options, specs);
+    Arena arena("policy", HostMemory::instance(), o.planned);
+    model::ChunkedDecoder d(m.config, dt, B, T, options, arena, specs);
+    o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
+    d.backward(m.weights, m.grads, lg);
+    o.arena_high_water = arena.high_water();
+  }
+  if (lora) {
+    for (const model::LoraSpec& s : m.specs)
+      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
+        o.grads.push_back(bytes_of(m.lora_grads.matrix(s, which)));
+  } else {
+    for (const model::WeightSpec& s : model::weight_specs(m.config))
+      o.grads.push_back(bytes_of(model::weight_of(m.grads, s)));
+  }
+  return o;
+}
+
+void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk) {
+  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None);
+  for (Recompute p : kPolicies) {
+    const Outcome o = run(dt, lora, dropout, chunk, p);
+    const std::string what = fmt::format("{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
+                                         dtype_name(dt), lora, dropout, chunk);
+    EXPECT_EQ(o.loss, ref.loss) << what;
+    ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
+    for (size_t i = 0; i < ref.grads.size(); ++i) EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
+    // The plan is the arena: arena_bytes reserves one alignment's slack for an unaligned arena start and
+    // rounds the last buffer up, which the high-water mark does not.
+    EXPECT_LE(o.arena_high_water, o.planned) << what;
+    EXPECT_LE(o.planned - o.arena_high_water, 2 * model::kArenaAlignment) << what;
+  }
+}
+
+TEST(RecomputePolicies, WholeSequenceGradientsAreBitIdentical) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    expect_policies_identical(dt, false, 0, 0);
+    expect_policies_identical(dt, true, 0, 0);
+    expect_policies_identical(dt, true, 0.25, 0);
+  }
+}
+
+TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
+  for (DType dt : {DType::F64, DType::F32})
+    for (int64_t chunk : {1, 3, 7}) {
+      expect_policies_identical(dt, false, 0, chunk);
+      expect_policies_identical(dt, true, 0.25, chunk);
+    }
+}
+
+TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
+  const model::ModelConfig config = test::tiny_config(false);
+  for (int64_t chunk : {0, 64}) {
+    size_t bytes[3];
+    for (int i = 0; i < 3; ++i) {
+      const Recompute p = kPolicies[i];
+      bytes[i] = chunk == 0 ? model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p)
+                            : model::ChunkedDecoder::arena_bytes(config, DType::F32, 2, 256,
+                                                                 {.chunk_size = chunk, .recompute = p});
+    }
+    // bytes[0] none, [1] full, [2] selective
+    EXPECT_LT(bytes[1], bytes[2]) << "full keeps less than selective, chunk " << chunk;
+    EXPECT_LT(bytes[2], bytes[0]) << "selective keeps less than none, chunk " << chunk;
+  }
+}
+
+TEST(RecomputePolicies, NamesRoundTrip) {
+  for (Recompute p : kPolicies) EXPECT_EQ(model::recompute_from_name(model::recompute_name(p)), p);
+  EXPECT_FALSE(model::recompute_from_name("partial").has_value());
+}
+
+}  // namespace
+}  // namespace lt
