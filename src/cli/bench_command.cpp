@@ -47,6 +47,7 @@ struct BenchOptions {
   int64_t seq_len = 512;
   int64_t batch = 1;
   int64_t chunk_size = 128;
+  std::string recompute = "auto";  // auto: none whole, full chunked
   bool no_whole = false;
   int64_t trials = 3;
   int64_t warmup = 1;
@@ -111,6 +112,7 @@ struct Setup {
   DType dtype;
   const BenchOptions* options;
   std::vector<model::LoraSpec> lora_specs;  // empty: full fine-tuning
+  std::optional<model::Recompute> recompute;  // none: the decoders' defaults
   model::Batch batch;
   int64_t label_tokens;
 };
@@ -184,10 +186,11 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   r.mode = chunk > 0 ? "chunked" : "whole";
   r.chunk_size = chunk;
   const int64_t B = o.batch, T = o.seq_len;
-  const model::ChunkedOptions copts{.chunk_size = chunk};
+  const model::ChunkedOptions copts{.chunk_size = chunk, .recompute = s.recompute.value_or(model::Recompute::Full)};
+  const model::Recompute whole_policy = s.recompute.value_or(model::Recompute::None);
   const size_t decoder_bytes = chunk > 0
                                    ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
-                                   : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs);
+                                   : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs, whole_policy);
   Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device), decoder_bytes);
   std::optional<model::Decoder> whole;
   std::optional<model::ChunkedDecoder> chunked;
@@ -198,7 +201,7 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
     r.chunk_size = chunked->chunk_size();
     if (o.show_chunk_time) chunked->set_chunk_timing(&timing);
   } else {
-    whole.emplace(c, s.dtype, B, T, arena, s.lora_specs);
+    whole.emplace(c, s.dtype, B, T, arena, s.lora_specs, whole_policy);
   }
   const model::LoraWeights* lw = adapters ? &*adapters : nullptr;
   model::LoraWeights* lg = adapter_grads ? &*adapter_grads : nullptr;
@@ -263,6 +266,8 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(o.seq_len >= 2, "bench: --seq_len {}, expected at least 2 tokens", o.seq_len);
   LT_CHECK(o.batch >= 1, "bench: --batch {}, expected at least 1 row", o.batch);
   LT_CHECK(o.chunk_size >= 0, "bench: --chunk_size {}, expected >= 0 (0: whole sequence only)", o.chunk_size);
+  LT_CHECK(o.recompute == "auto" || model::recompute_from_name(o.recompute).has_value(),
+           "bench: --recompute {}, expected auto, none, full or selective", o.recompute);
   LT_CHECK(o.trials >= 1, "bench: --trials {}, expected at least 1", o.trials);
   LT_CHECK(o.warmup >= 0, "bench: --warmup {}, expected >= 0", o.warmup);
   LT_CHECK(!(o.no_whole && o.chunk_size == 0),
@@ -317,7 +322,9 @@ int run_bench(const BenchOptions& o) {
   const DType dt = o.dtype == "fp64" ? DType::F64 : o.dtype == "bf16" ? DType::BF16 : DType::F32;
   const int64_t B = o.batch, T = o.seq_len;
 
-  Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .batch = {}, .label_tokens = 0};
+  Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .recompute = {}, .batch = {},
+          .label_tokens = 0};
+  if (o.recompute != "auto") s.recompute = model::recompute_from_name(o.recompute);
   if (o.finetune == "lora") {
     s.lora_specs = model::lora_specs(config, [&](const std::string&) {
       return std::optional<model::LoraModuleSetting>(
@@ -391,6 +398,7 @@ int run_bench(const BenchOptions& o) {
                      {"seq_len", T},
                      {"batch", B},
                      {"chunk_size", o.chunk_size},
+                     {"recompute", o.recompute},
                      {"trials", o.trials},
                      {"warmup", o.warmup},
                      {"seed", o.seed}};
@@ -421,6 +429,8 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
       ->capture_default_str();
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
+  bench->add_option("--recompute", o->recompute, "auto (none whole, full chunked), none, full or selective")
+      ->capture_default_str();
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();
   bench->add_option("--dtype", o->dtype, "fp32 or fp64 (cpu); bf16 or fp32 (cuda)")->capture_default_str();

@@ -32,6 +32,7 @@ struct InfoOptions {
   bool plan = false;
   bool plan_verbose = false;
   int64_t chunk_size = 0;
+  std::string recompute = "auto";
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
@@ -90,6 +91,11 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   s.batch = o.batch;
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
+  if (o.recompute != "auto") {
+    s.recompute = model::recompute_from_name(o.recompute);
+    LT_CHECK(s.recompute.has_value(), "info --plan: --recompute {} is not one of auto, none, full, selective",
+             o.recompute);
+  }
   if (o.finetune == "full") s.method = model::FinetuneMethod::Full;
   if (o.finetune == "partial") {
     s.method = model::FinetuneMethod::Partial;
@@ -172,6 +178,8 @@ void register_info_command(CLI::App& app) {
       ->each([options](const std::string&) { options->precision_given = true; });
   cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
+  cmd->add_option("--recompute", options->recompute,
+                  "with --plan: auto (none whole-sequence, full chunked), none, full or selective");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");

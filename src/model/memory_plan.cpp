@@ -115,12 +115,14 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
 
   std::vector<PlannedBuffer> buffers;
   if (s.chunk_size == 0) {
-    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora);
+    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora,
+                                       s.recompute.value_or(Recompute::None));
   } else {
     const ChunkedOptions options{.chunk_size = s.chunk_size,
                                  .fused_loss = true,
                                  .loss_token_block = s.loss_token_block,
-                                 .loss_vocab_block = s.loss_vocab_block};
+                                 .loss_vocab_block = s.loss_vocab_block,
+                                 .recompute = s.recompute.value_or(Recompute::Full)};
     buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
     // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
     const int64_t tile_tokens = std::min(s.loss_token_block, s.batch * std::min(s.chunk_size, s.seq_len));
@@ -148,8 +150,11 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   std::string out = fmt::format(
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
       s.dtype == DType::F64 ? "fp64" : s.dtype == DType::BF16 ? "bf16" : "fp32", s.batch, s.seq_len,
-      s.chunk_size > 0 ? fmt::format("chunk_size {} (chunked, recompute)", std::min(s.chunk_size, s.seq_len))
-                       : std::string("whole sequence (no chunking)"));
+      s.chunk_size > 0
+          ? fmt::format("chunk_size {} (chunked, recompute {})", std::min(s.chunk_size, s.seq_len),
+                        recompute_name(s.recompute.value_or(Recompute::Full)))
+          : fmt::format("whole sequence (no chunking, recompute {})",
+                        recompute_name(s.recompute.value_or(Recompute::None))));
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
@@ -197,6 +202,7 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
   for (; c >= 1 && suggestion.empty(); c /= 2) {
     MemoryPlanSettings smaller = s;
     smaller.chunk_size = c;
+    if (smaller.recompute == Recompute::None) smaller.recompute.reset();  // chunking pays off by recomputing
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
       suggestion =
@@ -205,9 +211,17 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
                                           "chunked training recomputes them"
                                         : "");
   }
+  if (s.chunk_size == 0 && s.recompute.value_or(Recompute::None) != Recompute::Full) {
+    MemoryPlanSettings full = s;
+    full.recompute = Recompute::Full;
+    const MemoryPlan p = plan_memory(plan.config, full);
+    if (p.total <= limit_bytes && suggestion.empty())
+      suggestion = fmt::format("recompute: full fits ({})", format_memory_plan_summary(p));
+  }
   if (suggestion.empty()) {
     MemoryPlanSettings smallest = s;
     smallest.chunk_size = 1;
+    smallest.recompute.reset();
     const MemoryPlan p = plan_memory(plan.config, smallest);
     suggestion = fmt::format(
         "no chunk_size fits: even chunk_size 1 needs {}; lower micro_batch_size or cutoff_len (seq_len), or "

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/decoder.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
@@ -44,6 +45,8 @@ struct MemoryPlanSettings {
   int64_t batch = 1;         // B, the micro-batch
   int64_t seq_len = 2048;    // T
   int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
+  // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
+  std::optional<Recompute> recompute;
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
   std::vector<LoraSpec> lora;         // Lora: the adapters

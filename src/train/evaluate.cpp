@@ -12,11 +12,17 @@
 
 namespace lt::train {
 
+model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute) {
+  return {.chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full)};
+}
+
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
-                        const std::vector<model::LoraSpec>& lora, int64_t chunk_size) {
+                        const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
+                        std::optional<model::Recompute> recompute) {
   if (chunk_size > 0)
-    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens, {.chunk_size = chunk_size}, lora);
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora);
+    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens, chunked_options(chunk_size, recompute),
+                                              lora);
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None));
 }
 
 int64_t longest_example(std::span<const data::Example> examples) {
@@ -27,7 +33,8 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size) {
+                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size,
+                    std::optional<model::Recompute> recompute) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -40,10 +47,12 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
     if (chunk_size > 0) {
-      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, {.chunk_size = chunk_size}, activations, specs);
+      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, chunked_options(chunk_size, recompute),
+                                    activations, specs);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     } else {
-      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs);
+      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs,
+                             recompute.value_or(model::Recompute::None));
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);
     }
     activations.release(mark);

@@ -38,8 +38,6 @@ void check_engine_settings(const TrainConfig& c) {
   check_device_precision(c.device, c.precision, "config");
   LT_CHECK(c.finetune != "lora" || c.adapter == "lora",
            "config: 'adapter' is '{}': the trainer has no NF4 base weights yet; expected lora", c.adapter);
-  LT_CHECK(c.recompute == "none",
-           "config: 'recompute' is '{}': the trainer keeps all activations; expected none", c.recompute);
 }
 
 DType compute_dtype(const std::string& precision) {
@@ -47,6 +45,13 @@ DType compute_dtype(const std::string& precision) {
   if (precision == "fp32") return DType::F32;
   if (precision == "bf16") return DType::BF16;
   LT_FAIL("config: 'precision' is '{}', expected fp64, fp32 or bf16", precision);
+}
+
+std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
+  if (c.recompute == "auto") return std::nullopt;
+  const std::optional<model::Recompute> r = model::recompute_from_name(c.recompute);
+  LT_CHECK(r.has_value(), "config: 'recompute' is '{}', expected auto, none, full or selective", c.recompute);
+  return r;
 }
 
 Device run_device(const std::string& device) {

@@ -13,6 +13,7 @@
 #include "data/tokenizer.h"
 #include "io/peft_config.h"
 #include "model/config.h"
+#include "model/decoder.h"
 #include "model/lora.h"
 #include "model/weights.h"
 #include "train/train_config.h"
@@ -20,12 +21,14 @@
 namespace lt::train {
 
 // What this build and machine can run: device cuda without a GPU (or in a CPU build), bf16/fp16 on CPU,
-// fp16/fp64 on CUDA, adapter qlora and recompute are refused naming the key.
+// fp16/fp64 on CUDA and adapter qlora are refused naming the key.
 void check_engine_settings(const TrainConfig& config);
 // The device/precision pair alone (what eval and generate check); `who` starts the message.
 void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
 // "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16 (after check_engine_settings).
 DType compute_dtype(const std::string& precision);
+// The run's recompute policy; auto: none (the decoders' default: None whole-sequence, Full chunked).
+std::optional<model::Recompute> recompute_policy(const TrainConfig& config);
 // "cpu" -> CPU, "cuda" -> CUDA.
 Device run_device(const std::string& device);
 // The dtype of trained tensors' masters and gradients for a compute dtype: the GPU's bf16 policy keeps

@@ -91,8 +91,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
   memory_plan_summary_ = model::format_memory_plan_summary(
       check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
-  activations_ = std::make_unique<Arena>(
-      "activations", memory, activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size));
+  activations_ = std::make_unique<Arena>("activations", memory,
+                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
+                                                          config_.chunk_size, recompute_policy(config_)));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -200,10 +201,12 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     };
     if (config_.chunk_size > 0) {
       model::ChunkedDecoder decoder(model_.config, model_.dtype, batch.B, batch.T,
-                                    {.chunk_size = config_.chunk_size}, *activations_, lora_.specs);
+                                    chunked_options(config_.chunk_size, recompute_policy(config_)),
+                                    *activations_, lora_.specs);
       run(decoder);
     } else {
-      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs);
+      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs,
+                             recompute_policy(config_).value_or(model::Recompute::None));
       run(decoder);
     }
     activations_->release(mark);
@@ -213,7 +216,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size);
+                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size,
+                          recompute_policy(config_));
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 

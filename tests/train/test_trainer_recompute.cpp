@@ -1,0 +1,52 @@
+// The `recompute` key end to end: a training run gives the same per-step losses (==) whatever the policy,
+// whole-sequence and chunked, with full fine-tuning and with LoRA (dropout on), and the memory plan printed
+// at the start names the policy.
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+#include "train/run_training.h"
+#include "train/train_test_util.h"
+
+namespace lt::train {
+namespace {
+
+TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 10);
+  for (const std::string finetune : {"full", "lora"}) {
+    for (int64_t chunk : {0, 4}) {
+      std::vector<double> reference;
+      for (const std::string policy : {"auto", "none", "full", "selective"}) {
+        TrainConfig c = test::tiny_train_config(dir.path(), finetune + std::to_string(chunk) + policy);
+        c.finetune = finetune;
+        c.chunk_size = chunk;
+        c.recompute = policy;
+        c.max_steps = 4;
+        c.lora_dropout = finetune == "lora" ? 0.2 : 0.0;
+        const std::vector<double> losses = run_training(c, test::quiet_hooks()).losses;
+        ASSERT_EQ(losses.size(), 4u);
+        if (reference.empty()) reference = losses;
+        EXPECT_EQ(losses, reference) << finetune << " chunk " << chunk << " recompute " << policy;
+      }
+    }
+  }
+}
+
+TEST(TrainerRecompute, UnknownPolicyIsRefusedNamingTheKey) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 4);
+  TrainConfig c = test::tiny_train_config(dir.path());
+  c.recompute = "sometimes";
+  try {
+    run_training(c, test::quiet_hooks());
+    ADD_FAILURE() << "recompute: sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recompute"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sometimes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lt::train
