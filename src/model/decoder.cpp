@@ -131,8 +131,8 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-template <class Alloc>
-void Decoder::plan(Alloc& alloc) {
+template <class Alloc, class HostAlloc>
+void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, N = B * T, L = c.num_layers;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
@@ -145,10 +145,20 @@ void Decoder::plan(Alloc& alloc) {
   for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {N, D});
   kv_.resize(size_t(L));
   acts_.resize(size_t(L));
-  // A buffer kept per layer, or (when the policy recomputes it) one buffer shared by all layers.
+  // A buffer kept per layer, or (when the policy recomputes it) one buffer shared by all layers. Offloaded:
+  // kept per layer in host memory, with two device slots (even and odd layers) that the layers work in.
   std::vector<Tensor> shared;
+  std::vector<Tensor> slots[2];
+  offload_.assign(offload ? size_t(L) : 0, {});
   auto buffer = [&](int64_t l, bool keep, const char* what, DType dtype, std::initializer_list<int64_t> dims,
                     size_t slot) {
+    if (keep && offload) {
+      std::vector<Tensor>& parity = slots[l % 2];
+      if (parity.size() <= slot) parity.resize(slot + 1);
+      if (l < 2) parity[slot] = alloc(fmt::format("offload.slot{}.{}", l, what), dtype, dims);
+      offload_[size_t(l)].push_back({(*offload)(fmt::format("layer.{}.{}", l, what), dtype, dims), parity[slot]});
+      return parity[slot];
+    }
     if (keep) return alloc(fmt::format("layer.{}.{}", l, what), dtype, dims);
     if (shared.size() <= slot) shared.resize(slot + 1);
     if (l == 0) shared[slot] = alloc(fmt::format("recompute.{}", what), dtype, dims);
@@ -179,23 +189,35 @@ void Decoder::plan(Alloc& alloc) {
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
   for (const LoraSpec& spec : lora_specs_) {
-    if (!full)
+    if (!full && !offload)
       acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
           fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
     max_in = std::max(max_in, spec.in);
     max_r = std::max(max_r, spec.rank);
     module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
   }
-  if (full) {  // recomputed with the layer: one buffer per module, viewed at each layer's rank
-    std::vector<Tensor> module_t(kLoraModuleCount);
-    for (int m = 0; m < kLoraModuleCount; ++m)
-      if (module_rank[size_t(m)] > 0)
-        module_t[size_t(m)] = alloc(fmt::format("recompute.{}.lora_t", lora_module_name(LoraModule(m))), dt,
-                                    {N, module_rank[size_t(m)]});
+  if (full || offload) {
+    // One buffer per module (Full: recomputed with the layer), or per module and layer parity (offloaded:
+    // each layer's own copy lives in host memory), viewed at each layer's rank.
+    std::vector<Tensor> module_t[2];
+    for (int parity = 0; parity < (full ? 1 : 2); ++parity) {
+      module_t[parity].resize(kLoraModuleCount);
+      for (int m = 0; m < kLoraModuleCount; ++m)
+        if (module_rank[size_t(m)] > 0)
+          module_t[parity][size_t(m)] =
+              alloc(full ? fmt::format("recompute.{}.lora_t", lora_module_name(LoraModule(m)))
+                         : fmt::format("offload.slot{}.{}.lora_t", parity, lora_module_name(LoraModule(m))),
+                    dt, {N, module_rank[size_t(m)]});
+    }
     for (const LoraSpec& spec : lora_specs_) {
-      Tensor t = module_t[size_t(spec.module)];
+      Tensor t = module_t[full ? 0 : spec.layer % 2][size_t(spec.module)];
       t.shape[1] = spec.rank;  // the first N * rank elements, as (N, rank)
       acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = t;
+      if (!full)
+        offload_[size_t(spec.layer)].push_back(
+            {(*offload)(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt,
+                        {N, spec.rank}),
+             t});
     }
   }
   if (!lora_specs_.empty()) {
@@ -223,20 +245,28 @@ void Decoder::plan(Alloc& alloc) {
 }
 
 size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora, Recompute recompute) {
+                            const std::vector<LoraSpec>& lora, Recompute recompute, bool offload) {
   Decoder counting(config, dtype, batch, tokens, lora, recompute);
-  ByteCounter counter;
-  counting.plan(counter);
+  ByteCounter counter, host;
+  counting.plan(counter, offload ? &host : nullptr);
   return counter.bytes;
+}
+
+size_t Decoder::offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                              const std::vector<LoraSpec>& lora, Recompute recompute) {
+  Decoder counting(config, dtype, batch, tokens, lora, recompute);
+  ByteCounter counter, host;
+  counting.plan(counter, &host);
+  return host.bytes;
 }
 
 std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const std::vector<LoraSpec>& lora,
-                                                    Recompute recompute) {
+                                                    Recompute recompute, bool offload) {
   Decoder counting(config, dtype, batch, tokens, lora, recompute);
   std::vector<PlannedBuffer> buffers;
-  ByteCounter counter{.log = &buffers};
-  counting.plan(counter);
+  ByteCounter counter{.log = &buffers}, host;
+  counting.plan(counter, offload ? &host : nullptr);
   return buffers;
 }
 
@@ -249,12 +279,32 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-                 const std::vector<LoraSpec>& lora, Recompute recompute)
+                 const std::vector<LoraSpec>& lora, Recompute recompute, Arena* offload)
     : Decoder(config, dtype, batch, tokens, lora, recompute) {
   check_compute_dtype(arena.device(), dtype, "decoder");
   device_ = arena.device();
   ArenaAllocator allocator{arena};
-  plan(allocator);
+  if (offload) {
+    LT_CHECK(offload->device() == Device::CPU, "decoder: offload arena '{}' is on {}, expected host memory",
+             offload->name(), device_name(offload->device()));
+    ArenaAllocator host{*offload};
+    plan(allocator, &host);
+    transfers_ = std::make_unique<ops::TransferQueue>(device_);
+    stored_.assign(size_t(config.num_layers), -1);
+    fetched_.assign(size_t(config.num_layers), -1);
+  } else {
+    plan(allocator, static_cast<ArenaAllocator*>(nullptr));
+  }
+}
+
+Decoder::~Decoder() = default;
+
+void Decoder::offload_store(int64_t layer) {
+  for (const OffloadPair& p : offload_[size_t(layer)]) stored_[size_t(layer)] = transfers_->copy(p.host, p.device);
+}
+
+void Decoder::offload_fetch(int64_t layer) {
+  for (const OffloadPair& p : offload_[size_t(layer)]) fetched_[size_t(layer)] = transfers_->copy(p.device, p.host);
 }
 
 double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
@@ -281,11 +331,15 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
                          db.input_ids.reshaped({N}), w.embed);
   const ChunkInfo chunk{
       .batch = B, .tokens = T, .q_offset = 0, .positions = db.positions, .q_segments = db.segments};
+  const bool offloading = !offload_.empty();
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     KvContext& kv = kv_[size_t(l)];
     kv.k_segments = db.segments;
+    // The slot of layer l held layer l - 2, whose copy to the host must be done before it is overwritten.
+    if (offloading && l >= 2 && stored_[size_t(l - 2)] >= 0) transfers_->compute_waits_for(stored_[size_t(l - 2)]);
     layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)],
                   lora_pass(l, nullptr));
+    if (offloading) offload_store(l);
   }
   const double loss_sum = lm_loss_forward(config_, w, lm_);
   forward_done_ = true;
@@ -302,7 +356,11 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
   const ChunkInfo chunk{
       .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
-  for (int64_t l = config_.num_layers - 1; l >= 0; --l) {
+  const bool offloading = !offload_.empty();
+  const int64_t L = config_.num_layers;
+  for (int64_t l = L - 1; l >= 0; --l) {
+    // The last two layers are still in their slots; the others were fetched while a later layer ran.
+    if (offloading && l <= L - 3 && fetched_[size_t(l)] >= 0) transfers_->compute_waits_for(fetched_[size_t(l)]);
     ops::zero(kv_grads_.dk);
     ops::zero(kv_grads_.dv);
     LayerActivations& a = acts_[size_t(l)];
@@ -313,6 +371,8 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
       layer_recompute_selective(config_, l, w.layers[size_t(l)], chunk, a, lora_pass(l, nullptr));
     layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
                    acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
+    // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
+    if (offloading && l >= 2 && l - 2 <= L - 3) offload_fetch(l - 2);
   }
   if (!g.embed.empty())
     ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "ops/device.h"
 
 namespace lt::model {
 
@@ -184,16 +186,28 @@ void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWei
 class Decoder {
  public:
   // Bytes the constructor takes from the arena (alignment included).
+  // With `offload`, the per-layer activations the policy keeps live in host memory (the offload arena,
+  // ops::staging_memory: page-locked for the GPU): after a layer's forward they are copied there on a
+  // transfer stream of their own, and copied back before its backward (the next one prefetched while a
+  // layer's backward runs); the device holds two layers' worth (even and odd layers alternate). On the CPU
+  // the copy is a memcpy. Gradients are unchanged, bit for bit.
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
-  // Every buffer the constructor takes, in order (the memory plan's rows).
+                            const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None,
+                            bool offload = false);
+  // Bytes the offload arena must hold (0 without offload).
+  static size_t offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                              const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
+  // Every buffer the constructor takes from its (device) arena, in order (the memory plan's rows).
   static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const std::vector<LoraSpec>& lora = {},
-                                                    Recompute recompute = Recompute::None);
+                                                    Recompute recompute = Recompute::None, bool offload = false);
 
-  // `config` is kept by reference: it must outlive the decoder.
+  // `config` is kept by reference: it must outlive the decoder. `offload` (nullptr: none) is the host arena
+  // of offloaded activations.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-          const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
+          const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None,
+          Arena* offload = nullptr);
+  ~Decoder();
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
   // step (count_label_tokens summed over its micro-batches), so accumulated gradients equal one big batch.
@@ -212,14 +226,24 @@ class Decoder {
  private:
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
           const std::vector<LoraSpec>& lora, Recompute recompute);  // no buffers
-  template <class Alloc>
-  void plan(Alloc& alloc);
+  template <class Alloc, class HostAlloc>
+  void plan(Alloc& alloc, HostAlloc* offload);
+  void offload_store(int64_t layer);   // queue layer's kept tensors device -> host
+  void offload_fetch(int64_t layer);   // queue them host -> device (its slot)
   LoraPass lora_pass(int64_t layer, LoraWeights* grads) const;
 
   const ModelConfig& config_;
   DType dtype_;
   int64_t batch_, tokens_;
   Recompute recompute_;
+  // Offload: per layer, the (host, device slot) pairs of its kept tensors, and the tickets of the last
+  // store / fetch of each layer on the transfer queue.
+  struct OffloadPair {
+    Tensor host, device;
+  };
+  std::vector<std::vector<OffloadPair>> offload_;  // L; empty without offload
+  std::unique_ptr<ops::TransferQueue> transfers_;
+  std::vector<int64_t> stored_, fetched_;  // L tickets, -1: none
   int64_t label_tokens_ = 0;
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live

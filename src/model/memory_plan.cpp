@@ -35,6 +35,7 @@ std::string_view layer_part(std::string_view name) {
 MemoryCategory classify(std::string_view name) {
   using C = MemoryCategory;
   if (starts_with(name, "resid.")) return C::KeptActivations;  // layer inputs (chunked: the checkpoints)
+  if (starts_with(name, "offload.")) return C::KeptActivations;  // the device slots of offloaded layers
   if (std::string_view rest = layer_part(name); !rest.empty()) {
     if (rest == "k" || rest == "v" || rest == "k_cache" || rest == "v_cache" || rest == "grad_k" ||
         rest == "grad_v")
@@ -116,7 +117,10 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   std::vector<PlannedBuffer> buffers;
   if (s.chunk_size == 0) {
     buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora,
-                                       s.recompute.value_or(Recompute::None));
+                                       s.recompute.value_or(Recompute::None), s.offload);
+    if (s.offload)
+      plan.host_offload = Decoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, lora,
+                                                 s.recompute.value_or(Recompute::None));
   } else {
     const ChunkedOptions options{.chunk_size = s.chunk_size,
                                  .fused_loss = true,
@@ -172,6 +176,9 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   out += fmt::format("  {:<24} {:>12}  ({} in arenas, {} activation arena)\n", "total",
                      format_bytes(double(plan.total)), format_bytes(double(plan.arena_total)),
                      format_bytes(double(plan.activation_arena)));
+  if (plan.host_offload > 0)
+    out += fmt::format("  {:<24} {:>12}  (host memory, not in the total)\n", "offloaded activations",
+                       format_bytes(double(plan.host_offload)));
   if (verbose)
     for (const MemoryPlanRow& r : plan.rows)
       out += fmt::format("    {:<40} {:<22} {:>12}{}\n", r.name, memory_category_name(r.category),

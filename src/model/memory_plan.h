@@ -47,6 +47,7 @@ struct MemoryPlanSettings {
   int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
+  bool offload = false;  // whole-sequence only: kept activations in host memory (Decoder's offload)
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
   std::vector<LoraSpec> lora;         // Lora: the adapters
@@ -70,6 +71,7 @@ struct MemoryPlan {
   size_t total = 0;             // every row
   size_t arena_total = 0;       // rows in arenas
   size_t activation_arena = 0;  // the decoder's buffers (its arena_bytes less the alignment slack)
+  size_t host_offload = 0;      // host memory of offloaded activations (not in total)
 
   size_t bytes(MemoryCategory c) const { return by_category[size_t(c)]; }
 };

@@ -143,6 +143,58 @@ void copy(Tensor dst, Tensor src) {
 #endif
 }
 
+MemoryResource& staging_memory(Device device) {
+  if (device == Device::CPU) return HostMemory::instance();
+#if defined(LT_HAVE_CUDA)
+  return cuda::PinnedHostMemory::instance();
+#else
+  fail_no_cuda("staging memory");
+#endif
+}
+
+#if defined(LT_HAVE_CUDA)
+struct TransferQueue::Impl {
+  cuda::TransferStream stream;
+};
+#else
+struct TransferQueue::Impl {};
+#endif
+
+TransferQueue::TransferQueue(Device device) : device_(device) {
+  if (device == Device::CPU) return;
+#if defined(LT_HAVE_CUDA)
+  impl_ = std::make_unique<Impl>();
+#else
+  fail_no_cuda("transfer queue");
+#endif
+}
+
+TransferQueue::~TransferQueue() = default;
+
+int64_t TransferQueue::copy(Tensor dst, Tensor src) {
+  LT_CHECK(dst.bytes() == src.bytes() && dst.dtype == src.dtype, "transfer: {} {} into {} {}",
+           dtype_name(src.dtype), src.shape_string(), dtype_name(dst.dtype), dst.shape_string());
+  if (device_ == Device::CPU) {
+    std::memcpy(dst.data, src.data, src.bytes());
+    return 0;
+  }
+#if defined(LT_HAVE_CUDA)
+  return impl_->stream.copy(dst, src);
+#else
+  fail_no_cuda("transfer queue");
+#endif
+}
+
+void TransferQueue::compute_waits_for(int64_t ticket) {
+  if (device_ == Device::CPU) return;
+#if defined(LT_HAVE_CUDA)
+  impl_->stream.compute_waits_for(ticket);
+#else
+  (void)ticket;
+  fail_no_cuda("transfer queue");
+#endif
+}
+
 void scale_inplace(Tensor t, double factor) {
   if (t.empty() || t.numel() == 0) return;
   LT_CHECK(is_floating(t.dtype), "scale: dtype {} is not floating", dtype_name(t.dtype));

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
 
 #include "core/arena.h"
 #include "core/tensor.h"
@@ -32,5 +35,31 @@ void zero(Tensor t);
 void copy(Tensor dst, Tensor src);
 // t *= factor (floating dtypes), in the tensor's dtype with f32 math (f64 for f64 tensors).
 void scale_inplace(Tensor t, double factor);
+
+// Host memory that `device` copies to and from asynchronously: page-locked (cudaHostAlloc) for CUDA, plain
+// host memory for the CPU. Its tensors are CPU tensors.
+MemoryResource& staging_memory(Device device);
+
+// Copies between a device's memory and host staging memory on a stream of their own, ordered against the
+// compute stream (ops/cuda/stream.h's current stream at construction) by events: a copy starts once the
+// compute work queued before it is done, and compute waits only where it needs a copy (compute_waits_for).
+// On the CPU a copy happens at once and waiting is a no-op. Activation offload uses it.
+class TransferQueue {
+ public:
+  explicit TransferQueue(Device device);
+  ~TransferQueue();
+  TransferQueue(const TransferQueue&) = delete;
+  TransferQueue& operator=(const TransferQueue&) = delete;
+
+  // Queues dst = src (same bytes, same dtype) after the compute work queued so far; returns its ticket.
+  int64_t copy(Tensor dst, Tensor src);
+  // The compute stream waits (without blocking the host) until copy `ticket` is done.
+  void compute_waits_for(int64_t ticket);
+
+ private:
+  struct Impl;
+  Device device_;
+  std::unique_ptr<Impl> impl_;  // CUDA: the stream and one event per ticket
+};
 
 }  // namespace lt::ops

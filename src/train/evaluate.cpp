@@ -18,11 +18,12 @@ model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::R
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                        std::optional<model::Recompute> recompute) {
+                        std::optional<model::Recompute> recompute, bool offload) {
   if (chunk_size > 0)
     return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens, chunked_options(chunk_size, recompute),
                                               lora);
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None));
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None),
+                                     offload);
 }
 
 int64_t longest_example(std::span<const data::Example> examples) {
@@ -33,8 +34,7 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size,
-                    std::optional<model::Recompute> recompute) {
+                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -47,12 +47,13 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
     if (chunk_size > 0) {
-      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, chunked_options(chunk_size, recompute),
-                                    activations, specs);
+      // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
+      // fits any training run's arena.
+      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T,
+                                    chunked_options(chunk_size, model::Recompute::Full), activations, specs);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     } else {
-      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs,
-                             recompute.value_or(model::Recompute::None));
+      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs, model::Recompute::Full);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);
     }
     activations.release(mark);

@@ -86,6 +86,8 @@ const std::vector<Field>& fields() {
       {"memory_limit", &C::memory_limit, "memory budget in bytes or like 24GiB (0: the device's)", {}, true},
       {"recompute", &C::recompute, "activation recomputation (auto: none whole-sequence, full chunked)",
        {"auto", "none", "full", "selective"}},
+      {"offload_activations", &C::offload_activations,
+       "keep the activations kept for backward in host memory (whole-sequence training)"},
       {"save_steps", &C::save_steps, "checkpoint every N optimizer steps (0: only at the end)"},
       {"save_total_limit", &C::save_total_limit, "checkpoints kept (0: all)"},
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},

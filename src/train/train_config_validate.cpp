@@ -131,6 +131,12 @@ void validate(TrainConfig& c) {
       "or double)",
       c.precision);
 
+  LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
+           "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
+           "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "
+           "false",
+           c.chunk_size);
+
   // LoRA keys: ranges always, and only meaningful with finetune lora.
   positive("lora_r", c.lora_r);
   LT_CHECK(c.lora_alpha > 0, "config: 'lora_alpha' is {}, expected a number > 0", c.lora_alpha);

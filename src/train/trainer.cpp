@@ -91,9 +91,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
   memory_plan_summary_ = model::format_memory_plan_summary(
       check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
+  const std::optional<model::Recompute> recompute = recompute_policy(config_);
   activations_ = std::make_unique<Arena>("activations", memory,
                                          activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
-                                                          config_.chunk_size, recompute_policy(config_)));
+                                                          config_.chunk_size, recompute, config_.offload_activations));
+  if (config_.offload_activations)
+    offload_arena_ = std::make_unique<Arena>(
+        "offloaded activations", ops::staging_memory(model_.device),
+        model::Decoder::offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
+                                      recompute.value_or(model::Recompute::None)));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -187,6 +193,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
   for (size_t i = 0; i < batches.size(); ++i) {
     ModelBatch& batch = batches[i];
     const Arena::Mark mark = activations_->mark();
+    const Arena::Mark offload_mark = offload_arena_ ? offload_arena_->mark() : Arena::Mark{0, 0};
     const model::LoraDropout dropout{
         .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
     // Whole sequences through Decoder; chunk_size > 0 through ChunkedDecoder (same gradients, O(C) memory).
@@ -206,18 +213,18 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       run(decoder);
     } else {
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs,
-                             recompute_policy(config_).value_or(model::Recompute::None));
+                             recompute_policy(config_).value_or(model::Recompute::None), offload_arena_.get());
       run(decoder);
     }
     activations_->release(mark);
+    if (offload_arena_) offload_arena_->release(offload_mark);
   }
   return r;
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size,
-                          recompute_policy(config_));
+                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size);
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 

@@ -99,6 +99,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
+  std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors
   std::string memory_plan_summary_;  // one line, printed when the run starts
   std::unique_ptr<data::DataLoader> loader_;
   int64_t accum_ = 1;            // micro-batches per optimizer step

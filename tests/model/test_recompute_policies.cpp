@@ -30,7 +30,7 @@ std::vector<char> bytes_of(const Tensor& t) {
 
 // One forward/backward of the tiny model (LoRA on every projection when `lora`, base trained otherwise).
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
-Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy) {
+Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   test::TinyLoraModel m(dt, !lora, 71);
   test::TinyBatch data;
@@ -42,9 +42,11 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
   model::LoraWeights* lg = lora ? &m.lora_grads : nullptr;
   Outcome o;
   if (chunk == 0) {
-    o.planned = model::Decoder::arena_bytes(m.config, dt, B, T, specs, policy);
+    o.planned = model::Decoder::arena_bytes(m.config, dt, B, T, specs, policy, offload);
     Arena arena("policy", HostMemory::instance(), o.planned);
-    model::Decoder d(m.config, dt, B, T, arena, specs, policy);
+    Arena host("offload", HostMemory::instance(),
+               std::max<size_t>(model::Decoder::offload_bytes(m.config, dt, B, T, specs, policy), 1));
+    model::Decoder d(m.config, dt, B, T, arena, specs, policy, offload ? &host : nullptr);
     o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
     d.backward(m.weights, m.grads, lg);
     o.arena_high_water = arena.high_water();
@@ -71,10 +73,12 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
 
 void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk) {
   const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None);
-  for (Recompute p : kPolicies) {
-    const Outcome o = run(dt, lora, dropout, chunk, p);
-    const std::string what = fmt::format("{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
-                                         dtype_name(dt), lora, dropout, chunk);
+  for (int variant = 0; variant < (chunk == 0 ? 6 : 3); ++variant) {
+    const Recompute p = kPolicies[variant % 3];
+    const bool offload = variant >= 3;  // the whole-sequence decoder with its kept activations offloaded
+    const Outcome o = run(dt, lora, dropout, chunk, p, offload);
+    const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
+                                         offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk);
     EXPECT_EQ(o.loss, ref.loss) << what;
     ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
     for (size_t i = 0; i < ref.grads.size(); ++i) EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
@@ -114,6 +118,54 @@ TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
     // bytes[0] none, [1] full, [2] selective
     EXPECT_LT(bytes[1], bytes[2]) << "full keeps less than selective, chunk " << chunk;
     EXPECT_LT(bytes[2], bytes[0]) << "selective keeps less than none, chunk " << chunk;
+  }
+}
+
+TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
+  model::ModelConfig config = test::tiny_config(false);
+  config.num_layers = 6;
+  config.layer_window.assign(6, 0);
+  for (Recompute p : {Recompute::None, Recompute::Selective}) {
+    const size_t kept = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p);
+    const size_t device = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p, true);
+    const size_t host = model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, p);
+    EXPECT_LT(device, kept) << model::recompute_name(p);
+    // What left the device is in host memory: 6 layers' kept tensors there, 2 layers' slots here.
+    EXPECT_NEAR(double(kept - device), double(host) * 4.0 / 6.0, 4096.0 * 6) << model::recompute_name(p);
+  }
+  EXPECT_EQ(model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, Recompute::Full),
+            model::kArenaAlignment)
+      << "full recompute keeps nothing per layer to offload";
+}
+
+// Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,
+// offloaded or not, gives the same bits.
+TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
+  constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
+  model::ModelConfig c = test::tiny_config(false);
+  c.num_layers = 5;
+  c.layer_window = {0, 3, 0, 2, 0};
+  test::TinyBatch data;
+  const model::Batch batch = data.batch(true);
+  const int64_t label_tokens = model::count_label_tokens(batch);
+  Arena params("params", HostMemory::instance(), 2 * model::weights_bytes(c, DType::F64));
+  model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
+  test::fill_random(c, w, 83);
+  std::vector<std::vector<char>> reference;
+  for (int variant = 0; variant < 6; ++variant) {
+    const Recompute p = kPolicies[variant % 3];
+    const bool offload = variant >= 3;
+    Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
+    model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
+    Arena arena("acts", HostMemory::instance(), model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
+    Arena host("offload", HostMemory::instance(), model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
+    model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
+    d.forward(w, batch, label_tokens);
+    d.backward(w, g);
+    std::vector<std::vector<char>> got;
+    for (const model::WeightSpec& s : model::weight_specs(c)) got.push_back(bytes_of(model::weight_of(g, s)));
+    if (reference.empty()) reference = got;
+    EXPECT_EQ(got, reference) << model::recompute_name(p) << (offload ? "+offload" : "");
   }
 }
 

@@ -17,11 +17,14 @@ TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
   for (const std::string finetune : {"full", "lora"}) {
     for (int64_t chunk : {0, 4}) {
       std::vector<double> reference;
-      for (const std::string policy : {"auto", "none", "full", "selective"}) {
+      for (const std::string policy : {"auto", "none", "full", "selective", "none+offload", "selective+offload"}) {
+        const bool offload = policy.ends_with("+offload");
+        if (offload && chunk > 0) continue;  // offload is for whole sequences (refused with chunks)
         TrainConfig c = test::tiny_train_config(dir.path(), finetune + std::to_string(chunk) + policy);
         c.finetune = finetune;
         c.chunk_size = chunk;
-        c.recompute = policy;
+        c.recompute = policy.substr(0, policy.find('+'));
+        c.offload_activations = offload;
         c.max_steps = 4;
         c.lora_dropout = finetune == "lora" ? 0.2 : 0.0;
         const std::vector<double> losses = run_training(c, test::quiet_hooks()).losses;

@@ -12,6 +12,8 @@
 // a step) throws it as an lt::Error naming the op, the row and the value.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 #include "ops/ops.h"
 
@@ -77,4 +79,22 @@ void zero(Tensor t);
 void copy_bytes(Tensor dst, Tensor src);
 void scale_inplace(Tensor t, double factor);
 void synchronize_current_stream();
+
+// A copy stream of its own (ops::TransferQueue's GPU side): each copy waits for an event recorded on the
+// compute stream (the current stream at construction) and records one of its own, its ticket.
+class TransferStream {
+ public:
+  TransferStream();
+  ~TransferStream();
+  TransferStream(const TransferStream&) = delete;
+  TransferStream& operator=(const TransferStream&) = delete;
+  int64_t copy(Tensor dst, Tensor src);
+  void compute_waits_for(int64_t ticket);
+
+ private:
+  void* compute_ = nullptr;  // cudaStream_t (no CUDA types in this header)
+  void* stream_ = nullptr;   // cudaStream_t
+  std::vector<void*> done_;  // cudaEvent_t per ticket
+  void* ready_ = nullptr;    // cudaEvent_t: the compute stream's point a copy waits for
+};
 }  // namespace lt::ops::cuda

@@ -23,6 +23,23 @@ DeviceMemory& DeviceMemory::instance() {
   return memory;
 }
 
+void* PinnedHostMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+  if (err != cudaSuccess)
+    throw OutOfMemory(fmt::format("cudaHostAlloc of {} (page-locked host memory) failed ({})",
+                                  format_bytes(double(bytes)), cudaGetErrorString(err)),
+                      __FILE__, __LINE__);
+  return p;
+}
+
+void PinnedHostMemory::deallocate(void* ptr, size_t) { cudaFreeHost(ptr); }
+
+PinnedHostMemory& PinnedHostMemory::instance() {
+  static PinnedHostMemory memory;
+  return memory;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;

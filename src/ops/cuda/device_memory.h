@@ -15,6 +15,15 @@ class DeviceMemory final : public MemoryResource {
   static DeviceMemory& instance();
 };
 
+// Page-locked host memory (cudaHostAlloc): what asynchronous copies to and from the GPU need.
+class PinnedHostMemory final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  Device device() const override { return Device::CPU; }
+  static PinnedHostMemory& instance();
+};
+
 struct DeviceInfo {
   std::string name;
   int major = 0, minor = 0, sm_count = 0;

@@ -30,4 +30,39 @@ void synchronize_current_stream() {
   LT_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
 }
 
+TransferStream::TransferStream() : compute_(current_stream()) {
+  cudaStream_t s = nullptr;
+  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  cudaEvent_t e = nullptr;
+  LT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  ready_ = e;
+}
+
+TransferStream::~TransferStream() {
+  // Queued copies finish before their buffers can go away.
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  for (void* e : done_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+int64_t TransferStream::copy(Tensor dst, Tensor src) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream_), compute = static_cast<cudaStream_t>(compute_);
+  LT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ready_), compute));
+  LT_CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(ready_), 0));
+  LT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, s));
+  cudaEvent_t done = nullptr;
+  LT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  done_.push_back(done);
+  LT_CUDA_CHECK(cudaEventRecord(done, s));
+  return int64_t(done_.size()) - 1;
+}
+
+void TransferStream::compute_waits_for(int64_t ticket) {
+  LT_CHECK(ticket >= 0 && ticket < int64_t(done_.size()), "transfer: no copy with ticket {}", ticket);
+  LT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute_),
+                                    static_cast<cudaEvent_t>(done_[size_t(ticket)]), 0));
+}
+
 }  // namespace lt::ops::cuda
