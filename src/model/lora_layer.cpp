@@ -27,8 +27,12 @@ void dropout_in_place(Tensor x, const LoraDropout& d, int64_t layer, LoraModule 
   LT_CHECK(d.p > 0 && d.p < 1, "LoRA dropout {} outside [0, 1)", d.p);
   std::vector<uint64_t> streams(size_t(chunk.batch));  // (B)
   for (int64_t b = 0; b < chunk.batch; ++b) streams[size_t(b)] = lora_dropout_stream(d, layer, m, b);
-  ops::dropout_apply({.batch = chunk.batch, .tokens = chunk.tokens, .dim = x.dim(1), .q_offset = chunk.q_offset,
-                      .p = d.p, .seed = d.seed},
+  ops::dropout_apply({.batch = chunk.batch,
+                      .tokens = chunk.tokens,
+                      .dim = x.dim(1),
+                      .q_offset = chunk.q_offset,
+                      .p = d.p,
+                      .seed = d.seed},
                      x, streams);
 }
 

@@ -18,8 +18,8 @@ void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>
   check_size(p.dim, 0, op, "dim");
   check_size(p.q_offset, 0, op, "q_offset");
   LT_CHECK(p.p >= 0 && p.p < 1, "{}: params.p is {}, expected a probability in [0, 1)", op, p.p);
-  LT_CHECK(int64_t(streams.size()) == p.batch, "{}: {} streams for a batch of {} rows; expected one per row", op,
-           streams.size(), p.batch);
+  LT_CHECK(int64_t(streams.size()) == p.batch, "{}: {} streams for a batch of {} rows; expected one per row",
+           op, streams.size(), p.batch);
   check_tensor(x, {p.batch * p.tokens, p.dim}, "dropout_apply x");
   if (x.numel() == 0) return;
   LT_OP_DISPATCH(x.device, dropout_apply, p, x, streams);

@@ -21,7 +21,7 @@ TEST(Dropout, FollowsThePhiloxDefinition) {
   const int64_t B = 3, C = 5, D = 13, q_offset = 11;
   const double p = 0.3;
   const uint64_t seed = 99;
-  const std::vector<double> x0 = test::random_values(size_t(B * C * D), 601);
+  const std::vector<double> x0 = test::random_values(static_cast<size_t>(B * C * D), 601);
   for (DType t : {DType::F32, DType::F64}) {
     HostTensor x = HostTensor::of(t, {B * C, D}, x0);
     ops::dropout_apply({.batch = B, .tokens = C, .dim = D, .q_offset = q_offset, .p = p, .seed = seed}, x,
@@ -30,10 +30,10 @@ TEST(Dropout, FollowsThePhiloxDefinition) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < C; ++i)
         for (int64_t j = 0; j < D; ++j) {
-          const size_t e = size_t((b * C + i) * D + j);
+          const size_t e = static_cast<size_t>((b * C + i) * D + j);
           const uint64_t index = uint64_t((q_offset + i) * D + j);
-          const bool keep = double(philox_uniform(seed, kStreams[size_t(b)], index)) >= p;
-          const double expected = !keep                ? 0.0
+          const bool keep = double(philox_uniform(seed, kStreams[static_cast<size_t>(b)], index)) >= p;
+          const double expected = !keep             ? 0.0
                                   : t == DType::F32 ? double(float(x0[e]) * float(1.0 / (1.0 - p)))
                                                     : x0[e] * (1.0 / (1.0 - p));
           ASSERT_EQ(out[e], expected) << dtype_name(t) << " row " << b << " token " << i << " column " << j;
@@ -45,22 +45,25 @@ TEST(Dropout, FollowsThePhiloxDefinition) {
 TEST(Dropout, ChunksDrawTheMasksOfTheWholeSequence) {
   const int64_t B = 3, T = 37, D = 29;
   const int64_t chunks[][2] = {{0, 16}, {16, 16}, {32, 5}};  // (q_offset, tokens)
-  const std::vector<double> x0 = test::random_values(size_t(B * T * D), 602);
+  const std::vector<double> x0 = test::random_values(static_cast<size_t>(B * T * D), 602);
   for (DType t : {DType::F32, DType::F64}) {
     HostTensor whole = HostTensor::of(t, {B * T, D}, x0);
     ops::dropout_apply({.batch = B, .tokens = T, .dim = D, .p = 0.45, .seed = 5}, whole, kStreams);
     const std::vector<double> expected = whole.values();
     for (const auto& [q0, c] : chunks) {
-      std::vector<double> part(size_t(B * c * D));  // (B * c, D): rows [q0, q0 + c) of every sequence
+      std::vector<double> part(
+          static_cast<size_t>(B * c * D));  // (B * c, D): rows [q0, q0 + c) of every sequence
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t k = 0; k < c * D; ++k) part[size_t(b * c * D + k)] = x0[size_t((b * T + q0) * D + k)];
+        for (int64_t k = 0; k < c * D; ++k)
+          part[static_cast<size_t>(b * c * D + k)] = x0[static_cast<size_t>((b * T + q0) * D + k)];
       HostTensor x = HostTensor::of(t, {B * c, D}, part);
       ops::dropout_apply({.batch = B, .tokens = c, .dim = D, .q_offset = q0, .p = 0.45, .seed = 5}, x,
                          kStreams);
       const std::vector<double> got = x.values();
       for (int64_t b = 0; b < B; ++b)
         for (int64_t k = 0; k < c * D; ++k)
-          ASSERT_EQ(got[size_t(b * c * D + k)], expected[size_t((b * T + q0) * D + k)])
+          ASSERT_EQ(got[static_cast<size_t>(b * c * D + k)],
+                    expected[static_cast<size_t>((b * T + q0) * D + k)])
               << dtype_name(t) << " chunk at " << q0 << " row " << b << " element " << k;
     }
   }
@@ -70,12 +73,14 @@ TEST(Dropout, KeepsAboutOneMinusPScaled) {
   const int64_t B = 2, C = 64, D = 1000;
   const std::vector<uint64_t> streams = {3, 4};
   for (double p : {0.05, 0.1, 0.5, 0.9}) {
-    HostTensor x = HostTensor::of(DType::F32, {B * C, D}, std::vector<double>(size_t(B * C * D), 1.0));
+    HostTensor x =
+        HostTensor::of(DType::F32, {B * C, D}, std::vector<double>(static_cast<size_t>(B * C * D), 1.0));
     ops::dropout_apply({.batch = B, .tokens = C, .dim = D, .p = p, .seed = 17}, x, streams);
     const std::vector<double> out = x.values();
     int64_t kept[2] = {0, 0}, same = 0;
     for (size_t e = 0; e < out.size(); ++e) {
-      ASSERT_TRUE(out[e] == 0.0 || out[e] == double(float(1.0 / (1.0 - p)))) << "element " << e << ": " << out[e];
+      ASSERT_TRUE(out[e] == 0.0 || out[e] == double(float(1.0 / (1.0 - p))))
+          << "element " << e << ": " << out[e];
       kept[e < out.size() / 2] += out[e] != 0.0;
     }
     // The two rows use different streams: their masks agree about as often as independent ones would.
@@ -106,8 +111,11 @@ TEST(Dropout, BadArgumentsAreNamed) {
   test::expect_error([&] { ops::dropout_apply(with_p(1.0), x, kStreams); },
                      "dropout_apply: params.p is 1, expected a probability in [0, 1)");
   test::expect_error([&] { ops::dropout_apply(with_p(-0.5), x, kStreams); }, "params.p is -0.5");
-  test::expect_error([&] { ops::dropout_apply(ok, x, {1, 2}); },
-                     "dropout_apply: 2 streams for a batch of 3 rows; expected one per row");
+  test::expect_error(
+      [&] {
+        ops::dropout_apply(ok, x, {1, 2});
+      },
+      "dropout_apply: 2 streams for a batch of 3 rows; expected one per row");
   ops::DropoutParams wide = ok;
   wide.dim = 5;
   test::expect_error([&] { ops::dropout_apply(wide, x, kStreams); }, "dropout_apply x");

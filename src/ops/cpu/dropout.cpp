@@ -18,7 +18,8 @@ void dropout_apply(const DropoutParams& p, Tensor x_t, const std::vector<uint64_
       const uint64_t base = uint64_t(p.q_offset + r % p.tokens) * uint64_t(D);
       T* row = x + r * D;  // (D)
       for (int64_t j = 0; j < D; ++j)
-        row[j] = double(philox_uniform(p.seed, stream, base + uint64_t(j))) >= p.p ? row[j] * keep_scale : T(0);
+        row[j] =
+            double(philox_uniform(p.seed, stream, base + uint64_t(j))) >= p.p ? row[j] * keep_scale : T(0);
     }
   });
 }

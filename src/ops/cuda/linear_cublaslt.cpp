@@ -150,12 +150,11 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
       cublasLtMatmulAlgoGetHeuristic(ctx.handle(), op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     if (g.bias) return false;
-    LT_CHECK(
-        false,
-        "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM into {} of m = {}, n = {}, k = {} (transposes "
-        "{}{}, alignments {}/{}/{} bytes; status {})",
-        dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', align_a, align_b,
-        align_c, int(st));
+    LT_CHECK(false,
+             "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM into {} of m = {}, n = {}, k = {} "
+             "(transposes {}{}, alignments {}/{}/{} bytes; status {})",
+             dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
+             align_a, align_b, align_c, int(st));
   }
   LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c,
                                  lc.d, &result.algo, ctx.workspace(), ws, stream));
@@ -176,8 +175,8 @@ DType linear_dtype(const Tensor& main, std::initializer_list<const Tensor*> othe
 DType gradient_dtype(const Tensor& grad, DType dt, const char* what) {
   if (grad.empty()) return dt;
   LT_CHECK(grad.dtype == dt || (dt == DType::BF16 && grad.dtype == DType::F32),
-           "linear_backward on CUDA: {} has dtype {} with {} inputs; expected {}{}", what, dtype_name(grad.dtype),
-           dtype_name(dt), dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
+           "linear_backward on CUDA: {} has dtype {} with {} inputs; expected {}{}", what,
+           dtype_name(grad.dtype), dtype_name(dt), dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
   return grad.dtype;
 }
 
