@@ -4,6 +4,7 @@
 // class. Each entry thus sees its tokens in token order, as on the CPU, whatever the schedule. Ids are
 // staged through shared memory in tiles (every thread of a block reads the same ids); G spreads the
 // read-modify-writes over G x D threads so that D alone (a few thousand columns) is not the parallelism.
+// dtable may be f32 under bf16 dout (mixed precision: the entries then add in f32, never rounded to bf16).
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"

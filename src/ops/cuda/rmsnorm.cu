@@ -4,7 +4,7 @@
 // row of dw, every column owned by one thread. A second kernel sums the partial rows in block order into
 // dw. No atomics anywhere, so dw has the same bits from run to run. Rows move in 16-byte packs when D is a
 // multiple of the pack and every pointer is 16-byte aligned (the usual case), element by element otherwise;
-// a thread owns the same columns in every row either way.
+// a thread owns the same columns in every row either way. dw may be f32 under bf16 inputs (mixed precision).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
