@@ -21,30 +21,19 @@ Tensor scratch_view(const Tensor& scratch, int64_t rows, int64_t cols, const cha
   return t;
 }
 
-// x (N, in) *= mask / (1 - p) in place; the mask of token i of row b is drawn at position q_offset + i.
-template <class T>
-void apply_mask(Tensor x_t, const LoraDropout& d, int64_t layer, LoraModule m, const ChunkInfo& chunk) {
-  LT_CHECK(x_t.device == Device::CPU, "LoRA dropout: on {}, expected host memory", device_name(x_t.device));
-  T* x = x_t.ptr<T>("LoRA dropout input");  // (B*C, in)
-  const int64_t in = x_t.dim(1);
-  const T keep_scale = T(1.0 / (1.0 - d.p));
-  for (int64_t b = 0; b < chunk.batch; ++b) {
-    const uint64_t stream = lora_dropout_stream(d, layer, m, b);
-    for (int64_t i = 0; i < chunk.tokens; ++i) {
-      const uint64_t base = uint64_t(chunk.q_offset + i) * uint64_t(in);
-      T* row = x + (b * chunk.tokens + i) * in;
-      for (int64_t j = 0; j < in; ++j)
-        row[j] = lora_dropout_keeps(d, stream, base + uint64_t(j)) ? row[j] * keep_scale : T(0);
-    }
-  }
-}
-
+// x (N, in) *= mask / (1 - p) in place (ops::dropout_apply, on the tensor's device); row b of the batch
+// draws from its lora_dropout_stream, token i at position q_offset + i.
 void dropout_in_place(Tensor x, const LoraDropout& d, int64_t layer, LoraModule m, const ChunkInfo& chunk) {
   LT_CHECK(d.p > 0 && d.p < 1, "LoRA dropout {} outside [0, 1)", d.p);
-  if (x.dtype == DType::F64)
-    apply_mask<double>(x, d, layer, m, chunk);
-  else
-    apply_mask<float>(x, d, layer, m, chunk);
+  std::vector<uint64_t> streams(size_t(chunk.batch));  // (B)
+  for (int64_t b = 0; b < chunk.batch; ++b) streams[size_t(b)] = lora_dropout_stream(d, layer, m, b);
+  ops::dropout_apply({.batch = chunk.batch,
+                      .tokens = chunk.tokens,
+                      .dim = x.dim(1),
+                      .q_offset = chunk.q_offset,
+                      .p = d.p,
+                      .seed = d.seed},
+                     x, streams);
 }
 
 const LoraAdapter* adapter_of(const LoraPass& lora, LoraModule m) {

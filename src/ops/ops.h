@@ -151,6 +151,23 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
                                          Tensor dw /*(V, D) +=, optional*/, Tensor x /*(N, D)*/,
                                          Tensor w /*(V, D)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
 
+// ---- dropout from a counter-based RNG (LoRA's adapter input; model/lora.h derives the streams) -----------
+// x (B*C, dim) is scaled in place: an element kept is multiplied by keep_scale = (compute type)(1 / (1 - p)),
+// one dropped becomes 0. Row b of the batch draws from streams[b]; element j of its token i (at absolute
+// position q_offset + i) is kept iff double(philox_uniform(seed, streams[b], (q_offset + i) * dim + j)) >= p.
+// No mask is stored: backward applies the same call to the gradient. CPU and GPU draw the same bits (f32:
+// the same results bit for bit; the multiply is one f32 rounding, then bf16 storage rounds once more).
+// Dtypes: f32 (CPU also f64, GPU also bf16). p in [0, 1); streams has B entries.
+struct DropoutParams {
+  int64_t batch;         // B
+  int64_t tokens;        // C
+  int64_t dim;           // D
+  int64_t q_offset = 0;  // absolute position of token 0 (chunked training)
+  double p = 0;
+  uint64_t seed = 0;
+};
+void dropout_apply(const DropoutParams& p, Tensor x /*(B*C, D)*/, const std::vector<uint64_t>& streams);
+
 // ---- dtype casts between floating tensors of the same shape ----------------------------------------------
 void cast(Tensor dst, Tensor src);
 

@@ -37,6 +37,8 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
                                          Tensor x, Tensor w, Tensor lse, Tensor labels);
 
+void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams);
+
 void cast(Tensor dst, Tensor src);
 
 void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);

@@ -4,7 +4,9 @@
 // cross_entropy_forward, whose contract returns the loss total to the host (see below).
 //
 // Dtypes on the GPU: tensors f32 or bf16 (cast also f16 and f64); statistics saved for backward (rstd,
-// lse) and cross-entropy's losses are f32 whatever the compute dtype. Indices are i32.
+// lse) and cross-entropy's losses are f32 whatever the compute dtype. Indices are i32. Parameter gradients
+// (linear's dw and dbias, rmsnorm's dw, embedding's dtable) may be f32 under bf16 inputs: the
+// mixed-precision policy accumulates every parameter gradient in f32 (bf16 inputs, f32 accumulation).
 //
 // Ids, labels and positions live on the device, so they cannot be checked before the launch without a
 // synchronization: a kernel that meets a bad one skips it (zeros, no memory access out of range) and
@@ -51,6 +53,9 @@ void cross_entropy_forward_async(const CrossEntropyParams& p, Tensor losses, Ten
                                  Tensor labels);
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
                             Tensor labels);
+
+// f32 or bf16. The streams travel as kernel parameters (kDropoutStreamsPerLaunch rows per launch): no upload.
+void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams);
 
 void cast(Tensor dst, Tensor src);
 

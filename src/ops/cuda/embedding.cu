@@ -4,6 +4,7 @@
 // class. Each entry thus sees its tokens in token order, as on the CPU, whatever the schedule. Ids are
 // staged through shared memory in tiles (every thread of a block reads the same ids); G spreads the
 // read-modify-writes over G x D threads so that D alone (a few thousand columns) is not the parallelism.
+// dtable may be f32 under bf16 dout (mixed precision: the entries then add in f32, never rounded to bf16).
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
@@ -36,9 +37,9 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* ta
   }
 }
 
-// grid: (column blocks, G). dtable (V, D) +=, dout (N, D), ids (N).
-template <class T>
-__global__ void embedding_backward_kernel(T* dtable, const T* dout, const int32_t* ids, int64_t tokens,
+// grid: (column blocks, G). dtable (V, D) +=, dout (N, D), ids (N). TG: T, or f32 (an f32 gradient).
+template <class TG, class T>
+__global__ void embedding_backward_kernel(TG* dtable, const T* dout, const int32_t* ids, int64_t tokens,
                                           int64_t dim, int64_t vocab, int64_t* err) {
   __shared__ int32_t tile[kIdTile];  // ids[n0, n0 + kIdTile)
   const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -56,7 +57,7 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dout, const int32_
         continue;
       }
       if (id % kClasses != cls || d >= dim) continue;
-      T* e = dtable + int64_t(id) * dim + d;
+      TG* e = dtable + int64_t(id) * dim + d;
       store_f(e, load_f(e) + load_f(dout + (n0 + i) * dim + d));
     }
   }
@@ -76,14 +77,19 @@ void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const voi
   LT_CUDA_CHECK_LAUNCH();
 }
 
-void launch_embedding_backward(DType dt, void* dtable, const void* dout, const int32_t* ids, int64_t tokens,
-                               int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s) {
+void launch_embedding_backward(DType dtable_dt, DType dt, void* dtable, const void* dout, const int32_t* ids,
+                               int64_t tokens, int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s) {
   if (tokens == 0 || dim == 0) return;
   const dim3 grid(grid_for(dim, kThreads), kClasses);
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    embedding_backward_kernel<T><<<grid, kThreads, 0, s>>>(
-        static_cast<T*>(dtable), static_cast<const T*>(dout), ids, tokens, dim, vocab, err);
+    const T* in = static_cast<const T*>(dout);
+    if (dtable_dt == DType::F32)
+      embedding_backward_kernel<float, T>
+          <<<grid, kThreads, 0, s>>>(static_cast<float*>(dtable), in, ids, tokens, dim, vocab, err);
+    else
+      embedding_backward_kernel<T, T>
+          <<<grid, kThreads, 0, s>>>(static_cast<T*>(dtable), in, ids, tokens, dim, vocab, err);
   });
   LT_CUDA_CHECK_LAUNCH();
 }

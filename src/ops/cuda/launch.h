@@ -26,13 +26,15 @@ int64_t* device_error_slot();  // of the current device; allocated and zeroed on
 
 void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const void* table, int64_t tokens,
                               int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
-void launch_embedding_backward(DType dt, void* dtable, const void* dout, const int32_t* ids, int64_t tokens,
-                               int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
+// dtable of dtable_dt: dout's dtype dt, or f32 under bf16 dout (an f32 parameter gradient).
+void launch_embedding_backward(DType dtable_dt, DType dt, void* dtable, const void* dout, const int32_t* ids,
+                               int64_t tokens, int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
                             int64_t dim, double eps, cudaStream_t s);
-void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const void* x, const void* w,
-                             const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+// dw (optional) of dw_dt: the compute dtype dt, or f32 under bf16 (an f32 parameter gradient).
+void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
+                             const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
                              cudaStream_t s);
 
 // head_dim <= kRopeMaxHeadDim: the inverse frequencies travel as a kernel parameter (no upload, no sync).
@@ -56,12 +58,20 @@ void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, 
                                    const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
                                    double grad_scale, int64_t* err, cudaStream_t s);
 
+// Dropout in place on x (batch * tokens, dim), f32 or bf16 (ops.h dropout_apply); streams: host, (batch).
+constexpr int64_t kDropoutStreamsPerLaunch = 64;
+void launch_dropout(DType dt, void* x, const uint64_t* streams, int64_t batch, int64_t tokens, int64_t dim,
+                    int64_t q_offset, double p, uint64_t seed, cudaStream_t s);
+
 // linear's helpers around cuBLASLt. y (M, N) = (accumulate ? y : 0) + scale * bias, broadcast over rows.
 void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t cols, double scale,
                       bool accumulate, cudaStream_t s);
 // dbias (N) += scale * column sums of dy (M, N), in a fixed order (deterministic).
 void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
                             cudaStream_t s);
+// The same with dbias of dbias_dt: dy's dtype dt, or f32 under bf16 dy (an f32 parameter gradient).
+void launch_column_sums_add_to(DType dbias_dt, void* dbias, DType dt, const void* dy, int64_t rows,
+                               int64_t cols, double scale, cudaStream_t s);
 
 // Attention (ops.h AttentionParams, checked by the caller). Segment ids (B, Tq) / (B, S) i32 or both null.
 constexpr int64_t kAttentionMaxHeadDim = 128;

@@ -24,9 +24,9 @@ __global__ void bias_fill_kernel(T* y, const T* bias, int64_t rows, int64_t cols
   }
 }
 
-// block (kCols, kRowLanes); grid: column blocks.
-template <class T>
-__global__ void column_sums_add_kernel(T* dbias, const T* dy, int64_t rows, int64_t cols, float scale) {
+// block (kCols, kRowLanes); grid: column blocks. dbias is of dy's dtype, or f32 under bf16 dy.
+template <class TOut, class T>
+__global__ void column_sums_add_kernel(TOut* dbias, const T* dy, int64_t rows, int64_t cols, float scale) {
   __shared__ float partial[kRowLanes][kCols];
   const int64_t c = int64_t(blockIdx.x) * kCols + threadIdx.x;
   float s = 0.0f;
@@ -53,17 +53,26 @@ void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t
   LT_CUDA_CHECK_LAUNCH();
 }
 
-void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
-                            cudaStream_t s) {
+void launch_column_sums_add_to(DType dbias_dt, void* dbias, DType dt, const void* dy, int64_t rows,
+                               int64_t cols, double scale, cudaStream_t s) {
   if (cols == 0) return;
   const dim3 block(kCols, kRowLanes);
   const unsigned grid = unsigned((cols + kCols - 1) / kCols);
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    column_sums_add_kernel<T>
-        <<<grid, block, 0, s>>>(static_cast<T*>(dbias), static_cast<const T*>(dy), rows, cols, float(scale));
+    const T* in = static_cast<const T*>(dy);
+    if (dbias_dt == DType::F32)
+      column_sums_add_kernel<float, T><<<grid, block, 0, s>>>(static_cast<float*>(dbias), in, rows, cols,
+                                                               float(scale));
+    else
+      column_sums_add_kernel<T, T><<<grid, block, 0, s>>>(static_cast<T*>(dbias), in, rows, cols, float(scale));
   });
   LT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
+                            cudaStream_t s) {
+  launch_column_sums_add_to(dt, dbias, dt, dy, rows, cols, scale, s);
 }
 
 }  // namespace lt::ops::cuda

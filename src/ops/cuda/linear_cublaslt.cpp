@@ -4,6 +4,8 @@
 //   dx (M, K)  -> dx^T (K, M) = W^T (K, N: buffer, op N)             * dy^T (N, M)
 //   dw (N, K)  -> dw^T (K, N) = x^T (K, M: buffer, op N)             * dy (M, N: buffer (N, M), op T)
 // Inputs bf16 or f32, accumulation and alpha/beta in f32 (f32 inputs in full f32 unless TF32 is allowed).
+// Mixed precision: with bf16 dy/x/w, dw and dbias may be f32 (parameter gradients kept in f32); the dw GEMM
+// then reads bf16 A/B and accumulates into an f32 C/D. dx always has the compute dtype.
 // out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. cuBLASLt does not
 // read C when beta = 0, so written outputs need no clearing. The bias epilogue adds b outside alpha, so it
 // serves out_scale == 1 only; otherwise (or when no algorithm takes the epilogue) a small kernel writes
@@ -93,10 +95,15 @@ struct Gemm {
   const void* bias = nullptr;
 };
 
-// Returns false (and runs nothing) when cuBLASLt offers no algorithm; with no bias that is an error.
-bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
+cudaDataType_t cuda_type(DType dt) {
+  return dt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// Returns false (and runs nothing) when cuBLASLt offers no algorithm; with no bias that is an error. A and B
+// (and the bias) are of `dt`; C = D of `c_dt` (dt, or f32 under bf16 inputs).
+bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
   LinearContext& ctx = context();
-  const cudaDataType_t type = dt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t type = cuda_type(dt), c_type = cuda_type(c_dt);
   const cublasComputeType_t compute =
       dt == DType::F32 && g_allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MatmulDesc op;
@@ -120,7 +127,7 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
                                              uint64_t(g.trans_a ? g.m : g.k), g.lda));
   LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.d, type, uint64_t(g.trans_b ? g.n : g.k),
                                              uint64_t(g.trans_b ? g.k : g.n), g.ldb));
-  LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.d, type, uint64_t(g.m), uint64_t(g.n), g.ldc));
+  LT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.d, c_type, uint64_t(g.m), uint64_t(g.n), g.ldc));
 
   Preference pref;
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
@@ -143,12 +150,11 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream) {
       cublasLtMatmulAlgoGetHeuristic(ctx.handle(), op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     if (g.bias) return false;
-    LT_CHECK(
-        false,
-        "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM of m = {}, n = {}, k = {} (transposes {}{}, "
-        "alignments {}/{}/{} bytes; status {})",
-        dtype_name(dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', align_a, align_b,
-        align_c, int(st));
+    LT_CHECK(false,
+             "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM into {} of m = {}, n = {}, k = {} "
+             "(transposes {}{}, alignments {}/{}/{} bytes; status {})",
+             dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
+             align_a, align_b, align_c, int(st));
   }
   LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c,
                                  lc.d, &result.algo, ctx.workspace(), ws, stream));
@@ -163,6 +169,15 @@ DType linear_dtype(const Tensor& main, std::initializer_list<const Tensor*> othe
       LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
                op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
   return main.dtype;
+}
+
+// The dtype of a parameter gradient (dw, dbias) under compute dtype dt: dt itself, or f32 under bf16.
+DType gradient_dtype(const Tensor& grad, DType dt, const char* what) {
+  if (grad.empty()) return dt;
+  LT_CHECK(grad.dtype == dt || (dt == DType::BF16 && grad.dtype == DType::F32),
+           "linear_backward on CUDA: {} has dtype {} with {} inputs; expected {}{}", what,
+           dtype_name(grad.dtype), dtype_name(dt), dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
+  return grad.dtype;
 }
 
 }  // namespace
@@ -189,19 +204,20 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
     // The epilogue reads the bias with vector loads: offer it only a 16-byte aligned one.
     if (p.out_scale == 1.0 && alignment(bias.data) >= 16) {
       g.bias = bias.data;
-      if (run_gemm(dt, g, s)) return;
+      if (run_gemm(dt, g, s, dt)) return;
       g.bias = nullptr;
     }
     launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, p.accumulate_y, s);
     g.beta = 1.0f;
   }
-  run_gemm(dt, g, s);
+  run_gemm(dt, g, s, dt);
 }
 
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
                      Tensor w) {
-  const DType dt = linear_dtype(dy, {&dx, &dw, &dbias, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w},
-                                "linear_backward");
+  const DType dt =
+      linear_dtype(dy, {&dx, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w}, "linear_backward");
+  const DType dw_dt = gradient_dtype(dw, dt, "dw"), dbias_dt = gradient_dtype(dbias, dt, "dbias");
   const int64_t M = p.rows, K = p.in, N = p.out;
   cudaStream_t s = current_stream();
   const float alpha = float(p.out_scale);
@@ -212,12 +228,13 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
       run_gemm(dt,
                Gemm{false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, alpha,
                     p.accumulate_dx ? 1.0f : 0.0f},
-               s);
+               s, dt);
     }
   }
   if (!dw.empty() && M > 0 && N > 0 && K > 0)
-    run_gemm(dt, Gemm{false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, alpha, 1.0f}, s);
-  if (!dbias.empty() && M > 0) launch_column_sums_add(dt, dbias.data, dy.data, M, N, p.out_scale, s);
+    run_gemm(dt, Gemm{false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, alpha, 1.0f}, s, dw_dt);
+  if (!dbias.empty() && M > 0)
+    launch_column_sums_add_to(dbias_dt, dbias.data, dt, dy.data, M, N, p.out_scale, s);
 }
 
 }  // namespace lt::ops::cuda

@@ -23,6 +23,16 @@ DType compute_dtype(const Tensor& main, std::initializer_list<const Tensor*> oth
   return main.dtype;
 }
 
+// The dtype of a parameter gradient under compute dtype dt: dt itself, or f32 under bf16 (the mixed-precision
+// policy keeps every parameter gradient in f32 while activations and weights are bf16).
+DType gradient_dtype(const Tensor& grad, DType dt, const char* what) {
+  if (grad.empty()) return dt;
+  LT_CHECK(grad.dtype == dt || (dt == DType::BF16 && grad.dtype == DType::F32),
+           "{} on CUDA: dtype {} with {} inputs; expected {}{}", what, dtype_name(grad.dtype), dtype_name(dt),
+           dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
+  return grad.dtype;
+}
+
 void check_f32(const Tensor& t, const char* what) {
   LT_CHECK(t.empty() || t.dtype == DType::F32, "{} on CUDA: dtype {}; the GPU keeps it in f32", what,
            dtype_name(t.dtype));
@@ -42,9 +52,10 @@ void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor 
 }
 
 void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids) {
-  const DType dt = compute_dtype(dtable, {&dout}, "embedding_backward");
-  launch_embedding_backward(dt, dtable.data, dout.data, cptr<int32_t>(ids), p.tokens, p.dim, p.vocab,
-                            device_error_slot(), current_stream());
+  const DType dt = compute_dtype(dout, {}, "embedding_backward");
+  const DType dtable_dt = gradient_dtype(dtable, dt, "embedding_backward dtable");
+  launch_embedding_backward(dtable_dt, dt, dtable.data, dout.data, cptr<int32_t>(ids), p.tokens, p.dim,
+                            p.vocab, device_error_slot(), current_stream());
 }
 
 void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w) {
@@ -56,10 +67,11 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
 
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
                       Tensor rstd) {
-  const DType dt = compute_dtype(x, {&dx, &dw, &dy, &w}, "rmsnorm_backward");
+  const DType dt = compute_dtype(x, {&dx, &dy, &w}, "rmsnorm_backward");
+  const DType dw_dt = gradient_dtype(dw, dt, "rmsnorm_backward dw");
   check_f32(rstd, "rmsnorm_backward rstd");
-  launch_rmsnorm_backward(dt, dx.data, dw.data, dy.data, x.data, w.data, cptr<float>(rstd), p.rows, p.dim,
-                          p.accumulate_dx, current_stream());
+  launch_rmsnorm_backward(dt, dx.data, dw_dt, dw.data, dy.data, x.data, w.data, cptr<float>(rstd), p.rows,
+                          p.dim, p.accumulate_dx, current_stream());
 }
 
 namespace {
@@ -100,6 +112,12 @@ void add_inplace(Tensor y, Tensor x) {
 void cast(Tensor dst, Tensor src) {
   // The dispatcher has checked that both are floating (f64, f32, bf16, f16): the kernels take all four.
   launch_cast(dst.dtype, dst.data, src.dtype, src.data, src.numel(), current_stream());
+}
+
+void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams) {
+  const DType dt = compute_dtype(x, {}, "dropout_apply");
+  launch_dropout(dt, x.data, streams.data(), p.batch, p.tokens, p.dim, p.q_offset, p.p, p.seed,
+                 current_stream());
 }
 
 namespace {

@@ -4,7 +4,7 @@
 // row of dw, every column owned by one thread. A second kernel sums the partial rows in block order into
 // dw. No atomics anywhere, so dw has the same bits from run to run. Rows move in 16-byte packs when D is a
 // multiple of the pack and every pointer is 16-byte aligned (the usual case), element by element otherwise;
-// a thread owns the same columns in every row either way.
+// a thread owns the same columns in every row either way. dw may be f32 under bf16 inputs (mixed precision).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
@@ -115,9 +115,9 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
   }
 }
 
-// dw (D) += sum over the partial rows in order.
-template <class T>
-__global__ void column_reduce_kernel(T* dw, const float* partial, int64_t parts, int64_t dim) {
+// dw (D) += sum over the partial rows in order. TW: the compute dtype, or f32 (an f32 gradient).
+template <class TW>
+__global__ void column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
   const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
   float sum = 0.0f;
@@ -148,8 +148,8 @@ void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const
   LT_CUDA_CHECK_LAUNCH();
 }
 
-void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const void* x, const void* w,
-                             const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
+                             const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
                              cudaStream_t s) {
   if (rows == 0) return;
   const int64_t blocks = rows < kBackwardBlocks ? rows : kBackwardBlocks;
@@ -165,8 +165,12 @@ void launch_rmsnorm_backward(DType dt, void* dx, void* dw, const void* dy, const
         static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      column_reduce_kernel<T>
-          <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
+      if (dw_dt == DType::F32)
+        column_reduce_kernel<float>
+            <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<float*>(dw), partial, blocks, dim);
+      else
+        column_reduce_kernel<T>
+            <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
       LT_CUDA_CHECK_LAUNCH();
     }
   });
