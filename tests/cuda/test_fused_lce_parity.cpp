@@ -74,7 +74,8 @@ struct Variant {
 // One case: forward and backward on the GPU against the CPU float64 op on the same (rounded) inputs.
 void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
   const int64_t N = s.n, D = s.d, V = s.v;
-  ops::FusedLinearCrossEntropyParams p{N, D, V, -100, 1.0 / double(N), s.token_block, 4096, var.accumulate_dx};
+  ops::FusedLinearCrossEntropyParams p{
+      N, D, V, -100, 1.0 / double(N), s.token_block, 4096, var.accumulate_dx};
   std::vector<double> x = random_values(static_cast<size_t>(N * D), seed, -0.5, 0.5);
   std::vector<double> w = random_values(static_cast<size_t>(V * D), seed + 1, -0.5, 0.5);
   std::vector<int32_t> labels = make_labels(N, V, seed + 2, s.ignored_begin, s.ignored_end);
@@ -84,14 +85,13 @@ void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
   // The reference: losses, lse and total, then the gradients' own scale (for starting values that do not
   // swamp what is accumulated onto them).
   std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N));
-  const double ref_total =
-      ops::cpu::fused_linear_cross_entropy_forward(p, host(losses, {N}), host(lse, {N}), host(x, {N, D}),
-                                                   host(w, {V, D}), h_labels);
+  const double ref_total = ops::cpu::fused_linear_cross_entropy_forward(
+      p, host(losses, {N}), host(lse, {N}), host(x, {N, D}), host(w, {V, D}), h_labels);
   std::vector<double> dx0(static_cast<size_t>(N * D)), dw0(static_cast<size_t>(V * D));
   ops::FusedLinearCrossEntropyParams p_write = p;
   p_write.accumulate_dx = false;
-  ops::cpu::fused_linear_cross_entropy_backward(p_write, host(dx0, {N, D}), host(dw0, {V, D}), host(x, {N, D}),
-                                                host(w, {V, D}), host(lse, {N}), h_labels);
+  ops::cpu::fused_linear_cross_entropy_backward(p_write, host(dx0, {N, D}), host(dw0, {V, D}),
+                                                host(x, {N, D}), host(w, {V, D}), host(lse, {N}), h_labels);
   std::vector<double> dx = random_values(static_cast<size_t>(N * D), seed + 3, -1, 1);
   std::vector<double> dw = random_values(static_cast<size_t>(V * D), seed + 4, -1, 1);
   const double dx_scale = rms(dx0), dw_scale = rms(dw0);
@@ -102,7 +102,8 @@ void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
   DeviceTensor g_dx = var.accumulate_dx ? upload(dx, dt, {N, D}) : poisoned(dt, {N, D});
   DeviceTensor g_dw = upload(dw, dw_dt, {V, D});
   DeviceTensor g_losses = poisoned(DType::F32, {N}), g_lse = poisoned(DType::F32, {N});
-  const double total = ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+  const double total =
+      ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
   const Tensor g_dw_view = var.dw == DwKind::None ? Tensor() : g_dw.t;
   ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw_view, g_x.t, g_w.t, g_lse.t, g_labels.t);
   EXPECT_NO_THROW(ops::cuda::check_device_errors());
@@ -134,8 +135,8 @@ void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
 TEST(CudaParity, FusedLinearCrossEntropy) {
   LT_REQUIRE_GPU();
   TileBudget budget(1);  // the token block is params.token_block exactly
-  const Shape shapes[] = {{1, 64, 7, 256},          {100, 64, 1000, 37},  {300, 128, 1003, 64, 64, 128},
-                          {257, 128, 32000, 100},   {33, 64, 32000, 256}, {29, 64, 1001, 1}};
+  const Shape shapes[] = {{1, 64, 7, 256},        {100, 64, 1000, 37},  {300, 128, 1003, 64, 64, 128},
+                          {257, 128, 32000, 100}, {33, 64, 32000, 256}, {29, 64, 1001, 1}};
   const Variant variants[] = {
       {false, DwKind::Same, ""}, {true, DwKind::None, " dx+= no-dw"}, {true, DwKind::Same, " dx+="}};
   uint64_t seed = 900000;
@@ -274,9 +275,9 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
                Error);
   EXPECT_THROW(ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse64.t, g_x.t, g_w.t, g_ok_labels.t),
                Error);
-  EXPECT_THROW(ops::fused_linear_cross_entropy_backward(p, g_dx16.t, Tensor(), g_x.t, g_w.t, g_lse.t,
-                                                        g_ok_labels.t),
-               Error);
+  EXPECT_THROW(
+      ops::fused_linear_cross_entropy_backward(p, g_dx16.t, Tensor(), g_x.t, g_w.t, g_lse.t, g_ok_labels.t),
+      Error);
   EXPECT_NO_THROW(ops::cuda::check_device_errors());
 }
 
@@ -331,7 +332,8 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
         if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b);  // the first run warms up
       }
     } catch (const Error& e) {
-      std::printf("TIMING  fused_lce bf16 dw %s: not run: %s\n", std::string(dtype_name(dw_dt)).c_str(), e.what());
+      std::printf("TIMING  fused_lce bf16 dw %s: not run: %s\n", std::string(dtype_name(dw_dt)).c_str(),
+                  e.what());
       continue;
     }
     std::sort(fw_ms.begin(), fw_ms.end());
@@ -339,7 +341,8 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
     const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
     const double gemm = 2.0 * double(N) * double(D) * double(V);
     std::printf(
-        "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms %.1f "
+        "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
+        "%.1f "
         "TFLOP/s  fwd+bwd %.2f ms  pool peak %.1f MiB (workspace %.1f MiB; full logits %.1f MiB)\n",
         std::string(dtype_name(dw_dt)).c_str(), (long long)N, (long long)D, (long long)V,
         (long long)ops::cuda::fused_linear_cross_entropy_token_block(p, dt), fw, gemm / fw * 1e-9, bw,

@@ -57,7 +57,9 @@ void cast(Tensor dst, Tensor src);
 // is not split on the GPU (params.vocab_block is ignored): rows go token_block_rows at a time with the full
 // vocabulary through one (rows, V) tile in the compute dtype, taken from the stream-ordered pool
 // (cudaMallocAsync on the current stream) and given back before the call returns. The forward returns the
-// loss total and so synchronizes the current stream, like cross_entropy_forward; backward does not.
+// loss total and so synchronizes the current stream, like cross_entropy_forward (a bad label then throws
+// at once, naming its row); backward does not, and a bad label it meets is reported by
+// check_device_errors as cross_entropy_backward's, with its row counted within its token block.
 double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
                                           Tensor x, Tensor w, Tensor labels);
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,

@@ -105,9 +105,10 @@ void tile_logits(const FusedLinearCrossEntropyParams& p, Tensor tile, Tensor x, 
     if (host[n] != p.ignore_index && (host[n] < 0 || host[n] >= p.vocab))
       LT_FAIL("{}: label {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op,
               host[n], n, p.vocab, p.ignore_index);
-  LT_FAIL("{}: a kernel reported a bad label, but the labels read back are all valid (were they changed "
-          "while the op ran?)",
-          op);
+  LT_FAIL(
+      "{}: a kernel reported a bad label, but the labels read back are all valid (were they changed "
+      "while the op ran?)",
+      op);
 }
 
 }  // namespace
@@ -139,10 +140,10 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
   const Blocking b = blocking(p, dt);
   cudaStream_t s = current_stream();
   PoolBuffer ws(b.sums_bytes + b.tile_bytes, s);
-  double* sums = reinterpret_cast<double*>(ws.data());  // (blocks) loss sum of each block
-  void* tile_data = ws.data() + b.sums_bytes;           // (rows, V) logits of one block
-  float* losses_f = static_cast<float*>(losses.data);   // (N)
-  float* lse_f = static_cast<float*>(lse.data);         // (N)
+  double* sums = reinterpret_cast<double*>(ws.data());                // (blocks) loss sum of each block
+  void* tile_data = ws.data() + b.sums_bytes;                         // (rows, V) logits of one block
+  float* losses_f = static_cast<float*>(losses.data);                 // (N)
+  float* lse_f = static_cast<float*>(lse.data);                       // (N)
   const int32_t* label_i = static_cast<const int32_t*>(labels.data);  // (N)
   for (int64_t k = 0; k < b.blocks; ++k) {
     const int64_t n0 = k * b.rows, nb = std::min(b.rows, p.rows - n0);
@@ -188,7 +189,7 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
                                   p.ignore_index, p.grad_scale, device_error_slot(), s);
     const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
     cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
-                    x.slice_rows(n0, n0 + nb), w);
+                          x.slice_rows(n0, n0 + nb), w);
   }
   ws.release();
 }
