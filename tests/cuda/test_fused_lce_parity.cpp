@@ -282,7 +282,8 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
 }
 
 // Not a test: times forward + backward at a Llama-3 8B head (N 16384, D 4096, V 128256, bf16, f32 dW as
-// the mixed-precision policy keeps it) with CUDA events and prints the pool memory the op took at its peak.
+// the mixed-precision policy keeps it, and bf16) with CUDA events, at tile budgets of 256 MiB (the default),
+// 1 GiB and 4 GiB, and prints the pool memory the op took at its peak.
 // FLOPs: 2 N D V per GEMM; forward 1 GEMM, backward 3 (recompute, dx, dW). Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*FusedLinearCrossEntropyTiming*'.
 TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
@@ -310,47 +311,49 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventCreate(&e2);
-  for (DType dw_dt : {DType::F32, DType::BF16}) {
-    DeviceTensor g_dw(dw_dt, {V, D});
-    ASSERT_EQ(cudaMemset(g_dw.t.data, 0, g_dw.t.bytes()), cudaSuccess);
-    std::vector<float> fw_ms, bw_ms;
-    uint64_t used_before = 0, used_high = 0, zero = 0;
-    try {
-      for (int it = 0; it < 4; ++it) {
-        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used_before);
-        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
-        cudaEventRecord(e0);
-        ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
-        cudaEventRecord(e1);
-        ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
-        cudaEventRecord(e2);
-        ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
-        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high);
-        float a = 0, b = 0;
-        cudaEventElapsedTime(&a, e0, e1);
-        cudaEventElapsedTime(&b, e1, e2);
-        if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b);  // the first run warms up
+  // The default tile budget, then larger ones: fewer blocks re-read and re-write dW fewer times.
+  for (size_t budget_mib : {256, 1024, 4096})
+    for (DType dw_dt : {DType::F32, DType::BF16}) {
+      TileBudget budget(budget_mib << 20);
+      DeviceTensor g_dw(dw_dt, {V, D});
+      ASSERT_EQ(cudaMemset(g_dw.t.data, 0, g_dw.t.bytes()), cudaSuccess);
+      std::vector<float> fw_ms, bw_ms;
+      uint64_t used_before = 0, used_high = 0, zero = 0;
+      try {
+        for (int it = 0; it < 4; ++it) {
+          cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used_before);
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+          cudaEventRecord(e0);
+          ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+          cudaEventRecord(e1);
+          ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
+          cudaEventRecord(e2);
+          ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
+          cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high);
+          float a = 0, b = 0;
+          cudaEventElapsedTime(&a, e0, e1);
+          cudaEventElapsedTime(&b, e1, e2);
+          if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b);  // the first run warms up
+        }
+      } catch (const Error& e) {
+        std::printf("TIMING  fused_lce bf16 dw %s: not run: %s\n", std::string(dtype_name(dw_dt)).c_str(),
+                    e.what());
+        continue;
       }
-    } catch (const Error& e) {
-      std::printf("TIMING  fused_lce bf16 dw %s: not run: %s\n", std::string(dtype_name(dw_dt)).c_str(),
-                  e.what());
-      continue;
+      std::sort(fw_ms.begin(), fw_ms.end());
+      std::sort(bw_ms.begin(), bw_ms.end());
+      const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
+      const double gemm = 2.0 * double(N) * double(D) * double(V);
+      std::printf(
+          "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
+          "%.1f TFLOP/s  fwd+bwd %.2f ms  pool peak %.1f MiB (workspace %.1f MiB; full logits %.1f MiB)\n",
+          std::string(dtype_name(dw_dt)).c_str(), (long long)N, (long long)D, (long long)V,
+          (long long)ops::cuda::fused_linear_cross_entropy_token_block(p, dt), fw, gemm / fw * 1e-9, bw,
+          3 * gemm / bw * 1e-9, fw + bw, double(used_high - used_before) / 1048576.0,
+          double(ops::cuda::fused_linear_cross_entropy_workspace_bytes(p, dt)) / 1048576.0,
+          double(N) * double(V) * 2.0 / 1048576.0);
+      std::fflush(stdout);
     }
-    std::sort(fw_ms.begin(), fw_ms.end());
-    std::sort(bw_ms.begin(), bw_ms.end());
-    const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
-    const double gemm = 2.0 * double(N) * double(D) * double(V);
-    std::printf(
-        "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
-        "%.1f "
-        "TFLOP/s  fwd+bwd %.2f ms  pool peak %.1f MiB (workspace %.1f MiB; full logits %.1f MiB)\n",
-        std::string(dtype_name(dw_dt)).c_str(), (long long)N, (long long)D, (long long)V,
-        (long long)ops::cuda::fused_linear_cross_entropy_token_block(p, dt), fw, gemm / fw * 1e-9, bw,
-        3 * gemm / bw * 1e-9, fw + bw, double(used_high - used_before) / 1048576.0,
-        double(ops::cuda::fused_linear_cross_entropy_workspace_bytes(p, dt)) / 1048576.0,
-        double(N) * double(V) * 2.0 / 1048576.0);
-    std::fflush(stdout);
-  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaEventDestroy(e2);
