@@ -1,6 +1,9 @@
-// Fused LM head + cross-entropy: argument checks, then the device's version (CPU only so far).
+// Fused LM head + cross-entropy: argument checks, then the device's version.
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -27,7 +30,7 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
   check_tensor(w, {p.vocab, p.dim}, "fused_linear_cross_entropy_forward w");
   check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_forward labels");
   check_dtype(labels, DType::I32, "fused_linear_cross_entropy_forward labels");
-  return LT_OP_DISPATCH_CPU(x.device, fused_linear_cross_entropy_forward, p, losses, lse, x, w, labels);
+  return LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_forward, p, losses, lse, x, w, labels);
 }
 
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
@@ -42,7 +45,7 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
   check_tensor(lse, {p.rows}, "fused_linear_cross_entropy_backward lse");
   check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_backward labels");
   check_dtype(labels, DType::I32, "fused_linear_cross_entropy_backward labels");
-  LT_OP_DISPATCH_CPU(x.device, fused_linear_cross_entropy_backward, p, dx, dw, x, w, lse, labels);
+  LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_backward, p, dx, dw, x, w, lse, labels);
 }
 
 }  // namespace lt::ops

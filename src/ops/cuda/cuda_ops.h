@@ -59,6 +59,28 @@ void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>
 
 void cast(Tensor dst, Tensor src);
 
+// Fused LM head + cross-entropy (fused_linear_cross_entropy.cpp): x, w f32 or bf16; losses, lse f32; dx
+// the compute dtype; dw the compute dtype or f32 (bf16 inputs with f32 parameter gradients). The vocabulary
+// is not split on the GPU (params.vocab_block is ignored): rows go token_block_rows at a time with the full
+// vocabulary through one (rows, V) tile in the compute dtype, taken from the stream-ordered pool
+// (cudaMallocAsync on the current stream) and given back before the call returns. The forward returns the
+// loss total and so synchronizes the current stream, like cross_entropy_forward (a bad label then throws
+// at once, naming its row); backward does not, and a bad label it meets is reported by
+// check_device_errors as cross_entropy_backward's, with its row counted within its token block.
+double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
+                                          Tensor x, Tensor w, Tensor labels);
+void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
+                                         Tensor x, Tensor w, Tensor lse, Tensor labels);
+// Rows of a block: min(N, max(p.token_block, the rows whose (rows, V) tile fits the tile budget, rounded
+// down to a multiple of 128 when at least 128)).
+int64_t fused_linear_cross_entropy_token_block(const FusedLinearCrossEntropyParams& p, DType dtype);
+// Pool memory one call takes at its peak (the tile plus the forward's per-block loss sums), for the
+// memory plan; 0 when N is 0. cuBLASLt's own workspace (linear's per-thread context) is not included.
+size_t fused_linear_cross_entropy_workspace_bytes(const FusedLinearCrossEntropyParams& p, DType dtype);
+// The tile budget in bytes (process-wide; default 256 MiB). Tests make it small to force many blocks.
+void set_fused_linear_cross_entropy_tile_bytes(size_t bytes);
+size_t fused_linear_cross_entropy_tile_bytes();
+
 // Flash attention: lse is (B, H, Tq) f32; head_dim <= 128. Backward is deterministic (no atomics). Segment
 // ids are trusted to follow ops.h's contract (non-decreasing; a query carries its own position's id): the
 // masks are exact per element, but tiles are skipped on that assumption.
