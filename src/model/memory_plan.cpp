@@ -128,11 +128,21 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
                                  .loss_vocab_block = s.loss_vocab_block,
                                  .recompute = s.recompute.value_or(Recompute::Full)};
     buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
-    // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
-    const int64_t tile_tokens = std::min(s.loss_token_block, s.batch * std::min(s.chunk_size, s.seq_len));
-    const int64_t tile_vocab = std::min(s.loss_vocab_block, config.vocab_size);
-    add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_tokens * tile_vocab) * dtype_size(s.dtype),
-        false);
+    const int64_t rows = s.batch * std::min(s.chunk_size, s.seq_len);
+    if (s.device == Device::CPU) {
+      // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
+      const int64_t tile_tokens = std::min(s.loss_token_block, rows);
+      const int64_t tile_vocab = std::min(s.loss_vocab_block, config.vocab_size);
+      add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_tokens * tile_vocab) * dtype_size(s.dtype),
+          false);
+    } else {
+      // The CUDA op takes blocks of rows with the whole vocabulary, as many rows as fit its 256 MiB tile budget
+      // (in multiples of 128, at least the token block), from the stream-ordered pool.
+      const int64_t row_bytes = config.vocab_size * int64_t(dtype_size(s.dtype));
+      const int64_t budget_rows = std::max<int64_t>((int64_t(256) << 20) / row_bytes / 128 * 128, 1);
+      const int64_t tile_rows = std::min(rows, std::max(s.loss_token_block, budget_rows));
+      add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_rows * row_bytes), false);
+    }
   }
   for (PlannedBuffer& b : buffers) {
     const MemoryCategory category = classify(b.name);
