@@ -78,6 +78,14 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
 void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
                                const void* dout, const void* out, const float* lse, const void* q,
                                const void* k, const void* v, cudaStream_t s);
+// The tensor-core forward (attention_tc.cu): bf16, head_dim 64 or 128, no segments, 16-byte aligned
+// q/k/v/out. attention_forward_tc_eligible says whether a call is covered; the launcher trusts it was.
+bool attention_forward_tc_eligible(DType dt, const AttentionLaunch& a, const void* out, const void* q,
+                                   const void* k, const void* v);
+void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q, const void* k,
+                                 const void* v, cudaStream_t s);
+// LT_ATTENTION_KERNEL=simt: always the CUDA-core kernels of attention.cu (A/B timing, parity checks).
+bool attention_kernel_simt_forced();
 
 // AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32.
 void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,

@@ -1,0 +1,320 @@
+// Flash attention forward on the tensor cores (bf16 storage, f32 accumulation), FlashAttention-2 style:
+// the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments (attention_host.cpp
+// decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to attention.cu's kernels).
+//
+// One CTA per (query tile of kTcRows rows, head, batch); 4 warps, each owns 16 query rows for the whole
+// key loop. Key/value tiles of kTcKeys rows stream through shared memory with cp.async, double buffered
+// (tile t + 1 loads while tile t is used). Per tile and warp:
+//   S (16, 64) = Q K^T with mma.sync m16n8k16 (Q fragments stay in registers, K read by ldmatrix),
+//   scores prescaled by scale * log2(e) so that exp2 gives the softmax, running row max m and partial row
+//   sums l in registers (each row lives in a quad of 4 lanes, reduced by shuffles), the output
+//   accumulator rescaled by exp2(m_old - m_new), then O (16, HD) += P V with P converted to bf16 straight
+//   from the S accumulators (the C fragment of two 8-key blocks is the A fragment of one 16-key step) and
+//   V read by ldmatrix.trans.
+// Output = O / l rounded to bf16; lse (B, H, Tq) f32 in natural-log units = m ln 2 + log(l), as
+// attention.cu writes it. Masks (causal j <= q_offset + i, sliding window, rows past Tq, keys past S) are
+// applied per element on the tiles that need them; tiles wholly before the first row's window are skipped
+// and the loop ends at the last row's last visible key.
+//
+// mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig):
+//   A (16 x 16, row): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..), a2 (gid, 2tig + 8..), a3 (gid + 8, 2tig + 8..)
+//   B (16 x 8, col):  b0 (k 2tig..+1, n gid), b1 (k 2tig + 8.., n gid)
+//   C (16 x 8 f32):   c0, c1 (gid, 2tig..+1), c2, c3 (gid + 8, 2tig..+1)
+#include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_common.cuh"
+#include "ops/cuda/launch.h"
+
+namespace lt::ops::cuda {
+
+namespace {
+
+constexpr int kTcWarps = 4;
+constexpr int kTcThreads = kWarp * kTcWarps;
+constexpr int kTcRows = 16 * kTcWarps;  // query rows of a CTA (64)
+constexpr int kTcKeys = 64;             // keys of a tile
+constexpr double kLog2e = 1.4426950408889634;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kTcNegInf = -__builtin_huge_valf();
+
+template <int HD>
+struct TcShape {
+  // bf16 elements per shared row: 16 bytes of padding put the 8 rows an ldmatrix reads on different banks.
+  static constexpr int kLd = HD + 8;
+  static constexpr int kChunks = HD / 8;  // 16-byte pieces of a row
+  static constexpr int kQElems = kTcRows * kLd;
+  static constexpr int kKvElems = kTcKeys * kLd;
+  static constexpr size_t kSmemBytes = sizeof(uint16_t) * (kQElems + 4 * kKvElems);  // Q, K x 2, V x 2
+};
+
+struct TcGeometry {
+  int64_t B, Tq, S, H, KVH, q_offset, window;
+  float scale_log2;  // scale * log2(e)
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, or 16 zero bytes when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d (16 x 8 f32) += a (16 x 16 bf16) b (16 x 8 bf16).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> bf16x2 (round to nearest even), `lo` in the low half (the lower column of a fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return uint32_t(__bfloat16_as_ushort(v.x)) | (uint32_t(__bfloat16_as_ushort(v.y)) << 16);
+}
+
+// 2^x; 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// rows [row0, row0 + ROWS) of x (row stride ld elements, HD columns) -> tile (ROWS, HD + 8); rows at or
+// past `limit` become zeros.
+template <int HD, int ROWS>
+__device__ __forceinline__ void load_tile_async(uint16_t* tile, const uint16_t* x, int64_t row0, int64_t limit,
+                                                int64_t ld) {
+  constexpr int kChunks = TcShape<HD>::kChunks;
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += kTcThreads) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool valid = row0 + r < limit;
+    const uint16_t* src = x + (valid ? row0 + r : 0) * ld + col;
+    cp_async_16(smem_u32(tile + r * TcShape<HD>::kLd + col), src, valid);
+  }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kTcThreads)
+    attention_forward_tc_kernel(TcGeometry g, uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                const uint16_t* v) {
+  using Sh = TcShape<HD>;
+  constexpr int kLd = Sh::kLd;
+  constexpr int kDSteps = HD / 16;  // k-steps of Q K^T, and 16-column pairs of the output
+  extern __shared__ __align__(16) uint16_t tc_smem[];
+  uint16_t* qs = tc_smem;                // (kTcRows, HD + 8)
+  uint16_t* ks = qs + Sh::kQElems;       // 2 x (kTcKeys, HD + 8)
+  uint16_t* vs = ks + 2 * Sh::kKvElems;  // 2 x (kTcKeys, HD + 8)
+
+  // Late query tiles see the most keys under the causal mask: start them first.
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * kTcRows, h = blockIdx.y, b = blockIdx.z;
+  const int64_t kvh = h / (g.H / g.KVH);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int gid = lane / 4, tig = lane % 4;
+  const int64_t q_ld = g.H * HD, kv_ld = g.KVH * HD;
+  const uint16_t* qb = q + (b * g.Tq * g.H + h) * HD;     // rows (Tq), stride q_ld
+  const uint16_t* kb = k + (b * g.S * g.KVH + kvh) * HD;  // rows (S), stride kv_ld
+  const uint16_t* vb = v + (b * g.S * g.KVH + kvh) * HD;
+
+  // Keys [j_first, key_end) hold every key a row of this tile may see (ops.h: both ends of the visible
+  // interval never decrease with the row; S >= q_offset + Tq).
+  const int64_t rows_end = i0 + kTcRows < g.Tq ? i0 + kTcRows : g.Tq;
+  const int64_t key_end = g.q_offset + rows_end;
+  int64_t key_lo = 0;
+  if (g.window > 0 && g.q_offset + i0 - g.window + 1 > 0) key_lo = g.q_offset + i0 - g.window + 1;
+  const int64_t j_first = key_lo / kTcKeys * kTcKeys;
+  const int64_t n_tiles = (key_end - j_first + kTcKeys - 1) / kTcKeys;  // >= 1
+
+  load_tile_async<HD, kTcRows>(qs, qb, i0, g.Tq, q_ld);
+  load_tile_async<HD, kTcKeys>(ks, kb, j_first, g.S, kv_ld);
+  load_tile_async<HD, kTcKeys>(vs, vb, j_first, g.S, kv_ld);
+  cp_async_commit();
+
+  uint32_t qf[kDSteps][4];  // this warp's 16 query rows as A fragments
+  float o[HD / 8][4];       // output accumulator (16, HD): 8-column blocks
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  float m[2] = {kTcNegInf, kTcNegInf};  // running max of rows gid, gid + 8 (log2 units)
+  float l[2] = {0.0f, 0.0f};            // this lane's part of their running sums
+  const int64_t row_a = i0 + warp * 16 + gid;  // the lane's rows: row_a and row_a + 8
+
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    const int64_t j0 = j_first + t * kTcKeys;
+    if (t + 1 < n_tiles) {
+      const int nb = int((t + 1) & 1);
+      load_tile_async<HD, kTcKeys>(ks + nb * Sh::kKvElems, kb, j0 + kTcKeys, g.S, kv_ld);
+      load_tile_async<HD, kTcKeys>(vs + nb * Sh::kKvElems, vb, j0 + kTcKeys, g.S, kv_ld);
+      cp_async_commit();
+      cp_async_wait<1>();  // everything but the prefetch just issued has landed
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kDSteps; ++kk)
+        ldmatrix_x4(qf[kk], smem_u32(qs + (warp * 16 + lane % 16) * kLd + kk * 16 + (lane / 16) * 8));
+    }
+    const uint16_t* kt = ks + (t & 1) * Sh::kKvElems;  // (kTcKeys, HD + 8)
+    const uint16_t* vt = vs + (t & 1) * Sh::kKvElems;
+
+    float s[kTcKeys / 8][4];  // scores (16, 64) in 8-key blocks
+#pragma unroll
+    for (int n = 0; n < kTcKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kDSteps; ++kk)
+#pragma unroll
+      for (int n2 = 0; n2 < kTcKeys / 16; ++n2) {
+        // matrices: keys n2*16 + [0, 8) then + [8, 16); for each, head dims kk*16 + [0, 8) then + [8, 16)
+        uint32_t bf[4];
+        ldmatrix_x4(bf, smem_u32(kt + (n2 * 16 + lane % 8 + (lane / 16) * 8) * kLd + kk * 16 +
+                                 ((lane / 8) % 2) * 8));
+        mma_bf16(s[2 * n2], qf[kk], bf[0], bf[1]);
+        mma_bf16(s[2 * n2 + 1], qf[kk], bf[2], bf[3]);
+      }
+
+    // Every row of the CTA sees every key of the tile: no causal cut, no window edge, no key past S.
+    const bool interior = j0 + kTcKeys - 1 <= g.q_offset + i0 && j0 + kTcKeys <= g.S &&
+                          (g.window == 0 || g.q_offset + i0 + kTcRows - 1 - j0 < g.window);
+#pragma unroll
+    for (int n = 0; n < kTcKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * g.scale_log2;
+        if (!interior) {
+          const int64_t i = row_a + (e / 2) * 8, j = j0 + n * 8 + tig * 2 + (e % 2);
+          const int64_t pos = g.q_offset + i;
+          const bool vis = i < g.Tq && j < g.S && j <= pos && (g.window == 0 || pos - j < g.window);
+          if (!vis) x = kTcNegInf;
+        }
+        s[n][e] = x;
+      }
+
+    // Online softmax; the 4 lanes of a quad share rows gid and gid + 8.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = kTcNegInf;
+#pragma unroll
+      for (int n = 0; n < kTcKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      const float base = m_new == kTcNegInf ? 0.0f : m_new;  // a row that saw nothing yet stays at 0
+      const float alpha = fast_exp2(m[r] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kTcKeys / 8; ++n) {
+        const float p0 = fast_exp2(s[n][2 * r] - base), p1 = fast_exp2(s[n][2 * r + 1] - base);
+        s[n][2 * r] = p0;
+        s[n][2 * r + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = m_new;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+    }
+
+    // O += P V over 16-key steps.
+#pragma unroll
+    for (int kk = 0; kk < kTcKeys / 16; ++kk) {
+      const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int d2 = 0; d2 < kDSteps; ++d2) {
+        // matrices: keys kk*16 + [0, 8) and + [8, 16) of head dims d2*16 + [0, 8), then of + [8, 16)
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, smem_u32(vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 +
+                                       (lane / 16) * 8));
+        mma_bf16(o[2 * d2], pa, bf[0], bf[1]);
+        mma_bf16(o[2 * d2 + 1], pa, bf[2], bf[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's prefetch overwrites this tile's buffers
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int64_t i = row_a + r * 8;
+    if (i >= g.Tq) continue;
+    // Every row sees at least its own position's key, so sum > 0; the guard mirrors attention.cu.
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    uint16_t* orow = out + (b * g.Tq + i) * q_ld + h * HD;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n)
+      *reinterpret_cast<uint32_t*>(orow + n * 8 + tig * 2) =
+          pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    if (tig == 0) lse[(b * g.H + h) * g.Tq + i] = sum > 0.0f ? m[r] * kLn2 + logf(sum) : -kTcNegInf;
+  }
+}
+
+}  // namespace
+
+bool attention_forward_tc_eligible(DType dt, const AttentionLaunch& a, const void* out, const void* q,
+                                   const void* k, const void* v) {
+  return dt == DType::BF16 && (a.head_dim == 64 || a.head_dim == 128) && a.q_segments == nullptr &&
+         a.k_segments == nullptr && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && aligned16(out) &&
+         aligned16(q) && aligned16(k) && aligned16(v);
+}
+
+void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q, const void* k,
+                                 const void* v, cudaStream_t s) {
+  if (a.batch * a.q_len * a.heads == 0) return;
+  const TcGeometry g{a.batch,    a.q_len,  a.kv_len, a.heads, a.kv_heads,
+                     a.q_offset, a.window, float(a.scale * kLog2e)};
+  const dim3 grid(unsigned((a.q_len + kTcRows - 1) / kTcRows), unsigned(a.heads), unsigned(a.batch));
+  auto launch = [&](auto kernel, size_t smem) {
+    LT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<grid, kTcThreads, smem, s>>>(g, static_cast<uint16_t*>(out), lse, static_cast<const uint16_t*>(q),
+                                          static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v));
+    LT_CUDA_CHECK_LAUNCH();
+  };
+  if (a.head_dim == 64)
+    launch(attention_forward_tc_kernel<64>, TcShape<64>::kSmemBytes);
+  else
+    launch(attention_forward_tc_kernel<128>, TcShape<128>::kSmemBytes);
+}
+
+bool attention_kernel_simt_forced() {
+  const char* v = std::getenv("LT_ATTENTION_KERNEL");
+  return v != nullptr && std::string_view(v) == "simt";
+}
+
+}  // namespace lt::ops::cuda
