@@ -50,7 +50,8 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
                        Tensor q_segments, Tensor k_segments) {
   const DType dt = attention_dtype(p, q, lse, {&out, &k, &v}, "attention_forward");
   const AttentionLaunch a = to_launch(p, q_segments, k_segments);
-  if (!attention_kernel_simt_forced() && attention_forward_tc_eligible(dt, a, out.data, q.data, k.data, v.data))
+  if (!attention_kernel_simt_forced() &&
+      attention_forward_tc_eligible(dt, a, out.data, q.data, k.data, v.data))
     launch_attention_forward_tc(a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
                                 current_stream());
   else

@@ -17,9 +17,9 @@
 // and the loop ends at the last row's last visible key.
 //
 // mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig):
-//   A (16 x 16, row): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..), a2 (gid, 2tig + 8..), a3 (gid + 8, 2tig + 8..)
-//   B (16 x 8, col):  b0 (k 2tig..+1, n gid), b1 (k 2tig + 8.., n gid)
-//   C (16 x 8 f32):   c0, c1 (gid, 2tig..+1), c2, c3 (gid + 8, 2tig..+1)
+//   A (16 x 16, row): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..), a2 (gid, 2tig + 8..), a3 (gid + 8, 2tig
+//   + 8..) B (16 x 8, col):  b0 (k 2tig..+1, n gid), b1 (k 2tig + 8.., n gid) C (16 x 8 f32):   c0, c1 (gid,
+//   2tig..+1), c2, c3 (gid + 8, 2tig..+1)
 #include <cuda_bf16.h>
 
 #include <cstdlib>
@@ -109,8 +109,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // rows [row0, row0 + ROWS) of x (row stride ld elements, HD columns) -> tile (ROWS, HD + 8); rows at or
 // past `limit` become zeros.
 template <int HD, int ROWS>
-__device__ __forceinline__ void load_tile_async(uint16_t* tile, const uint16_t* x, int64_t row0, int64_t limit,
-                                                int64_t ld) {
+__device__ __forceinline__ void load_tile_async(uint16_t* tile, const uint16_t* x, int64_t row0,
+                                                int64_t limit, int64_t ld) {
   constexpr int kChunks = TcShape<HD>::kChunks;
   for (int c = threadIdx.x; c < ROWS * kChunks; c += kTcThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(kTcThreads)
   for (int n = 0; n < HD / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
-  float m[2] = {kTcNegInf, kTcNegInf};  // running max of rows gid, gid + 8 (log2 units)
-  float l[2] = {0.0f, 0.0f};            // this lane's part of their running sums
+  float m[2] = {kTcNegInf, kTcNegInf};         // running max of rows gid, gid + 8 (log2 units)
+  float l[2] = {0.0f, 0.0f};                   // this lane's part of their running sums
   const int64_t row_a = i0 + warp * 16 + gid;  // the lane's rows: row_a and row_a + 8
 
   for (int64_t t = 0; t < n_tiles; ++t) {
@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int n2 = 0; n2 < kTcKeys / 16; ++n2) {
         // matrices: keys n2*16 + [0, 8) then + [8, 16); for each, head dims kk*16 + [0, 8) then + [8, 16)
         uint32_t bf[4];
-        ldmatrix_x4(bf, smem_u32(kt + (n2 * 16 + lane % 8 + (lane / 16) * 8) * kLd + kk * 16 +
-                                 ((lane / 8) % 2) * 8));
+        ldmatrix_x4(
+            bf, smem_u32(kt + (n2 * 16 + lane % 8 + (lane / 16) * 8) * kLd + kk * 16 + ((lane / 8) % 2) * 8));
         mma_bf16(s[2 * n2], qf[kk], bf[0], bf[1]);
         mma_bf16(s[2 * n2 + 1], qf[kk], bf[2], bf[3]);
       }
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kTcThreads)
         s[n][e] = x;
       }
 
-    // Online softmax; the 4 lanes of a quad share rows gid and gid + 8.
+      // Online softmax; the 4 lanes of a quad share rows gid and gid + 8.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = kTcNegInf;
@@ -258,8 +258,8 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int d2 = 0; d2 < kDSteps; ++d2) {
         // matrices: keys kk*16 + [0, 8) and + [8, 16) of head dims d2*16 + [0, 8), then of + [8, 16)
         uint32_t bf[4];
-        ldmatrix_x4_trans(bf, smem_u32(vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 +
-                                       (lane / 16) * 8));
+        ldmatrix_x4_trans(
+            bf, smem_u32(vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 + (lane / 16) * 8));
         mma_bf16(o[2 * d2], pa, bf[0], bf[1]);
         mma_bf16(o[2 * d2 + 1], pa, bf[2], bf[3]);
       }
@@ -294,16 +294,17 @@ bool attention_forward_tc_eligible(DType dt, const AttentionLaunch& a, const voi
          aligned16(q) && aligned16(k) && aligned16(v);
 }
 
-void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q, const void* k,
-                                 const void* v, cudaStream_t s) {
+void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q,
+                                 const void* k, const void* v, cudaStream_t s) {
   if (a.batch * a.q_len * a.heads == 0) return;
-  const TcGeometry g{a.batch,    a.q_len,  a.kv_len, a.heads, a.kv_heads,
-                     a.q_offset, a.window, float(a.scale * kLog2e)};
+  const TcGeometry g{a.batch,    a.q_len,    a.kv_len, a.heads,
+                     a.kv_heads, a.q_offset, a.window, float(a.scale * kLog2e)};
   const dim3 grid(unsigned((a.q_len + kTcRows - 1) / kTcRows), unsigned(a.heads), unsigned(a.batch));
   auto launch = [&](auto kernel, size_t smem) {
     LT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<grid, kTcThreads, smem, s>>>(g, static_cast<uint16_t*>(out), lse, static_cast<const uint16_t*>(q),
-                                          static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v));
+    kernel<<<grid, kTcThreads, smem, s>>>(g, static_cast<uint16_t*>(out), lse,
+                                          static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
+                                          static_cast<const uint16_t*>(v));
     LT_CUDA_CHECK_LAUNCH();
   };
   if (a.head_dim == 64)
