@@ -1,9 +1,10 @@
 // The tensor-core bf16 flash-attention forward (attention_tc.cu) vs the CPU float64 reference and vs the
 // CUDA-core kernels of attention.cu (forced with LT_ATTENTION_KERNEL=simt) on the same inputs. Shapes:
 // head dims 64 and 128, GQA groups 1 to 4, Tq = S and chunks at a query offset into a longer key range,
-// odd lengths, sliding windows (down to 1 token). The backward (attention.cu) is run on the new forward's
-// out and lse and checked as well. Prints PARITY rows like test_attention_parity.cpp, and ATTN_BENCH
-// timing rows (printed, not asserted).
+// odd lengths, sliding windows (down to 1 token). The tensor-core backward (attention_tc_bwd.cu) likewise:
+// vs the reference, vs the SIMT backward on the same forward outputs (dk, dv start from random values:
+// both add into them), and run-to-run bit equality. Prints PARITY rows like test_attention_parity.cpp, and
+// ATTN_BENCH timing rows (printed, not asserted).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -95,20 +96,29 @@ TEST(CudaParity, AttentionTensorCoreForward) {
     DeviceTensor g_q = upload(q, dt, {B, Tq, H, HD}), g_k = upload(k, dt, {B, S, KVH, HD});
     DeviceTensor g_v = upload(v, dt, {B, S, KVH, HD}), g_dout = upload(dout, dt, {B, Tq, H, HD});
     DeviceTensor g_dk = upload(dk, dt, {B, S, KVH, HD}), g_dv = upload(dv, dt, {B, S, KVH, HD});
+    std::vector<double> dk_start = dk, dv_start = dv;  // rounded by the uploads above: the same start values
+    DeviceTensor g_dk2 = upload(dk_start, dt, {B, S, KVH, HD}), g_dv2 = upload(dv_start, dt, {B, S, KVH, HD});
+    DeviceTensor s_dk = upload(dk_start, dt, {B, S, KVH, HD}), s_dv = upload(dv_start, dt, {B, S, KVH, HD});
     DeviceTensor g_out = poisoned(dt, {B, Tq, H, HD}), g_dq = poisoned(dt, {B, Tq, H, HD});
-    DeviceTensor g_lse = poisoned(DType::F32, {B, H, Tq});
+    DeviceTensor g_lse = poisoned(DType::F32, {B, H, Tq}), g_dq2 = poisoned(dt, {B, Tq, H, HD});
     DeviceTensor g_out2 = poisoned(dt, {B, Tq, H, HD}), g_lse2 = poisoned(DType::F32, {B, H, Tq});
     DeviceTensor s_out = poisoned(dt, {B, Tq, H, HD}), s_lse = poisoned(DType::F32, {B, H, Tq});
+    DeviceTensor s_dq = poisoned(dt, {B, Tq, H, HD});
     {
       KernelChoice tc(nullptr);
       ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       ops::attention_forward(p, g_out2.t, g_lse2.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
                               Tensor(), Tensor());
+      ops::attention_backward(p, g_dq2.t, g_dk2.t, g_dv2.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+                              Tensor(), Tensor());
     }
     {
       KernelChoice simt("simt");
       ops::attention_forward(p, s_out.t, s_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
+      // On the tensor-core forward's out and lse, so that only the backward kernels differ.
+      ops::attention_backward(p, s_dq.t, s_dk.t, s_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+                              Tensor(), Tensor());
     }
 
     std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq);
@@ -119,22 +129,31 @@ TEST(CudaParity, AttentionTensorCoreForward) {
                                  host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}), host(q, {B, Tq, H, HD}),
                                  host(k, {B, S, KVH, HD}), host(v, {B, S, KVH, HD}), Tensor(), Tensor());
     const std::vector<double> tc_out = test::download(g_out), tc_lse = test::download(g_lse);
-    Worst fw, bw, ab;
+    const std::vector<double> tc_dq = test::download(g_dq), tc_dk = test::download(g_dk);
+    const std::vector<double> tc_dv = test::download(g_dv);
+    Worst fw, bw, ab_fw, ab_bw;
     fw.add("out", tc_out, out);
     fw.add("lse", tc_lse, lse);
-    bw.add("dq", test::download(g_dq), dq);
-    bw.add("dk", test::download(g_dk), dk);
-    bw.add("dv", test::download(g_dv), dv);
-    ab.add("out", tc_out, test::download(s_out));
-    ab.add("lse", tc_lse, test::download(s_lse));
+    bw.add("dq", tc_dq, dq);
+    bw.add("dk", tc_dk, dk);
+    bw.add("dv", tc_dv, dv);
+    ab_fw.add("out", tc_out, test::download(s_out));
+    ab_fw.add("lse", tc_lse, test::download(s_lse));
+    ab_bw.add("dq", tc_dq, test::download(s_dq));
+    ab_bw.add("dk", tc_dk, test::download(s_dk));
+    ab_bw.add("dv", tc_dv, test::download(s_dv));
     report("attention_fwd_tc", dt, describe(c), fw, tolerance(dt));
-    report("attention_bwd_after_tc", dt, describe(c), bw, tolerance(dt));
-    report("attention_fwd_tc_vs_simt", dt, describe(c), ab, tolerance(dt));
+    report("attention_bwd_tc", dt, describe(c), bw, tolerance(dt));
+    report("attention_fwd_tc_vs_simt", dt, describe(c), ab_fw, tolerance(dt));
+    report("attention_bwd_tc_vs_simt", dt, describe(c), ab_bw, tolerance(dt));
 
     // Same inputs, same bits; and the variable really switched kernels (P is rounded to bf16 on the tensor
     // cores only, so some output bits differ once a row sees more than one key).
     EXPECT_EQ(bytes_of(g_out), bytes_of(g_out2)) << describe(c) << ": two forward runs differ";
     EXPECT_EQ(bytes_of(g_lse), bytes_of(g_lse2)) << describe(c) << ": two forward runs differ (lse)";
+    EXPECT_EQ(bytes_of(g_dq), bytes_of(g_dq2)) << describe(c) << ": two backward runs differ (dq)";
+    EXPECT_EQ(bytes_of(g_dk), bytes_of(g_dk2)) << describe(c) << ": two backward runs differ (dk)";
+    EXPECT_EQ(bytes_of(g_dv), bytes_of(g_dv2)) << describe(c) << ": two backward runs differ (dv)";
     if (Tq * S >= 100 * 100 && window != 1) {
       EXPECT_NE(bytes_of(g_out), bytes_of(s_out))
           << describe(c) << ": LT_ATTENTION_KERNEL=simt gave the same bits: did the same kernel run twice?";
