@@ -32,29 +32,33 @@ using test::tolerance;
 using test::upload;
 using test::Worst;
 
-constexpr const char* kKernelVar = "LT_ATTENTION_KERNEL";
-
-// Sets LT_ATTENTION_KERNEL to `value` (nullptr: unset) for its lifetime, then restores what was there.
-class KernelChoice {
+// Sets an environment variable to `value` (nullptr: unset) for its lifetime, then restores what was there.
+class EnvSetting {
  public:
-  explicit KernelChoice(const char* value) {
-    if (const char* old = std::getenv(kKernelVar)) saved_ = std::string(old);
+  EnvSetting(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = std::string(old);
     if (value)
-      setenv(kKernelVar, value, 1);
+      setenv(name, value, 1);
     else
-      unsetenv(kKernelVar);
+      unsetenv(name);
   }
-  ~KernelChoice() {
+  ~EnvSetting() {
     if (saved_)
-      setenv(kKernelVar, saved_->c_str(), 1);
+      setenv(name_, saved_->c_str(), 1);
     else
-      unsetenv(kKernelVar);
+      unsetenv(name_);
   }
-  KernelChoice(const KernelChoice&) = delete;
-  KernelChoice& operator=(const KernelChoice&) = delete;
+  EnvSetting(const EnvSetting&) = delete;
+  EnvSetting& operator=(const EnvSetting&) = delete;
 
  private:
+  const char* name_;
   std::optional<std::string> saved_;
+};
+
+// LT_ATTENTION_KERNEL: nullptr = the default choice (tensor cores where they apply), "simt" = attention.cu.
+struct KernelChoice : EnvSetting {
+  explicit KernelChoice(const char* value) : EnvSetting("LT_ATTENTION_KERNEL", value) {}
 };
 
 struct Case {
@@ -143,6 +147,16 @@ TEST(CudaParity, AttentionTensorCoreForward) {
     ab_bw.add("dk", tc_dk, test::download(s_dk));
     ab_bw.add("dv", tc_dv, test::download(s_dv));
     report("attention_fwd_tc", dt, describe(c), fw, tolerance(dt));
+    for (const char* rows : {"64", "128"}) {  // both CTA heights of the forward, whichever is the default
+      EnvSetting tc_rows("LT_ATTENTION_TC_ROWS", rows);
+      KernelChoice tc(nullptr);
+      DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
+      ops::attention_forward(p, r_out.t, r_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
+      Worst w;
+      w.add("out", test::download(r_out), out);
+      w.add("lse", test::download(r_lse), lse);
+      report(std::string("attention_fwd_tc_rows") + rows, dt, describe(c), w, tolerance(dt));
+    }
     report("attention_bwd_tc", dt, describe(c), bw, tolerance(dt));
     report("attention_fwd_tc_vs_simt", dt, describe(c), ab_fw, tolerance(dt));
     report("attention_bwd_tc_vs_simt", dt, describe(c), ab_bw, tolerance(dt));
@@ -206,8 +220,11 @@ TEST(CudaBench, AttentionTensorCoreTiming) {
   ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e2), cudaSuccess);
-  for (const char* kernel : {"tc", "simt"}) {
-    KernelChoice choice(std::strcmp(kernel, "simt") == 0 ? "simt" : nullptr);
+  // tc64 / tc128: the tensor-core forward with 64 or 128 query rows per CTA (LT_ATTENTION_TC_ROWS).
+  for (const char* kernel : {"tc64", "tc128", "simt"}) {
+    const bool simt = std::strcmp(kernel, "simt") == 0;
+    KernelChoice choice(simt ? "simt" : nullptr);
+    EnvSetting rows("LT_ATTENTION_TC_ROWS", simt ? nullptr : kernel + 2);
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 4; ++it) {
       cudaEventRecord(e0);
@@ -226,7 +243,7 @@ TEST(CudaBench, AttentionTensorCoreTiming) {
     std::sort(bw_ms.begin(), bw_ms.end());
     const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
     std::printf(
-        "ATTN_BENCH kernel=%-4s bf16 causal B=%lld T=%lld H=%lld/%lld HD=%lld  fwd %.3f ms %.1f TFLOP/s  "
+        "ATTN_BENCH kernel=%-5s bf16 causal B=%lld T=%lld H=%lld/%lld HD=%lld  fwd %.3f ms %.1f TFLOP/s  "
         "bwd %.3f ms %.1f TFLOP/s\n",
         kernel, (long long)B, (long long)T, (long long)H, (long long)KVH, (long long)HD, fw,
         fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9);

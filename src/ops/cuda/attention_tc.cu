@@ -36,20 +36,24 @@ namespace {
 
 using namespace tc;
 
-template <int HD>
-__global__ void __launch_bounds__(kTcThreads)
+constexpr bool kTcForwardWide = false;  // the forward's default: 128 query rows per CTA (true) or 64
+
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(kWarp* WARPS)
     attention_forward_tc_kernel(TcGeometry g, uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                                 const uint16_t* v) {
   using Sh = TcShape<HD>;
   constexpr int kLd = Sh::kLd;
+  constexpr int kRows = 16 * WARPS;  // query rows of the CTA
+  constexpr int kQElems = kRows * kLd;
   constexpr int kDSteps = HD / 16;  // k-steps of Q K^T, and 16-column pairs of the output
   extern __shared__ __align__(16) uint16_t tc_smem[];
-  uint16_t* qs = tc_smem;                // (kTcRows, HD + 8)
-  uint16_t* ks = qs + Sh::kQElems;       // 2 x (kTcKeys, HD + 8)
+  uint16_t* qs = tc_smem;                // (kRows, HD + 8)
+  uint16_t* ks = qs + kQElems;           // 2 x (kTcKeys, HD + 8)
   uint16_t* vs = ks + 2 * Sh::kKvElems;  // 2 x (kTcKeys, HD + 8)
 
   // Late query tiles see the most keys under the causal mask: start them first.
-  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * kTcRows, h = blockIdx.y, b = blockIdx.z;
+  const int64_t i0 = int64_t(gridDim.x - 1 - blockIdx.x) * kRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (g.H / g.KVH);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int gid = lane / 4, tig = lane % 4;
@@ -60,14 +64,14 @@ __global__ void __launch_bounds__(kTcThreads)
 
   // Keys [j_first, key_end) hold every key a row of this tile may see (ops.h: both ends of the visible
   // interval never decrease with the row; S >= q_offset + Tq).
-  const int64_t rows_end = i0 + kTcRows < g.Tq ? i0 + kTcRows : g.Tq;
+  const int64_t rows_end = i0 + kRows < g.Tq ? i0 + kRows : g.Tq;
   const int64_t key_end = g.q_offset + rows_end;
   int64_t key_lo = 0;
   if (g.window > 0 && g.q_offset + i0 - g.window + 1 > 0) key_lo = g.q_offset + i0 - g.window + 1;
   const int64_t j_first = key_lo / kTcKeys * kTcKeys;
   const int64_t n_tiles = (key_end - j_first + kTcKeys - 1) / kTcKeys;  // >= 1
 
-  load_tile_async<HD, kTcRows>(qs, qb, i0, g.Tq, q_ld);
+  load_tile_async<HD, kRows>(qs, qb, i0, g.Tq, q_ld);
   load_tile_async<HD, kTcKeys>(ks, kb, j_first, g.S, kv_ld);
   load_tile_async<HD, kTcKeys>(vs, vb, j_first, g.S, kv_ld);
   cp_async_commit();
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(kTcThreads)
 
     // Every row of the CTA sees every key of the tile: no causal cut, no window edge, no key past S.
     const bool interior = j0 + kTcKeys - 1 <= g.q_offset + i0 && j0 + kTcKeys <= g.S &&
-                          (g.window == 0 || g.q_offset + i0 + kTcRows - 1 - j0 < g.window);
+                          (g.window == 0 || g.q_offset + i0 + kRows - 1 - j0 < g.window);
 #pragma unroll
     for (int n = 0; n < kTcKeys / 8; ++n)
 #pragma unroll
@@ -218,18 +222,28 @@ void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse
   const TcGeometry g{a.batch,       a.q_len,    a.kv_len, a.heads,
                      a.kv_heads,    a.q_offset, a.window, float(a.scale * kLog2e),
                      float(a.scale)};
-  const dim3 grid(unsigned((a.q_len + kTcRows - 1) / kTcRows), unsigned(a.heads), unsigned(a.batch));
-  auto launch = [&](auto kernel, size_t smem) {
+  auto launch = [&](auto kernel, int warps) {
+    const int rows = 16 * warps;
+    const size_t smem = sizeof(uint16_t) * size_t(rows + 4 * kTcKeys) * size_t(a.head_dim + 8);
+    const dim3 grid(unsigned((a.q_len + rows - 1) / rows), unsigned(a.heads), unsigned(a.batch));
     LT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<grid, kTcThreads, smem, s>>>(g, static_cast<uint16_t*>(out), lse,
-                                          static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
-                                          static_cast<const uint16_t*>(v));
+    kernel<<<grid, kWarp * warps, smem, s>>>(g, static_cast<uint16_t*>(out), lse,
+                                             static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
+                                             static_cast<const uint16_t*>(v));
     LT_CUDA_CHECK_LAUNCH();
   };
-  if (a.head_dim == 64)
-    launch(attention_forward_tc_kernel<64>, TcShape<64>::kSmemBytes);
+  // Query rows per CTA: 64 (4 warps) or 128 (8 warps, half the K/V traffic per query row);
+  // LT_ATTENTION_TC_ROWS=64|128 overrides the default (tuning).
+  const char* rows_var = std::getenv("LT_ATTENTION_TC_ROWS");
+  const bool wide = rows_var ? std::string_view(rows_var) == "128" : kTcForwardWide;
+  if (a.head_dim == 64 && wide)
+    launch(attention_forward_tc_kernel<64, 8>, 8);
+  else if (a.head_dim == 64)
+    launch(attention_forward_tc_kernel<64, 4>, 4);
+  else if (wide)
+    launch(attention_forward_tc_kernel<128, 8>, 8);
   else
-    launch(attention_forward_tc_kernel<128>, TcShape<128>::kSmemBytes);
+    launch(attention_forward_tc_kernel<128, 4>, 4);
 }
 
 bool attention_kernel_simt_forced() {

@@ -19,7 +19,7 @@
 
 namespace lt::ops::cuda::tc {
 
-inline constexpr int kTcWarps = 4;
+inline constexpr int kTcWarps = 4;  // of the backward kernels, and the forward's default
 inline constexpr int kTcThreads = kWarp * kTcWarps;
 inline constexpr int kTcRows = 16 * kTcWarps;  // query rows of a CTA (64)
 inline constexpr int kTcKeys = 64;             // keys of a tile
@@ -32,9 +32,7 @@ struct TcShape {
   // bf16 elements per shared row: 16 bytes of padding put the 8 rows an ldmatrix reads on different banks.
   static constexpr int kLd = HD + 8;
   static constexpr int kChunks = HD / 8;  // 16-byte pieces of a row
-  static constexpr int kQElems = kTcRows * kLd;
   static constexpr int kKvElems = kTcKeys * kLd;
-  static constexpr size_t kSmemBytes = sizeof(uint16_t) * (kQElems + 4 * kKvElems);  // Q, K x 2, V x 2
 };
 
 struct TcGeometry {
@@ -99,7 +97,7 @@ template <int HD, int ROWS>
 __device__ __forceinline__ void load_tile_async(uint16_t* tile, const uint16_t* x, int64_t row0,
                                                 int64_t limit, int64_t ld) {
   constexpr int kChunks = TcShape<HD>::kChunks;
-  for (int c = threadIdx.x; c < ROWS * kChunks; c += kTcThreads) {
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += blockDim.x) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < limit;
     const uint16_t* src = x + (valid ? row0 + r : 0) * ld + col;
