@@ -143,7 +143,9 @@ TEST(CudaParity, AttentionTensorCoreForward) {
     bw.add("dv", tc_dv, dv);
     ab_fw.add("out", tc_out, test::download(s_out));
     ab_fw.add("lse", tc_lse, test::download(s_lse));
-    ab_bw.add("dq", tc_dq, test::download(s_dq));
+    // With a one-token window dS = dP - delta is zero up to rounding: both kernels' dq are noise around 0
+    // (checked against the reference above, which is exactly 0 there), not comparable with each other.
+    if (window != 1) ab_bw.add("dq", tc_dq, test::download(s_dq));
     ab_bw.add("dk", tc_dk, test::download(s_dk));
     ab_bw.add("dv", tc_dv, test::download(s_dv));
     report("attention_fwd_tc", dt, describe(c), fw, tolerance(dt));
