@@ -149,15 +149,16 @@ TEST(CudaParity, AttentionTensorCoreForward) {
     ab_bw.add("dk", tc_dk, test::download(s_dk));
     ab_bw.add("dv", tc_dv, test::download(s_dv));
     report("attention_fwd_tc", dt, describe(c), fw, tolerance(dt));
-    for (const char* rows : {"64", "128"}) {  // both CTA heights of the forward, whichever is the default
-      EnvSetting tc_rows("LT_ATTENTION_TC_ROWS", rows);
+    for (const char* shape :
+         {"4x1", "8x1", "4x2"}) {  // every CTA shape of the forward, whichever is the default
+      EnvSetting tc_shape("LT_ATTENTION_TC_SHAPE", shape);
       KernelChoice tc(nullptr);
       DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
       ops::attention_forward(p, r_out.t, r_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       Worst w;
       w.add("out", test::download(r_out), out);
       w.add("lse", test::download(r_lse), lse);
-      report(std::string("attention_fwd_tc_rows") + rows, dt, describe(c), w, tolerance(dt));
+      report(std::string("attention_fwd_tc_") + shape, dt, describe(c), w, tolerance(dt));
     }
     report("attention_bwd_tc", dt, describe(c), bw, tolerance(dt));
     report("attention_fwd_tc_vs_simt", dt, describe(c), ab_fw, tolerance(dt));
@@ -222,11 +223,12 @@ TEST(CudaBench, AttentionTensorCoreTiming) {
   ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e2), cudaSuccess);
-  // tc64 / tc128: the tensor-core forward with 64 or 128 query rows per CTA (LT_ATTENTION_TC_ROWS).
-  for (const char* kernel : {"tc64", "tc128", "simt"}) {
+  // tc4x1 / tc8x1 / tc4x2: the tensor-core forward's CTA shapes, warps x 16-row blocks per warp
+  // (LT_ATTENTION_TC_SHAPE); the backward is the same in all three.
+  for (const char* kernel : {"tc4x1", "tc8x1", "tc4x2", "simt"}) {
     const bool simt = std::strcmp(kernel, "simt") == 0;
     KernelChoice choice(simt ? "simt" : nullptr);
-    EnvSetting rows("LT_ATTENTION_TC_ROWS", simt ? nullptr : kernel + 2);
+    EnvSetting shape("LT_ATTENTION_TC_SHAPE", simt ? nullptr : kernel + 2);
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 4; ++it) {
       cudaEventRecord(e0);
