@@ -2,10 +2,11 @@
 // the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments (attention_host.cpp
 // decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to attention.cu's kernels).
 //
-// One CTA per (query tile of 128 or 64 rows, head, batch); 8 or 4 warps, each owns 16 query rows for the
-// whole key loop. Key/value tiles of kTcKeys rows stream through shared memory with cp.async, double buffered
-// (tile t + 1 loads while tile t is used). Per tile and warp:
-//   S (16, 64) = Q K^T with mma.sync m16n8k16 (Q fragments stay in registers, K read by ldmatrix),
+// One CTA per (query tile, head, batch): by default 4 warps, each owning 32 query rows (two 16-row MMA
+// blocks, so that each K / V fragment read from shared memory feeds two MMAs) for the whole key loop.
+// Key/value tiles of kTcKeys rows stream through shared memory with cp.async, double buffered (tile t + 1
+// loads while tile t is used). Per tile and 16-row block:
+//   S (16, 64) = Q K^T with mma.sync m16n8k16 (Q and K fragments read by ldmatrix),
 //   scores prescaled by scale * log2(e) so that exp2 gives the softmax, running row max m and partial row
 //   sums l in registers (each row lives in a quad of 4 lanes, reduced by shuffles), the output
 //   accumulator rescaled by exp2(m_old - m_new), then O (16, HD) += P V with P converted to bf16 straight
@@ -36,9 +37,10 @@ namespace {
 
 using namespace tc;
 
-// The forward's CTA shape (tuned on the H200 at B=1 T=8192 H=32/8 HD=128 causal).
-constexpr int kFwdWarps = 8;
-constexpr int kFwdMTiles = 1;
+// The forward's CTA shape, tuned on the H200 at B=1 T=8192 H=32/8 HD=128 causal: 4 warps x 32 rows ran
+// 264 TFLOP/s, 8 x 16 rows 231, 4 x 16 rows 212.
+constexpr int kFwdWarps = 4;
+constexpr int kFwdMTiles = 2;
 
 // WARPS warps, each owning MT blocks of 16 query rows: the CTA holds 16 * MT * WARPS rows. With MT = 2 each
 // K / V fragment read from shared memory feeds two MMAs (half the shared-memory traffic per FLOP); the Q
