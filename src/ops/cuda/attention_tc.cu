@@ -17,10 +17,8 @@
 // applied per element on the tiles that need them; tiles wholly before the first row's window are skipped
 // and the loop ends at the last row's last visible key.
 //
-// mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig):
-//   A (16 x 16, row): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..), a2 (gid, 2tig + 8..), a3 (gid + 8, 2tig
-//   + 8..) B (16 x 8, col):  b0 (k 2tig..+1, n gid), b1 (k 2tig + 8.., n gid) C (16 x 8 f32):   c0, c1 (gid,
-//   2tig..+1), c2, c3 (gid + 8, 2tig..+1)
+// attention_tc.cuh describes the mma fragments.
+
 #include <cuda_bf16.h>
 
 #include <cstdlib>

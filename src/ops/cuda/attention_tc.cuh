@@ -2,10 +2,11 @@
 // tile geometry, and thin wrappers of the PTX instructions they use (cp.async, ldmatrix, mma.sync m16n8k16
 // bf16 -> f32, ex2.approx). Header for those .cu files only.
 //
-// mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig):
-//   A (16 x 16, row): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..), a2 (gid, 2tig + 8..), a3 (gid + 8, 2tig
-//   + 8..) B (16 x 8, col):  b0 (k 2tig..+1, n gid), b1 (k 2tig + 8.., n gid) C (16 x 8 f32):   c0, c1 (gid,
-//   2tig..+1), c2, c3 (gid + 8, 2tig..+1)
+// mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig), as (row, columns) of each register:
+// - A (16 x 16, row-major): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..+1), a2 (gid, 2tig + 8..+9),
+//   a3 (gid + 8, 2tig + 8..+9);
+// - B (16 x 8, column-major): b0 (k 2tig..+1, n gid), b1 (k 2tig + 8..+9, n gid);
+// - C (16 x 8, f32): c0, c1 (gid, 2tig..+1), c2, c3 (gid + 8, 2tig..+1).
 // The C fragments of two adjacent 8-column blocks form the A fragment of one 16-wide k step, so a score
 // tile becomes the left operand of the next product without leaving registers.
 #pragma once
