@@ -79,7 +79,7 @@ std::vector<uint8_t> bytes_of(const DeviceTensor& d) {
   return out;
 }
 
-TEST(CudaParity, AttentionTensorCoreForward) {
+TEST(CudaParity, AttentionTensorCoreForwardBackward) {
   LT_REQUIRE_GPU();
   const Case cases[] = {
       {1, 128, 128, 8, 2, 64, 0, 0},    {2, 256, 256, 8, 2, 128, 0, 0},  {1, 100, 1000, 8, 2, 128, 900, 0},
@@ -144,13 +144,13 @@ TEST(CudaParity, AttentionTensorCoreForward) {
     ab_fw.add("out", tc_out, test::download(s_out));
     ab_fw.add("lse", tc_lse, test::download(s_lse));
     // With a one-token window dS = dP - delta is zero up to rounding: both kernels' dq are noise around 0
-    // (checked against the reference above, which is exactly 0 there), not comparable with each other.
+    // (each checked against the float64 reference, itself ~0 there), not comparable with each other.
     if (window != 1) ab_bw.add("dq", tc_dq, test::download(s_dq));
     ab_bw.add("dk", tc_dk, test::download(s_dk));
     ab_bw.add("dv", tc_dv, test::download(s_dv));
     report("attention_fwd_tc", dt, describe(c), fw, tolerance(dt));
-    for (const char* shape :
-         {"4x1", "8x1", "4x2"}) {  // every CTA shape of the forward, whichever is the default
+    // Every CTA shape of the forward (warps x 16-row blocks per warp), whichever is the default.
+    for (const char* shape : {"4x1", "8x1", "4x2"}) {
       EnvSetting tc_shape("LT_ATTENTION_TC_SHAPE", shape);
       KernelChoice tc(nullptr);
       DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
