@@ -1,6 +1,7 @@
 // Host side of the CUDA flash attention (attention.cu): the dispatcher (ops/attention.cpp) has checked
 // shapes, params and devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 128,
-// grid limits) and launches on the current stream.
+// grid limits) and launches on the current stream: the tensor-core kernels (attention_tc.cu,
+// attention_tc_bwd.cu) where they apply, unless LT_ATTENTION_KERNEL=simt.
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
@@ -48,16 +49,27 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor q_segments, Tensor k_segments) {
   const DType dt = attention_dtype(p, q, lse, {&out, &k, &v}, "attention_forward");
-  launch_attention_forward(dt, to_launch(p, q_segments, k_segments), out.data, static_cast<float*>(lse.data),
-                           q.data, k.data, v.data, current_stream());
+  const AttentionLaunch a = to_launch(p, q_segments, k_segments);
+  if (!attention_kernel_simt_forced() && attention_tc_eligible(dt, a, {out.data, q.data, k.data, v.data}))
+    launch_attention_forward_tc(a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
+                                current_stream());
+  else
+    launch_attention_forward(dt, a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
+                             current_stream());
 }
 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
                         Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
   const DType dt = attention_dtype(p, q, lse, {&dq, &dk, &dv, &dout, &out, &k, &v}, "attention_backward");
-  launch_attention_backward(dt, to_launch(p, q_segments, k_segments), dq.data, dk.data, dv.data, dout.data,
-                            out.data, static_cast<const float*>(lse.data), q.data, k.data, v.data,
-                            current_stream());
+  const AttentionLaunch a = to_launch(p, q_segments, k_segments);
+  const auto* lse_f = static_cast<const float*>(lse.data);
+  if (!attention_kernel_simt_forced() &&
+      attention_tc_eligible(dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, q.data, k.data, v.data}))
+    launch_attention_backward_tc(a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
+                                 v.data, current_stream());
+  else
+    launch_attention_backward(dt, a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
+                              v.data, current_stream());
 }
 
 }  // namespace lt::ops::cuda

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/dtype.h"
 
@@ -88,6 +89,17 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
 void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
                                const void* dout, const void* out, const float* lse, const void* q,
                                const void* k, const void* v, cudaStream_t s);
+// The tensor-core kernels (attention_tc.cu forward, attention_tc_bwd.cu backward): bf16, head_dim 64 or
+// 128, no segments, every tensor 16-byte aligned. attention_tc_eligible says whether a call is covered
+// (`tensors`: the data pointers of all its tensors); the launchers trust that it was.
+bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_list<const void*> tensors);
+void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q,
+                                 const void* k, const void* v, cudaStream_t s);
+void launch_attention_backward_tc(const AttentionLaunch& a, void* dq, void* dk, void* dv, const void* dout,
+                                  const void* out, const float* lse, const void* q, const void* k,
+                                  const void* v, cudaStream_t s);
+// LT_ATTENTION_KERNEL=simt: always the CUDA-core kernels of attention.cu (A/B timing, parity checks).
+bool attention_kernel_simt_forced();
 
 // AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32.
 void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,
