@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# On the development machine: stages into .carry/ (git-ignored) what tools/gpu_checks.sh needs on the GPU
-# machine: the CUDA test binary and the non-system shared libraries it links (the GPU machine has none of
+# On the development machine: stages into .carry/ (git-ignored) what tools/gpu_checks.sh and
+# tools/gpu_train_checks.sh need on the GPU machine: the CUDA test binary and the CUDA leantune, the
+# non-system shared libraries they link (the GPU machine has none of
 # the Debian -dev libraries), LoRA adapters trained by leantune (fp64 and fp32) with the losses that
 # `leantune eval --adapter` reports, and a merged export.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpu=build/cpu/bin/leantune
 rm -rf .carry && mkdir -p .carry/lib .carry/rt
-cp build/cuda/bin/test_cuda .carry/
-ldd build/cuda/bin/test_cuda | awk '/=> \// {print $3}' \
+cp build/cuda/bin/test_cuda build/cuda/bin/leantune .carry/
+ldd build/cuda/bin/test_cuda build/cuda/bin/leantune | awk '/=> \// {print $3}' | sort -u \
   | grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' \
   | grep -vE 'libcu|libnv' | xargs -I{} cp -L {} .carry/lib/
 

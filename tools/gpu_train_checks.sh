@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with what tools/stage_gpu_checks.sh put in .carry/: the GPU
+# training path end to end, each stage under its own time limit, logs under $OUT, a short table last.
+#   1. test_cuda: every op and the whole model (loss and every gradient) vs the CPU float64 reference,
+#      chunked == whole on the GPU, train --device cuda vs the CPU run, GPU resume bit-identical;
+#   2. the demo (demo/demo.sh picks the GPU from `leantune devices`);
+#   3. Llama-3.1-8B-shaped random weights, LoRA r=16 on all seven projections, bf16: 1024 x 8, and
+#      32768 x 1 in chunks of 4096 (issue 6's runs): tokens/s and device memory from metrics.jsonl.
+# STAGES (default "1 2 3") picks stages.
+set -uo pipefail
+out=${OUT:-/tmp/gpu_train_checks}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+lt=.carry/leantune
+stages=${STAGES:-1 2 3}
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+if has 1; then
+  echo "== 1. test_cuda"
+  timeout 240 .carry/test_cuda > "$out/test_cuda.log" 2>&1
+  note "test_cuda exit $?"
+  grep -E "^(PARITY|TRAIN|RESUME|DROPOUT|ATTN_BENCH|BANDWIDTH)|FAILED|PASSED" "$out/test_cuda.log" > "$out/parity.txt"
+  grep -E "FAIL|PASSED|tests ran" "$out/test_cuda.log" | tail -n 12 | tee -a "$summary"
+  grep -E "^(TRAIN|RESUME|ATTN_BENCH)" "$out/test_cuda.log" | tee -a "$summary"
+fi
+
+if has 2; then
+  echo "== 2. demo on the GPU"
+  timeout 120 bash demo/demo.sh "$lt" /tmp/lt_demo > "$out/demo.log" 2>&1
+  note "demo exit $? ($(grep -m1 '^demo device' "$out/demo.log"); $(grep 'demo finished' "$out/demo.log"))"
+fi
+
+# Random token rows for the 8B runs (pre-tokenized JSONL, every token a label).
+make_rows() {  # FILE ROWS LEN
+  python3 - "$@" <<'PY'
+import json, random, sys
+path, rows, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+random.seed(0)
+with open(path, "w") as f:
+    for _ in range(rows):
+        f.write(json.dumps({"input_ids": [random.randrange(3, 128000) for _ in range(length)]}) + "\n")
+PY
+}
+last_metrics() {  # OUTPUT_DIR LABEL
+  python3 - "$1/metrics.jsonl" "$2" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+if not rows: print(sys.argv[2], "no steps"); sys.exit()
+r = rows[-1]
+print(f"{sys.argv[2]}: {len(rows)} steps, last step loss {r['loss']:.4f}, {r['tokens_per_s']:.0f} tokens/s, "
+      f"forward {r['forward_s']:.2f} s backward {r['backward_s']:.2f} s, GPU memory in use "
+      f"{r['peak_memory_bytes'] / 2**30:.1f} GiB")
+PY
+}
+run_8b() {  # LABEL SEQ ROWS MICRO CHUNK STEPS LIMIT
+  local label=$1 seq=$2 rows=$3 micro=$4 chunk=$5 steps=$6 limit=$7
+  make_rows "/tmp/rows_$seq.jsonl" "$rows" "$seq"
+  rm -rf "/tmp/run_$label"
+  timeout "$limit" "$lt" train --base_model bench/configs/llama3.1-8b --random_init --data_path "/tmp/rows_$seq.jsonl" \
+    --output_dir "/tmp/run_$label" --finetune lora --lora_r 16 --lora_alpha 32 --lora_dropout 0 \
+    --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj --device cuda --precision bf16 \
+    --batch_size "$micro" --micro_batch_size "$micro" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
+    --save_steps 0 --logging_steps 1 --learning_rate 1e-4 --warmup_steps 0 --chunk_size "$chunk" \
+    > "$out/train_$label.log" 2>&1
+  note "train $label exit $?: $(grep -m1 'memory plan' "$out/train_$label.log")"
+  last_metrics "/tmp/run_$label" "train $label" | tee -a "$summary"
+}
+if has 3; then
+  echo "== 3. Llama-3.1-8B-shaped LoRA runs"
+  run_8b 8b_1024x8 1024 16 8 0 4 200
+  run_8b 8b_32k_c4096 32768 1 1 4096 1 260
+fi
+echo "== summary"
+cat "$summary"
