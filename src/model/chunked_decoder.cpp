@@ -350,7 +350,13 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     ops::copy(dst[i], Tensor(chunk_major.data(), DType::I32, {B * T}));
   }
   if (packed_) ops::copy(kv_segments_, batch.segments);
-  for (KvContext& kv : kv_) kv.k_segments = packed_ ? kv_segments_ : Tensor();
+  for (KvContext& kv : kv_) {
+    kv.k_segments = packed_ ? kv_segments_ : Tensor();
+    // Positions after a chunk are masked, but a GPU kernel loads whole key tiles: masked keys must hold
+    // finite values (0 * NaN from an earlier batch's leftovers would poison P V), so the cache starts at 0.
+    ops::zero(kv.k);
+    ops::zero(kv.v);
+  }
 
   double loss_sum = 0;
   if (timing_) timing_->forward_s.assign(size_t(num_chunks()), 0.0);

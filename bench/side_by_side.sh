@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Issue 7's workloads, leantune and the PyTorch + transformers + PEFT peer (../shared/bench/hf_peer.py,
+# carried as .carry/hf_peer.py) back to back on the GPU machine, on the same settings, printed side by side
+# with the ratios. leantune runs `leantune train` (random init from bench/configs, random token rows, the
+# full optimizer step as the peer does); its tokens/s is the median over the timed steps (the first is
+# warm-up) and its memory is the GPU's memory in use after a step (the peer's is torch's peak allocation,
+# which leaves out the CUDA context: the comparison is conservative for leantune).
+#   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below)
+set -uo pipefail
+out=${OUT:-/tmp/side_by_side}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+lt=${LEANTUNE:-.carry/leantune}
+peer=${PEER:-.carry/hf_peer.py}
+table="$out/table.txt"
+
+rows_file() {  # FILE ROWS LEN VOCAB
+  python3 - "$@" <<'PY'
+import json, random, sys
+path, rows, length, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+random.seed(0)
+with open(path, "w") as f:
+    for _ in range(rows):
+        f.write(json.dumps({"input_ids": [random.randrange(3, vocab) for _ in range(length)]}) + "\n")
+PY
+}
+
+# leantune: NAME CONFIG FINETUNE SEQ BATCH CHUNK STEPS -> "tokens_per_s gib"
+leantune_run() {
+  local name=$1 config=$2 finetune=$3 seq=$4 batch=$5 chunk=$6 steps=$7
+  local vocab; vocab=$(python3 -c "import json;print(json.load(open('$config/config.json'))['vocab_size'])")
+  rows_file "/tmp/sbs_$name.jsonl" $((batch * steps)) "$seq" "$vocab"
+  rm -rf "/tmp/sbs_run_$name"
+  local lora=()
+  [ "$finetune" = lora ] && lora=(--lora_r 16 --lora_alpha 32 --lora_dropout 0
+    --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+  timeout 300 "$lt" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
+    --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
+    --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
+    --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 --warmup_steps 0 \
+    --chunk_size "$chunk" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
+  python3 - "/tmp/sbs_run_$name/metrics.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l][1:]  # the first step is warm-up
+print(round(statistics.median(r["tokens_per_s"] for r in rows)), round(max(r["peak_memory_bytes"] for r in rows) / 2**30, 1))
+PY
+}
+
+# peer: NAME ARGS... -> "tokens_per_s gib" (or "oom gib")
+peer_run() {
+  local name=$1
+  shift
+  timeout 400 python3 "$peer" "$@" > "$out/peer_$name.json" 2> "$out/peer_$name.err" || { echo "failed failed"; return; }
+  python3 - "$out/peer_$name.json" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("oom" if r.get("oom") else r["tokens_per_s"], r.get("peak_gib"))
+PY
+}
+
+row() {  # WORKLOAD LT_TOKS LT_GIB EAGER_TOKS EAGER_GIB COMPILED_TOKS COMPILED_GIB
+  python3 - "$@" <<'PY' | tee -a "$table"
+import sys
+w, lt, lg, et, eg, ct, cg = sys.argv[1:]
+def num(x):
+    try: return float(x)
+    except ValueError: return None
+peers = [num(t) for t in (et, ct) if num(t)]
+best = max(peers) if peers else None
+ratio = f"{num(lt) / best:.2f}x" if num(lt) and best else "-"
+print(f"{w:<34} {lt:>9} {lg:>7} | {et:>9} {eg:>7} | {ct:>9} {cg:>7} | {ratio:>6}")
+PY
+}
+
+run_workload() {
+  case $1 in
+    llama8b_lora_1024x8)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 1024 --batch 8)"
+      read -r ct cg <<< "$(peer_run "$1_compiled" --model llama3.1-8b --mode lora --seq 1024 --batch 8 --compile)"
+      ;;
+    llama8b_lora_16384x1)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 16384 1 4096 4)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 16384 --batch 1 --grad-ckpt --sdpa-backend cudnn)"
+      ct=-; cg=-
+      ;;
+    llama8b_lora_32768x1)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 32768 1 4096 3)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 32768 --batch 1 --grad-ckpt)"
+      ct=-; cg=-
+      ;;
+    qwen1.5b_full_1024x8)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8)"
+      read -r ct cg <<< "$(peer_run "$1_compiled" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8 --compile)"
+      ;;
+    *) echo "unknown workload $1"; return ;;
+  esac
+  row "$1" "$lt" "$lg" "$et" "$eg" "$ct" "$cg"
+}
+
+workloads=("$@")
+[ ${#workloads[@]} -eq 0 ] && workloads=(llama8b_lora_1024x8 llama8b_lora_16384x1 llama8b_lora_32768x1 qwen1.5b_full_1024x8)
+printf '%-34s %9s %7s | %9s %7s | %9s %7s | %6s\n' workload "lt tok/s" "lt GiB" "eager" "GiB" "compiled" "GiB" "ratio" | tee "$table"
+for w in "${workloads[@]}"; do run_workload "$w"; done
+echo "(ratio: leantune tokens/s over the stronger peer configuration measured here; date $(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader))" | tee -a "$table"
