@@ -10,7 +10,7 @@ set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
-lt=${LEANTUNE:-.carry/leantune}
+leantune_bin=${LEANTUNE:-.carry/leantune}
 peer=${PEER:-.carry/hf_peer.py}
 table="$out/table.txt"
 
@@ -34,7 +34,7 @@ leantune_run() {
   local lora=()
   [ "$finetune" = lora ] && lora=(--lora_r 16 --lora_alpha 32 --lora_dropout 0
     --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
-  timeout 300 "$lt" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
+  timeout 300 "$leantune_bin" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
     --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
     --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
     --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 --warmup_steps 0 \

@@ -91,14 +91,19 @@ TEST(TrainerCuda, ResumedRunEqualsUninterrupted) {
     const train::TrainResult first = train::run_training(part, interrupt);
     train::clear_stop_request();
     std::signal(SIGINT, SIG_DFL);
+    std::printf("RESUME  %-6s first run: %zu steps, interrupted %d, checkpoint '%s'\n", finetune.c_str(),
+                first.losses.size(), int(first.interrupted), first.last_checkpoint.c_str());
     ASSERT_TRUE(first.interrupted);
     part.resume = "latest";
     const train::TrainResult second = train::run_training(part, quiet_hooks());
     std::vector<double> resumed = first.losses;
     resumed.insert(resumed.end(), second.losses.begin(), second.losses.end());
     ASSERT_EQ(resumed.size(), straight.losses.size());
-    for (size_t i = 0; i < resumed.size(); ++i)
+    for (size_t i = 0; i < resumed.size(); ++i) {
       EXPECT_EQ(resumed[i], straight.losses[i]) << finetune << " step " << i + 1;
+      std::printf("RESUME  %-6s step %zu: straight %.9g resumed %.9g\n", finetune.c_str(), i + 1,
+                  straight.losses[i], resumed[i]);
+    }
     std::printf("RESUME  %-6s bf16 chunk 4: %zu steps, bit-identical losses: %s\n", finetune.c_str(),
                 resumed.size(), resumed == straight.losses ? "yes" : "NO");
   }
