@@ -24,10 +24,12 @@ train::TrainConfig gpu_test_config(const TempDir& dir, const std::string& finetu
   c.batch_size = 4;
   c.micro_batch_size = 2;
   c.learning_rate = finetune == "lora" ? 2e-2 : 5e-3;
-  c.lora_r = 4;
-  c.lora_alpha = 8;
-  c.lora_dropout = finetune == "lora" ? 0.1 : 0.0;
-  c.lora_target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  if (finetune == "lora") {  // LoRA keys only with finetune lora (a resumed run's saved config is validated)
+    c.lora_r = 4;
+    c.lora_alpha = 8;
+    c.lora_dropout = 0.1;
+    c.lora_target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  }
   c.max_grad_norm = 1.0;
   return c;
 }
