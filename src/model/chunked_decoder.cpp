@@ -280,15 +280,7 @@ LmActivations ChunkedDecoder::lm_views(int64_t k) const {
 double ChunkedDecoder::loss_forward(const ModelWeights& w, int64_t k) {
   LmActivations a = lm_views(k);
   if (!options_.fused_loss) return lm_loss_forward(config_, w, a);
-  const ModelConfig& c = config_;
-  const int64_t N = a.x.dim(0), D = c.hidden_size;
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
-  const ops::FusedLinearCrossEntropyParams p{.rows = N,
-                                             .dim = D,
-                                             .vocab = c.vocab_size,
-                                             .token_block = options_.loss_token_block,
-                                             .vocab_block = options_.loss_vocab_block};
-  return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
+  return fused_lm_loss_forward(config_, w, a, options_.loss_token_block, options_.loss_vocab_block);
 }
 
 void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor d_resid) {
@@ -302,17 +294,10 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
     lm_loss_backward(c, w, g, a, grad_scale, d_xn, d_resid);
     return;
   }
-  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
-  ops::rmsnorm_forward(norm, a.xn, a.rstd, a.x, w.final_norm);
-  const ops::FusedLinearCrossEntropyParams p{.rows = N,
-                                             .dim = D,
-                                             .vocab = c.vocab_size,
-                                             .grad_scale = grad_scale,
-                                             .token_block = options_.loss_token_block,
-                                             .vocab_block = options_.loss_vocab_block};
-  ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse,
-                                           a.labels);
-  ops::rmsnorm_backward(norm, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
+  // The chunk's final norm output is not kept across chunks: recompute it (same bits), then backward.
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block, d_xn,
+                         d_resid);
 }
 
 double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,

@@ -237,7 +237,7 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   lm_.x = resid_[size_t(L)];
   lm_.rstd = alloc("final_rstd", st, {N});
   lm_.xn = alloc("final_norm_out", dt, {N, D});
-  lm_.logits = alloc("logits", dt, {N, V});
+  if (!options_.fused_loss) lm_.logits = alloc("logits", dt, {N, V});
   lm_.lse = alloc("logits_lse", st, {N});
   lm_.losses = alloc("token_losses", st, {N});
   lm_.labels = alloc("shifted_labels", DType::I32, {N});
@@ -245,16 +245,16 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
 }
 
 size_t Decoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora, Recompute recompute, bool offload) {
-  Decoder counting(config, dtype, batch, tokens, lora, recompute);
+                            const std::vector<LoraSpec>& lora, const DecoderOptions& options, bool offload) {
+  Decoder counting(config, dtype, batch, tokens, lora, options);
   ByteCounter counter, host;
   counting.plan(counter, offload ? &host : nullptr);
   return counter.bytes;
 }
 
 size_t Decoder::offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                              const std::vector<LoraSpec>& lora, Recompute recompute) {
-  Decoder counting(config, dtype, batch, tokens, lora, recompute);
+                              const std::vector<LoraSpec>& lora, const DecoderOptions& options) {
+  Decoder counting(config, dtype, batch, tokens, lora, options);
   ByteCounter counter, host;
   counting.plan(counter, &host);
   return host.bytes;
@@ -262,8 +262,8 @@ size_t Decoder::offload_bytes(const ModelConfig& config, DType dtype, int64_t ba
 
 std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const std::vector<LoraSpec>& lora,
-                                                    Recompute recompute, bool offload) {
-  Decoder counting(config, dtype, batch, tokens, lora, recompute);
+                                                    const DecoderOptions& options, bool offload) {
+  Decoder counting(config, dtype, batch, tokens, lora, options);
   std::vector<PlannedBuffer> buffers;
   ByteCounter counter{.log = &buffers}, host;
   counting.plan(counter, offload ? &host : nullptr);
@@ -271,16 +271,24 @@ std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, D
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const std::vector<LoraSpec>& lora, Recompute recompute)
-    : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), recompute_(recompute), lora_specs_(lora) {
+                 const std::vector<LoraSpec>& lora, const DecoderOptions& options)
+    : config_(config),
+      dtype_(dtype),
+      batch_(batch),
+      tokens_(tokens),
+      recompute_(options.recompute),
+      options_(options),
+      lora_specs_(lora) {
+  LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
+           "decoder: loss blocks {} x {} must be positive", options.loss_token_block, options.loss_vocab_block);
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
            "decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-                 const std::vector<LoraSpec>& lora, Recompute recompute, Arena* offload)
-    : Decoder(config, dtype, batch, tokens, lora, recompute) {
+                 const std::vector<LoraSpec>& lora, const DecoderOptions& options, Arena* offload)
+    : Decoder(config, dtype, batch, tokens, lora, options) {
   check_compute_dtype(arena.device(), dtype, "decoder");
   device_ = arena.device();
   ArenaAllocator allocator{arena};
@@ -341,7 +349,10 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
                   lora_pass(l, nullptr));
     if (offloading) offload_store(l);
   }
-  const double loss_sum = lm_loss_forward(config_, w, lm_);
+  const double loss_sum =
+      options_.fused_loss
+          ? fused_lm_loss_forward(config_, w, lm_, options_.loss_token_block, options_.loss_vocab_block)
+          : lm_loss_forward(config_, w, lm_);
   forward_done_ = true;
   return loss_sum / double(label_tokens);
 }
@@ -353,7 +364,11 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   forward_done_ = false;
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
-  lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
+  if (options_.fused_loss)
+    fused_lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), options_.loss_token_block,
+                           options_.loss_vocab_block, scratch_.d_norm, d_resid_);
+  else
+    lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
   const ChunkInfo chunk{
       .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
   const bool offloading = !offload_.empty();
@@ -389,6 +404,9 @@ LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {
 }
 
 Tensor Decoder::logits() const {
+  LT_CHECK(!options_.fused_loss,
+           "decoder: logits exist only with the plain head (DecoderOptions::fused_loss false); the fused head "
+           "never materializes them");
   LT_CHECK(forward_done_, "decoder: logits are only valid after forward and before backward");
   return lm_.logits.reshaped({batch_, tokens_, config_.vocab_size});
 }

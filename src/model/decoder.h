@@ -174,11 +174,36 @@ std::optional<Recompute> recompute_from_name(std::string_view name);
 void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
 
+// What a decoder keeps and how it computes the loss. A policy alone converts (the common case).
+struct DecoderOptions {
+  Recompute recompute = Recompute::None;
+  // The LM head and loss through ops::fused_linear_cross_entropy (the (N, V) logits never exist); false:
+  // the plain head with materialized logits (Decoder::logits(), golden tests).
+  bool fused_loss = true;
+  int64_t loss_token_block = 256;
+  int64_t loss_vocab_block = 4096;
+  DecoderOptions() = default;
+  DecoderOptions(Recompute r) : recompute(r) {}  // NOLINT(google-explicit-constructor): a policy is options
+  // The plain head, whose logits Decoder::logits() gives (golden tests, generation by full recompute).
+  static DecoderOptions plain_head() {
+    DecoderOptions o;
+    o.fused_loss = false;
+    return o;
+  }
+};
+
 // Returns the sum of the token losses (double).
 double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts);
 // d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
 void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g, LmActivations& acts,
                       double grad_scale, Tensor d_xn, Tensor d_resid);
+// The same through the fused head + loss (acts.logits unused): forward fills xn, rstd, lse and losses;
+// backward (after the forward: xn and lse as it left them) recomputes the logits tile by tile.
+double fused_lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
+                             int64_t token_block, int64_t vocab_block);
+void fused_lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
+                            LmActivations& acts, double grad_scale, int64_t token_block, int64_t vocab_block,
+                            Tensor d_xn, Tensor d_resid);
 
 // The whole model over a batch of B rows of T tokens, one chunk per row. Buffers come from an arena at
 // construction; nothing is allocated in forward/backward. With LoRA, the adapters' layout is given at
@@ -192,21 +217,20 @@ class Decoder {
   // layer's backward runs); the device holds two layers' worth (even and odd layers alternate). On the CPU
   // the copy is a memcpy. Gradients are unchanged, bit for bit.
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                            const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None,
+                            const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {},
                             bool offload = false);
   // Bytes the offload arena must hold (0 without offload).
   static size_t offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                              const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None);
+                              const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {});
   // Every buffer the constructor takes from its (device) arena, in order (the memory plan's rows).
   static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const std::vector<LoraSpec>& lora = {},
-                                                    Recompute recompute = Recompute::None, bool offload = false);
+                                                    const DecoderOptions& options = {}, bool offload = false);
 
   // `config` is kept by reference: it must outlive the decoder. `offload` (nullptr: none) is the host arena
   // of offloaded activations.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-          const std::vector<LoraSpec>& lora = {}, Recompute recompute = Recompute::None,
-          Arena* offload = nullptr);
+          const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {}, Arena* offload = nullptr);
   ~Decoder();
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
@@ -219,13 +243,13 @@ class Decoder {
   // With LoRA, `lora_grads` (nullptr: adapters frozen) receives dA, dB (+=).
   void backward(const ModelWeights& w, ModelWeights& grads, LoraWeights* lora_grads = nullptr);
 
-  Tensor logits() const;  // (B, T, V): valid after forward, until backward
+  Tensor logits() const;  // (B, T, V): valid after forward, until backward; only without fused_loss
   int64_t batch() const { return batch_; }
   int64_t tokens() const { return tokens_; }
 
  private:
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-          const std::vector<LoraSpec>& lora, Recompute recompute);  // no buffers
+          const std::vector<LoraSpec>& lora, const DecoderOptions& options);  // no buffers
   template <class Alloc, class HostAlloc>
   void plan(Alloc& alloc, HostAlloc* offload);
   void offload_store(int64_t layer);   // queue layer's kept tensors device -> host
@@ -236,6 +260,7 @@ class Decoder {
   DType dtype_;
   int64_t batch_, tokens_;
   Recompute recompute_;
+  DecoderOptions options_;
   // Offload: per layer, the (host, device slot) pairs of its kept tensors, and the tickets of the last
   // store / fetch of each layer on the transfer queue.
   struct OffloadPair {

@@ -1,6 +1,6 @@
-// Final norm, LM head and cross-entropy over every token row at once: the (N, V) logits are materialized.
-// (The fused, vocabulary-blocked head of DESIGN.md replaces this for long sequences; this one is the
-// reference and what golden tests compare logits with.) The head is lm_head, or the embedding when tied:
+// Final norm, LM head and cross-entropy over every token row at once: the plain head materializes the (N, V)
+// logits (the reference, and what golden tests compare logits with); the fused one (the default in both
+// decoders) never does. The head is lm_head, or the embedding when tied:
 // then its gradient adds into the embedding's.
 #include "model/decoder.h"
 #include "ops/ops.h"
@@ -22,6 +22,30 @@ void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights&
                               a.labels);
   ops::linear_backward({.rows = N, .in = D, .out = V}, d_xn, head_weight(c, g), Tensor(), a.logits, a.xn,
                        head_weight(c, w));
+  ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
+                        w.final_norm, a.rstd);
+}
+
+double fused_lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a, int64_t token_block,
+                             int64_t vocab_block) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  const ops::FusedLinearCrossEntropyParams p{
+      .rows = N, .dim = D, .vocab = c.vocab_size, .token_block = token_block, .vocab_block = vocab_block};
+  return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
+}
+
+void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
+                            double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
+                            Tensor d_resid) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  const ops::FusedLinearCrossEntropyParams p{.rows = N,
+                                             .dim = D,
+                                             .vocab = c.vocab_size,
+                                             .grad_scale = grad_scale,
+                                             .token_block = token_block,
+                                             .vocab_block = vocab_block};
+  ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse, a.labels);
   ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
                         w.final_norm, a.rstd);
 }

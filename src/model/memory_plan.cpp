@@ -116,11 +116,12 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
 
   std::vector<PlannedBuffer> buffers;
   if (s.chunk_size == 0) {
-    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora,
-                                       s.recompute.value_or(Recompute::None), s.offload);
+    DecoderOptions options(s.recompute.value_or(Recompute::None));
+    options.loss_token_block = s.loss_token_block;
+    options.loss_vocab_block = s.loss_vocab_block;
+    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora, options, s.offload);
     if (s.offload)
-      plan.host_offload = Decoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, lora,
-                                                 s.recompute.value_or(Recompute::None));
+      plan.host_offload = Decoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, lora, options);
   } else {
     const ChunkedOptions options{.chunk_size = s.chunk_size,
                                  .fused_loss = true,
@@ -128,7 +129,9 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
                                  .loss_vocab_block = s.loss_vocab_block,
                                  .recompute = s.recompute.value_or(Recompute::Full)};
     buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
-    const int64_t rows = s.batch * std::min(s.chunk_size, s.seq_len);
+  }
+  {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
+    const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
     if (s.device == Device::CPU) {
       // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
       const int64_t tile_tokens = std::min(s.loss_token_block, rows);

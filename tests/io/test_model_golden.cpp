@@ -83,8 +83,8 @@ ParityResult run_parity(const std::string& name, DType dtype) {
                      .positions = Tensor(positions.data(), DType::I32, {B, T}),
                      .segments = Tensor(),
                      .labels = Tensor(labels.data(), DType::I32, {B, T})};
-  Arena act_arena("activations", HostMemory::instance(), model::Decoder::arena_bytes(config, dtype, B, T));
-  model::Decoder decoder(config, dtype, B, T, act_arena);
+  Arena act_arena("activations", HostMemory::instance(), model::Decoder::arena_bytes(config, dtype, B, T, {}, model::DecoderOptions::plain_head()));
+  model::Decoder decoder(config, dtype, B, T, act_arena, {}, model::DecoderOptions::plain_head());
   const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch));
 
   ParityResult r;

@@ -53,7 +53,7 @@ struct TinyLoraModel {
     arena = std::make_unique<Arena>(
         "lora-test", HostMemory::instance(),
         model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, trainable) +
-            2 * model::lora_bytes(specs, dtype) + model::Decoder::arena_bytes(config, dtype, B, T, specs));
+            2 * model::lora_bytes(specs, dtype) + model::Decoder::arena_bytes(config, dtype, B, T, specs, model::DecoderOptions::plain_head()));
     weights = model::allocate_weights(config, dtype, *arena);
     fill_random(config, weights, seed);
     grads = model::allocate_grads(config, dtype, *arena, trainable);
@@ -61,7 +61,8 @@ struct TinyLoraModel {
     fill_lora_random(lora, seed + 1000);
     lora_grads = model::allocate_lora(config, specs, dtype, *arena);
     model::zero_lora(lora_grads);
-    decoder = std::make_unique<model::Decoder>(config, dtype, B, T, *arena, specs);
+    decoder = std::make_unique<model::Decoder>(config, dtype, B, T, *arena, specs,
+                                               model::DecoderOptions::plain_head());  // logits() for tests
   }
 };
 

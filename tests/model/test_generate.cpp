@@ -19,8 +19,8 @@ namespace {
 std::vector<double> full_forward_last_logits(const ModelConfig& c, DType dtype, const ModelWeights& w,
                                              const std::vector<int32_t>& ids) {
   const int64_t T = int64_t(ids.size());
-  Arena arena("full", HostMemory::instance(), Decoder::arena_bytes(c, dtype, 1, T));
-  Decoder decoder(c, dtype, 1, T, arena);
+  Arena arena("full", HostMemory::instance(), Decoder::arena_bytes(c, dtype, 1, T, {}, DecoderOptions::plain_head()));
+  Decoder decoder(c, dtype, 1, T, arena, {}, DecoderOptions::plain_head());
   std::vector<int32_t> input = ids, positions(ids.size()), labels = ids;
   for (int64_t i = 0; i < T; ++i) positions[size_t(i)] = int32_t(i);
   Batch b{.input_ids = Tensor(input.data(), DType::I32, {1, T}),
