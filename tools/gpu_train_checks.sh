@@ -23,9 +23,9 @@ if has 1; then
   echo "== 1. test_cuda"
   timeout 240 .carry/test_cuda > "$out/test_cuda.log" 2>&1
   note "test_cuda exit $?"
-  grep -E "^(PARITY|TRAIN|RESUME|DROPOUT|ATTN_BENCH|BANDWIDTH)|FAILED|PASSED" "$out/test_cuda.log" > "$out/parity.txt"
+  grep -E "^(PARITY|TRAIN|RESUME|DROPOUT|ATTN_BENCH|BANDWIDTH|OFFLOAD)|FAILED|PASSED" "$out/test_cuda.log" > "$out/parity.txt"
   grep -E "FAIL|PASSED|tests ran" "$out/test_cuda.log" | tail -n 12 | tee -a "$summary"
-  grep -E "^(TRAIN|RESUME|ATTN_BENCH)" "$out/test_cuda.log" | tee -a "$summary"
+  grep -E "^(TRAIN|RESUME|ATTN_BENCH|OFFLOAD)" "$out/test_cuda.log" | tee -a "$summary"
 fi
 
 if has 2; then

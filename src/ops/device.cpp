@@ -143,6 +143,14 @@ void copy(Tensor dst, Tensor src) {
 #endif
 }
 
+void set_allow_tf32(bool allow) {
+#if defined(LT_HAVE_CUDA)
+  cuda::set_linear_allow_tf32(allow);
+#else
+  if (allow) fail_no_cuda("tf32");
+#endif
+}
+
 MemoryResource& staging_memory(Device device) {
   if (device == Device::CPU) return HostMemory::instance();
 #if defined(LT_HAVE_CUDA)

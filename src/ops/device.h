@@ -36,6 +36,10 @@ void copy(Tensor dst, Tensor src);
 // t *= factor (floating dtypes), in the tensor's dtype with f32 math (f64 for f64 tensors).
 void scale_inplace(Tensor t, double factor);
 
+// fp32 GEMMs on the GPU in TF32 (tensor cores, about 1e-3 relative error) instead of full f32; this
+// thread's setting (off by default). Refused on a CPU-only build.
+void set_allow_tf32(bool allow);
+
 // Host memory that `device` copies to and from asynchronously: page-locked (cudaHostAlloc) for CUDA, plain
 // host memory for the CPU. Its tensors are CPU tensors.
 MemoryResource& staging_memory(Device device);

@@ -67,6 +67,7 @@ struct TrainConfig {
   int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::string recompute = "auto";  // auto | none | full | selective (auto: none whole, full chunked)
   bool offload_activations = false;  // whole-sequence training: kept activations in host memory
+  bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
 
   // Checkpoints, evaluation, logging.
   int64_t save_steps = 200;      // 0: only at the end

@@ -131,6 +131,10 @@ void validate(TrainConfig& c) {
       "or double)",
       c.precision);
 
+  LT_CHECK(!c.tf32 || (c.device == "cuda" && c.precision == "fp32"),
+           "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
+           "fp32",
+           c.device, c.precision);
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
            "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
            "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "

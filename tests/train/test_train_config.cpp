@@ -286,6 +286,9 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
                  {"init_adapter", "partial"});
   expect_refused({"--finetune", "full", "--adapter", "qlora"}, {"adapter", "full"});
   expect_refused({"--finetune", "partial"}, {"trainable", "partial"});
+  expect_refused({"--tf32", "true"}, {"tf32", "cpu", "cuda", "fp32"});
+  expect_refused({"--offload_activations", "true", "--chunk_size", "256"}, {"offload_activations", "chunk_size 256"});
+  expect_refused({"--recompute", "half"}, {"recompute", "half"});
   expect_refused({"--trainable", "norms"}, {"trainable", "norms", "lora"});
   expect_refused({"--trainable_layers", "last:4"}, {"trainable_layers", "last:4", "partial"});
   expect_refused({"--finetune", "partial", "--trainable", "norms,head"}, {"trainable", "head"});
