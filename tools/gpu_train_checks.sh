@@ -6,6 +6,7 @@
 #   2. the demo (demo/demo.sh picks the GPU from `leantune devices`);
 #   3. Llama-3.1-8B-shaped random weights, LoRA r=16 on all seven projections, bf16: 1024 x 8, and
 #      32768 x 1 in chunks of 4096 (issue 6's runs): tokens/s and device memory from metrics.jsonl.
+#   4. the 1024 x 8 run with recompute selective and full (memory against speed).
 # STAGES (default "1 2 3") picks stages.
 set -uo pipefail
 out=${OUT:-/tmp/gpu_train_checks}
@@ -56,15 +57,16 @@ print(f"{sys.argv[2]}: {len(rows)} steps, last step loss {r['loss']:.4f}, {r['to
       f"{r['peak_memory_bytes'] / 2**30:.1f} GiB")
 PY
 }
-run_8b() {  # LABEL SEQ ROWS MICRO CHUNK STEPS LIMIT
+run_8b() {  # LABEL SEQ ROWS MICRO CHUNK STEPS LIMIT [EXTRA TRAIN ARGS...]
   local label=$1 seq=$2 rows=$3 micro=$4 chunk=$5 steps=$6 limit=$7
+  shift 7
   make_rows "/tmp/rows_$seq.jsonl" "$rows" "$seq"
   rm -rf "/tmp/run_$label"
   timeout "$limit" "$lt" train --base_model bench/configs/llama3.1-8b --random_init --data_path "/tmp/rows_$seq.jsonl" \
     --output_dir "/tmp/run_$label" --finetune lora --lora_r 16 --lora_alpha 32 --lora_dropout 0 \
     --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj --device cuda --precision bf16 \
     --batch_size "$micro" --micro_batch_size "$micro" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
-    --save_steps 0 --logging_steps 1 --learning_rate 1e-4 --warmup_steps 0 --chunk_size "$chunk" \
+    --save_steps 0 --logging_steps 1 --learning_rate 1e-4 --warmup_steps 0 --chunk_size "$chunk" "$@" \
     > "$out/train_$label.log" 2>&1
   note "train $label exit $?: $(grep -m1 'memory plan' "$out/train_$label.log")"
   last_metrics "/tmp/run_$label" "train $label" | tee -a "$summary"
@@ -73,6 +75,11 @@ if has 3; then
   echo "== 3. Llama-3.1-8B-shaped LoRA runs"
   run_8b 8b_1024x8 1024 16 8 0 4 200
   run_8b 8b_32k_c4096 32768 1 1 4096 1 260
+fi
+if has 4; then
+  echo "== 4. Llama-3.1-8B-shaped LoRA 1024 x 8 with less kept: recompute selective, and full"
+  run_8b 8b_1024x8_selective 1024 24 8 0 3 150 --recompute selective
+  run_8b 8b_1024x8_full 1024 24 8 0 3 150 --recompute full
 fi
 echo "== summary"
 cat "$summary"
