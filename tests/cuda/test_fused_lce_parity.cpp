@@ -14,19 +14,8 @@
 #include "ops/ops.h"
 #include "parity_support.h"
 
-namespace lt {
+namespace lt::test {
 namespace {
-
-using test::DeviceTensor;
-using test::host;
-using test::poisoned;
-using test::random_ints;
-using test::random_values;
-using test::report;
-using test::tolerance;
-using test::upload;
-using test::upload_i32;
-using test::Worst;
 
 // Sets the GPU tile budget for a scope (process-wide) and restores the default after.
 class TileBudget {
@@ -360,4 +349,4 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
 }
 
 }  // namespace
-}  // namespace lt
+}  // namespace lt::test

@@ -11,19 +11,8 @@
 #include "ops/ops.h"
 #include "parity_support.h"
 
-namespace lt {
+namespace lt::test {
 namespace {
-
-using test::DeviceTensor;
-using test::host;
-using test::poisoned;
-using test::random_ints;
-using test::random_values;
-using test::report;
-using test::tolerance;
-using test::upload;
-using test::upload_i32;
-using test::Worst;
 
 constexpr DType kIn = DType::BF16, kGrad = DType::F32;
 
@@ -192,4 +181,4 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
 }
 
 }  // namespace
-}  // namespace lt
+}  // namespace lt::test

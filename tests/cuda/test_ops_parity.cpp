@@ -9,19 +9,8 @@
 #include "ops/ops.h"
 #include "parity_support.h"
 
-namespace lt {
+namespace lt::test {
 namespace {
-
-using test::DeviceTensor;
-using test::host;
-using test::poisoned;
-using test::random_ints;
-using test::random_values;
-using test::report;
-using test::tolerance;
-using test::upload;
-using test::upload_i32;
-using test::Worst;
 
 constexpr DType kDtypes[] = {DType::F32, DType::BF16};
 
@@ -314,11 +303,7 @@ TEST(CudaParity, CrossEntropy) {
     }
 }
 
-}  // namespace
-}  // namespace lt
 
-namespace lt {
-namespace {
 
 // Views that start one element into their buffer are not 16-byte aligned: the elementwise kernels must take
 // their element-by-element path and still match the reference.
@@ -347,4 +332,4 @@ TEST(CudaParity, MisalignedElementwise) {
 }
 
 }  // namespace
-}  // namespace lt
+}  // namespace lt::test
