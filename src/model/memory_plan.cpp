@@ -100,6 +100,10 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   add("weights", MemoryCategory::Weights, weights_bytes(config, s.dtype));
   const std::vector<LoraSpec> no_lora;
   const std::vector<LoraSpec>& lora = s.method == FinetuneMethod::Lora ? s.lora : no_lora;
+  if (s.method != FinetuneMethod::Lora && s.master_weights)
+    add("master weights", MemoryCategory::TrainableWeights,
+        grads_bytes(config, *s.master_weights,
+                    s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
   if (s.method != FinetuneMethod::Lora)
     add("weight grads", MemoryCategory::Gradients,
         grads_bytes(config, master,

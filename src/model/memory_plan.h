@@ -48,6 +48,7 @@ struct MemoryPlanSettings {
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
   bool offload = false;  // whole-sequence only: kept activations in host memory (Decoder's offload)
+  std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
   std::vector<LoraSpec> lora;         // Lora: the adapters

@@ -173,6 +173,8 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("cutoff_len", now.cutoff_len, saved.cutoff_len);
   same("val_set_size", now.val_set_size, saved.val_set_size);
   same("finetune", now.finetune, saved.finetune);
+  same("master_weights", now.master_weights, saved.master_weights);
+  same("precision", now.precision, saved.precision);
   if (now.finetune == "lora") {
     same("lora_r", now.lora_r, saved.lora_r);
     same("lora_alpha", now.lora_alpha, saved.lora_alpha);

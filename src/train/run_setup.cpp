@@ -63,6 +63,12 @@ DType master_dtype(DType compute) {
   return compute == DType::BF16 ? DType::F32 : compute;
 }
 
+DType wide_master_dtype(DType compute) {
+  LT_CHECK(compute == DType::BF16 || compute == DType::F32,
+           "master weights: compute dtype {} has no wider master dtype", dtype_name(compute));
+  return compute == DType::BF16 ? DType::F32 : DType::F64;
+}
+
 LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
                        Device device) {
   LoadedModel m;

@@ -34,6 +34,8 @@ Device run_device(const std::string& device);
 // The dtype of trained tensors' masters and gradients for a compute dtype: the GPU's bf16 policy keeps
 // LoRA adapters and every parameter gradient in f32; otherwise the compute dtype itself.
 DType master_dtype(DType compute);
+// The dtype of master weights (`master_weights`): f32 for bf16, f64 for f32.
+DType wide_master_dtype(DType compute);
 
 struct LoadedModel {
   model::ModelConfig config;

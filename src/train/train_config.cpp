@@ -86,6 +86,8 @@ const std::vector<Field>& fields() {
       {"memory_limit", &C::memory_limit, "memory budget in bytes or like 24GiB (0: the device's)", {}, true},
       {"recompute", &C::recompute, "activation recomputation (auto: none whole-sequence, full chunked)",
        {"auto", "none", "full", "selective"}},
+      {"master_weights", &C::master_weights,
+       "full/partial fine-tuning: AdamW updates wider master copies (f32 for bf16, f64 for CPU fp32)"},
       {"tf32", &C::tf32, "with device cuda and precision fp32: matrix products in TF32 (faster, ~1e-3)"},
       {"offload_activations", &C::offload_activations,
        "keep the activations kept for backward in host memory (whole-sequence training)"},

@@ -68,6 +68,7 @@ struct TrainConfig {
   std::string recompute = "auto";  // auto | none | full | selective (auto: none whole, full chunked)
   bool offload_activations = false;  // whole-sequence training: kept activations in host memory
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
+  bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
 
   // Checkpoints, evaluation, logging.
   int64_t save_steps = 200;      // 0: only at the end

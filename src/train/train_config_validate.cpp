@@ -135,6 +135,13 @@ void validate(TrainConfig& c) {
            "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
            "fp32",
            c.device, c.precision);
+  LT_CHECK(!c.master_weights || c.finetune != "lora",
+           "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
+           "compute dtype): master_weights is for full and partial fine-tuning");
+  LT_CHECK(!c.master_weights || c.precision == "bf16" || (c.precision == "fp32" && c.device == "cpu"),
+           "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16 (or f64 for fp32 "
+           "on the CPU), and nothing is wider than fp64",
+           c.precision, c.device);
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
            "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
            "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "

@@ -56,7 +56,21 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   grad_arena_ = std::make_unique<Arena>("grads", memory,
                                         std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
-  std::vector<ParamGroup> params = trainable_tensors(mc, model_.weights, grads_);
+  if (config_.master_weights) {
+    const DType wide = wide_master_dtype(model_.dtype);
+    master_arena_ = std::make_unique<Arena>("master weights", memory,
+                                            std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
+    const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
+    masters_ = model_.weights;
+    masters_.dtype = wide;
+    for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+      const Tensor& m = model::weight_of(copies, spec);
+      if (m.empty()) continue;
+      ops::copy(m, model::weight_of(model_.weights, spec));
+      model::weight_of(masters_, spec) = m;
+    }
+  }
+  std::vector<ParamGroup> params = trainable_tensors(mc, master_arena_ ? masters_ : model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
     for (ParamGroup& p : lora_param_groups(lora_, lora_grads_)) params.push_back(std::move(p));
@@ -65,7 +79,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
   AdamWOptions adamw = adamw_options(config_);
-  adamw.stochastic_rounding = model_.dtype == DType::BF16;  // full fine-tuning of bf16 weights
+  adamw.stochastic_rounding = model_.dtype == DType::BF16;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
   optimizer_ = std::make_unique<AdamW>(std::move(params), adamw);
 
@@ -114,10 +128,24 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   } else {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
-    state_ = load_checkpoint(dir, mc, model_.weights, *optimizer_, lora_arena_ ? &lora_ : nullptr,
+    state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
   }
   refresh_lora_compute();
+  refresh_working_weights();
+}
+
+model::ModelWeights& Trainer::saved_weights() {
+  return master_arena_ ? masters_ : model_.weights;
+}
+
+void Trainer::refresh_working_weights() {
+  if (!master_arena_) return;
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    Tensor& working = model::weight_of(model_.weights, spec);
+    const Tensor& master = model::weight_of(masters_, spec);
+    if (master.data != working.data) ops::copy(working, master);  // rounded once, to nearest
+  }
 }
 
 void Trainer::refresh_lora_compute() {
@@ -232,7 +260,7 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
-                       .weights = &model_.weights,
+                       .weights = &saved_weights(),
                        .optimizer = optimizer_.get(),
                        .schedule = schedule_.get(),
                        .state = state,
@@ -277,6 +305,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     const double lr = schedule_->lr(state_.step);
     optimizer_->step(lr);
     refresh_lora_compute();
+    refresh_working_weights();
     ops::synchronize(model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
 

@@ -80,6 +80,8 @@ class Trainer {
   StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
   void setup_lora();
   void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
+  void refresh_working_weights();                      // model_.weights = masters_ (master_weights)
+  model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final();
   EvalMetrics run_eval(int64_t step, double epoch);
@@ -91,6 +93,11 @@ class Trainer {
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;
   model::ModelWeights grads_;
+  // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
+  // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
+  // (model_.weights, compute dtype) are refreshed from them after every update.
+  std::unique_ptr<Arena> master_arena_;
+  model::ModelWeights masters_;
   std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)
   io::LoraAdapterConfig adapter_config_;
   model::LoraWeights lora_, lora_grads_;

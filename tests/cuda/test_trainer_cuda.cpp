@@ -71,6 +71,23 @@ TEST(TrainerCuda, StepLossesMatchTheCpuRun) {
   }
 }
 
+// bf16 full fine-tuning with f32 master weights: losses within bf16's tolerance of the CPU fp32 run.
+TEST(TrainerCuda, MasterWeightsMatchTheCpuRun) {
+  LT_REQUIRE_GPU();
+  TempDir dir;
+  write_tiny_model_dir(dir.file("model"));
+  write_tiny_dataset(dir.file("data.jsonl"), 14);
+  train::TrainConfig c = gpu_test_config(dir, "full", 0);
+  const std::vector<double> cpu = losses_of(c, "cpu", "fp32", "masters-cpu");
+  c.master_weights = true;
+  const std::vector<double> gpu = losses_of(c, "cuda", "bf16", "masters-bf16");
+  ASSERT_EQ(gpu.size(), cpu.size());
+  Worst w;
+  for (size_t i = 0; i < cpu.size(); ++i) w.error = std::max(w.error, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
+  w.output = "step loss";
+  report("train --master_weights", DType::BF16, "full chunk 0", w, tolerance(DType::BF16));
+}
+
 TEST(TrainerCuda, ResumedRunEqualsUninterrupted) {
   LT_REQUIRE_GPU();
   TempDir dir;
