@@ -56,20 +56,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   grad_arena_ = std::make_unique<Arena>("grads", memory,
                                         std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
-  if (config_.master_weights) {
-    const DType wide = wide_master_dtype(model_.dtype);
-    master_arena_ = std::make_unique<Arena>("master weights", memory,
-                                            std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
-    const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
-    masters_ = model_.weights;
-    masters_.dtype = wide;
-    for (const model::WeightSpec& spec : model::weight_specs(mc)) {
-      const Tensor& m = model::weight_of(copies, spec);
-      if (m.empty()) continue;
-      ops::copy(m, model::weight_of(model_.weights, spec));
-      model::weight_of(masters_, spec) = m;
-    }
-  }
+  if (config_.master_weights) setup_master_weights(trainable);
   std::vector<ParamGroup> params = trainable_tensors(mc, master_arena_ ? masters_ : model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
@@ -133,6 +120,23 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   refresh_lora_compute();
   refresh_working_weights();
+}
+
+void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
+  const model::ModelConfig& mc = model_.config;
+  const DType wide = wide_master_dtype(model_.dtype);
+  // The trained tensors' masters, laid out as their gradients are (frozen ones get none).
+  master_arena_ = std::make_unique<Arena>("master weights", ops::memory_resource(model_.device),
+                                          std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
+  const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
+  masters_ = model_.weights;
+  masters_.dtype = wide;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+    const Tensor& m = model::weight_of(copies, spec);
+    if (m.empty()) continue;
+    ops::copy(m, model::weight_of(model_.weights, spec));
+    model::weight_of(masters_, spec) = m;
+  }
 }
 
 model::ModelWeights& Trainer::saved_weights() {

@@ -79,6 +79,7 @@ class Trainer {
   };
   StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
   void setup_lora();
+  void setup_master_weights(const model::TrainableFn& trainable);
   void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
   void refresh_working_weights();                      // model_.weights = masters_ (master_weights)
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
