@@ -23,19 +23,28 @@ void copy_lora(LoraWeights& dst, const LoraWeights& src) {
     }
 }
 
-HostWeights host_copy(const ModelConfig& config, const ModelWeights& weights) {
+HostWeights host_allocation(const ModelConfig& config, DType dtype) {
   HostWeights h;
-  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), weights_bytes(config, weights.dtype));
-  h.weights = allocate_weights(config, weights.dtype, *h.arena);
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), weights_bytes(config, dtype));
+  h.weights = allocate_weights(config, dtype, *h.arena);
+  return h;
+}
+
+HostWeights host_copy(const ModelConfig& config, const ModelWeights& weights) {
+  HostWeights h = host_allocation(config, weights.dtype);
   copy_weights(config, h.weights, weights);
   return h;
 }
 
-HostLora host_copy(const ModelConfig& config, const LoraWeights& lora) {
+HostLora host_allocation(const ModelConfig& config, const std::vector<LoraSpec>& specs, DType dtype) {
   HostLora h;
-  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(),
-                                    std::max<size_t>(lora_bytes(lora.specs, lora.dtype), 1));
-  h.weights = allocate_lora(config, lora.specs, lora.dtype, *h.arena);
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), std::max<size_t>(lora_bytes(specs, dtype), 1));
+  h.weights = allocate_lora(config, specs, dtype, *h.arena);
+  return h;
+}
+
+HostLora host_copy(const ModelConfig& config, const LoraWeights& lora) {
+  HostLora h = host_allocation(config, lora.specs, lora.dtype);
   copy_lora(h.weights, lora);
   return h;
 }

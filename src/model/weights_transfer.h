@@ -22,10 +22,13 @@ struct HostWeights {
   ModelWeights weights;
 };
 HostWeights host_copy(const ModelConfig& config, const ModelWeights& weights);
+// The same layout in host memory, uninitialized: where a reader writes what is then copied to the device.
+HostWeights host_allocation(const ModelConfig& config, DType dtype);
 struct HostLora {
   std::unique_ptr<Arena> arena;
   LoraWeights weights;
 };
 HostLora host_copy(const ModelConfig& config, const LoraWeights& lora);
+HostLora host_allocation(const ModelConfig& config, const std::vector<LoraSpec>& specs, DType dtype);
 
 }  // namespace lt::model

@@ -198,14 +198,14 @@ TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& m
     if (on_cpu(*lora)) {
       io::load_peft_adapter_weights(dir, model, *adapter, *lora);
     } else {  // the readers write host memory
-      model::HostLora host = model::host_copy(model, *lora);
+      model::HostLora host = model::host_allocation(model, lora->specs, lora->dtype);
       io::load_peft_adapter_weights(dir, model, *adapter, host.weights);
       model::copy_lora(*lora, host.weights);
     }
   } else if (weights.embed.device == Device::CPU) {
     io::load_hf_weights(dir, model, weights);
   } else {
-    model::HostWeights host = model::host_copy(model, weights);
+    model::HostWeights host = model::host_allocation(model, weights.dtype);
     io::load_hf_weights(dir, model, host.weights);
     model::copy_weights(model, weights, host.weights);
   }

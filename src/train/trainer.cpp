@@ -178,7 +178,7 @@ void Trainer::setup_lora() {
     lora_compute_arena_ = std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
     lora_compute_ = model::allocate_lora(mc, specs, model_.dtype, *lora_compute_arena_);
   }
-  model::HostLora host = model::host_copy(mc, lora_);
+  model::HostLora host = model::host_allocation(mc, specs, master);  // filled below, then uploaded
   if (config_.init_adapter.empty()) {
     const std::optional<model::LoraInit> init = model::lora_init_from_name(adapter_config_.init_lora_weights);
     LT_CHECK(init.has_value(), "LoRA: init_lora_weights '{}', expected true, false or gaussian",
@@ -195,8 +195,12 @@ void Trainer::setup_lora() {
 void Trainer::save_final() {
   if (lora_arena_) {
     // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too).
-    const model::HostLora host = model::host_copy(model_.config, lora_);
-    io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, host.weights, lora_.dtype);
+    if (model_.device == Device::CPU) {
+      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, lora_, lora_.dtype);
+    } else {
+      const model::HostLora host = model::host_copy(model_.config, lora_);
+      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, host.weights, lora_.dtype);
+    }
     return;
   }
   if (model_.device == Device::CPU) {
