@@ -34,6 +34,7 @@
 #include "model/weights.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "train/run_setup.h"
 
 namespace lt::cli {
 
@@ -161,7 +162,7 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   const bool lora = !s.lora_specs.empty();
   const Device device = o.device == "cuda" ? Device::CUDA : Device::CPU;
   // Gradients and adapters in f32 under bf16, as the trainer keeps them; the adapters' compute copy in bf16.
-  const DType master = s.dtype == DType::BF16 ? DType::F32 : s.dtype;
+  const DType master = train::master_dtype(s.dtype);
   const auto trainable = [&](const model::WeightSpec&) { return !lora; };
   const size_t param_bytes = model::grads_bytes(c, master, trainable) +
                              2 * model::lora_bytes(s.lora_specs, master) + 4096;
@@ -256,7 +257,8 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(o.device == "cpu" || o.device == "cuda", "bench: --device {}, expected cpu or cuda", o.device);
   if (o.device == "cuda") {
     LT_CHECK(ops::cuda_available(), "bench: --device cuda, but this build or machine has no GPU; use --device cpu");
-    LT_CHECK(o.dtype == "bf16" || o.dtype == "fp32", "bench: --dtype {} on cuda, expected bf16 or fp32", o.dtype);
+    LT_CHECK(o.dtype == "bf16" || o.dtype == "fp16" || o.dtype == "fp32",
+             "bench: --dtype {} on cuda, expected bf16, fp16 or fp32", o.dtype);
   } else {
     LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {} on cpu, expected fp32 or fp64", o.dtype);
   }
@@ -319,7 +321,7 @@ int run_bench(const BenchOptions& o) {
   const model::ModelConfig config = !o.model_dir.empty()     ? model::load_model_config(o.model_dir)
                                     : !o.config_file.empty() ? model::load_model_config(o.config_file)
                                                              : default_config();
-  const DType dt = o.dtype == "fp64" ? DType::F64 : o.dtype == "bf16" ? DType::BF16 : DType::F32;
+  const DType dt = train::compute_dtype(o.dtype);
   const int64_t B = o.batch, T = o.seq_len;
 
   Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .recompute = {}, .batch = {},

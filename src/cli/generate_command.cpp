@@ -59,8 +59,8 @@ void run_generate(const GenerateOptions& o) {
   LT_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: '--top_p' is {}, expected a value in (0, 1]", o.top_p);
   const DType dtype = train::compute_dtype(o.precision);
   const Device device = train::run_device(o.device);
-  // Loaded and merged on the host (in f32 when the GPU computes in bf16), then moved to the device.
-  const DType host_dtype = dtype == DType::BF16 ? DType::F32 : dtype;
+  // Loaded and merged on the host (in f32 when the GPU computes in bf16 or f16), then moved to the device.
+  const DType host_dtype = train::master_dtype(dtype);
   train::LoadedModel model = train::load_model(o.model, host_dtype, o.random_init, uint64_t(o.seed));
   if (!o.adapter.empty()) {
     // Folded into this process's copy of the weights: the KV-cache decoder then needs no LoRA pass, and

@@ -13,6 +13,7 @@
 #include "model/memory_estimate.h"
 #include "model/memory_plan.h"
 #include "model/param_counts.h"
+#include "train/run_setup.h"
 #include "train/train_config.h"
 #include "train/trainable.h"
 
@@ -80,13 +81,13 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
 // with f32 gradients and LoRA masters).
 void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   const std::string precision = o.precision_given ? o.precision : "fp32";
-  LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16",
-           "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU) or bf16 (GPU)", precision);
+  LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16" || precision == "fp16",
+           "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)", precision);
   LT_CHECK(o.finetune == "full" || o.finetune == "lora" || o.finetune == "partial",
            "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
   model::MemoryPlanSettings s;
-  s.dtype = precision == "fp64" ? DType::F64 : precision == "bf16" ? DType::BF16 : DType::F32;
-  s.master_dtype = s.dtype == DType::BF16 ? DType::F32 : s.dtype;
+  s.dtype = train::compute_dtype(precision);
+  s.master_dtype = train::master_dtype(s.dtype);
   s.state_dtype = s.dtype == DType::F64 ? DType::F64 : DType::F32;  // AdamW keeps f32 moments below fp64
   s.batch = o.batch;
   s.seq_len = o.seq_len;

@@ -20,6 +20,8 @@ enum class DType : uint8_t { F64, F32, BF16, F16, I64, I32, U8 };
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "f64", "f32", "bf16", "f16", "i64", "i32", "u8"
 bool is_floating(DType dtype);
+// bf16 or f16: the GPU's 16-bit compute dtypes, whose gradients, optimizer state and LoRA weights are f32.
+constexpr bool is_half_float(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
 
 LT_HOST_DEVICE inline uint32_t float_bits(float f) {
   uint32_t u;

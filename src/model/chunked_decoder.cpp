@@ -41,8 +41,8 @@ void check_batch(const Batch& batch, int64_t B, int64_t T) {
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                const ChunkedOptions& options, const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options), lora_specs_(lora) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
-           "chunked decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
+           "chunked decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
            tokens);
   LT_CHECK(options.chunk_size >= 0, "chunked decoder: chunk_size {} must be >= 0 (0 = whole sequence)",
@@ -287,7 +287,7 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
   LmActivations a = lm_views(k);
   const ModelConfig& c = config_;
   const int64_t N = a.x.dim(0), D = c.hidden_size;
-  const double grad_scale = 1.0 / double(label_tokens_);
+  const double grad_scale = loss_scale_ / double(label_tokens_);
   Tensor d_xn = view_at(scratch_.d_norm, 0, {N, D});  // (N, D)
   if (!options_.fused_loss) {
     lm_loss_forward(c, w, a);  // the logits again (the lse it rewrites is bit-identical)

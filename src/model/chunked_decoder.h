@@ -77,6 +77,10 @@ class ChunkedDecoder {
   // After forward (whose batch must still be alive): adds d(loss)/d(parameter) into grads (empty = frozen),
   // and dA, dB into `lora_grads` (nullptr: adapters frozen).
   void backward(const ModelWeights& w, ModelWeights& grads, LoraWeights* lora_grads = nullptr);
+  // fp16's loss scaling (train/loss_scaler.h): backward computes the gradients of (loss x scale). 1 by
+  // default; set before backward.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
 
   int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
@@ -104,6 +108,7 @@ class ChunkedDecoder {
   ChunkedOptions options_;
   std::vector<int64_t> offsets_;  // first token of each chunk
   int64_t label_tokens_ = 0;
+  double loss_scale_ = 1.0;
   bool forward_done_ = false;
   bool packed_ = false;
   Device device_ = Device::CPU;  // the arena's: where every buffer and the weights live

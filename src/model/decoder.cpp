@@ -86,8 +86,8 @@ void check_compute_dtype(Device device, DType dtype, const char* what) {
     LT_CHECK(dtype == DType::F32 || dtype == DType::F64, "{}: compute dtype {} on CPU, expected f32 or f64",
              what, dtype_name(dtype));
   else
-    LT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "{}: compute dtype {} on CUDA, expected f32 or bf16",
-             what, dtype_name(dtype));
+    LT_CHECK(dtype == DType::F32 || is_half_float(dtype),
+             "{}: compute dtype {} on CUDA, expected f32, bf16 or f16", what, dtype_name(dtype));
 }
 
 void check_on_device(const Tensor& t, Device device, const char* what) {
@@ -96,7 +96,7 @@ void check_on_device(const Tensor& t, Device device, const char* what) {
 }
 
 bool gradient_dtype_ok(DType grad, DType compute) {
-  return grad == compute || (compute == DType::BF16 && grad == DType::F32);
+  return grad == compute || (is_half_float(compute) && grad == DType::F32);
 }
 
 Batch BatchBuffers::upload(const Batch& host) const {
@@ -281,8 +281,8 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
       lora_specs_(lora) {
   LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
            "decoder: loss blocks {} x {} must be positive", options.loss_token_block, options.loss_vocab_block);
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16,
-           "decoder: compute dtype {}, expected f32, f64 (CPU) or bf16 (CUDA)", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
+           "decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
 }
 
@@ -365,10 +365,10 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
   if (options_.fused_loss)
-    fused_lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), options_.loss_token_block,
+    fused_lm_loss_backward(config_, w, g, lm_, loss_scale_ / double(label_tokens_), options_.loss_token_block,
                            options_.loss_vocab_block, scratch_.d_norm, d_resid_);
   else
-    lm_loss_backward(config_, w, g, lm_, 1.0 / double(label_tokens_), scratch_.d_norm, d_resid_);
+    lm_loss_backward(config_, w, g, lm_, loss_scale_ / double(label_tokens_), scratch_.d_norm, d_resid_);
   const ChunkInfo chunk{
       .batch = B, .tokens = T, .q_offset = 0, .positions = batch.positions, .q_segments = batch.segments};
   const bool offloading = !offload_.empty();

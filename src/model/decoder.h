@@ -242,6 +242,10 @@ class Decoder {
   // logits.
   // With LoRA, `lora_grads` (nullptr: adapters frozen) receives dA, dB (+=).
   void backward(const ModelWeights& w, ModelWeights& grads, LoraWeights* lora_grads = nullptr);
+  // fp16's loss scaling (train/loss_scaler.h): backward computes the gradients of (loss x scale). 1 by
+  // default; set before backward.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
 
   Tensor logits() const;  // (B, T, V): valid after forward, until backward; only without fused_loss
   int64_t batch() const { return batch_; }
@@ -270,6 +274,7 @@ class Decoder {
   std::unique_ptr<ops::TransferQueue> transfers_;
   std::vector<int64_t> stored_, fetched_;  // L tickets, -1: none
   int64_t label_tokens_ = 0;
+  double loss_scale_ = 1.0;
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
   std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm

@@ -15,6 +15,20 @@ namespace lt::model {
 
 namespace {
 
+// The config's name of a compute dtype ("bf16", "fp16", ...).
+std::string_view precision_name(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return "fp64";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
+
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -81,8 +95,8 @@ std::string_view memory_category_name(MemoryCategory c) {
 
 MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& settings) {
   const MemoryPlanSettings& s = settings;
-  LT_CHECK(s.dtype == DType::F32 || s.dtype == DType::F64 || s.dtype == DType::BF16,
-           "memory plan: precision {}, expected fp32, fp64 or bf16", dtype_name(s.dtype));
+  LT_CHECK(s.dtype == DType::F32 || s.dtype == DType::F64 || is_half_float(s.dtype),
+           "memory plan: precision {}, expected fp32, fp64, bf16 or fp16", dtype_name(s.dtype));
   const DType master = s.master_dtype.value_or(s.dtype);
   LT_CHECK(s.batch > 0 && s.seq_len > 0, "memory plan: batch {} x seq_len {}, both must be positive", s.batch,
            s.seq_len);
@@ -170,7 +184,7 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   static constexpr std::string_view kMethod[] = {"full", "partial", "lora"};
   std::string out = fmt::format(
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
-      s.dtype == DType::F64 ? "fp64" : s.dtype == DType::BF16 ? "bf16" : "fp32", s.batch, s.seq_len,
+      precision_name(s.dtype), s.batch, s.seq_len,
       s.chunk_size > 0
           ? fmt::format("chunk_size {} (chunked, recompute {})", std::min(s.chunk_size, s.seq_len),
                         recompute_name(s.recompute.value_or(Recompute::Full)))

@@ -31,7 +31,7 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kConfigFile = "train_config.yaml";
 
 nlohmann::json state_json(const TrainerState& s, const LrSchedule& schedule) {
-  return {{"global_step", s.step},
+  nlohmann::json j = {{"global_step", s.step},
           {"epoch", s.epoch},
           {"data", {{"epoch", s.data_epoch}, {"index", s.data_index}}},
           {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
@@ -40,6 +40,9 @@ nlohmann::json state_json(const TrainerState& s, const LrSchedule& schedule) {
             {"warmup_steps", schedule.warmup_steps()},
             {"total_steps", schedule.total_steps()},
             {"last_lr", s.last_lr}}}};
+  if (s.loss_scale > 0)
+    j["loss_scaler"] = {{"scale", s.loss_scale}, {"good_steps", s.loss_scale_good_steps}};
+  return j;
 }
 
 void rotate(const std::string& output_dir, int64_t keep) {
@@ -148,6 +151,10 @@ TrainerState read_trainer_state(const std::string& dir) {
     s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
     s.last_lr = j.at("scheduler").at("last_lr").get<double>();
     s.total_steps = j.at("scheduler").at("total_steps").get<int64_t>();
+    if (j.contains("loss_scaler")) {
+      s.loss_scale = j.at("loss_scaler").at("scale").get<double>();
+      s.loss_scale_good_steps = j.at("loss_scaler").at("good_steps").get<int64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     LT_FAIL("{}: not a leantune trainer state: {}", path, e.what());
   }

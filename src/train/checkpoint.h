@@ -35,6 +35,9 @@ struct TrainerState {
   uint64_t rng_offset = 0;  // counter-based: this pair is the whole RNG state)
   double last_lr = 0;       // learning rate of the last step
   int64_t total_steps = 0;  // the schedule's length when saved
+  // fp16's dynamic loss scaler (train/loss_scaler.h); scale 0: the run has none.
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
 };
 
 struct CheckpointContents {

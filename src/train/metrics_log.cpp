@@ -34,6 +34,10 @@ std::string metrics_json(const StepMetrics& m) {
   j["backward_s"] = number(m.backward_s);
   j["optimizer_s"] = number(m.optimizer_s);
   j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (m.loss_scale > 0) {
+    j["loss_scale"] = number(m.loss_scale);
+    j["skipped"] = m.skipped;
+  }
   return j.dump();
 }
 

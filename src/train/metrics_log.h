@@ -20,6 +20,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   int64_t peak_memory_bytes = 0;
+  double loss_scale = 0;  // fp16: the loss scale the step ran with (0: no scaler)
+  bool skipped = false;   // fp16: the gradients were not finite, no update was made
 };
 
 struct EvalMetrics {

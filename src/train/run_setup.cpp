@@ -23,9 +23,9 @@ void check_device_precision(const std::string& device, const std::string& precis
              "this build has no CUDA backend (build it with `make cuda`)"
 #endif
     );
-    LT_CHECK(precision == "bf16" || precision == "fp32",
-             "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16 or fp32 (fp16 with "
-             "loss scaling is not built yet; fp64 is the CPU's)",
+    LT_CHECK(precision == "bf16" || precision == "fp16" || precision == "fp32",
+             "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16, fp16 or fp32 (fp64 is "
+             "the CPU's)",
              who, precision);
     return;
   }
@@ -44,7 +44,8 @@ DType compute_dtype(const std::string& precision) {
   if (precision == "fp64") return DType::F64;
   if (precision == "fp32") return DType::F32;
   if (precision == "bf16") return DType::BF16;
-  LT_FAIL("config: 'precision' is '{}', expected fp64, fp32 or bf16", precision);
+  if (precision == "fp16") return DType::F16;
+  LT_FAIL("config: 'precision' is '{}', expected fp64, fp32, bf16 or fp16", precision);
 }
 
 std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
@@ -60,13 +61,17 @@ Device run_device(const std::string& device) {
 }
 
 DType master_dtype(DType compute) {
-  return compute == DType::BF16 ? DType::F32 : compute;
+  return is_half_float(compute) ? DType::F32 : compute;
 }
 
 DType wide_master_dtype(DType compute) {
-  LT_CHECK(compute == DType::BF16 || compute == DType::F32,
+  LT_CHECK(is_half_float(compute) || compute == DType::F32,
            "master weights: compute dtype {} has no wider master dtype", dtype_name(compute));
-  return compute == DType::BF16 ? DType::F32 : DType::F64;
+  return is_half_float(compute) ? DType::F32 : DType::F64;
+}
+
+bool keeps_master_weights(const TrainConfig& c) {
+  return c.finetune != "lora" && (c.master_weights || c.precision == "fp16");
 }
 
 LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,

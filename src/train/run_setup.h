@@ -25,7 +25,7 @@ namespace lt::train {
 void check_engine_settings(const TrainConfig& config);
 // The device/precision pair alone (what eval and generate check); `who` starts the message.
 void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
-// "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16 (after check_engine_settings).
+// "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16, "fp16" -> F16 (after check_engine_settings).
 DType compute_dtype(const std::string& precision);
 // The run's recompute policy; auto: none (the decoders' default: None whole-sequence, Full chunked).
 std::optional<model::Recompute> recompute_policy(const TrainConfig& config);
@@ -34,8 +34,11 @@ Device run_device(const std::string& device);
 // The dtype of trained tensors' masters and gradients for a compute dtype: the GPU's bf16 policy keeps
 // LoRA adapters and every parameter gradient in f32; otherwise the compute dtype itself.
 DType master_dtype(DType compute);
-// The dtype of master weights (`master_weights`): f32 for bf16, f64 for f32.
+// The dtype of master weights (`master_weights`): f32 for bf16/f16, f64 for f32.
 DType wide_master_dtype(DType compute);
+// Whether full/partial fine-tuning keeps master weights: when asked, and always under fp16, whose 10-bit
+// mantissa and narrow range lose most AdamW updates (bf16 without masters rounds stochastically instead).
+bool keeps_master_weights(const TrainConfig& config);
 
 struct LoadedModel {
   model::ModelConfig config;

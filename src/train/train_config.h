@@ -69,6 +69,8 @@ struct TrainConfig {
   bool offload_activations = false;  // whole-sequence training: kept activations in host memory
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
   bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
+  double loss_scale_init = 65536;    // fp16: the dynamic loss scale's start
+  int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
 
   // Checkpoints, evaluation, logging.
   int64_t save_steps = 200;      // 0: only at the end

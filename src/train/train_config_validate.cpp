@@ -138,10 +138,21 @@ void validate(TrainConfig& c) {
   LT_CHECK(!c.master_weights || c.finetune != "lora",
            "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
            "compute dtype): master_weights is for full and partial fine-tuning");
-  LT_CHECK(!c.master_weights || c.precision == "bf16" || (c.precision == "fp32" && c.device == "cpu"),
-           "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16 (or f64 for fp32 "
-           "on the CPU), and nothing is wider than fp64",
+  LT_CHECK(!c.master_weights || c.precision == "bf16" || c.precision == "fp16" ||
+               (c.precision == "fp32" && c.device == "cpu"),
+           "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
+           "fp32 on the CPU), and nothing is wider than fp64",
            c.precision, c.device);
+  // The loss scaler exists only for fp16: its keys elsewhere would be silently meaningless.
+  const TrainConfig defaults;
+  LT_CHECK(c.precision == "fp16" || (c.loss_scale_init == defaults.loss_scale_init &&
+                                     c.loss_scale_growth_interval == defaults.loss_scale_growth_interval),
+           "config: 'loss_scale_init'/'loss_scale_growth_interval' are set with precision {}; dynamic loss "
+           "scaling exists only for precision fp16",
+           c.precision);
+  LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
+           "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
+  positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
            "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
            "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "

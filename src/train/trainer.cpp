@@ -56,7 +56,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   grad_arena_ = std::make_unique<Arena>("grads", memory,
                                         std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
-  if (config_.master_weights) setup_master_weights(trainable);
+  if (keeps_master_weights(config_)) setup_master_weights(trainable);
   std::vector<ParamGroup> params = trainable_tensors(mc, master_arena_ ? masters_ : model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
@@ -117,6 +117,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     check_resume_compatible(dir, config_);
     state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
+  }
+  if (config_.precision == "fp16") {
+    scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
+        .initial_scale = config_.loss_scale_init, .growth_interval = config_.loss_scale_growth_interval});
+    if (state_.loss_scale > 0) scaler_->restore(state_.loss_scale, state_.loss_scale_good_steps);
   }
   refresh_lora_compute();
   refresh_working_weights();
@@ -235,6 +240,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
         .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
     // Whole sequences through Decoder; chunk_size > 0 through ChunkedDecoder (same gradients, O(C) memory).
     auto run = [&](auto& decoder) {
+      if (scaler_) decoder.set_loss_scale(scaler_->scale());
       Timer forward;
       r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
       r.forward_s += forward.seconds();
@@ -257,6 +263,28 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     if (offload_arena_) offload_arena_->release(offload_mark);
   }
   return r;
+}
+
+std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
+  std::vector<Tensor> grad_tensors;
+  for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
+  double grad_norm = 0;
+  if (scaler_) {
+    // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
+    grad_norm = std::isfinite(r.loss) ? unscale_and_clip(grad_tensors, scaler_->scale(), config_.max_grad_norm)
+                                      : r.loss;
+    if (!scaler_->update(std::isfinite(grad_norm), state_.step + 1)) return {grad_norm, false};
+  } else {
+    grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
+    LT_CHECK(std::isfinite(grad_norm) && std::isfinite(r.loss),
+             "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check "
+             "the data",
+             state_.step + 1, r.loss, grad_norm);
+  }
+  optimizer_->step(lr);
+  refresh_lora_compute();
+  refresh_working_weights();
+  return {grad_norm, true};
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
@@ -303,17 +331,12 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     StepResult r = forward_backward(state_.step, state_.data_epoch, first, end);
 
     Timer opt_timer;
-    std::vector<Tensor> grad_tensors;
-    for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
-    const double grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
-    LT_CHECK(std::isfinite(grad_norm) && std::isfinite(r.loss),
-             "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check "
-             "the data",
-             state_.step + 1, r.loss, grad_norm);
     const double lr = schedule_->lr(state_.step);
-    optimizer_->step(lr);
-    refresh_lora_compute();
-    refresh_working_weights();
+    const double loss_scale = scaler_ ? scaler_->scale() : 0.0;
+    const auto [grad_norm, applied] = apply_gradients(r, lr);
+    if (!applied)
+      say(fmt::format("step {}: fp16 gradients not finite at loss scale {}; update skipped, scale now {}",
+                      state_.step + 1, loss_scale, scaler_->scale()));
     ops::synchronize(model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
 
@@ -324,6 +347,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     state_.rng_offset = uint64_t(state_.step);
     state_.last_lr = lr;
     state_.total_steps = total_steps_;
+    if (scaler_) state_.loss_scale = scaler_->scale(), state_.loss_scale_good_steps = scaler_->good_steps();
 
     const double step_s = step_timer.seconds();
     StepMetrics m{.step = state_.step,
@@ -336,7 +360,9 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                   .forward_s = r.forward_s,
                   .backward_s = r.backward_s,
                   .optimizer_s = optimizer_s,
-                  .peak_memory_bytes = peak_memory_bytes(model_.device)};
+                  .peak_memory_bytes = peak_memory_bytes(model_.device),
+                  .loss_scale = loss_scale,
+                  .skipped = !applied};
     metrics.log(m);
     for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss},
                               {"train/learning_rate", m.lr},
@@ -344,6 +370,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                               {"train/epoch", m.epoch},
                               {"train/tokens_per_s", m.tokens_per_s}})
       tensorboard.add_scalar(tag, value, m.step);
+    if (scaler_) tensorboard.add_scalar("train/loss_scale", m.loss_scale, m.step);
     result.losses.push_back(r.loss);
     result.final_step = state_.step;
     progress.step(m, run_timer.seconds());

@@ -26,6 +26,7 @@
 #include "model/lora.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/loss_scaler.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -78,6 +79,9 @@ class Trainer {
     double forward_s = 0, backward_s = 0;
   };
   StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
+  // Unscales (fp16), clips and, unless the scaler skips the step, applies AdamW: returns the true gradient
+  // norm and whether the update was made.
+  std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
   void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
@@ -114,6 +118,7 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;  // optimizer steps
   int64_t total_steps_ = 0;
   TrainerState state_;
+  std::unique_ptr<LossScaler> scaler_;  // precision fp16 only
 };
 
 }  // namespace lt::train

@@ -28,16 +28,4 @@ inline const nlohmann::json& model_goldens() {
   return goldens;
 }
 
-// Runs `body`, expects an lt::Error whose message contains every one of `parts`.
-inline void expect_error_mentions(const std::function<void()>& body, const std::vector<std::string>& parts) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an lt::Error mentioning " << ::testing::PrintToString(parts);
-  } catch (const Error& e) {
-    std::string message = e.what();
-    for (const std::string& part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message << "\nmissing: " << part;
-  }
-}
-
 }  // namespace lt::test

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace lt::test {
 
 // Path of `relative` under the shared data folder (LEANTUNE_SHARED, else <source>/../shared). When the file
@@ -44,5 +46,17 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
 // restored): grad[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
 std::vector<double> finite_difference_gradient(std::vector<double>& x, const std::function<double()>& f,
                                                double h = 1e-6);
+
+// Runs `body`, expects an lt::Error whose message contains every one of `parts`.
+inline void expect_error_mentions(const std::function<void()>& body, const std::vector<std::string>& parts) {
+  try {
+    body();
+    ADD_FAILURE() << "expected an lt::Error mentioning " << ::testing::PrintToString(parts);
+  } catch (const Error& e) {
+    std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message << "\nmissing: " << part;
+  }
+}
 
 }  // namespace lt::test

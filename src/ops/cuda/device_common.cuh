@@ -76,11 +76,13 @@ __device__ __forceinline__ void report_error(int64_t* slot, int64_t code, int64_
   }
 }
 
-// Calls fn(T{}) with T = float or bf16 for the two compute dtypes of the GPU kernels.
+// Calls fn(T{}) with T = float, bf16 or fp16 for the compute dtypes of the GPU kernels.
 template <class Fn>
 void dispatch_compute(DType dt, Fn&& fn) {
   if (dt == DType::BF16)
     fn(bf16{});
+  else if (dt == DType::F16)
+    fn(fp16{});
   else
     fn(float{});
 }

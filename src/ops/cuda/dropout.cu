@@ -40,7 +40,7 @@ void launch_dropout(DType dt, void* x, const uint64_t* streams, int64_t batch, i
   if (batch * tokens * dim == 0) return;
   // (float)(1 / (1 - p)): the CPU's f32 keep_scale, and the factor bf16 values are multiplied by in f32.
   const float keep_scale = float(1.0 / (1.0 - p));
-  const size_t elem = dt == DType::BF16 ? sizeof(bf16) : sizeof(float);
+  const size_t elem = dtype_size(dt);
   for (int64_t b0 = 0; b0 < batch; b0 += kDropoutStreamsPerLaunch) {
     const int64_t nb = batch - b0 < kDropoutStreamsPerLaunch ? batch - b0 : kDropoutStreamsPerLaunch;
     Streams group{};

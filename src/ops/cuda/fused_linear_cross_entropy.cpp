@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
@@ -74,8 +75,8 @@ class PoolBuffer {
 };
 
 DType check_dtypes(const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const char* op) {
-  LT_CHECK(x.dtype == DType::F32 || x.dtype == DType::BF16,
-           "{} on CUDA: x has dtype {}; the GPU takes f32 or bf16", op, dtype_name(x.dtype));
+  LT_CHECK(is_gpu_compute_dtype(x.dtype), "{} on CUDA: x has dtype {}; the GPU takes f32, bf16 or f16", op,
+           dtype_name(x.dtype));
   LT_CHECK(w.dtype == x.dtype, "{} on CUDA: w has dtype {} while x is {}; expected the same", op,
            dtype_name(w.dtype), dtype_name(x.dtype));
   LT_CHECK(dx.empty() || dx.dtype == x.dtype, "{} on CUDA: dx has dtype {}; expected x's, {}", op,

@@ -16,6 +16,7 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
@@ -96,7 +97,7 @@ struct Gemm {
 };
 
 cudaDataType_t cuda_type(DType dt) {
-  return dt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  return dt == DType::BF16 ? CUDA_R_16BF : dt == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 // Returns false (and runs nothing) when cuBLASLt offers no algorithm; with no bias that is an error. A and B
@@ -161,25 +162,6 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
   return true;
 }
 
-DType linear_dtype(const Tensor& main, std::initializer_list<const Tensor*> others, const char* op) {
-  LT_CHECK(main.dtype == DType::F32 || main.dtype == DType::BF16,
-           "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
-  for (const Tensor* t : others)
-    if (t && !t->empty())
-      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
-               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
-  return main.dtype;
-}
-
-// The dtype of a parameter gradient (dw, dbias) under compute dtype dt: dt itself, or f32 under bf16.
-DType gradient_dtype(const Tensor& grad, DType dt, const char* what) {
-  if (grad.empty()) return dt;
-  LT_CHECK(grad.dtype == dt || (dt == DType::BF16 && grad.dtype == DType::F32),
-           "linear_backward on CUDA: {} has dtype {} with {} inputs; expected {}{}", what,
-           dtype_name(grad.dtype), dtype_name(dt), dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
-  return grad.dtype;
-}
-
 }  // namespace
 
 void set_linear_allow_tf32(bool allow) {
@@ -190,7 +172,7 @@ bool linear_allow_tf32() {
 }
 
 void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
-  const DType dt = linear_dtype(x, {&y, &w, &bias}, "linear_forward");
+  const DType dt = compute_dtype(x, {&y, &w, &bias}, "linear_forward");
   const int64_t M = p.rows, K = p.in, N = p.out;
   if (M == 0 || N == 0) return;
   cudaStream_t s = current_stream();
@@ -216,8 +198,9 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
                      Tensor w) {
   const DType dt =
-      linear_dtype(dy, {&dx, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w}, "linear_backward");
-  const DType dw_dt = gradient_dtype(dw, dt, "dw"), dbias_dt = gradient_dtype(dbias, dt, "dbias");
+      compute_dtype(dy, {&dx, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w}, "linear_backward");
+  const DType dw_dt = gradient_dtype(dw, dt, "linear_backward dw"),
+              dbias_dt = gradient_dtype(dbias, dt, "linear_backward dbias");
   const int64_t M = p.rows, K = p.in, N = p.out;
   cudaStream_t s = current_stream();
   const float alpha = float(p.out_scale);

@@ -5,33 +5,13 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
 namespace lt::ops::cuda {
 
 namespace {
-
-// The compute dtype of an op: `main`'s, f32 or bf16, shared by every other given (non-empty) tensor.
-DType compute_dtype(const Tensor& main, std::initializer_list<const Tensor*> others, const char* op) {
-  LT_CHECK(main.dtype == DType::F32 || main.dtype == DType::BF16,
-           "{} on CUDA: dtype {} is not supported (f32 or bf16)", op, dtype_name(main.dtype));
-  for (const Tensor* t : others)
-    if (t && !t->empty())
-      LT_CHECK(t->dtype == main.dtype, "{} on CUDA: tensors of dtypes {} and {} are mixed; expected all {}",
-               op, dtype_name(t->dtype), dtype_name(main.dtype), dtype_name(main.dtype));
-  return main.dtype;
-}
-
-// The dtype of a parameter gradient under compute dtype dt: dt itself, or f32 under bf16 (the mixed-precision
-// policy keeps every parameter gradient in f32 while activations and weights are bf16).
-DType gradient_dtype(const Tensor& grad, DType dt, const char* what) {
-  if (grad.empty()) return dt;
-  LT_CHECK(grad.dtype == dt || (dt == DType::BF16 && grad.dtype == DType::F32),
-           "{} on CUDA: dtype {} with {} inputs; expected {}{}", what, dtype_name(grad.dtype), dtype_name(dt),
-           dtype_name(dt), dt == DType::BF16 ? " or f32" : "");
-  return grad.dtype;
-}
 
 void check_f32(const Tensor& t, const char* what) {
   LT_CHECK(t.empty() || t.dtype == DType::F32, "{} on CUDA: dtype {}; the GPU keeps it in f32", what,

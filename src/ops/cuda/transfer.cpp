@@ -1,6 +1,7 @@
 // ops/device.h's CUDA side: zeroing, byte copies between any two devices and scaling, on the current stream.
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
@@ -21,7 +22,7 @@ void copy_bytes(Tensor dst, Tensor src) {
 
 void scale_inplace(Tensor t, double factor) {
   LT_CHECK(t.device == Device::CUDA, "scale on CUDA: tensor {} is in host memory", t.shape_string());
-  LT_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16, "scale on CUDA: dtype {}, expected f32 or bf16",
+  LT_CHECK(is_gpu_compute_dtype(t.dtype), "scale on CUDA: dtype {}, expected f32, bf16 or f16",
            dtype_name(t.dtype));
   launch_scale_inplace(t.dtype, t.data, factor, t.numel(), current_stream());
 }
