@@ -168,13 +168,14 @@ void trace(const std::string& line) {
   if (t_trace) *t_trace += line + "\n";
 }
 
-void check(cudnnStatus_t st, const std::string& step) {
+// Throws (and logs) a failed step; a successful one is logged unless `quiet` (attribute settings).
+void check(cudnnStatus_t st, const std::string& step, bool quiet = false) {
   if (st != CUDNN_STATUS_SUCCESS) {
     const std::string text = status_text(api(), st);
     trace(fmt::format("  FAIL  {}: {}", step, text));
     LT_FAIL("cuDNN attention: {} failed: {}", step, text);
   }
-  trace(fmt::format("  ok    {}", step));
+  if (!quiet) trace(fmt::format("  ok    {}", step));
 }
 
 // The handle of the current device (created on first use). Call with g_mutex held.
@@ -195,7 +196,7 @@ class Desc {
  public:
   Desc() = default;
   Desc(cudnnBackendDescriptorType_t type, std::string name) : name_(std::move(name)) {
-    check(api().create_descriptor(type, &d_), name_ + ": create");
+    check(api().create_descriptor(type, &d_), name_ + ": create", true);
   }
   ~Desc() {
     if (d_) api().destroy_descriptor(d_);
@@ -214,7 +215,8 @@ class Desc {
 
   Desc& set(cudnnBackendAttributeName_t attr, const char* attr_name, cudnnBackendAttributeType_t type,
             int64_t count, const void* values) {
-    check(api().set_attribute(d_, attr, type, count, values), fmt::format("{}: set {}", name_, attr_name));
+    const cudnnStatus_t st = api().set_attribute(d_, attr, type, count, values);
+    if (st != CUDNN_STATUS_SUCCESS) check(st, fmt::format("{}: set {}", name_, attr_name));
     return *this;
   }
   Desc& set_desc(cudnnBackendAttributeName_t attr, const char* attr_name, const Desc& value) {
