@@ -80,42 +80,55 @@ ops::AttentionParams params(const Case& c) {
   return ops::AttentionParams{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
 }
 
-// Device inputs of one case; dk, dv start from random values (the backward adds into them).
-struct Inputs {
-  DeviceTensor q, k, v, dout;
+// `values` rounded to bf16 in place (what an upload to bf16 keeps).
+void round_to_bf16(std::vector<double>& values) {
+  std::vector<uint16_t> bits(values.size());
+  convert_elements(bits.data(), DType::BF16, values.data(), DType::F64, values.size());
+  convert_elements(values.data(), DType::F64, bits.data(), DType::BF16, values.size());
+}
+
+// Host values of one case (rounded to bf16 by the uploads); dk, dv start from random values (the backward
+// adds into them).
+struct HostInputs {
   std::vector<double> hq, hk, hv, hdout, dk_start, dv_start;
-  Inputs(const Case& c, uint64_t seed) {
-    const auto [B, Tq, S, H, KVH, HD, off] = c;
-    const size_t nq = size_t(B * Tq * H * HD), nk = size_t(B * S * KVH * HD);
+  HostInputs(const Case& c, uint64_t seed) {
+    const size_t nq = size_t(c.B * c.Tq * c.H * c.HD), nk = size_t(c.B * c.S * c.KVH * c.HD);
     hq = random_values(nq, seed, -2, 2), hk = random_values(nk, seed + 1, -2, 2);
     hv = random_values(nk, seed + 2), hdout = random_values(nq, seed + 3);
     dk_start = random_values(nk, seed + 4), dv_start = random_values(nk, seed + 5);
-    q = upload(hq, DType::BF16, {B, Tq, H, HD});
-    k = upload(hk, DType::BF16, {B, S, KVH, HD});
-    v = upload(hv, DType::BF16, {B, S, KVH, HD});
-    dout = upload(hdout, DType::BF16, {B, Tq, H, HD});
-    // Round the start values to bf16 once, so that every copy of them starts from the same bits.
-    DeviceTensor round_k = upload(dk_start, DType::BF16, {B, S, KVH, HD});
-    DeviceTensor round_v = upload(dv_start, DType::BF16, {B, S, KVH, HD});
+    round_to_bf16(dk_start);
+    round_to_bf16(dv_start);
   }
 };
 
-// out, lse, dq, dk, dv of one implementation on `in`.
-struct Results {
-  DeviceTensor out, lse, dq, dk, dv;
+struct Inputs : HostInputs {
+  DeviceTensor q, k, v, dout;
+  Inputs(const Case& c, uint64_t seed)
+      : HostInputs(c, seed),
+        q(upload(hq, DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        k(upload(hk, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        v(upload(hv, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        dout(upload(hdout, DType::BF16, {c.B, c.Tq, c.H, c.HD})) {}
 };
 
-// zero_start: dk, dv start from zeros instead of in.dk_start / in.dv_start.
+// out, lse, dq, dk, dv of one implementation; dk, dv start from in.dk_start / in.dv_start, or from zeros.
+struct Results {
+  std::vector<double> dk_init, dv_init;
+  DeviceTensor out, lse, dq, dk, dv;
+  Results(const Case& c, const Inputs& in, bool zero_start)
+      : dk_init(zero_start ? std::vector<double>(in.dk_start.size(), 0.0) : in.dk_start),
+        dv_init(zero_start ? std::vector<double>(in.dv_start.size(), 0.0) : in.dv_start),
+        out(poisoned(DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        lse(poisoned(DType::F32, {c.B, c.H, c.Tq})),
+        dq(poisoned(DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        dk(upload(dk_init, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        dv(upload(dv_init, DType::BF16, {c.B, c.S, c.KVH, c.HD})) {}
+};
+
+// Forward then backward through ops:: with LT_ATTENTION_KERNEL = kernel.
 Results run(const Case& c, Inputs& in, const char* kernel, bool zero_start = false) {
-  const auto [B, Tq, S, H, KVH, HD, off] = c;
   const ops::AttentionParams p = params(c);
-  Results r;
-  r.out = poisoned(DType::BF16, {B, Tq, H, HD});
-  r.lse = poisoned(DType::F32, {B, H, Tq});
-  r.dq = poisoned(DType::BF16, {B, Tq, H, HD});
-  std::vector<double> zeros(in.dk_start.size(), 0.0);
-  r.dk = upload(zero_start ? zeros : in.dk_start, DType::BF16, {B, S, KVH, HD});
-  r.dv = upload(zero_start ? zeros : in.dv_start, DType::BF16, {B, S, KVH, HD});
+  Results r(c, in, zero_start);
   KernelChoice choice(kernel);
   ops::attention_forward(p, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
   ops::attention_backward(p, r.dq.t, r.dk.t, r.dv.t, in.dout.t, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t,

@@ -789,7 +789,9 @@ void set_attention_deterministic(bool deterministic) {
 }
 
 bool attention_deterministic() {
-  return g_deterministic.load();
+  if (g_deterministic.load()) return true;
+  const char* env = std::getenv("LT_ATTENTION_DETERMINISTIC");
+  return env != nullptr && std::strcmp(env, "1") == 0;
 }
 
 }  // namespace lt::ops::cuda

@@ -51,7 +51,7 @@ void cudnn_attention_clear_plans();
 std::string cudnn_attention_probe(const AttentionParams& p, bool backward);
 
 // Deterministic attention (bit-identical gradients run to run): never cuDNN (its backward accumulates dQ
-// with atomics). Off by default; process-wide.
+// with atomics). Off by default; process-wide; also on when the environment has LT_ATTENTION_DETERMINISTIC=1.
 void set_attention_deterministic(bool deterministic);
 bool attention_deterministic();
 
