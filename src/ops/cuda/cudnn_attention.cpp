@@ -301,7 +301,11 @@ class GraphBuilder {
         .set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_XDESC), tensors_.at(x));
     if (b >= 0) op.set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_BDESC), tensors_.at(b));
     if (t >= 0) op.set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_TDESC), tensors_.at(t));
-    op.set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_YDESC), tensors_.at(y)).finalize();
+    const float one = 1.0f;  // y = op(alpha1 * x, alpha2 * b): no scaling
+    op.set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_YDESC), tensors_.at(y))
+        .set(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1), CUDNN_TYPE_FLOAT, 1, &one)
+        .set(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2), CUDNN_TYPE_FLOAT, 1, &one)
+        .finalize();
     keep_.push_back(std::move(pw));
     ops_.push_back(std::move(op));
   }
