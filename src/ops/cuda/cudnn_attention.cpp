@@ -639,6 +639,16 @@ const Plan* find_plan(const AttentionParams& p, bool backward, int device, cudnn
   return it->second.plan.get();
 }
 
+size_t round256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// The backward's scratch buffers after cuDNN's workspace: row sums, dQ accumulator, dK and dV temporaries.
+std::array<size_t, 4> backward_buffers(const Shape& s) {
+  const size_t rows = size_t(s.B * s.H * s.Tq), kv_elems = size_t(s.B * s.Se * s.KVH * s.HD);
+  return {rows * sizeof(float), rows * size_t(s.HD) * sizeof(float), kv_elems * 2, kv_elems * 2};
+}
+
 // Stream-ordered scratch of one call: cuDNN's workspace and our buffers in one allocation.
 class Scratch {
  public:
@@ -646,7 +656,7 @@ class Scratch {
     size_t total = 0;
     for (size_t b : sizes) {
       offsets_.push_back(total);
-      total += (b + 255) / 256 * 256;
+      total += round256(b);
     }
     if (total > 0) LT_CUDA_CHECK(cudaMallocAsync(&base_, total, s));
   }
@@ -728,12 +738,9 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   const Plan* plan = find_plan(p, true, device, handle, why);
   if (!plan) return false;
   const cudaStream_t stream = current_stream();
-  const size_t rows = size_t(s.B * s.H * s.Tq);
-  const size_t kv_elems = size_t(s.B * s.Se * s.KVH * s.HD);
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
-  Scratch scratch({size_t(plan->workspace), rows * sizeof(float), rows * size_t(s.HD) * sizeof(float),
-                   kv_elems * 2, kv_elems * 2},
-                  stream);
+  const std::array<size_t, 4> buffers = backward_buffers(s);
+  Scratch scratch({size_t(plan->workspace), buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   void* dk_tmp = scratch.at(3);
@@ -754,6 +761,12 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                        int64_t(row_elems), stream);
   }
   return true;
+}
+
+size_t cudnn_attention_backward_scratch_bytes(const AttentionParams& p) {
+  size_t total = 0;
+  for (const size_t b : backward_buffers(Shape(p))) total += round256(b);
+  return total;
 }
 
 CudnnAttentionPlanStats cudnn_attention_plan_stats() {
