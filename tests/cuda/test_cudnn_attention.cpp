@@ -59,12 +59,12 @@ class KernelChoice {
   std::optional<std::string> saved_;
 };
 
-#define LT_REQUIRE_CUDNN()                                                                        \
-  do {                                                                                            \
-    LT_REQUIRE_GPU();                                                                             \
-    const ops::cuda::CudnnAttentionStatus& st_ = ops::cuda::cudnn_attention_status();             \
-    std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());                        \
-    ASSERT_TRUE(st_.available) << "cuDNN attention unavailable: " << st_.reason;                  \
+#define LT_REQUIRE_CUDNN()                                                            \
+  do {                                                                                \
+    LT_REQUIRE_GPU();                                                                 \
+    const ops::cuda::CudnnAttentionStatus& st_ = ops::cuda::cudnn_attention_status(); \
+    std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());            \
+    ASSERT_TRUE(st_.available) << "cuDNN attention unavailable: " << st_.reason;      \
   } while (0)
 
 struct Case {
@@ -144,10 +144,10 @@ TEST(CudaParity, CudnnAttentionStatus) {
 TEST(CudaParity, CudnnAttentionForwardBackward) {
   LT_REQUIRE_CUDNN();
   const Case cases[] = {
-      {1, 128, 128, 32, 8, 128, 0},   {2, 256, 256, 32, 8, 64, 0},    {1, 200, 1000, 32, 8, 128, 800},
-      {1, 200, 1000, 4, 4, 64, 800},  {2, 512, 1024, 4, 4, 128, 512}, {1, 1024, 1024, 4, 4, 64, 0},
-      {2, 128, 640, 32, 8, 64, 512},  {2, 100, 1200, 8, 2, 128, 500}, {1, 1, 37, 8, 8, 128, 36},
-      {2, 37, 37, 4, 1, 64, 0},       {1, 333, 333, 32, 8, 128, 0},
+      {1, 128, 128, 32, 8, 128, 0},  {2, 256, 256, 32, 8, 64, 0},    {1, 200, 1000, 32, 8, 128, 800},
+      {1, 200, 1000, 4, 4, 64, 800}, {2, 512, 1024, 4, 4, 128, 512}, {1, 1024, 1024, 4, 4, 64, 0},
+      {2, 128, 640, 32, 8, 64, 512}, {2, 100, 1200, 8, 2, 128, 500}, {1, 1, 37, 8, 8, 128, 36},
+      {2, 37, 37, 4, 1, 64, 0},      {1, 333, 333, 32, 8, 128, 0},
   };
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
@@ -165,10 +165,12 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
 
     const size_t nq = size_t(B * Tq * H * HD);
     std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq), dk = in.dk_start, dv = in.dv_start;
-    ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}), host(in.hq, {B, Tq, H, HD}),
-                                host(in.hk, {B, S, KVH, HD}), host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
-    ops::cpu::attention_backward(p, host(dq, {B, Tq, H, HD}), host(dk, {B, S, KVH, HD}), host(dv, {B, S, KVH, HD}),
-                                 host(in.hdout, {B, Tq, H, HD}), host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
+    ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
+                                host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
+                                host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+    ops::cpu::attention_backward(p, host(dq, {B, Tq, H, HD}), host(dk, {B, S, KVH, HD}),
+                                 host(dv, {B, S, KVH, HD}), host(in.hdout, {B, Tq, H, HD}),
+                                 host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
                                  host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
                                  host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
     Worst fw, bw, grads;
@@ -181,7 +183,8 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
     // The gradients alone, from zero accumulators: random start values cannot hide a small error there.
     Results z = run(c, in, "cudnn", true);
     std::vector<double> ref_dk(dk.size()), ref_dv(dv.size());
-    for (size_t i = 0; i < dk.size(); ++i) ref_dk[i] = dk[i] - in.dk_start[i], ref_dv[i] = dv[i] - in.dv_start[i];
+    for (size_t i = 0; i < dk.size(); ++i)
+      ref_dk[i] = dk[i] - in.dk_start[i], ref_dv[i] = dv[i] - in.dv_start[i];
     grads.add("dq", test::download(z.dq), dq);
     grads.add("dk", test::download(z.dk), ref_dk);
     grads.add("dv", test::download(z.dv), ref_dv);
@@ -203,8 +206,8 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
 // cuDNN vs our tensor-core kernels on shapes too large for the float64 reference.
 TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
   LT_REQUIRE_CUDNN();
-  const Case cases[] = {{1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072},
-                        {2, 1536, 1536, 32, 8, 64, 0}};
+  const Case cases[] = {
+      {1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072}, {2, 1536, 1536, 32, 8, 64, 0}};
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
     Inputs in(c, 8800 + ci * 10);
@@ -248,12 +251,14 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
     ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
   }
   std::vector<double> ref(size_t(B * Tq * H * HD)), ref_lse(size_t(B * H * Tq));
-  ops::cpu::attention_forward(p, host(ref, {B, Tq, H, HD}), host(ref_lse, {B, H, Tq}), host(in.hq, {B, Tq, H, HD}),
-                              host(in.hk, {B, S, KVH, HD}), host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+  ops::cpu::attention_forward(p, host(ref, {B, Tq, H, HD}), host(ref_lse, {B, H, Tq}),
+                              host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
+                              host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
   Worst w;
   w.add("out", test::download(out), ref);
   w.add("lse", test::download(lse), ref_lse);
-  report("attention_fwd_cudnn_window_fallback", DType::BF16, describe(c) + " w100", w, tolerance(DType::BF16));
+  report("attention_fwd_cudnn_window_fallback", DType::BF16, describe(c) + " w100", w,
+         tolerance(DType::BF16));
   EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built, plans_before)
       << "a windowed call must not build cuDNN plans";
 }
@@ -271,7 +276,8 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
     DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), dq = poisoned(DType::BF16, {B, Tq, H, HD});
     DeviceTensor lse = poisoned(DType::F32, {B, H, Tq});
     std::vector<double> zeros(size_t(B * S * KVH * HD), 0.0);
-    DeviceTensor dk = upload(zeros, DType::BF16, {B, S, KVH, HD}), dv = upload(zeros, DType::BF16, {B, S, KVH, HD});
+    DeviceTensor dk = upload(zeros, DType::BF16, {B, S, KVH, HD}),
+                 dv = upload(zeros, DType::BF16, {B, S, KVH, HD});
     const double fwd_flops = 2.0 * 2.0 * double(B * H) * double(T) * double(T) * double(HD) / 2.0;
     for (const char* kernel : {"cudnn", "tc"}) {
       KernelChoice choice(kernel);
@@ -296,8 +302,8 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
         cudaEventRecord(e0);
         ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
         cudaEventRecord(e1);
-        ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(),
-                                Tensor());
+        ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t,
+                                Tensor(), Tensor());
         cudaEventRecord(e2);
         ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
         float a = 0, b = 0;
@@ -328,12 +334,13 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
 // run shows where cuDNN refuses. Fails when no plan could be built.
 TEST(CudaDiag, DISABLED_CudnnAttentionProbe) {
   LT_REQUIRE_GPU();
-  const Case cases[] = {{1, 1024, 1024, 32, 8, 128, 0}, {2, 200, 1200, 32, 8, 64, 800}, {1, 256, 256, 4, 4, 128, 0}};
+  const Case cases[] = {
+      {1, 1024, 1024, 32, 8, 128, 0}, {2, 200, 1200, 32, 8, 64, 800}, {1, 256, 256, 4, 4, 128, 0}};
   for (const Case& c : cases)
     for (const bool backward : {false, true}) {
       const std::string log = ops::cuda::cudnn_attention_probe(params(c), backward);
-      std::printf("==== cuDNN attention probe: %s %s\n%s", backward ? "backward" : "forward", describe(c).c_str(),
-                  log.c_str());
+      std::printf("==== cuDNN attention probe: %s %s\n%s", backward ? "backward" : "forward",
+                  describe(c).c_str(), log.c_str());
       std::fflush(stdout);
       EXPECT_NE(log.find("probe: a plan was built"), std::string::npos)
           << describe(c) << (backward ? " backward" : " forward") << ": no plan (see the log above)";

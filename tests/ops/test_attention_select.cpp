@@ -110,7 +110,8 @@ TEST(AttentionSelect, AutoPrefersCudnnThenTensorCoresThenSimt) {
 
 TEST(AttentionSelect, ExplicitRequests) {
   const AttentionCallShape c = chunk_call();
-  EXPECT_EQ(choose_attention_kernel(AttentionKernelRequest::Cudnn, c, true, "", true), AttentionKernel::Cudnn);
+  EXPECT_EQ(choose_attention_kernel(AttentionKernelRequest::Cudnn, c, true, "", true),
+            AttentionKernel::Cudnn);
   EXPECT_EQ(choose_attention_kernel(AttentionKernelRequest::TensorCore, c, true, "", true),
             AttentionKernel::TensorCore);
   EXPECT_EQ(choose_attention_kernel(AttentionKernelRequest::TensorCore, c, true, "", false),

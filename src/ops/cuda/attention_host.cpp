@@ -45,22 +45,23 @@ AttentionKernel select_kernel(const AttentionParams& p, DType dt, const Attentio
   bool loaded = false;
   std::string reason;
   const bool eligible = cudnn_attention_ineligible_reason(call) == nullptr;
-  if (*request == AttentionKernelRequest::Cudnn ||
-      (*request == AttentionKernelRequest::Auto && eligible)) {
+  if (*request == AttentionKernelRequest::Cudnn || (*request == AttentionKernelRequest::Auto && eligible)) {
     const CudnnAttentionStatus& st = cudnn_attention_status();
     loaded = st.available;
     reason = st.reason;
     if (!loaded && *request == AttentionKernelRequest::Auto)
-      note_once(fmt::format("cuDNN attention unavailable ({}); attention runs on leantune's kernels", reason));
+      note_once(
+          fmt::format("cuDNN attention unavailable ({}); attention runs on leantune's kernels", reason));
   }
   return choose_attention_kernel(*request, call, loaded, reason, tc_eligible);
 }
 
-// After cuDNN built no plan for a shape: an error if cuDNN was asked for by name, else a note and our kernels.
+// After cuDNN built no plan for a shape: an error if cuDNN was asked for by name, else a note and our
+// kernels.
 void cudnn_declined(AttentionKernelRequest request, const AttentionParams& p, const char* op,
                     const std::string& why) {
-  LT_CHECK(request != AttentionKernelRequest::Cudnn, "{} with LT_ATTENTION_KERNEL=cudnn: cuDNN has no plan for {}: {}",
-           op, describe(p), why);
+  LT_CHECK(request != AttentionKernelRequest::Cudnn,
+           "{} with LT_ATTENTION_KERNEL=cudnn: cuDNN has no plan for {}: {}", op, describe(p), why);
   note_once(fmt::format("{}: cuDNN has no plan for {} ({}); using leantune's kernels", op, describe(p), why));
 }
 
@@ -106,7 +107,8 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
   const AttentionLaunch a = to_launch(p, q_segments, k_segments);
   const bool tc = attention_tc_eligible(dt, a, {out.data, q.data, k.data, v.data});
   AttentionKernelRequest request{};
-  AttentionKernel kernel = select_kernel(p, dt, a, {out.data, lse.data, q.data, k.data, v.data}, tc, &request);
+  AttentionKernel kernel =
+      select_kernel(p, dt, a, {out.data, lse.data, q.data, k.data, v.data}, tc, &request);
   if (kernel == AttentionKernel::Cudnn) {
     std::string why;
     if (cudnn_attention_forward(p, out, lse, q, k, v, &why)) return;
@@ -130,7 +132,8 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
       attention_tc_eligible(dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, q.data, k.data, v.data});
   AttentionKernelRequest request{};
   AttentionKernel kernel = select_kernel(
-      p, dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, lse.data, q.data, k.data, v.data}, tc, &request);
+      p, dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, lse.data, q.data, k.data, v.data}, tc,
+      &request);
   if (kernel == AttentionKernel::Cudnn) {
     std::string why;
     if (cudnn_attention_backward(p, dq, dk, dv, dout, out, lse, q, k, v, &why)) return;

@@ -27,9 +27,12 @@ enum class AttentionKernelRequest : uint8_t { Auto, Cudnn, TensorCore, Simt };
 
 inline const char* attention_kernel_name(AttentionKernel k) {
   switch (k) {
-    case AttentionKernel::Cudnn: return "cudnn";
-    case AttentionKernel::TensorCore: return "tc";
-    case AttentionKernel::Simt: return "simt";
+    case AttentionKernel::Cudnn:
+      return "cudnn";
+    case AttentionKernel::TensorCore:
+      return "tc";
+    case AttentionKernel::Simt:
+      return "simt";
   }
   return "?";
 }
@@ -63,7 +66,8 @@ inline int64_t cudnn_attention_kv_len(const AttentionParams& p) {
 // nullptr when cuDNN's graph (bf16, causal bottom-right, GQA, head_dim 64/128) covers the call, else why not.
 inline const char* cudnn_attention_ineligible_reason(const AttentionCallShape& c) {
   const AttentionParams& p = c.p;
-  if (c.deterministic) return "deterministic attention requested (cuDNN's backward accumulates dQ atomically)";
+  if (c.deterministic)
+    return "deterministic attention requested (cuDNN's backward accumulates dQ atomically)";
   if (c.dtype != DType::BF16) return "dtype is not bf16";
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
   if (c.segmented) return "packed segments";
@@ -87,7 +91,8 @@ inline AttentionKernel choose_attention_kernel(AttentionKernelRequest request, c
                                                bool tc_eligible) {
   if (request == AttentionKernelRequest::Simt) return AttentionKernel::Simt;
   if (request == AttentionKernelRequest::Cudnn)
-    LT_CHECK(cudnn_loaded, "LT_ATTENTION_KERNEL=cudnn, but cuDNN is unavailable: {}", cudnn_unavailable_reason);
+    LT_CHECK(cudnn_loaded, "LT_ATTENTION_KERNEL=cudnn, but cuDNN is unavailable: {}",
+             cudnn_unavailable_reason);
   const bool want_cudnn = request == AttentionKernelRequest::Auto || request == AttentionKernelRequest::Cudnn;
   if (want_cudnn && cudnn_loaded && cudnn_attention_ineligible_reason(call) == nullptr)
     return AttentionKernel::Cudnn;

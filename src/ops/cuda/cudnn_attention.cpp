@@ -6,8 +6,10 @@
 // cudnnBackend* descriptors (thin RAII wrappers of our own; the frontend itself is not used). In cuDNN's
 // (b, h, s, d) vocabulary, with our row-major tensors as strided views (no copies):
 //   q, out, dout, dq (B, Tq, H, HD)  -> dims (B, H, Tq, HD),  strides (Tq*H*HD, HD, H*HD, 1)
-//   k, v (B, S, KVH, HD), first Se = q_offset + Tq rows only (the keys any query sees; see attention_select.h)
-//                                   -> dims (B, KVH, Se, HD), strides (S*KVH*HD, HD, KVH*HD, 1); K^T swaps the
+//   k, v (B, S, KVH, HD), first Se = q_offset + Tq rows only (the keys any query sees; see
+//   attention_select.h)
+//                                   -> dims (B, KVH, Se, HD), strides (S*KVH*HD, HD, KVH*HD, 1); K^T swaps
+//                                   the
 //                                      last two
 //   lse (B, H, Tq) f32              -> cuDNN's softmax "stats" (B, H, Tq, 1): max + log(sum exp) of the
 //                                      scaled, masked scores, natural log: exactly our lse, no conversion.
@@ -75,9 +77,9 @@ struct Library {
   CudnnAttentionStatus status;
 };
 
-std::mutex g_mutex;                         // handles, plans, and set-stream + execute on a handle
-std::map<int, cudnnHandle_t> g_handles;     // per device; live until exit (never destroyed: at static
-                                            // destruction the CUDA context may already be gone)
+std::mutex g_mutex;                           // handles, plans, and set-stream + execute on a handle
+std::map<int, cudnnHandle_t> g_handles;       // per device; live until exit (never destroyed: at static
+                                              // destruction the CUDA context may already be gone)
 thread_local std::string* t_trace = nullptr;  // the probe's log, when one runs on this thread
 
 template <class F>
@@ -131,8 +133,8 @@ Library load_library() {
   }
   l.status.version = int64_t(a.get_version());
   if (l.status.version < kMinVersion) {
-    l.status.reason = fmt::format("{} is cuDNN {}; the attention backend needs {} or newer",
-                                  l.status.library, l.status.version, kMinVersion);
+    l.status.reason = fmt::format("{} is cuDNN {}; the attention backend needs {} or newer", l.status.library,
+                                  l.status.version, kMinVersion);
     return l;
   }
   if (device_count() == 0) {
@@ -253,7 +255,7 @@ enum Uid : int64_t {
   kSeqKv,
   kSeqQ,
   kOne,
-  kRowSum,  // backward: sum(dO * O) per row, f32 (B, H, Tq)
+  kRowSum,   // backward: sum(dO * O) per row, f32 (B, H, Tq)
   kDQAccum,  // backward: dQ in f32, (B, H, Tq, HD) contiguous
   kFirstVirtual = 100,
 };
@@ -294,7 +296,8 @@ class GraphBuilder {
     Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, name + " (pointwise descriptor)");
     pw.set(LT_ATTR(CUDNN_ATTR_POINTWISE_MODE), CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
         .set(LT_ATTR(CUDNN_ATTR_POINTWISE_MATH_PREC), CUDNN_TYPE_DATA_TYPE, 1, &math);
-    if (mode == CUDNN_POINTWISE_GEN_INDEX) pw.set(LT_ATTR(CUDNN_ATTR_POINTWISE_AXIS), CUDNN_TYPE_INT64, 1, &axis);
+    if (mode == CUDNN_POINTWISE_GEN_INDEX)
+      pw.set(LT_ATTR(CUDNN_ATTR_POINTWISE_AXIS), CUDNN_TYPE_INT64, 1, &axis);
     pw.finalize();
     Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, name);
     op.set_desc(LT_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), pw)
@@ -464,7 +467,8 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.tensor("dQ accumulator", f32, s.q_dims(), {s.H * s.Tq * s.HD, s.Tq * s.HD, s.HD, 1}, false, kDQAccum);
 
   // softmax_sum = sum_d dO * O
-  const int64_t prod = g.tensor("dO*O", f32, s.q_dims(), {s.H * s.Tq * s.HD, s.Tq * s.HD, s.H * s.HD, 1}, true);
+  const int64_t prod =
+      g.tensor("dO*O", f32, s.q_dims(), {s.H * s.Tq * s.HD, s.Tq * s.HD, s.H * s.HD, 1}, true);
   g.pointwise("mul dO O", CUDNN_POINTWISE_MUL, f32, kDO, kO, -1, prod);
   const int64_t rowsum = g.tensor("reduce dO*O", f32, s.row_dims(), s.row_strides(), true);
   g.reduction("reduce dO*O", CUDNN_REDUCE_TENSOR_ADD, prod, rowsum);
@@ -533,8 +537,8 @@ int64_t engine_index(const Desc& cfg) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t n = 0, index = -1;
-  if (api().get_attribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &raw) !=
-      CUDNN_STATUS_SUCCESS)
+  if (api().get_attribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                          &raw) != CUDNN_STATUS_SUCCESS)
     return -1;
   if (api().get_attribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) !=
       CUDNN_STATUS_SUCCESS)
@@ -544,7 +548,8 @@ int64_t engine_index(const Desc& cfg) {
 
 // Builds the graph of `p` and the first engine configuration whose plan finalizes (mode A heuristics, then
 // the fallback list). try_all (the probe): finalize every configuration and log each.
-std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnHandle_t handle, bool try_all) {
+std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnHandle_t handle,
+                                 bool try_all) {
   const Shape s(p);
   trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}) H={} KVH={} HD={}",
                     backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, s.H, s.KVH, s.HD));
@@ -564,8 +569,8 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
         .set(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_TYPE_HEUR_MODE, 1, &mode)
         .finalize();
     int64_t count = 0;
-    check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                              nullptr),
+    check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                              &count, nullptr),
           fmt::format("{}: count results", mode_name));
     trace(fmt::format("  {}: {} engine configuration(s)", mode_name, count));
     std::vector<Desc> cfgs;
@@ -576,8 +581,8 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
     }
     int64_t got = 0;
     if (count > 0)
-      check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                &got, raw.data()),
+      check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                count, &got, raw.data()),
             fmt::format("{}: get results", mode_name));
     for (int64_t i = 0; i < got; ++i) {
       const int64_t engine = engine_index(cfgs[size_t(i)]);
@@ -594,8 +599,8 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
         continue;
       }
       int64_t n = 0;
-      check(api().get_attribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                &n, &plan->workspace),
+      check(api().get_attribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                1, &n, &plan->workspace),
             "plan: get workspace size");
       trace(fmt::format("  ok    {} config {} (engine {}): plan finalized, workspace {} bytes", mode_name, i,
                         engine, plan->workspace));
@@ -604,7 +609,8 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
     }
   }
   LT_CHECK(chosen != nullptr, "cuDNN attention: no engine configuration of the {} graph finalized{}",
-           backward ? "backward" : "forward", failures.empty() ? " (the heuristics returned none)" : failures);
+           backward ? "backward" : "forward",
+           failures.empty() ? " (the heuristics returned none)" : failures);
   return chosen;
 }
 
@@ -632,7 +638,8 @@ const Plan* find_plan(const AttentionParams& p, bool backward, int device, cudnn
       entry.failure = e.what();
     }
     g_plan_stats.plans_built += 1;
-    g_plan_stats.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_plan_stats.build_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     it = g_plans.emplace(key, std::move(entry)).first;
   }
   if (!it->second.plan && why) *why = it->second.failure;
@@ -723,7 +730,8 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
   float scale = float(p.scale), neg_inf = -INFINITY;
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kSeqKv, kSeqQ};
-  const std::vector<void*> ptrs{q.data, k.data, v.data, out.data, lse.data, &scale, &neg_inf, &seq_kv, &seq_q};
+  const std::vector<void*> ptrs{q.data, k.data,   v.data,  out.data, lse.data,
+                                &scale, &neg_inf, &seq_kv, &seq_q};
   execute(handle, *plan, uids, ptrs, scratch.at(0), stream);
   return true;
 }
@@ -745,11 +753,11 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   void* dk_tmp = scratch.at(3);
   void* dv_tmp = scratch.at(4);
-  const std::vector<int64_t> uids{kQ,     kK,      kV,     kO,     kDO,  kStats,  kDQ,      kDK,
-                                  kDV,    kScale,  kNegInf, kSeqKv, kSeqQ, kOne, kRowSum, kDQAccum};
-  const std::vector<void*> ptrs{q.data, k.data,   v.data,  out.data, dout.data, lse.data,       dq.data,
-                                dk_tmp, dv_tmp,   &scale,  &neg_inf, &seq_kv,   &seq_q,         &one,
-                                scratch.at(1), scratch.at(2)};
+  const std::vector<int64_t> uids{kQ,  kK,     kV,      kO,     kDO,   kStats, kDQ,     kDK,
+                                  kDV, kScale, kNegInf, kSeqKv, kSeqQ, kOne,   kRowSum, kDQAccum};
+  const std::vector<void*> ptrs{q.data,  k.data, v.data,        out.data,     dout.data, lse.data,
+                                dq.data, dk_tmp, dv_tmp,        &scale,       &neg_inf,  &seq_kv,
+                                &seq_q,  &one,   scratch.at(1), scratch.at(2)};
   execute(handle, *plan, uids, ptrs, scratch.at(0), stream);
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);

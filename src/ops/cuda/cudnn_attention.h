@@ -23,7 +23,8 @@ struct CudnnAttentionStatus {
 };
 // Loads cuDNN on the first call (thread-safe) and creates the current device's handle.
 const CudnnAttentionStatus& cudnn_attention_status();
-// One line for `leantune devices`, e.g. "cudnn attention: available (cuDNN 9.26.0)" or "... unavailable: why".
+// One line for `leantune devices`, e.g. "cudnn attention: available (cuDNN 9.26.0)" or "... unavailable:
+// why".
 std::string cudnn_attention_status_line();
 
 // Run the call through cuDNN. The caller (attention_host.cpp) has checked eligibility and availability.
