@@ -527,7 +527,11 @@ void build_backward(GraphBuilder& g, const Shape& s) {
 }
 
 // ---- plans ---------------------------------------------------------------------------------------------
+// A finalized plan, with every descriptor it was made from kept alive as long as it (as cudnn-frontend does).
 struct Plan {
+  std::unique_ptr<GraphBuilder> builder;  // tensors and operations
+  Desc graph;
+  Desc config;
   Desc plan;
   int64_t workspace = 0;
   int64_t engine = -1;
@@ -546,6 +550,59 @@ int64_t engine_index(const Desc& cfg) {
   return index;
 }
 
+// The engine configurations of one heuristics mode, in order: each plan is finalized until one succeeds
+// (try_all: every one, logged). Returns true when done (a plan was chosen and !try_all).
+bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_name, cudnnHandle_t handle,
+               bool try_all, std::unique_ptr<Plan>& chosen, std::string& failures) {
+  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mode_name);
+  heur.set_desc(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), graph)
+      .set(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_TYPE_HEUR_MODE, 1, &mode)
+      .finalize();
+  int64_t count = 0;
+  check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                            &count, nullptr),
+        fmt::format("{}: count results", mode_name));
+  trace(fmt::format("  {}: {} engine configuration(s)", mode_name, count));
+  std::vector<Desc> cfgs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, fmt::format("{} config {}", mode_name, i));
+    raw.push_back(cfgs.back().get());
+  }
+  int64_t got = 0;
+  if (count > 0)
+    check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                              &got, raw.data()),
+          fmt::format("{}: get results", mode_name));
+  for (int64_t i = 0; i < got; ++i) {
+    const int64_t engine = engine_index(cfgs[size_t(i)]);
+    auto plan = std::make_unique<Plan>();
+    plan->engine = engine;
+    plan->plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, fmt::format("plan of engine {}", engine));
+    plan->plan.set(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE), CUDNN_TYPE_HANDLE, 1, &handle)
+        .set_desc(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), cfgs[size_t(i)]);
+    const cudnnStatus_t st = api().finalize(plan->plan.get());
+    if (st != CUDNN_STATUS_SUCCESS) {
+      const std::string text = status_text(api(), st);
+      trace(fmt::format("  no    {} config {} (engine {}): plan finalize: {}", mode_name, i, engine, text));
+      failures += fmt::format("; engine {}: {}", engine, text);
+      continue;
+    }
+    int64_t n = 0;
+    check(api().get_attribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                              &n, &plan->workspace),
+          "plan: get workspace size");
+    trace(fmt::format("  ok    {} config {} (engine {}): plan finalized, workspace {} bytes", mode_name, i,
+                      engine, plan->workspace));
+    if (!chosen) {
+      plan->config = std::move(cfgs[size_t(i)]);
+      chosen = std::move(plan);
+    }
+    if (!try_all) return true;
+  }
+  return false;
+}
+
 // Builds the graph of `p` and the first engine configuration whose plan finalizes (mode A heuristics, then
 // the fallback list). try_all (the probe): finalize every configuration and log each.
 std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnHandle_t handle,
@@ -553,64 +610,29 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
   const Shape s(p);
   trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}) H={} KVH={} HD={}",
                     backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, s.H, s.KVH, s.HD));
-  GraphBuilder g;
+  auto builder = std::make_unique<GraphBuilder>();
   if (backward)
-    build_backward(g, s);
+    build_backward(*builder, s);
   else
-    build_forward(g, s);
-  const Desc graph = g.finalize_graph(handle);
+    build_forward(*builder, s);
+  Desc graph = builder->finalize_graph(handle);
 
   std::unique_ptr<Plan> chosen;
   std::string failures;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A" : "heuristics fallback";
-    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mode_name);
-    heur.set_desc(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), graph)
-        .set(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_TYPE_HEUR_MODE, 1, &mode)
-        .finalize();
-    int64_t count = 0;
-    check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                              &count, nullptr),
-          fmt::format("{}: count results", mode_name));
-    trace(fmt::format("  {}: {} engine configuration(s)", mode_name, count));
-    std::vector<Desc> cfgs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, fmt::format("{} config {}", mode_name, i));
-      raw.push_back(cfgs.back().get());
-    }
-    int64_t got = 0;
-    if (count > 0)
-      check(api().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                count, &got, raw.data()),
-            fmt::format("{}: get results", mode_name));
-    for (int64_t i = 0; i < got; ++i) {
-      const int64_t engine = engine_index(cfgs[size_t(i)]);
-      auto plan = std::make_unique<Plan>();
-      plan->engine = engine;
-      plan->plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, fmt::format("plan of engine {}", engine));
-      plan->plan.set(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE), CUDNN_TYPE_HANDLE, 1, &handle)
-          .set_desc(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), cfgs[size_t(i)]);
-      const cudnnStatus_t st = api().finalize(plan->plan.get());
-      if (st != CUDNN_STATUS_SUCCESS) {
-        const std::string text = status_text(api(), st);
-        trace(fmt::format("  no    {} config {} (engine {}): plan finalize: {}", mode_name, i, engine, text));
-        failures += fmt::format("; engine {}: {}", engine, text);
-        continue;
-      }
-      int64_t n = 0;
-      check(api().get_attribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                                1, &n, &plan->workspace),
-            "plan: get workspace size");
-      trace(fmt::format("  ok    {} config {} (engine {}): plan finalized, workspace {} bytes", mode_name, i,
-                        engine, plan->workspace));
-      if (!chosen) chosen = std::move(plan);
-      if (!try_all) return chosen;
+    // A mode that fails as a whole (no engine supports the graph) leaves the other to try.
+    try {
+      if (try_plans(graph, mode, mode_name, handle, try_all, chosen, failures)) break;
+    } catch (const Error& e) {
+      failures += fmt::format("; {}: {}", mode_name, e.what());
     }
   }
   LT_CHECK(chosen != nullptr, "cuDNN attention: no engine configuration of the {} graph finalized{}",
            backward ? "backward" : "forward",
            failures.empty() ? " (the heuristics returned none)" : failures);
+  chosen->builder = std::move(builder);
+  chosen->graph = std::move(graph);
   return chosen;
 }
 
