@@ -641,7 +641,8 @@ struct PlanEntry {
   std::unique_ptr<Plan> plan;  // nullptr: building failed
   std::string failure;
 };
-std::map<PlanKey, PlanEntry> g_plans;
+// Never destroyed: destroying plans at static destruction could run after the CUDA context is gone.
+std::map<PlanKey, PlanEntry>& g_plans = *new std::map<PlanKey, PlanEntry>();
 CudnnAttentionPlanStats g_plan_stats;
 
 // The cached plan of the call, building it on first use; nullptr (with *why) when it cannot be built.
