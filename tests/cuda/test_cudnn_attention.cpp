@@ -136,9 +136,10 @@ Results run(const Case& c, Inputs& in, const char* kernel, bool zero_start = fal
   return r;
 }
 
+// Prints which cuDNN was loaded (or why none could be): the first thing to read when the others fail.
 TEST(CudaParity, CudnnAttentionStatus) {
   LT_REQUIRE_CUDNN();
-  EXPECT_GE(ops::cuda::cudnn_attention_status().version, 91600);
+  EXPECT_TRUE(ops::cuda::cudnn_attention_status().reason.empty());
 }
 
 // One case of CudnnAttentionForwardBackward: forward and backward through cuDNN vs the float64 reference.
