@@ -56,7 +56,8 @@ class EnvSetting {
   std::optional<std::string> saved_;
 };
 
-// LT_ATTENTION_KERNEL: nullptr = the default choice (tensor cores where they apply), "simt" = attention.cu.
+// LT_ATTENTION_KERNEL: "tc" = the tensor-core kernels (never cuDNN, whose backward is not bit-reproducible),
+// "simt" = attention.cu.
 struct KernelChoice : EnvSetting {
   explicit KernelChoice(const char* value) : EnvSetting("LT_ATTENTION_KERNEL", value) {}
 };
@@ -109,7 +110,7 @@ TEST(CudaParity, AttentionTensorCoreForwardBackward) {
     DeviceTensor s_out = poisoned(dt, {B, Tq, H, HD}), s_lse = poisoned(DType::F32, {B, H, Tq});
     DeviceTensor s_dq = poisoned(dt, {B, Tq, H, HD});
     {
-      KernelChoice tc(nullptr);
+      KernelChoice tc("tc");
       ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       ops::attention_forward(p, g_out2.t, g_lse2.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
@@ -152,7 +153,7 @@ TEST(CudaParity, AttentionTensorCoreForwardBackward) {
     // Every CTA shape of the forward (warps x 16-row blocks per warp), whichever is the default.
     for (const char* shape : {"4x1", "8x1", "4x2"}) {
       EnvSetting tc_shape("LT_ATTENTION_TC_SHAPE", shape);
-      KernelChoice tc(nullptr);
+      KernelChoice tc("tc");
       DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
       ops::attention_forward(p, r_out.t, r_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       Worst w;
@@ -189,7 +190,7 @@ TEST(CudaParity, AttentionTensorCoreWindowOneIsIdentity) {
   DeviceTensor g_q = upload(q, DType::BF16, {B, T, H, HD}), g_k = upload(k, DType::BF16, {B, T, KVH, HD});
   DeviceTensor g_v = upload(v, DType::BF16, {B, T, KVH, HD}), g_out = poisoned(DType::BF16, {B, T, H, HD});
   DeviceTensor g_lse = poisoned(DType::F32, {B, H, T});
-  KernelChoice tc(nullptr);
+  KernelChoice tc("tc");
   ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
   const std::vector<double> out = test::download(g_out);
   int64_t wrong = 0;
@@ -227,7 +228,7 @@ TEST(CudaBench, DISABLED_AttentionTensorCoreTiming) {
   // (LT_ATTENTION_TC_SHAPE); the backward is the same in all three.
   for (const char* kernel : {"tc4x1", "tc8x1", "tc4x2", "simt"}) {
     const bool simt = std::strcmp(kernel, "simt") == 0;
-    KernelChoice choice(simt ? "simt" : nullptr);
+    KernelChoice choice(simt ? "simt" : "tc");
     EnvSetting shape("LT_ATTENTION_TC_SHAPE", simt ? nullptr : kernel + 2);
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 4; ++it) {

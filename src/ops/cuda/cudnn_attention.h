@@ -1,0 +1,64 @@
+// cuDNN's fused flash attention as an alternative backend of ops.h's attention (cudnn_attention.cpp):
+// causal (bottom-right aligned: queries are the last q_len of the first q_offset + q_len keys), GQA, bf16,
+// head_dim 64 or 128, no segments, no window (attention_select.h says which calls qualify).
+//
+// cuDNN is loaded at run time (dlopen of libcudnn.so.9, or the path in LT_CUDNN_LIBRARY): the leantune
+// binary neither links nor needs it. When it cannot be loaded, or is older than 9.16, the backend is simply
+// unavailable and cudnn_attention_status() says why. No CUDA or cuDNN types here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace lt::ops::cuda {
+
+struct CudnnAttentionStatus {
+  bool available = false;
+  int64_t version = 0;  // cudnnGetVersion(), e.g. 92600; 0 when the library did not load
+  std::string library;  // the name or path given to dlopen
+  std::string reason;   // why it is unavailable (empty when available)
+};
+// Loads cuDNN on the first call (thread-safe) and creates the current device's handle.
+const CudnnAttentionStatus& cudnn_attention_status();
+// One line for `leantune devices`, e.g. "cudnn attention: available (cuDNN 9.26.0)" or "... unavailable:
+// why".
+std::string cudnn_attention_status_line();
+
+// Run the call through cuDNN. The caller (attention_host.cpp) has checked eligibility and availability.
+// Returns false, with *why set, when cuDNN builds no execution plan for this shape (the failure is cached:
+// later calls of the shape return false at once); throws lt::Error when an execution fails.
+// Backward: dq is written; dk and dv accumulate (+=): cuDNN writes its dK/dV into stream-ordered
+// temporaries that are then added into dk, dv.
+bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                             std::string* why);
+bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout,
+                              Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why);
+
+// Pool memory one backward call takes besides cuDNN's own workspace (which its plan reports, usually small):
+// the f32 row sums (B, H, Tq) and dQ accumulator (B, H, Tq, HD), and the bf16 dK/dV temporaries
+// (B, q_offset + Tq, KVH, HD) each, every buffer rounded up to 256 bytes. The forward takes none.
+size_t cudnn_attention_backward_scratch_bytes(const AttentionParams& p);
+
+// Plans are cached per (device, direction, B, Tq, q_offset + Tq, kv_len, H, KVH, HD). For benchmarks:
+// how many were built and how long that took in total, and a way to drop them all.
+struct CudnnAttentionPlanStats {
+  int64_t plans_built = 0;
+  double build_seconds = 0;
+};
+CudnnAttentionPlanStats cudnn_attention_plan_stats();
+void cudnn_attention_clear_plans();
+
+// Diagnostics: builds the forward or backward graph of `p` step by step (every descriptor, the operation
+// graph, each engine configuration the heuristics return and whether its plan finalizes) and returns the
+// log, one step per line with cuDNN's status strings. Never throws; the log ends with the first failure.
+std::string cudnn_attention_probe(const AttentionParams& p, bool backward);
+
+// Deterministic attention (bit-identical gradients run to run): never cuDNN (its backward accumulates dQ
+// with atomics). Off by default; process-wide; also on when the environment has LT_ATTENTION_DETERMINISTIC=1.
+void set_attention_deterministic(bool deterministic);
+bool attention_deterministic();
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,368 @@
+// cuDNN's fused attention backend (ops/cuda/cudnn_attention.cpp) through ops::attention_forward/backward
+// with LT_ATTENTION_KERNEL=cudnn: against the CPU float64 reference (dk, dv start from random values: the
+// backend must add into them), on GQA and plain multi-head shapes, head dims 64 and 128, batches 1 and 2,
+// Tq = S and chunks at an offset into a longer key range (also a K/V buffer longer than the keys the last
+// query sees, as the chunked decoder passes), odd lengths; against our tensor-core kernels on larger shapes;
+// the deterministic switch and ineligible calls keep to our kernels. These tests FAIL when cuDNN cannot be
+// loaded (the message says why: put libcudnn.so.9's directory on LD_LIBRARY_PATH or set LT_CUDNN_LIBRARY).
+// Disabled: a timing bench (cuDNN vs tensor cores, first call with the plan build) and a probe that logs
+// every step of building the graphs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/cpu_attention.h"
+#include "ops/cuda/attention_select.h"
+#include "ops/cuda/cudnn_attention.h"
+#include "ops/ops.h"
+#include "parity_support.h"
+
+namespace lt {
+namespace {
+
+using test::DeviceTensor;
+using test::host;
+using test::poisoned;
+using test::random_values;
+using test::report;
+using test::tolerance;
+using test::upload;
+using test::Worst;
+
+// LT_ATTENTION_KERNEL = value (nullptr: unset) for its lifetime, then what was there before.
+class KernelChoice {
+ public:
+  explicit KernelChoice(const char* value) {
+    if (const char* old = std::getenv("LT_ATTENTION_KERNEL")) saved_ = std::string(old);
+    if (value)
+      setenv("LT_ATTENTION_KERNEL", value, 1);
+    else
+      unsetenv("LT_ATTENTION_KERNEL");
+  }
+  ~KernelChoice() {
+    if (saved_)
+      setenv("LT_ATTENTION_KERNEL", saved_->c_str(), 1);
+    else
+      unsetenv("LT_ATTENTION_KERNEL");
+  }
+  KernelChoice(const KernelChoice&) = delete;
+  KernelChoice& operator=(const KernelChoice&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+#define LT_REQUIRE_CUDNN()                                                            \
+  do {                                                                                \
+    LT_REQUIRE_GPU();                                                                 \
+    const ops::cuda::CudnnAttentionStatus& st_ = ops::cuda::cudnn_attention_status(); \
+    std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());            \
+    ASSERT_TRUE(st_.available) << "cuDNN attention unavailable: " << st_.reason;      \
+  } while (0)
+
+struct Case {
+  int64_t B, Tq, S, H, KVH, HD, q_offset;
+};
+
+std::string describe(const Case& c) {
+  return fmt::format("B{} Tq{} S{} H{}/{} HD{}{}", c.B, c.Tq, c.S, c.H, c.KVH, c.HD,
+                     c.q_offset ? fmt::format(" off{}", c.q_offset) : "");
+}
+
+ops::AttentionParams params(const Case& c) {
+  return ops::AttentionParams{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
+}
+
+// `values` rounded to bf16 in place (what an upload to bf16 keeps).
+void round_to_bf16(std::vector<double>& values) {
+  std::vector<uint16_t> bits(values.size());
+  convert_elements(bits.data(), DType::BF16, values.data(), DType::F64, values.size());
+  convert_elements(values.data(), DType::F64, bits.data(), DType::BF16, values.size());
+}
+
+// Host values of one case (rounded to bf16 by the uploads); dk, dv start from random values (the backward
+// adds into them).
+struct HostInputs {
+  std::vector<double> hq, hk, hv, hdout, dk_start, dv_start;
+  HostInputs(const Case& c, uint64_t seed) {
+    const size_t nq = size_t(c.B * c.Tq * c.H * c.HD), nk = size_t(c.B * c.S * c.KVH * c.HD);
+    hq = random_values(nq, seed, -2, 2), hk = random_values(nk, seed + 1, -2, 2);
+    hv = random_values(nk, seed + 2), hdout = random_values(nq, seed + 3);
+    dk_start = random_values(nk, seed + 4), dv_start = random_values(nk, seed + 5);
+    round_to_bf16(dk_start);
+    round_to_bf16(dv_start);
+  }
+};
+
+struct Inputs : HostInputs {
+  DeviceTensor q, k, v, dout;
+  Inputs(const Case& c, uint64_t seed)
+      : HostInputs(c, seed),
+        q(upload(hq, DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        k(upload(hk, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        v(upload(hv, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        dout(upload(hdout, DType::BF16, {c.B, c.Tq, c.H, c.HD})) {}
+};
+
+// out, lse, dq, dk, dv of one implementation; dk, dv start from in.dk_start / in.dv_start, or from zeros.
+struct Results {
+  std::vector<double> dk_init, dv_init;
+  DeviceTensor out, lse, dq, dk, dv;
+  Results(const Case& c, const Inputs& in, bool zero_start)
+      : dk_init(zero_start ? std::vector<double>(in.dk_start.size(), 0.0) : in.dk_start),
+        dv_init(zero_start ? std::vector<double>(in.dv_start.size(), 0.0) : in.dv_start),
+        out(poisoned(DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        lse(poisoned(DType::F32, {c.B, c.H, c.Tq})),
+        dq(poisoned(DType::BF16, {c.B, c.Tq, c.H, c.HD})),
+        dk(upload(dk_init, DType::BF16, {c.B, c.S, c.KVH, c.HD})),
+        dv(upload(dv_init, DType::BF16, {c.B, c.S, c.KVH, c.HD})) {}
+};
+
+// Forward then backward through ops:: with LT_ATTENTION_KERNEL = kernel.
+Results run(const Case& c, Inputs& in, const char* kernel, bool zero_start = false) {
+  const ops::AttentionParams p = params(c);
+  Results r(c, in, zero_start);
+  KernelChoice choice(kernel);
+  ops::attention_forward(p, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+  ops::attention_backward(p, r.dq.t, r.dk.t, r.dv.t, in.dout.t, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t,
+                          Tensor(), Tensor());
+  return r;
+}
+
+// Prints which cuDNN was loaded (or why none could be): the first thing to read when the others fail.
+TEST(CudaParity, CudnnAttentionStatus) {
+  LT_REQUIRE_CUDNN();
+  EXPECT_TRUE(ops::cuda::cudnn_attention_status().reason.empty());
+}
+
+// One case of CudnnAttentionForwardBackward: forward and backward through cuDNN vs the float64 reference.
+void check_against_reference(const Case& c, uint64_t seed) {
+  const auto [B, Tq, S, H, KVH, HD, off] = c;
+  const ops::AttentionParams p = params(c);
+  const ops::cuda::AttentionCallShape call{DType::BF16, p, false, true, false};
+  const char* reason = ops::cuda::cudnn_attention_ineligible_reason(call);
+  ASSERT_EQ(reason, nullptr) << describe(c) << ": " << reason;
+  Inputs in(c, seed);
+  const int64_t plans_before = ops::cuda::cudnn_attention_plan_stats().plans_built;
+  Results g = run(c, in, "cudnn");
+  std::vector<double> out_d = test::download(g.out);  // synchronizes: any execution error shows here
+  // A new shape builds one forward and one backward plan: proof that cuDNN (not a fallback) ran.
+  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built - plans_before, 2) << describe(c);
+
+  const size_t nq = size_t(B * Tq * H * HD);
+  std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq), dk = in.dk_start, dv = in.dv_start;
+  ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
+                              host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
+                              host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+  ops::cpu::attention_backward(p, host(dq, {B, Tq, H, HD}), host(dk, {B, S, KVH, HD}),
+                               host(dv, {B, S, KVH, HD}), host(in.hdout, {B, Tq, H, HD}),
+                               host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
+                               host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
+                               host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+  Worst fw, bw, grads;
+  fw.add("out", out_d, out);
+  fw.add("lse", test::download(g.lse), lse);
+  const std::vector<double> g_dk = test::download(g.dk), g_dv = test::download(g.dv);
+  bw.add("dq", test::download(g.dq), dq);
+  bw.add("dk", g_dk, dk);
+  bw.add("dv", g_dv, dv);
+  // The gradients alone, from zero accumulators: random start values cannot hide a small error there.
+  Results z = run(c, in, "cudnn", true);
+  std::vector<double> ref_dk(dk.size()), ref_dv(dv.size());
+  for (size_t i = 0; i < dk.size(); ++i)
+    ref_dk[i] = dk[i] - in.dk_start[i], ref_dv[i] = dv[i] - in.dv_start[i];
+  grads.add("dq", test::download(z.dq), dq);
+  grads.add("dk", test::download(z.dk), ref_dk);
+  grads.add("dv", test::download(z.dv), ref_dv);
+  report("attention_fwd_cudnn", DType::BF16, describe(c), fw, tolerance(DType::BF16));
+  report("attention_bwd_cudnn", DType::BF16, describe(c), bw, tolerance(DType::BF16));
+  report("attention_bwd_cudnn_from_zero", DType::BF16, describe(c), grads, tolerance(DType::BF16));
+  // Keys past q_offset + Tq: no query sees them, their dk/dv must keep the start values exactly.
+  int64_t changed = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = off + Tq; j < S; ++j)
+      for (int64_t e = 0; e < KVH * HD; ++e) {
+        const size_t i = size_t((b * S + j) * KVH * HD + e);
+        changed += g_dk[i] != in.dk_start[i] || g_dv[i] != in.dv_start[i];
+      }
+  EXPECT_EQ(changed, 0) << describe(c) << ": dk/dv changed past the last visible key";
+}
+
+TEST(CudaParity, CudnnAttentionForwardBackward) {
+  LT_REQUIRE_CUDNN();
+  const Case cases[] = {
+      {1, 128, 128, 32, 8, 128, 0},  {2, 256, 256, 32, 8, 64, 0},    {1, 200, 1000, 32, 8, 128, 800},
+      {1, 200, 1000, 4, 4, 64, 800}, {2, 512, 1024, 4, 4, 128, 512}, {1, 1024, 1024, 4, 4, 64, 0},
+      {2, 128, 640, 32, 8, 64, 512}, {2, 100, 1200, 8, 2, 128, 500}, {1, 1, 37, 8, 8, 128, 36},
+      {2, 37, 37, 4, 1, 64, 0},      {1, 333, 333, 32, 8, 128, 0},
+  };
+  for (size_t ci = 0; ci < std::size(cases); ++ci) {
+    // An exception (cuDNN refusing the shape) fails this case only: one run reports every case.
+    try {
+      check_against_reference(cases[ci], 7300 + ci * 10);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << describe(cases[ci]) << ": " << e.what();
+    }
+  }
+}
+
+// cuDNN vs our tensor-core kernels on shapes too large for the float64 reference.
+TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
+  LT_REQUIRE_CUDNN();
+  const Case cases[] = {
+      {1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072}, {2, 1536, 1536, 32, 8, 64, 0}};
+  for (size_t ci = 0; ci < std::size(cases); ++ci) {
+    const Case& c = cases[ci];
+    Inputs in(c, 8800 + ci * 10);
+    std::optional<Results> cudnn;
+    try {
+      cudnn.emplace(run(c, in, "cudnn"));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << describe(c) << ": " << e.what();
+      continue;
+    }
+    const Results& a = *cudnn;
+    Results b = run(c, in, "tc");
+    Worst fw, bw;
+    fw.add("out", test::download(a.out), test::download(b.out));
+    fw.add("lse", test::download(a.lse), test::download(b.lse));
+    bw.add("dq", test::download(a.dq), test::download(b.dq));
+    bw.add("dk", test::download(a.dk), test::download(b.dk));
+    bw.add("dv", test::download(a.dv), test::download(b.dv));
+    report("attention_fwd_cudnn_vs_tc", DType::BF16, describe(c), fw, tolerance(DType::BF16));
+    report("attention_bwd_cudnn_vs_tc", DType::BF16, describe(c), bw, tolerance(DType::BF16));
+  }
+}
+
+// The deterministic switch and calls cuDNN cannot take keep to our kernels: no cuDNN plan is built, and the
+// results are our kernels' bits.
+TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
+  LT_REQUIRE_CUDNN();
+  const Case c{1, 300, 700, 8, 2, 128, 400};
+  Inputs in(c, 9900);
+  Results ours = run(c, in, "tc");
+  const int64_t plans_before = ops::cuda::cudnn_attention_plan_stats().plans_built;
+  ops::cuda::set_attention_deterministic(true);
+  Results det = run(c, in, nullptr);
+  ops::cuda::set_attention_deterministic(false);
+  EXPECT_EQ(test::download(det.out), test::download(ours.out));
+  EXPECT_EQ(test::download(det.dq), test::download(ours.dq));
+  EXPECT_EQ(test::download(det.dk), test::download(ours.dk));
+  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built, plans_before)
+      << "a deterministic request must not build cuDNN plans";
+
+  // A sliding window under LT_ATTENTION_KERNEL=cudnn: our kernels, correct against the reference.
+  const auto [B, Tq, S, H, KVH, HD, off] = c;
+  ops::AttentionParams p = params(c);
+  p.window = 100;
+  DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), lse = poisoned(DType::F32, {B, H, Tq});
+  {
+    KernelChoice choice("cudnn");
+    ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+  }
+  std::vector<double> ref(size_t(B * Tq * H * HD)), ref_lse(size_t(B * H * Tq));
+  ops::cpu::attention_forward(p, host(ref, {B, Tq, H, HD}), host(ref_lse, {B, H, Tq}),
+                              host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
+                              host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+  Worst w;
+  w.add("out", test::download(out), ref);
+  w.add("lse", test::download(lse), ref_lse);
+  report("attention_fwd_cudnn_window_fallback", DType::BF16, describe(c) + " w100", w,
+         tolerance(DType::BF16));
+  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built, plans_before)
+      << "a windowed call must not build cuDNN plans";
+}
+
+// Not asserted: cuDNN vs the tensor-core kernels at B=1, H=32/8, HD=128, causal, T = 2K, 8K, 32K: the first
+// call (plan build included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * T * T * HD / 2,
+// backward 2.5x.
+TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
+  LT_REQUIRE_CUDNN();
+  for (const int64_t T : {int64_t(2048), int64_t(8192), int64_t(32768)}) {
+    const Case c{1, T, T, 32, 8, 128, 0};
+    Inputs in(c, 11);
+    const auto [B, Tq, S, H, KVH, HD, off] = c;
+    const ops::AttentionParams p = params(c);
+    DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), dq = poisoned(DType::BF16, {B, Tq, H, HD});
+    DeviceTensor lse = poisoned(DType::F32, {B, H, Tq});
+    std::vector<double> zeros(size_t(B * S * KVH * HD), 0.0);
+    DeviceTensor dk = upload(zeros, DType::BF16, {B, S, KVH, HD}),
+                 dv = upload(zeros, DType::BF16, {B, S, KVH, HD});
+    const double fwd_flops = 2.0 * 2.0 * double(B * H) * double(T) * double(T) * double(HD) / 2.0;
+    for (const char* kernel : {"cudnn", "tc"}) {
+      KernelChoice choice(kernel);
+      ops::cuda::cudnn_attention_clear_plans();
+      const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
+      auto wall = [] { return std::chrono::steady_clock::now(); };
+      const auto t0 = wall();
+      ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto t1 = wall();
+      ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(),
+                              Tensor());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto t2 = wall();
+      const double build_ms = (ops::cuda::cudnn_attention_plan_stats().build_seconds - build_before) * 1e3;
+      cudaEvent_t e0, e1, e2;
+      ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+      ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+      ASSERT_EQ(cudaEventCreate(&e2), cudaSuccess);
+      std::vector<float> fw_ms, bw_ms;
+      for (int it = 0; it < 3; ++it) {
+        cudaEventRecord(e0);
+        ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+        cudaEventRecord(e1);
+        ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t,
+                                Tensor(), Tensor());
+        cudaEventRecord(e2);
+        ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
+        float a = 0, b = 0;
+        cudaEventElapsedTime(&a, e0, e1);
+        cudaEventElapsedTime(&b, e1, e2);
+        fw_ms.push_back(a), bw_ms.push_back(b);
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      cudaEventDestroy(e2);
+      std::sort(fw_ms.begin(), fw_ms.end());
+      std::sort(bw_ms.begin(), bw_ms.end());
+      const double fw = fw_ms[1], bw = bw_ms[1];
+      std::printf(
+          "ATTN_BENCH kernel=%-5s bf16 causal B=%lld T=%lld H=%lld/%lld HD=%lld  fwd %.3f ms %.1f TFLOP/s  "
+          "bwd %.3f ms %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms (plan builds %.1f ms)\n",
+          kernel, (long long)B, (long long)T, (long long)H, (long long)KVH, (long long)HD, fw,
+          fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
+          std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          std::chrono::duration<double, std::milli>(t2 - t1).count(), build_ms);
+      std::fflush(stdout);
+    }
+  }
+}
+
+// Not asserted on numbers: logs every step of building the forward and backward graphs (descriptors,
+// operation graph, each engine configuration of the heuristics and whether its plan finalizes), so that one
+// run shows where cuDNN refuses. Fails when no plan could be built.
+TEST(CudaDiag, DISABLED_CudnnAttentionProbe) {
+  LT_REQUIRE_GPU();
+  const Case cases[] = {
+      {1, 1024, 1024, 32, 8, 128, 0}, {2, 200, 1200, 32, 8, 64, 800}, {1, 256, 256, 4, 4, 128, 0}};
+  for (const Case& c : cases)
+    for (const bool backward : {false, true}) {
+      const std::string log = ops::cuda::cudnn_attention_probe(params(c), backward);
+      std::printf("==== cuDNN attention probe: %s %s\n%s", backward ? "backward" : "forward",
+                  describe(c).c_str(), log.c_str());
+      std::fflush(stdout);
+      EXPECT_NE(log.find("probe: a plan was built"), std::string::npos)
+          << describe(c) << (backward ? " backward" : " forward") << ": no plan (see the log above)";
+    }
+}
+
+}  // namespace
+}  // namespace lt
