@@ -6,7 +6,8 @@
 #   2. the demo (demo/demo.sh picks the GPU from `leantune devices`);
 #   3. Llama-3.1-8B-shaped random weights, LoRA r=16 on all seven projections, bf16: 1024 x 8, and
 #      32768 x 1 in chunks of 4096 (issue 6's runs): tokens/s and device memory from metrics.jsonl.
-#   4. the 1024 x 8 run keeping everything and with recompute selective (memory against speed).
+#   4. the 1024 x 8 run keeping everything and with recompute selective (memory against speed);
+#   5. the 32K and 16K runs with cuDNN's attention (LT_ATTENTION_KERNEL=cudnn).
 # STAGES (default "1 2 3") picks stages.
 set -uo pipefail
 out=${OUT:-/tmp/gpu_train_checks}
@@ -19,13 +20,26 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+# cuDNN for the cuDNN attention backend (ops/cuda/cudnn_attention.cpp loads it at run time): the GPU
+# image's PyTorch wheel carries one; LT_CUDNN_LIBRARY names it. Our own kernels run whenever it is absent.
+if [ -z "${LT_CUDNN_LIBRARY:-}" ]; then
+  cudnn_dir=$(python3 -c "import nvidia.cudnn as c; print(list(c.__path__)[0])" 2>/dev/null)
+  [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/lib/libcudnn.so.9" ] && export LT_CUDNN_LIBRARY="$cudnn_dir/lib/libcudnn.so.9"
+fi
+note "cuDNN: ${LT_CUDNN_LIBRARY:-none found}; on the default path: $(ldconfig -p 2>/dev/null | grep -c 'libcudnn.so.9 ') entries"
 
 if has 1; then
   echo "== 1. test_cuda"
-  timeout 240 .carry/test_cuda > "$out/test_cuda.log" 2>&1
-  note "test_cuda exit $?"
+  # Our kernels for the whole suite (its bit-identity tests assume deterministic attention); then the
+  # cuDNN backend's own tests.
+  LT_ATTENTION_KERNEL=tc timeout 300 .carry/test_cuda > "$out/test_cuda.log" 2>&1
+  note "test_cuda (LT_ATTENTION_KERNEL=tc) exit $?"
+  LT_ATTENTION_KERNEL=auto timeout 120 .carry/test_cuda --gtest_filter='CudaParity.Cudnn*' > "$out/test_cudnn.log" 2>&1
+  note "test_cuda cuDNN tests exit $?"
+  grep -E "FAILED|PASSED|CUDNN|cuDNN" "$out/test_cudnn.log" | tail -n 20 | tee -a "$summary"
+  cat "$out/test_cudnn.log" >> "$out/test_cuda.log"
   # The timing benches print (never assert) TFLOP/s and milliseconds: disabled in the test run, run here.
-  timeout 60 .carry/test_cuda --gtest_also_run_disabled_tests --gtest_filter='CudaBench.*' >> "$out/test_cuda.log" 2>&1
+  LT_ATTENTION_KERNEL=auto timeout 90 .carry/test_cuda --gtest_also_run_disabled_tests --gtest_filter='CudaBench.*' >> "$out/test_cuda.log" 2>&1
   grep -E "^(PARITY|TRAIN|RESUME|DROPOUT|ATTN_BENCH|BANDWIDTH|OFFLOAD)|FAILED|PASSED" "$out/test_cuda.log" > "$out/parity.txt"
   grep -E "FAIL|PASSED|tests ran" "$out/test_cuda.log" | tail -n 12 | tee -a "$summary"
   grep -E "^(TRAIN|RESUME|ATTN_BENCH|OFFLOAD)" "$out/test_cuda.log" | tee -a "$summary"
@@ -82,6 +96,11 @@ if has 4; then
   echo "== 4. Llama-3.1-8B-shaped LoRA 1024 x 8: all kept (fused loss), and recompute selective"
   run_8b 8b_1024x8_kept 1024 24 8 0 3 150
   run_8b 8b_1024x8_selective 1024 24 8 0 3 150 --recompute selective
+fi
+if has 5; then
+  echo "== 5. Llama-3.1-8B-shaped LoRA 32K x 1 in chunks of 4096: cuDNN attention against ours"
+  LT_ATTENTION_KERNEL=cudnn run_8b 8b_32k_cudnn 32768 2 1 4096 2 200
+  LT_ATTENTION_KERNEL=cudnn run_8b 8b_16k_cudnn 16384 3 1 4096 3 150
 fi
 echo "== summary"
 cat "$summary"

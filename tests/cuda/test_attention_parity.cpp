@@ -67,7 +67,7 @@ TEST(CudaParity, Attention) {
       {2, 129, 200, 4, 4, 64, 71, 0, true},   {1, 200, 260, 8, 2, 128, 60, 50, true},
       {1, 70, 70, 2, 1, 40, 0, 0, false},     {1, 300, 300, 4, 4, 128, 0, 0, true},
   };
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
       const Case& c = cases[ci];
       const auto [B, Tq, S, H, KVH, HD, q_offset, window, segmented] = c;

@@ -129,7 +129,7 @@ TEST(CudaParity, FusedLinearCrossEntropy) {
   const Variant variants[] = {
       {false, DwKind::Same, ""}, {true, DwKind::None, " dx+= no-dw"}, {true, DwKind::Same, " dx+="}};
   uint64_t seed = 900000;
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const Shape& s : shapes)
       for (const Variant& var : variants) {
         if (s.token_block == 1 && var.accumulate_dx) continue;  // one row per block: slow, once is enough
@@ -147,13 +147,14 @@ TEST(CudaParity, FusedLinearCrossEntropyF32Grad) {
   for (const Shape& s : shapes) {
     run_case(DType::BF16, s, {false, DwKind::F32, " dw-f32"}, seed += 10);
     run_case(DType::BF16, s, {true, DwKind::F32, " dx+= dw-f32"}, seed += 10);
+    run_case(DType::F16, s, {true, DwKind::F32, " dx+= dw-f32"}, seed += 10);
   }
 }
 
 // The default budget on a realistic vocabulary: the token block comes from the 256 MiB budget.
 TEST(CudaParity, FusedLinearCrossEntropyDefaultBudget) {
   LT_REQUIRE_GPU();
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
     run_case(dt, {1500, 64, 128256, 256}, {false, DwKind::Same, " default budget"}, 910000 + uint64_t(dt));
 }
 

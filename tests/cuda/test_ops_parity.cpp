@@ -12,7 +12,7 @@
 namespace lt::test {
 namespace {
 
-constexpr DType kDtypes[] = {DType::F32, DType::BF16};
+constexpr DType kDtypes[] = {DType::F32, DType::BF16, DType::F16};
 
 std::string dims(std::initializer_list<int64_t> d) {
   std::string s = "(";

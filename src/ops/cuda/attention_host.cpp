@@ -12,6 +12,7 @@
 
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
@@ -67,8 +68,8 @@ void cudnn_declined(AttentionKernelRequest request, const AttentionParams& p, co
 
 DType attention_dtype(const AttentionParams& p, const Tensor& q, const Tensor& lse,
                       std::initializer_list<const Tensor*> others, const char* op) {
-  LT_CHECK(q.dtype == DType::F32 || q.dtype == DType::BF16,
-           "{} on CUDA: q has dtype {}; the GPU kernels take f32 or bf16", op, dtype_name(q.dtype));
+  LT_CHECK(is_gpu_compute_dtype(q.dtype), "{} on CUDA: q has dtype {}; the GPU kernels take f32, bf16 or f16",
+           op, dtype_name(q.dtype));
   for (const Tensor* t : others)
     LT_CHECK(t->empty() || t->dtype == q.dtype,
              "{} on CUDA: a tensor has dtype {} while q is {}; expected all {}", op, dtype_name(t->dtype),
@@ -116,7 +117,7 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
     kernel = tc ? AttentionKernel::TensorCore : AttentionKernel::Simt;
   }
   if (kernel == AttentionKernel::TensorCore)
-    launch_attention_forward_tc(a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
+    launch_attention_forward_tc(dt, a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
                                 current_stream());
   else
     launch_attention_forward(dt, a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
@@ -141,7 +142,7 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
     kernel = tc ? AttentionKernel::TensorCore : AttentionKernel::Simt;
   }
   if (kernel == AttentionKernel::TensorCore)
-    launch_attention_backward_tc(a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
+    launch_attention_backward_tc(dt, a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
                                  v.data, current_stream());
   else
     launch_attention_backward(dt, a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,

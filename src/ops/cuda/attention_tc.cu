@@ -1,4 +1,4 @@
-// Flash attention forward on the tensor cores (bf16 storage, f32 accumulation), FlashAttention-2 style:
+// Flash attention forward on the tensor cores (bf16 or f16 storage, f32 accumulation), FlashAttention-2 style:
 // the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments (attention_host.cpp
 // decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to attention.cu's kernels).
 //
@@ -43,7 +43,7 @@ constexpr int kFwdMTiles = 2;
 // WARPS warps, each owning MT blocks of 16 query rows: the CTA holds 16 * MT * WARPS rows. With MT = 2 each
 // K / V fragment read from shared memory feeds two MMAs (half the shared-memory traffic per FLOP); the Q
 // fragments are then re-read per tile instead of held in registers.
-template <int HD, int WARPS, int MT>
+template <class E, int HD, int WARPS, int MT>
 __global__ void __launch_bounds__(kWarp* WARPS)
     attention_forward_tc_kernel(TcGeometry g, uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                                 const uint16_t* v) {
@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(kWarp* WARPS)
             bf, smem_u32(kt + (n2 * 16 + lane % 8 + (lane / 16) * 8) * kLd + kk * 16 + ((lane / 8) % 2) * 8));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(s[mt][2 * n2], qa[mt], bf[0], bf[1]);
-          mma_bf16(s[mt][2 * n2 + 1], qa[mt], bf[2], bf[3]);
+          E::mma(s[mt][2 * n2], qa[mt], bf[0], bf[1]);
+          E::mma(s[mt][2 * n2 + 1], qa[mt], bf[2], bf[3]);
         }
       }
     }
@@ -206,10 +206,10 @@ __global__ void __launch_bounds__(kWarp* WARPS)
       uint32_t pa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        pa[mt][0] = E::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = E::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = E::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = E::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
 #pragma unroll
       for (int d2 = 0; d2 < kDSteps; ++d2) {
@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(kWarp* WARPS)
             bf, smem_u32(vt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 + (lane / 16) * 8));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(o[mt][2 * d2], pa[mt], bf[0], bf[1]);
-          mma_bf16(o[mt][2 * d2 + 1], pa[mt], bf[2], bf[3]);
+          E::mma(o[mt][2 * d2], pa[mt], bf[0], bf[1]);
+          E::mma(o[mt][2 * d2 + 1], pa[mt], bf[2], bf[3]);
         }
       }
     }
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kWarp* WARPS)
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n)
         *reinterpret_cast<uint32_t*>(orow + n * 8 + tig * 2) =
-            pack_bf16(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+            E::pack(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
       if (tig == 0) lse[(b * g.H + h) * g.Tq + i] = sum > 0.0f ? m[mt][r] * kLn2 + logf(sum) : -kTcNegInf;
     }
 }
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kWarp* WARPS)
 }  // namespace
 
 bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_list<const void*> tensors) {
-  if (dt != DType::BF16 || (a.head_dim != 64 && a.head_dim != 128)) return false;
+  if ((dt != DType::BF16 && dt != DType::F16) || (a.head_dim != 64 && a.head_dim != 128)) return false;
   if (a.q_segments != nullptr || a.k_segments != nullptr) return false;
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) return false;
   for (const void* t : tensors)
@@ -258,7 +258,7 @@ bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_
   return true;
 }
 
-void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse, const void* q,
+void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
                                  const void* k, const void* v, cudaStream_t s) {
   if (a.batch * a.q_len * a.heads == 0) return;
   const TcGeometry g{a.batch,       a.q_len,    a.kv_len, a.heads,
@@ -283,15 +283,19 @@ void launch_attention_forward_tc(const AttentionLaunch& a, void* out, float* lse
   if (shape == "8x1") warps = 8, mtiles = 1;
   if (shape == "4x2") warps = 4, mtiles = 2;
   const bool hd64 = a.head_dim == 64;
-  if (warps == 4 && mtiles == 1)
-    hd64 ? launch(attention_forward_tc_kernel<64, 4, 1>, 4, 1)
-         : launch(attention_forward_tc_kernel<128, 4, 1>, 4, 1);
-  else if (warps == 8 && mtiles == 1)
-    hd64 ? launch(attention_forward_tc_kernel<64, 8, 1>, 8, 1)
-         : launch(attention_forward_tc_kernel<128, 8, 1>, 8, 1);
-  else
-    hd64 ? launch(attention_forward_tc_kernel<64, 4, 2>, 4, 2)
-         : launch(attention_forward_tc_kernel<128, 4, 2>, 4, 2);
+  if (dt == DType::F16) {  // one CTA shape for f16 (a rarer precision): fewer instantiations to compile
+    hd64 ? launch(attention_forward_tc_kernel<TcF16, 64, kFwdWarps, kFwdMTiles>, kFwdWarps, kFwdMTiles)
+         : launch(attention_forward_tc_kernel<TcF16, 128, kFwdWarps, kFwdMTiles>, kFwdWarps, kFwdMTiles);
+  } else if (warps == 4 && mtiles == 1) {
+    hd64 ? launch(attention_forward_tc_kernel<TcBf16, 64, 4, 1>, 4, 1)
+         : launch(attention_forward_tc_kernel<TcBf16, 128, 4, 1>, 4, 1);
+  } else if (warps == 8 && mtiles == 1) {
+    hd64 ? launch(attention_forward_tc_kernel<TcBf16, 64, 8, 1>, 8, 1)
+         : launch(attention_forward_tc_kernel<TcBf16, 128, 8, 1>, 8, 1);
+  } else {
+    hd64 ? launch(attention_forward_tc_kernel<TcBf16, 64, 4, 2>, 4, 2)
+         : launch(attention_forward_tc_kernel<TcBf16, 128, 4, 2>, 4, 2);
+  }
 }
 
 bool attention_kernel_simt_forced() {

@@ -1,6 +1,6 @@
 // Shared pieces of the tensor-core flash attention (attention_tc.cu forward, attention_tc_bwd.cu backward):
 // tile geometry, and thin wrappers of the PTX instructions they use (cp.async, ldmatrix, mma.sync m16n8k16
-// bf16 -> f32, ex2.approx). Header for those .cu files only.
+// bf16/f16 -> f32, ex2.approx). Header for those .cu files only.
 //
 // mma.m16n8k16 fragments (PTX ISA; lane = 4 * gid + tig), as (row, columns) of each register:
 // - A (16 x 16, row-major): a0 (gid, 2tig..+1), a1 (gid + 8, 2tig..+1), a2 (gid, 2tig + 8..+9),
@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -70,19 +71,49 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
-// d (16 x 8 f32) += a (16 x 16 bf16) b (16 x 8 bf16).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// The 16-bit element type of the kernels, bf16 or f16: the fragment layouts are the same; the MMA
+// instruction, the packing of two f32 into a 16-bit pair (round to nearest even) and the widening of one
+// 16-bit value to f32 differ.
+struct TcBf16 {
+  // d (16 x 8 f32) += a (16 x 16 bf16) b (16 x 8 bf16).
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  // Two floats -> bf16x2, `lo` in the low half (the lower column of a fragment).
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return uint32_t(__bfloat16_as_ushort(v.x)) | (uint32_t(__bfloat16_as_ushort(v.y)) << 16);
+  }
+  static __device__ __forceinline__ float widen(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+};
 
-// Two floats -> bf16x2 (round to nearest even), `lo` in the low half (the lower column of a fragment).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return uint32_t(__bfloat16_as_ushort(v.x)) | (uint32_t(__bfloat16_as_ushort(v.y)) << 16);
+struct TcF16 {
+  // d (16 x 8 f32) += a (16 x 16 f16) b (16 x 8 f16).
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return uint32_t(__half_as_ushort(v.x)) | (uint32_t(__half_as_ushort(v.y)) << 16);
+  }
+  static __device__ __forceinline__ float widen(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
+};
+
+// Calls fn(TcBf16{}) or fn(TcF16{}) for the kernels' dtype (attention_tc_eligible has checked it).
+template <class Fn>
+void dispatch_tc_element(DType dt, Fn&& fn) {
+  if (dt == DType::F16)
+    fn(TcF16{});
+  else
+    fn(TcBf16{});
 }
 
 // 2^x; 2^-inf = 0.

@@ -1,5 +1,5 @@
-// Flash attention backward on the tensor cores (bf16 storage, f32 accumulation), FlashAttention-2 style,
-// for the same cases as the forward of attention_tc.cu (bf16, head_dim 64 or 128, no segments).
+// Flash attention backward on the tensor cores (bf16 or f16 storage, f32 accumulation), FlashAttention-2 style,
+// for the same cases as the forward of attention_tc.cu (bf16/f16, head_dim 64 or 128, no segments).
 //   delta = rowsum(dO * O);  P = exp(scale Q K^T - lse);  dP = dO V^T;  dS = P * (dP - delta) * scale
 //   dV += P^T dO,  dK += dS^T Q,  dQ = dS K
 // Three kernels, no atomics (the same bits every run):
@@ -36,11 +36,8 @@ struct TcBwdShape {
   static constexpr size_t kDqSmem = sizeof(uint16_t) * 6 * kTile;
 };
 
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t x) {
-  return __uint_as_float(uint32_t(x) << 16);
-}
-
 // delta (B, H, Tq) f32 = rowsum(dout * out) over the head dim; one warp per (b, i, h) row.
+template <class E>
 __global__ void attention_delta_tc_kernel(int64_t rows, int64_t Tq, int64_t H, int64_t HD, float* delta,
                                           const uint16_t* dout, const uint16_t* out) {
   const int lane = threadIdx.x % kWarp;
@@ -49,14 +46,14 @@ __global__ void attention_delta_tc_kernel(int64_t rows, int64_t Tq, int64_t H, i
     const uint16_t* o = out + row * HD;
     const uint16_t* d_o = dout + row * HD;
     float s = 0.0f;
-    for (int64_t d = lane; d < HD; d += kWarp) s += bf16_bits_to_float(o[d]) * bf16_bits_to_float(d_o[d]);
+    for (int64_t d = lane; d < HD; d += kWarp) s += E::widen(o[d]) * E::widen(d_o[d]);
     s = warp_sum(s);
     const int64_t h = row % H, i = row / H % Tq, b = row / (H * Tq);
     if (lane == 0) delta[(b * H + h) * Tq + i] = s;
   }
 }
 
-template <int HD>
+template <class E, int HD>
 __global__ void __launch_bounds__(kTcThreads)
     attention_backward_dkdv_tc_kernel(TcGeometry g, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
                                       const float* lse, const float* delta, const uint16_t* q,
@@ -144,10 +141,10 @@ __global__ void __launch_bounds__(kTcThreads)
         uint32_t bq[4], bo[4];
         ldmatrix_x4(bq, smem_u32(qt + off));
         ldmatrix_x4(bo, smem_u32(dot + off));
-        mma_bf16(s[2 * n2], ka, bq[0], bq[1]);
-        mma_bf16(s[2 * n2 + 1], ka, bq[2], bq[3]);
-        mma_bf16(dp[2 * n2], va, bo[0], bo[1]);
-        mma_bf16(dp[2 * n2 + 1], va, bo[2], bo[3]);
+        E::mma(s[2 * n2], ka, bq[0], bq[1]);
+        E::mma(s[2 * n2 + 1], ka, bq[2], bq[3]);
+        E::mma(dp[2 * n2], va, bo[0], bo[1]);
+        E::mma(dp[2 * n2 + 1], va, bo[2], bo[3]);
       }
     }
 
@@ -171,22 +168,22 @@ __global__ void __launch_bounds__(kTcThreads)
       // dV += P^T dO, dK += dS^T Q over 16-query steps.
 #pragma unroll
     for (int kk = 0; kk < kBt / 16; ++kk) {
-      const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t pa[4] = {E::pack(s[2 * kk][0], s[2 * kk][1]), E::pack(s[2 * kk][2], s[2 * kk][3]),
+                              E::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              E::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
       const uint32_t da[4] = {
-          pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-          pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+          E::pack(dp[2 * kk][0], dp[2 * kk][1]), E::pack(dp[2 * kk][2], dp[2 * kk][3]),
+          E::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), E::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
 #pragma unroll
       for (int d2 = 0; d2 < kDSteps; ++d2) {
         const int off = (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 + (lane / 16) * 8;
         uint32_t bo[4], bq[4];
         ldmatrix_x4_trans(bo, smem_u32(dot + off));
         ldmatrix_x4_trans(bq, smem_u32(qt + off));
-        mma_bf16(dv_acc[2 * d2], pa, bo[0], bo[1]);
-        mma_bf16(dv_acc[2 * d2 + 1], pa, bo[2], bo[3]);
-        mma_bf16(dk_acc[2 * d2], da, bq[0], bq[1]);
-        mma_bf16(dk_acc[2 * d2 + 1], da, bq[2], bq[3]);
+        E::mma(dv_acc[2 * d2], pa, bo[0], bo[1]);
+        E::mma(dv_acc[2 * d2 + 1], pa, bo[2], bo[3]);
+        E::mma(dk_acc[2 * d2], da, bq[0], bq[1]);
+        E::mma(dk_acc[2 * d2 + 1], da, bq[2], bq[3]);
       }
     }
     __syncthreads();  // the next iteration's prefetch overwrites this iteration's query buffers
@@ -203,15 +200,13 @@ __global__ void __launch_bounds__(kTcThreads)
       uint32_t* kp = reinterpret_cast<uint32_t*>(krow + n * 8 + tig * 2);
       uint32_t* vp = reinterpret_cast<uint32_t*>(vrow + n * 8 + tig * 2);
       const uint32_t ko = *kp, vo = *vp;
-      *kp = pack_bf16(__uint_as_float(ko << 16) + dk_acc[n][2 * r],
-                      __uint_as_float(ko & 0xffff0000u) + dk_acc[n][2 * r + 1]);
-      *vp = pack_bf16(__uint_as_float(vo << 16) + dv_acc[n][2 * r],
-                      __uint_as_float(vo & 0xffff0000u) + dv_acc[n][2 * r + 1]);
+      *kp = E::pack(E::widen(uint16_t(ko)) + dk_acc[n][2 * r], E::widen(uint16_t(ko >> 16)) + dk_acc[n][2 * r + 1]);
+      *vp = E::pack(E::widen(uint16_t(vo)) + dv_acc[n][2 * r], E::widen(uint16_t(vo >> 16)) + dv_acc[n][2 * r + 1]);
     }
   }
 }
 
-template <int HD>
+template <class E, int HD>
 __global__ void __launch_bounds__(kTcThreads)
     attention_backward_dq_tc_kernel(TcGeometry g, uint16_t* dq, const uint16_t* dout, const float* lse,
                                     const float* delta, const uint16_t* q, const uint16_t* k,
@@ -292,10 +287,10 @@ __global__ void __launch_bounds__(kTcThreads)
         uint32_t bk[4], bv[4];
         ldmatrix_x4(bk, smem_u32(kt + off));
         ldmatrix_x4(bv, smem_u32(vt + off));
-        mma_bf16(s[2 * n2], qa, bk[0], bk[1]);
-        mma_bf16(s[2 * n2 + 1], qa, bk[2], bk[3]);
-        mma_bf16(dp[2 * n2], oa, bv[0], bv[1]);
-        mma_bf16(dp[2 * n2 + 1], oa, bv[2], bv[3]);
+        E::mma(s[2 * n2], qa, bk[0], bk[1]);
+        E::mma(s[2 * n2 + 1], qa, bk[2], bk[3]);
+        E::mma(dp[2 * n2], oa, bv[0], bv[1]);
+        E::mma(dp[2 * n2 + 1], oa, bv[2], bv[3]);
       }
     }
 
@@ -318,16 +313,16 @@ __global__ void __launch_bounds__(kTcThreads)
       // dQ += dS K over 16-key steps.
 #pragma unroll
     for (int kk = 0; kk < kBt / 16; ++kk) {
-      const uint32_t da[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t da[4] = {E::pack(s[2 * kk][0], s[2 * kk][1]), E::pack(s[2 * kk][2], s[2 * kk][3]),
+                              E::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              E::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int d2 = 0; d2 < kDSteps; ++d2) {
         uint32_t bk[4];
         ldmatrix_x4_trans(
             bk, smem_u32(kt + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + d2 * 16 + (lane / 16) * 8));
-        mma_bf16(dq_acc[2 * d2], da, bk[0], bk[1]);
-        mma_bf16(dq_acc[2 * d2 + 1], da, bk[2], bk[3]);
+        E::mma(dq_acc[2 * d2], da, bk[0], bk[1]);
+        E::mma(dq_acc[2 * d2 + 1], da, bk[2], bk[3]);
       }
     }
     __syncthreads();  // the next iteration's prefetch overwrites this tile's buffers
@@ -340,34 +335,34 @@ __global__ void __launch_bounds__(kTcThreads)
     uint16_t* row = dq + (b * g.Tq + i) * q_ld + h * HD;
 #pragma unroll
     for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<uint32_t*>(row + n * 8 + tig * 2) = pack_bf16(dq_acc[n][2 * r], dq_acc[n][2 * r + 1]);
+      *reinterpret_cast<uint32_t*>(row + n * 8 + tig * 2) = E::pack(dq_acc[n][2 * r], dq_acc[n][2 * r + 1]);
   }
 }
 
-template <int HD>
+template <class E, int HD>
 void launch_backward_kernels(const TcGeometry& g, const AttentionLaunch& a, uint16_t* dq, uint16_t* dk,
                              uint16_t* dv, const uint16_t* dout, const float* lse, const float* delta,
                              const uint16_t* q, const uint16_t* k, const uint16_t* v, cudaStream_t s) {
   using Sh = TcBwdShape<HD>;
-  LT_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<HD>,
+  LT_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dq_tc_kernel<E, HD>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::kDqSmem)));
-  LT_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<HD>,
+  LT_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_dkdv_tc_kernel<E, HD>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::kDkdvSmem)));
   const dim3 qgrid(unsigned((a.q_len + kBt - 1) / kBt), unsigned(a.heads), unsigned(a.batch));
-  attention_backward_dq_tc_kernel<HD>
+  attention_backward_dq_tc_kernel<E, HD>
       <<<qgrid, kTcThreads, Sh::kDqSmem, s>>>(g, dq, dout, lse, delta, q, k, v);
   LT_CUDA_CHECK_LAUNCH();
   // Keys at or past q_offset + Tq are seen by no query: their dk, dv stay as they are.
   const int64_t seen = a.q_offset + a.q_len;
   const dim3 kgrid(unsigned((seen + kBt - 1) / kBt), unsigned(a.kv_heads), unsigned(a.batch));
-  attention_backward_dkdv_tc_kernel<HD>
+  attention_backward_dkdv_tc_kernel<E, HD>
       <<<kgrid, kTcThreads, Sh::kDkdvSmem, s>>>(g, dk, dv, dout, lse, delta, q, k, v);
   LT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_attention_backward_tc(const AttentionLaunch& a, void* dq, void* dk, void* dv, const void* dout,
+void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv, const void* dout,
                                   const void* out, const float* lse, const void* q, const void* k,
                                   const void* v, cudaStream_t s) {
   if (a.batch * a.heads * a.q_len == 0) return;  // dq is empty and dk, dv get nothing added
@@ -377,21 +372,24 @@ void launch_attention_backward_tc(const AttentionLaunch& a, void* dq, void* dk, 
   const int64_t rows = a.batch * a.q_len * a.heads;
   float* delta = nullptr;  // (B, H, Tq) f32, stream-ordered scratch
   LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), size_t(rows) * sizeof(float), s));
-  attention_delta_tc_kernel<<<grid_for(rows * kWarp, 256), 256, 0, s>>>(
-      rows, a.q_len, a.heads, a.head_dim, delta, static_cast<const uint16_t*>(dout),
-      static_cast<const uint16_t*>(out));
-  LT_CUDA_CHECK_LAUNCH();
-  auto* dq_ = static_cast<uint16_t*>(dq);
-  auto* dk_ = static_cast<uint16_t*>(dk);
-  auto* dv_ = static_cast<uint16_t*>(dv);
-  const auto* dout_ = static_cast<const uint16_t*>(dout);
-  const auto* q_ = static_cast<const uint16_t*>(q);
-  const auto* k_ = static_cast<const uint16_t*>(k);
-  const auto* v_ = static_cast<const uint16_t*>(v);
-  if (a.head_dim == 64)
-    launch_backward_kernels<64>(g, a, dq_, dk_, dv_, dout_, lse, delta, q_, k_, v_, s);
-  else
-    launch_backward_kernels<128>(g, a, dq_, dk_, dv_, dout_, lse, delta, q_, k_, v_, s);
+  dispatch_tc_element(dt, [&](auto element) {
+    using E = decltype(element);
+    attention_delta_tc_kernel<E><<<grid_for(rows * kWarp, 256), 256, 0, s>>>(
+        rows, a.q_len, a.heads, a.head_dim, delta, static_cast<const uint16_t*>(dout),
+        static_cast<const uint16_t*>(out));
+    LT_CUDA_CHECK_LAUNCH();
+    auto* dq_ = static_cast<uint16_t*>(dq);
+    auto* dk_ = static_cast<uint16_t*>(dk);
+    auto* dv_ = static_cast<uint16_t*>(dv);
+    const auto* dout_ = static_cast<const uint16_t*>(dout);
+    const auto* q_ = static_cast<const uint16_t*>(q);
+    const auto* k_ = static_cast<const uint16_t*>(k);
+    const auto* v_ = static_cast<const uint16_t*>(v);
+    if (a.head_dim == 64)
+      launch_backward_kernels<E, 64>(g, a, dq_, dk_, dv_, dout_, lse, delta, q_, k_, v_, s);
+    else
+      launch_backward_kernels<E, 128>(g, a, dq_, dk_, dv_, dout_, lse, delta, q_, k_, v_, s);
+  });
   LT_CUDA_CHECK(cudaFreeAsync(delta, s));
 }
 
