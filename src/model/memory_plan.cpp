@@ -131,8 +131,10 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
                                  .fused_loss = true,
                                  .loss_token_block = s.loss_token_block,
                                  .loss_vocab_block = s.loss_vocab_block,
-                                 .recompute = s.recompute.value_or(Recompute::Full)};
+                                 .recompute = s.recompute.value_or(Recompute::Full),
+                                 .offload = s.offload};
     buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
+    plan.host_offload = ChunkedDecoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, options, lora);
   }
   {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
     const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
@@ -226,7 +228,8 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
   for (; c >= 1 && suggestion.empty(); c /= 2) {
     MemoryPlanSettings smaller = s;
     smaller.chunk_size = c;
-    if (smaller.recompute == Recompute::None) smaller.recompute.reset();  // chunking pays off by recomputing
+    // Chunking pays off by recomputing; an offloading chunked run recomputes fully (its only policy).
+    if (smaller.recompute == Recompute::None || smaller.offload) smaller.recompute.reset();
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
       suggestion =

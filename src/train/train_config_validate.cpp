@@ -142,11 +142,11 @@ void validate(TrainConfig& c) {
            "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16 (or f64 for fp32 "
            "on the CPU), and nothing is wider than fp64",
            c.precision, c.device);
-  LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
-           "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
-           "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "
-           "false",
-           c.chunk_size);
+  LT_CHECK(!(c.offload_activations && c.chunk_size > 0 && c.recompute != "auto" && c.recompute != "full"),
+           "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "
+           "offloads the layer inputs (its checkpoints), which needs recompute full (or auto): set recompute "
+           "full, or offload_activations false",
+           c.chunk_size, c.recompute);
 
   // LoRA keys: ranges always, and only meaningful with finetune lora.
   positive("lora_r", c.lora_r);
