@@ -174,10 +174,12 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
       s.dtype == DType::F64 ? "fp64" : s.dtype == DType::BF16 ? "bf16" : "fp32", s.batch, s.seq_len,
       s.chunk_size > 0
-          ? fmt::format("chunk_size {} (chunked, recompute {})", std::min(s.chunk_size, s.seq_len),
-                        recompute_name(s.recompute.value_or(Recompute::Full)))
-          : fmt::format("whole sequence (no chunking, recompute {})",
-                        recompute_name(s.recompute.value_or(Recompute::None))));
+          ? fmt::format("chunk_size {} (chunked, recompute {}{})", std::min(s.chunk_size, s.seq_len),
+                        recompute_name(s.recompute.value_or(Recompute::Full)),
+                        s.offload ? ", checkpoints offloaded to host memory" : "")
+          : fmt::format("whole sequence (no chunking, recompute {}{})",
+                        recompute_name(s.recompute.value_or(Recompute::None)),
+                        s.offload ? ", kept activations offloaded to host memory" : ""));
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
@@ -185,7 +187,9 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
                                         [cat](const MemoryPlanRow& r) { return r.category == cat; });
     if (count == 0) continue;
     std::string note;
-    if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
+    if (cat == MemoryCategory::KeptActivations && s.offload && plan.host_offload > 0) {
+      note = "  (on the device: the offload slots and what is not offloaded)";
+    } else if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
       const int64_t L = std::max<int64_t>(plan.config.num_layers, 1);
       note = fmt::format("  ({} per layer)", format_bytes(double(plan.bytes(cat)) / double(L)));
     }
