@@ -279,7 +279,8 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(!(o.no_whole && o.chunk_size == 0),
            "bench: --no_whole with --chunk_size 0 leaves nothing to run; give --chunk_size C > 0");
   LT_CHECK(!o.offload || (o.chunk_size > 0 && o.no_whole),
-           "bench: --offload_activations applies to chunked runs only; give --chunk_size C > 0 and --no_whole");
+           "bench: --offload_activations applies to chunked runs only; give --chunk_size C > 0 and "
+           "--no_whole");
   LT_CHECK(!o.show_chunk_time || o.chunk_size > 0,
            "bench: --show_chunk_time needs chunked training (--chunk_size C > 0), got --chunk_size 0");
   LT_CHECK(o.config_file.empty() || o.model_dir.empty(),

@@ -187,8 +187,8 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("--recompute", options->recompute,
                   "with --plan: auto (none whole-sequence, full chunked), none, full or selective");
   cmd->add_flag("--offload_activations", options->offload,
-                "with --plan: what backward needs in host memory (whole sequence: the kept activations; chunked: "
-                "the layer-input checkpoints)");
+                "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
+                "chunked: the layer-input checkpoints)");
   cmd->add_option("--device", options->device, "with --plan: cpu or cuda (default: cuda for bf16, else cpu)");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);

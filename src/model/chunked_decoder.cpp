@@ -51,8 +51,8 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
            "chunked decoder: loss blocks {} x {} must be positive", options.loss_token_block,
            options.loss_vocab_block);
   LT_CHECK(!options.offload || options.recompute == Recompute::Full,
-           "chunked decoder: offload with recompute {}; offloading keeps only the layer inputs in host memory, "
-           "which needs recompute full",
+           "chunked decoder: offload with recompute {}; offloading keeps only the layer inputs in host "
+           "memory, which needs recompute full",
            recompute_name(options.recompute));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
@@ -357,7 +357,8 @@ void ChunkedDecoder::checkpoint_written(int64_t k, int64_t l) {
 void ChunkedDecoder::fetch_checkpoint(int64_t j) {
   const int64_t L = config_.num_layers;
   slot_ticket_[size_t(j % 2)] =
-      transfers_->copy(slot_view(j), chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
+      transfers_->copy(slot_view(j),
+                       chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
 }
 
 Tensor ChunkedDecoder::backward_checkpoint(int64_t k, int64_t l) {

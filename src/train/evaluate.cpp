@@ -14,7 +14,8 @@ namespace lt::train {
 
 model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute,
                                       bool offload) {
-  return {.chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full), .offload = offload};
+  return {
+      .chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full), .offload = offload};
 }
 
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
@@ -23,7 +24,8 @@ size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows,
   if (chunk_size > 0)
     return model::ChunkedDecoder::offload_bytes(model, dtype, rows, tokens,
                                                 chunked_options(chunk_size, recompute, true), lora);
-  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None));
+  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora,
+                                       recompute.value_or(model::Recompute::None));
 }
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
@@ -62,8 +64,8 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
       // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
       // fits any training run's arena.
       model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T,
-                                    chunked_options(chunk_size, model::Recompute::Full, offloading), activations,
-                                    specs, offloading ? offload : nullptr);
+                                    chunked_options(chunk_size, model::Recompute::Full, offloading),
+                                    activations, specs, offloading ? offload : nullptr);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     } else {
       model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs, model::Recompute::Full);

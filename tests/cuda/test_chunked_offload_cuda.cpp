@@ -54,18 +54,21 @@ std::vector<double> to_f64(const Tensor& t) {
 }
 
 // Two forward/backward steps of `batch` on one chunked decoder on the GPU, bf16, gradients in f32.
-Outcome run(const model::ModelConfig& c, const model::ModelWeights& host_weights, const model::LoraWeights* host_lora,
-            const model::Batch& batch, int64_t B, int64_t T, int64_t chunk, bool offload, double dropout) {
+Outcome run(const model::ModelConfig& c, const model::ModelWeights& host_weights,
+            const model::LoraWeights* host_lora, const model::Batch& batch, int64_t B, int64_t T,
+            int64_t chunk, bool offload, double dropout) {
   const DType dt = DType::BF16, gt = DType::F32;
   MemoryResource& memory = ops::memory_resource(Device::CUDA);
   const std::vector<model::LoraSpec> specs = host_lora ? host_lora->specs : std::vector<model::LoraSpec>{};
-  Arena weights_arena("weights", memory,
-                      model::weights_bytes(c, dt) + model::grads_bytes(c, gt) + 2 * model::lora_bytes(specs, gt));
+  Arena weights_arena(
+      "weights", memory,
+      model::weights_bytes(c, dt) + model::grads_bytes(c, gt) + 2 * model::lora_bytes(specs, gt));
   model::ModelWeights w = model::allocate_weights(c, dt, weights_arena);
   model::copy_weights(c, w, host_weights);
-  model::ModelWeights g = model::allocate_grads(
-      c, gt, weights_arena,
-      host_lora ? model::TrainableFn([](const model::WeightSpec&) { return false; }) : model::TrainableFn(model::train_all));
+  model::ModelWeights g =
+      model::allocate_grads(c, gt, weights_arena,
+                            host_lora ? model::TrainableFn([](const model::WeightSpec&) { return false; })
+                                      : model::TrainableFn(model::train_all));
   model::zero_grads(c, g);
   model::LoraWeights lora, lora_grads;
   if (host_lora) {
@@ -122,7 +125,8 @@ TEST(ChunkedOffloadCuda, OffloadedCheckpointsGiveTheSameBits) {
   for (const bool with_lora : {false, true}) {
     for (const int64_t chunk : {int64_t(256), int64_t(500), int64_t(333)}) {
       const double dropout = with_lora ? 0.1 : 0.0;
-      const Outcome plain = run(c, host, with_lora ? &host_lora : nullptr, batch, B, T, chunk, false, dropout);
+      const Outcome plain =
+          run(c, host, with_lora ? &host_lora : nullptr, batch, B, T, chunk, false, dropout);
       const Outcome off = run(c, host, with_lora ? &host_lora : nullptr, batch, B, T, chunk, true, dropout);
       bool same = plain.losses == off.losses;
       std::string first_diff = same ? "" : "loss";

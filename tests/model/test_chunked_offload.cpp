@@ -42,8 +42,8 @@ model::ModelConfig five_layer_config(model::Architecture arch, uint64_t seed) {
   convert_elements(y.data(), DType::F64, b.data, b.dtype, y.size());
   size_t i = 0;
   while (i < x.size() && x[i] == y[i]) ++i;
-  return ::testing::AssertionFailure() << "first difference at element " << i << ": " << x[i] << " vs " << y[i]
-                                       << " (max rel diff " << test::max_rel_diff(x, y) << ")";
+  return ::testing::AssertionFailure() << "first difference at element " << i << ": " << x[i] << " vs "
+                                       << y[i] << " (max rel diff " << test::max_rel_diff(x, y) << ")";
 }
 
 // One model (weights, optional LoRA) trained by a chunked decoder, with or without offload.
@@ -61,8 +61,9 @@ struct Run {
     weights = model::allocate_weights(config, dtype, *arena);
     model::fill_weights_uniform(config, weights, seed);
     grads = model::allocate_grads(config, dtype, *arena,
-                                  train_base ? model::TrainableFn(model::train_all)
-                                             : model::TrainableFn([](const model::WeightSpec&) { return false; }));
+                                  train_base
+                                      ? model::TrainableFn(model::train_all)
+                                      : model::TrainableFn([](const model::WeightSpec&) { return false; }));
     model::zero_grads(config, grads);
     if (with_lora) {
       lora = model::allocate_lora(config, specs, dtype, *arena);
@@ -80,8 +81,9 @@ struct Run {
     const size_t device_bytes = model::ChunkedDecoder::arena_bytes(config, dtype, B, T, options, specs);
     Arena acts("acts", HostMemory::instance(), device_bytes);
     if (offload)
-      host = std::make_unique<Arena>("offloaded", HostMemory::instance(),
-                                     model::ChunkedDecoder::offload_bytes(config, dtype, B, T, options, specs));
+      host =
+          std::make_unique<Arena>("offloaded", HostMemory::instance(),
+                                  model::ChunkedDecoder::offload_bytes(config, dtype, B, T, options, specs));
     model::ChunkedDecoder decoder(config, dtype, B, T, options, acts, specs, offload ? host.get() : nullptr);
     const int64_t label_tokens = model::count_label_tokens(batch);
     const bool with_lora = !specs.empty();
@@ -186,8 +188,10 @@ TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {
         },
         {"offload", std::string(model::recompute_name(r)), "recompute full"});
   const model::ChunkedOptions offload{.chunk_size = 3, .offload = true};
-  Arena arena("acts", HostMemory::instance(), model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10, {.chunk_size = 3}));
-  Arena host("host", HostMemory::instance(), model::ChunkedDecoder::offload_bytes(config, DType::F64, 2, 10, offload));
+  Arena arena("acts", HostMemory::instance(),
+              model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10, {.chunk_size = 3}));
+  Arena host("host", HostMemory::instance(),
+             model::ChunkedDecoder::offload_bytes(config, DType::F64, 2, 10, offload));
   test::expect_error_mentions([&] { model::ChunkedDecoder(config, DType::F64, 2, 10, offload, arena); },
                               {"offload is true", "no host arena"});
   test::expect_error_mentions(

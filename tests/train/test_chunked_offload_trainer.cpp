@@ -85,7 +85,9 @@ TEST(ChunkedOffloadTrainer, MemoryPlanCountsTheHostCheckpoints) {
   c.offload_activations = false;
   const model::MemoryPlan plain = check_run_memory(c, mc, DType::F32, 2, 64, {});
   EXPECT_EQ(plain.host_offload, 0u);
-  auto aligned = [](size_t bytes) { return (bytes + model::kArenaAlignment - 1) / model::kArenaAlignment * model::kArenaAlignment; };
+  auto aligned = [](size_t bytes) {
+    return (bytes + model::kArenaAlignment - 1) / model::kArenaAlignment * model::kArenaAlignment;
+  };
   // (L + 1) checkpoints of (2 * 64, D) f32 in host memory; two (2 * 4, D) slots on the device.
   const size_t checkpoints = size_t(mc.num_layers + 1) * aligned(size_t(2 * 64 * mc.hidden_size) * 4);
   const size_t slots = 2 * aligned(size_t(2 * 4 * mc.hidden_size) * 4);

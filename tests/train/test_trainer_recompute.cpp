@@ -18,7 +18,8 @@ TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
     for (int64_t chunk : {0, 4}) {
       std::vector<double> reference;
       for (const std::string policy :
-           {"auto", "none", "full", "selective", "none+offload", "selective+offload", "auto+offload", "full+offload"}) {
+           {"auto", "none", "full", "selective", "none+offload", "selective+offload", "auto+offload",
+            "full+offload"}) {
         const bool offload = policy.ends_with("+offload");
         // Whole sequences offload what none and selective keep; chunked training offloads the checkpoints
         // of full (and auto, which is full there); the other combinations are refused or keep nothing.
