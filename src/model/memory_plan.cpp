@@ -237,7 +237,9 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
       suggestion =
-          fmt::format("chunk_size: {} fits ({}){}", c, format_memory_plan_summary(p),
+          fmt::format("chunk_size: {}{} fits ({}){}", c,
+                      s.recompute.has_value() && !smaller.recompute.has_value() ? " with recompute auto" : "",
+                      format_memory_plan_summary(p),
                       s.chunk_size == 0 ? "; whole-sequence training keeps every layer's activations, "
                                           "chunked training recomputes them"
                                         : "");

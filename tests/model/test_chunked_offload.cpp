@@ -12,6 +12,7 @@
 #include "core/arena.h"
 #include "lora_test_util.h"
 #include "model/chunked_decoder.h"
+#include "model/memory_plan.h"
 #include "model/random_model.h"
 #include "model_test_util.h"
 #include "support/test_support.h"
@@ -197,6 +198,30 @@ TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {
   test::expect_error_mentions(
       [&] { model::ChunkedDecoder(config, DType::F64, 2, 10, {.chunk_size = 3}, arena, {}, &host); },
       {"offload is false", "a host arena"});
+}
+
+// An offloading run over its memory limit gets a suggestion it can take: chunked with offload runs only
+// recompute full, so a whole-sequence run with recompute selective is told to chunk with recompute auto.
+TEST(ChunkedOffload, OverTheLimitSuggestsAChunkSizeThatOffloadAllows) {
+  const model::ModelConfig config = five_layer_config(model::Architecture::Llama, 4);
+  model::MemoryPlanSettings s;
+  s.seq_len = 512;
+  s.recompute = model::Recompute::Selective;
+  s.offload = true;
+  const model::MemoryPlan whole = model::plan_memory(config, s);
+  s.chunk_size = 64;
+  s.recompute.reset();
+  const model::MemoryPlan c64 = model::plan_memory(config, s);
+  ASSERT_GT(c64.host_offload, 0u);
+  ASSERT_LT(c64.total, whole.total);
+  test::expect_error_mentions([&] { model::check_plan_fits(whole, c64.total); },
+                              {"exceeds memory_limit", "with recompute auto fits"});
+  // Chunked and offloading already: a smaller chunk, still offloading (the plan it quotes is that one's).
+  s.chunk_size = 128;
+  const model::MemoryPlan c128 = model::plan_memory(config, s);
+  ASSERT_LT(c64.total, c128.total);
+  test::expect_error_mentions([&] { model::check_plan_fits(c128, c64.total); },
+                              {"chunk_size: 64 fits", model::format_memory_plan_summary(c64)});
 }
 
 }  // namespace
