@@ -50,6 +50,7 @@ struct BenchOptions {
   int64_t chunk_size = 128;
   std::string recompute = "auto";  // auto: none whole, full chunked
   bool no_whole = false;
+  bool offload = false;  // chunked runs: the checkpoints in page-locked host memory (ChunkedOptions::offload)
   int64_t trials = 3;
   int64_t warmup = 1;
   std::string dtype = "fp32";
@@ -187,7 +188,8 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   r.mode = chunk > 0 ? "chunked" : "whole";
   r.chunk_size = chunk;
   const int64_t B = o.batch, T = o.seq_len;
-  const model::ChunkedOptions copts{.chunk_size = chunk, .recompute = s.recompute.value_or(model::Recompute::Full)};
+  const model::ChunkedOptions copts{
+      .chunk_size = chunk, .recompute = s.recompute.value_or(model::Recompute::Full), .offload = o.offload};
   const model::Recompute whole_policy = s.recompute.value_or(model::Recompute::None);
   const size_t decoder_bytes = chunk > 0
                                    ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
@@ -195,9 +197,13 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device), decoder_bytes);
   std::optional<model::Decoder> whole;
   std::optional<model::ChunkedDecoder> chunked;
+  std::optional<Arena> pinned;  // --offload_activations: the chunked decoder's checkpoints
   model::ChunkTiming timing;
   if (chunk > 0) {
-    chunked.emplace(c, s.dtype, B, T, copts, arena, s.lora_specs);
+    if (o.offload)
+      pinned.emplace("bench offloaded checkpoints", ops::staging_memory(device),
+                     model::ChunkedDecoder::offload_bytes(c, s.dtype, B, T, copts, s.lora_specs));
+    chunked.emplace(c, s.dtype, B, T, copts, arena, s.lora_specs, pinned ? &*pinned : nullptr);
     r.num_chunks = chunked->num_chunks();
     r.chunk_size = chunked->chunk_size();
     if (o.show_chunk_time) chunked->set_chunk_timing(&timing);
@@ -274,6 +280,9 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(o.warmup >= 0, "bench: --warmup {}, expected >= 0", o.warmup);
   LT_CHECK(!(o.no_whole && o.chunk_size == 0),
            "bench: --no_whole with --chunk_size 0 leaves nothing to run; give --chunk_size C > 0");
+  LT_CHECK(!o.offload || (o.chunk_size > 0 && o.no_whole),
+           "bench: --offload_activations applies to chunked runs only; give --chunk_size C > 0 and "
+           "--no_whole");
   LT_CHECK(!o.show_chunk_time || o.chunk_size > 0,
            "bench: --show_chunk_time needs chunked training (--chunk_size C > 0), got --chunk_size 0");
   LT_CHECK(o.config_file.empty() || o.model_dir.empty(),
@@ -365,7 +374,8 @@ int run_bench(const BenchOptions& o) {
   fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>7} {:>12} {:>12} {:>12}\n", "mode", "forward s",
              "backward s", "step s", "tokens/s", "MFU", "peak memory", "(decoder)", "GPU in use");
   for (const ModeResult& r : results) {
-    const std::string mode = r.mode == "whole" ? "whole" : fmt::format("chunked {}", r.chunk_size);
+    const std::string mode =
+        r.mode == "whole" ? "whole" : fmt::format("chunked {}{}", r.chunk_size, o.offload ? "+off" : "");
     fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>6.1f}% {:>12} {:>12} {:>12}\n", mode,
                r.forward_s, r.backward_s, r.step_s, r.tokens_per_s, 100 * r.mfu,
                format_bytes(double(r.peak_arena_bytes)), format_bytes(double(r.decoder_arena_bytes)),
@@ -401,6 +411,7 @@ int run_bench(const BenchOptions& o) {
                      {"batch", B},
                      {"chunk_size", o.chunk_size},
                      {"recompute", o.recompute},
+                     {"offload_activations", o.offload},
                      {"trials", o.trials},
                      {"warmup", o.warmup},
                      {"seed", o.seed}};
@@ -431,6 +442,8 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
       ->capture_default_str();
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
+  bench->add_flag("--offload_activations", o->offload,
+                  "chunked runs (with --no_whole): the layer-input checkpoints in page-locked host memory");
   bench->add_option("--recompute", o->recompute, "auto (none whole, full chunked), none, full or selective")
       ->capture_default_str();
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();

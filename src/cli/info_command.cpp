@@ -34,6 +34,8 @@ struct InfoOptions {
   bool plan_verbose = false;
   int64_t chunk_size = 0;
   std::string recompute = "auto";
+  bool offload = false;  // offload_activations
+  std::string device;    // cpu or cuda; empty: cuda for bf16, else cpu
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
@@ -89,9 +91,13 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   s.dtype = train::compute_dtype(precision);
   s.master_dtype = train::master_dtype(s.dtype);
   s.state_dtype = s.dtype == DType::F64 ? DType::F64 : DType::F32;  // AdamW keeps f32 moments below fp64
+  const std::string device = o.device.empty() ? (s.dtype == DType::BF16 ? "cuda" : "cpu") : o.device;
+  LT_CHECK(device == "cpu" || device == "cuda", "info --plan: --device {}, expected cpu or cuda", device);
+  s.device = device == "cuda" ? Device::CUDA : Device::CPU;
   s.batch = o.batch;
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
+  s.offload = o.offload;
   if (o.recompute != "auto") {
     s.recompute = model::recompute_from_name(o.recompute);
     LT_CHECK(s.recompute.has_value(), "info --plan: --recompute {} is not one of auto, none, full, selective",
@@ -181,6 +187,10 @@ void register_info_command(CLI::App& app) {
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
   cmd->add_option("--recompute", options->recompute,
                   "with --plan: auto (none whole-sequence, full chunked), none, full or selective");
+  cmd->add_flag("--offload_activations", options->offload,
+                "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
+                "chunked: the layer-input checkpoints)");
+  cmd->add_option("--device", options->device, "with --plan: cpu or cuda (default: cuda for bf16, else cpu)");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");

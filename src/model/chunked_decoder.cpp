@@ -50,6 +50,10 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
   LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
            "chunked decoder: loss blocks {} x {} must be positive", options.loss_token_block,
            options.loss_vocab_block);
+  LT_CHECK(!options.offload || options.recompute == Recompute::Full,
+           "chunked decoder: offload with recompute {}; offloading keeps only the layer inputs in host "
+           "memory, which needs recompute full",
+           recompute_name(options.recompute));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
@@ -62,20 +66,45 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
 }
 
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                               const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora)
+                               const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora,
+                               Arena* offload)
     : ChunkedDecoder(config, dtype, batch, tokens, options, lora) {
   check_compute_dtype(arena.device(), dtype, "chunked decoder");
   device_ = arena.device();
+  LT_CHECK(options.offload == (offload != nullptr),
+           "chunked decoder: options.offload is {} but {} host arena was given (expected one exactly when "
+           "offloading)",
+           options.offload, offload ? "a" : "no");
   ArenaAllocator allocator{arena};
-  plan(allocator);
+  if (offload) {
+    LT_CHECK(offload->device() == Device::CPU,
+             "chunked decoder: offload arena '{}' is on {}, expected host memory", offload->name(),
+             device_name(offload->device()));
+    ArenaAllocator host{*offload};
+    plan(allocator, &host);
+    transfers_ = std::make_unique<ops::TransferQueue>(device_);
+  } else {
+    plan(allocator, static_cast<ArenaAllocator*>(nullptr));
+  }
 }
+
+ChunkedDecoder::~ChunkedDecoder() = default;
 
 size_t ChunkedDecoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                    const ChunkedOptions& options, const std::vector<LoraSpec>& lora) {
   ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
-  ByteCounter counter;
-  counting.plan(counter);
+  ByteCounter counter, host;
+  counting.plan(counter, options.offload ? &host : nullptr);
   return counter.bytes;
+}
+
+size_t ChunkedDecoder::offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                                     const ChunkedOptions& options, const std::vector<LoraSpec>& lora) {
+  if (!options.offload) return 0;
+  ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
+  ByteCounter counter, host;
+  counting.plan(counter, &host);
+  return host.bytes;
 }
 
 std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
@@ -83,13 +112,13 @@ std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& co
                                                            const std::vector<LoraSpec>& lora) {
   ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
   std::vector<PlannedBuffer> buffers;
-  ByteCounter counter{.log = &buffers};
-  counting.plan(counter);
+  ByteCounter counter{.log = &buffers}, host;
+  counting.plan(counter, options.offload ? &host : nullptr);
   return buffers;
 }
 
-template <class Alloc>
-void ChunkedDecoder::plan(Alloc& alloc) {
+template <class Alloc, class HostAlloc>
+void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
@@ -97,7 +126,11 @@ void ChunkedDecoder::plan(Alloc& alloc) {
   const DType dt = dtype_, st = stats_dtype(dtype_);
 
   resid_.resize(size_t(L + 1));
-  for (int64_t l = 0; l <= L; ++l) resid_[size_t(l)] = alloc(fmt::format("resid.{}", l), dt, {B * T, D});
+  for (int64_t l = 0; l <= L; ++l)
+    resid_[size_t(l)] = offload ? (*offload)(fmt::format("resid.{}", l), dt, {B * T, D})
+                                : alloc(fmt::format("resid.{}", l), dt, {B * T, D});
+  if (offload)
+    for (int i = 0; i < 2; ++i) slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.resid", i), dt, {N, D});
   kv_.resize(size_t(L));
   kv_grads_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
@@ -264,10 +297,10 @@ LayerScratch ChunkedDecoder::scratch_views(int64_t C) const {
   return v;
 }
 
-LmActivations ChunkedDecoder::lm_views(int64_t k) const {
+LmActivations ChunkedDecoder::lm_views(int64_t k, Tensor x) const {
   const int64_t N = batch_ * chunk_tokens(k), D = config_.hidden_size;
   LmActivations a;
-  a.x = chunk_rows(resid_[size_t(config_.num_layers)], k, D);
+  a.x = x;
   a.rstd = view_at(final_rstd_, 0, {N});
   a.xn = view_at(final_xn_, 0, {N, D});
   if (!options_.fused_loss) a.logits = view_at(logits_, 0, {N, config_.vocab_size});
@@ -277,14 +310,15 @@ LmActivations ChunkedDecoder::lm_views(int64_t k) const {
   return a;
 }
 
-double ChunkedDecoder::loss_forward(const ModelWeights& w, int64_t k) {
-  LmActivations a = lm_views(k);
+double ChunkedDecoder::loss_forward(const ModelWeights& w, int64_t k, Tensor x) {
+  LmActivations a = lm_views(k, x);
   if (!options_.fused_loss) return lm_loss_forward(config_, w, a);
   return fused_lm_loss_forward(config_, w, a, options_.loss_token_block, options_.loss_vocab_block);
 }
 
-void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor d_resid) {
-  LmActivations a = lm_views(k);
+void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor x,
+                                   Tensor d_resid) {
+  LmActivations a = lm_views(k, x);
   const ModelConfig& c = config_;
   const int64_t N = a.x.dim(0), D = c.hidden_size;
   const double grad_scale = loss_scale_ / double(label_tokens_);
@@ -298,6 +332,44 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
   ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
   fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block, d_xn,
                          d_resid);
+}
+
+Tensor ChunkedDecoder::slot_view(int64_t j) const {
+  const int64_t k = j / (config_.num_layers + 1);
+  return view_at(slots_[size_t(j % 2)], 0, {batch_ * chunk_tokens(k), config_.hidden_size});
+}
+
+Tensor ChunkedDecoder::forward_checkpoint(int64_t k, int64_t l) {
+  if (!transfers_) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
+  const int64_t j = k * (config_.num_layers + 1) + l;
+  // The slot held checkpoint j - 2 (or the last backward's fetch): its copy must be done before the write.
+  if (slot_ticket_[size_t(j % 2)] >= 0) transfers_->compute_waits_for(slot_ticket_[size_t(j % 2)]);
+  return slot_view(j);
+}
+
+void ChunkedDecoder::checkpoint_written(int64_t k, int64_t l) {
+  if (!transfers_) return;
+  const int64_t j = k * (config_.num_layers + 1) + l;
+  slot_ticket_[size_t(j % 2)] =
+      transfers_->copy(chunk_rows(resid_[size_t(l)], k, config_.hidden_size), slot_view(j));
+}
+
+void ChunkedDecoder::fetch_checkpoint(int64_t j) {
+  const int64_t L = config_.num_layers;
+  slot_ticket_[size_t(j % 2)] =
+      transfers_->copy(slot_view(j),
+                       chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
+}
+
+Tensor ChunkedDecoder::backward_checkpoint(int64_t k, int64_t l) {
+  if (!transfers_) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
+  const int64_t L = config_.num_layers, j = k * (L + 1) + l;
+  if (j == num_chunks() * (L + 1) - 1) fetch_checkpoint(j);  // the first one backward uses
+  // The next one (j - 1) goes to the other slot, whose last user (j + 1) is queued already: the copy
+  // overlaps use j.
+  if (j > 0) fetch_checkpoint(j - 1);
+  transfers_->compute_waits_for(slot_ticket_[size_t(j % 2)]);
+  return slot_view(j);
 }
 
 double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
@@ -350,15 +422,18 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     if (timing_) timer.emplace();
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
-    ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, chunk_rows(resid_[0], k, D),
+    Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
+    ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, x,
                            chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    checkpoint_written(k, 0);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       LayerActivations a = layer_views(k, l);
-      a.x = chunk_rows(resid_[size_t(l)], k, D);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a,
-                    chunk_rows(resid_[size_t(l + 1)], k, D), lora_pass(C, l, nullptr));
+      a.x = x;
+      x = forward_checkpoint(k, l + 1);
+      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, x, lora_pass(C, l, nullptr));
+      checkpoint_written(k, l + 1);
     }
-    loss_sum += loss_forward(w, k);
+    loss_sum += loss_forward(w, k, x);
     if (timing_) timing_->forward_s[size_t(k)] = timer->seconds();
   }
   forward_done_ = true;
@@ -384,14 +459,14 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     Tensor d_resid = view_at(d_resid_, 0, {N, D});  // (N, D)
-    loss_backward(w, g, k, d_resid);
+    loss_backward(w, g, k, backward_checkpoint(k, c.num_layers), d_resid);
     LayerScratch s = scratch_views(C);
     Tensor out = view_at(recompute_out_, 0, {N, D});
     for (int64_t l = c.num_layers - 1; l >= 0; --l) {
       // Recompute what the policy did not keep. Full re-runs the layer from its saved input (rewriting the
       // chunk's K/V rows of the cache with the same values, reading the earlier positions it holds).
       LayerActivations a = layer_views(k, l);
-      a.x = chunk_rows(resid_[size_t(l)], k, D);
+      a.x = backward_checkpoint(k, l);
       if (options_.recompute == Recompute::Full)
         layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
       else if (options_.recompute == Recompute::Selective)

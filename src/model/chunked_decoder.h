@@ -12,7 +12,8 @@
 // - per layer: the KV cache (B, T, KVH, HD) x 2 and the dK/dV accumulators (B, T, KVH, HD) x 2;
 // - per layer boundary l = 0..L: the residual stream at that boundary (B*T, D), i.e. the input of every layer
 //   for every chunk (resid L is the final norm's input). These are the "checkpoints" from which a chunk's
-//   activations are recomputed; nothing of size F, H*HD or V is kept across chunks;
+//   activations are recomputed; nothing of size F, H*HD or V is kept across chunks. With
+//   ChunkedOptions::offload they live in host memory instead (below);
 // - per token: the shifted labels, the loss's lse (B*T) and the chunk-major copies of ids/positions/segments.
 // Everything else (a layer's activations, LoRA's t = dropout(x) A^T, backward scratch, the loss head's
 // buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
@@ -20,11 +21,22 @@
 // The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective
 // and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
 //
+// Offload (ChunkedOptions::offload, Recompute::Full only): the checkpoints live in a host arena (page-locked
+// for the GPU, ops::staging_memory) and the device holds two (B*C, D) slots. Checkpoint (chunk k, boundary l)
+// is number j = k * (L + 1) + l and lives in slot j % 2 while on the device: in forward, j is written there
+// (embedding or layer l - 1, which reads j - 1 from the other slot), then copied to the host on the transfer
+// queue while the next layer runs; the write of j + 2 waits for that copy. Backward uses the checkpoints in
+// the reverse order (the loss head reads (k, L), layer l reads (k, l)): before use j runs, j - 1 is fetched
+// into the other slot, whose last user (j + 1) is queued already, so the fetch overlaps use j. On the CPU
+// the copies are memcpys. Gradients are bit-identical to the decoder without offload.
+//
 // Layout: the chunk-major buffers hold chunk k (tokens [o_k, o_k + C_k) of every row) as a contiguous
 // (B, C_k, ...) block at element offset B * o_k * row_width, so every chunk is a plain view.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/arena.h"
@@ -34,6 +46,7 @@
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "ops/device.h"
 
 namespace lt::model {
 
@@ -47,6 +60,9 @@ struct ChunkedOptions {
   // the LoRA activations, so backward recomputes norms and the MLP but never the attention; None keeps
   // every activation of every chunk (no recomputation, O(T) activation memory, for comparison).
   Recompute recompute = Recompute::Full;
+  // The residual checkpoints in host memory (see above), two (B*C, D) device slots instead of (L+1) of
+  // (B*T, D). Only with Recompute::Full; the decoder is then given the host arena.
+  bool offload = false;
 };
 
 // Wall time of each chunk's forward and backward (`leantune bench --show_chunk_time`), filled only when
@@ -61,13 +77,19 @@ class ChunkedDecoder {
   // With LoRA, `lora` is the adapters' layout (as for Decoder).
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                             const ChunkedOptions& options, const std::vector<LoraSpec>& lora = {});
-  // Every buffer the constructor takes, in order (the memory plan's rows).
+  // Bytes the host arena of the offloaded checkpoints must hold (0 without options.offload).
+  static size_t offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                              const ChunkedOptions& options, const std::vector<LoraSpec>& lora = {});
+  // Every buffer the constructor takes from its (device) arena, in order (the memory plan's rows).
   static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const ChunkedOptions& options,
                                                     const std::vector<LoraSpec>& lora = {});
-  // `config` is kept by reference: it must outlive the decoder.
+  // `config` is kept by reference: it must outlive the decoder. `offload` is the host arena of the
+  // checkpoints: given exactly when options.offload.
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {});
+                 const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {},
+                 Arena* offload = nullptr);
+  ~ChunkedDecoder();
 
   // As Decoder::forward: loss = (sum of token CEs) / label_tokens. `lora` (nullptr: none) must have the
   // layout given at construction and stay alive until backward. LoRA dropout masks are drawn by absolute
@@ -90,17 +112,25 @@ class ChunkedDecoder {
  private:
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                  const ChunkedOptions& options, const std::vector<LoraSpec>& lora);  // no buffers
-  template <class Alloc>
-  void plan(Alloc& alloc);
+  template <class Alloc, class HostAlloc>
+  void plan(Alloc& alloc, HostAlloc* offload);
   int64_t chunk_tokens(int64_t k) const;
   ChunkInfo chunk_info(int64_t k) const;
   Tensor chunk_rows(const Tensor& storage, int64_t k, int64_t width) const;  // (B*C_k, width) view
   LayerActivations layer_views(int64_t k, int64_t layer) const;  // chunk k's views: kept or shared
   LoraPass lora_pass(int64_t C, int64_t layer, LoraWeights* grads) const;
   LayerScratch scratch_views(int64_t C) const;
-  LmActivations lm_views(int64_t k) const;
-  double loss_forward(const ModelWeights& w, int64_t k);
-  void loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor d_resid);
+  LmActivations lm_views(int64_t k, Tensor x) const;  // x: chunk k's final norm input (B*C_k, D)
+  double loss_forward(const ModelWeights& w, int64_t k, Tensor x);
+  void loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor x, Tensor d_resid);
+  // Checkpoint l (0..L) of chunk k, (B*C_k, D) on the device. Forward: where to write it (offload: its slot,
+  // once the slot's previous copy to the host is done), then checkpoint_written queues that copy. Backward:
+  // where to read it (offload: waits for its fetch, after queuing the fetch of the next one).
+  Tensor forward_checkpoint(int64_t k, int64_t l);
+  void checkpoint_written(int64_t k, int64_t l);
+  Tensor backward_checkpoint(int64_t k, int64_t l);
+  void fetch_checkpoint(int64_t j);     // offload: queue host -> slot j % 2 of checkpoint number j
+  Tensor slot_view(int64_t j) const;    // offload: slot j % 2 as (B*C_k, D) for checkpoint number j
 
   const ModelConfig& config_;
   DType dtype_;
@@ -114,7 +144,13 @@ class ChunkedDecoder {
   Device device_ = Device::CPU;  // the arena's: where every buffer and the weights live
 
   // Alive across chunks.
-  std::vector<Tensor> resid_;  // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's)
+  std::vector<Tensor> resid_;  // L+1 of (B*T, D) chunk-major: the input of layer l (resid_[L]: final norm's);
+                               // with offload, in host memory (the offload arena)
+  // Offload (else empty): the two device slots, the transfer queue and, per slot, the ticket of its last
+  // copy (-1: none yet).
+  std::array<Tensor, 2> slots_;  // (B*C, D) each
+  std::unique_ptr<ops::TransferQueue> transfers_;
+  std::array<int64_t, 2> slot_ticket_{-1, -1};
   std::vector<KvContext> kv_;  // L: K/V cache (B, T, KVH, HD)
   std::vector<KvGrads> kv_grads_;               // L: dK/dV accumulators (B, T, KVH, HD)
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)

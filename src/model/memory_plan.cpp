@@ -145,8 +145,10 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
                                  .fused_loss = true,
                                  .loss_token_block = s.loss_token_block,
                                  .loss_vocab_block = s.loss_vocab_block,
-                                 .recompute = s.recompute.value_or(Recompute::Full)};
+                                 .recompute = s.recompute.value_or(Recompute::Full),
+                                 .offload = s.offload};
     buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
+    plan.host_offload = ChunkedDecoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, options, lora);
   }
   {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
     const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
@@ -186,10 +188,12 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
       precision_name(s.dtype), s.batch, s.seq_len,
       s.chunk_size > 0
-          ? fmt::format("chunk_size {} (chunked, recompute {})", std::min(s.chunk_size, s.seq_len),
-                        recompute_name(s.recompute.value_or(Recompute::Full)))
-          : fmt::format("whole sequence (no chunking, recompute {})",
-                        recompute_name(s.recompute.value_or(Recompute::None))));
+          ? fmt::format("chunk_size {} (chunked, recompute {}{})", std::min(s.chunk_size, s.seq_len),
+                        recompute_name(s.recompute.value_or(Recompute::Full)),
+                        s.offload ? ", checkpoints offloaded to host memory" : "")
+          : fmt::format("whole sequence (no chunking, recompute {}{})",
+                        recompute_name(s.recompute.value_or(Recompute::None)),
+                        s.offload ? ", kept activations offloaded to host memory" : ""));
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
@@ -197,7 +201,9 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
                                         [cat](const MemoryPlanRow& r) { return r.category == cat; });
     if (count == 0) continue;
     std::string note;
-    if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
+    if (cat == MemoryCategory::KeptActivations && s.offload && plan.host_offload > 0) {
+      note = "  (on the device: the offload slots and what is not offloaded)";
+    } else if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
       const int64_t L = std::max<int64_t>(plan.config.num_layers, 1);
       note = fmt::format("  ({} per layer)", format_bytes(double(plan.bytes(cat)) / double(L)));
     }
@@ -240,11 +246,14 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
   for (; c >= 1 && suggestion.empty(); c /= 2) {
     MemoryPlanSettings smaller = s;
     smaller.chunk_size = c;
-    if (smaller.recompute == Recompute::None) smaller.recompute.reset();  // chunking pays off by recomputing
+    // Chunking pays off by recomputing; an offloading chunked run recomputes fully (its only policy).
+    if (smaller.recompute == Recompute::None || smaller.offload) smaller.recompute.reset();
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
       suggestion =
-          fmt::format("chunk_size: {} fits ({}){}", c, format_memory_plan_summary(p),
+          fmt::format("chunk_size: {}{} fits ({}){}", c,
+                      s.recompute.has_value() && !smaller.recompute.has_value() ? " with recompute auto" : "",
+                      format_memory_plan_summary(p),
                       s.chunk_size == 0 ? "; whole-sequence training keeps every layer's activations, "
                                           "chunked training recomputes them"
                                         : "");

@@ -47,7 +47,9 @@ struct MemoryPlanSettings {
   int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
-  bool offload = false;  // whole-sequence only: kept activations in host memory (Decoder's offload)
+  // Host memory for what backward needs: whole-sequence, the kept activations (Decoder's offload); chunked
+  // (recompute full only), the residual checkpoints (ChunkedOptions::offload).
+  bool offload = false;
   std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)

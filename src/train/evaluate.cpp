@@ -12,16 +12,28 @@
 
 namespace lt::train {
 
-model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute) {
-  return {.chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full)};
+model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute,
+                                      bool offload) {
+  return {
+      .chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full), .offload = offload};
+}
+
+size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
+                     const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
+                     std::optional<model::Recompute> recompute) {
+  if (chunk_size > 0)
+    return model::ChunkedDecoder::offload_bytes(model, dtype, rows, tokens,
+                                                chunked_options(chunk_size, recompute, true), lora);
+  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora,
+                                       recompute.value_or(model::Recompute::None));
 }
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
                         std::optional<model::Recompute> recompute, bool offload) {
   if (chunk_size > 0)
-    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens, chunked_options(chunk_size, recompute),
-                                              lora);
+    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens,
+                                              chunked_options(chunk_size, recompute, offload), lora);
   return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None),
                                      offload);
 }
@@ -34,7 +46,7 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size) {
+                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size, Arena* offload) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -46,17 +58,21 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     ModelBatch batch = to_model_batch(loader.batch(0, i));
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
+    const bool offloading = chunk_size > 0 && offload;
+    const Arena::Mark offload_mark = offloading ? offload->mark() : Arena::Mark{0, 0};
     if (chunk_size > 0) {
       // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
       // fits any training run's arena.
       model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T,
-                                    chunked_options(chunk_size, model::Recompute::Full), activations, specs);
+                                    chunked_options(chunk_size, model::Recompute::Full, offloading),
+                                    activations, specs, offloading ? offload : nullptr);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     } else {
       model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs, model::Recompute::Full);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);
     }
     activations.release(mark);
+    if (offloading) offload->release(offload_mark);
     tokens += batch.label_tokens;
   }
   return {.loss = tokens > 0 ? loss_sum / double(tokens) : std::numeric_limits<double>::quiet_NaN(),

@@ -25,21 +25,29 @@ struct EvalResult {
 
 // Bytes of the activation arena for micro-batches of up to `rows` rows of `tokens` tokens (with the LoRA
 // adapters of `lora`, if any), for the whole-sequence decoder (chunk_size 0) or the chunked one.
-// `recompute` (none: the decoders' defaults) and `offload` (whole sequences only) are the run's policy.
+// `recompute` (none: the decoders' defaults) and `offload` are the run's policy.
 // Evaluation fits in the same bytes (it keeps nothing for a backward: evaluate() uses Recompute::Full).
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora = {}, int64_t chunk_size = 0,
                         std::optional<model::Recompute> recompute = std::nullopt, bool offload = false);
-// The chunked decoder's options for a chunk size and policy (none: Full).
-model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute);
+// The chunked decoder's options for a chunk size and policy (none: Full), checkpoints offloaded or not.
+model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute,
+                                      bool offload = false);
+// Bytes of the host arena of offloaded activations (0 without `offload`), whole-sequence or chunked.
+size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
+                     const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
+                     std::optional<model::Recompute> recompute);
 // The longest example (tokens).
 int64_t longest_example(std::span<const data::Example> examples);
 
 // Examples in file order, `micro_batch_size` rows at a time; decoders are built in `activations` (reset
 // back to where it was after each batch). `lora` (nullptr: none) adds adapters, without dropout.
-// chunk_size > 0 evaluates chunk by chunk (model/chunked_decoder.h): the same loss, O(C) activations.
+// chunk_size > 0 evaluates chunk by chunk (model/chunked_decoder.h): the same loss, O(C) activations;
+// `offload` (chunked only; nullptr: none) is the host arena of a run that offloads its checkpoints, whose
+// `activations` arena has no room for them on the device.
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0);
+                    Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
+                    Arena* offload = nullptr);
 
 }  // namespace lt::train

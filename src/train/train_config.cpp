@@ -93,7 +93,8 @@ const std::vector<Field>& fields() {
        "precision fp16: finite steps in a row before the loss scale doubles"},
       {"tf32", &C::tf32, "with device cuda and precision fp32: matrix products in TF32 (faster, ~1e-3)"},
       {"offload_activations", &C::offload_activations,
-       "keep the activations kept for backward in host memory (whole-sequence training)"},
+       "keep what backward needs in host memory: the kept activations (whole sequence) or the layer-input "
+       "checkpoints (chunk_size > 0, recompute full)"},
       {"save_steps", &C::save_steps, "checkpoint every N optimizer steps (0: only at the end)"},
       {"save_total_limit", &C::save_total_limit, "checkpoints kept (0: all)"},
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},

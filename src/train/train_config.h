@@ -66,7 +66,7 @@ struct TrainConfig {
   int64_t chunk_size = 0;          // tokens per chunk (0: the whole sequence at once)
   int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::string recompute = "auto";  // auto | none | full | selective (auto: none whole, full chunked)
-  bool offload_activations = false;  // whole-sequence training: kept activations in host memory
+  bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
   bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   double loss_scale_init = 65536;    // fp16: the dynamic loss scale's start

@@ -153,11 +153,11 @@ void validate(TrainConfig& c) {
   LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
            "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
   positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
-  LT_CHECK(!(c.offload_activations && c.chunk_size > 0),
-           "config: 'offload_activations' is true with chunk_size {}; offload applies to whole-sequence training "
-           "(chunked training already keeps O(chunk) activations): set chunk_size 0 or offload_activations "
-           "false",
-           c.chunk_size);
+  LT_CHECK(!(c.offload_activations && c.chunk_size > 0 && c.recompute != "auto" && c.recompute != "full"),
+           "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "
+           "offloads the layer inputs (its checkpoints), which needs recompute full (or auto): set recompute "
+           "full, or offload_activations false",
+           c.chunk_size, c.recompute);
 
   // LoRA keys: ranges always, and only meaningful with finetune lora.
   positive("lora_r", c.lora_r);

@@ -100,8 +100,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   if (config_.offload_activations)
     offload_arena_ = std::make_unique<Arena>(
         "offloaded activations", ops::staging_memory(model_.device),
-        model::Decoder::offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
-                                      recompute.value_or(model::Recompute::None)));
+        offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -251,8 +250,9 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     };
     if (config_.chunk_size > 0) {
       model::ChunkedDecoder decoder(model_.config, model_.dtype, batch.B, batch.T,
-                                    chunked_options(config_.chunk_size, recompute_policy(config_)),
-                                    *activations_, lora_.specs);
+                                    chunked_options(config_.chunk_size, recompute_policy(config_),
+                                                    offload_arena_ != nullptr),
+                                    *activations_, lora_.specs, offload_arena_.get());
       run(decoder);
     } else {
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs,
@@ -289,7 +289,8 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size);
+                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size,
+                          offload_arena_.get());
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 

@@ -287,7 +287,10 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
   expect_refused({"--finetune", "full", "--adapter", "qlora"}, {"adapter", "full"});
   expect_refused({"--finetune", "partial"}, {"trainable", "partial"});
   expect_refused({"--tf32", "true"}, {"tf32", "cpu", "cuda", "fp32"});
-  expect_refused({"--offload_activations", "true", "--chunk_size", "256"}, {"offload_activations", "chunk_size 256"});
+  expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "selective"},
+                 {"offload_activations", "chunk_size 256", "recompute selective", "full"});
+  expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "none"},
+                 {"offload_activations", "recompute none"});
   expect_refused({"--recompute", "half"}, {"recompute", "half"});
   expect_refused({"--trainable", "norms"}, {"trainable", "norms", "lora"});
   expect_refused({"--trainable_layers", "last:4"}, {"trainable_layers", "last:4", "partial"});
@@ -304,6 +307,11 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
   c = base();
   apply_overrides(c, {"--device", "cuda", "--precision", "bf16", "--finetune", "full"});
   validate(c);
+  for (const char* recompute : {"auto", "full"}) {  // chunked training offloads its checkpoints
+    c = base();
+    apply_overrides(c, {"--offload_activations", "true", "--chunk_size", "256", "--recompute", recompute});
+    EXPECT_NO_THROW(validate(c)) << recompute;
+  }
 }
 
 TEST(TrainConfig, TrainableLayers) {
