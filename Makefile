@@ -40,7 +40,8 @@ cuda: deps
 
 # On a GPU machine: the CUDA parity tests against the CPU float64 reference.
 test-cuda: cuda
-	./build/cuda/bin/test_cuda
+	LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda
+	LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*'
 
 # The end-to-end demo: a small model and task of the project's own, trained from scratch (demo/demo.sh says
 # what each stage shows). With the CUDA toolkit and a visible GPU it builds the CUDA leantune and trains on

@@ -10,6 +10,8 @@ set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+# LT_ATTENTION_KERNEL (auto | cudnn | tc) is passed through: cudnn runs attention on cuDNN's fused kernels.
+source tools/find_cudnn.sh
 leantune_bin=${LEANTUNE:-.carry/leantune}
 peer=${PEER:-.carry/hf_peer.py}
 table="$out/table.txt"
@@ -25,23 +27,25 @@ with open(path, "w") as f:
 PY
 }
 
-# leantune: NAME CONFIG FINETUNE SEQ BATCH CHUNK STEPS -> "tokens_per_s gib"
+# leantune: NAME CONFIG FINETUNE SEQ BATCH CHUNK STEPS [EXTRA TRAIN ARGS...] -> "tokens_per_s gib"
 leantune_run() {
   local name=$1 config=$2 finetune=$3 seq=$4 batch=$5 chunk=$6 steps=$7
+  shift 7
   local vocab; vocab=$(python3 -c "import json;print(json.load(open('$config/config.json'))['vocab_size'])")
   rows_file "/tmp/sbs_$name.jsonl" $((batch * steps)) "$seq" "$vocab"
   rm -rf "/tmp/sbs_run_$name"
   local lora=()
   [ "$finetune" = lora ] && lora=(--lora_r 16 --lora_alpha 32 --lora_dropout 0
     --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
-  timeout 300 "$leantune_bin" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
+  timeout "${LT_TIMEOUT:-300}" "$leantune_bin" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
     --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
     --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
     --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 --warmup_steps 0 \
-    --chunk_size "$chunk" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
+    --chunk_size "$chunk" "$@" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
   python3 - "/tmp/sbs_run_$name/metrics.jsonl" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l][1:]  # the first step is warm-up
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+rows = rows[1:] if len(rows) > 1 else rows  # the first step is warm-up (a one-step run reports that step)
 print(round(statistics.median(r["tokens_per_s"] for r in rows)), round(max(r["peak_memory_bytes"] for r in rows) / 2**30, 1))
 PY
 }
@@ -79,15 +83,19 @@ run_workload() {
       read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 1024 --batch 8)"
       read -r ct cg <<< "$(peer_run "$1_compiled" --model llama3.1-8b --mode lora --seq 1024 --batch 8 --compile)"
       ;;
-    llama8b_lora_16384x1)
-      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 16384 1 4096 4)"
+    llama8b_lora_16384x1)  # chunks of 4096, layer-input checkpoints in host memory
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 16384 1 4096 4 --offload_activations true)"
       read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 16384 --batch 1 --grad-ckpt --sdpa-backend cudnn)"
       ct=-; cg=-
       ;;
     llama8b_lora_32768x1)
-      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 32768 1 4096 3)"
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 32768 1 4096 3 --offload_activations true)"
       read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 32768 --batch 1 --grad-ckpt)"
       ct=-; cg=-
+      ;;
+    llama8b_lora_262144x1_offload)  # the longest-sequence row: one step (the peer runs out of memory at 128K)
+      read -r lt lg <<< "$(LT_TIMEOUT=560 leantune_run "$1" bench/configs/llama3.1-8b lora 262144 1 8192 1 --offload_activations true)"
+      et=-; eg=-; ct=-; cg=-
       ;;
     qwen1.5b_full_1024x8)
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5)"

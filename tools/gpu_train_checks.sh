@@ -20,12 +20,7 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-# cuDNN for the cuDNN attention backend (ops/cuda/cudnn_attention.cpp loads it at run time): the GPU
-# image's PyTorch wheel carries one; LT_CUDNN_LIBRARY names it. Our own kernels run whenever it is absent.
-if [ -z "${LT_CUDNN_LIBRARY:-}" ]; then
-  cudnn_dir=$(python3 -c "import nvidia.cudnn as c; print(list(c.__path__)[0])" 2>/dev/null)
-  [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/lib/libcudnn.so.9" ] && export LT_CUDNN_LIBRARY="$cudnn_dir/lib/libcudnn.so.9"
-fi
+source tools/find_cudnn.sh
 note "cuDNN: ${LT_CUDNN_LIBRARY:-none found}; on the default path: $(ldconfig -p 2>/dev/null | grep -c 'libcudnn.so.9 ') entries"
 
 if has 1; then

@@ -151,6 +151,17 @@ void set_allow_tf32(bool allow) {
 #endif
 }
 
+void set_attention_backend(const std::string& backend, bool deterministic) {
+  LT_CHECK(backend == "auto" || backend == "cudnn" || backend == "leantune",
+           "attention backend '{}', expected auto, cudnn or leantune", backend);
+#if defined(LT_HAVE_CUDA)
+  cuda::set_attention_kernel_request(backend == "leantune" ? "tc" : backend);
+  cuda::set_attention_deterministic(deterministic);
+#else
+  (void)deterministic;
+#endif
+}
+
 MemoryResource& staging_memory(Device device) {
   if (device == Device::CPU) return HostMemory::instance();
 #if defined(LT_HAVE_CUDA)

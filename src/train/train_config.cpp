@@ -91,6 +91,10 @@ const std::vector<Field>& fields() {
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},
+      {"attention", &C::attention, "device cuda: attention kernels (auto: cuDNN's when cuDNN 9 loads)",
+       {"auto", "cudnn", "leantune"}},
+      {"deterministic", &C::deterministic,
+       "device cuda: bit-identical results run to run (attention on leantune's kernels, not cuDNN's)"},
       {"tf32", &C::tf32, "with device cuda and precision fp32: matrix products in TF32 (faster, ~1e-3)"},
       {"offload_activations", &C::offload_activations,
        "keep what backward needs in host memory: the kept activations (whole sequence) or the layer-input "

@@ -68,6 +68,8 @@ struct TrainConfig {
   std::string recompute = "auto";  // auto | none | full | selective (auto: none whole, full chunked)
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
+  std::string attention = "auto";    // device cuda: auto (cuDNN when it loads) | cudnn | leantune
+  bool deterministic = false;        // device cuda: bit-reproducible steps (attention on leantune's kernels)
   bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   double loss_scale_init = 65536;    // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles

@@ -143,6 +143,10 @@ void validate(TrainConfig& c) {
            "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
            "fp32 on the CPU), and nothing is wider than fp64",
            c.precision, c.device);
+  LT_CHECK(c.device == "cuda" || c.attention == "auto",
+           "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
+           "are for device cuda",
+           c.attention, c.device);
   // The loss scaler exists only for fp16: its keys elsewhere would be silently meaningless.
   const TrainConfig defaults;
   LT_CHECK(c.precision == "fp16" || (c.loss_scale_init == defaults.loss_scale_init &&

@@ -48,7 +48,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
-  if (model_.device == Device::CUDA) ops::set_allow_tf32(config_.tf32);
+  if (model_.device == Device::CUDA) {
+    ops::set_allow_tf32(config_.tf32);
+    ops::set_attention_backend(config_.attention, config_.deterministic);
+  }
   MemoryResource& memory = ops::memory_resource(model_.device);
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.

@@ -103,8 +103,12 @@ TEST(InfoCommand, PlanTable) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("trainable weights"), std::string::npos) << out;
-  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "fp16"}, &out, &err), 0);
-  EXPECT_NE(err.find("fp32, fp64 (CPU) or bf16 (GPU)"), std::string::npos) << err;
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "fp8"}, &out, &err), 0);
+  EXPECT_NE(err.find("--precision fp8 is not one of bf16, fp16, fp32, fp64"), std::string::npos) << err;
+  // fp16 plans as bf16 does (16-bit weights and activations, f32 gradients and masters).
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "fp16", "--finetune", "lora"}, &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("lora fine-tuning, fp16"), std::string::npos) << out;
   // bf16 (the GPU's policy): the plan is made, with the adapters' f32 masters and their bf16 copy.
   ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "bf16", "--finetune", "lora", "--plan_buffers"},
                     &out, &err),

@@ -141,7 +141,7 @@ void expect_error(Fn&& fn, const std::string& needle) {
   }
 }
 
-// Only "bf16 inputs, f32 gradient" is mixed: other pairings are refused with the dtypes named.
+// Only "bf16/f16 inputs, f32 gradient" is mixed: other pairings are refused with the dtypes named.
 TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
   LT_REQUIRE_GPU();
   const int64_t M = 3, K = 4, N = 2;
@@ -153,7 +153,7 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
       [&] {
         ops::linear_backward({M, K, N}, dx32.t, dw16.t, Tensor(), dy32.t, x32.t, w32.t);
       },
-      "linear_backward on CUDA: dw has dtype bf16 with f32 inputs; expected f32");
+      "linear_backward dw on CUDA: dtype bf16 with f32 inputs; expected f32");
   // dx stays in the compute dtype.
   DeviceTensor x16 = filled(DType::BF16, {M, K}, 5), dy16 = filled(DType::BF16, {M, N}, 6);
   DeviceTensor w16 = filled(DType::BF16, {N, K}, 7);

@@ -144,8 +144,8 @@ TEST(CudaBehavior, UnsupportedDtypesAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rstd"), std::string::npos) << e.what();
   }
-  DeviceTensor g_h16 = upload(x, DType::F16, {2, 4}), g_x16 = upload(x, DType::F16, {2, 4});
-  EXPECT_THROW(ops::add_inplace(g_h16.t, g_x16.t), Error);
+  DeviceTensor g_h64 = upload(x, DType::F64, {2, 4}), g_x64 = upload(x, DType::F64, {2, 4});
+  EXPECT_THROW(ops::add_inplace(g_h64.t, g_x64.t), Error);
 }
 
 TEST(CudaBehavior, LaunchesUseTheCurrentStream) {

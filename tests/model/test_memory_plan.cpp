@@ -230,8 +230,8 @@ TEST(MemoryPlan, RefusesAPlanOverTheLimitWithAChunkSizeThatFits) {
 TEST(MemoryPlan, RejectsBadSettings) {
   const model::ModelConfig config = small_config(32, 2, 4, 2, 48, 97);
   model::MemoryPlanSettings s;
-  s.dtype = DType::F16;
-  test::expect_error_mentions([&] { model::plan_memory(config, s); }, {"precision", "fp32"});
+  s.dtype = DType::I32;
+  test::expect_error_mentions([&] { model::plan_memory(config, s); }, {"precision", "fp32", "fp16"});
   s.dtype = DType::F32;
   s.chunk_size = -1;
   test::expect_error_mentions([&] { model::plan_memory(config, s); }, {"chunk_size -1"});

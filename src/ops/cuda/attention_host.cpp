@@ -3,6 +3,7 @@
 // grid limits) and launches on the current stream one of three implementations (attention_select.h):
 // cuDNN's fused attention (cudnn_attention.cpp), our tensor-core kernels (attention_tc.cu,
 // attention_tc_bwd.cu) or the CUDA-core kernels (attention.cu), as LT_ATTENTION_KERNEL and the call allow.
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,8 @@
 namespace lt::ops::cuda {
 
 namespace {
+
+std::atomic<AttentionKernelRequest> g_request{AttentionKernelRequest::Auto};  // set_attention_kernel_request
 
 // Prints `line` to stderr the first time it comes (a fallback repeats on every call of its shape).
 void note_once(const std::string& line) {
@@ -39,7 +42,8 @@ std::string describe(const AttentionParams& p) {
 AttentionKernel select_kernel(const AttentionParams& p, DType dt, const AttentionLaunch& a,
                               std::initializer_list<const void*> tensors, bool tc_eligible,
                               AttentionKernelRequest* request) {
-  *request = parse_attention_kernel_request(std::getenv("LT_ATTENTION_KERNEL"));
+  const char* env = std::getenv("LT_ATTENTION_KERNEL");
+  *request = env ? parse_attention_kernel_request(env) : g_request.load();
   bool aligned = true;
   for (const void* t : tensors) aligned = aligned && (reinterpret_cast<uintptr_t>(t) % 16 == 0);
   const AttentionCallShape call{dt, p, a.q_segments != nullptr, aligned, attention_deterministic()};
@@ -101,6 +105,10 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
 }
 
 }  // namespace
+
+void set_attention_kernel_request(const std::string& request) {
+  g_request.store(parse_attention_kernel_request(request.c_str()));
+}
 
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor q_segments, Tensor k_segments) {

@@ -14,6 +14,7 @@
 // a step) throws it as an lt::Error naming the op, the row and the value.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,6 +35,10 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
                      Tensor w);
 // f32 GEMMs in TF32 (tensor cores, ~1e-3 relative error) instead of full f32. Off by default; per thread.
 void set_linear_allow_tf32(bool allow);
+// The attention implementation when LT_ATTENTION_KERNEL is unset: "auto", "cudnn", "tc" or "simt"
+// (attention_select.h); and the deterministic request (cudnn_attention.h).
+void set_attention_kernel_request(const std::string& request);
+void set_attention_deterministic(bool deterministic);
 bool linear_allow_tf32();
 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions);

@@ -32,10 +32,12 @@
 #include <cudnn_graph.h>  // types and enums only: every function is resolved with dlsym
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -527,15 +529,37 @@ void build_backward(GraphBuilder& g, const Shape& s) {
 }
 
 // ---- plans ---------------------------------------------------------------------------------------------
-// A finalized plan, with every descriptor it was made from kept alive as long as it (as cudnn-frontend does).
-struct Plan {
-  std::unique_ptr<GraphBuilder> builder;  // tensors and operations
-  Desc graph;
+// One engine configuration whose execution plan finalized.
+struct Candidate {
   Desc config;
   Desc plan;
   int64_t workspace = 0;
   int64_t engine = -1;
 };
+
+// The finalized plans of one graph, with every descriptor they were made from kept alive as long as they
+// (as cudnn-frontend does). Several candidates are timed on the shape's first call (autotune) and the
+// fastest kept: the heuristics' first choice is not always the fastest engine for a shape.
+struct Plan {
+  std::unique_ptr<GraphBuilder> builder;  // tensors and operations
+  Desc graph;
+  std::vector<Candidate> candidates;  // >= 1
+  size_t best = 0;
+  bool tuned = false;
+  const Candidate& chosen() const { return candidates[best]; }
+  int64_t max_workspace() const {
+    int64_t w = 0;
+    for (const Candidate& c : candidates) w = std::max(w, c.workspace);
+    return w;
+  }
+};
+
+constexpr size_t kMaxCandidates = 6;  // timed on a shape's first call
+
+bool autotune_enabled() {
+  const char* env = std::getenv("LT_CUDNN_AUTOTUNE");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
 
 int64_t engine_index(const Desc& cfg) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
@@ -550,10 +574,10 @@ int64_t engine_index(const Desc& cfg) {
   return index;
 }
 
-// The engine configurations of one heuristics mode, in order: each plan is finalized until one succeeds
-// (try_all: every one, logged). Returns true when done (a plan was chosen and !try_all).
+// The engine configurations of one heuristics mode, in order: each plan is finalized and kept until
+// `wanted` have (try_all: every one, logged). Returns true when `wanted` candidates were found.
 bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_name, cudnnHandle_t handle,
-               bool try_all, std::unique_ptr<Plan>& chosen, std::string& failures) {
+               bool try_all, size_t wanted, Plan& out, std::string& failures) {
   Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mode_name);
   heur.set_desc(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), graph)
       .set(LT_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_TYPE_HEUR_MODE, 1, &mode)
@@ -576,12 +600,12 @@ bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_
           fmt::format("{}: get results", mode_name));
   for (int64_t i = 0; i < got; ++i) {
     const int64_t engine = engine_index(cfgs[size_t(i)]);
-    auto plan = std::make_unique<Plan>();
-    plan->engine = engine;
-    plan->plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, fmt::format("plan of engine {}", engine));
-    plan->plan.set(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE), CUDNN_TYPE_HANDLE, 1, &handle)
+    Candidate c;
+    c.engine = engine;
+    c.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, fmt::format("plan of engine {}", engine));
+    c.plan.set(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE), CUDNN_TYPE_HANDLE, 1, &handle)
         .set_desc(LT_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), cfgs[size_t(i)]);
-    const cudnnStatus_t st = api().finalize(plan->plan.get());
+    const cudnnStatus_t st = api().finalize(c.plan.get());
     if (st != CUDNN_STATUS_SUCCESS) {
       const std::string text = status_text(api(), st);
       trace(fmt::format("  no    {} config {} (engine {}): plan finalize: {}", mode_name, i, engine, text));
@@ -589,16 +613,14 @@ bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_
       continue;
     }
     int64_t n = 0;
-    check(api().get_attribute(plan->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                              &n, &plan->workspace),
+    check(api().get_attribute(c.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                              &c.workspace),
           "plan: get workspace size");
     trace(fmt::format("  ok    {} config {} (engine {}): plan finalized, workspace {} bytes", mode_name, i,
-                      engine, plan->workspace));
-    if (!chosen) {
-      plan->config = std::move(cfgs[size_t(i)]);
-      chosen = std::move(plan);
-    }
-    if (!try_all) return true;
+                      engine, c.workspace));
+    c.config = std::move(cfgs[size_t(i)]);
+    if (out.candidates.size() < wanted) out.candidates.push_back(std::move(c));
+    if (!try_all && out.candidates.size() >= wanted) return true;
   }
   return false;
 }
@@ -617,18 +639,21 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
     build_forward(*builder, s);
   Desc graph = builder->finalize_graph(handle);
 
-  std::unique_ptr<Plan> chosen;
+  auto chosen = std::make_unique<Plan>();
   std::string failures;
+  const size_t wanted = try_all ? size_t(1) << 20 : autotune_enabled() ? kMaxCandidates : 1;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A" : "heuristics fallback";
-    // A mode that fails as a whole (no engine supports the graph) leaves the other to try.
+    // A mode that fails as a whole (no engine supports the graph) leaves the other to try; the fallback
+    // list is only for a graph mode A found no plan for.
     try {
-      if (try_plans(graph, mode, mode_name, handle, try_all, chosen, failures)) break;
+      if (try_plans(graph, mode, mode_name, handle, try_all, wanted, *chosen, failures)) break;
     } catch (const Error& e) {
       failures += fmt::format("; {}: {}", mode_name, e.what());
     }
+    if (!chosen->candidates.empty() && !try_all) break;
   }
-  LT_CHECK(chosen != nullptr, "cuDNN attention: no engine configuration of the {} graph finalized{}",
+  LT_CHECK(!chosen->candidates.empty(), "cuDNN attention: no engine configuration of the {} graph finalized{}",
            backward ? "backward" : "forward",
            failures.empty() ? " (the heuristics returned none)" : failures);
   chosen->builder = std::move(builder);
@@ -647,8 +672,8 @@ CudnnAttentionPlanStats g_plan_stats;
 
 // The cached plan of the call, building it on first use; nullptr (with *why) when it cannot be built.
 // Call with g_mutex held.
-const Plan* find_plan(const AttentionParams& p, bool backward, int device, cudnnHandle_t handle,
-                      std::string* why) {
+Plan* find_plan(const AttentionParams& p, bool backward, int device, cudnnHandle_t handle,
+                std::string* why) {
   const Shape s(p);
   const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD};
   auto it = g_plans.find(key);
@@ -703,7 +728,7 @@ class Scratch {
   std::vector<size_t> offsets_;
 };
 
-void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>& uids,
+void execute(cudnnHandle_t handle, const Candidate& plan, const std::vector<int64_t>& uids,
              const std::vector<void*>& pointers, void* workspace, cudaStream_t stream) {
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
   pack.set(LT_ATTR(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data())
@@ -714,6 +739,39 @@ void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>&
   check(api().set_stream(handle, stream), "cudnnSetStream");
   check(api().execute(handle, plan.plan.get(), pack.get()), "cudnnBackendExecute");
   LT_CUDA_CHECK_LAUNCH();
+}
+
+// On a shape's first call with several candidate plans: runs each (`run(candidate)` enqueues one execution
+// with everything it needs reset) once to warm up and twice timed, and keeps the fastest. The outputs of
+// the last timed run are overwritten by the caller's own execution afterwards.
+template <class Run>
+void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
+  if (plan.tuned) return;
+  plan.tuned = true;
+  if (plan.candidates.size() < 2) return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  LT_CUDA_CHECK(cudaEventCreate(&start));
+  LT_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = 0;
+  std::string log;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    run(plan.candidates[i]);
+    LT_CUDA_CHECK(cudaEventRecord(start, stream));
+    run(plan.candidates[i]);
+    run(plan.candidates[i]);
+    LT_CUDA_CHECK(cudaEventRecord(stop, stream));
+    LT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    LT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    log += fmt::format(" engine {} {:.3f} ms;", plan.candidates[i].engine, ms / 2);
+    if (i == 0 || ms < best_ms) best_ms = ms, plan.best = i;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  trace(fmt::format("autotune:{} chose engine {}", log, plan.chosen().engine));
+  if (std::getenv("LT_CUDNN_AUTOTUNE_LOG"))
+    std::fprintf(stderr, "leantune: cuDNN attention autotune:%s chose engine %lld\n", log.c_str(),
+                 (long long)plan.chosen().engine);
 }
 
 // The handle of the current device and its id; g_mutex must be held.
@@ -746,16 +804,17 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
   const Shape s(p);
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
-  const Plan* plan = find_plan(p, false, device, handle, why);
+  Plan* plan = find_plan(p, false, device, handle, why);
   if (!plan) return false;
   const cudaStream_t stream = current_stream();
-  Scratch scratch({size_t(plan->workspace)}, stream);
+  Scratch scratch({size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace())}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY;
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kSeqKv, kSeqQ};
   const std::vector<void*> ptrs{q.data, k.data,   v.data,  out.data, lse.data,
                                 &scale, &neg_inf, &seq_kv, &seq_q};
-  execute(handle, *plan, uids, ptrs, scratch.at(0), stream);
+  autotune(*plan, stream, [&](const Candidate& c) { execute(handle, c, uids, ptrs, scratch.at(0), stream); });
+  execute(handle, plan->chosen(), uids, ptrs, scratch.at(0), stream);
   return true;
 }
 
@@ -766,12 +825,13 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   const Shape s(p);
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
-  const Plan* plan = find_plan(p, true, device, handle, why);
+  Plan* plan = find_plan(p, true, device, handle, why);
   if (!plan) return false;
   const cudaStream_t stream = current_stream();
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
   const std::array<size_t, 4> buffers = backward_buffers(s);
-  Scratch scratch({size_t(plan->workspace), buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
+  const size_t workspace = size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace());
+  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   void* dk_tmp = scratch.at(3);
@@ -781,7 +841,13 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   const std::vector<void*> ptrs{q.data,  k.data, v.data,        out.data,     dout.data, lse.data,
                                 dq.data, dk_tmp, dv_tmp,        &scale,       &neg_inf,  &seq_kv,
                                 &seq_q,  &one,   scratch.at(1), scratch.at(2)};
-  execute(handle, *plan, uids, ptrs, scratch.at(0), stream);
+  // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused).
+  auto run = [&](const Candidate& c) {
+    LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream));
+    execute(handle, c, uids, ptrs, scratch.at(0), stream);
+  };
+  autotune(*plan, stream, run);
+  run(plan->chosen());
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);
   for (int64_t b = 0; b < s.B; ++b) {
