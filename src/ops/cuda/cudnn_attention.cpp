@@ -783,24 +783,6 @@ std::pair<cudnnHandle_t, int> current_handle() {
 
 std::atomic<bool> g_deterministic{false};
 
-// A GQA backward runs as multi-head attention on K/V widened to every query head, its full-head dK/dV then
-// summed over each group (gqa_heads.cu): cuDNN's backward engine for the grouped graph runs at about half
-// the speed of its multi-head one on the H200 (LT_CUDNN_GQA_BACKWARD=native keeps the grouped graph).
-bool backward_widens_gqa(const AttentionParams& p) {
-  if (p.heads == p.kv_heads) return false;
-  const char* env = std::getenv("LT_CUDNN_GQA_BACKWARD");
-  return env == nullptr || std::strcmp(env, "native") != 0;
-}
-
-// The call cuDNN's backward graph sees: with widened GQA, H K/V heads over the Se keys it sees.
-AttentionParams backward_graph_params(const AttentionParams& p) {
-  if (!backward_widens_gqa(p)) return p;
-  AttentionParams wide = p;
-  wide.kv_heads = p.heads;
-  wide.kv_len = cudnn_attention_kv_len(p);
-  return wide;
-}
-
 }  // namespace
 
 const CudnnAttentionStatus& cudnn_attention_status() {
@@ -840,35 +822,23 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                               Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why) {
   LT_CHECK(cudnn_attention_status().available, "cuDNN attention: unavailable: {}",
            cudnn_attention_status().reason);
-  const bool widen = backward_widens_gqa(p);
-  const AttentionParams pg = backward_graph_params(p);
-  const Shape s(pg);  // the graph's shape: KVH = H when widened
+  const Shape s(p);
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
-  Plan* plan = find_plan(pg, true, device, handle, why);
+  Plan* plan = find_plan(p, true, device, handle, why);
   if (!plan) return false;
   const cudaStream_t stream = current_stream();
-  // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH', HD) bf16
-  // [| K, V widened (B, Se, H, HD) bf16]
+  // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
   const std::array<size_t, 4> buffers = backward_buffers(s);
   const size_t workspace = size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace());
-  const size_t wide_bytes = widen ? buffers[2] : 0;
-  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3], wide_bytes, wide_bytes}, stream);
-  void* k_in = k.data;
-  void* v_in = v.data;
-  if (widen) {
-    k_in = scratch.at(5);
-    v_in = scratch.at(6);
-    launch_gqa_expand(DType::BF16, k_in, k.data, s.B, p.kv_len, s.Se, p.heads, p.kv_heads, p.head_dim, stream);
-    launch_gqa_expand(DType::BF16, v_in, v.data, s.B, p.kv_len, s.Se, p.heads, p.kv_heads, p.head_dim, stream);
-  }
+  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t seq_kv = int32_t(s.Se), seq_q = int32_t(s.Tq);
   void* dk_tmp = scratch.at(3);
   void* dv_tmp = scratch.at(4);
   const std::vector<int64_t> uids{kQ,  kK,     kV,      kO,     kDO,   kStats, kDQ,     kDK,
                                   kDV, kScale, kNegInf, kSeqKv, kSeqQ, kOne,   kRowSum, kDQAccum};
-  const std::vector<void*> ptrs{q.data,  k_in,   v_in,          out.data,     dout.data, lse.data,
+  const std::vector<void*> ptrs{q.data,  k.data, v.data,        out.data,     dout.data, lse.data,
                                 dq.data, dk_tmp, dv_tmp,        &scale,       &neg_inf,  &seq_kv,
                                 &seq_q,  &one,   scratch.at(1), scratch.at(2)};
   // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused).
@@ -878,13 +848,6 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   };
   autotune(*plan, stream, run);
   run(plan->chosen());
-  if (widen) {  // dk, dv += the group sums of the full-head temporaries
-    launch_gqa_reduce_add(DType::BF16, dk.data, dk_tmp, s.B, p.kv_len, s.Se, p.heads, p.kv_heads, p.head_dim,
-                          stream);
-    launch_gqa_reduce_add(DType::BF16, dv.data, dv_tmp, s.B, p.kv_len, s.Se, p.heads, p.kv_heads, p.head_dim,
-                          stream);
-    return true;
-  }
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);
   for (int64_t b = 0; b < s.B; ++b) {
@@ -898,10 +861,8 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
 }
 
 size_t cudnn_attention_backward_scratch_bytes(const AttentionParams& p) {
-  const std::array<size_t, 4> buffers = backward_buffers(Shape(backward_graph_params(p)));
   size_t total = 0;
-  for (const size_t b : buffers) total += round256(b);
-  if (backward_widens_gqa(p)) total += 2 * round256(buffers[2]);
+  for (const size_t b : backward_buffers(Shape(p))) total += round256(b);
   return total;
 }
 

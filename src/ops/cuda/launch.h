@@ -48,12 +48,6 @@ void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, 
 void launch_swiglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate,
                             const void* up, int64_t count, cudaStream_t s);
 void launch_add_inplace(DType dt, void* y, const void* x, int64_t count, cudaStream_t s);
-// GQA heads widened and narrowed (gqa_heads.cu; head_dim a multiple of 8): wide (B, seen, H, HD) = kv
-// (B, rows, KVH, HD) repeated over each group; kv[:, :seen] += the group sums of wide.
-void launch_gqa_expand(DType dt, void* wide, const void* kv, int64_t batch, int64_t rows, int64_t seen,
-                       int64_t heads, int64_t kv_heads, int64_t head_dim, cudaStream_t s);
-void launch_gqa_reduce_add(DType dt, void* kv, const void* wide, int64_t batch, int64_t rows, int64_t seen,
-                           int64_t heads, int64_t kv_heads, int64_t head_dim, cudaStream_t s);
 // Any pair of F64, F32, BF16, F16.
 void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t count, cudaStream_t s);
 
