@@ -279,6 +279,8 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
       recompute_(options.recompute),
       options_(options),
       lora_specs_(lora) {
+  LT_CHECK(!options.head_backward_in_forward || options.fused_loss,
+           "decoder: head_backward_in_forward needs the fused loss");
   LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
            "decoder: loss blocks {} x {} must be positive", options.loss_token_block, options.loss_vocab_block);
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
@@ -349,8 +351,12 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
                   lora_pass(l, nullptr));
     if (offloading) offload_store(l);
   }
+  // The head's backward here writes scratch_.d_norm, which nothing touches before backward reads it.
   const double loss_sum =
-      options_.fused_loss
+      options_.head_backward_in_forward
+          ? fused_lm_loss_forward_backward(config_, w, lm_, loss_scale_ / double(label_tokens), options_.loss_token_block,
+                                           options_.loss_vocab_block, scratch_.d_norm)
+      : options_.fused_loss
           ? fused_lm_loss_forward(config_, w, lm_, options_.loss_token_block, options_.loss_vocab_block)
           : lm_loss_forward(config_, w, lm_);
   forward_done_ = true;
@@ -364,7 +370,11 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   forward_done_ = false;
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
-  if (options_.fused_loss)
+  if (options_.head_backward_in_forward) {
+    LT_CHECK(head_weight(config_, g).empty(),
+             "decoder: head_backward_in_forward with a trainable LM head (its gradient is not computed)");
+    final_norm_backward(config_, w, g, lm_, scratch_.d_norm, d_resid_);
+  } else if (options_.fused_loss)
     fused_lm_loss_backward(config_, w, g, lm_, loss_scale_ / double(label_tokens_), options_.loss_token_block,
                            options_.loss_vocab_block, scratch_.d_norm, d_resid_);
   else

@@ -182,6 +182,11 @@ struct DecoderOptions {
   bool fused_loss = true;
   int64_t loss_token_block = 256;
   int64_t loss_vocab_block = 4096;
+  // Training with a frozen LM head (LoRA, or partial fine-tuning without lm_head): the fused loss's
+  // backward (dx only; the head gets no gradient) runs inside forward, from the logits the forward computes
+  // anyway, so backward does not recompute them (one (N, D, V) GEMM fewer). Needs fused_loss and the loss
+  // scale set before forward; the gradients are the same bits.
+  bool head_backward_in_forward = false;
   DecoderOptions() = default;
   DecoderOptions(Recompute r) : recompute(r) {}  // NOLINT(google-explicit-constructor): a policy is options
   // The plain head, whose logits Decoder::logits() gives (golden tests, generation by full recompute).
@@ -197,6 +202,12 @@ double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActiv
 // d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
 void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g, LmActivations& acts,
                       double grad_scale, Tensor d_xn, Tensor d_resid);
+// The fused head's forward and its backward at once (frozen head: dx only, into d_xn); returns the loss sum.
+double fused_lm_loss_forward_backward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
+                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn);
+// The final norm's backward from the head's d_xn: d_resid (N, D) written, g.final_norm added to.
+void final_norm_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
+                         LmActivations& acts, Tensor d_xn, Tensor d_resid);
 // The same through the fused head + loss (acts.logits unused): forward fills xn, rstd, lse and losses;
 // backward (after the forward: xn and lse as it left them) recomputes the logits tile by tile.
 double fused_lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,

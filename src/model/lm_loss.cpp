@@ -46,6 +46,26 @@ void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWe
                                              .token_block = token_block,
                                              .vocab_block = vocab_block};
   ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse, a.labels);
+  final_norm_backward(c, w, g, a, d_xn, d_resid);
+}
+
+double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
+                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  const ops::FusedLinearCrossEntropyParams p{.rows = N,
+                                             .dim = D,
+                                             .vocab = c.vocab_size,
+                                             .grad_scale = grad_scale,
+                                             .token_block = token_block,
+                                             .vocab_block = vocab_block};
+  return ops::fused_linear_cross_entropy_forward_backward(p, a.losses, a.lse, d_xn, Tensor(), a.xn,
+                                                          head_weight(c, w), a.labels);
+}
+
+void final_norm_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
+                         Tensor d_xn, Tensor d_resid) {
+  const int64_t N = a.x.dim(0), D = c.hidden_size;
   ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
                         w.final_norm, a.rstd);
 }

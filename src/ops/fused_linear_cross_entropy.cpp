@@ -48,4 +48,22 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
   LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_backward, p, dx, dw, x, w, lse, labels);
 }
 
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
+                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                                   Tensor labels) {
+  const char* op = "fused_linear_cross_entropy_forward_backward";
+  check_params(p, op);
+  check_device(x.device, {&losses, &lse, &dx, &dw, &x, &w, &labels}, op);
+  check_tensor(losses, {p.rows}, "fused_linear_cross_entropy_forward_backward losses");
+  check_tensor(lse, {p.rows}, "fused_linear_cross_entropy_forward_backward lse");
+  check_optional(dx, {p.rows, p.dim}, "fused_linear_cross_entropy_forward_backward dx");
+  check_optional(dw, {p.vocab, p.dim}, "fused_linear_cross_entropy_forward_backward dw");
+  check_tensor(x, {p.rows, p.dim}, "fused_linear_cross_entropy_forward_backward x");
+  check_tensor(w, {p.vocab, p.dim}, "fused_linear_cross_entropy_forward_backward w");
+  check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_forward_backward labels");
+  check_dtype(labels, DType::I32, "fused_linear_cross_entropy_forward_backward labels");
+  return LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_forward_backward, p, losses, lse, dx, dw, x, w,
+                        labels);
+}
+
 }  // namespace lt::ops

@@ -150,6 +150,14 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx /*(N, D)*/,
                                          Tensor dw /*(V, D) +=, optional*/, Tensor x /*(N, D)*/,
                                          Tensor w /*(V, D)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+// Both at once, for training, where the backward always follows: the same losses, lse, total, dx and dw as
+// forward then backward (bit for bit), computed from one pass over the logits (on the GPU the tile's logits
+// become dlogits in place: one GEMM fewer than the separate calls, which recompute them).
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p,
+                                                   Tensor losses /*(N)*/, Tensor lse /*(N)*/,
+                                                   Tensor dx /*(N, D)*/, Tensor dw /*(V, D) +=, optional*/,
+                                                   Tensor x /*(N, D)*/, Tensor w /*(V, D)*/,
+                                                   Tensor labels /*(N) i32*/);
 
 // ---- dropout from a counter-based RNG (LoRA's adapter input; model/lora.h derives the streams) -----------
 // x (B*C, dim) is scaled in place: an element kept is multiplied by keep_scale = (compute type)(1 / (1 - p)),

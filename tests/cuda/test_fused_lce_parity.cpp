@@ -160,6 +160,42 @@ TEST(CudaParity, FusedLinearCrossEntropyDefaultBudget) {
     run_case(dt, {1500, 64, 128256, 256}, {false, DwKind::Same, " default budget"}, 910000 + uint64_t(dt));
 }
 
+// forward_backward computes from the forward's tile what backward computes from its recomputed one: the same
+// losses, lse, total, dx and dw, bit for bit (bf16 with f32 dW and bf16 dW, f32; several token blocks).
+TEST(CudaParity, FusedLinearCrossEntropyForwardBackwardIsBitIdentical) {
+  LT_REQUIRE_GPU();
+  TileBudget budget(1);
+  const Shape shapes[] = {{300, 128, 1003, 64}, {257, 128, 32000, 100}};
+  for (const DType dt : {DType::F32, DType::BF16})
+    for (const DType dw_dt : {dt, DType::F32})
+      for (const Shape& sh : shapes) {
+        const int64_t N = sh.n, D = sh.d, V = sh.v;
+        const ops::FusedLinearCrossEntropyParams p{N, D, V, -100, 1.0 / double(N), sh.token_block};
+        std::vector<double> x = random_values(size_t(N * D), 990001, -0.5, 0.5);
+        std::vector<double> w = random_values(size_t(V * D), 990002, -0.5, 0.5);
+        DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {V, D});
+        DeviceTensor g_labels = upload_i32(make_labels(N, V, 990003), {N});
+        std::vector<double> zeros(size_t(V * D), 0.0);
+        DeviceTensor l1(DType::F32, {N}), s1(DType::F32, {N}), dx1 = poisoned(dt, {N, D}), dw1 = upload(zeros, dw_dt, {V, D});
+        DeviceTensor l2(DType::F32, {N}), s2(DType::F32, {N}), dx2 = poisoned(dt, {N, D}), dw2 = upload(zeros, dw_dt, {V, D});
+        const double t1 = ops::fused_linear_cross_entropy_forward(p, l1.t, s1.t, g_x.t, g_w.t, g_labels.t);
+        ops::fused_linear_cross_entropy_backward(p, dx1.t, dw1.t, g_x.t, g_w.t, s1.t, g_labels.t);
+        const double t2 =
+            ops::fused_linear_cross_entropy_forward_backward(p, l2.t, s2.t, dx2.t, dw2.t, g_x.t, g_w.t, g_labels.t);
+        const std::string what = std::string(dtype_name(dt)) + " dw " + std::string(dtype_name(dw_dt)) + " V " +
+                                 std::to_string(V);
+        EXPECT_EQ(t1, t2) << what;
+        EXPECT_EQ(test::download(l1), test::download(l2)) << what << " losses";
+        EXPECT_EQ(test::download(s1), test::download(s2)) << what << " lse";
+        EXPECT_EQ(test::download(dx1), test::download(dx2)) << what << " dx";
+        EXPECT_EQ(test::download(dw1), test::download(dw2)) << what << " dw";
+        std::printf("FLCE    forward_backward == forward + backward, %s: %s\n", what.c_str(),
+                    test::download(dw1) == test::download(dw2) && test::download(dx1) == test::download(dx2)
+                        ? "bit-identical"
+                        : "DIFFERENT");
+      }
+}
+
 TEST(CudaBehavior, FusedLinearCrossEntropyTokenBlock) {
   const int64_t V = 128256;
   ops::FusedLinearCrossEntropyParams p{16384, 4096, V};
@@ -299,17 +335,18 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
   DeviceTensor g_losses(DType::F32, {N}), g_lse(DType::F32, {N});
   cudaMemPool_t pool;
   ASSERT_EQ(cudaDeviceGetMemPool(&pool, 0), cudaSuccess);
-  cudaEvent_t e0, e1, e2;
+  cudaEvent_t e0, e1, e2, e3;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventCreate(&e2);
+  cudaEventCreate(&e3);
   // The default tile budget, then larger ones: fewer blocks re-read and re-write dW fewer times.
   for (size_t budget_mib : {256, 1024, 4096})
     for (DType dw_dt : {DType::F32, DType::BF16}) {
       TileBudget budget(budget_mib << 20);
       DeviceTensor g_dw(dw_dt, {V, D});
       ASSERT_EQ(cudaMemset(g_dw.t.data, 0, g_dw.t.bytes()), cudaSuccess);
-      std::vector<float> fw_ms, bw_ms;
+      std::vector<float> fw_ms, bw_ms, both_ms;
       uint64_t used_before = 0, used_high = 0, zero = 0;
       try {
         for (int it = 0; it < 4; ++it) {
@@ -320,12 +357,16 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
           cudaEventRecord(e1);
           ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
           cudaEventRecord(e2);
-          ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);
+          ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
+                                                           g_labels.t);
+          cudaEventRecord(e3);
+          ASSERT_EQ(cudaEventSynchronize(e3), cudaSuccess);
           cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high);
-          float a = 0, b = 0;
+          float a = 0, b = 0, c = 0;
           cudaEventElapsedTime(&a, e0, e1);
           cudaEventElapsedTime(&b, e1, e2);
-          if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b);  // the first run warms up
+          cudaEventElapsedTime(&c, e2, e3);
+          if (it > 0) fw_ms.push_back(a), bw_ms.push_back(b), both_ms.push_back(c);  // the first run warms up
         }
       } catch (const Error& e) {
         std::printf("TIMING  fused_lce bf16 dw %s: not run: %s\n", std::string(dtype_name(dw_dt)).c_str(),
@@ -334,20 +375,23 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
       }
       std::sort(fw_ms.begin(), fw_ms.end());
       std::sort(bw_ms.begin(), bw_ms.end());
-      const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2];
+      std::sort(both_ms.begin(), both_ms.end());
+      const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2], both = both_ms[both_ms.size() / 2];
       const double gemm = 2.0 * double(N) * double(D) * double(V);
       std::printf(
           "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
-          "%.1f TFLOP/s  fwd+bwd %.2f ms  pool peak %.1f MiB (workspace %.1f MiB; full logits %.1f MiB)\n",
+          "%.1f TFLOP/s  fwd+bwd %.2f ms  forward_backward %.2f ms %.1f TFLOP/s  pool peak %.1f MiB (workspace "
+          "%.1f MiB; full logits %.1f MiB)\n",
           std::string(dtype_name(dw_dt)).c_str(), (long long)N, (long long)D, (long long)V,
           (long long)ops::cuda::fused_linear_cross_entropy_token_block(p, dt), fw, gemm / fw * 1e-9, bw,
-          3 * gemm / bw * 1e-9, fw + bw, double(used_high - used_before) / 1048576.0,
+          3 * gemm / bw * 1e-9, fw + bw, both, 3 * gemm / both * 1e-9, double(used_high - used_before) / 1048576.0,
           double(ops::cuda::fused_linear_cross_entropy_workspace_bytes(p, dt)) / 1048576.0,
           double(N) * double(V) * 2.0 / 1048576.0);
       std::fflush(stdout);
     }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  cudaEventDestroy(e3);
   cudaEventDestroy(e2);
 }
 

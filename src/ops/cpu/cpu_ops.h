@@ -34,6 +34,10 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
 
 double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
                                           Tensor x, Tensor w, Tensor labels);
+// forward then backward: the CPU reference recomputes the logits in backward anyway.
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
+                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                                   Tensor labels);
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
                                          Tensor x, Tensor w, Tensor lse, Tensor labels);
 

@@ -159,4 +159,12 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
                  [&]<class T>() { backward<T>(p, dx, dw, x, w, lse, labels); });
 }
 
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
+                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                                   Tensor labels) {
+  const double total = cpu::fused_linear_cross_entropy_forward(p, losses, lse, x, w, labels);
+  cpu::fused_linear_cross_entropy_backward(p, dx, dw, x, w, lse, labels);
+  return total;
+}
+
 }  // namespace lt::ops::cpu

@@ -76,6 +76,10 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
                                           Tensor x, Tensor w, Tensor labels);
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
                                          Tensor x, Tensor w, Tensor lse, Tensor labels);
+// Both in one pass over the blocks: each tile's logits become its dlogits in place (no recomputation).
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
+                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                                   Tensor labels);
 // Rows of a block: min(N, max(p.token_block, the rows whose (rows, V) tile fits the tile budget, rounded
 // down to a multiple of 128 when at least 128)).
 int64_t fused_linear_cross_entropy_token_block(const FusedLinearCrossEntropyParams& p, DType dtype);

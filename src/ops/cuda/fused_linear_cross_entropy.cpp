@@ -8,6 +8,7 @@
 //   forward:  tile = x_blk W^T (cuBLASLt, compute dtype), then the cross-entropy kernels write the block's
 //             losses and lse (f32) and the block's loss sum (double); the host adds the block sums in order,
 //             so the total is deterministic.
+//   forward_backward (training): the forward's tile is turned into dlogits at once (3 GEMMs in all);
 //   backward: the tile is recomputed, turned into dlogits in place from the saved lse, then
 //             dx_blk = (or +=) dlogits W and dW += dlogits^T x_blk through cuda::linear_backward (which
 //             takes an f32 dW with bf16 inputs: the mixed-precision policy keeps parameter gradients f32).
@@ -131,10 +132,13 @@ size_t fused_linear_cross_entropy_workspace_bytes(const FusedLinearCrossEntropyP
   return b.sums_bytes + b.tile_bytes;
 }
 
-double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
-                                          Tensor x, Tensor w, Tensor labels) {
-  const char* op = "fused_linear_cross_entropy_forward";
-  const DType dt = check_dtypes(x, w, Tensor(), Tensor(), op);
+namespace {
+
+// The forward's pass over the blocks; with `grads`, each block's tile then becomes its dlogits in place
+// (from the lse just written) and feeds dx and dw at once, as the backward would after recomputing it.
+double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse, Tensor dx, Tensor dw,
+                    Tensor x, Tensor w, Tensor labels, bool grads, const char* op) {
+  const DType dt = check_dtypes(x, w, dx, dw, op);
   check_f32(losses, "fused_linear_cross_entropy_forward losses");
   check_f32(lse, "fused_linear_cross_entropy_forward lse");
   if (p.rows == 0) return 0.0;
@@ -152,6 +156,13 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
     tile_logits(p, tile, x, w, n0, nb);
     launch_cross_entropy_forward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb, p.vocab,
                                  p.ignore_index, sums + k, device_error_slot(), s);
+    if (grads && !(dx.empty() && dw.empty())) {
+      launch_cross_entropy_backward(dt, tile_data, tile_data, lse_f + n0, label_i + n0, nb, p.vocab,
+                                    p.ignore_index, p.grad_scale, device_error_slot(), s);
+      const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
+      cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
+                            x.slice_rows(n0, n0 + nb), w);
+    }
   }
   std::vector<double> host(static_cast<size_t>(b.blocks));  // (blocks)
   LT_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, s));
@@ -168,6 +179,20 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
   double total = 0.0;
   for (double v : host) total += v;
   return total;
+}
+
+}  // namespace
+
+double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
+                                          Tensor x, Tensor w, Tensor labels) {
+  return forward_pass(p, losses, lse, Tensor(), Tensor(), x, w, labels, false,
+                      "fused_linear_cross_entropy_forward");
+}
+
+double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
+                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                                   Tensor labels) {
+  return forward_pass(p, losses, lse, dx, dw, x, w, labels, true, "fused_linear_cross_entropy_forward_backward");
 }
 
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,

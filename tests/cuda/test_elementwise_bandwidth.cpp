@@ -1,0 +1,109 @@
+// Not tests: the memory-bound kernels' achieved bandwidth against the H200's copy ceiling (4280 GB/s,
+// GPU.md), at Llama-3.1-8B shapes for a step of 8192 tokens, bf16: RMSNorm forward/backward (D 4096, f32
+// dW as the mixed-precision policy keeps it), RoPE forward (32 heads of 128, in place), SwiGLU
+// forward/backward (F 14336), the residual add. Bytes counted are the fewest each kernel must move: every
+// input read once, every output written once (an in-place tensor read and written). Median of 20 runs after
+// 3 warm-ups, CUDA events. Run with --gtest_also_run_disabled_tests --gtest_filter='*ElementwiseBandwidth*'
+// (tools/gpu_train_checks.sh does); grep BANDWIDTH.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "ops/ops.h"
+#include "parity_support.h"
+
+namespace lt::test {
+namespace {
+
+constexpr double kCopyGBs = 4280.0;
+
+float median_ms(const std::function<void()>& fn) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void report_bandwidth(const char* what, double bytes, float ms) {
+  const double gbs = bytes / ms / 1e6;
+  std::printf("BANDWIDTH %-28s %8.3f ms  %6.0f GB/s  %3.0f%% of %.0f\n", what, ms, gbs, 100 * gbs / kCopyGBs,
+              kCopyGBs);
+  std::fflush(stdout);
+}
+
+// A device tensor of seeded values in [-1, 1] (generated on the device from a small host slab: drawing
+// hundreds of millions of values on the host takes too long).
+DeviceTensor filled(DType dt, std::initializer_list<int64_t> dims, uint64_t seed) {
+  DeviceTensor t(dt, dims);
+  const size_t slab_elems = size_t(1) << 20;
+  const size_t n = size_t(t.t.numel()), elem = dtype_size(dt);
+  std::vector<double> slab = random_values(std::min(n, slab_elems), seed, -1, 1);
+  DeviceTensor s = upload(slab, dt, {int64_t(slab.size())});
+  for (size_t at = 0; at < n; at += slab.size()) {
+    const size_t count = std::min(slab.size(), n - at);
+    EXPECT_EQ(cudaMemcpy(static_cast<char*>(t.t.data) + at * elem, s.t.data, count * elem,
+                         cudaMemcpyDeviceToDevice),
+              cudaSuccess);
+  }
+  return t;
+}
+
+TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
+  LT_REQUIRE_GPU();
+  const DType dt = DType::BF16;
+  const int64_t N = 8192, D = 4096, F = 14336, H = 32, HD = 128;
+  const double e = double(dtype_size(dt));
+  {
+    DeviceTensor x = filled(dt, {N, D}, 1), w = filled(dt, {D}, 2), y(dt, {N, D}), rstd(DType::F32, {N});
+    DeviceTensor dy = filled(dt, {N, D}, 3), dx(dt, {N, D}), dw(DType::F32, {D});
+    const ops::RmsNormParams p{N, D, 1e-5};
+    report_bandwidth("rmsnorm_forward", double(N * D) * 2 * e + double(N) * 4,
+                     median_ms([&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
+    report_bandwidth("rmsnorm_backward (dw f32)", double(N * D) * 3 * e + double(N) * 4,
+                     median_ms([&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+    report_bandwidth("add_inplace", double(N * D) * 3 * e, median_ms([&] { ops::add_inplace(y.t, x.t); }));
+  }
+  {
+    DeviceTensor q = filled(dt, {N, H, HD}, 4);
+    std::vector<int32_t> pos(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) pos[size_t(i)] = int32_t(i % 1024);
+    DeviceTensor positions = upload_i32(pos, {N});
+    ops::RopeParams p{N, H, HD, 500000.0};
+    p.type = ops::RopeType::Llama3;
+    p.factor = 8.0;
+    report_bandwidth("rope_forward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
+                     median_ms([&] { ops::rope_forward(p, q.t, positions.t); }));
+    report_bandwidth("rope_backward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
+                     median_ms([&] { ops::rope_backward(p, q.t, positions.t); }));
+  }
+  {
+    DeviceTensor gate = filled(dt, {N, F}, 5), up = filled(dt, {N, F}, 6), h(dt, {N, F});
+    DeviceTensor dh = filled(dt, {N, F}, 7), dgate(dt, {N, F}), dup(dt, {N, F});
+    const ops::SwigluParams p{N, F};
+    report_bandwidth("swiglu_forward", double(N * F) * 3 * e,
+                     median_ms([&] { ops::swiglu_forward(p, h.t, gate.t, up.t); }));
+    report_bandwidth("swiglu_backward", double(N * F) * 5 * e,
+                     median_ms([&] { ops::swiglu_backward(p, dgate.t, dup.t, dh.t, gate.t, up.t); }));
+  }
+}
+
+}  // namespace
+}  // namespace lt::test
