@@ -34,10 +34,10 @@ if has 1; then
   grep -E "FAILED|PASSED|CUDNN|cuDNN" "$out/test_cudnn.log" | tail -n 20 | tee -a "$summary"
   cat "$out/test_cudnn.log" >> "$out/test_cuda.log"
   # The timing benches print (never assert) TFLOP/s and milliseconds: disabled in the test run, run here.
-  LT_ATTENTION_KERNEL=auto timeout 90 .carry/test_cuda --gtest_also_run_disabled_tests --gtest_filter='CudaBench.*' >> "$out/test_cuda.log" 2>&1
+  LT_ATTENTION_KERNEL=auto timeout 150 .carry/test_cuda --gtest_also_run_disabled_tests --gtest_filter='CudaBench.*' >> "$out/test_cuda.log" 2>&1
   grep -E "^(PARITY|TRAIN|RESUME|DROPOUT|ATTN_BENCH|BANDWIDTH|OFFLOAD)|FAILED|PASSED" "$out/test_cuda.log" > "$out/parity.txt"
   grep -E "FAIL|PASSED|tests ran" "$out/test_cuda.log" | tail -n 12 | tee -a "$summary"
-  grep -E "^(TRAIN|RESUME|ATTN_BENCH|OFFLOAD)" "$out/test_cuda.log" | tee -a "$summary"
+  grep -E "^(TRAIN|RESUME|ATTN_BENCH|OFFLOAD|BANDWIDTH|TIMING|FLCE  )" "$out/test_cuda.log" | tee -a "$summary"
 fi
 
 if has 2; then
