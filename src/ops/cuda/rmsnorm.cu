@@ -4,8 +4,7 @@
 // row of dw, every column owned by one thread. A second kernel sums the partial rows in block order into
 // dw. No atomics anywhere, so dw has the same bits from run to run. Rows move in 16-byte packs when D is a
 // multiple of the pack and every pointer is 16-byte aligned (the usual case), element by element otherwise;
-// a thread owns the same columns in every row either way; when a row's packs fit K per thread the packed
-// kernels hold them (and the backward its dw columns) in registers. dw may be f32 under 16-bit inputs.
+// a thread owns the same columns in every row either way. dw may be f32 under bf16 inputs (mixed precision).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
@@ -116,109 +115,6 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
   }
 }
 
-// The packed paths with each thread's packs of a row held in registers (K packs at most: D <= K * P *
-// blockDim): the forward reads x once instead of twice; the backward reads dy, x and w once per row instead
-// of twice and keeps its dw columns in registers for all its rows instead of adding into the partial row in
-// memory at every row. The arithmetic and its order are the kernels' above, so the bits are the same.
-template <class T, int K>
-__global__ void rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
-  __shared__ float scratch[kWarp];
-  constexpr int P = kPack<T>;
-  const int64_t n = blockIdx.x, packs = dim / P;
-  const T* xr = x + n * dim;  // (D)
-  T* yr = y + n * dim;        // (D)
-  Pack<T> a[K];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int m = 0; m < K; ++m) {
-    const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-    if (k < packs) {
-      a[m] = load_pack(xr, k);
-#pragma unroll
-      for (int j = 0; j < P; ++j) sum_sq += load_f(&a[m].v[j]) * load_f(&a[m].v[j]);
-    }
-  }
-  sum_sq = block_sum(sum_sq, scratch);
-  const float r = rsqrtf(sum_sq / float(dim) + eps);
-  if (threadIdx.x == 0) rstd[n] = r;
-#pragma unroll
-  for (int m = 0; m < K; ++m) {
-    const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-    if (k < packs) {
-      const Pack<T> b = load_pack(w, k);
-      Pack<T> out;
-#pragma unroll
-      for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&a[m].v[j]) * r * load_f(&b.v[j]));
-      reinterpret_cast<Pack<T>*>(yr)[k] = out;
-    }
-  }
-}
-
-template <class T, int K>
-__global__ void rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
-                                             const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
-  __shared__ float scratch[kWarp];
-  constexpr int P = kPack<T>;
-  const int64_t packs = dim / P;
-  Pack<T> wp[K];
-  float acc[K][P];
-#pragma unroll
-  for (int m = 0; m < K; ++m) {
-    const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-    if (k < packs) wp[m] = load_pack(w, k);
-#pragma unroll
-    for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
-  }
-  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    const T* dyr = dy + n * dim;
-    const T* xr = x + n * dim;
-    T* dxr = dx + n * dim;
-    const float r = rstd[n];
-    Pack<T> g[K], a[K];
-    float s = 0.0f;
-#pragma unroll
-    for (int m = 0; m < K; ++m) {
-      const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-      if (k < packs) {
-        g[m] = load_pack(dyr, k);
-        a[m] = load_pack(xr, k);
-#pragma unroll
-        for (int j = 0; j < P; ++j) s += load_f(&g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&a[m].v[j]);
-      }
-    }
-    s = block_sum(s, scratch);  // also a barrier: every dy of the row is read before dx (may alias) is written
-    const float c = r * r * r * s / float(dim);
-#pragma unroll
-    for (int m = 0; m < K; ++m) {
-      const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-      if (k < packs) {
-        Pack<T> out;
-        if (accumulate_dx) out = load_pack(static_cast<const T*>(dxr), k);
-#pragma unroll
-        for (int j = 0; j < P; ++j) {
-          const float gv = load_f(&g[m].v[j]), xv = load_f(&a[m].v[j]);
-          acc[m][j] += gv * xv * r;
-          const float v = r * load_f(&wp[m].v[j]) * gv - c * xv;
-          store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
-        }
-        reinterpret_cast<Pack<T>*>(dxr)[k] = out;
-      }
-    }
-  }
-  if (!partial) return;
-  float* part = partial + int64_t(blockIdx.x) * dim;  // (D)
-#pragma unroll
-  for (int m = 0; m < K; ++m) {
-    const int64_t k = threadIdx.x + int64_t(m) * blockDim.x;
-    if (k < packs)
-#pragma unroll
-      for (int j = 0; j < P; ++j) part[k * P + j] = acc[m][j];
-  }
-}
-
-// Packs per thread the register kernels hold (D up to 4 * 8 * 256 = 8192 in bf16, 4096 in f32).
-constexpr int kRegPacks = 4;
-
 // dw (D) += sum over the partial rows in order. TW: the compute dtype, or f32 (an f32 gradient).
 template <class TW>
 __global__ void column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
@@ -245,11 +141,6 @@ void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {y, x, w});
-    if (packed && dim / kPack<T> <= int64_t(kRegPacks) * kThreads) {
-      rmsnorm_forward_regs_kernel<T, kRegPacks><<<unsigned(rows), kThreads, 0, s>>>(
-          static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
-      return;
-    }
     rmsnorm_forward_kernel<T>
         <<<unsigned(rows), kThreads, 0, s>>>(static_cast<T*>(y), rstd, static_cast<const T*>(x),
                                              static_cast<const T*>(w), dim, float(eps), packed);
@@ -269,14 +160,9 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
-    if (packed && dim / kPack<T> <= int64_t(kRegPacks) * kThreads)
-      rmsnorm_backward_regs_kernel<T, kRegPacks><<<unsigned(blocks), kThreads, 0, s>>>(
-          static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
-          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx);
-    else
-      rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
-          static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
-          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
+    rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
+        static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
+        static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
       if (dw_dt == DType::F32)
