@@ -11,6 +11,7 @@
 
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
 #endif
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -134,6 +135,29 @@ inline std::vector<int32_t> random_ints(size_t count, uint64_t seed, int32_t lo,
     out[i] = v < hi_exclusive ? v : hi_exclusive - 1;
   }
   return out;
+}
+
+// Median of `reps` timings of fn in milliseconds (CUDA events, after 3 warm-up runs): the timing benches.
+template <class Fn>
+float median_ms(int reps, Fn&& fn) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(start);
+    fn();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 }  // namespace lt::test

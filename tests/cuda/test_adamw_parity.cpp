@@ -19,6 +19,7 @@ namespace lt {
 namespace {
 
 using test::DeviceTensor;
+using test::median_ms;
 using test::report;
 
 constexpr int kSteps = 5;
@@ -240,28 +241,6 @@ TEST(CudaGradNorm, MatchesCpuDoubleAndIsDeterministic) {
     }
 }
 
-// Median of `reps` timings of fn in milliseconds.
-template <class Fn>
-float median_ms(int reps, Fn&& fn) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float t = 0;
-    cudaEventElapsedTime(&t, start, stop);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 TEST(CudaAdamW, Bandwidth) {
   LT_REQUIRE_GPU();

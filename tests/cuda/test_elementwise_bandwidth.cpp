@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <vector>
 
 #include "ops/ops.h"
@@ -21,26 +20,6 @@ namespace {
 
 constexpr double kCopyGBs = 4280.0;
 
-float median_ms(const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
-    cudaEventRecord(start);
-    fn();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float t = 0;
-    cudaEventElapsedTime(&t, start, stop);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 void report_bandwidth(const char* what, double bytes, float ms) {
   const double gbs = bytes / ms / 1e6;
@@ -76,10 +55,10 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     DeviceTensor dy = filled(dt, {N, D}, 3), dx(dt, {N, D}), dw(DType::F32, {D});
     const ops::RmsNormParams p{N, D, 1e-5};
     report_bandwidth("rmsnorm_forward", double(N * D) * 2 * e + double(N) * 4,
-                     median_ms([&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
+                     median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
     report_bandwidth("rmsnorm_backward (dw f32)", double(N * D) * 3 * e + double(N) * 4,
-                     median_ms([&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
-    report_bandwidth("add_inplace", double(N * D) * 3 * e, median_ms([&] { ops::add_inplace(y.t, x.t); }));
+                     median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+    report_bandwidth("add_inplace", double(N * D) * 3 * e, median_ms(20, [&] { ops::add_inplace(y.t, x.t); }));
   }
   {
     DeviceTensor q = filled(dt, {N, H, HD}, 4);
@@ -90,18 +69,18 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     p.type = ops::RopeType::Llama3;
     p.factor = 8.0;
     report_bandwidth("rope_forward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
-                     median_ms([&] { ops::rope_forward(p, q.t, positions.t); }));
+                     median_ms(20, [&] { ops::rope_forward(p, q.t, positions.t); }));
     report_bandwidth("rope_backward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
-                     median_ms([&] { ops::rope_backward(p, q.t, positions.t); }));
+                     median_ms(20, [&] { ops::rope_backward(p, q.t, positions.t); }));
   }
   {
     DeviceTensor gate = filled(dt, {N, F}, 5), up = filled(dt, {N, F}, 6), h(dt, {N, F});
     DeviceTensor dh = filled(dt, {N, F}, 7), dgate(dt, {N, F}), dup(dt, {N, F});
     const ops::SwigluParams p{N, F};
     report_bandwidth("swiglu_forward", double(N * F) * 3 * e,
-                     median_ms([&] { ops::swiglu_forward(p, h.t, gate.t, up.t); }));
+                     median_ms(20, [&] { ops::swiglu_forward(p, h.t, gate.t, up.t); }));
     report_bandwidth("swiglu_backward", double(N * F) * 5 * e,
-                     median_ms([&] { ops::swiglu_backward(p, dgate.t, dup.t, dh.t, gate.t, up.t); }));
+                     median_ms(20, [&] { ops::swiglu_backward(p, dgate.t, dup.t, dh.t, gate.t, up.t); }));
   }
 }
 

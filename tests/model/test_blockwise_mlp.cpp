@@ -13,10 +13,7 @@
 namespace lt {
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  const double* p = t.ptr<double>();
-  return std::vector<double>(p, p + t.numel());
-}
+using test::values;
 void set(Tensor t, const std::vector<double>& v) {
   std::copy(v.begin(), v.end(), t.ptr<double>());
 }

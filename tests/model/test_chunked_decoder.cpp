@@ -16,11 +16,7 @@
 namespace lt {
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
-  return v;
-}
+using test::values;
 
 struct Setup {
   model::Architecture arch;

@@ -11,11 +11,7 @@
 namespace lt {
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
-  return v;
-}
+using test::values;
 
 void check_lora_chunks(bool train_base, double dropout_p) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;

@@ -10,10 +10,7 @@
 namespace lt {
 namespace {
 
-std::vector<char> bytes_of(const Tensor& t) {
-  const char* p = static_cast<const char*>(t.data);
-  return std::vector<char>(p, p + t.bytes());
-}
+using test::bytes_of;
 
 // One LoRA step (base frozen: the head gets no gradient); every LoRA gradient's bytes and the loss.
 std::vector<std::vector<char>> lora_step(DType dt, bool in_forward, double loss_scale, double* loss) {

@@ -64,10 +64,7 @@ void put(std::vector<double>& full, const double* chunk, int64_t W, int64_t off,
     std::copy(chunk + b * C * W, chunk + (b + 1) * C * W, full.begin() + (b * T + off) * W);
 }
 
-std::vector<double> values(const Tensor& t) {
-  const double* p = t.ptr<double>();
-  return std::vector<double>(p, p + t.numel());
-}
+using test::values;
 
 TEST(LayerChunks, TwoChunksEqualTheWholeSequence) {
   const model::ModelConfig config = test::tiny_config(false);

@@ -15,11 +15,7 @@
 namespace lt {
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
-  return v;
-}
+using test::values;
 
 TEST(LoraSpecs, NamesShapesAndScaling) {
   const model::ModelConfig c = test::tiny_config(false);  // D 8, F 12, H*HD 24, KVH*HD 12

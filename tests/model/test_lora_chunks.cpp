@@ -63,10 +63,7 @@ void put(std::vector<double>& full, const double* chunk, int64_t W, int64_t off,
   for (int64_t b = 0; b < B; ++b)
     std::copy(chunk + b * C * W, chunk + (b + 1) * C * W, full.begin() + (b * T + off) * W);
 }
-std::vector<double> values(const Tensor& t) {
-  const double* p = t.ptr<double>();
-  return std::vector<double>(p, p + t.numel());
-}
+using test::values;
 model::KvContext kv_context(Arena& arena, const model::ModelConfig& c, Tensor segments) {
   return {arena.alloc("k", DType::F64, {B, T, c.num_kv_heads, c.head_dim}),
           arena.alloc("v", DType::F64, {B, T, c.num_kv_heads, c.head_dim}), segments};

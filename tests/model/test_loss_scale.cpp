@@ -13,11 +13,7 @@
 namespace lt {
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
-  return v;
-}
+using test::values;
 
 // Every gradient of one forward/backward, as doubles. chunk 0: Decoder; otherwise ChunkedDecoder.
 std::vector<std::vector<double>> gradients(DType dt, bool lora, int64_t chunk, double loss_scale, double* loss) {

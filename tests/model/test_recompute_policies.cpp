@@ -23,10 +23,7 @@ struct Outcome {
   size_t arena_high_water = 0, planned = 0;
 };
 
-std::vector<char> bytes_of(const Tensor& t) {
-  const char* p = static_cast<const char*>(t.data);
-  return std::vector<char>(p, p + t.bytes());
-}
+using test::bytes_of;
 
 // One forward/backward of the tiny model (LoRA on every projection when `lora`, base trained otherwise).
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.

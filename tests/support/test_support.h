@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace lt::test {
 
@@ -57,6 +58,19 @@ inline void expect_error_mentions(const std::function<void()>& body, const std::
     for (const std::string& part : parts)
       EXPECT_NE(message.find(part), std::string::npos) << "message: " << message << "\nmissing: " << part;
   }
+}
+
+// A host tensor's elements as doubles (any floating dtype), for comparisons against references.
+inline std::vector<double> values(const Tensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  convert_elements(v.data(), DType::F64, t.data, t.dtype, v.size());
+  return v;
+}
+
+// A host tensor's raw bytes: what bit-for-bit comparisons compare.
+inline std::vector<char> bytes_of(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.data);
+  return std::vector<char>(p, p + t.bytes());
 }
 
 }  // namespace lt::test

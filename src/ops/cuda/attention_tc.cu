@@ -298,9 +298,4 @@ void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, 
   }
 }
 
-bool attention_kernel_simt_forced() {
-  const char* v = std::getenv("LT_ATTENTION_KERNEL");
-  return v != nullptr && std::string_view(v) == "simt";
-}
-
 }  // namespace lt::ops::cuda

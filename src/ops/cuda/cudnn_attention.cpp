@@ -869,12 +869,6 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   return true;
 }
 
-size_t cudnn_attention_backward_scratch_bytes(const AttentionParams& p) {
-  size_t total = 0;
-  for (const size_t b : backward_buffers(Shape(p))) total += round256(b);
-  return total;
-}
-
 CudnnAttentionPlanStats cudnn_attention_plan_stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_plan_stats;

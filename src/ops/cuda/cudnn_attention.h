@@ -37,11 +37,6 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
 bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout,
                               Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why);
 
-// Pool memory one backward call takes besides cuDNN's own workspace (which its plan reports, usually small):
-// the f32 row sums (B, H, Tq) and dQ accumulator (B, H, Tq, HD), and the bf16 dK/dV temporaries
-// (B, q_offset + Tq, KVH, HD) each, every buffer rounded up to 256 bytes. The forward takes none.
-size_t cudnn_attention_backward_scratch_bytes(const AttentionParams& p);
-
 // Plans are cached per (device, direction, B, Tq, q_offset + Tq, kv_len, H, KVH, HD). For benchmarks:
 // how many were built and how long that took in total, and a way to drop them all.
 struct CudnnAttentionPlanStats {

@@ -98,8 +98,6 @@ void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, 
 void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv, const void* dout,
                                   const void* out, const float* lse, const void* q, const void* k,
                                   const void* v, cudaStream_t s);
-// LT_ATTENTION_KERNEL=simt: always the CUDA-core kernels of attention.cu (A/B timing, parity checks).
-bool attention_kernel_simt_forced();
 
 // AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32.
 void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,

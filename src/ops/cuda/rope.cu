@@ -20,15 +20,15 @@ struct InvFreq {
   double v[kMaxHalf];  // (HD/2)
 };
 
-template <class T>
-__global__ void rope_kernel(T* x, const int32_t* positions, const InvFreq inv_freq, int64_t heads, int half,
-                            float direction, int64_t* err) {
-  __shared__ float cos_a[kMaxHalf], sin_a[kMaxHalf];
+// Token blockIdx.x's angles, position * inv_freq in double, into shared cos/sin (sin signed by direction);
+// false (the error recorded) for a negative position. Ends with the block synchronized.
+__device__ __forceinline__ bool token_angles(const int32_t* positions, const InvFreq& inv_freq, int half,
+                                             float direction, int64_t* err, float* cos_a, float* sin_a) {
   const int64_t n = blockIdx.x;
   const int32_t pos = positions[n];
   if (pos < 0) {
     if (threadIdx.x == 0) report_error(err, kErrRopePosition, n, pos);
-    return;
+    return false;
   }
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     double s, c;
@@ -37,6 +37,15 @@ __global__ void rope_kernel(T* x, const int32_t* positions, const InvFreq inv_fr
     sin_a[j] = direction * float(s);
   }
   __syncthreads();
+  return true;
+}
+
+template <class T>
+__global__ void rope_kernel(T* x, const int32_t* positions, const InvFreq inv_freq, int64_t heads, int half,
+                            float direction, int64_t* err) {
+  __shared__ float cos_a[kMaxHalf], sin_a[kMaxHalf];
+  const int64_t n = blockIdx.x;
+  if (!token_angles(positions, inv_freq, half, direction, err, cos_a, sin_a)) return;
   T* xt = x + n * heads * 2 * half;  // (H, HD) of token n
   for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
     const int64_t h = i / half;
@@ -61,18 +70,7 @@ __global__ void rope_quad_kernel(T* x, const int32_t* positions, const InvFreq i
                                  float direction, int64_t* err) {
   __shared__ float cos_a[kMaxHalf], sin_a[kMaxHalf];
   const int64_t n = blockIdx.x;
-  const int32_t pos = positions[n];
-  if (pos < 0) {
-    if (threadIdx.x == 0) report_error(err, kErrRopePosition, n, pos);
-    return;
-  }
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    double s, c;
-    sincos(double(pos) * inv_freq.v[j], &s, &c);
-    cos_a[j] = float(c);
-    sin_a[j] = direction * float(s);
-  }
-  __syncthreads();
+  if (!token_angles(positions, inv_freq, half, direction, err, cos_a, sin_a)) return;
   T* xt = x + n * heads * 2 * half;  // (H, HD) of token n
   const int quads = half / 4;
   for (int64_t i = threadIdx.x; i < heads * quads; i += blockDim.x) {
