@@ -153,8 +153,11 @@ void check_against_reference(const Case& c, uint64_t seed) {
   const int64_t plans_before = ops::cuda::cudnn_attention_plan_stats().plans_built;
   Results g = run(c, in, "cudnn");
   std::vector<double> out_d = test::download(g.out);  // synchronizes: any execution error shows here
-  // A new shape builds one forward and one backward plan: proof that cuDNN (not a fallback) ran.
-  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built - plans_before, 2) << describe(c);
+  // A new shape builds one forward plan and one backward plan, two for a chunk's call (Tq > 1 queries after
+  // earlier keys: the split backward): proof that cuDNN (not a fallback) ran, and how.
+  const int64_t backward_plans = off > 0 && Tq > 1 ? 2 : 1;
+  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built - plans_before, 1 + backward_plans)
+      << describe(c);
 
   const size_t nq = size_t(B * Tq * H * HD);
   std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq), dk = in.dk_start, dv = in.dv_start;
@@ -280,13 +283,28 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
       << "a windowed call must not build cuDNN plans";
 }
 
-// Not asserted: cuDNN vs the tensor-core kernels at B=1, H=32/8, HD=128, causal, T = 2K, 8K, 32K: the first
-// call (plan build included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * T * T * HD / 2,
+// LT_CUDNN_SPLIT_BACKWARD = "0" (a chunk's backward as one call with the shifted mask) for its lifetime.
+class UnsplitBackward {
+ public:
+  UnsplitBackward() { setenv("LT_CUDNN_SPLIT_BACKWARD", "0", 1); }
+  ~UnsplitBackward() { unsetenv("LT_CUDNN_SPLIT_BACKWARD"); }
+  UnsplitBackward(const UnsplitBackward&) = delete;
+  UnsplitBackward& operator=(const UnsplitBackward&) = delete;
+};
+
+// Not asserted: cuDNN vs the tensor-core kernels, H=32/8, HD=128, causal, at the kernel peer's shapes
+// (T = 2K, 8K, 32K with B = 16384 / T) and at two chunks of chunked training (the last 4K queries of 16K and
+// of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit): the first call (plan build
+// included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq * (q_offset + Tq / 2) * HD,
 // backward 2.5x.
 TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
   LT_REQUIRE_CUDNN();
-  for (const int64_t T : {int64_t(2048), int64_t(8192), int64_t(32768)}) {
-    const Case c{1, T, T, 32, 8, 128, 0};
+  const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},
+                        {2, 8192, 8192, 32, 8, 128, 0},
+                        {1, 32768, 32768, 32, 8, 128, 0},
+                        {1, 4096, 16384, 32, 8, 128, 12288},
+                        {1, 4096, 32768, 32, 8, 128, 28672}};
+  for (const Case& c : cases) {
     Inputs in(c, 11);
     const auto [B, Tq, S, H, KVH, HD, off] = c;
     const ops::AttentionParams p = params(c);
@@ -295,9 +313,12 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
     std::vector<double> zeros(size_t(B * S * KVH * HD), 0.0);
     DeviceTensor dk = upload(zeros, DType::BF16, {B, S, KVH, HD}),
                  dv = upload(zeros, DType::BF16, {B, S, KVH, HD});
-    const double fwd_flops = 2.0 * 2.0 * double(B * H) * double(T) * double(T) * double(HD) / 2.0;
-    for (const char* kernel : {"cudnn", "tc"}) {
-      KernelChoice choice(kernel);
+    const double fwd_flops = 2.0 * 2.0 * double(B * H) * double(Tq) * (double(off) + double(Tq) / 2.0) * double(HD);
+    for (const char* kernel : {"cudnn", "cudnn1", "tc"}) {
+      if (off == 0 && std::string(kernel) == "cudnn1") continue;
+      KernelChoice choice(std::string(kernel) == "tc" ? "tc" : "cudnn");
+      std::optional<UnsplitBackward> unsplit;
+      if (std::string(kernel) == "cudnn1") unsplit.emplace();
       ops::cuda::cudnn_attention_clear_plans();
       const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
       auto wall = [] { return std::chrono::steady_clock::now(); };
@@ -335,10 +356,12 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       std::sort(bw_ms.begin(), bw_ms.end());
       const double fw = fw_ms[1], bw = bw_ms[1];
       std::printf(
-          "ATTN_BENCH kernel=%-5s bf16 causal B=%lld T=%lld H=%lld/%lld HD=%lld  fwd %.3f ms %.1f TFLOP/s  "
-          "bwd %.3f ms %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms (plan builds %.1f ms)\n",
-          kernel, (long long)B, (long long)T, (long long)H, (long long)KVH, (long long)HD, fw,
-          fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
+          "ATTN_BENCH kernel=%-6s bf16 causal B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f ms "
+          "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms "
+          "(plan builds %.1f ms)\n",
+          kernel, (long long)B, (long long)Tq, (long long)S, (long long)off, (long long)H, (long long)KVH,
+          (long long)HD, fw, fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
+          3.5 * fwd_flops / (fw + bw) * 1e-9,
           std::chrono::duration<double, std::milli>(t1 - t0).count(),
           std::chrono::duration<double, std::milli>(t2 - t1).count(), build_ms);
       std::fflush(stdout);

@@ -19,6 +19,7 @@
 //           dV = P^T dO (summed over the heads of a GQA group); dS = P * (dO V^T - ss) * scale;
 //           dK = dS^T Q (grouped likewise); dQ = dS K through a non-virtual f32 accumulator (cuDNN adds into
 //           it atomically, so dQ's rounding order can vary run to run).
+// A chunk's backward (Tq < Se) runs as two calls in masks that cuDNN's fast engine takes (see Mask).
 // cuDNN writes dK/dV; ops.h accumulates them, so they go to temporaries that are then added into dk/dv.
 // Every scratch buffer (cuDNN's workspace, the f32 row sums and dQ accumulator, the dK/dV temporaries) is
 // taken from the stream-ordered pool (cudaMallocAsync on the current stream) and given back before the call
@@ -366,9 +367,20 @@ class GraphBuilder {
   std::vector<Desc> ops_;
 };
 
+// How a graph masks its scores. A square call (Tq == Se) is causal from the top-left corner; a chunk's call
+// (queries at rows [Se - Tq, Se) of the keys) from the bottom-right. How the mask is written decides cuDNN's
+// backward engine: the top-left form runs at PyTorch's speed, a shifted diagonal (one pass-by-value
+// addition, or the frontend's padding-aware form) at half of it (81 ms against 41.5 ms at 32K on the H200).
+// So a chunk's backward runs as two calls in fast forms (cudnn_attention_backward): the earlier keys
+// [0, Se - Tq), which every query of the chunk sees (no mask), and the chunk's own keys as a square call.
+enum class Mask : uint8_t { TopLeft, Shifted, None };
+
 // The shape of a call in cuDNN's terms.
 struct Shape {
   int64_t B, Tq, Se, S, H, KVH, HD;
+  Mask mask;
+  int64_t dkv_rows;  // rows per batch row of the dK/dV temporaries (the split backward's two calls write
+                     // disjoint row ranges of one (B, dkv_rows, KVH, HD) temporary)
   explicit Shape(const AttentionParams& p)
       : B(p.batch),
         Tq(p.q_len),
@@ -376,7 +388,16 @@ struct Shape {
         S(p.kv_len),
         H(p.heads),
         KVH(p.kv_heads),
-        HD(p.head_dim) {}
+        HD(p.head_dim),
+        mask(Tq == Se ? Mask::TopLeft : Mask::Shifted),
+        dkv_rows(Se) {}
+  // The same queries against `rows` keys (the caller offsets the key pointers), masked as `m`.
+  Shape keys(int64_t rows, Mask m) const {
+    Shape r = *this;
+    r.Se = rows;
+    r.mask = m;
+    return r;
+  }
   Dims q_dims() const { return {B, H, Tq, HD}; }
   Dims q_strides() const { return {Tq * H * HD, HD, H * HD, 1}; }
   Dims kt_dims() const { return {B, KVH, HD, Se}; }
@@ -390,22 +411,20 @@ struct Shape {
   // The transposed scores as the second backward matmuls read them.
   Dims score_t_dims() const { return {B, H, Se, Tq}; }
   Dims score_t_strides() const { return {H * Tq * Se, Tq * Se, 1, Se}; }
-  // cuDNN's dK / dV: contiguous (B, Se, KVH, HD) temporaries.
-  Dims dkv_strides() const { return {Se * KVH * HD, HD, KVH * HD, 1}; }
+  // cuDNN's dK / dV: (B, dkv_rows, KVH, HD) temporaries, rows contiguous.
+  Dims dkv_strides() const { return {dkv_rows * KVH * HD, HD, KVH * HD, 1}; }
 };
 
-// The causal mask, bottom-right aligned: keep (row + Se - Tq >= col), else -inf. How it is written decides
-// cuDNN's backward engine: with the shift computed from two sequence-length tensors (frontend's padding-aware
-// form) the backward ran at half speed (81 ms against 41.5 ms at 32K on the H200); a square call uses the
-// plain top-left form (row >= col), a chunk's call one addition of a pass-by-value shift (frontend's
-// diagonal band with a shifted right bound, axis 3).
-int64_t causal_mask(GraphBuilder& g, int64_t scores, bool square) {
+// Keep (row + shift >= col), else -inf: the plain row >= col for TopLeft, shift = Se - Tq for Shifted
+// (frontend's diagonal band with a shifted right bound, axis 3). Mask::None returns the scores as they are.
+int64_t apply_mask(GraphBuilder& g, int64_t scores, Mask mask) {
+  if (mask == Mask::None) return scores;
   const int64_t row = g.like("row index", scores, CUDNN_DATA_INT32);
   g.pointwise("gen_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, scores, -1, -1, row, 2);
   const int64_t col = g.like("col index", scores, CUDNN_DATA_INT32);
   g.pointwise("gen_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, scores, -1, -1, col, 3);
   int64_t row_diag = row;
-  if (!square) {
+  if (mask == Mask::Shifted) {
     row_diag = g.like("row + shift", scores, CUDNN_DATA_INT32);
     g.pointwise("row+shift", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, kDiagonalShift, -1, row_diag, 3);
   }
@@ -436,7 +455,7 @@ void build_forward(GraphBuilder& g, const Shape& s) {
   g.matmul("bmm1 Q K^T", kQ, kK, scores);
   const int64_t scaled = g.like("scaled scores", scores, f32);
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
-  const int64_t masked = causal_mask(g, scaled, s.Tq == s.Se);
+  const int64_t masked = apply_mask(g, scaled, s.mask);
 
   const int64_t max = g.tensor("row max", f32, s.row_dims(), s.row_strides(), true);
   g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, masked, max);
@@ -485,7 +504,7 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.pointwise("mul attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
   const int64_t centered = g.like("scores - stats", scores, f32);
   g.pointwise("sub stats", CUDNN_POINTWISE_SUB, f32, scaled, kStats, -1, centered);
-  const int64_t masked = causal_mask(g, centered, s.Tq == s.Se);
+  const int64_t masked = apply_mask(g, centered, s.mask);
   const int64_t probs = g.like("P", scores, f32);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, f32, masked, -1, -1, probs);
 
@@ -558,6 +577,13 @@ struct Plan {
 
 constexpr size_t kMaxCandidates = 6;  // timed on a shape's first call
 
+// LT_CUDNN_SPLIT_BACKWARD=0 runs a chunk's backward as one call with the shifted mask (for measuring the
+// split against it).
+bool split_backward_enabled() {
+  const char* env = std::getenv("LT_CUDNN_SPLIT_BACKWARD");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 bool autotune_enabled() {
   const char* env = std::getenv("LT_CUDNN_AUTOTUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -629,11 +655,11 @@ bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_
 
 // Builds the graph of `p` and the first engine configuration whose plan finalizes (mode A heuristics, then
 // the fallback list). try_all (the probe): finalize every configuration and log each.
-std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnHandle_t handle,
-                                 bool try_all) {
-  const Shape s(p);
-  trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}) H={} KVH={} HD={}",
-                    backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, s.H, s.KVH, s.HD));
+std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t handle, bool try_all) {
+  static constexpr const char* kMaskNames[] = {"causal top-left", "causal shifted", "no mask"};
+  trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}, {}) H={} KVH={} HD={}",
+                    backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, kMaskNames[int(s.mask)], s.H,
+                    s.KVH, s.HD));
   auto builder = std::make_unique<GraphBuilder>();
   if (backward)
     build_backward(*builder, s);
@@ -663,7 +689,8 @@ std::unique_ptr<Plan> build_plan(const AttentionParams& p, bool backward, cudnnH
   return chosen;
 }
 
-using PlanKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+using PlanKey =
+    std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, Mask, int64_t>;
 struct PlanEntry {
   std::unique_ptr<Plan> plan;  // nullptr: building failed
   std::string failure;
@@ -674,16 +701,14 @@ CudnnAttentionPlanStats g_plan_stats;
 
 // The cached plan of the call, building it on first use; nullptr (with *why) when it cannot be built.
 // Call with g_mutex held.
-Plan* find_plan(const AttentionParams& p, bool backward, int device, cudnnHandle_t handle,
-                std::string* why) {
-  const Shape s(p);
-  const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD};
+Plan* find_plan(const Shape& s, bool backward, int device, cudnnHandle_t handle, std::string* why) {
+  const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD, s.mask, s.dkv_rows};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {
     PlanEntry entry;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      entry.plan = build_plan(p, backward, handle, false);
+      entry.plan = build_plan(s, backward, handle, false);
     } catch (const Error& e) {
       entry.failure = e.what();
     }
@@ -776,9 +801,9 @@ void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
                  (long long)plan.chosen().engine);
 }
 
-// A square call's mask uses no shift (causal_mask): it is then not in the variant pack.
+// Only a Shifted mask reads the shift (apply_mask): otherwise it is not in the variant pack.
 void drop_unused_shift(const Shape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
-  if (s.Tq != s.Se) return;
+  if (s.mask == Mask::Shifted) return;
   for (size_t i = uids.size(); i-- > 0;)
     if (uids[i] == kDiagonalShift) uids.erase(uids.begin() + long(i)), ptrs.erase(ptrs.begin() + long(i));
 }
@@ -813,7 +838,7 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
   const Shape s(p);
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
-  Plan* plan = find_plan(p, false, device, handle, why);
+  Plan* plan = find_plan(s, false, device, handle, why);
   if (!plan) return false;
   const cudaStream_t stream = current_stream();
   Scratch scratch({size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace())}, stream);
@@ -832,39 +857,80 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   LT_CHECK(cudnn_attention_status().available, "cuDNN attention: unavailable: {}",
            cudnn_attention_status().reason);
   const Shape s(p);
+  // The calls this backward runs, each with the first key row it starts at. A chunk's backward (Shifted)
+  // is split in two calls in the fast mask forms (see Mask): the keys before the chunk, unmasked, and the
+  // chunk's own keys, causal from the top-left. Both take the whole softmax's stats (lse) and sum(dO * O),
+  // so each computes its keys' part of P and dS exactly; cuDNN adds both dQ parts into the one f32
+  // accumulator (zeroed once), and the second call's dQ write carries the sum.
+  struct Part {
+    Shape shape;
+    int64_t first_key;
+    Plan* plan = nullptr;
+  };
+  std::vector<Part> parts;
+  if (s.mask == Mask::Shifted && s.Tq > 1 && split_backward_enabled()) {
+    const int64_t earlier = s.Se - s.Tq;
+    parts = {{s.keys(earlier, Mask::None), 0}, {s.keys(s.Tq, Mask::TopLeft), earlier}};
+  } else {
+    parts = {{s, 0}};
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
-  Plan* plan = find_plan(p, true, device, handle, why);
-  if (!plan) return false;
+  size_t workspace = 0;
+  for (Part& part : parts) {
+    part.plan = find_plan(part.shape, true, device, handle, why);
+    if (!part.plan) return false;
+    workspace = std::max(
+        workspace, size_t(part.plan->tuned ? part.plan->chosen().workspace : part.plan->max_workspace()));
+  }
   const cudaStream_t stream = current_stream();
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
   const std::array<size_t, 4> buffers = backward_buffers(s);
-  const size_t workspace = size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace());
   Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
-  void* dk_tmp = scratch.at(3);
-  void* dv_tmp = scratch.at(4);
-  std::vector<int64_t> uids{kQ,  kK,     kV,      kO,             kDO,  kStats,  kDQ,     kDK,
-                            kDV, kScale, kNegInf, kDiagonalShift, kOne, kRowSum, kDQAccum};
-  std::vector<void*> ptrs{q.data, k.data, v.data, out.data,      dout.data,    lse.data, dq.data, dk_tmp,
-                          dv_tmp, &scale, &neg_inf, &shift,     &one,         scratch.at(1), scratch.at(2)};
-  drop_unused_shift(s, uids, ptrs);
-  // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused).
-  auto run = [&](const Candidate& c) {
-    LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream));
+  const size_t key_row_bytes = size_t(s.KVH * s.HD) * 2;  // one key row of one batch row, bf16
+  auto execute_part = [&](const Part& part, const Candidate& c) {
+    const size_t at = size_t(part.first_key) * key_row_bytes;
+    std::vector<int64_t> uids{kQ,  kK,     kV,      kO,             kDO,  kStats,  kDQ,     kDK,
+                              kDV, kScale, kNegInf, kDiagonalShift, kOne, kRowSum, kDQAccum};
+    std::vector<void*> ptrs{q.data,
+                            static_cast<char*>(k.data) + at,
+                            static_cast<char*>(v.data) + at,
+                            out.data,
+                            dout.data,
+                            lse.data,
+                            dq.data,
+                            static_cast<char*>(scratch.at(3)) + at,
+                            static_cast<char*>(scratch.at(4)) + at,
+                            &scale,
+                            &neg_inf,
+                            &shift,
+                            &one,
+                            scratch.at(1),
+                            scratch.at(2)};
+    drop_unused_shift(part.shape, uids, ptrs);
     execute(handle, c, uids, ptrs, scratch.at(0), stream);
   };
-  autotune(*plan, stream, run);
-  run(plan->chosen());
+  // cuDNN adds dQ into its f32 accumulator: zero it before a backward's first call (the pool's memory is
+  // reused). A shape's first call times its candidates (autotune), each run from a zeroed accumulator; the
+  // real calls follow.
+  auto zero_accumulator = [&] { LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream)); };
+  for (const Part& part : parts)
+    autotune(*part.plan, stream, [&](const Candidate& c) {
+      zero_accumulator();
+      execute_part(part, c);
+    });
+  zero_accumulator();
+  for (const Part& part : parts) execute_part(part, part.plan->chosen());
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);
   for (int64_t b = 0; b < s.B; ++b) {
     const size_t at = size_t(b) * stride * 2, tmp_at = size_t(b) * row_elems * 2;
-    launch_add_inplace(DType::BF16, static_cast<char*>(dk.data) + at, static_cast<char*>(dk_tmp) + tmp_at,
-                       int64_t(row_elems), stream);
-    launch_add_inplace(DType::BF16, static_cast<char*>(dv.data) + at, static_cast<char*>(dv_tmp) + tmp_at,
-                       int64_t(row_elems), stream);
+    launch_add_inplace(DType::BF16, static_cast<char*>(dk.data) + at,
+                       static_cast<char*>(scratch.at(3)) + tmp_at, int64_t(row_elems), stream);
+    launch_add_inplace(DType::BF16, static_cast<char*>(dv.data) + at,
+                       static_cast<char*>(scratch.at(4)) + tmp_at, int64_t(row_elems), stream);
   }
   return true;
 }
@@ -892,7 +958,7 @@ std::string cudnn_attention_probe(const AttentionParams& p, bool backward) {
   try {
     const auto [handle, device] = current_handle();
     trace(fmt::format("device {}, handle ready", device));
-    build_plan(p, backward, handle, true);
+    build_plan(Shape(p), backward, handle, true);
     trace("probe: a plan was built");
   } catch (const std::exception& e) {
     trace(fmt::format("probe stopped: {}", e.what()));
