@@ -801,11 +801,14 @@ void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
                  (long long)plan.chosen().engine);
 }
 
-// Only a Shifted mask reads the shift (apply_mask): otherwise it is not in the variant pack.
-void drop_unused_shift(const Shape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
-  if (s.mask == Mask::Shifted) return;
-  for (size_t i = uids.size(); i-- > 0;)
-    if (uids[i] == kDiagonalShift) uids.erase(uids.begin() + long(i)), ptrs.erase(ptrs.begin() + long(i));
+// The scalars a graph's mask does not read are not in its variant pack (cuDNN refuses extra tensors): the
+// shift is read by a Shifted mask only, -inf by any mask but None (apply_mask).
+void drop_unused_scalars(const Shape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
+  for (size_t i = uids.size(); i-- > 0;) {
+    const bool unused = (uids[i] == kDiagonalShift && s.mask != Mask::Shifted) ||
+                        (uids[i] == kNegInf && s.mask == Mask::None);
+    if (unused) uids.erase(uids.begin() + long(i)), ptrs.erase(ptrs.begin() + long(i));
+  }
 }
 
 // The handle of the current device and its id; g_mutex must be held.
@@ -846,7 +849,7 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
   int32_t shift = int32_t(s.Se - s.Tq);
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kDiagonalShift};
   std::vector<void*> ptrs{q.data, k.data, v.data, out.data, lse.data, &scale, &neg_inf, &shift};
-  drop_unused_shift(s, uids, ptrs);
+  drop_unused_scalars(s, uids, ptrs);
   autotune(*plan, stream, [&](const Candidate& c) { execute(handle, c, uids, ptrs, scratch.at(0), stream); });
   execute(handle, plan->chosen(), uids, ptrs, scratch.at(0), stream);
   return true;
@@ -860,19 +863,21 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   // The calls this backward runs, each with the first key row it starts at. A chunk's backward (Shifted)
   // is split in two calls in the fast mask forms (see Mask): the keys before the chunk, unmasked, and the
   // chunk's own keys, causal from the top-left. Both take the whole softmax's stats (lse) and sum(dO * O),
-  // so each computes its keys' part of P and dS exactly; cuDNN adds both dQ parts into the one f32
-  // accumulator (zeroed once), and the second call's dQ write carries the sum.
+  // so each computes its keys' part of P and dS exactly. cuDNN's dQ accumulator does not carry a sum from
+  // one execution to the next (measured: the second call's dQ alone came out), so each call has its own
+  // and dq is their sum, rounded once (launch_attention_dq_sum).
   struct Part {
     Shape shape;
     int64_t first_key;
+    size_t accumulator;  // its dQ accumulator's scratch index
     Plan* plan = nullptr;
   };
   std::vector<Part> parts;
   if (s.mask == Mask::Shifted && s.Tq > 1 && split_backward_enabled()) {
     const int64_t earlier = s.Se - s.Tq;
-    parts = {{s.keys(earlier, Mask::None), 0}, {s.keys(s.Tq, Mask::TopLeft), earlier}};
+    parts = {{s.keys(earlier, Mask::None), 0, 2}, {s.keys(s.Tq, Mask::TopLeft), earlier, 5}};
   } else {
-    parts = {{s, 0}};
+    parts = {{s, 0, 2}};
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
@@ -885,8 +890,10 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   }
   const cudaStream_t stream = current_stream();
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
+  // | the second call's dQ accumulator (split only)
   const std::array<size_t, 4> buffers = backward_buffers(s);
-  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3]}, stream);
+  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3], parts.size() > 1 ? buffers[1] : 0},
+                  stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
   const size_t key_row_bytes = size_t(s.KVH * s.HD) * 2;  // one key row of one batch row, bf16
@@ -908,21 +915,22 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                             &shift,
                             &one,
                             scratch.at(1),
-                            scratch.at(2)};
-    drop_unused_shift(part.shape, uids, ptrs);
+                            scratch.at(part.accumulator)};
+    drop_unused_scalars(part.shape, uids, ptrs);
     execute(handle, c, uids, ptrs, scratch.at(0), stream);
   };
-  // cuDNN adds dQ into its f32 accumulator: zero it before a backward's first call (the pool's memory is
-  // reused). A shape's first call times its candidates (autotune), each run from a zeroed accumulator; the
-  // real calls follow.
-  auto zero_accumulator = [&] { LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream)); };
+  // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused). A
+  // shape's first call times its candidates (autotune); the real calls follow.
+  auto run = [&](const Part& part, const Candidate& c) {
+    LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(part.accumulator), 0, buffers[1], stream));
+    execute_part(part, c);
+  };
   for (const Part& part : parts)
-    autotune(*part.plan, stream, [&](const Candidate& c) {
-      zero_accumulator();
-      execute_part(part, c);
-    });
-  zero_accumulator();
-  for (const Part& part : parts) execute_part(part, part.plan->chosen());
+    autotune(*part.plan, stream, [&](const Candidate& c) { run(part, c); });
+  for (const Part& part : parts) run(part, part.plan->chosen());
+  if (parts.size() > 1)
+    launch_attention_dq_sum(DType::BF16, dq.data, static_cast<const float*>(scratch.at(2)),
+                            static_cast<const float*>(scratch.at(5)), s.B, s.Tq, s.H, s.HD, stream);
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);
   for (int64_t b = 0; b < s.B; ++b) {
