@@ -70,7 +70,9 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
   struct Shape {
     int64_t n, d;
   };
-  const Shape shapes[] = {{1, 2}, {3, 257}, {64, 4096}, {1000, 896}, {600, 13}};
+  // 4096, 896, 1024 and 8192: the register kernels (rmsnorm.cu); 2, 257, 13 and 8200: the general ones.
+  const Shape shapes[] = {{1, 2},    {3, 257},     {64, 4096}, {1000, 896},
+                          {600, 13}, {1500, 1024}, {40, 8192}, {24, 8200}};
   for (size_t si = 0; si < std::size(shapes); ++si) {
     const auto [N, D] = shapes[si];
     const uint64_t seed = 9200 + si * 8;

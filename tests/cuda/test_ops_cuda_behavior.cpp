@@ -76,6 +76,51 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
   }
 }
 
+// RMSNorm backward at the shapes of each of its kernels (rmsnorm.cu): the register kernels with 1, 2 and 4
+// packs per thread (1000, 4096, 8192 in bf16; 1000 and 4096 in f32) and the general one (8192 in f32, 1001
+// unpacked), dw in the input dtype and in f32 under bf16, dx written and accumulated: two runs give the same
+// bits of dx and dw. Rows outnumber the backward's blocks, so each block walks several rows.
+TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
+  LT_REQUIRE_GPU();
+  struct Case {
+    DType dt, dw_dt;
+    int64_t rows, dim;
+  };
+  const Case cases[] = {{DType::BF16, DType::F32, 2100, 4096}, {DType::BF16, DType::BF16, 2100, 4096},
+                        {DType::BF16, DType::F32, 1100, 8192}, {DType::BF16, DType::F32, 3000, 1000},
+                        {DType::BF16, DType::F32, 700, 1001},  {DType::F32, DType::F32, 1100, 4096},
+                        {DType::F32, DType::F32, 900, 8192},   {DType::F32, DType::F32, 3000, 1000}};
+  for (const Case& c : cases)
+    for (bool accumulate : {false, true}) {
+      const int64_t R = c.rows, C = c.dim;
+      const std::string what = "rmsnorm_backward " + std::string(dtype_name(c.dt)) + " dw " +
+                               std::string(dtype_name(c.dw_dt)) + " (" + std::to_string(R) + ", " +
+                               std::to_string(C) + ")" + (accumulate ? " dx+=" : "");
+      std::vector<double> x = random_values(static_cast<size_t>(R * C), 31, -2, 2),
+                          w = random_values(static_cast<size_t>(C), 32, 0.5, 1.5),
+                          dy = random_values(static_cast<size_t>(R * C), 33),
+                          dx0 = random_values(static_cast<size_t>(R * C), 34),
+                          dw0 = random_values(static_cast<size_t>(C), 35);
+      DeviceTensor g_x = upload(x, c.dt, {R, C}), g_w = upload(w, c.dt, {C}), g_dy = upload(dy, c.dt, {R, C});
+      DeviceTensor g_y = poisoned(c.dt, {R, C}), g_rstd = poisoned(DType::F32, {R});
+      const ops::RmsNormParams p{R, C, 1e-5, accumulate};
+      ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+      std::vector<char> first_dx, first_dw;
+      for (int run = 0; run < 2; ++run) {
+        DeviceTensor g_dw = upload(dw0, c.dw_dt, {C});
+        DeviceTensor g_dx = accumulate ? upload(dx0, c.dt, {R, C}) : poisoned(c.dt, {R, C});
+        ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+        if (run == 0) {
+          first_dx = raw(g_dx);
+          first_dw = raw(g_dw);
+        } else {
+          EXPECT_TRUE(first_dx == raw(g_dx)) << what << ": dx differs between runs";
+          EXPECT_TRUE(first_dw == raw(g_dw)) << what << ": dw differs between runs";
+        }
+      }
+    }
+}
+
 // Runs fn, then expects check_device_errors to throw a message containing `expected`, and a second check
 // to pass (the record is cleared).
 template <class Fn>

@@ -63,7 +63,11 @@ TEST(CudaParity, RmsNorm) {
     int64_t n, d;
   };
   // No D = 1: there dx = r w dy eps / (x^2 + eps), a cancellation that no f32 kernel resolves to 1e-5.
-  const Shape shapes[] = {{1, 2}, {3, 257}, {64, 4096}, {1000, 896}};
+  // The register kernels (rmsnorm.cu: D a multiple of the pack, <= 8192 in 16-bit, 4096 in f32) take
+  // 256, 896, 1024, 4096 (f32 too) and 8192 (16-bit only; f32 falls back); 2, 257 and 8200 (16-bit: too
+  // many packs) take the general kernels. More rows than the backward's grid make blocks walk several rows.
+  const Shape shapes[] = {{1, 2},   {3, 257},     {64, 4096}, {1000, 896},
+                          {5, 256}, {1500, 1024}, {40, 8192}, {24, 8200}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si)
       for (bool accumulate : {false, true}) {
@@ -302,8 +306,6 @@ TEST(CudaParity, CrossEntropy) {
       report("cross_entropy_backward", dt, dims({N, V}), bw, tolerance(dt));
     }
 }
-
-
 
 // Views that start one element into their buffer are not 16-byte aligned: the elementwise kernels must take
 // their element-by-element path and still match the reference.
