@@ -1,5 +1,5 @@
 // RMSNorm. Forward: one block per row, the mean of squares summed in f32 through a fixed-order block
-// reduction, rstd kept in f32. Backward: a fixed number of blocks (kBackwardBlocks, independent of the GPU)
+// reduction, rstd kept in f32. Backward: a fixed number of blocks (a constant per kernel, not the GPU's)
 // walk the rows with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial
 // row of dw, every column owned by one thread. A second kernel sums the partial rows into dw in a fixed
 // tree (independent of the GPU too). No atomics anywhere, so dw has the same bits from run to run.
@@ -7,13 +7,15 @@
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
 // for all its rows and writes its partial row once at the end. Other rows go through the general kernels
-// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs.
+// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
+// the register kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <type_traits>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/rmsnorm_select.h"
 
 namespace lt::ops::cuda {
 
@@ -23,11 +25,15 @@ constexpr int kThreads = 256;
 constexpr int64_t kBackwardBlocks = 528;  // 4 blocks of 256 threads per SM of an H100/H200
 constexpr int kMaxPacks = 4;              // packs per thread of the register kernels
 
-// The register backward's resident blocks per SM (its register budget: 85 per thread at 3, 128 at 2); its
-// grid is that many blocks per SM of a 132-SM H100/H200 (one wave), a constant so that dw's summation
-// order does not depend on the GPU.
-constexpr int backward_regs_blocks_per_sm(int k) {
-  return k <= 2 ? 3 : 2;
+// The register kernels that walk rows (the backward, the forward's "walk" variant) are given a resident
+// block count per SM (their register budget: 64 per thread at 4, 51 at 5, 85 at 3, 128 at 2) and a grid of
+// that many blocks per SM of a 132-SM H100/H200 (one wave): a constant, so that dw's summation order does not
+// depend on the GPU. The backward holds a second row (prefetch) only at K <= 2.
+constexpr int backward_regs_blocks_per_sm(int k, bool prefetch) {
+  return k <= 2 ? (prefetch ? 3 : 4) : 2;
+}
+constexpr int forward_walk_blocks_per_sm(int k) {
+  return k <= 2 ? 5 : 2;
 }
 constexpr int64_t kGridSms = 132;
 
@@ -66,13 +72,15 @@ RegShape reg_shape(int64_t packs) {
   return {};
 }
 
+constexpr int forward_regs_blocks_per_sm(int k) {
+  return k <= 2 ? 8 : 3;
+}
+
 // Forward with the row in registers: x and w are loaded together (w's latency hidden behind x's), the
 // sum of squares reduced once, y written from the registers. Thread t owns packs t, t + blockDim, ...
 // The launch bounds keep 6 to 8 rows per SM in flight without spilling (K = 4: 3).
 template <class T, int K>
-__global__ void __launch_bounds__(kThreads, K == 1   ? 8
-                                            : K == 2 ? 6
-                                                     : 3)
+__global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
     rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
   __shared__ float scratch[kWarp];
   constexpr int P = kPack<T>;
@@ -111,10 +119,64 @@ __global__ void __launch_bounds__(kThreads, K == 1   ? 8
   }
 }
 
+// Forward, the "walk" variant (rmsnorm_select.h): a fixed grid of blocks walks the rows (blockIdx.x,
+// + gridDim.x, ...) with w in registers, and loads the next row's x before reducing the current one, so a
+// block always has a row's loads in flight. The arithmetic is rmsnorm_forward_regs_kernel's.
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, forward_walk_blocks_per_sm(K))
+    rmsnorm_forward_walk_kernel(T* y, float* rstd, const T* x, const T* w, int64_t rows, int64_t dim,
+                                float eps) {
+  __shared__ float scratch[kWarp];
+  constexpr int P = kPack<T>;
+  const int packs = int(dim / P);
+  Pack<T> wp[K], cur[K];  // this thread's packs of w and of the current row of x
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) {
+      wp[m] = load_pack(w, k);
+      cur[m] = load_pack(x + int64_t(blockIdx.x) * dim, k);
+    }
+  }
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    Pack<T> next[K];  // the next row's packs of x
+    if (n + gridDim.x < rows)
+#pragma unroll
+      for (int m = 0; m < K; ++m) {
+        const int k = int(threadIdx.x) + m * int(blockDim.x);
+        if (k < packs) next[m] = load_pack(x + (n + gridDim.x) * dim, k);
+      }
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int m = 0; m < K; ++m)
+      if (int(threadIdx.x) + m * int(blockDim.x) < packs)
+#pragma unroll
+        for (int j = 0; j < P; ++j) sum_sq += load_f(&cur[m].v[j]) * load_f(&cur[m].v[j]);
+    sum_sq = block_sum(sum_sq, scratch);  // also a barrier: the scratch is free again for the next row
+    const float r = rsqrtf(sum_sq / float(dim) + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    T* yr = y + n * dim;  // (D)
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      keep_packed(cur[m]);
+      keep_packed(wp[m]);
+      const int k = int(threadIdx.x) + m * int(blockDim.x);
+      if (k < packs) {
+        Pack<T> out;
+#pragma unroll
+        for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&cur[m].v[j]) * r * load_f(&wp[m].v[j]));
+        reinterpret_cast<Pack<T>*>(yr)[k] = out;
+      }
+      cur[m] = next[m];
+    }
+  }
+}
+
 // Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
 // loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
-// registers across all its rows. For K <= 2 the next row's dy and x are loaded before the current row is
-// reduced, so a block always has a row's loads in flight (hidden behind the reduction and the dx stores).
+// registers across all its rows. With Prefetch (K <= 2) the next row's dy and x are loaded before the
+// current row is reduced, so a block always has a row's loads in flight (hidden behind the reduction and the
+// dx stores).
 // partial: (gridDim.x, D) f32 or nullptr, written once at the end.
 template <class T, int K>
 struct RowPacks {
@@ -136,8 +198,8 @@ __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const
   row.r = rstd[n];
 }
 
-template <class T, int K>
-__global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
+template <class T, int K, bool Prefetch>
+__global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefetch))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
                                  const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
   __shared__ float scratch[kWarp];
@@ -152,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
 #pragma unroll
     for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
   }
-  constexpr bool kPrefetch = K <= 2;  // K = 4 has no registers left for a second row
+  constexpr bool kPrefetch = Prefetch && K <= 2;  // K = 4 has no registers left for a second row
   RowPacks<T, K> cur;
   if (kPrefetch && blockIdx.x < rows) load_row(cur, dy, x, rstd, blockIdx.x, dim, packs);
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
@@ -350,14 +412,24 @@ void with_packs(int packs_per_thread, Fn&& fn) {
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
                             int64_t dim, double eps, cudaStream_t s) {
   if (rows == 0) return;
+  const RmsNormForwardKernel request = rmsnorm_forward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {y, x, w});
-    const RegShape shape = packed ? reg_shape(dim / kPack<T>) : RegShape{};
+    const RegShape shape =
+        packed && request != RmsNormForwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
-        rmsnorm_forward_regs_kernel<T, decltype(k)::value><<<unsigned(rows), shape.threads, 0, s>>>(
-            static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
+        constexpr int K = decltype(k)::value;
+        if (request == RmsNormForwardKernel::Walk) {
+          const int64_t grid = kGridSms * forward_walk_blocks_per_sm(K);
+          rmsnorm_forward_walk_kernel<T, K><<<unsigned(rows < grid ? rows : grid), shape.threads, 0, s>>>(
+              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), rows, dim,
+              float(eps));
+        } else {
+          rmsnorm_forward_regs_kernel<T, K><<<unsigned(rows), shape.threads, 0, s>>>(
+              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
+        }
       });
     } else {
       rmsnorm_forward_kernel<T>
@@ -372,12 +444,15 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
                              cudaStream_t s) {
   if (rows == 0) return;
+  const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
+  const bool prefetch = request == RmsNormBackwardKernel::Prefetch;
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
-    const RegShape shape = packed ? reg_shape(dim / kPack<T>) : RegShape{};
+    const RegShape shape =
+        packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
     const int64_t grid = shape.packs_per_thread > 0
-                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
+                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread, prefetch)
                              : kBackwardBlocks;
     const int64_t blocks = rows < grid ? rows : grid;
     float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
@@ -386,7 +461,10 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
           cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
-        rmsnorm_backward_regs_kernel<T, decltype(k)::value><<<unsigned(blocks), shape.threads, 0, s>>>(
+        constexpr int K = decltype(k)::value;
+        auto kernel = prefetch && K <= 2 ? rmsnorm_backward_regs_kernel<T, K, (K <= 2)>
+                                         : rmsnorm_backward_regs_kernel<T, K, false>;
+        kernel<<<unsigned(blocks), shape.threads, 0, s>>>(
             static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
             static_cast<const T*>(w), rstd, rows, dim, accumulate_dx);
       });
