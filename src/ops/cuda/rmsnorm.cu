@@ -73,12 +73,12 @@ RegShape reg_shape(int64_t packs) {
 }
 
 constexpr int forward_regs_blocks_per_sm(int k) {
-  return k <= 2 ? 8 : 3;
+  return k <= 2 ? 8 : 4;
 }
 
 // Forward with the row in registers: x and w are loaded together (w's latency hidden behind x's), the
 // sum of squares reduced once, y written from the registers. Thread t owns packs t, t + blockDim, ...
-// The launch bounds keep 6 to 8 rows per SM in flight without spilling (K = 4: 3).
+// The launch bounds keep 8 rows per SM in flight (K = 4: 4) without spilling (32 and 64 registers).
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
     rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
@@ -87,7 +87,6 @@ __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
   const int64_t n = blockIdx.x;
   const int packs = int(dim / P);
   const T* xr = x + n * dim;  // (D)
-  T* yr = y + n * dim;        // (D)
   Pack<T> a[K], b[K];         // this thread's packs of x and w
 #pragma unroll
   for (int m = 0; m < K; ++m) {
@@ -106,9 +105,11 @@ __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
   sum_sq = block_sum(sum_sq, scratch);
   const float r = rsqrtf(sum_sq / float(dim) + eps);
   if (threadIdx.x == 0) rstd[n] = r;
+  T* yr = y + n * dim;  // (D)
 #pragma unroll
   for (int m = 0; m < K; ++m) {
     keep_packed(a[m]);
+    keep_packed(b[m]);
     const int k = int(threadIdx.x) + m * int(blockDim.x);
     if (k < packs) {
       Pack<T> out;
@@ -475,13 +476,13 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      const unsigned grid = unsigned((dim + kReduceCols - 1) / kReduceCols);
+      const unsigned reduce_grid = unsigned((dim + kReduceCols - 1) / kReduceCols);
       if (dw_dt == DType::F32)
-        column_reduce_kernel<float>
-            <<<grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<float*>(dw), partial, blocks, dim);
+        column_reduce_kernel<float><<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(
+            static_cast<float*>(dw), partial, blocks, dim);
       else
         column_reduce_kernel<T>
-            <<<grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
+            <<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
       LT_CUDA_CHECK_LAUNCH();
       LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
