@@ -10,8 +10,8 @@
 //             losses and lse (f32) and the block's loss sum (double); the host adds the block sums in order,
 //             so the total is deterministic.
 //   forward_backward (training): the forward's tile is turned into dlogits at once (3 GEMMs in all), the
-//             losses, lse and dlogits by one kernel (launch_cross_entropy_forward_backward) that re-reads
-//             each row right after its first pass, from L2 as far as L2 still holds it;
+//             losses, lse and dlogits by one kernel (launch_cross_entropy_forward_backward: one launch
+//             instead of two, each row re-read right after its first pass, from L2 as far as L2 holds it);
 //   backward: the tile is recomputed, turned into dlogits in place from the saved lse, then
 //             dx_blk = (or +=) dlogits W and dW += dlogits^T x_blk through cuda::linear_backward (which
 //             takes an f32 dW with bf16 inputs: the mixed-precision policy keeps parameter gradients f32).
