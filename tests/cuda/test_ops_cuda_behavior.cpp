@@ -92,21 +92,20 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
                         {DType::BF16, DType::F32, 1100, 8192}, {DType::BF16, DType::F32, 3000, 1000},
                         {DType::BF16, DType::F32, 700, 1001},  {DType::F32, DType::F32, 1100, 4096},
                         {DType::F32, DType::F32, 900, 8192},   {DType::F32, DType::F32, 3000, 1000}};
-  for (const test::RmsNormVariant& v : test::kRmsNormVariants)
-    for (const Case& c : cases)
+  for (const Case& c : cases) {
+    const int64_t R = c.rows, C = c.dim;
+    std::vector<double> x = random_values(static_cast<size_t>(R * C), 31, -2, 2),
+                        w = random_values(static_cast<size_t>(C), 32, 0.5, 1.5),
+                        dy = random_values(static_cast<size_t>(R * C), 33),
+                        dx0 = random_values(static_cast<size_t>(R * C), 34),
+                        dw0 = random_values(static_cast<size_t>(C), 35);
+    DeviceTensor g_x = upload(x, c.dt, {R, C}), g_w = upload(w, c.dt, {C}), g_dy = upload(dy, c.dt, {R, C});
+    for (const test::RmsNormVariant& v : test::kRmsNormVariants)
       for (bool accumulate : {false, true}) {
         test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
-        const int64_t R = c.rows, C = c.dim;
         const std::string what = "rmsnorm_backward " + std::string(dtype_name(c.dt)) + " dw " +
                                  std::string(dtype_name(c.dw_dt)) + " (" + std::to_string(R) + ", " +
                                  std::to_string(C) + ")" + (accumulate ? " dx+=" : "") + v.name;
-        std::vector<double> x = random_values(static_cast<size_t>(R * C), 31, -2, 2),
-                            w = random_values(static_cast<size_t>(C), 32, 0.5, 1.5),
-                            dy = random_values(static_cast<size_t>(R * C), 33),
-                            dx0 = random_values(static_cast<size_t>(R * C), 34),
-                            dw0 = random_values(static_cast<size_t>(C), 35);
-        DeviceTensor g_x = upload(x, c.dt, {R, C}), g_w = upload(w, c.dt, {C}),
-                     g_dy = upload(dy, c.dt, {R, C});
         DeviceTensor g_y = poisoned(c.dt, {R, C}), g_rstd = poisoned(DType::F32, {R});
         const ops::RmsNormParams p{R, C, 1e-5, accumulate};
         ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
@@ -124,6 +123,7 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
           }
         }
       }
+  }
 }
 
 // The RMSNorm kernel requests (rmsnorm_select.h): each known value, and a clear error naming the variable.
