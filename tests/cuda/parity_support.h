@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,41 @@
 #include "support/test_support.h"
 
 namespace lt::test {
+
+// Sets an environment variable to `value` (nullptr: unset) for its lifetime, then restores what was there
+// (kernel choices read at every call: LT_RMSNORM_FORWARD / LT_RMSNORM_BACKWARD).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = std::string(old);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (saved_)
+      setenv(name_, saved_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults, the
+// other register variants, the general kernels.
+struct RmsNormVariant {
+  const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
+  const char* backward;  // LT_RMSNORM_BACKWARD
+  const char* name;
+};
+inline constexpr RmsNormVariant kRmsNormVariants[] = {
+    {nullptr, nullptr, ""}, {"walk", "single", " [walk/single]"}, {"general", "general", " [general]"}};
 
 inline bool gpu_present() {
   return ops::cuda::device_count() > 0;

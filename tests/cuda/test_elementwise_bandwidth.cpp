@@ -54,10 +54,24 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     DeviceTensor x = filled(dt, {N, D}, 1), w = filled(dt, {D}, 2), y(dt, {N, D}), rstd(DType::F32, {N});
     DeviceTensor dy = filled(dt, {N, D}, 3), dx(dt, {N, D}), dw(DType::F32, {D});
     const ops::RmsNormParams p{N, D, 1e-5};
-    report_bandwidth("rmsnorm_forward", double(N * D) * 2 * e + double(N) * 4,
-                     median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
-    report_bandwidth("rmsnorm_backward (dw f32)", double(N * D) * 3 * e + double(N) * 4,
-                     median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+    // Every kernel variant (rmsnorm_select.h; the first, unnamed, is the default), then diagnostics of the
+    // default backward: without dw (dx alone: what the partial rows and their column sum cost) and dx +=
+    // (dx read too: 4 passes).
+    for (const RmsNormVariant& v : kRmsNormVariants) {
+      ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+      report_bandwidth(("rmsnorm_forward" + std::string(v.name)).c_str(),
+                       double(N * D) * 2 * e + double(N) * 4,
+                       median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
+      report_bandwidth(("rmsnorm_backward (dw f32)" + std::string(v.name)).c_str(),
+                       double(N * D) * 3 * e + double(N) * 4,
+                       median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+    }
+    const Tensor no_dw;
+    report_bandwidth("rmsnorm_backward (no dw)", double(N * D) * 3 * e + double(N) * 4,
+                     median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, no_dw, dy.t, x.t, w.t, rstd.t); }));
+    const ops::RmsNormParams pa{N, D, 1e-5, true};
+    report_bandwidth("rmsnorm_backward (dw f32, dx+=)", double(N * D) * 4 * e + double(N) * 4,
+                     median_ms(20, [&] { ops::rmsnorm_backward(pa, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
     report_bandwidth("add_inplace", double(N * D) * 3 * e, median_ms(20, [&] { ops::add_inplace(y.t, x.t); }));
   }
   {

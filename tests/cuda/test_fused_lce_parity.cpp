@@ -162,10 +162,13 @@ TEST(CudaParity, FusedLinearCrossEntropyDefaultBudget) {
 
 // forward_backward computes from the forward's tile what backward computes from its recomputed one: the same
 // losses, lse, total, dx and dw, bit for bit (bf16 with f32 dW and bf16 dW, f32; several token blocks).
+// Its one-kernel cross-entropy (fused_linear_cross_entropy.cu) meets every path of the two plain kernels:
+// V 1003 (not a multiple of the pack: element by element), V 1000 and 32000 (16-byte packs), every 4th
+// row ignored, and (V 1000) a whole token block of ignored rows.
 TEST(CudaParity, FusedLinearCrossEntropyForwardBackwardIsBitIdentical) {
   LT_REQUIRE_GPU();
   TileBudget budget(1);
-  const Shape shapes[] = {{300, 128, 1003, 64}, {257, 128, 32000, 100}};
+  const Shape shapes[] = {{300, 128, 1003, 64}, {257, 128, 32000, 100}, {200, 64, 1000, 64, 64, 128}};
   for (const DType dt : {DType::F32, DType::BF16})
     for (const DType dw_dt : {dt, DType::F32})
       for (const Shape& sh : shapes) {
@@ -174,7 +177,7 @@ TEST(CudaParity, FusedLinearCrossEntropyForwardBackwardIsBitIdentical) {
         std::vector<double> x = random_values(size_t(N * D), 990001, -0.5, 0.5);
         std::vector<double> w = random_values(size_t(V * D), 990002, -0.5, 0.5);
         DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {V, D});
-        DeviceTensor g_labels = upload_i32(make_labels(N, V, 990003), {N});
+        DeviceTensor g_labels = upload_i32(make_labels(N, V, 990003, sh.ignored_begin, sh.ignored_end), {N});
         std::vector<double> zeros(size_t(V * D), 0.0);
         DeviceTensor l1(DType::F32, {N}), s1(DType::F32, {N}), dx1 = poisoned(dt, {N, D}), dw1 = upload(zeros, dw_dt, {V, D});
         DeviceTensor l2(DType::F32, {N}), s2(DType::F32, {N}), dx2 = poisoned(dt, {N, D}), dw2 = upload(zeros, dw_dt, {V, D});
@@ -290,6 +293,16 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   try {
     ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
     ADD_FAILURE() << "a label equal to the vocabulary size was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  // The same from forward_backward's one-kernel cross-entropy.
+  DeviceTensor g_dx = poisoned(DType::F32, {N, D}), g_dw = poisoned(DType::F32, {V, D});
+  try {
+    ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
+                                                     g_labels.t);
+    ADD_FAILURE() << "forward_backward accepted a label equal to the vocabulary size";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
   }

@@ -70,7 +70,10 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
   struct Shape {
     int64_t n, d;
   };
-  const Shape shapes[] = {{1, 2}, {3, 257}, {64, 4096}, {1000, 896}, {600, 13}};
+  // 4096, 896, 1024 and 8192: the register kernels (rmsnorm.cu); 2, 257, 13 and 8200: the general ones.
+  // Every kernel variant (rmsnorm_select.h) runs on the same inputs.
+  const Shape shapes[] = {{1, 2},    {3, 257},     {64, 4096}, {1000, 896},
+                          {600, 13}, {1500, 1024}, {40, 8192}, {24, 8200}};
   for (size_t si = 0; si < std::size(shapes); ++si) {
     const auto [N, D] = shapes[si];
     const uint64_t seed = 9200 + si * 8;
@@ -80,22 +83,28 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
     std::vector<double> dy = random_values(static_cast<size_t>(N * D), seed + 2);
     std::vector<double> dw = random_values(static_cast<size_t>(D), seed + 3);
     DeviceTensor g_x = upload(x, kIn, {N, D}), g_w = upload(w, kIn, {D}), g_dy = upload(dy, kIn, {N, D});
-    DeviceTensor g_dw = upload(dw, kGrad, {D});
-    DeviceTensor g_y = poisoned(kIn, {N, D}), g_dx = poisoned(kIn, {N, D}),
-                 g_rstd = poisoned(DType::F32, {N});
-    ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
-    ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
-
+    std::vector<double> dw_start = dw;
+    DeviceTensor g_dw_start = upload(dw_start, kGrad, {D});  // rounds dw_start to the gradient dtype
     std::vector<double> y(static_cast<size_t>(N * D)), rstd(static_cast<size_t>(N)),
         dx(static_cast<size_t>(N * D));
+    dw = dw_start;
     ops::cpu::rmsnorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}));
     ops::cpu::rmsnorm_backward(p, host(dx, {N, D}), host(dw, {D}), host(dy, {N, D}), host(x, {N, D}),
                                host(w, {D}), host(rstd, {N}));
-    Worst in, grad;
-    in.add("dx", test::download(g_dx), dx);
-    grad.add("dw", test::download(g_dw), dw);
-    report("rmsnorm_backward dx", kIn, dims({N, D}), in, tolerance(kIn));
-    report("rmsnorm_backward f32 dw", kIn, dims({N, D}), grad, tolerance(kGrad));
+    for (const test::RmsNormVariant& v : test::kRmsNormVariants) {
+      test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+      std::vector<double> dw_in = dw_start;
+      DeviceTensor g_dw = upload(dw_in, kGrad, {D});
+      DeviceTensor g_y = poisoned(kIn, {N, D}), g_dx = poisoned(kIn, {N, D}),
+                   g_rstd = poisoned(DType::F32, {N});
+      ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+      ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+      Worst in, grad;
+      in.add("dx", test::download(g_dx), dx);
+      grad.add("dw", test::download(g_dw), dw);
+      report("rmsnorm_backward dx", kIn, dims({N, D}) + v.name, in, tolerance(kIn));
+      report("rmsnorm_backward f32 dw", kIn, dims({N, D}) + v.name, grad, tolerance(kGrad));
+    }
   }
 }
 

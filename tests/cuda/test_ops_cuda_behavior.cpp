@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/rmsnorm_select.h"
 #include "ops/cuda/stream.h"
 #include "ops/ops.h"
 #include "parity_support.h"
@@ -73,6 +74,89 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
             << "linear_backward dbias " << dtype_name(dt) << " differs between runs";
       }
     }
+  }
+}
+
+// RMSNorm backward at the shapes of each of its kernels (rmsnorm.cu): the register kernels with 1, 2 and 4
+// packs per thread (1000, 4096, 8192 in bf16; 1000 and 4096 in f32) and the general one (8192 in f32, 1001
+// unpacked), dw in the input dtype and in f32 under bf16, dx written and accumulated, every kernel variant
+// (rmsnorm_select.h): two runs give the same bits of dx and dw. Rows outnumber the backward's blocks, so
+// each block walks several rows.
+TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
+  LT_REQUIRE_GPU();
+  struct Case {
+    DType dt, dw_dt;
+    int64_t rows, dim;
+  };
+  const Case cases[] = {{DType::BF16, DType::F32, 2100, 4096}, {DType::BF16, DType::BF16, 2100, 4096},
+                        {DType::BF16, DType::F32, 1100, 8192}, {DType::BF16, DType::F32, 3000, 1000},
+                        {DType::BF16, DType::F32, 700, 1001},  {DType::F32, DType::F32, 1100, 4096},
+                        {DType::F32, DType::F32, 900, 8192},   {DType::F32, DType::F32, 3000, 1000}};
+  for (const Case& c : cases) {
+    const int64_t R = c.rows, C = c.dim;
+    std::vector<double> x = random_values(static_cast<size_t>(R * C), 31, -2, 2),
+                        w = random_values(static_cast<size_t>(C), 32, 0.5, 1.5),
+                        dy = random_values(static_cast<size_t>(R * C), 33),
+                        dx0 = random_values(static_cast<size_t>(R * C), 34),
+                        dw0 = random_values(static_cast<size_t>(C), 35);
+    DeviceTensor g_x = upload(x, c.dt, {R, C}), g_w = upload(w, c.dt, {C}), g_dy = upload(dy, c.dt, {R, C});
+    for (const test::RmsNormVariant& v : test::kRmsNormVariants)
+      for (bool accumulate : {false, true}) {
+        test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+        const std::string what = "rmsnorm_backward " + std::string(dtype_name(c.dt)) + " dw " +
+                                 std::string(dtype_name(c.dw_dt)) + " (" + std::to_string(R) + ", " +
+                                 std::to_string(C) + ")" + (accumulate ? " dx+=" : "") + v.name;
+        DeviceTensor g_y = poisoned(c.dt, {R, C}), g_rstd = poisoned(DType::F32, {R});
+        const ops::RmsNormParams p{R, C, 1e-5, accumulate};
+        ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+        std::vector<char> first_dx, first_dw;
+        for (int run = 0; run < 2; ++run) {
+          DeviceTensor g_dw = upload(dw0, c.dw_dt, {C});
+          DeviceTensor g_dx = accumulate ? upload(dx0, c.dt, {R, C}) : poisoned(c.dt, {R, C});
+          ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+          if (run == 0) {
+            first_dx = raw(g_dx);
+            first_dw = raw(g_dw);
+          } else {
+            EXPECT_TRUE(first_dx == raw(g_dx)) << what << ": dx differs between runs";
+            EXPECT_TRUE(first_dw == raw(g_dw)) << what << ": dw differs between runs";
+          }
+        }
+      }
+  }
+}
+
+// The RMSNorm kernel requests (rmsnorm_select.h): each known value, and a clear error naming the variable.
+TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
+  using ops::cuda::RmsNormBackwardKernel;
+  using ops::cuda::RmsNormForwardKernel;
+  {
+    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", nullptr), bwd("LT_RMSNORM_BACKWARD", "");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Prefetch);
+  }
+  {
+    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "walk"), bwd("LT_RMSNORM_BACKWARD", "single");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Walk);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
+  }
+  {
+    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "general");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);
+  }
+  test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "fast"), bwd("LT_RMSNORM_BACKWARD", "Prefetch");
+  try {
+    ops::cuda::rmsnorm_forward_kernel_request();
+    ADD_FAILURE() << "LT_RMSNORM_FORWARD=fast was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_FORWARD = 'fast'"), std::string::npos) << e.what();
+  }
+  try {
+    ops::cuda::rmsnorm_backward_kernel_request();
+    ADD_FAILURE() << "LT_RMSNORM_BACKWARD=Prefetch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'Prefetch'"), std::string::npos) << e.what();
   }
 }
 

@@ -63,7 +63,12 @@ TEST(CudaParity, RmsNorm) {
     int64_t n, d;
   };
   // No D = 1: there dx = r w dy eps / (x^2 + eps), a cancellation that no f32 kernel resolves to 1e-5.
-  const Shape shapes[] = {{1, 2}, {3, 257}, {64, 4096}, {1000, 896}};
+  // The register kernels (rmsnorm.cu: D a multiple of the pack, <= 8192 in 16-bit, 4096 in f32) take
+  // 256, 896, 1024, 4096 (f32 too) and 8192 (16-bit only; f32 falls back); 2, 257 and 8200 (16-bit: too
+  // many packs) take the general kernels. More rows than the kernels' grids make blocks walk several rows.
+  // Every kernel variant (rmsnorm_select.h) runs on the same inputs.
+  const Shape shapes[] = {{1, 2},   {3, 257},     {64, 4096}, {1000, 896},
+                          {5, 256}, {1500, 1024}, {40, 8192}, {24, 8200}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si)
       for (bool accumulate : {false, true}) {
@@ -76,28 +81,38 @@ TEST(CudaParity, RmsNorm) {
         std::vector<double> dx = random_values(static_cast<size_t>(N * D), seed + 3);
         std::vector<double> dw = random_values(static_cast<size_t>(D), seed + 4);
         DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {D}), g_dy = upload(dy, dt, {N, D});
-        DeviceTensor g_dw = upload(dw, dt, {D});
-        DeviceTensor g_dx = accumulate ? upload(dx, dt, {N, D}) : poisoned(dt, {N, D});
-        DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N});
-        ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
-        ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
-
+        const std::vector<double> dx0 = dx, dw0 = dw;  // each variant uploads (rounds) its own copies
         std::vector<double> y(static_cast<size_t>(N * D)), rstd(static_cast<size_t>(N));
-        ops::cpu::rmsnorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}));
-        ops::cpu::rmsnorm_backward(p, host(dx, {N, D}), host(dw, {D}), host(dy, {N, D}), host(x, {N, D}),
-                                   host(w, {D}), host(rstd, {N}));
-        Worst fw, bw;
-        fw.add("y", test::download(g_y), y);
-        fw.add("rstd", test::download(g_rstd), rstd);
-        bw.add("dx", test::download(g_dx), dx);
-        bw.add("dw", test::download(g_dw), dw);
-        const std::string shape = dims({N, D}) + (accumulate ? " dx+=" : "");
-        // rstd is f32 on the GPU whatever the dtype: hold it to f32's tolerance even for bf16 inputs.
-        report("rmsnorm_forward", dt, shape, fw, tolerance(dt));
-        report("rmsnorm_backward", dt, shape, bw, tolerance(dt));
-        Worst rs;
-        rs.add("rstd", test::download(g_rstd), rstd);
-        report("rmsnorm_forward.rstd", dt, shape, rs, tolerance(DType::F32));
+        bool reference_done = false;
+        for (const test::RmsNormVariant& v : test::kRmsNormVariants) {
+          test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+          std::vector<double> dx_in = dx0, dw_in = dw0;
+          DeviceTensor g_dw = upload(dw_in, dt, {D});
+          DeviceTensor g_dx = accumulate ? upload(dx_in, dt, {N, D}) : poisoned(dt, {N, D});
+          DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N});
+          ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+          ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+          if (!reference_done) {  // from the values rounded by the first uploads
+            dx = dx_in;
+            dw = dw_in;
+            ops::cpu::rmsnorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}));
+            ops::cpu::rmsnorm_backward(p, host(dx, {N, D}), host(dw, {D}), host(dy, {N, D}), host(x, {N, D}),
+                                       host(w, {D}), host(rstd, {N}));
+            reference_done = true;
+          }
+          Worst fw, bw;
+          fw.add("y", test::download(g_y), y);
+          fw.add("rstd", test::download(g_rstd), rstd);
+          bw.add("dx", test::download(g_dx), dx);
+          bw.add("dw", test::download(g_dw), dw);
+          const std::string shape = dims({N, D}) + (accumulate ? " dx+=" : "") + v.name;
+          // rstd is f32 on the GPU whatever the dtype: hold it to f32's tolerance even for bf16 inputs.
+          report("rmsnorm_forward", dt, shape, fw, tolerance(dt));
+          report("rmsnorm_backward", dt, shape, bw, tolerance(dt));
+          Worst rs;
+          rs.add("rstd", test::download(g_rstd), rstd);
+          report("rmsnorm_forward.rstd", dt, shape, rs, tolerance(DType::F32));
+        }
       }
 }
 
@@ -302,8 +317,6 @@ TEST(CudaParity, CrossEntropy) {
       report("cross_entropy_backward", dt, dims({N, V}), bw, tolerance(dt));
     }
 }
-
-
 
 // Views that start one element into their buffer are not 16-byte aligned: the elementwise kernels must take
 // their element-by-element path and still match the reference.

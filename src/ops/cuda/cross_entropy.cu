@@ -5,8 +5,9 @@
 // (deterministic). Backward: a 2-D grid (row, chunk of the vocabulary) writes
 // grad_scale * (exp(z - lse) - onehot), each thread reading a logit just before writing its gradient, so
 // dlogits may be the logits' own buffer. Ignored rows give zeros; bad labels are recorded, not trusted.
-#include <math_constants.h>
-
+// The row pieces (online max/sum, gradient, loss sum) are cross_entropy_row.cuh's, shared with the fused
+// op's one-kernel forward + backward (fused_linear_cross_entropy.cu) so that both give the same bits.
+#include "ops/cuda/cross_entropy_row.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
@@ -15,28 +16,10 @@ namespace lt::ops::cuda {
 
 namespace {
 
-constexpr int kThreads = 512;
+using namespace cross_entropy_row;
+
 constexpr int kBackwardThreads = 256;
 constexpr int64_t kBackwardChunk = kBackwardThreads * 8;
-
-struct MaxSum {
-  float m, s;
-};
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-  if (a.m == -CUDART_INF_F) return b;
-  if (b.m == -CUDART_INF_F) return a;
-  const float m = fmaxf(a.m, b.m);
-  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
-}
-
-__device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    MaxSum other{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
-    v = merge(v, other);
-  }
-  return v;
-}
 
 template <class T>
 __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T* logits,
@@ -45,43 +28,8 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T*
   __shared__ MaxSum scratch[kWarp];
   const int64_t n = blockIdx.x;
   const T* z = logits + n * vocab;  // (V)
-  MaxSum acc{-CUDART_INF_F, 0.0f};
-  if (packed) {
-    constexpr int P = int(16 / sizeof(T));
-    for (int64_t k = threadIdx.x; k < vocab / P; k += blockDim.x) {
-      const Pack<T> a = reinterpret_cast<const Pack<T>*>(z)[k];
-      float zz[P];
-      float pm = -CUDART_INF_F;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        zz[j] = load_f(&a.v[j]);
-        pm = fmaxf(pm, zz[j]);
-      }
-      if (pm == -CUDART_INF_F) continue;
-      MaxSum local{pm, 0.0f};
-#pragma unroll
-      for (int j = 0; j < P; ++j) local.s += expf(zz[j] - pm);
-      acc = merge(acc, local);
-    }
-  } else {
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      const float zv = load_f(z + v);
-      if (zv > acc.m) {
-        acc.s = (acc.m == -CUDART_INF_F ? 0.0f : acc.s * expf(acc.m - zv)) + 1.0f;
-        acc.m = zv;
-      } else {
-        acc.s += expf(zv - acc.m);
-      }
-    }
-  }
-  acc = warp_merge(acc);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  if (lane == 0) scratch[warp] = acc;
-  __syncthreads();
-  if (warp != 0) return;
-  acc = lane < int(blockDim.x / kWarp) ? scratch[lane] : MaxSum{-CUDART_INF_F, 0.0f};
-  acc = warp_merge(acc);
-  if (lane != 0) return;
+  const MaxSum acc = block_max_sum(z, vocab, packed, scratch);
+  if (threadIdx.x != 0) return;
   const float l = acc.m + logf(acc.s);
   lse[n] = l;
   const int32_t label = labels[n];
@@ -95,18 +43,8 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T*
   losses[n] = loss;
 }
 
-// One block: total = sum of values in a fixed order, in double.
 __global__ void sum_kernel(double* total, const float* values, int64_t count) {
-  __shared__ double partial[kThreads];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += double(values[i]);
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (int(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *total = partial[0];
+  block_sum_double(total, values, count);
 }
 
 // grid: (rows, vocabulary chunks).
@@ -131,23 +69,14 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
       const Pack<T> a = reinterpret_cast<const Pack<T>*>(z)[k];
       Pack<T> out;
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int64_t v = k * P + j;
-        const float prob = expf(load_f(&a.v[j]) - l);
-        store_f(&out.v[j], zero ? 0.0f : grad_scale * (v == label ? prob - 1.0f : prob));
-      }
+      for (int j = 0; j < P; ++j)
+        store_f(&out.v[j], logit_grad(load_f(&a.v[j]), l, k * P + j, label, zero, grad_scale));
       reinterpret_cast<Pack<T>*>(dz)[k] = out;
     }
     return;
   }
-  for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x) {
-    if (zero) {
-      store_f(dz + v, 0.0f);
-      continue;
-    }
-    const float prob = expf(load_f(z + v) - l);
-    store_f(dz + v, grad_scale * (v == label ? prob - 1.0f : prob));
-  }
+  for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x)
+    store_f(dz + v, zero ? 0.0f : logit_grad(load_f(z + v), l, v, label, false, grad_scale));
 }
 
 }  // namespace

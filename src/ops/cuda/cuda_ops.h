@@ -63,7 +63,8 @@ void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>
 
 void cast(Tensor dst, Tensor src);
 
-// Fused LM head + cross-entropy (fused_linear_cross_entropy.cpp): x, w f32 or bf16; losses, lse f32; dx
+// Fused LM head + cross-entropy (fused_linear_cross_entropy_host.cpp; its kernel:
+// fused_linear_cross_entropy.cu): x, w f32 or bf16; losses, lse f32; dx
 // the compute dtype; dw the compute dtype or f32 (bf16 inputs with f32 parameter gradients). The vocabulary
 // is not split on the GPU (params.vocab_block is ignored): rows go token_block_rows at a time with the full
 // vocabulary through one (rows, V) tile in the compute dtype, taken from the stream-ordered pool

@@ -58,6 +58,12 @@ void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const voi
 void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, const float* lse,
                                    const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
                                    double grad_scale, int64_t* err, cudaStream_t s);
+// Both in one kernel, in place (fused_linear_cross_entropy.cu): logits (rows, V) become their dlogits; the
+// same bits as launch_cross_entropy_forward then launch_cross_entropy_backward(logits, logits) from its lse.
+void launch_cross_entropy_forward_backward(DType dt, float* losses, float* lse, void* logits,
+                                           const int32_t* labels, int64_t rows, int64_t vocab,
+                                           int32_t ignore_index, double grad_scale, double* total,
+                                           int64_t* err, cudaStream_t s);
 
 // Dropout in place on x (batch * tokens, dim), f32 or bf16 (ops.h dropout_apply); streams: host, (batch).
 constexpr int64_t kDropoutStreamsPerLaunch = 64;

@@ -1,14 +1,21 @@
 // RMSNorm. Forward: one block per row, the mean of squares summed in f32 through a fixed-order block
-// reduction, rstd kept in f32. Backward: a fixed number of blocks (kBackwardBlocks, independent of the GPU)
-// walk the rows with a stride; each computes its rows' dx and adds dy * x * rstd into its own f32 partial
-// row of dw, every column owned by one thread. A second kernel sums the partial rows in block order into
-// dw. No atomics anywhere, so dw has the same bits from run to run. Rows move in 16-byte packs when D is a
-// multiple of the pack and every pointer is 16-byte aligned (the usual case), element by element otherwise;
-// a thread owns the same columns in every row either way. dw may be f32 under bf16 inputs (mixed precision).
+// reduction, rstd kept in f32. Backward: a fixed number of blocks (a constant per kernel, not the GPU's)
+// walk the rows with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial
+// row of dw, every column owned by one thread. A second kernel sums the partial rows into dw in a fixed
+// tree (independent of the GPU too). No atomics anywhere, so dw has the same bits from run to run.
+// The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
+// per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
+// forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
+// for all its rows and writes its partial row once at the end. Other rows go through the general kernels
+// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
+// the register kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
+#include <type_traits>
+
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/rmsnorm_select.h"
 
 namespace lt::ops::cuda {
 
@@ -16,6 +23,19 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kBackwardBlocks = 528;  // 4 blocks of 256 threads per SM of an H100/H200
+constexpr int kMaxPacks = 4;              // packs per thread of the register kernels
+
+// The register kernels that walk rows (the backward, the forward's "walk" variant) are given a resident
+// block count per SM (their register budget: 64 per thread at 4, 51 at 5, 85 at 3, 128 at 2) and a grid of
+// that many blocks per SM of a 132-SM H100/H200 (one wave): a constant, so that dw's summation order does not
+// depend on the GPU. The backward holds a second row (prefetch) only at K <= 2.
+constexpr int backward_regs_blocks_per_sm(int k, bool prefetch) {
+  return k <= 2 ? (prefetch ? 3 : 4) : 2;
+}
+constexpr int forward_walk_blocks_per_sm(int k) {
+  return k <= 2 ? 5 : 2;
+}
+constexpr int64_t kGridSms = 132;
 
 template <class T>
 constexpr int kPack = int(16 / sizeof(T));
@@ -25,6 +45,233 @@ __device__ __forceinline__ Pack<T> load_pack(const T* p, int64_t k) {
   return reinterpret_cast<const Pack<T>*>(p)[k];
 }
 
+// An empty asm that "changes" a pack's words: the compiler then converts the 16-bit values to f32 again
+// where they are used next instead of keeping both the packed and the converted values alive across a
+// block reduction or a row loop (twice the registers for bf16, which spilled).
+template <class T>
+__device__ __forceinline__ void keep_packed(Pack<T>& p) {
+  uint32_t* u = reinterpret_cast<uint32_t*>(p.v);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) asm volatile("" : "+r"(u[q]));
+}
+
+// The register kernels' shape: K packs per thread (1, 2 or 4, the fewest that cover the row with at most
+// kThreads threads) and the threads per block (a multiple of 32: small rows get fewer threads, not idle
+// ones).
+struct RegShape {
+  int packs_per_thread = 0;  // 0: the row does not fit, use the general kernels
+  int threads = 0;
+};
+
+RegShape reg_shape(int64_t packs) {
+  for (int k = 1; k <= kMaxPacks; k *= 2)
+    if (packs <= int64_t(k) * kThreads) {
+      const int64_t t = (packs + k - 1) / k;
+      return {k, int((t + kWarp - 1) / kWarp * kWarp)};
+    }
+  return {};
+}
+
+constexpr int forward_regs_blocks_per_sm(int k) {
+  return k <= 2 ? 8 : 4;
+}
+
+// Forward with the row in registers: x and w are loaded together (w's latency hidden behind x's), the
+// sum of squares reduced once, y written from the registers. Thread t owns packs t, t + blockDim, ...
+// The launch bounds keep 8 rows per SM in flight (K = 4: 4) without spilling (32 and 64 registers).
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
+    rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
+  __shared__ float scratch[kWarp];
+  constexpr int P = kPack<T>;
+  const int64_t n = blockIdx.x;
+  const int packs = int(dim / P);
+  const T* xr = x + n * dim;  // (D)
+  Pack<T> a[K], b[K];         // this thread's packs of x and w
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) {
+      a[m] = load_pack(xr, k);
+      b[m] = load_pack(w, k);
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int m = 0; m < K; ++m)
+    if (int(threadIdx.x) + m * int(blockDim.x) < packs)
+#pragma unroll
+      for (int j = 0; j < P; ++j) sum_sq += load_f(&a[m].v[j]) * load_f(&a[m].v[j]);
+  sum_sq = block_sum(sum_sq, scratch);
+  const float r = rsqrtf(sum_sq / float(dim) + eps);
+  if (threadIdx.x == 0) rstd[n] = r;
+  T* yr = y + n * dim;  // (D)
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    keep_packed(a[m]);
+    keep_packed(b[m]);
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) {
+      Pack<T> out;
+#pragma unroll
+      for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&a[m].v[j]) * r * load_f(&b[m].v[j]));
+      reinterpret_cast<Pack<T>*>(yr)[k] = out;
+    }
+  }
+}
+
+// Forward, the "walk" variant (rmsnorm_select.h): a fixed grid of blocks walks the rows (blockIdx.x,
+// + gridDim.x, ...) with w in registers, and loads the next row's x before reducing the current one, so a
+// block always has a row's loads in flight. The arithmetic is rmsnorm_forward_regs_kernel's.
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, forward_walk_blocks_per_sm(K))
+    rmsnorm_forward_walk_kernel(T* y, float* rstd, const T* x, const T* w, int64_t rows, int64_t dim,
+                                float eps) {
+  __shared__ float scratch[kWarp];
+  constexpr int P = kPack<T>;
+  const int packs = int(dim / P);
+  Pack<T> wp[K], cur[K];  // this thread's packs of w and of the current row of x
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) {
+      wp[m] = load_pack(w, k);
+      cur[m] = load_pack(x + int64_t(blockIdx.x) * dim, k);
+    }
+  }
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    Pack<T> next[K];  // the next row's packs of x
+    if (n + gridDim.x < rows)
+#pragma unroll
+      for (int m = 0; m < K; ++m) {
+        const int k = int(threadIdx.x) + m * int(blockDim.x);
+        if (k < packs) next[m] = load_pack(x + (n + gridDim.x) * dim, k);
+      }
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int m = 0; m < K; ++m)
+      if (int(threadIdx.x) + m * int(blockDim.x) < packs)
+#pragma unroll
+        for (int j = 0; j < P; ++j) sum_sq += load_f(&cur[m].v[j]) * load_f(&cur[m].v[j]);
+    sum_sq = block_sum(sum_sq, scratch);  // also a barrier: the scratch is free again for the next row
+    const float r = rsqrtf(sum_sq / float(dim) + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    T* yr = y + n * dim;  // (D)
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      keep_packed(cur[m]);
+      keep_packed(wp[m]);
+      const int k = int(threadIdx.x) + m * int(blockDim.x);
+      if (k < packs) {
+        Pack<T> out;
+#pragma unroll
+        for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&cur[m].v[j]) * r * load_f(&wp[m].v[j]));
+        reinterpret_cast<Pack<T>*>(yr)[k] = out;
+      }
+      cur[m] = next[m];
+    }
+  }
+}
+
+// Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
+// loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
+// registers across all its rows. With Prefetch (K <= 2) the next row's dy and x are loaded before the
+// current row is reduced, so a block always has a row's loads in flight (hidden behind the reduction and the
+// dx stores).
+// partial: (gridDim.x, D) f32 or nullptr, written once at the end.
+template <class T, int K>
+struct RowPacks {
+  Pack<T> g[K], a[K];  // this thread's packs of dy and x
+  float r;             // the row's rstd
+};
+
+template <class T, int K>
+__device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const T* x, const float* rstd,
+                                         int64_t n, int64_t dim, int packs) {
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) {
+      row.g[m] = load_pack(dy + n * dim, k);
+      row.a[m] = load_pack(x + n * dim, k);
+    }
+  }
+  row.r = rstd[n];
+}
+
+template <class T, int K, bool Prefetch>
+__global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefetch))
+    rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
+  __shared__ float scratch[kWarp];
+  constexpr int P = kPack<T>;
+  const int packs = int(dim / P);
+  Pack<T> wp[K];    // this thread's packs of w
+  float acc[K][P];  // this thread's columns of the block's partial dw
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs) wp[m] = load_pack(w, k);
+#pragma unroll
+    for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
+  }
+  constexpr bool kPrefetch = Prefetch && K <= 2;  // K = 4 has no registers left for a second row
+  RowPacks<T, K> cur;
+  if (kPrefetch && blockIdx.x < rows) load_row(cur, dy, x, rstd, blockIdx.x, dim, packs);
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    RowPacks<T, K> next;
+    if constexpr (kPrefetch) {
+      if (n + gridDim.x < rows) load_row(next, dy, x, rstd, n + gridDim.x, dim, packs);
+    } else {
+      load_row(cur, dy, x, rstd, n, dim, packs);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int m = 0; m < K; ++m)
+      if (int(threadIdx.x) + m * int(blockDim.x) < packs)
+#pragma unroll
+        for (int j = 0; j < P; ++j)
+          s += load_f(&cur.g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&cur.a[m].v[j]);
+    // Also a barrier: the scratch is free again for the next row's reduction. dx may alias dy: each thread
+    // writes only packs it has already read itself, and the prefetched row is another row.
+    s = block_sum(s, scratch);
+    const float r = cur.r, c = r * r * r * s / float(dim);
+    T* dxr = dx + n * dim;  // (D)
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      keep_packed(cur.g[m]);
+      keep_packed(cur.a[m]);
+      keep_packed(wp[m]);
+      const int k = int(threadIdx.x) + m * int(blockDim.x);
+      if (k < packs) {
+        Pack<T> out;
+        if (accumulate_dx) out = load_pack(static_cast<const T*>(dxr), k);
+#pragma unroll
+        for (int j = 0; j < P; ++j) {
+          const float gv = load_f(&cur.g[m].v[j]), xv = load_f(&cur.a[m].v[j]);
+          acc[m][j] += gv * xv * r;
+          const float v = r * load_f(&wp[m].v[j]) * gv - c * xv;
+          store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
+        }
+        reinterpret_cast<Pack<T>*>(dxr)[k] = out;
+      }
+    }
+    if constexpr (kPrefetch) cur = next;
+  }
+  if (!partial) return;
+  float4* part = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4), D % P == 0
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    if (k < packs)
+#pragma unroll
+      for (int q = 0; q < P / 4; ++q)
+        part[k * (P / 4) + q] =
+            make_float4(acc[m][4 * q], acc[m][4 * q + 1], acc[m][4 * q + 2], acc[m][4 * q + 3]);
+  }
+}
+
+// The general kernels: any D and alignment, the row read twice (packs when `packed`).
 template <class T>
 __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps,
                                        bool packed) {
@@ -115,14 +362,31 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
   }
 }
 
-// dw (D) += sum over the partial rows in order. TW: the compute dtype, or f32 (an f32 gradient).
+// dw (D) += the sum of the partial rows (parts, D), in a fixed tree: a block covers kReduceCols columns
+// (a warp's coalesced row segment); warp i sums the parts i, i + kReduceWarps, ... in order, then the warps'
+// sums are added in warp order. Many loads in flight per column instead of one chain of `parts` loads.
+// TW: the compute dtype, or f32 (an f32 gradient).
+constexpr int kReduceCols = kWarp;
+constexpr int kReduceWarps = 16;
+
 template <class TW>
-__global__ void column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
-  const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= dim) return;
+__global__ void __launch_bounds__(kReduceCols* kReduceWarps)
+    column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
+  __shared__ float sums[kReduceWarps][kReduceCols];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t d = int64_t(blockIdx.x) * kReduceCols + lane;
   float sum = 0.0f;
-  for (int64_t b = 0; b < parts; ++b) sum += partial[b * dim + d];
-  store_f(dw + d, load_f(dw + d) + sum);
+  if (d < dim) {
+#pragma unroll 8
+    for (int64_t b = warp; b < parts; b += kReduceWarps) sum += partial[b * dim + d];
+  }
+  sums[warp][lane] = sum;
+  __syncthreads();
+  if (warp != 0 || d >= dim) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kReduceWarps; ++i) total += sums[i][lane];
+  store_f(dw + d, load_f(dw + d) + total);
 }
 
 template <class T>
@@ -133,17 +397,46 @@ bool rows_packed(int64_t dim, std::initializer_list<const void*> pointers) {
   return true;
 }
 
+// Calls fn(std::integral_constant<int, K>) for K = packs_per_thread (1, 2 or 4).
+template <class Fn>
+void with_packs(int packs_per_thread, Fn&& fn) {
+  if (packs_per_thread == 1)
+    fn(std::integral_constant<int, 1>{});
+  else if (packs_per_thread == 2)
+    fn(std::integral_constant<int, 2>{});
+  else
+    fn(std::integral_constant<int, 4>{});
+}
+
 }  // namespace
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
                             int64_t dim, double eps, cudaStream_t s) {
   if (rows == 0) return;
+  const RmsNormForwardKernel request = rmsnorm_forward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {y, x, w});
-    rmsnorm_forward_kernel<T>
-        <<<unsigned(rows), kThreads, 0, s>>>(static_cast<T*>(y), rstd, static_cast<const T*>(x),
-                                             static_cast<const T*>(w), dim, float(eps), packed);
+    const RegShape shape =
+        packed && request != RmsNormForwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
+    if (shape.packs_per_thread > 0) {
+      with_packs(shape.packs_per_thread, [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        if (request == RmsNormForwardKernel::Walk) {
+          const int64_t grid = kGridSms * forward_walk_blocks_per_sm(K);
+          rmsnorm_forward_walk_kernel<T, K><<<unsigned(rows < grid ? rows : grid), shape.threads, 0, s>>>(
+              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), rows, dim,
+              float(eps));
+        } else {
+          rmsnorm_forward_regs_kernel<T, K><<<unsigned(rows), shape.threads, 0, s>>>(
+              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
+        }
+      });
+    } else {
+      rmsnorm_forward_kernel<T>
+          <<<unsigned(rows), kThreads, 0, s>>>(static_cast<T*>(y), rstd, static_cast<const T*>(x),
+                                               static_cast<const T*>(w), dim, float(eps), packed);
+    }
   });
   LT_CUDA_CHECK_LAUNCH();
 }
@@ -152,29 +445,48 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
                              cudaStream_t s) {
   if (rows == 0) return;
-  const int64_t blocks = rows < kBackwardBlocks ? rows : kBackwardBlocks;
-  float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
-  if (dw)
-    LT_CUDA_CHECK(
-        cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
+  const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
+  const bool prefetch = request == RmsNormBackwardKernel::Prefetch;
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
-    rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
-        static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
-        static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
+    const RegShape shape =
+        packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
+    const int64_t grid = shape.packs_per_thread > 0
+                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread, prefetch)
+                             : kBackwardBlocks;
+    const int64_t blocks = rows < grid ? rows : grid;
+    float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
+    if (dw)
+      LT_CUDA_CHECK(
+          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
+    if (shape.packs_per_thread > 0) {
+      with_packs(shape.packs_per_thread, [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        auto kernel = prefetch && K <= 2 ? rmsnorm_backward_regs_kernel<T, K, (K <= 2)>
+                                         : rmsnorm_backward_regs_kernel<T, K, false>;
+        kernel<<<unsigned(blocks), shape.threads, 0, s>>>(
+            static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
+            static_cast<const T*>(w), rstd, rows, dim, accumulate_dx);
+      });
+    } else {
+      rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
+          static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
+          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
+    }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
+      const unsigned reduce_grid = unsigned((dim + kReduceCols - 1) / kReduceCols);
       if (dw_dt == DType::F32)
-        column_reduce_kernel<float>
-            <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<float*>(dw), partial, blocks, dim);
+        column_reduce_kernel<float><<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(
+            static_cast<float*>(dw), partial, blocks, dim);
       else
         column_reduce_kernel<T>
-            <<<grid_for(dim, kThreads), kThreads, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
+            <<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
       LT_CUDA_CHECK_LAUNCH();
+      LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
   });
-  if (dw) LT_CUDA_CHECK(cudaFreeAsync(partial, s));
 }
 
 }  // namespace lt::ops::cuda

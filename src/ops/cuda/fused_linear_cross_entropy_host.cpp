@@ -1,14 +1,17 @@
-// Fused LM head + cross-entropy on the GPU. The (N, V) logits of a long sequence times a 128k vocabulary
-// are the largest buffer of a step, so they never exist in full; but the GPU is fast only on big GEMMs, so
-// unlike the CPU reference the vocabulary is NOT split (params.vocab_block is a CPU tiling knob and is
-// ignored here): rows are taken `rows` at a time with the whole vocabulary, where
+// Fused LM head + cross-entropy on the GPU, the host side (checks, tiling, GEMMs; the op's own kernel is in
+// fused_linear_cross_entropy.cu). The (N, V) logits of a long sequence times a 128k vocabulary are the
+// largest buffer of a step, so they never exist in full; but the GPU is fast only on big GEMMs, so unlike
+// the CPU reference the vocabulary is NOT split (params.vocab_block is a CPU tiling knob and is ignored
+// here): rows are taken `rows` at a time with the whole vocabulary, where
 //   rows = min(N, max(params.token_block, the rows whose (rows, V) tile fits the tile budget)),
 // the budget being 256 MiB unless set_fused_linear_cross_entropy_tile_bytes says otherwise (a multiple of
 // 128 rows when the budget allows that many, which suits the GEMM tiles). Per block of rows:
 //   forward:  tile = x_blk W^T (cuBLASLt, compute dtype), then the cross-entropy kernels write the block's
 //             losses and lse (f32) and the block's loss sum (double); the host adds the block sums in order,
 //             so the total is deterministic.
-//   forward_backward (training): the forward's tile is turned into dlogits at once (3 GEMMs in all);
+//   forward_backward (training): the forward's tile is turned into dlogits at once (3 GEMMs in all), the
+//             losses, lse and dlogits by one kernel (launch_cross_entropy_forward_backward: one launch
+//             instead of two, each row re-read right after its first pass, from L2 as far as L2 holds it);
 //   backward: the tile is recomputed, turned into dlogits in place from the saved lse, then
 //             dx_blk = (or +=) dlogits W and dW += dlogits^T x_blk through cuda::linear_backward (which
 //             takes an f32 dW with bf16 inputs: the mixed-precision policy keeps parameter gradients f32).
@@ -150,15 +153,18 @@ double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tenso
   float* losses_f = static_cast<float*>(losses.data);                 // (N)
   float* lse_f = static_cast<float*>(lse.data);                       // (N)
   const int32_t* label_i = static_cast<const int32_t*>(labels.data);  // (N)
+  const bool with_grads = grads && !(dx.empty() && dw.empty());
   for (int64_t k = 0; k < b.blocks; ++k) {
     const int64_t n0 = k * b.rows, nb = std::min(b.rows, p.rows - n0);
     const Tensor tile(tile_data, dt, {nb, p.vocab}, Device::CUDA);
     tile_logits(p, tile, x, w, n0, nb);
-    launch_cross_entropy_forward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb, p.vocab,
-                                 p.ignore_index, sums + k, device_error_slot(), s);
-    if (grads && !(dx.empty() && dw.empty())) {
-      launch_cross_entropy_backward(dt, tile_data, tile_data, lse_f + n0, label_i + n0, nb, p.vocab,
-                                    p.ignore_index, p.grad_scale, device_error_slot(), s);
+    if (!with_grads) {
+      launch_cross_entropy_forward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb, p.vocab,
+                                   p.ignore_index, sums + k, device_error_slot(), s);
+    } else {
+      launch_cross_entropy_forward_backward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb,
+                                            p.vocab, p.ignore_index, p.grad_scale, sums + k,
+                                            device_error_slot(), s);
       const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
       cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
                             x.slice_rows(n0, n0 + nb), w);
@@ -192,7 +198,8 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
 double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
                                                    Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
                                                    Tensor labels) {
-  return forward_pass(p, losses, lse, dx, dw, x, w, labels, true, "fused_linear_cross_entropy_forward_backward");
+  return forward_pass(p, losses, lse, dx, dw, x, w, labels, true,
+                      "fused_linear_cross_entropy_forward_backward");
 }
 
 void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
