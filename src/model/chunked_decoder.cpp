@@ -197,7 +197,6 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   s.d_q = alloc("chunk.grad.q", dt, {B, C, H, HD});
   s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
   s.d_v = alloc("chunk.grad.v", dt, {B, C, KVH, HD});
-  recompute_out_ = alloc("chunk.recompute_out", dt, {N, D});
   final_rstd_ = alloc("chunk.final_rstd", st, {N});
   final_xn_ = alloc("chunk.final_norm_out", dt, {N, D});
   losses_ = alloc("chunk.token_losses", st, {N});
@@ -461,14 +460,14 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     Tensor d_resid = view_at(d_resid_, 0, {N, D});  // (N, D)
     loss_backward(w, g, k, backward_checkpoint(k, c.num_layers), d_resid);
     LayerScratch s = scratch_views(C);
-    Tensor out = view_at(recompute_out_, 0, {N, D});
     for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-      // Recompute what the policy did not keep. Full re-runs the layer from its saved input (rewriting the
-      // chunk's K/V rows of the cache with the same values, reading the earlier positions it holds).
+      // Recompute what the policy did not keep. Full re-runs the layer from its saved input up to what
+      // backward reads (layer_recompute_full: the cache keeps the chunk's K/V, the layer's output is the
+      // next checkpoint).
       LayerActivations a = layer_views(k, l);
       a.x = backward_checkpoint(k, l);
       if (options_.recompute == Recompute::Full)
-        layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
+        layer_recompute_full(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, lora_pass(C, l, nullptr));
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
       layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],

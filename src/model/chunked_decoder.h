@@ -162,7 +162,6 @@ class ChunkedDecoder {
   // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
   LayerActivations acts_;  // (B*C, ...) see LayerActivations
   LayerScratch scratch_;
-  Tensor recompute_out_;  // (B*C, D) a recomputed layer's output (equal to the saved next checkpoint)
   Tensor final_rstd_;     // (B*C) stats dtype
   Tensor final_xn_;       // (B*C, D)
   Tensor losses_;         // (B*C) stats dtype

@@ -169,6 +169,14 @@ enum class Recompute : uint8_t { None, Full, Selective };
 std::string_view recompute_name(Recompute r);               // "none", "full", "selective"
 std::optional<Recompute> recompute_from_name(std::string_view name);
 
+// Recompute::Full's recomputation in the chunked decoder, whose per-layer K/V cache still holds the chunk's
+// post-RoPE keys and values: every activation layer_backward reads, from acts.x, as layer_forward made them
+// (same bits), without the work whose results backward does not read (the K/V projections and the cache
+// append, the down projection and the layer's output).
+void layer_recompute_full(const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                          const ChunkInfo& chunk, const KvContext& kv, LayerActivations& acts,
+                          const LoraPass& lora = {});
+
 // The MLP's inputs of a layer from its kept state (Selective): attn_in/attn_rstd = input_layernorm(x),
 // ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.
 void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,

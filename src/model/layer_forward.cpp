@@ -38,8 +38,15 @@ void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerW
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
 }
 
-void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                   const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
+namespace {
+
+// Forward (out given) or the recomputation for backward (out empty: chunked_decoder.h's Full policy, whose
+// per-layer K/V cache still holds the chunk's keys and values): the latter leaves out what backward does not
+// read (the K/V projections, their RoPE and the cache append, the down projection and the residual adds),
+// but computes every LoRA activation t, since backward reads them all.
+void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
+  const bool recompute = out.empty();
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -50,7 +57,7 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
            "layer_forward: chunk [{}, {}) does not fit a K/V context of {} positions", chunk.q_offset,
            chunk.q_offset + C, S);
   check_shape(a.x, {N, D}, "layer_forward: input");
-  check_shape(out, {N, D}, "layer_forward: output");
+  if (!recompute) check_shape(out, {N, D}, "layer_forward: output");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
@@ -60,16 +67,21 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q,
                       w.attn_q_bias);
   lora_forward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], a.q.reshaped({N, H * HD}));
-  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k,
-                      w.attn_k_bias);
-  lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], a.k.reshaped({N, KVH * HD}));
-  ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v,
-                      w.attn_v_bias);
-  lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], a.v.reshaped({N, KVH * HD}));
   ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
-  ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
-  append_chunk_rows(kv.k, a.k, chunk.q_offset);
-  append_chunk_rows(kv.v, a.v, chunk.q_offset);
+  if (recompute) {  // the adapters' t only (lora_forward with no output)
+    lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], Tensor());
+    lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], Tensor());
+  } else {
+    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in,
+                        w.attn_k, w.attn_k_bias);
+    lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], a.k.reshaped({N, KVH * HD}));
+    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in,
+                        w.attn_v, w.attn_v_bias);
+    lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], a.v.reshaped({N, KVH * HD}));
+    ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
+    append_chunk_rows(kv.k, a.k, chunk.q_offset);
+    append_chunk_rows(kv.v, a.v, chunk.q_offset);
+  }
 
   const ops::AttentionParams attn{.batch = B,
                                   .q_len = C,
@@ -88,10 +100,27 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
   lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], a.mid);
 
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
+  if (recompute) {
+    lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], Tensor());
+    return;
+  }
   ops::cast(out, a.mid);
   const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = true};
   ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias);
   lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out);
+}
+
+}  // namespace
+
+void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                   const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
+  LT_CHECK(!out.empty(), "layer_forward: no output tensor given");
+  layer_pass(c, layer, w, chunk, kv, a, out, lora);
+}
+
+void layer_recompute_full(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
+                          const KvContext& kv, LayerActivations& a, const LoraPass& lora) {
+  layer_pass(c, layer, w, chunk, kv, a, Tensor(), lora);
 }
 
 }  // namespace lt::model

@@ -57,6 +57,7 @@ void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
     dropout_in_place(input, lora.dropout, layer, m, chunk);
   }
   ops::linear_forward({.rows = N, .in = in, .out = r}, t, input, ad->a, Tensor());
+  if (y.empty()) return;
   ops::linear_forward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling, .accumulate_y = true}, y, t,
                       ad->b, Tensor());
 }

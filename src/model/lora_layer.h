@@ -9,7 +9,8 @@
 
 namespace lt::model {
 
-// y (N, out) += scaling * t B^T with t = dropout(x) A^T (N, r), which is written into `t` for backward.
+// y (N, out) += scaling * t B^T with t = dropout(x) A^T (N, r), which is written into `t` for backward; an
+// empty y: t only (a recomputation for backward).
 void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
                   Tensor t, Tensor y);
 
