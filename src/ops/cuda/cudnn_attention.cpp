@@ -863,21 +863,22 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   // The calls this backward runs, each with the first key row it starts at. A chunk's backward (Shifted)
   // is split in two calls in the fast mask forms (see Mask): the keys before the chunk, unmasked, and the
   // chunk's own keys, causal from the top-left. Both take the whole softmax's stats (lse) and sum(dO * O),
-  // so each computes its keys' part of P and dS exactly. cuDNN's dQ accumulator does not carry a sum from
-  // one execution to the next (measured: the second call's dQ alone came out), so each call has its own
-  // and dq is their sum, rounded once (launch_attention_dq_sum).
+  // so each computes its keys' part of P and dS exactly. cuDNN's f32 dQ accumulator carries no sum from
+  // one execution to the next, and what it holds afterwards is not dQ in the declared layout (measured:
+  // adding two calls' accumulators gave wrong dQ), so the first call writes its dQ (bf16) to a temporary,
+  // the second to dq, and dq += the temporary.
   struct Part {
     Shape shape;
     int64_t first_key;
-    size_t accumulator;  // its dQ accumulator's scratch index
+    void* dq;  // where its dQ goes
     Plan* plan = nullptr;
   };
   std::vector<Part> parts;
   if (s.mask == Mask::Shifted && s.Tq > 1 && split_backward_enabled()) {
     const int64_t earlier = s.Se - s.Tq;
-    parts = {{s.keys(earlier, Mask::None), 0, 2}, {s.keys(s.Tq, Mask::TopLeft), earlier, 5}};
+    parts = {{s.keys(earlier, Mask::None), 0, nullptr}, {s.keys(s.Tq, Mask::TopLeft), earlier, dq.data}};
   } else {
-    parts = {{s, 0, 2}};
+    parts = {{s, 0, dq.data}};
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto [handle, device] = current_handle();
@@ -890,9 +891,9 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   }
   const cudaStream_t stream = current_stream();
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
-  // | the second call's dQ accumulator (split only)
+  // | the first call's dQ (B, Tq, H, HD) bf16 (split only)
   const std::array<size_t, 4> buffers = backward_buffers(s);
-  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3], parts.size() > 1 ? buffers[1] : 0},
+  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3], parts.size() > 1 ? size_t(dq.numel()) * 2 : 0},
                   stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
@@ -907,7 +908,7 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                             out.data,
                             dout.data,
                             lse.data,
-                            dq.data,
+                            part.dq ? part.dq : scratch.at(5),
                             static_cast<char*>(scratch.at(3)) + at,
                             static_cast<char*>(scratch.at(4)) + at,
                             &scale,
@@ -915,22 +916,20 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                             &shift,
                             &one,
                             scratch.at(1),
-                            scratch.at(part.accumulator)};
+                            scratch.at(2)};
     drop_unused_scalars(part.shape, uids, ptrs);
     execute(handle, c, uids, ptrs, scratch.at(0), stream);
   };
   // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused). A
   // shape's first call times its candidates (autotune); the real calls follow.
   auto run = [&](const Part& part, const Candidate& c) {
-    LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(part.accumulator), 0, buffers[1], stream));
+    LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream));
     execute_part(part, c);
   };
   for (const Part& part : parts)
     autotune(*part.plan, stream, [&](const Candidate& c) { run(part, c); });
   for (const Part& part : parts) run(part, part.plan->chosen());
-  if (parts.size() > 1)
-    launch_attention_dq_sum(DType::BF16, dq.data, static_cast<const float*>(scratch.at(2)),
-                            static_cast<const float*>(scratch.at(5)), s.B, s.Tq, s.H, s.HD, stream);
+  if (parts.size() > 1) launch_add_inplace(DType::BF16, dq.data, scratch.at(5), dq.numel(), stream);
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
   const size_t row_elems = size_t(s.Se * s.KVH * s.HD), stride = size_t(s.S * s.KVH * s.HD);
   for (int64_t b = 0; b < s.B; ++b) {

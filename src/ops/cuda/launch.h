@@ -95,10 +95,6 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
 void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
                                const void* dout, const void* out, const float* lse, const void* q,
                                const void* k, const void* v, cudaStream_t s);
-// dq (B, Tq, H, HD) = a + b: the two f32 partials (B, H, Tq, HD) contiguous of cuDNN's split backward
-// (cudnn_attention.cpp); head_dim a multiple of 4, a and b 16-byte aligned.
-void launch_attention_dq_sum(DType dt, void* dq, const float* a, const float* b, int64_t batch, int64_t tokens,
-                             int64_t heads, int64_t head_dim, cudaStream_t s);
 // The tensor-core kernels (attention_tc.cu forward, attention_tc_bwd.cu backward): bf16 or f16, head_dim 64 or
 // 128, no segments, every tensor 16-byte aligned. attention_tc_eligible says whether a call is covered
 // (`tensors`: the data pointers of all its tensors); the launchers trust that it was.
