@@ -148,7 +148,8 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
 
   // Kept per layer for all T tokens (the recompute policy); everything else is one chunk's buffer below.
   const bool keep_all = options_.recompute == Recompute::None,
-             keep_attention = keep_all || options_.recompute == Recompute::Selective;
+             keep_gemm_outputs = keep_all || options_.recompute == Recompute::Elementwise,
+             keep_attention = keep_gemm_outputs || options_.recompute == Recompute::Selective;
   kept_.assign(size_t(L), LayerActivations{});
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& k = kept_[size_t(l)];
@@ -163,13 +164,15 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
           k.lora_t[size_t(m)] = alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))),
                                       dt, {B * T, lora_rank_[size_t(l)][size_t(m)]});
     }
+    if (keep_gemm_outputs) {
+      k.gate = alloc(name("gate"), dt, {B * T, F});
+      k.up = alloc(name("up"), dt, {B * T, F});
+    }
     if (keep_all) {
       k.attn_rstd = alloc(name("attn_rstd"), st, {B * T, 1});
       k.attn_in = alloc(name("attn_in"), dt, {B * T, D});
       k.ffn_rstd = alloc(name("ffn_rstd"), st, {B * T, 1});
       k.ffn_in = alloc(name("ffn_in"), dt, {B * T, D});
-      k.gate = alloc(name("gate"), dt, {B * T, F});
-      k.up = alloc(name("up"), dt, {B * T, F});
       k.h = alloc(name("h"), dt, {B * T, F});
     }
   }
@@ -471,6 +474,8 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
         layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
+      else if (options_.recompute == Recompute::Elementwise)
+        layer_recompute_elementwise(c, w.layers[size_t(l)], chunk, a);
       layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
                      kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
     }

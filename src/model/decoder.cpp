@@ -121,12 +121,14 @@ std::string_view recompute_name(Recompute r) {
       return "full";
     case Recompute::Selective:
       return "selective";
+    case Recompute::Elementwise:
+      return "elementwise";
   }
   return "?";
 }
 
 std::optional<Recompute> recompute_from_name(std::string_view name) {
-  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective})
+  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective, Recompute::Elementwise})
     if (recompute_name(r) == name) return r;
   return std::nullopt;
 }
@@ -138,7 +140,8 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
-  const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective;
+  const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective,
+             elementwise = recompute_ == Recompute::Elementwise;
 
   batch_buffers_.plan(alloc, B, T);
   resid_.resize(size_t(L + 1));
@@ -168,23 +171,24 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
     const bool attention_kept = !full;  // kept by None and Selective
-    const bool mlp_kept = !full && !selective;
+    const bool gemm_out_kept = !full && !selective;  // gate and up: kept by None and Elementwise
+    const bool norm_kept = gemm_out_kept && !elementwise;  // the norms' outputs, their rstds and h: None
     kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);
     kv.v = buffer(l, attention_kept, "v", dt, {B, T, KVH, HD}, 1);
     a.x = resid_[size_t(l)];
-    a.attn_rstd = buffer(l, mlp_kept, "attn_rstd", st, {N}, 2);
-    a.attn_in = buffer(l, mlp_kept, "attn_in", dt, {N, D}, 3);
+    a.attn_rstd = buffer(l, norm_kept, "attn_rstd", st, {N}, 2);
+    a.attn_in = buffer(l, norm_kept, "attn_in", dt, {N, D}, 3);
     a.q = buffer(l, attention_kept, "q", dt, {B, T, H, HD}, 4);
     a.k = kv.k;  // one chunk spans the whole K/V range: the layer writes K/V in place
     a.v = kv.v;
     a.attn_out = buffer(l, attention_kept, "attn_out", dt, {B, T, H, HD}, 5);
     a.attn_lse = buffer(l, attention_kept, "attn_lse", st, {B, H, T}, 6);
     a.mid = buffer(l, attention_kept, "mid", dt, {N, D}, 7);
-    a.ffn_rstd = buffer(l, mlp_kept, "ffn_rstd", st, {N}, 8);
-    a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
-    a.gate = buffer(l, mlp_kept, "gate", dt, {N, F}, 10);
-    a.up = buffer(l, mlp_kept, "up", dt, {N, F}, 11);
-    a.h = buffer(l, mlp_kept, "h", dt, {N, F}, 12);
+    a.ffn_rstd = buffer(l, norm_kept, "ffn_rstd", st, {N}, 8);
+    a.ffn_in = buffer(l, norm_kept, "ffn_in", dt, {N, D}, 9);
+    a.gate = buffer(l, gemm_out_kept, "gate", dt, {N, F}, 10);
+    a.up = buffer(l, gemm_out_kept, "up", dt, {N, F}, 11);
+    a.h = buffer(l, norm_kept, "h", dt, {N, F}, 12);
   }
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
@@ -394,6 +398,8 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
                     lora_pass(l, nullptr));
     else if (recompute_ == Recompute::Selective)
       layer_recompute_selective(config_, l, w.layers[size_t(l)], chunk, a, lora_pass(l, nullptr));
+    else if (recompute_ == Recompute::Elementwise)
+      layer_recompute_elementwise(config_, w.layers[size_t(l)], chunk, a);
     layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
                    acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.

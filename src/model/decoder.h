@@ -164,15 +164,23 @@ struct LmActivations {
 //   Selective: the input, q, K/V, the attention output and its lse, mid (x + o_proj) and the LoRA
 //     activations; backward recomputes the two norms and the MLP's gate, up and silu(gate) * up, so the
 //     expensive part (attention) is never recomputed.
+//   Elementwise: every GEMM output (None's activations less the two norm outputs attn_in, ffn_in, their
+//     rstds and h); backward recomputes the two RMSNorms and silu(gate) * up (memory-bound, no GEMM) into
+//     one layer's shared buffers just before the layer's backward.
 // Recomputation repeats the same deterministic ops on the same inputs: gradients are bit-identical.
-enum class Recompute : uint8_t { None, Full, Selective };
-std::string_view recompute_name(Recompute r);               // "none", "full", "selective"
+enum class Recompute : uint8_t { None, Full, Selective, Elementwise };
+std::string_view recompute_name(Recompute r);  // "none", "full", "selective", "elementwise"
 std::optional<Recompute> recompute_from_name(std::string_view name);
 
 // The MLP's inputs of a layer from its kept state (Selective): attn_in/attn_rstd = input_layernorm(x),
 // ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.
 void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
+// The elementwise activations of a layer from its kept state (Elementwise): attn_in/attn_rstd =
+// input_layernorm(x), ffn_in/ffn_rstd = post_attention_layernorm(mid), h = silu(gate) * up (gate and up as
+// the forward left them, LoRA included: nothing here touches an adapter).
+void layer_recompute_elementwise(const ModelConfig& config, const LayerWeights& w, const ChunkInfo& chunk,
+                                 LayerActivations& acts);
 
 // What a decoder keeps and how it computes the loss. A policy alone converts (the common case).
 struct DecoderOptions {

@@ -226,11 +226,11 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
   const model::Batch batch = tb.batch(false);  // no segments: the tensor-core attention path when eligible
   const int64_t label_tokens = model::count_label_tokens(batch);
   std::vector<std::vector<double>> reference;
-  for (int variant = 0; variant < 5; ++variant) {
-    const model::Recompute policy = variant == 1 || variant == 3 ? model::Recompute::Selective
-                                    : variant == 2               ? model::Recompute::Full
-                                                                 : model::Recompute::None;
-    const bool offload = variant >= 3;
+  using R = model::Recompute;
+  const std::pair<R, bool> variants[] = {{R::None, false},     {R::Selective, false}, {R::Full, false},
+                                         {R::Elementwise, false}, {R::Selective, true}, {R::None, true},
+                                         {R::Elementwise, true}};  // (policy, offload); the first: reference
+  for (const auto& [policy, offload] : variants) {
     ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
     Arena arena("activations", ops::memory_resource(Device::CUDA),
                 model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy, offload));
@@ -244,7 +244,7 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
     for (const model::WeightSpec& s : model::weight_specs(c)) got.push_back(to_f64(model::weight_of(m.grads, s)));
     if (reference.empty()) reference = got;
     const bool same = got == reference;
-    std::printf("OFFLOAD recompute %-9s offload %d: gradients %s the keep-everything run's\n",
+    std::printf("OFFLOAD recompute %-11s offload %d: gradients %s the keep-everything run's\n",
                 std::string(model::recompute_name(policy)).c_str(), int(offload), same ? "bit-identical to" : "DIFFER from");
     EXPECT_TRUE(same) << model::recompute_name(policy) << " offload " << offload;
   }

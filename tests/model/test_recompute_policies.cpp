@@ -1,8 +1,13 @@
-// Activation recomputation policies (none, full, selective) give bit-identical losses and gradients — the
-// recomputed activations are the same deterministic ops on the same inputs — for the whole-sequence decoder
-// and the chunked one, with full fine-tuning and with LoRA (dropout included); and each policy keeps what it
-// says: full < selective < none in activation memory, the arena's high-water equal to the plan.
+// Activation recomputation policies (none, full, selective, elementwise) give bit-identical losses and
+// gradients — the recomputed activations are the same deterministic ops on the same inputs — for the
+// whole-sequence decoder and the chunked one, with full fine-tuning and with LoRA (dropout included); and
+// each policy keeps what it says: full < selective < elementwise < none in activation memory (elementwise
+// exactly none less the norm outputs, their rstds and h), the arena's high-water equal to the plan.
 #include <gtest/gtest.h>
+
+#include <iterator>
+#include <map>
+#include <string>
 
 #include "lora_test_util.h"
 #include "model/chunked_decoder.h"
@@ -15,7 +20,9 @@ namespace {
 
 using model::Recompute;
 
-constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective};
+constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective,
+                                   Recompute::Elementwise};
+constexpr int kPolicyCount = int(std::size(kPolicies));
 
 struct Outcome {
   double loss = 0;
@@ -70,9 +77,9 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
 
 void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk) {
   const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None);
-  for (int variant = 0; variant < (chunk == 0 ? 6 : 3); ++variant) {
-    const Recompute p = kPolicies[variant % 3];
-    const bool offload = variant >= 3;  // the whole-sequence decoder with its kept activations offloaded
+  for (int variant = 0; variant < (chunk == 0 ? 2 : 1) * kPolicyCount; ++variant) {
+    const Recompute p = kPolicies[variant % kPolicyCount];
+    const bool offload = variant >= kPolicyCount;  // the whole-sequence decoder, kept activations offloaded
     const Outcome o = run(dt, lora, dropout, chunk, p, offload);
     const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
                                          offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk);
@@ -105,24 +112,104 @@ TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
 TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
   const model::ModelConfig config = test::tiny_config(false);
   for (int64_t chunk : {0, 64}) {
-    size_t bytes[3];
-    for (int i = 0; i < 3; ++i) {
+    size_t bytes[kPolicyCount];
+    for (int i = 0; i < kPolicyCount; ++i) {
       const Recompute p = kPolicies[i];
       bytes[i] = chunk == 0 ? model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p)
                             : model::ChunkedDecoder::arena_bytes(config, DType::F32, 2, 256,
                                                                  {.chunk_size = chunk, .recompute = p});
     }
-    // bytes[0] none, [1] full, [2] selective
+    // bytes[0] none, [1] full, [2] selective, [3] elementwise
     EXPECT_LT(bytes[1], bytes[2]) << "full keeps less than selective, chunk " << chunk;
-    EXPECT_LT(bytes[2], bytes[0]) << "selective keeps less than none, chunk " << chunk;
+    EXPECT_LT(bytes[2], bytes[3]) << "selective keeps less than elementwise, chunk " << chunk;
+    EXPECT_LT(bytes[3], bytes[0]) << "elementwise keeps less than none, chunk " << chunk;
   }
+}
+
+// The buffers of a plan by name (bytes, alignment included).
+std::map<std::string, size_t> by_name(const std::vector<model::PlannedBuffer>& buffers) {
+  std::map<std::string, size_t> m;
+  for (const model::PlannedBuffer& b : buffers) EXPECT_TRUE(m.emplace(b.name, b.bytes).second) << b.name;
+  return m;
+}
+
+// Names (with bytes) in `a` that `b` lacks.
+std::map<std::string, size_t> minus(const std::map<std::string, size_t>& a, const std::map<std::string, size_t>& b) {
+  std::map<std::string, size_t> d;
+  for (const auto& [name, bytes] : a)
+    if (!b.count(name)) d.emplace(name, bytes);
+  return d;
+}
+
+size_t aligned(size_t bytes) {
+  return (bytes + model::kArenaAlignment - 1) / model::kArenaAlignment * model::kArenaAlignment;
+}
+
+// Elementwise keeps what None keeps less the two norm outputs, their rstds and h, of every layer: the
+// whole-sequence decoder recomputes them into one layer's worth of shared buffers, the chunked one into the
+// one-chunk buffers it has under every policy. With LoRA (its t kept) the difference is the same.
+TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
+  const model::ModelConfig config = test::tiny_config(false);
+  const int64_t B = 2, T = 40, L = config.num_layers, D = config.hidden_size, F = config.intermediate_size;
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool lora : {false, true}) {
+      const std::vector<model::LoraSpec> specs =
+          lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
+      const size_t e = dtype_size(dt), st = dtype_size(model::stats_dtype(dt));
+      // (name, bytes) of one layer's dropped buffers at `rows` tokens.
+      auto dropped = [&](int64_t rows) {
+        return std::map<std::string, size_t>{{"attn_rstd", aligned(size_t(rows) * st)},
+                                             {"attn_in", aligned(size_t(rows * D) * e)},
+                                             {"ffn_rstd", aligned(size_t(rows) * st)},
+                                             {"ffn_in", aligned(size_t(rows * D) * e)},
+                                             {"h", aligned(size_t(rows * F) * e)}};
+      };
+      size_t layer_bytes = 0;
+      for (const auto& [name, bytes] : dropped(B * T)) layer_bytes += bytes;
+      const std::string what = fmt::format("{} lora={}", dtype_name(dt), lora);
+
+      // Whole sequence: layer.l.X of every layer out, one recompute.X in.
+      const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
+      const auto elem = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
+      std::map<std::string, size_t> expect_out, expect_in;
+      for (const auto& [name, bytes] : dropped(B * T)) {
+        for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
+        expect_in.emplace(fmt::format("recompute.{}", name), bytes);
+      }
+      EXPECT_EQ(minus(none, elem), expect_out) << what;
+      EXPECT_EQ(minus(elem, none), expect_in) << what;
+      EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::None) -
+                    model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
+                size_t(L - 1) * layer_bytes)
+          << what;
+
+      // Chunked: the per-layer kept copies (all T tokens) out, nothing in.
+      const model::ChunkedOptions none_c{.chunk_size = 16, .recompute = Recompute::None};
+      const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
+      const model::ChunkedOptions sel_c{.chunk_size = 16, .recompute = Recompute::Selective};
+      const auto none_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, none_c, specs));
+      const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
+      const auto sel_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, sel_c, specs));
+      expect_out.clear();
+      for (const auto& [name, bytes] : dropped(B * T))
+        for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.kept_{}", l, name), bytes);
+      EXPECT_EQ(minus(none_k, elem_k), expect_out) << what << " chunked";
+      EXPECT_TRUE(minus(elem_k, none_k).empty()) << what << " chunked";
+      // Over Selective, Elementwise keeps gate and up of every layer and token.
+      std::map<std::string, size_t> gate_up;
+      for (int64_t l = 0; l < L; ++l)
+        for (const char* name : {"gate", "up"})
+          gate_up.emplace(fmt::format("layer.{}.kept_{}", l, name), aligned(size_t(B * T * F) * e));
+      EXPECT_EQ(minus(elem_k, sel_k), gate_up) << what << " chunked";
+      EXPECT_TRUE(minus(sel_k, elem_k).empty()) << what << " chunked";
+    }
 }
 
 TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
   model::ModelConfig config = test::tiny_config(false);
   config.num_layers = 6;
   config.layer_window.assign(6, 0);
-  for (Recompute p : {Recompute::None, Recompute::Selective}) {
+  for (Recompute p : {Recompute::None, Recompute::Selective, Recompute::Elementwise}) {
     const size_t kept = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p);
     const size_t device = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p, true);
     const size_t host = model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, p);
@@ -149,9 +236,9 @@ TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
   model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
   test::fill_random(c, w, 83);
   std::vector<std::vector<char>> reference;
-  for (int variant = 0; variant < 6; ++variant) {
-    const Recompute p = kPolicies[variant % 3];
-    const bool offload = variant >= 3;
+  for (int variant = 0; variant < 2 * kPolicyCount; ++variant) {
+    const Recompute p = kPolicies[variant % kPolicyCount];
+    const bool offload = variant >= kPolicyCount;
     Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
     model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
     Arena arena("acts", HostMemory::instance(), model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
@@ -169,6 +256,7 @@ TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
 TEST(RecomputePolicies, NamesRoundTrip) {
   for (Recompute p : kPolicies) EXPECT_EQ(model::recompute_from_name(model::recompute_name(p)), p);
   EXPECT_FALSE(model::recompute_from_name("partial").has_value());
+  EXPECT_EQ(model::recompute_from_name("elementwise"), Recompute::Elementwise);
 }
 
 }  // namespace
