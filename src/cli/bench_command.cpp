@@ -444,7 +444,9 @@ void register_bench_command(CLI::App& app) {
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
   bench->add_flag("--offload_activations", o->offload,
                   "chunked runs (with --no_whole): the layer-input checkpoints in page-locked host memory");
-  bench->add_option("--recompute", o->recompute, "auto (none whole, full chunked), none, full, selective or elementwise")
+  bench
+      ->add_option("--recompute", o->recompute,
+                   "auto (none whole, full chunked), none, full, selective or elementwise")
       ->capture_default_str();
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();

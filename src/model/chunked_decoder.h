@@ -16,7 +16,8 @@
 //   ChunkedOptions::offload they live in host memory instead (below);
 // - per token: the shifted labels, the loss's lse (B*T) and the chunk-major copies of ids/positions/segments.
 // Everything else (a layer's activations, LoRA's t = dropout(x) A^T, backward scratch, the loss head's
-// buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
+// buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D)
+// checkpoints and caches.
 //
 // The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective,
 // Elementwise and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.

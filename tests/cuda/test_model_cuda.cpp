@@ -227,8 +227,8 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
   const int64_t label_tokens = model::count_label_tokens(batch);
   std::vector<std::vector<double>> reference;
   using R = model::Recompute;
-  const std::pair<R, bool> variants[] = {{R::None, false},     {R::Selective, false}, {R::Full, false},
-                                         {R::Elementwise, false}, {R::Selective, true}, {R::None, true},
+  const std::pair<R, bool> variants[] = {{R::None, false},        {R::Selective, false}, {R::Full, false},
+                                         {R::Elementwise, false}, {R::Selective, true},  {R::None, true},
                                          {R::Elementwise, true}};  // (policy, offload); the first: reference
   for (const auto& [policy, offload] : variants) {
     ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
@@ -245,7 +245,8 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
     if (reference.empty()) reference = got;
     const bool same = got == reference;
     std::printf("OFFLOAD recompute %-11s offload %d: gradients %s the keep-everything run's\n",
-                std::string(model::recompute_name(policy)).c_str(), int(offload), same ? "bit-identical to" : "DIFFER from");
+                std::string(model::recompute_name(policy)).c_str(), int(offload),
+                same ? "bit-identical to" : "DIFFER from");
     EXPECT_TRUE(same) << model::recompute_name(policy) << " offload " << offload;
   }
 }

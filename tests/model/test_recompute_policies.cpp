@@ -134,7 +134,8 @@ std::map<std::string, size_t> by_name(const std::vector<model::PlannedBuffer>& b
 }
 
 // Names (with bytes) in `a` that `b` lacks.
-std::map<std::string, size_t> minus(const std::map<std::string, size_t>& a, const std::map<std::string, size_t>& b) {
+std::map<std::string, size_t> minus(const std::map<std::string, size_t>& a,
+                                    const std::map<std::string, size_t>& b) {
   std::map<std::string, size_t> d;
   for (const auto& [name, bytes] : a)
     if (!b.count(name)) d.emplace(name, bytes);
@@ -170,7 +171,8 @@ TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
 
       // Whole sequence: layer.l.X of every layer out, one recompute.X in.
       const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
-      const auto elem = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
+      const auto elem =
+          by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
       std::map<std::string, size_t> expect_out, expect_in;
       for (const auto& [name, bytes] : dropped(B * T)) {
         for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
