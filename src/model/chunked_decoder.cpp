@@ -474,10 +474,12 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
         layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, out, lora_pass(C, l, nullptr));
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
-      else if (options_.recompute == Recompute::Elementwise)
-        layer_recompute_elementwise(c, w.layers[size_t(l)], chunk, a);
-      layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                     kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      if (options_.recompute == Recompute::Elementwise)  // into the one-chunk buffers every policy has
+        layer_backward_elementwise(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                                   kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      else
+        layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                       kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
     }
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,

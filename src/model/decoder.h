@@ -148,6 +148,17 @@ void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights
                     const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
                     const LoraPass& lora = {});
 
+// layer_backward under Recompute::Elementwise: acts holds no h, ffn_in, ffn_rstd, attn_in or attn_rstd; each
+// is recomputed (the forward's ops on the kept x, mid, gate and up: the same bits) right before its first
+// use: h = silu(gate) * up first, ffn_in/ffn_rstd after swiglu's backward, attn_in/attn_rstd after the MLP
+// norm's backward. So a decoder may place h in scratch.d_gate (first written by swiglu's backward, after h's
+// last use), ffn_in and attn_in in scratch.d_h (dead after swiglu's backward; ffn_in is dead before attn_in
+// is written) and both rstds in one buffer.
+void layer_backward_elementwise(const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                                LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv,
+                                const KvGrads& kv_grads, LayerActivations& acts, LayerScratch& scratch,
+                                Tensor d_resid, const LoraPass& lora = {});
+
 // The final norm, the LM head and the cross-entropy over N = B*T rows.
 struct LmActivations {
   Tensor x;       // (N, D) the last layer's output
@@ -165,8 +176,9 @@ struct LmActivations {
 //     activations; backward recomputes the two norms and the MLP's gate, up and silu(gate) * up, so the
 //     expensive part (attention) is never recomputed.
 //   Elementwise: every GEMM output (None's activations less the two norm outputs attn_in, ffn_in, their
-//     rstds and h); backward recomputes the two RMSNorms and silu(gate) * up (memory-bound, no GEMM) into
-//     one layer's shared buffers just before the layer's backward.
+//     rstds and h); the layer's backward recomputes the two RMSNorms and silu(gate) * up (memory-bound, no
+//     GEMM) right before it needs them, into backward scratch that is dead at that point
+//     (layer_backward_elementwise).
 // Recomputation repeats the same deterministic ops on the same inputs: gradients are bit-identical.
 enum class Recompute : uint8_t { None, Full, Selective, Elementwise };
 std::string_view recompute_name(Recompute r);  // "none", "full", "selective", "elementwise"
@@ -176,11 +188,6 @@ std::optional<Recompute> recompute_from_name(std::string_view name);
 // ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.
 void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
-// The elementwise activations of a layer from its kept state (Elementwise): attn_in/attn_rstd =
-// input_layernorm(x), ffn_in/ffn_rstd = post_attention_layernorm(mid), h = silu(gate) * up (gate and up as
-// the forward left them, LoRA included: nothing here touches an adapter).
-void layer_recompute_elementwise(const ModelConfig& config, const LayerWeights& w, const ChunkInfo& chunk,
-                                 LayerActivations& acts);
 
 // What a decoder keeps and how it computes the loss. A policy alone converts (the common case).
 struct DecoderOptions {

@@ -38,19 +38,6 @@ void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerW
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
 }
 
-void layer_recompute_elementwise(const ModelConfig& c, const LayerWeights& w, const ChunkInfo& chunk,
-                                 LayerActivations& a) {
-  const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size, F = c.intermediate_size;
-  check_shape(a.x, {N, D}, "layer_recompute_elementwise: input");
-  check_shape(a.mid, {N, D}, "layer_recompute_elementwise: mid");
-  check_shape(a.gate, {N, F}, "layer_recompute_elementwise: gate");
-  check_shape(a.up, {N, F}, "layer_recompute_elementwise: up");
-  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
-  ops::rmsnorm_forward(norm, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
-  ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
-}
-
 void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                    const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;

@@ -85,7 +85,8 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
                                          offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk);
     EXPECT_EQ(o.loss, ref.loss) << what;
     ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
-    for (size_t i = 0; i < ref.grads.size(); ++i) EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
+    for (size_t i = 0; i < ref.grads.size(); ++i)
+      EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
     // The plan is the arena: arena_bytes reserves one alignment's slack for an unaligned arena start and
     // rounds the last buffer up, which the high-water mark does not.
     EXPECT_LE(o.arena_high_water, o.planned) << what;
@@ -109,8 +110,12 @@ TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
     }
 }
 
+// Six layers: whole-sequence Selective has one layer's worth of shared buffers (norm outputs, gate, up, h)
+// that Elementwise does without, so with two layers Elementwise (gate and up per layer) would be the smaller.
 TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
-  const model::ModelConfig config = test::tiny_config(false);
+  model::ModelConfig config = test::tiny_config(false);
+  config.num_layers = 6;
+  config.layer_window.assign(6, 0);
   for (int64_t chunk : {0, 64}) {
     size_t bytes[kPolicyCount];
     for (int i = 0; i < kPolicyCount; ++i) {
@@ -147,64 +152,70 @@ size_t aligned(size_t bytes) {
 }
 
 // Elementwise keeps what None keeps less the two norm outputs, their rstds and h, of every layer: the
-// whole-sequence decoder recomputes them into one layer's worth of shared buffers, the chunked one into the
-// one-chunk buffers it has under every policy. With LoRA (its t kept) the difference is the same.
+// whole-sequence decoder recomputes them into backward scratch (h in grad.gate, the norm outputs in grad.h
+// when F >= D, else in a buffer of their own) and one shared rstd buffer; the chunked one into the one-chunk
+// buffers it has under every policy. With LoRA (its t kept) the difference is the same.
 TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
-  const model::ModelConfig config = test::tiny_config(false);
-  const int64_t B = 2, T = 40, L = config.num_layers, D = config.hidden_size, F = config.intermediate_size;
-  for (DType dt : {DType::F32, DType::F64})
-    for (bool lora : {false, true}) {
-      const std::vector<model::LoraSpec> specs =
-          lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
-      const size_t e = dtype_size(dt), st = dtype_size(model::stats_dtype(dt));
-      // (name, bytes) of one layer's dropped buffers at `rows` tokens.
-      auto dropped = [&](int64_t rows) {
-        return std::map<std::string, size_t>{{"attn_rstd", aligned(size_t(rows) * st)},
-                                             {"attn_in", aligned(size_t(rows * D) * e)},
-                                             {"ffn_rstd", aligned(size_t(rows) * st)},
-                                             {"ffn_in", aligned(size_t(rows * D) * e)},
-                                             {"h", aligned(size_t(rows * F) * e)}};
-      };
-      size_t layer_bytes = 0;
-      for (const auto& [name, bytes] : dropped(B * T)) layer_bytes += bytes;
-      const std::string what = fmt::format("{} lora={}", dtype_name(dt), lora);
+  model::ModelConfig narrow = test::tiny_config(false);
+  narrow.intermediate_size = narrow.hidden_size - 2;  // F < D: the norm outputs do not fit grad.h
+  for (const model::ModelConfig& config : {test::tiny_config(false), narrow})
+    for (DType dt : {DType::F32, DType::F64})
+      for (bool lora : {false, true}) {
+        const int64_t B = 2, T = 40, L = config.num_layers, D = config.hidden_size,
+                      F = config.intermediate_size;
+        const std::vector<model::LoraSpec> specs =
+            lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
+        const size_t e = dtype_size(dt), st = dtype_size(model::stats_dtype(dt));
+        // (name, bytes) of one layer's dropped buffers at `rows` tokens.
+        auto dropped = [&](int64_t rows) {
+          return std::map<std::string, size_t>{{"attn_rstd", aligned(size_t(rows) * st)},
+                                               {"attn_in", aligned(size_t(rows * D) * e)},
+                                               {"ffn_rstd", aligned(size_t(rows) * st)},
+                                               {"ffn_in", aligned(size_t(rows * D) * e)},
+                                               {"h", aligned(size_t(rows * F) * e)}};
+        };
+        size_t layer_bytes = 0;
+        for (const auto& [name, bytes] : dropped(B * T)) layer_bytes += bytes;
+        const std::string what = fmt::format("{} lora={} F={}", dtype_name(dt), lora, F);
 
-      // Whole sequence: layer.l.X of every layer out, one recompute.X in.
-      const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
-      const auto elem =
-          by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
-      std::map<std::string, size_t> expect_out, expect_in;
-      for (const auto& [name, bytes] : dropped(B * T)) {
-        for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
-        expect_in.emplace(fmt::format("recompute.{}", name), bytes);
+        // Whole sequence: layer.l.X of every layer out; in: one rstd buffer (and the norm output when F < D).
+        const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
+        const auto elem =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
+        std::map<std::string, size_t> expect_out,
+            expect_in{{"recompute.norm_rstd", aligned(size_t(B * T) * st)}};
+        if (F < D) expect_in.emplace("recompute.norm_out", aligned(size_t(B * T * D) * e));
+        for (const auto& [name, bytes] : dropped(B * T))
+          for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
+        EXPECT_EQ(minus(none, elem), expect_out) << what;
+        EXPECT_EQ(minus(elem, none), expect_in) << what;
+        size_t in_bytes = 0;
+        for (const auto& [name, bytes] : expect_in) in_bytes += bytes;
+        EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::None) -
+                      model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
+                  size_t(L) * layer_bytes - in_bytes)
+            << what;
+
+        // Chunked: the per-layer kept copies (all T tokens) out, nothing in.
+        const model::ChunkedOptions none_c{.chunk_size = 16, .recompute = Recompute::None};
+        const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
+        const model::ChunkedOptions sel_c{.chunk_size = 16, .recompute = Recompute::Selective};
+        const auto none_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, none_c, specs));
+        const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
+        const auto sel_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, sel_c, specs));
+        expect_out.clear();
+        for (const auto& [name, bytes] : dropped(B * T))
+          for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.kept_{}", l, name), bytes);
+        EXPECT_EQ(minus(none_k, elem_k), expect_out) << what << " chunked";
+        EXPECT_TRUE(minus(elem_k, none_k).empty()) << what << " chunked";
+        // Over Selective, Elementwise keeps gate and up of every layer and token.
+        std::map<std::string, size_t> gate_up;
+        for (int64_t l = 0; l < L; ++l)
+          for (const char* name : {"gate", "up"})
+            gate_up.emplace(fmt::format("layer.{}.kept_{}", l, name), aligned(size_t(B * T * F) * e));
+        EXPECT_EQ(minus(elem_k, sel_k), gate_up) << what << " chunked";
+        EXPECT_TRUE(minus(sel_k, elem_k).empty()) << what << " chunked";
       }
-      EXPECT_EQ(minus(none, elem), expect_out) << what;
-      EXPECT_EQ(minus(elem, none), expect_in) << what;
-      EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::None) -
-                    model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
-                size_t(L - 1) * layer_bytes)
-          << what;
-
-      // Chunked: the per-layer kept copies (all T tokens) out, nothing in.
-      const model::ChunkedOptions none_c{.chunk_size = 16, .recompute = Recompute::None};
-      const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
-      const model::ChunkedOptions sel_c{.chunk_size = 16, .recompute = Recompute::Selective};
-      const auto none_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, none_c, specs));
-      const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
-      const auto sel_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, sel_c, specs));
-      expect_out.clear();
-      for (const auto& [name, bytes] : dropped(B * T))
-        for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.kept_{}", l, name), bytes);
-      EXPECT_EQ(minus(none_k, elem_k), expect_out) << what << " chunked";
-      EXPECT_TRUE(minus(elem_k, none_k).empty()) << what << " chunked";
-      // Over Selective, Elementwise keeps gate and up of every layer and token.
-      std::map<std::string, size_t> gate_up;
-      for (int64_t l = 0; l < L; ++l)
-        for (const char* name : {"gate", "up"})
-          gate_up.emplace(fmt::format("layer.{}.kept_{}", l, name), aligned(size_t(B * T * F) * e));
-      EXPECT_EQ(minus(elem_k, sel_k), gate_up) << what << " chunked";
-      EXPECT_TRUE(minus(sel_k, elem_k).empty()) << what << " chunked";
-    }
 }
 
 TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
@@ -227,31 +238,37 @@ TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
 // Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,
 // offloaded or not, gives the same bits.
 TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
-  constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  model::ModelConfig c = test::tiny_config(false);
-  c.num_layers = 5;
-  c.layer_window = {0, 3, 0, 2, 0};
-  test::TinyBatch data;
-  const model::Batch batch = data.batch(true);
-  const int64_t label_tokens = model::count_label_tokens(batch);
-  Arena params("params", HostMemory::instance(), 2 * model::weights_bytes(c, DType::F64));
-  model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
-  test::fill_random(c, w, 83);
-  std::vector<std::vector<char>> reference;
-  for (int variant = 0; variant < 2 * kPolicyCount; ++variant) {
-    const Recompute p = kPolicies[variant % kPolicyCount];
-    const bool offload = variant >= kPolicyCount;
-    Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
-    model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
-    Arena arena("acts", HostMemory::instance(), model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
-    Arena host("offload", HostMemory::instance(), model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
-    model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
-    d.forward(w, batch, label_tokens);
-    d.backward(w, g);
-    std::vector<std::vector<char>> got;
-    for (const model::WeightSpec& s : model::weight_specs(c)) got.push_back(bytes_of(model::weight_of(g, s)));
-    if (reference.empty()) reference = got;
-    EXPECT_EQ(got, reference) << model::recompute_name(p) << (offload ? "+offload" : "");
+  for (int64_t F : {12, 6}) {  // F < D too: Elementwise's norm outputs then have a buffer of their own
+    constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
+    model::ModelConfig c = test::tiny_config(false);
+    c.num_layers = 5;
+    c.layer_window = {0, 3, 0, 2, 0};
+    c.intermediate_size = F;
+    test::TinyBatch data;
+    const model::Batch batch = data.batch(true);
+    const int64_t label_tokens = model::count_label_tokens(batch);
+    Arena params("params", HostMemory::instance(), 2 * model::weights_bytes(c, DType::F64));
+    model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
+    test::fill_random(c, w, 83);
+    std::vector<std::vector<char>> reference;
+    for (int variant = 0; variant < 2 * kPolicyCount; ++variant) {
+      const Recompute p = kPolicies[variant % kPolicyCount];
+      const bool offload = variant >= kPolicyCount;
+      Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
+      model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
+      Arena arena("acts", HostMemory::instance(),
+                  model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
+      Arena host("offload", HostMemory::instance(),
+                 model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
+      model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
+      d.forward(w, batch, label_tokens);
+      d.backward(w, g);
+      std::vector<std::vector<char>> got;
+      for (const model::WeightSpec& s : model::weight_specs(c))
+        got.push_back(bytes_of(model::weight_of(g, s)));
+      if (reference.empty()) reference = got;
+      EXPECT_EQ(got, reference) << model::recompute_name(p) << (offload ? "+offload" : "") << " F " << F;
+    }
   }
 }
 
