@@ -236,23 +236,36 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   kv_grads_.dv = alloc("grad.v", dt, {B, T, KVH, HD});
   scratch_.d_norm = alloc("grad.norm_out", dt, {N, D});
   scratch_.d_h = alloc("grad.h", dt, {N, F});
-  scratch_.d_gate = alloc("grad.gate", dt, {N, F});
-  scratch_.d_up = alloc("grad.up", dt, {N, F});
-  scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
-  scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
   scratch_.d_k = kv_grads_.dk;
   scratch_.d_v = kv_grads_.dv;
-  if (elementwise) {
-    // Where layer_backward_elementwise may recompute them (decoder.h): h in d_gate, both norm outputs in d_h
-    // (when it is as large: F >= D), both rstds in one buffer. The forward writes them there too (backward
-    // scratch is free during forward; the head's backward in forward writes only d_norm).
+  if (!elementwise) {
+    scratch_.d_gate = alloc("grad.gate", dt, {N, F});
+    scratch_.d_up = alloc("grad.up", dt, {N, F});
+    scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
+    scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
+  } else {
+    // layer_backward_elementwise's placement (decoder.h): the gate/up gradients overwrite the layer's own
+    // gate and up (no grad.gate, grad.up); h in a buffer of its own, which also holds dAttn and dQ (used
+    // only after h's last use) when it is large enough; both norm outputs in grad.h when it is (F >= D), and
+    // both rstds in one buffer. The forward writes them there too: backward scratch is free during forward
+    // (the head's backward in forward writes only grad.norm_out).
+    const Tensor h = alloc("recompute.h", dt, {N, F});  // (N, F)
+    const int64_t q_elems = N * H * HD;
+    if (2 * q_elems <= N * F) {
+      scratch_.d_attn = Tensor(h.data, dt, {B, T, H, HD}, h.device);
+      scratch_.d_q = Tensor(h.data ? static_cast<char*>(h.data) + size_t(q_elems) * dtype_size(dt) : nullptr,
+                            dt, {B, T, H, HD}, h.device);
+    } else {
+      scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
+      scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
+    }
     const Tensor norm_out = F >= D ? Tensor(scratch_.d_h.data, dt, {N, D}, scratch_.d_h.device)  // (N, D)
                                    : alloc("recompute.norm_out", dt, {N, D});
     const Tensor rstd = alloc("recompute.norm_rstd", st, {N});  // (N)
     for (LayerActivations& a : acts_) {
       a.attn_in = a.ffn_in = norm_out;
       a.attn_rstd = a.ffn_rstd = rstd;
-      a.h = scratch_.d_gate;
+      a.h = h;
     }
   }
   lm_.x = resid_[size_t(L)];

@@ -151,9 +151,10 @@ void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights
 // layer_backward under Recompute::Elementwise: acts holds no h, ffn_in, ffn_rstd, attn_in or attn_rstd; each
 // is recomputed (the forward's ops on the kept x, mid, gate and up: the same bits) right before its first
 // use: h = silu(gate) * up first, ffn_in/ffn_rstd after swiglu's backward, attn_in/attn_rstd after the MLP
-// norm's backward. So a decoder may place h in scratch.d_gate (first written by swiglu's backward, after h's
-// last use), ffn_in and attn_in in scratch.d_h (dead after swiglu's backward; ffn_in is dead before attn_in
-// is written) and both rstds in one buffer.
+// norm's backward. swiglu's backward writes the gate/up gradients over acts.gate/acts.up (dead by then: a
+// layer's backward runs once per forward); scratch.d_gate/d_up are not used. So a decoder may place ffn_in
+// and attn_in in scratch.d_h (dead after swiglu's backward; ffn_in is dead before attn_in is written), both
+// rstds in one buffer, and scratch.d_attn/d_q in h's buffer (h is dead before the attention branch begins).
 void layer_backward_elementwise(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                 LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv,
                                 const KvGrads& kv_grads, LayerActivations& acts, LayerScratch& scratch,

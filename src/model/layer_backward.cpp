@@ -14,10 +14,11 @@ namespace lt::model {
 namespace {
 
 // recompute: Elementwise's h, ffn_in/ffn_rstd and attn_in/attn_rstd are written into `a` right before their
-// first use (see layer_backward_elementwise), else `a` is only read.
+// first use, and the gate/up gradients over a.gate/a.up (see layer_backward_elementwise), else `a` is only
+// read. `s` by value: Elementwise points its d_gate/d_up at a.gate/a.up.
 void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
               const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads, LayerActivations& a,
-              LayerScratch& s, Tensor d_resid, const LoraPass& lora, bool recompute) {
+              LayerScratch s, Tensor d_resid, const LoraPass& lora, bool recompute) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -32,6 +33,11 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
     check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
     check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
     ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+    // gate and up are dead after swiglu's backward, which may write their gradients over them: each element
+    // is read before its gradients are written (ops/cpu/swiglu.cpp; the CUDA kernel loads a pack, then
+    // stores it).
+    s.d_gate = a.gate;
+    s.d_up = a.up;
   }
 
   // MLP branch: out = mid + down(silu(gate) * up).

@@ -34,9 +34,11 @@ using test::bytes_of;
 
 // One forward/backward of the tiny model (LoRA on every projection when `lora`, base trained otherwise).
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
-Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false) {
+// F > 0 replaces the tiny model's intermediate size.
+Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false,
+            int64_t F = 0) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  test::TinyLoraModel m(dt, !lora, 71);
+  test::TinyLoraModel m(dt, !lora, 71, B, T, F);
   test::TinyBatch data;
   const model::Batch batch = data.batch(true);
   const int64_t label_tokens = model::count_label_tokens(batch);
@@ -75,14 +77,14 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
   return o;
 }
 
-void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk) {
-  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None);
+void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk, int64_t F = 0) {
+  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None, false, F);
   for (int variant = 0; variant < (chunk == 0 ? 2 : 1) * kPolicyCount; ++variant) {
     const Recompute p = kPolicies[variant % kPolicyCount];
     const bool offload = variant >= kPolicyCount;  // the whole-sequence decoder, kept activations offloaded
-    const Outcome o = run(dt, lora, dropout, chunk, p, offload);
-    const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
-                                         offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk);
+    const Outcome o = run(dt, lora, dropout, chunk, p, offload, F);
+    const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={} F={}", model::recompute_name(p),
+                                         offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk, F);
     EXPECT_EQ(o.loss, ref.loss) << what;
     ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
     for (size_t i = 0; i < ref.grads.size(); ++i)
@@ -94,12 +96,15 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
   }
 }
 
+// The tiny model's F = 12 (D = 8, H * HD = 24); F = 48 >= 2 * H * HD also puts Elementwise's dAttn and dQ
+// in h's buffer, F = 6 < D gives its norm outputs a buffer of their own.
 TEST(RecomputePolicies, WholeSequenceGradientsAreBitIdentical) {
-  for (DType dt : {DType::F64, DType::F32}) {
-    expect_policies_identical(dt, false, 0, 0);
-    expect_policies_identical(dt, true, 0, 0);
-    expect_policies_identical(dt, true, 0.25, 0);
-  }
+  for (DType dt : {DType::F64, DType::F32})
+    for (int64_t F : {0, 48, 6}) {
+      expect_policies_identical(dt, false, 0, 0, F);
+      expect_policies_identical(dt, true, 0, 0, F);
+      expect_policies_identical(dt, true, 0.25, 0, F);
+    }
 }
 
 TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
@@ -156,13 +161,16 @@ size_t aligned(size_t bytes) {
 // when F >= D, else in a buffer of their own) and one shared rstd buffer; the chunked one into the one-chunk
 // buffers it has under every policy. With LoRA (its t kept) the difference is the same.
 TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
-  model::ModelConfig narrow = test::tiny_config(false);
-  narrow.intermediate_size = narrow.hidden_size - 2;  // F < D: the norm outputs do not fit grad.h
-  for (const model::ModelConfig& config : {test::tiny_config(false), narrow})
+  // F = 12: the norm outputs fit grad.h; F = 48 >= 2 * H * HD: dAttn and dQ fit h's buffer too; F = 6 < D:
+  // neither.
+  std::vector<model::ModelConfig> configs(3, test::tiny_config(false));
+  configs[1].intermediate_size = 48;
+  configs[2].intermediate_size = 6;
+  for (const model::ModelConfig& config : configs)
     for (DType dt : {DType::F32, DType::F64})
       for (bool lora : {false, true}) {
-        const int64_t B = 2, T = 40, L = config.num_layers, D = config.hidden_size,
-                      F = config.intermediate_size;
+        const int64_t B = 2, T = 40, N = B * T, L = config.num_layers, D = config.hidden_size,
+                      F = config.intermediate_size, QD = config.num_heads * config.head_dim;
         const std::vector<model::LoraSpec> specs =
             lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
         const size_t e = dtype_size(dt), st = dtype_size(model::stats_dtype(dt));
@@ -178,22 +186,34 @@ TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
         for (const auto& [name, bytes] : dropped(B * T)) layer_bytes += bytes;
         const std::string what = fmt::format("{} lora={} F={}", dtype_name(dt), lora, F);
 
-        // Whole sequence: layer.l.X of every layer out; in: one rstd buffer (and the norm output when F < D).
+        // Whole sequence: layer.l.X of every layer out and grad.gate/up (the gradients overwrite gate and
+        // up), grad.attn_out/q too when they fit h's buffer; in: h's buffer, one rstd buffer, and the norm
+        // output when it does not fit grad.h (F < D).
         const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
         const auto elem =
             by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
-        std::map<std::string, size_t> expect_out,
-            expect_in{{"recompute.norm_rstd", aligned(size_t(B * T) * st)}};
-        if (F < D) expect_in.emplace("recompute.norm_out", aligned(size_t(B * T * D) * e));
+        std::map<std::string, size_t> expect_out{{"grad.gate", aligned(size_t(N * F) * e)},
+                                                 {"grad.up", aligned(size_t(N * F) * e)}},
+            expect_in{{"recompute.h", aligned(size_t(N * F) * e)},
+                      {"recompute.norm_rstd", aligned(size_t(N) * st)}};
+        if (2 * QD <= F) {
+          expect_out.emplace("grad.attn_out", aligned(size_t(N * QD) * e));
+          expect_out.emplace("grad.q", aligned(size_t(N * QD) * e));
+        }
+        if (F < D) expect_in.emplace("recompute.norm_out", aligned(size_t(N * D) * e));
         for (const auto& [name, bytes] : dropped(B * T))
           for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
         EXPECT_EQ(minus(none, elem), expect_out) << what;
         EXPECT_EQ(minus(elem, none), expect_in) << what;
-        size_t in_bytes = 0;
+        size_t out_bytes = 0, in_bytes = 0;
+        for (const auto& [name, bytes] : expect_out) out_bytes += bytes;
         for (const auto& [name, bytes] : expect_in) in_bytes += bytes;
+        EXPECT_EQ(out_bytes, size_t(L) * layer_bytes + 2 * aligned(size_t(N * F) * e) +
+                                 (2 * QD <= F ? 2 * aligned(size_t(N * QD) * e) : 0))
+            << what;
         EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::None) -
                       model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
-                  size_t(L) * layer_bytes - in_bytes)
+                  out_bytes - in_bytes)
             << what;
 
         // Chunked: the per-layer kept copies (all T tokens) out, nothing in.
@@ -238,7 +258,7 @@ TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
 // Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,
 // offloaded or not, gives the same bits.
 TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
-  for (int64_t F : {12, 6}) {  // F < D too: Elementwise's norm outputs then have a buffer of their own
+  for (int64_t F : {12, 48, 6}) {  // see WholeSequenceGradientsAreBitIdentical
     constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
     model::ModelConfig c = test::tiny_config(false);
     c.num_layers = 5;
