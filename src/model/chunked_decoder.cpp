@@ -194,8 +194,10 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   LayerScratch& s = scratch_;
   s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
   s.d_h = alloc("chunk.grad.h", dt, {N, F});
-  s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
-  s.d_up = alloc("chunk.grad.up", dt, {N, F});
+  if (options_.recompute != Recompute::Elementwise) {  // Elementwise: over the kept gate and up (decoder.h)
+    s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
+    s.d_up = alloc("chunk.grad.up", dt, {N, F});
+  }
   s.d_attn = alloc("chunk.grad.attn_out", dt, {B, C, H, HD});
   s.d_q = alloc("chunk.grad.q", dt, {B, C, H, HD});
   s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
@@ -291,8 +293,8 @@ LayerScratch ChunkedDecoder::scratch_views(int64_t C) const {
   LayerScratch v;
   v.d_norm = view_at(s.d_norm, 0, {N, D});
   v.d_h = view_at(s.d_h, 0, {N, F});
-  v.d_gate = view_at(s.d_gate, 0, {N, F});
-  v.d_up = view_at(s.d_up, 0, {N, F});
+  v.d_gate = s.d_gate.empty() ? Tensor() : view_at(s.d_gate, 0, {N, F});
+  v.d_up = s.d_up.empty() ? Tensor() : view_at(s.d_up, 0, {N, F});
   v.d_attn = view_at(s.d_attn, 0, {B, C, H, HD});
   v.d_q = view_at(s.d_q, 0, {B, C, H, HD});
   v.d_k = view_at(s.d_k, 0, {B, C, KVH, HD});

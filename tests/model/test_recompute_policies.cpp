@@ -216,25 +216,32 @@ TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
                   out_bytes - in_bytes)
             << what;
 
-        // Chunked: the per-layer kept copies (all T tokens) out, nothing in.
+        // Chunked: the per-layer kept copies (all T tokens) and the one-chunk gate/up gradients out, nothing
+        // in.
         const model::ChunkedOptions none_c{.chunk_size = 16, .recompute = Recompute::None};
         const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
         const model::ChunkedOptions sel_c{.chunk_size = 16, .recompute = Recompute::Selective};
         const auto none_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, none_c, specs));
         const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
         const auto sel_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, sel_c, specs));
-        expect_out.clear();
+        const int64_t chunk_rows = B * 16;
+        expect_out = {{"chunk.grad.gate", aligned(size_t(chunk_rows * F) * e)},
+                      {"chunk.grad.up", aligned(size_t(chunk_rows * F) * e)}};
         for (const auto& [name, bytes] : dropped(B * T))
           for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.kept_{}", l, name), bytes);
         EXPECT_EQ(minus(none_k, elem_k), expect_out) << what << " chunked";
         EXPECT_TRUE(minus(elem_k, none_k).empty()) << what << " chunked";
-        // Over Selective, Elementwise keeps gate and up of every layer and token.
+        // Over Selective, Elementwise keeps gate and up of every layer and token (and takes no gate/up
+        // gradient buffers).
         std::map<std::string, size_t> gate_up;
         for (int64_t l = 0; l < L; ++l)
           for (const char* name : {"gate", "up"})
             gate_up.emplace(fmt::format("layer.{}.kept_{}", l, name), aligned(size_t(B * T * F) * e));
         EXPECT_EQ(minus(elem_k, sel_k), gate_up) << what << " chunked";
-        EXPECT_TRUE(minus(sel_k, elem_k).empty()) << what << " chunked";
+        EXPECT_EQ(minus(sel_k, elem_k),
+                  (std::map<std::string, size_t>{{"chunk.grad.gate", expect_out["chunk.grad.gate"]},
+                                                 {"chunk.grad.up", expect_out["chunk.grad.up"]}}))
+            << what << " chunked";
       }
 }
 
