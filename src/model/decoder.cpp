@@ -170,7 +170,7 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   for (int64_t l = 0; l < L; ++l) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
-    const bool attention_kept = !full;  // kept by None and Selective
+    const bool attention_kept = !full;  // kept by None, Selective and Elementwise
     const bool gemm_out_kept = !full && !selective;       // gate and up: kept by None and Elementwise
     const bool mlp_kept = gemm_out_kept && !elementwise;  // the norms' outputs, their rstds and h: None
     kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);
