@@ -101,6 +101,10 @@ run_workload() {
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute selective)"
       et=-; eg=-; ct=-; cg=-
       ;;
+    llama8b_lora_1024x8_elementwise)  # the same keeping every GEMM output: only norms and SwiGLU recomputed
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
     qwen1.5b_full_1024x8_eager)  # the Qwen row with the eager peer only (the compiled one takes minutes)
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5)"
       read -r et eg <<< "$(peer_run "$1_eager" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8)"

@@ -100,7 +100,8 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   s.offload = o.offload;
   if (o.recompute != "auto") {
     s.recompute = model::recompute_from_name(o.recompute);
-    LT_CHECK(s.recompute.has_value(), "info --plan: --recompute {} is not one of auto, none, full, selective",
+    LT_CHECK(s.recompute.has_value(),
+             "info --plan: --recompute {} is not one of auto, none, full, selective, elementwise",
              o.recompute);
   }
   if (o.finetune == "full") s.method = model::FinetuneMethod::Full;
@@ -185,8 +186,9 @@ void register_info_command(CLI::App& app) {
       ->each([options](const std::string&) { options->precision_given = true; });
   cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
-  cmd->add_option("--recompute", options->recompute,
-                  "with --plan: auto (none whole-sequence, full chunked), none, full or selective");
+  cmd->add_option(
+      "--recompute", options->recompute,
+      "with --plan: auto (none whole-sequence, full chunked), none, full, selective or elementwise");
   cmd->add_flag("--offload_activations", options->offload,
                 "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
                 "chunked: the layer-input checkpoints)");

@@ -148,7 +148,8 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
 
   // Kept per layer for all T tokens (the recompute policy); everything else is one chunk's buffer below.
   const bool keep_all = options_.recompute == Recompute::None,
-             keep_attention = keep_all || options_.recompute == Recompute::Selective;
+             keep_gemm_outputs = keep_all || options_.recompute == Recompute::Elementwise,
+             keep_attention = keep_gemm_outputs || options_.recompute == Recompute::Selective;
   kept_.assign(size_t(L), LayerActivations{});
   for (int64_t l = 0; l < L; ++l) {
     LayerActivations& k = kept_[size_t(l)];
@@ -163,13 +164,15 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
           k.lora_t[size_t(m)] = alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))),
                                       dt, {B * T, lora_rank_[size_t(l)][size_t(m)]});
     }
+    if (keep_gemm_outputs) {
+      k.gate = alloc(name("gate"), dt, {B * T, F});
+      k.up = alloc(name("up"), dt, {B * T, F});
+    }
     if (keep_all) {
       k.attn_rstd = alloc(name("attn_rstd"), st, {B * T, 1});
       k.attn_in = alloc(name("attn_in"), dt, {B * T, D});
       k.ffn_rstd = alloc(name("ffn_rstd"), st, {B * T, 1});
       k.ffn_in = alloc(name("ffn_in"), dt, {B * T, D});
-      k.gate = alloc(name("gate"), dt, {B * T, F});
-      k.up = alloc(name("up"), dt, {B * T, F});
       k.h = alloc(name("h"), dt, {B * T, F});
     }
   }
@@ -191,8 +194,10 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   LayerScratch& s = scratch_;
   s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
   s.d_h = alloc("chunk.grad.h", dt, {N, F});
-  s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
-  s.d_up = alloc("chunk.grad.up", dt, {N, F});
+  if (options_.recompute != Recompute::Elementwise) {  // Elementwise: over the kept gate and up (decoder.h)
+    s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
+    s.d_up = alloc("chunk.grad.up", dt, {N, F});
+  }
   s.d_attn = alloc("chunk.grad.attn_out", dt, {B, C, H, HD});
   s.d_q = alloc("chunk.grad.q", dt, {B, C, H, HD});
   s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
@@ -287,8 +292,8 @@ LayerScratch ChunkedDecoder::scratch_views(int64_t C) const {
   LayerScratch v;
   v.d_norm = view_at(s.d_norm, 0, {N, D});
   v.d_h = view_at(s.d_h, 0, {N, F});
-  v.d_gate = view_at(s.d_gate, 0, {N, F});
-  v.d_up = view_at(s.d_up, 0, {N, F});
+  v.d_gate = s.d_gate.empty() ? Tensor() : view_at(s.d_gate, 0, {N, F});
+  v.d_up = s.d_up.empty() ? Tensor() : view_at(s.d_up, 0, {N, F});
   v.d_attn = view_at(s.d_attn, 0, {B, C, H, HD});
   v.d_q = view_at(s.d_q, 0, {B, C, H, HD});
   v.d_k = view_at(s.d_k, 0, {B, C, KVH, HD});
@@ -470,8 +475,12 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
         layer_recompute_full(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, lora_pass(C, l, nullptr));
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
-      layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                     kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      if (options_.recompute == Recompute::Elementwise)  // into the one-chunk buffers every policy has
+        layer_backward_elementwise(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                                   kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      else
+        layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                       kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
     }
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,

@@ -16,10 +16,11 @@
 //   ChunkedOptions::offload they live in host memory instead (below);
 // - per token: the shifted labels, the loss's lse (B*T) and the chunk-major copies of ids/positions/segments.
 // Everything else (a layer's activations, LoRA's t = dropout(x) A^T, backward scratch, the loss head's
-// buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D) checkpoints and caches.
+// buffers) exists for one chunk and one layer at a time: O(C) activation memory besides the O(T * L * D)
+// checkpoints and caches.
 //
-// The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective
-// and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
+// The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective,
+// Elementwise and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
 //
 // Offload (ChunkedOptions::offload, Recompute::Full only): the checkpoints live in a host arena (page-locked
 // for the GPU, ops::staging_memory) and the device holds two (B*C, D) slots. Checkpoint (chunk k, boundary l)
@@ -58,7 +59,9 @@ struct ChunkedOptions {
   // What is kept across chunks for backward (decoder.h): Full keeps only the layer inputs (the O(C)
   // design above); Selective also keeps, per layer and token, q, the attention output, its lse, mid and
   // the LoRA activations, so backward recomputes norms and the MLP but never the attention; None keeps
-  // every activation of every chunk (no recomputation, O(T) activation memory, for comparison).
+  // every activation of every chunk (no recomputation, O(T) activation memory, for comparison);
+  // Elementwise keeps what Selective does plus gate and up, so backward recomputes only the norms and
+  // silu(gate) * up.
   Recompute recompute = Recompute::Full;
   // The residual checkpoints in host memory (see above), two (B*C, D) device slots instead of (L+1) of
   // (B*T, D). Only with Recompute::Full; the decoder is then given the host arena.

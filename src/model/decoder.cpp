@@ -121,12 +121,14 @@ std::string_view recompute_name(Recompute r) {
       return "full";
     case Recompute::Selective:
       return "selective";
+    case Recompute::Elementwise:
+      return "elementwise";
   }
   return "?";
 }
 
 std::optional<Recompute> recompute_from_name(std::string_view name) {
-  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective})
+  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective, Recompute::Elementwise})
     if (recompute_name(r) == name) return r;
   return std::nullopt;
 }
@@ -138,7 +140,8 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
-  const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective;
+  const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective,
+             elementwise = recompute_ == Recompute::Elementwise;
 
   batch_buffers_.plan(alloc, B, T);
   resid_.resize(size_t(L + 1));
@@ -167,24 +170,29 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   for (int64_t l = 0; l < L; ++l) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
-    const bool attention_kept = !full;  // kept by None and Selective
-    const bool mlp_kept = !full && !selective;
+    const bool attention_kept = !full;  // kept by None, Selective and Elementwise
+    const bool gemm_out_kept = !full && !selective;       // gate and up: kept by None and Elementwise
+    const bool mlp_kept = gemm_out_kept && !elementwise;  // the norms' outputs, their rstds and h: None
     kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);
     kv.v = buffer(l, attention_kept, "v", dt, {B, T, KVH, HD}, 1);
     a.x = resid_[size_t(l)];
-    a.attn_rstd = buffer(l, mlp_kept, "attn_rstd", st, {N}, 2);
-    a.attn_in = buffer(l, mlp_kept, "attn_in", dt, {N, D}, 3);
+    if (!elementwise) {  // Elementwise: in backward scratch (below)
+      a.attn_rstd = buffer(l, mlp_kept, "attn_rstd", st, {N}, 2);
+      a.attn_in = buffer(l, mlp_kept, "attn_in", dt, {N, D}, 3);
+    }
     a.q = buffer(l, attention_kept, "q", dt, {B, T, H, HD}, 4);
     a.k = kv.k;  // one chunk spans the whole K/V range: the layer writes K/V in place
     a.v = kv.v;
     a.attn_out = buffer(l, attention_kept, "attn_out", dt, {B, T, H, HD}, 5);
     a.attn_lse = buffer(l, attention_kept, "attn_lse", st, {B, H, T}, 6);
     a.mid = buffer(l, attention_kept, "mid", dt, {N, D}, 7);
-    a.ffn_rstd = buffer(l, mlp_kept, "ffn_rstd", st, {N}, 8);
-    a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
-    a.gate = buffer(l, mlp_kept, "gate", dt, {N, F}, 10);
-    a.up = buffer(l, mlp_kept, "up", dt, {N, F}, 11);
-    a.h = buffer(l, mlp_kept, "h", dt, {N, F}, 12);
+    a.gate = buffer(l, gemm_out_kept, "gate", dt, {N, F}, 10);
+    a.up = buffer(l, gemm_out_kept, "up", dt, {N, F}, 11);
+    if (!elementwise) {
+      a.ffn_rstd = buffer(l, mlp_kept, "ffn_rstd", st, {N}, 8);
+      a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
+      a.h = buffer(l, mlp_kept, "h", dt, {N, F}, 12);
+    }
   }
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
@@ -228,12 +236,38 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   kv_grads_.dv = alloc("grad.v", dt, {B, T, KVH, HD});
   scratch_.d_norm = alloc("grad.norm_out", dt, {N, D});
   scratch_.d_h = alloc("grad.h", dt, {N, F});
-  scratch_.d_gate = alloc("grad.gate", dt, {N, F});
-  scratch_.d_up = alloc("grad.up", dt, {N, F});
-  scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
-  scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
   scratch_.d_k = kv_grads_.dk;
   scratch_.d_v = kv_grads_.dv;
+  if (!elementwise) {
+    scratch_.d_gate = alloc("grad.gate", dt, {N, F});
+    scratch_.d_up = alloc("grad.up", dt, {N, F});
+    scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
+    scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
+  } else {
+    // layer_backward_elementwise's placement (decoder.h): the gate/up gradients overwrite the layer's own
+    // gate and up (no grad.gate, grad.up); h in a buffer of its own, which also holds dAttn and dQ (used
+    // only after h's last use) when it is large enough; both norm outputs in grad.h when it is (F >= D), and
+    // both rstds in one buffer. The forward writes them there too: backward scratch is free during forward
+    // (the head's backward in forward writes only grad.norm_out).
+    const Tensor h = alloc("recompute.h", dt, {N, F});  // (N, F)
+    const int64_t q_elems = N * H * HD;
+    if (2 * q_elems <= N * F) {
+      scratch_.d_attn = Tensor(h.data, dt, {B, T, H, HD}, h.device);
+      scratch_.d_q = Tensor(h.data ? static_cast<char*>(h.data) + size_t(q_elems) * dtype_size(dt) : nullptr,
+                            dt, {B, T, H, HD}, h.device);
+    } else {
+      scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
+      scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
+    }
+    const Tensor norm_out = F >= D ? Tensor(scratch_.d_h.data, dt, {N, D}, scratch_.d_h.device)  // (N, D)
+                                   : alloc("recompute.norm_out", dt, {N, D});
+    const Tensor rstd = alloc("recompute.norm_rstd", st, {N});  // (N)
+    for (LayerActivations& a : acts_) {
+      a.attn_in = a.ffn_in = norm_out;
+      a.attn_rstd = a.ffn_rstd = rstd;
+      a.h = h;
+    }
+  }
   lm_.x = resid_[size_t(L)];
   lm_.rstd = alloc("final_rstd", st, {N});
   lm_.xn = alloc("final_norm_out", dt, {N, D});
@@ -394,8 +428,12 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
                     lora_pass(l, nullptr));
     else if (recompute_ == Recompute::Selective)
       layer_recompute_selective(config_, l, w.layers[size_t(l)], chunk, a, lora_pass(l, nullptr));
-    layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
-                   acts_[size_t(l)], scratch_, d_resid_, lora_pass(l, lora_grads));
+    if (recompute_ == Recompute::Elementwise)
+      layer_backward_elementwise(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                                 kv_grads_, a, scratch_, d_resid_, lora_pass(l, lora_grads));
+    else
+      layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
+                     a, scratch_, d_resid_, lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
     if (offloading && l >= 2 && l - 2 <= L - 3) offload_fetch(l - 2);
   }

@@ -148,6 +148,18 @@ void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights
                     const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
                     const LoraPass& lora = {});
 
+// layer_backward under Recompute::Elementwise: acts holds no h, ffn_in, ffn_rstd, attn_in or attn_rstd; each
+// is recomputed (the forward's ops on the kept x, mid, gate and up: the same bits) right before its first
+// use: h = silu(gate) * up first, ffn_in/ffn_rstd after swiglu's backward, attn_in/attn_rstd after the MLP
+// norm's backward. swiglu's backward writes the gate/up gradients over acts.gate/acts.up (dead by then: a
+// layer's backward runs once per forward); scratch.d_gate/d_up are not used. So a decoder may place ffn_in
+// and attn_in in scratch.d_h (dead after swiglu's backward; ffn_in is dead before attn_in is written), both
+// rstds in one buffer, and scratch.d_attn/d_q in h's buffer (h is dead before the attention branch begins).
+void layer_backward_elementwise(const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                                LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv,
+                                const KvGrads& kv_grads, LayerActivations& acts, LayerScratch& scratch,
+                                Tensor d_resid, const LoraPass& lora = {});
+
 // The final norm, the LM head and the cross-entropy over N = B*T rows.
 struct LmActivations {
   Tensor x;       // (N, D) the last layer's output
@@ -164,9 +176,13 @@ struct LmActivations {
 //   Selective: the input, q, K/V, the attention output and its lse, mid (x + o_proj) and the LoRA
 //     activations; backward recomputes the two norms and the MLP's gate, up and silu(gate) * up, so the
 //     expensive part (attention) is never recomputed.
+//   Elementwise: every GEMM output (None's activations less the two norm outputs attn_in, ffn_in, their
+//     rstds and h); the layer's backward recomputes the two RMSNorms and silu(gate) * up (memory-bound, no
+//     GEMM) right before it needs them, into backward scratch that is dead at that point
+//     (layer_backward_elementwise).
 // Recomputation repeats the same deterministic ops on the same inputs: gradients are bit-identical.
-enum class Recompute : uint8_t { None, Full, Selective };
-std::string_view recompute_name(Recompute r);               // "none", "full", "selective"
+enum class Recompute : uint8_t { None, Full, Selective, Elementwise };
+std::string_view recompute_name(Recompute r);  // "none", "full", "selective", "elementwise"
 std::optional<Recompute> recompute_from_name(std::string_view name);
 
 // Recompute::Full's recomputation in the chunked decoder, whose per-layer K/V cache still holds the chunk's

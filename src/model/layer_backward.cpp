@@ -11,10 +11,14 @@
 #include "ops/ops.h"
 
 namespace lt::model {
+namespace {
 
-void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
-                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                    const LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
+// recompute: Elementwise's h, ffn_in/ffn_rstd and attn_in/attn_rstd are written into `a` right before their
+// first use, and the gate/up gradients over a.gate/a.up (see layer_backward_elementwise), else `a` is only
+// read. `s` by value: Elementwise points its d_gate/d_up at a.gate/a.up.
+void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
+              const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads, LayerActivations& a,
+              LayerScratch s, Tensor d_resid, const LoraPass& lora, bool recompute) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -24,11 +28,24 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
   check_shape(kv_grads.dv, {B, S, KVH, HD}, "layer_backward: dV accumulator");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
+  const ops::RmsNormParams norm_forward{.rows = N, .dim = D, .eps = c.rms_norm_eps};
+  if (recompute) {
+    check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
+    check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
+    ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+    // gate and up are dead after swiglu's backward, which may write their gradients over them: each element
+    // is read before its gradients are written (ops/cpu/swiglu.cpp; the CUDA kernel loads a pack, then
+    // stores it).
+    s.d_gate = a.gate;
+    s.d_up = a.up;
+  }
+
   // MLP branch: out = mid + down(silu(gate) * up).
   ops::linear_backward({.rows = N, .in = F, .out = D}, s.d_h, g.ffn_down, g.ffn_down_bias, d_resid, a.h,
                        w.ffn_down);
   lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h);
   ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
+  if (recompute) ops::rmsnorm_forward(norm_forward, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate,
                        a.ffn_in, w.ffn_gate);
   lora_backward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], s.d_gate, s.d_norm);
@@ -37,6 +54,7 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
   lora_backward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], s.d_up, s.d_norm);
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
   ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
+  if (recompute) ops::rmsnorm_forward(norm_forward, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
   ops::linear_backward({.rows = N, .in = H * HD, .out = D}, s.d_attn.reshaped({N, H * HD}), g.attn_o,
@@ -73,6 +91,21 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
   lora_backward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], s.d_v.reshaped({N, KVH * HD}),
                 s.d_norm);
   ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
+}
+
+}  // namespace
+
+void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
+                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
+                    const LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
+  LayerActivations views = a;  // read only: recompute is off
+  backward(c, layer, w, g, chunk, kv, kv_grads, views, s, d_resid, lora, false);
+}
+
+void layer_backward_elementwise(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
+                                const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
+                                LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
+  backward(c, layer, w, g, chunk, kv, kv_grads, a, s, d_resid, lora, true);
 }
 
 }  // namespace lt::model

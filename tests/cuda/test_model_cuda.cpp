@@ -214,39 +214,48 @@ TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {
 // Recompute policies and activation offload on the GPU (kept tensors copied to page-locked host memory on a
 // stream of their own and back before backward): the same bits as keeping everything, bf16, five layers so
 // that offloaded layers come back from the host.
+// F = 344 and F = 512 (>= 2 * H * HD: Elementwise then also places dAttn and dQ in h's buffer).
 TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
   LT_REQUIRE_GPU();
-  model::ModelConfig c = llama_shaped_config();
-  c.num_layers = 5;
-  c.layer_window.assign(5, 0);
-  Arena host_arena("host", HostMemory::instance(), model::weights_bytes(c, DType::F64));
-  model::ModelWeights host = model::allocate_weights(c, DType::F64, host_arena);
-  fill_random(c, host, 41);
-  TinyBatch tb;
-  const model::Batch batch = tb.batch(false);  // no segments: the tensor-core attention path when eligible
-  const int64_t label_tokens = model::count_label_tokens(batch);
-  std::vector<std::vector<double>> reference;
-  for (int variant = 0; variant < 5; ++variant) {
-    const model::Recompute policy = variant == 1 || variant == 3 ? model::Recompute::Selective
-                                    : variant == 2               ? model::Recompute::Full
-                                                                 : model::Recompute::None;
-    const bool offload = variant >= 3;
-    ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
-    Arena arena("activations", ops::memory_resource(Device::CUDA),
-                model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy, offload));
-    Arena pinned("offload", ops::staging_memory(Device::CUDA),
-                 model::Decoder::offload_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy));
-    model::Decoder d(c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, policy, offload ? &pinned : nullptr);
-    d.forward(m.weights, batch, label_tokens);
-    d.backward(m.weights, m.grads);
-    ops::synchronize(Device::CUDA);
-    std::vector<std::vector<double>> got;
-    for (const model::WeightSpec& s : model::weight_specs(c)) got.push_back(to_f64(model::weight_of(m.grads, s)));
-    if (reference.empty()) reference = got;
-    const bool same = got == reference;
-    std::printf("OFFLOAD recompute %-9s offload %d: gradients %s the keep-everything run's\n",
-                std::string(model::recompute_name(policy)).c_str(), int(offload), same ? "bit-identical to" : "DIFFER from");
-    EXPECT_TRUE(same) << model::recompute_name(policy) << " offload " << offload;
+  for (int64_t F : {344, 512}) {
+    model::ModelConfig c = llama_shaped_config();
+    c.num_layers = 5;
+    c.layer_window.assign(5, 0);
+    c.intermediate_size = F;
+    Arena host_arena("host", HostMemory::instance(), model::weights_bytes(c, DType::F64));
+    model::ModelWeights host = model::allocate_weights(c, DType::F64, host_arena);
+    fill_random(c, host, 41);
+    TinyBatch tb;
+    const model::Batch batch = tb.batch(false);  // no segments: the tensor-core attention path when eligible
+    const int64_t label_tokens = model::count_label_tokens(batch);
+    std::vector<std::vector<double>> reference;
+    using R = model::Recompute;
+    const std::pair<R, bool>
+        variants[] = {{R::None, false},        {R::Selective, false}, {R::Full, false},
+                      {R::Elementwise, false}, {R::Selective, true},  {R::None, true},
+                      {R::Elementwise, true}};  // (policy, offload); the first: reference
+    for (const auto& [policy, offload] : variants) {
+      ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
+      Arena arena(
+          "activations", ops::memory_resource(Device::CUDA),
+          model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy, offload));
+      Arena pinned("offload", ops::staging_memory(Device::CUDA),
+                   model::Decoder::offload_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy));
+      model::Decoder d(c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, policy,
+                       offload ? &pinned : nullptr);
+      d.forward(m.weights, batch, label_tokens);
+      d.backward(m.weights, m.grads);
+      ops::synchronize(Device::CUDA);
+      std::vector<std::vector<double>> got;
+      for (const model::WeightSpec& s : model::weight_specs(c))
+        got.push_back(to_f64(model::weight_of(m.grads, s)));
+      if (reference.empty()) reference = got;
+      const bool same = got == reference;
+      std::printf("OFFLOAD F %ld recompute %-11s offload %d: gradients %s the keep-everything run's\n",
+                  long(F), std::string(model::recompute_name(policy)).c_str(), int(offload),
+                  same ? "bit-identical to" : "DIFFER from");
+      EXPECT_TRUE(same) << model::recompute_name(policy) << " offload " << offload << " F " << F;
+    }
   }
 }
 

@@ -181,7 +181,8 @@ TEST(ChunkedOffload, PlanHoldsTwoSlotsOnTheDeviceAndTheCheckpointsOnTheHost) {
 
 TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {
   const model::ModelConfig config = five_layer_config(model::Architecture::Llama, 4);
-  for (model::Recompute r : {model::Recompute::Selective, model::Recompute::None})
+  for (model::Recompute r :
+       {model::Recompute::Selective, model::Recompute::None, model::Recompute::Elementwise})
     test::expect_error_mentions(
         [&] {
           model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10,

@@ -98,7 +98,8 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
   model::LoraWeights* lg = lora ? &adapter_grads : nullptr;
   if (s.chunk_size == 0) {
     model::Decoder d(config, s.dtype, s.batch, s.seq_len, arena,
-                     lora ? s.lora : std::vector<model::LoraSpec>{});
+                     lora ? s.lora : std::vector<model::LoraSpec>{},
+                     model::DecoderOptions(s.recompute.value_or(model::Recompute::None)));
     m.after_build = arena.high_water();
     if (run) {
       m.loss = d.forward(w, batch, label_tokens, lw);
@@ -108,7 +109,8 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
     const model::ChunkedOptions options{.chunk_size = s.chunk_size,
                                         .fused_loss = true,
                                         .loss_token_block = s.loss_token_block,
-                                        .loss_vocab_block = s.loss_vocab_block};
+                                        .loss_vocab_block = s.loss_vocab_block,
+                                        .recompute = s.recompute.value_or(model::Recompute::Full)};
     model::ChunkedDecoder d(config, s.dtype, s.batch, s.seq_len, options, arena,
                             lora ? s.lora : std::vector<model::LoraSpec>{});
     m.after_build = arena.high_water();
@@ -169,6 +171,33 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterOfARealStep) {
     std::printf("%-22s plan %10zu  high-water %10zu  ratio %.5f\n", c.what, planned, m.high_water, ratio);
     EXPECT_NEAR(ratio, 1.0, 0.01);
   }
+}
+
+// Every recompute policy's plan is what a real step takes (the decoders built with that policy).
+TEST(MemoryPlan, MatchesTheArenaHighWaterUnderEveryRecomputePolicy) {
+  const model::ModelConfig config = small_config(32, 2, 4, 2, 48, 97);
+  for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
+                                  model::Recompute::Elementwise})
+    for (int64_t chunk : {0, 20})
+      for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Lora}) {
+        SCOPED_TRACE(fmt::format("recompute {} chunk {} {}", model::recompute_name(policy), chunk,
+                                 method == FinetuneMethod::Lora ? "lora" : "full"));
+        model::MemoryPlanSettings s;
+        s.batch = 2;
+        s.seq_len = 96;
+        s.chunk_size = chunk;
+        s.recompute = policy;
+        s.method = method;
+        if (method == FinetuneMethod::Lora) s.lora = some_lora(config);
+        s.loss_token_block = 8;
+        s.loss_vocab_block = 32;
+        const model::MemoryPlan plan = model::plan_memory(config, s);
+        const Measured m = run_step(config, s);
+        EXPECT_TRUE(std::isfinite(m.loss) && m.loss > 0);
+        EXPECT_EQ(m.high_water, m.after_build);
+        EXPECT_GE(m.decoder_bytes, plan.activation_arena);
+        EXPECT_LT(m.decoder_bytes, plan.activation_arena + model::kArenaAlignment);
+      }
 }
 
 TEST(MemoryPlan, CategoriesCoverEveryBufferAndAddUp) {

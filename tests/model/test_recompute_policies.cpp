@@ -1,8 +1,13 @@
-// Activation recomputation policies (none, full, selective) give bit-identical losses and gradients — the
-// recomputed activations are the same deterministic ops on the same inputs — for the whole-sequence decoder
-// and the chunked one, with full fine-tuning and with LoRA (dropout included); and each policy keeps what it
-// says: full < selective < none in activation memory, the arena's high-water equal to the plan.
+// Activation recomputation policies (none, full, selective, elementwise) give bit-identical losses and
+// gradients — the recomputed activations are the same deterministic ops on the same inputs — for the
+// whole-sequence decoder and the chunked one, with full fine-tuning and with LoRA (dropout included); and
+// each policy keeps what it says: full < selective < elementwise < none in activation memory (elementwise
+// exactly none less the norm outputs, their rstds and h), the arena's high-water equal to the plan.
 #include <gtest/gtest.h>
+
+#include <iterator>
+#include <map>
+#include <string>
 
 #include "lora_test_util.h"
 #include "model/chunked_decoder.h"
@@ -15,7 +20,9 @@ namespace {
 
 using model::Recompute;
 
-constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective};
+constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective,
+                                   Recompute::Elementwise};
+constexpr int kPolicyCount = int(std::size(kPolicies));
 
 struct Outcome {
   double loss = 0;
@@ -27,9 +34,11 @@ using test::bytes_of;
 
 // One forward/backward of the tiny model (LoRA on every projection when `lora`, base trained otherwise).
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
-Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false) {
+// F > 0 replaces the tiny model's intermediate size.
+Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false,
+            int64_t F = 0) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  test::TinyLoraModel m(dt, !lora, 71);
+  test::TinyLoraModel m(dt, !lora, 71, B, T, F);
   test::TinyBatch data;
   const model::Batch batch = data.batch(true);
   const int64_t label_tokens = model::count_label_tokens(batch);
@@ -68,17 +77,18 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
   return o;
 }
 
-void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk) {
-  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None);
-  for (int variant = 0; variant < (chunk == 0 ? 6 : 3); ++variant) {
-    const Recompute p = kPolicies[variant % 3];
-    const bool offload = variant >= 3;  // the whole-sequence decoder with its kept activations offloaded
-    const Outcome o = run(dt, lora, dropout, chunk, p, offload);
-    const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={}", model::recompute_name(p),
-                                         offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk);
+void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk, int64_t F = 0) {
+  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None, false, F);
+  for (int variant = 0; variant < (chunk == 0 ? 2 : 1) * kPolicyCount; ++variant) {
+    const Recompute p = kPolicies[variant % kPolicyCount];
+    const bool offload = variant >= kPolicyCount;  // the whole-sequence decoder, kept activations offloaded
+    const Outcome o = run(dt, lora, dropout, chunk, p, offload, F);
+    const std::string what = fmt::format("{}{} {} lora={} dropout={} chunk={} F={}", model::recompute_name(p),
+                                         offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk, F);
     EXPECT_EQ(o.loss, ref.loss) << what;
     ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
-    for (size_t i = 0; i < ref.grads.size(); ++i) EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
+    for (size_t i = 0; i < ref.grads.size(); ++i)
+      EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
     // The plan is the arena: arena_bytes reserves one alignment's slack for an unaligned arena start and
     // rounds the last buffer up, which the high-water mark does not.
     EXPECT_LE(o.arena_high_water, o.planned) << what;
@@ -86,12 +96,15 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
   }
 }
 
+// The tiny model's F = 12 (D = 8, H * HD = 24); F = 48 >= 2 * H * HD also puts Elementwise's dAttn and dQ
+// in h's buffer, F = 6 < D gives its norm outputs a buffer of their own.
 TEST(RecomputePolicies, WholeSequenceGradientsAreBitIdentical) {
-  for (DType dt : {DType::F64, DType::F32}) {
-    expect_policies_identical(dt, false, 0, 0);
-    expect_policies_identical(dt, true, 0, 0);
-    expect_policies_identical(dt, true, 0.25, 0);
-  }
+  for (DType dt : {DType::F64, DType::F32})
+    for (int64_t F : {0, 48, 6}) {
+      expect_policies_identical(dt, false, 0, 0, F);
+      expect_policies_identical(dt, true, 0, 0, F);
+      expect_policies_identical(dt, true, 0.25, 0, F);
+    }
 }
 
 TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
@@ -102,27 +115,141 @@ TEST(RecomputePolicies, ChunkedGradientsAreBitIdentical) {
     }
 }
 
+// Six layers: whole-sequence Selective has one layer's worth of shared buffers (norm outputs, gate, up, h)
+// that Elementwise does without, so with two layers Elementwise (gate and up per layer) would be the smaller.
 TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
-  const model::ModelConfig config = test::tiny_config(false);
+  model::ModelConfig config = test::tiny_config(false);
+  config.num_layers = 6;
+  config.layer_window.assign(6, 0);
   for (int64_t chunk : {0, 64}) {
-    size_t bytes[3];
-    for (int i = 0; i < 3; ++i) {
+    size_t bytes[kPolicyCount];
+    for (int i = 0; i < kPolicyCount; ++i) {
       const Recompute p = kPolicies[i];
       bytes[i] = chunk == 0 ? model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p)
                             : model::ChunkedDecoder::arena_bytes(config, DType::F32, 2, 256,
                                                                  {.chunk_size = chunk, .recompute = p});
     }
-    // bytes[0] none, [1] full, [2] selective
+    // bytes[0] none, [1] full, [2] selective, [3] elementwise
     EXPECT_LT(bytes[1], bytes[2]) << "full keeps less than selective, chunk " << chunk;
-    EXPECT_LT(bytes[2], bytes[0]) << "selective keeps less than none, chunk " << chunk;
+    EXPECT_LT(bytes[2], bytes[3]) << "selective keeps less than elementwise, chunk " << chunk;
+    EXPECT_LT(bytes[3], bytes[0]) << "elementwise keeps less than none, chunk " << chunk;
   }
+}
+
+// The buffers of a plan by name (bytes, alignment included).
+std::map<std::string, size_t> by_name(const std::vector<model::PlannedBuffer>& buffers) {
+  std::map<std::string, size_t> m;
+  for (const model::PlannedBuffer& b : buffers) EXPECT_TRUE(m.emplace(b.name, b.bytes).second) << b.name;
+  return m;
+}
+
+// Names (with bytes) in `a` that `b` lacks.
+std::map<std::string, size_t> minus(const std::map<std::string, size_t>& a,
+                                    const std::map<std::string, size_t>& b) {
+  std::map<std::string, size_t> d;
+  for (const auto& [name, bytes] : a)
+    if (!b.count(name)) d.emplace(name, bytes);
+  return d;
+}
+
+size_t aligned(size_t bytes) {
+  return (bytes + model::kArenaAlignment - 1) / model::kArenaAlignment * model::kArenaAlignment;
+}
+
+// Elementwise keeps what None keeps less the two norm outputs, their rstds and h, of every layer: the
+// whole-sequence decoder recomputes them into backward scratch (h in grad.gate, the norm outputs in grad.h
+// when F >= D, else in a buffer of their own) and one shared rstd buffer; the chunked one into the one-chunk
+// buffers it has under every policy. With LoRA (its t kept) the difference is the same.
+TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
+  // F = 12: the norm outputs fit grad.h; F = 48 >= 2 * H * HD: dAttn and dQ fit h's buffer too; F = 6 < D:
+  // neither.
+  std::vector<model::ModelConfig> configs(3, test::tiny_config(false));
+  configs[1].intermediate_size = 48;
+  configs[2].intermediate_size = 6;
+  for (const model::ModelConfig& config : configs)
+    for (DType dt : {DType::F32, DType::F64})
+      for (bool lora : {false, true}) {
+        const int64_t B = 2, T = 40, N = B * T, L = config.num_layers, D = config.hidden_size,
+                      F = config.intermediate_size, QD = config.num_heads * config.head_dim;
+        const std::vector<model::LoraSpec> specs =
+            lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
+        const size_t e = dtype_size(dt), st = dtype_size(model::stats_dtype(dt));
+        // (name, bytes) of one layer's dropped buffers at `rows` tokens.
+        auto dropped = [&](int64_t rows) {
+          return std::map<std::string, size_t>{{"attn_rstd", aligned(size_t(rows) * st)},
+                                               {"attn_in", aligned(size_t(rows * D) * e)},
+                                               {"ffn_rstd", aligned(size_t(rows) * st)},
+                                               {"ffn_in", aligned(size_t(rows * D) * e)},
+                                               {"h", aligned(size_t(rows * F) * e)}};
+        };
+        size_t layer_bytes = 0;
+        for (const auto& [name, bytes] : dropped(B * T)) layer_bytes += bytes;
+        const std::string what = fmt::format("{} lora={} F={}", dtype_name(dt), lora, F);
+
+        // Whole sequence: layer.l.X of every layer out and grad.gate/up (the gradients overwrite gate and
+        // up), grad.attn_out/q too when they fit h's buffer; in: h's buffer, one rstd buffer, and the norm
+        // output when it does not fit grad.h (F < D).
+        const auto none = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::None));
+        const auto elem =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
+        std::map<std::string, size_t> expect_out{{"grad.gate", aligned(size_t(N * F) * e)},
+                                                 {"grad.up", aligned(size_t(N * F) * e)}},
+            expect_in{{"recompute.h", aligned(size_t(N * F) * e)},
+                      {"recompute.norm_rstd", aligned(size_t(N) * st)}};
+        if (2 * QD <= F) {
+          expect_out.emplace("grad.attn_out", aligned(size_t(N * QD) * e));
+          expect_out.emplace("grad.q", aligned(size_t(N * QD) * e));
+        }
+        if (F < D) expect_in.emplace("recompute.norm_out", aligned(size_t(N * D) * e));
+        for (const auto& [name, bytes] : dropped(B * T))
+          for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.{}", l, name), bytes);
+        EXPECT_EQ(minus(none, elem), expect_out) << what;
+        EXPECT_EQ(minus(elem, none), expect_in) << what;
+        size_t out_bytes = 0, in_bytes = 0;
+        for (const auto& [name, bytes] : expect_out) out_bytes += bytes;
+        for (const auto& [name, bytes] : expect_in) in_bytes += bytes;
+        EXPECT_EQ(out_bytes, size_t(L) * layer_bytes + 2 * aligned(size_t(N * F) * e) +
+                                 (2 * QD <= F ? 2 * aligned(size_t(N * QD) * e) : 0))
+            << what;
+        EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::None) -
+                      model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
+                  out_bytes - in_bytes)
+            << what;
+
+        // Chunked: the per-layer kept copies (all T tokens) and the one-chunk gate/up gradients out, nothing
+        // in.
+        const model::ChunkedOptions none_c{.chunk_size = 16, .recompute = Recompute::None};
+        const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
+        const model::ChunkedOptions sel_c{.chunk_size = 16, .recompute = Recompute::Selective};
+        const auto none_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, none_c, specs));
+        const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
+        const auto sel_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, sel_c, specs));
+        const int64_t chunk_rows = B * 16;
+        expect_out = {{"chunk.grad.gate", aligned(size_t(chunk_rows * F) * e)},
+                      {"chunk.grad.up", aligned(size_t(chunk_rows * F) * e)}};
+        for (const auto& [name, bytes] : dropped(B * T))
+          for (int64_t l = 0; l < L; ++l) expect_out.emplace(fmt::format("layer.{}.kept_{}", l, name), bytes);
+        EXPECT_EQ(minus(none_k, elem_k), expect_out) << what << " chunked";
+        EXPECT_TRUE(minus(elem_k, none_k).empty()) << what << " chunked";
+        // Over Selective, Elementwise keeps gate and up of every layer and token (and takes no gate/up
+        // gradient buffers).
+        std::map<std::string, size_t> gate_up;
+        for (int64_t l = 0; l < L; ++l)
+          for (const char* name : {"gate", "up"})
+            gate_up.emplace(fmt::format("layer.{}.kept_{}", l, name), aligned(size_t(B * T * F) * e));
+        EXPECT_EQ(minus(elem_k, sel_k), gate_up) << what << " chunked";
+        EXPECT_EQ(minus(sel_k, elem_k),
+                  (std::map<std::string, size_t>{{"chunk.grad.gate", expect_out["chunk.grad.gate"]},
+                                                 {"chunk.grad.up", expect_out["chunk.grad.up"]}}))
+            << what << " chunked";
+      }
 }
 
 TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
   model::ModelConfig config = test::tiny_config(false);
   config.num_layers = 6;
   config.layer_window.assign(6, 0);
-  for (Recompute p : {Recompute::None, Recompute::Selective}) {
+  for (Recompute p : {Recompute::None, Recompute::Selective, Recompute::Elementwise}) {
     const size_t kept = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p);
     const size_t device = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p, true);
     const size_t host = model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, p);
@@ -138,37 +265,44 @@ TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
 // Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,
 // offloaded or not, gives the same bits.
 TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
-  constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  model::ModelConfig c = test::tiny_config(false);
-  c.num_layers = 5;
-  c.layer_window = {0, 3, 0, 2, 0};
-  test::TinyBatch data;
-  const model::Batch batch = data.batch(true);
-  const int64_t label_tokens = model::count_label_tokens(batch);
-  Arena params("params", HostMemory::instance(), 2 * model::weights_bytes(c, DType::F64));
-  model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
-  test::fill_random(c, w, 83);
-  std::vector<std::vector<char>> reference;
-  for (int variant = 0; variant < 6; ++variant) {
-    const Recompute p = kPolicies[variant % 3];
-    const bool offload = variant >= 3;
-    Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
-    model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
-    Arena arena("acts", HostMemory::instance(), model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
-    Arena host("offload", HostMemory::instance(), model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
-    model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
-    d.forward(w, batch, label_tokens);
-    d.backward(w, g);
-    std::vector<std::vector<char>> got;
-    for (const model::WeightSpec& s : model::weight_specs(c)) got.push_back(bytes_of(model::weight_of(g, s)));
-    if (reference.empty()) reference = got;
-    EXPECT_EQ(got, reference) << model::recompute_name(p) << (offload ? "+offload" : "");
+  for (int64_t F : {12, 48, 6}) {  // see WholeSequenceGradientsAreBitIdentical
+    constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
+    model::ModelConfig c = test::tiny_config(false);
+    c.num_layers = 5;
+    c.layer_window = {0, 3, 0, 2, 0};
+    c.intermediate_size = F;
+    test::TinyBatch data;
+    const model::Batch batch = data.batch(true);
+    const int64_t label_tokens = model::count_label_tokens(batch);
+    Arena params("params", HostMemory::instance(), 2 * model::weights_bytes(c, DType::F64));
+    model::ModelWeights w = model::allocate_weights(c, DType::F64, params);
+    test::fill_random(c, w, 83);
+    std::vector<std::vector<char>> reference;
+    for (int variant = 0; variant < 2 * kPolicyCount; ++variant) {
+      const Recompute p = kPolicies[variant % kPolicyCount];
+      const bool offload = variant >= kPolicyCount;
+      Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
+      model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
+      Arena arena("acts", HostMemory::instance(),
+                  model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
+      Arena host("offload", HostMemory::instance(),
+                 model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
+      model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
+      d.forward(w, batch, label_tokens);
+      d.backward(w, g);
+      std::vector<std::vector<char>> got;
+      for (const model::WeightSpec& s : model::weight_specs(c))
+        got.push_back(bytes_of(model::weight_of(g, s)));
+      if (reference.empty()) reference = got;
+      EXPECT_EQ(got, reference) << model::recompute_name(p) << (offload ? "+offload" : "") << " F " << F;
+    }
   }
 }
 
 TEST(RecomputePolicies, NamesRoundTrip) {
   for (Recompute p : kPolicies) EXPECT_EQ(model::recompute_from_name(model::recompute_name(p)), p);
   EXPECT_FALSE(model::recompute_from_name("partial").has_value());
+  EXPECT_EQ(model::recompute_from_name("elementwise"), Recompute::Elementwise);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "support/test_support.h"
+#include "train/run_setup.h"
 #include "train/train_config.h"
 
 namespace lt::train {
@@ -291,6 +292,8 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
                  {"offload_activations", "chunk_size 256", "recompute selective", "full"});
   expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "none"},
                  {"offload_activations", "recompute none"});
+  expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "elementwise"},
+                 {"offload_activations", "recompute elementwise", "full"});
   expect_refused({"--recompute", "half"}, {"recompute", "half"});
   expect_refused({"--trainable", "norms"}, {"trainable", "norms", "lora"});
   expect_refused({"--trainable_layers", "last:4"}, {"trainable_layers", "last:4", "partial"});
@@ -312,6 +315,16 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
     apply_overrides(c, {"--offload_activations", "true", "--chunk_size", "256", "--recompute", recompute});
     EXPECT_NO_THROW(validate(c)) << recompute;
   }
+  // Every policy by its name, whole-sequence with and without offload (elementwise included).
+  for (const char* recompute : {"none", "full", "selective", "elementwise"})
+    for (const char* offload : {"false", "true"}) {
+      c = base();
+      apply_overrides(c, {"--offload_activations", offload, "--recompute", recompute});
+      EXPECT_NO_THROW(validate(c)) << recompute << " offload " << offload;
+      const std::optional<model::Recompute> policy = recompute_policy(c);
+      ASSERT_TRUE(policy.has_value()) << recompute;
+      EXPECT_EQ(model::recompute_name(*policy), recompute);
+    }
 }
 
 TEST(TrainConfig, TrainableLayers) {

@@ -18,12 +18,14 @@ TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
     for (int64_t chunk : {0, 4}) {
       std::vector<double> reference;
       for (const std::string policy :
-           {"auto", "none", "full", "selective", "none+offload", "selective+offload", "auto+offload",
-            "full+offload"}) {
+           {"auto", "none", "full", "selective", "elementwise", "none+offload", "selective+offload",
+            "elementwise+offload", "auto+offload", "full+offload"}) {
         const bool offload = policy.ends_with("+offload");
-        // Whole sequences offload what none and selective keep; chunked training offloads the checkpoints
-        // of full (and auto, which is full there); the other combinations are refused or keep nothing.
-        const bool whole_offload = policy == "none+offload" || policy == "selective+offload";
+        // Whole sequences offload what none, selective and elementwise keep; chunked training offloads the
+        // checkpoints of full (and auto, which is full there); the other combinations are refused or keep
+        // nothing.
+        const bool whole_offload =
+            policy == "none+offload" || policy == "selective+offload" || policy == "elementwise+offload";
         if (offload && (chunk > 0) == whole_offload) continue;
         TrainConfig c = test::tiny_train_config(dir.path(), finetune + std::to_string(chunk) + policy);
         c.finetune = finetune;
