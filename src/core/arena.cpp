@@ -1,5 +1,7 @@
 #include "core/arena.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace lt {
@@ -12,6 +14,11 @@ void* HostMemory::allocate(size_t bytes) {
 }
 
 void HostMemory::deallocate(void* ptr, size_t) { std::free(ptr); }
+
+size_t physical_host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
 
 HostMemory& HostMemory::instance() {
   static HostMemory memory;

@@ -75,5 +75,7 @@ class Arena {
 };
 
 std::string format_bytes(double bytes);  // "1.50 GiB", "12.0 MiB", "512 B"
+// The machine's physical memory (sysconf), 0 when the system does not say.
+size_t physical_host_memory_bytes();
 
 }  // namespace lt

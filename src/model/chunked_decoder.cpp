@@ -56,6 +56,21 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
            recompute_name(options.recompute));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
+  using AttentionOffload = ChunkedOptions::AttentionOffload;
+  LT_CHECK(options.offload || options.offload_attention != AttentionOffload::On,
+           "chunked decoder: offload_attention is on without offload (the attention outputs go to host memory "
+           "only beside the offloaded checkpoints)");
+  if (options.offload && options.offload_attention == AttentionOffload::Auto) {
+    // The host arena's bytes with the attention outputs: (L+1) checkpoints and L outputs and lse.
+    const int64_t L = config.num_layers, rows = batch * tokens, e = int64_t(dtype_size(dtype)),
+                  st = int64_t(dtype_size(stats_dtype(dtype)));
+    const double with_attention = double(rows) * double((L + 1) * config.hidden_size * e +
+                                                        L * (config.num_heads * config.head_dim * e +
+                                                             config.num_heads * st));
+    offload_attention_ = with_attention <= 0.5 * double(physical_host_memory_bytes());
+  } else {
+    offload_attention_ = options.offload && options.offload_attention == AttentionOffload::On;
+  }
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
   for (const LoraSpec& spec : lora) {
     LT_CHECK(spec.layer >= 0 && spec.layer < config.num_layers,
@@ -131,6 +146,16 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
                                 : alloc(fmt::format("resid.{}", l), dt, {B * T, D});
   if (offload)
     for (int i = 0; i < 2; ++i) slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.resid", i), dt, {N, D});
+  if (offload && offload_attention_) {
+    for (int64_t l = 0; l < L; ++l) {
+      attn_out_host_.push_back((*offload)(fmt::format("layer.{}.attn_out", l), dt, {B * T, H * HD}));
+      attn_lse_host_.push_back((*offload)(fmt::format("layer.{}.attn_lse", l), st, {B * H * T}));
+    }
+    for (int i = 0; i < 2; ++i) {
+      attn_out_slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.attn_out", i), dt, {N, H * HD});
+      attn_lse_slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.attn_lse", i), st, {B * H * C});
+    }
+  }
   kv_.resize(size_t(L));
   kv_grads_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
@@ -183,8 +208,10 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   a.q = alloc("chunk.q", dt, {B, C, H, HD});
   a.k = alloc("chunk.k", dt, {B, C, KVH, HD});
   a.v = alloc("chunk.v", dt, {B, C, KVH, HD});
-  a.attn_out = alloc("chunk.attn_out", dt, {B, C, H, HD});
-  a.attn_lse = alloc("chunk.attn_lse", st, {B, H, C});
+  if (!offload_attention_) {  // else the attention slots above
+    a.attn_out = alloc("chunk.attn_out", dt, {B, C, H, HD});
+    a.attn_lse = alloc("chunk.attn_lse", st, {B, H, C});
+  }
   a.mid = alloc("chunk.mid", dt, {N, D});
   a.ffn_rstd = alloc("chunk.ffn_rstd", st, {N});
   a.ffn_in = alloc("chunk.ffn_in", dt, {N, D});
@@ -376,6 +403,48 @@ Tensor ChunkedDecoder::backward_checkpoint(int64_t k, int64_t l) {
   return slot_view(j);
 }
 
+void ChunkedDecoder::attention_slot(LayerActivations& a, int64_t k, int64_t l) const {
+  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
+  const size_t slot = size_t((k * config_.num_layers + l) % 2);
+  a.attn_out = view_at(attn_out_slots_[slot], 0, {B, C, H, HD});
+  a.attn_lse = view_at(attn_lse_slots_[slot], 0, {B, H, C});
+}
+
+void ChunkedDecoder::attention_before_write(int64_t k, int64_t l) {
+  const int64_t i = k * config_.num_layers + l;
+  if (attn_ticket_[size_t(i % 2)] >= 0) transfers_->compute_waits_for(attn_ticket_[size_t(i % 2)]);
+}
+
+void ChunkedDecoder::attention_written(int64_t k, int64_t l) {
+  LayerActivations a;
+  attention_slot(a, k, l);
+  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
+  transfers_->copy(chunk_rows(attn_out_host_[size_t(l)], k, H * HD), a.attn_out.reshaped({B * C, H * HD}));
+  // The later ticket: the copies run in order on one queue.
+  attn_ticket_[size_t((k * config_.num_layers + l) % 2)] =
+      transfers_->copy(view_at(attn_lse_host_[size_t(l)], B * H * offsets_[size_t(k)], {B * H * C}),
+                       a.attn_lse.reshaped({B * H * C}));
+}
+
+void ChunkedDecoder::fetch_attention(int64_t i) {
+  const int64_t L = config_.num_layers, k = i / L, l = i % L;
+  LayerActivations a;
+  attention_slot(a, k, l);
+  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
+  transfers_->copy(a.attn_out.reshaped({B * C, H * HD}), chunk_rows(attn_out_host_[size_t(l)], k, H * HD));
+  attn_ticket_[size_t(i % 2)] =
+      transfers_->copy(a.attn_lse.reshaped({B * H * C}),
+                       view_at(attn_lse_host_[size_t(l)], B * H * offsets_[size_t(k)], {B * H * C}));
+}
+
+void ChunkedDecoder::attention_before_use(int64_t k, int64_t l) {
+  const int64_t L = config_.num_layers, i = k * L + l;
+  if (i == num_chunks() * L - 1) fetch_attention(i);  // the first one backward uses
+  // The next one (i - 1) goes to the other slot, whose last user (i + 1) is queued already.
+  if (i > 0) fetch_attention(i - 1);
+  transfers_->compute_waits_for(attn_ticket_[size_t(i % 2)]);
+}
+
 double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
   const ModelConfig& c = config_;
@@ -433,9 +502,14 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
     for (int64_t l = 0; l < c.num_layers; ++l) {
       LayerActivations a = layer_views(k, l);
       a.x = x;
+      if (offload_attention_) {
+        attention_slot(a, k, l);
+        attention_before_write(k, l);
+      }
       x = forward_checkpoint(k, l + 1);
       layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, x, lora_pass(C, l, nullptr));
       checkpoint_written(k, l + 1);
+      if (offload_attention_) attention_written(k, l);
     }
     loss_sum += loss_forward(w, k, x);
     if (timing_) timing_->forward_s[size_t(k)] = timer->seconds();
@@ -471,8 +545,13 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       // next checkpoint).
       LayerActivations a = layer_views(k, l);
       a.x = backward_checkpoint(k, l);
+      if (offload_attention_) {
+        attention_slot(a, k, l);
+        attention_before_use(k, l);
+      }
       if (options_.recompute == Recompute::Full)
-        layer_recompute_full(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, lora_pass(C, l, nullptr));
+        layer_recompute_full(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, lora_pass(C, l, nullptr),
+                             offload_attention_);
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
       if (options_.recompute == Recompute::Elementwise)  // into the one-chunk buffers every policy has

@@ -31,6 +31,11 @@
 // into the other slot, whose last user (j + 1) is queued already, so the fetch overlaps use j. On the CPU
 // the copies are memcpys. Gradients are bit-identical to the decoder without offload.
 //
+// Offloaded attention (ChunkedOptions::offload_attention, with offload): every layer's attention output and
+// lse of every chunk go to host memory too, through two more device slots, number i = k * L + l, written in
+// forward and fetched one layer ahead in backward as the checkpoints are; the backward's recomputation then
+// takes them instead of re-running attention (at 32K tokens a fifth of the step's FLOPs).
+//
 // Layout: the chunk-major buffers hold chunk k (tokens [o_k, o_k + C_k) of every row) as a contiguous
 // (B, C_k, ...) block at element offset B * o_k * row_width, so every chunk is a plain view.
 #pragma once
@@ -66,6 +71,11 @@ struct ChunkedOptions {
   // The residual checkpoints in host memory (see above), two (B*C, D) device slots instead of (L+1) of
   // (B*T, D). Only with Recompute::Full; the decoder is then given the host arena.
   bool offload = false;
+  // With offload: the attention outputs and lse in host memory as well (see above). Auto: when the host
+  // arena with them stays within half the machine's physical memory (at 256K tokens of Llama-3.1-8B they
+  // would take it from 66 to 131 GiB, past an H200 host's 128 GiB); On without offload is refused.
+  enum class AttentionOffload : uint8_t { Auto, On, Off };
+  AttentionOffload offload_attention = AttentionOffload::Auto;
 };
 
 // Wall time of each chunk's forward and backward (`leantune bench --show_chunk_time`), filled only when
@@ -108,6 +118,7 @@ class ChunkedDecoder {
 
 
   int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
+  bool offloads_attention() const { return offload_attention_; }  // options.offload_attention resolved
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
   // nullptr (the default): no timing. `timing` must outlive the forward/backward calls that fill it.
   void set_chunk_timing(ChunkTiming* timing) { timing_ = timing; }
@@ -134,6 +145,14 @@ class ChunkedDecoder {
   Tensor backward_checkpoint(int64_t k, int64_t l);
   void fetch_checkpoint(int64_t j);     // offload: queue host -> slot j % 2 of checkpoint number j
   Tensor slot_view(int64_t j) const;    // offload: slot j % 2 as (B*C_k, D) for checkpoint number j
+  // Offloaded attention: a.attn_out / a.attn_lse = the device slot of (chunk k, layer l). Forward: before
+  // the layer writes it (the slot's previous copy done), then queue its copy to the host. Backward: fetch
+  // it (and queue the next one's fetch) before use.
+  void attention_slot(LayerActivations& a, int64_t k, int64_t l) const;
+  void attention_before_write(int64_t k, int64_t l);
+  void attention_written(int64_t k, int64_t l);
+  void attention_before_use(int64_t k, int64_t l);
+  void fetch_attention(int64_t i);  // queue host -> slot i % 2 of (chunk, layer) number i
 
   const ModelConfig& config_;
   DType dtype_;
@@ -154,6 +173,14 @@ class ChunkedDecoder {
   std::array<Tensor, 2> slots_;  // (B*C, D) each
   std::unique_ptr<ops::TransferQueue> transfers_;
   std::array<int64_t, 2> slot_ticket_{-1, -1};
+  // Offloaded attention (else empty): per layer, host storage for all T tokens (chunk-major; the lse as
+  // (B, H, C_k) blocks at B * H * o_k), and two device slots with the ticket of each one's last copy.
+  bool offload_attention_ = false;
+  std::vector<Tensor> attn_out_host_;   // L of (B*T, H*HD)
+  std::vector<Tensor> attn_lse_host_;   // L of (B*H*T) stats dtype
+  std::array<Tensor, 2> attn_out_slots_;  // (B*C, H*HD) each
+  std::array<Tensor, 2> attn_lse_slots_;  // (B*H*C) each
+  std::array<int64_t, 2> attn_ticket_{-1, -1};
   std::vector<KvContext> kv_;  // L: K/V cache (B, T, KVH, HD)
   std::vector<KvGrads> kv_grads_;               // L: dK/dV accumulators (B, T, KVH, HD)
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)

@@ -188,10 +188,11 @@ std::optional<Recompute> recompute_from_name(std::string_view name);
 // Recompute::Full's recomputation in the chunked decoder, whose per-layer K/V cache still holds the chunk's
 // post-RoPE keys and values: every activation layer_backward reads, from acts.x, as layer_forward made them
 // (same bits), without the work whose results backward does not read (the K/V projections and the cache
-// append, the down projection and the layer's output).
+// append, the down projection and the layer's output). attention_kept: acts.attn_out and acts.attn_lse
+// already hold the forward's values (the chunked decoder's offloaded copies), so attention is not re-run.
 void layer_recompute_full(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                           const ChunkInfo& chunk, const KvContext& kv, LayerActivations& acts,
-                          const LoraPass& lora = {});
+                          const LoraPass& lora = {}, bool attention_kept = false);
 
 // The MLP's inputs of a layer from its kept state (Selective): attn_in/attn_rstd = input_layernorm(x),
 // ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.

@@ -43,9 +43,11 @@ namespace {
 // Forward (out given) or the recomputation for backward (out empty: chunked_decoder.h's Full policy, whose
 // per-layer K/V cache still holds the chunk's keys and values): the latter leaves out what backward does not
 // read (the K/V projections, their RoPE and the cache append, the down projection and the residual adds),
-// but computes every LoRA activation t, since backward reads them all.
+// but computes every LoRA activation t, since backward reads them all. attention_kept: acts' attention
+// output and lse hold the forward's (the chunked decoder's offloaded copies), so attention is not re-run.
 void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
+                const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora,
+                bool attention_kept) {
   const bool recompute = out.empty();
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
@@ -92,7 +94,8 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
                                   .q_offset = chunk.q_offset,
                                   .window = c.window_for_layer(layer),
                                   .scale = 1.0 / std::sqrt(double(HD))};
-  ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
+  if (!attention_kept)
+    ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 
   ops::cast(a.mid, a.x);
   const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = true};
@@ -115,12 +118,12 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
 void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                    const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
   LT_CHECK(!out.empty(), "layer_forward: no output tensor given");
-  layer_pass(c, layer, w, chunk, kv, a, out, lora);
+  layer_pass(c, layer, w, chunk, kv, a, out, lora, false);
 }
 
 void layer_recompute_full(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                          const KvContext& kv, LayerActivations& a, const LoraPass& lora) {
-  layer_pass(c, layer, w, chunk, kv, a, Tensor(), lora);
+                          const KvContext& kv, LayerActivations& a, const LoraPass& lora, bool attention_kept) {
+  layer_pass(c, layer, w, chunk, kv, a, Tensor(), lora, attention_kept);
 }
 
 }  // namespace lt::model

@@ -63,9 +63,11 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     if (chunk_size > 0) {
       // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
       // fits any training run's arena.
-      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T,
-                                    chunked_options(chunk_size, model::Recompute::Full, offloading),
-                                    activations, specs, offloading ? offload : nullptr);
+      // Nor is attention's output offloaded: no backward reads it.
+      model::ChunkedOptions options = chunked_options(chunk_size, model::Recompute::Full, offloading);
+      options.offload_attention = model::ChunkedOptions::AttentionOffload::Off;
+      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, options, activations, specs,
+                                    offloading ? offload : nullptr);
       loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     } else {
       model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs, model::Recompute::Full);

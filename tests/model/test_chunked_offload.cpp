@@ -20,6 +20,8 @@
 namespace lt {
 namespace {
 
+using AttentionOffload = model::ChunkedOptions::AttentionOffload;
+
 constexpr int64_t kLayers = 5;
 
 model::ModelConfig five_layer_config(model::Architecture arch, uint64_t seed) {
@@ -76,9 +78,12 @@ struct Run {
 
   // `steps` forward/backward passes of `batch` on one decoder (gradients accumulate), dropout per step.
   void train(const model::Batch& batch, int64_t B, int64_t T, DType dtype, int64_t chunk, bool offload,
-             double dropout_p, int steps) {
-    const model::ChunkedOptions options{
-        .chunk_size = chunk, .loss_token_block = 3, .loss_vocab_block = 5, .offload = offload};
+             double dropout_p, int steps, AttentionOffload attention = AttentionOffload::Off) {
+    const model::ChunkedOptions options{.chunk_size = chunk,
+                                        .loss_token_block = 3,
+                                        .loss_vocab_block = 5,
+                                        .offload = offload,
+                                        .offload_attention = attention};
     const size_t device_bytes = model::ChunkedDecoder::arena_bytes(config, dtype, B, T, options, specs);
     Arena acts("acts", HostMemory::instance(), device_bytes);
     if (offload)
@@ -86,6 +91,7 @@ struct Run {
           std::make_unique<Arena>("offloaded", HostMemory::instance(),
                                   model::ChunkedDecoder::offload_bytes(config, dtype, B, T, options, specs));
     model::ChunkedDecoder decoder(config, dtype, B, T, options, acts, specs, offload ? host.get() : nullptr);
+    EXPECT_EQ(decoder.offloads_attention(), attention == AttentionOffload::On);
     const int64_t label_tokens = model::count_label_tokens(batch);
     const bool with_lora = !specs.empty();
     for (int s = 0; s < steps; ++s) {
@@ -131,9 +137,14 @@ void check_offload_equals(const Case& c) {
   for (int64_t chunk : {int64_t(1), int64_t(3), int64_t(4), T - 1, T, T + 5}) {
     Run plain(config, c.dtype, c.lora, c.train_base, seed);
     plain.train(batch, B, T, c.dtype, chunk, false, c.dropout, 2);
-    Run offloaded(config, c.dtype, c.lora, c.train_base, seed);
-    offloaded.train(batch, B, T, c.dtype, chunk, true, c.dropout, 2);
-    expect_same(offloaded, plain, fmt::format("{} chunk {}", dtype_name(c.dtype), chunk));
+    // The checkpoints alone, then with the attention outputs (backward's recomputation skips attention).
+    for (AttentionOffload attention : {AttentionOffload::Off, AttentionOffload::On}) {
+      Run offloaded(config, c.dtype, c.lora, c.train_base, seed);
+      offloaded.train(batch, B, T, c.dtype, chunk, true, c.dropout, 2, attention);
+      expect_same(offloaded, plain,
+                  fmt::format("{} chunk {} attention offloaded {}", dtype_name(c.dtype), chunk,
+                              attention == AttentionOffload::On));
+    }
   }
 }
 
@@ -154,7 +165,7 @@ TEST(ChunkedOffload, PlanHoldsTwoSlotsOnTheDeviceAndTheCheckpointsOnTheHost) {
   const model::ModelConfig config = five_layer_config(model::Architecture::Llama, 4);
   constexpr int64_t B = 3, T = 40, C = 8;
   const int64_t D = config.hidden_size;
-  model::ChunkedOptions options{.chunk_size = C};
+  model::ChunkedOptions options{.chunk_size = C, .offload_attention = AttentionOffload::Off};
   const auto plain = model::ChunkedDecoder::planned_buffers(config, DType::F32, B, T, options);
   options.offload = true;
   const auto offloaded = model::ChunkedDecoder::planned_buffers(config, DType::F32, B, T, options);
@@ -177,6 +188,50 @@ TEST(ChunkedOffload, PlanHoldsTwoSlotsOnTheDeviceAndTheCheckpointsOnTheHost) {
   EXPECT_EQ(model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, options),
             plain_resid + 256 /* ByteCounter's alignment slack */);
   EXPECT_EQ(model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, {.chunk_size = C}), 0u);
+}
+
+// Offloaded attention: two more device slots (the attention output and lse of one chunk each) replace the
+// one-chunk attention buffers, and the host holds every layer's outputs and lse for all T tokens.
+TEST(ChunkedOffload, AttentionOffloadPlansTwoMoreSlotsAndTheOutputsOnTheHost) {
+  const model::ModelConfig config = five_layer_config(model::Architecture::Llama, 4);
+  constexpr int64_t B = 3, T = 40, C = 8;
+  const int64_t H = config.num_heads, HD = config.head_dim;
+  auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const model::ChunkedOptions off{.chunk_size = C, .offload = true, .offload_attention = AttentionOffload::Off};
+  model::ChunkedOptions on = off;
+  on.offload_attention = AttentionOffload::On;
+  const auto buffers = model::ChunkedDecoder::planned_buffers(config, DType::F32, B, T, on);
+  size_t slots = 0;
+  for (const model::PlannedBuffer& b : buffers) {
+    EXPECT_TRUE(b.name != "chunk.attn_out" && b.name != "chunk.attn_lse")
+        << b.name << ": the slots hold the chunk's attention";
+    if (b.name.ends_with(".attn_out") && b.name.starts_with("offload.slot")) {
+      EXPECT_EQ(b.bytes, round(size_t(B * C * H * HD) * 4)) << b.name;
+      slots += b.bytes;
+    }
+    if (b.name.ends_with(".attn_lse") && b.name.starts_with("offload.slot")) {
+      EXPECT_EQ(b.bytes, round(size_t(B * H * C) * 4)) << b.name;
+      slots += b.bytes;
+    }
+  }
+  const size_t chunk_attention = round(size_t(B * C * H * HD) * 4) + round(size_t(B * H * C) * 4);
+  EXPECT_EQ(slots, 2 * chunk_attention);
+  EXPECT_EQ(model::ChunkedDecoder::arena_bytes(config, DType::F32, B, T, on),
+            model::ChunkedDecoder::arena_bytes(config, DType::F32, B, T, off) + chunk_attention);
+  EXPECT_EQ(model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, on),
+            model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, off) +
+                size_t(kLayers) * (round(size_t(B * T * H * HD) * 4) + round(size_t(B * H * T) * 4)));
+  // Auto takes it on a machine with room (these bytes are tiny); without offload it is refused.
+  model::ChunkedOptions automatic = off;
+  automatic.offload_attention = AttentionOffload::Auto;
+  EXPECT_EQ(model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, automatic),
+            model::ChunkedDecoder::offload_bytes(config, DType::F32, B, T, on));
+  test::expect_error_mentions(
+      [&] {
+        model::ChunkedDecoder::arena_bytes(config, DType::F32, B, T,
+                                           {.chunk_size = C, .offload_attention = AttentionOffload::On});
+      },
+      {"offload_attention", "without offload"});
 }
 
 TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {

@@ -88,10 +88,16 @@ TEST(ChunkedOffloadTrainer, MemoryPlanCountsTheHostCheckpoints) {
   auto aligned = [](size_t bytes) {
     return (bytes + model::kArenaAlignment - 1) / model::kArenaAlignment * model::kArenaAlignment;
   };
-  // (L + 1) checkpoints of (2 * 64, D) f32 in host memory; two (2 * 4, D) slots on the device.
+  // (L + 1) checkpoints of (2 * 64, D) f32 and every layer's attention output (2 * 64, H * HD) and lse
+  // (2 * H * 64) in host memory (the offloaded attention: this machine has room for it); on the device two
+  // (2 * 4, D) checkpoint slots, and two attention slots in place of the one-chunk attention buffers.
+  const int64_t HHD = mc.num_heads * mc.head_dim;
   const size_t checkpoints = size_t(mc.num_layers + 1) * aligned(size_t(2 * 64 * mc.hidden_size) * 4);
-  const size_t slots = 2 * aligned(size_t(2 * 4 * mc.hidden_size) * 4);
-  EXPECT_EQ(offloaded.host_offload, checkpoints + model::kArenaAlignment);
+  const size_t attention = size_t(mc.num_layers) * (aligned(size_t(2 * 64 * HHD) * 4) +
+                                                    aligned(size_t(2 * mc.num_heads * 64) * 4));
+  const size_t chunk_attention = aligned(size_t(2 * 4 * HHD) * 4) + aligned(size_t(2 * mc.num_heads * 4) * 4);
+  const size_t slots = 2 * aligned(size_t(2 * 4 * mc.hidden_size) * 4) + chunk_attention;
+  EXPECT_EQ(offloaded.host_offload, checkpoints + attention + model::kArenaAlignment);
   EXPECT_EQ(plain.total - offloaded.total, checkpoints - slots);
   EXPECT_NE(model::format_memory_plan(offloaded, false).find("host memory"), std::string::npos);
 }
