@@ -152,6 +152,10 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster8);
   }
   {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster-serial");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::ClusterSerial);
+  }
+  {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "general");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);

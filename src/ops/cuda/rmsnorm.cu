@@ -9,10 +9,11 @@
 // for all its rows and writes its partial row once at the end. By default the backward's blocks run in
 // thread block clusters of 4 (sm_90): the blocks of a cluster add their partial rows through distributed
 // shared memory (in rank order, each block a quarter of the columns) and write one row per cluster, so the
-// partial rows written and read back are 4x fewer (132 of 16 KB at D 4096 instead of 528: 8.6 MB moved
-// twice cost ~8 us of the 68 at 8192 x 4096). Other rows go through the general kernels (packs or element
-// by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels can be
-// requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// partial rows written and read back are 4x fewer (132 of 16 KB at D 4096 instead of 528 rows, 8.6 MB: dw
+// cost 8 us of the 68 at 8192 x 4096 bf16 on the H200), and the column sum is a programmatic dependent
+// launch (its launch overlaps the backward's tail). Other rows go through the general kernels (packs or
+// element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels
+// can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <cooperative_groups.h>
 
@@ -179,6 +180,23 @@ __global__ void __launch_bounds__(kThreads, forward_walk_blocks_per_sm(K))
   }
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may be launched once every block of the kernel before it
+// on the stream has called allow_dependent_launch (or exited), instead of at that kernel's end: its launch
+// and block scheduling overlap the tail of the kernel before. It must call wait_for_prior_grid before
+// touching what that kernel writes: the wait returns when that kernel has completed and its writes are
+// visible. Both are no-ops in a launch without the attribute.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
 // loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
 // registers across all its rows.
@@ -211,6 +229,7 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
                                  const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
   __shared__ float scratch[kWarp];
+  allow_dependent_launch();
   constexpr int P = kPack<T>;
   const int packs = int(dim / P);
   Pack<T> wp[K];    // this thread's packs of w
@@ -403,6 +422,7 @@ template <class TW>
 __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
     column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
   __shared__ float sums[kReduceWarps][kReduceCols];
+  wait_for_prior_grid();  // the partial rows (launched early: launch_column_reduce)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t d = int64_t(blockIdx.x) * kReduceCols + lane;
   float sum = 0.0f;
@@ -417,6 +437,39 @@ __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
 #pragma unroll
   for (int i = 0; i < kReduceWarps; ++i) total += sums[i][lane];
   store_f(dw + d, load_f(dw + d) + total);
+}
+
+// Launches column_reduce_kernel after the backward kernel on stream s; `early`: as a programmatic
+// dependent launch (the backward register kernel allows it from its start), which hides the launch gap
+// between the two kernels.
+template <class TW>
+void launch_column_reduce(TW* dw, const float* partial, int64_t parts, int64_t dim, bool early,
+                          cudaStream_t s) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned((dim + kReduceCols - 1) / kReduceCols));
+  config.blockDim = dim3(unsigned(kReduceCols * kReduceWarps));
+  config.stream = s;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = early ? 1 : 0;
+  LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_kernel<TW>, dw, partial, parts, dim));
+}
+
+// The backward register kernel's cluster size for a request (1: no clusters).
+int backward_cluster_size(RmsNormBackwardKernel request) {
+  switch (request) {
+    case RmsNormBackwardKernel::Cluster:
+    case RmsNormBackwardKernel::ClusterSerial:
+      return 4;
+    case RmsNormBackwardKernel::Cluster8:
+      return 8;
+    case RmsNormBackwardKernel::Single:
+    case RmsNormBackwardKernel::General:
+      break;
+  }
+  return 1;
 }
 
 template <class T>
@@ -482,10 +535,7 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     const RegShape shape =
         packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
     // Clusters only pay where there are partial rows to add up.
-    const int cluster = shape.packs_per_thread == 0 || !dw           ? 1
-                        : request == RmsNormBackwardKernel::Cluster8 ? 8
-                        : request == RmsNormBackwardKernel::Cluster  ? 4
-                                                                     : 1;
+    const int cluster = shape.packs_per_thread == 0 || !dw ? 1 : backward_cluster_size(request);
     const int64_t grid = shape.packs_per_thread > 0
                              ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
                              : kBackwardBlocks;
@@ -531,14 +581,11 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      const unsigned reduce_grid = unsigned((dim + kReduceCols - 1) / kReduceCols);
+      const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
       if (dw_dt == DType::F32)
-        column_reduce_kernel<float>
-            <<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<float*>(dw), partial, parts, dim);
+        launch_column_reduce(static_cast<float*>(dw), partial, parts, dim, early, s);
       else
-        column_reduce_kernel<T>
-            <<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<T*>(dw), partial, parts, dim);
-      LT_CUDA_CHECK_LAUNCH();
+        launch_column_reduce(static_cast<T*>(dw), partial, parts, dim, early, s);
       LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
   });

@@ -7,9 +7,14 @@
 //   LT_RMSNORM_BACKWARD: cluster (unset or empty: the default): the row, w and the dw columns in registers
 //                        (4 blocks/SM), the blocks in clusters of 4 that add their partial dw rows in
 //                        distributed shared memory before writing them (4x fewer rows to write and sum);
-//                        cluster8: the same in clusters of 8;
-//                        single: the same kernel without clusters, every block writes its partial row
-//                        (69% of the copy bandwidth at 8192 x 4096 bf16 on the H200);
+//                        the kernel that sums the rows into dw is a programmatic dependent launch (its
+//                        launch overlaps the backward's tail);
+//                        cluster-serial: the same, the sum launched after the backward's end (what the
+//                        dependent launch gains);
+//                        cluster8: clusters of 8 (dependent launch too);
+//                        single: the same kernel without clusters, every block writes its partial row, the
+//                        sum launched after it (the former default: 69% of the copy bandwidth at 8192 x 4096
+//                        bf16 on the H200);
 //                        general: the general kernel (partial dw rows in memory) for every shape.
 //                        (A "prefetch" variant, the next row loaded before the current one is reduced at 3
 //                        blocks/SM, measured 58% and was removed.)
@@ -22,7 +27,7 @@
 namespace lt::ops::cuda {
 
 enum class RmsNormForwardKernel : uint8_t { Rows, Walk, General };
-enum class RmsNormBackwardKernel : uint8_t { Cluster, Cluster8, Single, General };
+enum class RmsNormBackwardKernel : uint8_t { Cluster, ClusterSerial, Cluster8, Single, General };
 
 RmsNormForwardKernel rmsnorm_forward_kernel_request();    // LT_RMSNORM_FORWARD
 RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
