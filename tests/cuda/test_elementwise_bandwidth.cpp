@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cuda/rmsnorm_select.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 
@@ -50,6 +51,14 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
   const DType dt = DType::BF16;
   const int64_t N = 8192, D = 4096, F = 14336, H = 32, HD = 128;
   const double e = double(dtype_size(dt));
+  // The backward register kernel's grid against the blocks the GPU holds at once (a second wave would show
+  // as a slower variant).
+  for (const int cluster : {1, 4, 8}) {
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(D, cluster);
+    std::printf("BANDWIDTH rmsnorm_backward D %lld clusters of %d: %lld blocks resident, grid %lld%s\n",
+                static_cast<long long>(D), cluster, static_cast<long long>(o.resident),
+                static_cast<long long>(o.grid), o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");
+  }
   // RMSNorm at a step of 8192 tokens and at a 16K-token chunk (the fixed costs, such as the partial dw
   // rows' write and column sum, weigh less against twice the rows).
   for (const int64_t rows : {N, 2 * N}) {

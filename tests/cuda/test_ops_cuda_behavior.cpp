@@ -176,6 +176,21 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   }
 }
 
+// The bench's occupancy diagnostic (rmsnorm_select.h) refuses what it has no kernel for, naming the value.
+TEST(CudaBehavior, RmsNormOccupancyArgumentsAreChecked) {
+  const auto expect_error = [](int64_t dim, int cluster, const std::string& expected) {
+    try {
+      ops::cuda::rmsnorm_backward_occupancy(dim, cluster);
+      ADD_FAILURE() << "rmsnorm_backward_occupancy(" << dim << ", " << cluster << ") was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  expect_error(4100, 4, "dim 4100; expected a multiple of 8 in [8, 8192]");
+  expect_error(16384, 1, "dim 16384; expected a multiple of 8 in [8, 8192]");
+  expect_error(4096, 2, "cluster 2; expected 1, 4 or 8");
+}
+
 // Runs fn, then expects check_device_errors to throw a message containing `expected`, and a second check
 // to pass (the record is cleared).
 template <class Fn>

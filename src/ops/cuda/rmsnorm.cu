@@ -591,4 +591,40 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
   });
 }
 
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster) {
+  const RegShape shape = reg_shape(dim / kPack<bf16>);
+  RmsNormBackwardOccupancy result;
+  with_packs(shape.packs_per_thread, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    result.grid = kGridSms * backward_regs_blocks_per_sm(K);
+    if (cluster == 1) {
+      int per_sm = 0, device = 0, sms = 0;
+      LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, rmsnorm_backward_regs_kernel<bf16, K, 1>, shape.threads, 0));
+      LT_CUDA_CHECK(cudaGetDevice(&device));
+      LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      result.resident = int64_t(per_sm) * sms;
+      return;
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(result.grid));
+    config.blockDim = dim3(unsigned(shape.threads));
+    config.dynamicSmemBytes = size_t(dim) * sizeof(float);
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = unsigned(cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    LT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
+        &clusters,
+        cluster == 8 ? rmsnorm_backward_regs_kernel<bf16, K, 8> : rmsnorm_backward_regs_kernel<bf16, K, 4>,
+        &config));
+    result.resident = int64_t(clusters) * cluster;
+  });
+  return result;
+}
+
 }  // namespace lt::ops::cuda

@@ -30,4 +30,12 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request() {
       v);
 }
 
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster) {
+  LT_CHECK(dim > 0 && dim % 8 == 0 && dim <= 8192,
+           "rmsnorm_backward_occupancy: dim {}; expected a multiple of 8 in [8, 8192]", dim);
+  LT_CHECK(cluster == 1 || cluster == 4 || cluster == 8,
+           "rmsnorm_backward_occupancy: cluster {}; expected 1, 4 or 8", cluster);
+  return rmsnorm_backward_occupancy_unchecked(dim, cluster);
+}
+
 }  // namespace lt::ops::cuda

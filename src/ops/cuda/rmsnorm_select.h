@@ -32,4 +32,15 @@ enum class RmsNormBackwardKernel : uint8_t { Cluster, ClusterSerial, Cluster8, S
 RmsNormForwardKernel rmsnorm_forward_kernel_request();    // LT_RMSNORM_FORWARD
 RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
 
+// A diagnostic for the bandwidth bench: the bf16 backward register kernel at row length `dim` (a multiple of
+// 8, <= 8192) in clusters of `cluster` blocks (1, 4 or 8): how many of its blocks this GPU holds at once
+// (cudaOccupancyMaxActiveClusters times the cluster size; SMs times blocks per SM without clusters), and
+// its grid. The grid in one wave needs resident >= grid. The arguments are checked here (rmsnorm_select.cpp),
+// the kernels queried in rmsnorm.cu (_unchecked: trusts its arguments).
+struct RmsNormBackwardOccupancy {
+  int64_t resident = 0, grid = 0;
+};
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster);
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster);  // rmsnorm.cu
+
 }  // namespace lt::ops::cuda
