@@ -299,10 +299,11 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     for (int q = 0; q < C; ++q) peer[q] = cluster.map_shared_rank(stage, q);
     const int64_t quads = dim / 4;
     float4* out = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x / C) * dim);  // (D / 4)
-    // Block `rank` sums the float4 columns rank * blockDim + t, + C * blockDim, ...: a fixed split, and each
-    // column added in rank order, so the bits do not depend on which block gets there first.
-    for (int64_t i = int64_t(cluster.block_rank()) * blockDim.x + threadIdx.x; i < quads;
-         i += int64_t(C) * blockDim.x) {
+    // Block `rank` sums the rank-th of C equal runs of float4 columns: a fixed split, and each column added
+    // in rank order, so the bits do not depend on which block gets there first.
+    const int64_t run = (quads + C - 1) / C, begin = int64_t(cluster.block_rank()) * run;
+    const int64_t end = begin + run < quads ? begin + run : quads;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
       float4 v[C];
 #pragma unroll
       for (int q = 0; q < C; ++q) v[q] = peer[q][i];
