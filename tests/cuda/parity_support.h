@@ -47,15 +47,19 @@ class ScopedEnv {
   std::optional<std::string> saved_;
 };
 
-// The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults, the
-// other register variants, the general kernels.
+// The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
+// backward in clusters of 4, its column sum a dependent launch), the other register variants (the backward
+// without clusters; its sum launched after it; in clusters of 8), the general kernels.
 struct RmsNormVariant {
   const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
   const char* backward;  // LT_RMSNORM_BACKWARD
   const char* name;
 };
-inline constexpr RmsNormVariant kRmsNormVariants[] = {
-    {nullptr, nullptr, ""}, {"walk", "single", " [walk/single]"}, {"general", "general", " [general]"}};
+inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
+                                                      {"walk", "single", " [walk/single]"},
+                                                      {nullptr, "cluster-serial", " [cluster-serial]"},
+                                                      {nullptr, "cluster8", " [cluster8]"},
+                                                      {"general", "general", " [general]"}};
 
 inline bool gpu_present() {
   return ops::cuda::device_count() > 0;

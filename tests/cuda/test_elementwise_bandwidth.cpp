@@ -1,17 +1,19 @@
 // Not tests: the memory-bound kernels' achieved bandwidth against the H200's copy ceiling (4280 GB/s,
-// GPU.md), at Llama-3.1-8B shapes for a step of 8192 tokens, bf16: RMSNorm forward/backward (D 4096, f32
-// dW as the mixed-precision policy keeps it), RoPE forward (32 heads of 128, in place), SwiGLU
-// forward/backward (F 14336), the residual add. Bytes counted are the fewest each kernel must move: every
-// input read once, every output written once (an in-place tensor read and written). Median of 20 runs after
-// 3 warm-ups, CUDA events. Run with --gtest_also_run_disabled_tests --gtest_filter='*ElementwiseBandwidth*'
-// (tools/gpu_train_checks.sh does); grep BANDWIDTH.
+// GPU.md), at Llama-3.1-8B shapes for a step of 8192 tokens, bf16: RMSNorm forward/backward (D 4096, f32 dW
+// as the mixed-precision policy keeps it; also at 16384 tokens), RoPE forward (32 heads of 128, in place),
+// SwiGLU forward/backward (F 14336), the residual add. Bytes counted are the fewest each kernel must move:
+// every input read once, every output written once (an in-place tensor read and written). Median of 20 runs
+// after 3 warm-ups, CUDA events. Run with --gtest_also_run_disabled_tests
+// --gtest_filter='*ElementwiseBandwidth*' (tools/gpu_train_checks.sh does); grep BANDWIDTH.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "ops/cuda/rmsnorm_select.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 
@@ -20,10 +22,9 @@ namespace {
 
 constexpr double kCopyGBs = 4280.0;
 
-
 void report_bandwidth(const char* what, double bytes, float ms) {
   const double gbs = bytes / ms / 1e6;
-  std::printf("BANDWIDTH %-28s %8.3f ms  %6.0f GB/s  %3.0f%% of %.0f\n", what, ms, gbs, 100 * gbs / kCopyGBs,
+  std::printf("BANDWIDTH %-50s %8.3f ms  %6.0f GB/s  %3.0f%% of %.0f\n", what, ms, gbs, 100 * gbs / kCopyGBs,
               kCopyGBs);
   std::fflush(stdout);
 }
@@ -50,29 +51,52 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
   const DType dt = DType::BF16;
   const int64_t N = 8192, D = 4096, F = 14336, H = 32, HD = 128;
   const double e = double(dtype_size(dt));
-  {
-    DeviceTensor x = filled(dt, {N, D}, 1), w = filled(dt, {D}, 2), y(dt, {N, D}), rstd(DType::F32, {N});
-    DeviceTensor dy = filled(dt, {N, D}, 3), dx(dt, {N, D}), dw(DType::F32, {D});
-    const ops::RmsNormParams p{N, D, 1e-5};
+  // The backward register kernel's grid against the blocks the GPU holds at once (a second wave would show
+  // as a slower variant).
+  for (const int cluster : {1, 4, 8}) {
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(D, cluster);
+    std::printf("BANDWIDTH rmsnorm_backward D %lld clusters of %d: %lld blocks resident, grid %lld%s\n",
+                static_cast<long long>(D), cluster, static_cast<long long>(o.resident),
+                static_cast<long long>(o.grid), o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");
+  }
+  // RMSNorm at a step of 8192 tokens and at a 16K-token chunk (the fixed costs, such as the partial dw
+  // rows' write and column sum, weigh less against twice the rows).
+  for (const int64_t rows : {N, 2 * N}) {
+    DeviceTensor x = filled(dt, {rows, D}, 1), w = filled(dt, {D}, 2), y(dt, {rows, D}),
+                 rstd(DType::F32, {rows});
+    DeviceTensor dy = filled(dt, {rows, D}, 3), dx(dt, {rows, D}), dw(DType::F32, {D});
+    const ops::RmsNormParams p{rows, D, 1e-5};
+    // "what rows x D variant" (snprintf: GCC 12's -Wrestrict misfires on chained std::string +).
+    const auto label = [&](const char* what, const char* variant) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s %lldx%lld%s", what, static_cast<long long>(rows),
+                    static_cast<long long>(D), variant);
+      return std::string(buf);
+    };
     // Every kernel variant (rmsnorm_select.h; the first, unnamed, is the default), then diagnostics of the
     // default backward: without dw (dx alone: what the partial rows and their column sum cost) and dx +=
     // (dx read too: 4 passes).
     for (const RmsNormVariant& v : kRmsNormVariants) {
       ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
-      report_bandwidth(("rmsnorm_forward" + std::string(v.name)).c_str(),
-                       double(N * D) * 2 * e + double(N) * 4,
+      report_bandwidth(label("rmsnorm_forward", v.name).c_str(), double(rows * D) * 2 * e + double(rows) * 4,
                        median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
-      report_bandwidth(("rmsnorm_backward (dw f32)" + std::string(v.name)).c_str(),
-                       double(N * D) * 3 * e + double(N) * 4,
+      report_bandwidth(label("rmsnorm_backward (dw f32)", v.name).c_str(),
+                       double(rows * D) * 3 * e + double(rows) * 4,
                        median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
     }
     const Tensor no_dw;
-    report_bandwidth("rmsnorm_backward (no dw)", double(N * D) * 3 * e + double(N) * 4,
+    report_bandwidth(label("rmsnorm_backward (no dw)", "").c_str(),
+                     double(rows * D) * 3 * e + double(rows) * 4,
                      median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, no_dw, dy.t, x.t, w.t, rstd.t); }));
-    const ops::RmsNormParams pa{N, D, 1e-5, true};
-    report_bandwidth("rmsnorm_backward (dw f32, dx+=)", double(N * D) * 4 * e + double(N) * 4,
+    const ops::RmsNormParams pa{rows, D, 1e-5, true};
+    report_bandwidth(label("rmsnorm_backward (dw f32, dx+=)", "").c_str(),
+                     double(rows * D) * 4 * e + double(rows) * 4,
                      median_ms(20, [&] { ops::rmsnorm_backward(pa, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
-    report_bandwidth("add_inplace", double(N * D) * 3 * e, median_ms(20, [&] { ops::add_inplace(y.t, x.t); }));
+  }
+  {
+    DeviceTensor x = filled(dt, {N, D}, 1), y = filled(dt, {N, D}, 2);
+    report_bandwidth("add_inplace", double(N * D) * 3 * e,
+                     median_ms(20, [&] { ops::add_inplace(y.t, x.t); }));
   }
   {
     DeviceTensor q = filled(dt, {N, H, HD}, 4);

@@ -81,7 +81,8 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
 // packs per thread (1000, 4096, 8192 in bf16; 1000 and 4096 in f32) and the general one (8192 in f32, 1001
 // unpacked), dw in the input dtype and in f32 under bf16, dx written and accumulated, every kernel variant
 // (rmsnorm_select.h): two runs give the same bits of dx and dw. Rows outnumber the backward's blocks, so
-// each block walks several rows.
+// each block walks several rows, except at 13 x 4096: fewer rows than blocks, not a whole number of
+// clusters.
 TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
   LT_REQUIRE_GPU();
   struct Case {
@@ -91,7 +92,8 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
   const Case cases[] = {{DType::BF16, DType::F32, 2100, 4096}, {DType::BF16, DType::BF16, 2100, 4096},
                         {DType::BF16, DType::F32, 1100, 8192}, {DType::BF16, DType::F32, 3000, 1000},
                         {DType::BF16, DType::F32, 700, 1001},  {DType::F32, DType::F32, 1100, 4096},
-                        {DType::F32, DType::F32, 900, 8192},   {DType::F32, DType::F32, 3000, 1000}};
+                        {DType::F32, DType::F32, 900, 8192},   {DType::F32, DType::F32, 3000, 1000},
+                        {DType::BF16, DType::F32, 13, 4096}};
   for (const Case& c : cases) {
     const int64_t R = c.rows, C = c.dim;
     std::vector<double> x = random_values(static_cast<size_t>(R * C), 31, -2, 2),
@@ -133,7 +135,7 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", nullptr), bwd("LT_RMSNORM_BACKWARD", "");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Prefetch);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
   }
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "walk"), bwd("LT_RMSNORM_BACKWARD", "single");
@@ -141,11 +143,25 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
   }
   {
+    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "rows"), bwd("LT_RMSNORM_BACKWARD", "cluster");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster8");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster8);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster-serial");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::ClusterSerial);
+  }
+  {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "general");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);
   }
-  test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "fast"), bwd("LT_RMSNORM_BACKWARD", "Prefetch");
+  // "prefetch" was a variant once (removed): refused like any unknown value.
+  test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "fast"), bwd("LT_RMSNORM_BACKWARD", "prefetch");
   try {
     ops::cuda::rmsnorm_forward_kernel_request();
     ADD_FAILURE() << "LT_RMSNORM_FORWARD=fast was accepted";
@@ -154,10 +170,25 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   }
   try {
     ops::cuda::rmsnorm_backward_kernel_request();
-    ADD_FAILURE() << "LT_RMSNORM_BACKWARD=Prefetch was accepted";
+    ADD_FAILURE() << "LT_RMSNORM_BACKWARD=prefetch was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'Prefetch'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'"), std::string::npos) << e.what();
   }
+}
+
+// The bench's occupancy diagnostic (rmsnorm_select.h) refuses what it has no kernel for, naming the value.
+TEST(CudaBehavior, RmsNormOccupancyArgumentsAreChecked) {
+  const auto expect_error = [](int64_t dim, int cluster, const std::string& expected) {
+    try {
+      ops::cuda::rmsnorm_backward_occupancy(dim, cluster);
+      ADD_FAILURE() << "rmsnorm_backward_occupancy(" << dim << ", " << cluster << ") was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  expect_error(4100, 4, "dim 4100; expected a multiple of 8 in [8, 8192]");
+  expect_error(16384, 1, "dim 16384; expected a multiple of 8 in [8, 8192]");
+  expect_error(4096, 2, "cluster 2; expected 1, 4 or 8");
 }
 
 // Runs fn, then expects check_device_errors to throw a message containing `expected`, and a second check

@@ -6,10 +6,17 @@
 // The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
-// for all its rows and writes its partial row once at the end. Other rows go through the general kernels
-// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
-// the register kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// for all its rows and writes its partial row once at the end. By default the backward's blocks run in
+// thread block clusters of 4 (sm_90): the blocks of a cluster add their partial rows through distributed
+// shared memory (in rank order, each block a quarter of the columns) and write one row per cluster, so the
+// partial rows written and read back are 4x fewer (132 of 16 KB at D 4096 instead of 528 rows, 8.6 MB: dw
+// cost 8 us of the 68 at 8192 x 4096 bf16 on the H200), and the column sum is a programmatic dependent
+// launch (its launch overlaps the backward's tail). Other rows go through the general kernels (packs or
+// element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels
+// can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
+#include <cooperative_groups.h>
+
 #include <type_traits>
 
 #include "ops/cuda/cuda_check.h"
@@ -28,9 +35,9 @@ constexpr int kMaxPacks = 4;              // packs per thread of the register ke
 // The register kernels that walk rows (the backward, the forward's "walk" variant) are given a resident
 // block count per SM (their register budget: 64 per thread at 4, 51 at 5, 85 at 3, 128 at 2) and a grid of
 // that many blocks per SM of a 132-SM H100/H200 (one wave): a constant, so that dw's summation order does not
-// depend on the GPU. The backward holds a second row (prefetch) only at K <= 2.
-constexpr int backward_regs_blocks_per_sm(int k, bool prefetch) {
-  return k <= 2 ? (prefetch ? 3 : 4) : 2;
+// depend on the GPU. Both backward grids (528 and 264 blocks) are multiples of every cluster size (4, 8).
+constexpr int backward_regs_blocks_per_sm(int k) {
+  return k <= 2 ? 4 : 2;
 }
 constexpr int forward_walk_blocks_per_sm(int k) {
   return k <= 2 ? 5 : 2;
@@ -173,12 +180,30 @@ __global__ void __launch_bounds__(kThreads, forward_walk_blocks_per_sm(K))
   }
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may be launched once every block of the kernel before it
+// on the stream has called allow_dependent_launch (or exited), instead of at that kernel's end: its launch
+// and block scheduling overlap the tail of the kernel before. It must call wait_for_prior_grid before
+// touching what that kernel writes: the wait returns when that kernel has completed and its writes are
+// visible. Both are no-ops in a launch without the attribute.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
 // loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
-// registers across all its rows. With Prefetch (K <= 2) the next row's dy and x are loaded before the
-// current row is reduced, so a block always has a row's loads in flight (hidden behind the reduction and the
-// dx stores).
-// partial: (gridDim.x, D) f32 or nullptr, written once at the end.
+// registers across all its rows.
+// partial: (gridDim.x / C, D) f32 or nullptr, written once at the end: with C = 1 each block writes its own
+// row; with C > 1 the kernel runs in clusters of C blocks (the launch's cluster dimension must be C) and
+// cluster c writes row c, the sum of its blocks' rows in rank order. stage (dynamic shared memory, D f32
+// when C > 1): the block's row, read by the cluster's blocks.
 template <class T, int K>
 struct RowPacks {
   Pack<T> g[K], a[K];  // this thread's packs of dy and x
@@ -199,11 +224,12 @@ __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const
   row.r = rstd[n];
 }
 
-template <class T, int K, bool Prefetch>
-__global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefetch))
+template <class T, int K, int C>
+__global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
                                  const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
   __shared__ float scratch[kWarp];
+  allow_dependent_launch();
   constexpr int P = kPack<T>;
   const int packs = int(dim / P);
   Pack<T> wp[K];    // this thread's packs of w
@@ -215,16 +241,9 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefe
 #pragma unroll
     for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
   }
-  constexpr bool kPrefetch = Prefetch && K <= 2;  // K = 4 has no registers left for a second row
-  RowPacks<T, K> cur;
-  if (kPrefetch && blockIdx.x < rows) load_row(cur, dy, x, rstd, blockIdx.x, dim, packs);
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    RowPacks<T, K> next;
-    if constexpr (kPrefetch) {
-      if (n + gridDim.x < rows) load_row(next, dy, x, rstd, n + gridDim.x, dim, packs);
-    } else {
-      load_row(cur, dy, x, rstd, n, dim, packs);
-    }
+    RowPacks<T, K> cur;
+    load_row(cur, dy, x, rstd, n, dim, packs);
     float s = 0.0f;
 #pragma unroll
     for (int m = 0; m < K; ++m)
@@ -233,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefe
         for (int j = 0; j < P; ++j)
           s += load_f(&cur.g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&cur.a[m].v[j]);
     // Also a barrier: the scratch is free again for the next row's reduction. dx may alias dy: each thread
-    // writes only packs it has already read itself, and the prefetched row is another row.
+    // writes only packs it has already read itself.
     s = block_sum(s, scratch);
     const float r = cur.r, c = r * r * r * s / float(dim);
     T* dxr = dx + n * dim;  // (D)
@@ -256,18 +275,49 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K, Prefe
         reinterpret_cast<Pack<T>*>(dxr)[k] = out;
       }
     }
-    if constexpr (kPrefetch) cur = next;
   }
-  if (!partial) return;
-  float4* part = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4), D % P == 0
+  if (!partial) return;  // uniform over the grid: every block of a cluster leaves here or reaches its syncs
+  // The block's row goes to its own partial row (C = 1) or to its stage for the cluster; D % P == 0 and P is
+  // a multiple of 4, so the row is whole float4s.
+  extern __shared__ float4 stage[];  // (D / 4) when C > 1
+  float4* row = C == 1 ? reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim) : stage;  // (D / 4)
 #pragma unroll
   for (int m = 0; m < K; ++m) {
     const int k = int(threadIdx.x) + m * int(blockDim.x);
     if (k < packs)
 #pragma unroll
       for (int q = 0; q < P / 4; ++q)
-        part[k * (P / 4) + q] =
+        row[k * (P / 4) + q] =
             make_float4(acc[m][4 * q], acc[m][4 * q + 1], acc[m][4 * q + 2], acc[m][4 * q + 3]);
+  }
+  if constexpr (C > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();         // every stage of the cluster written (release/acquire across the cluster)
+    const float4* peer[C];  // the cluster's stages, rank order
+#pragma unroll
+    for (int q = 0; q < C; ++q) peer[q] = cluster.map_shared_rank(stage, q);
+    const int64_t quads = dim / 4;
+    float4* out = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x / C) * dim);  // (D / 4)
+    // Block `rank` sums the rank-th of C equal runs of float4 columns: a fixed split, and each column added
+    // in rank order, so the bits do not depend on which block gets there first.
+    const int64_t run = (quads + C - 1) / C, begin = int64_t(cluster.block_rank()) * run;
+    const int64_t end = begin + run < quads ? begin + run : quads;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      float4 v[C];
+#pragma unroll
+      for (int q = 0; q < C; ++q) v[q] = peer[q][i];
+      float4 sum = v[0];
+#pragma unroll
+      for (int q = 1; q < C; ++q) {
+        sum.x += v[q].x;
+        sum.y += v[q].y;
+        sum.z += v[q].z;
+        sum.w += v[q].w;
+      }
+      out[i] = sum;
+    }
+    cluster.sync();  // no block leaves (freeing its stage) while another still reads it
   }
 }
 
@@ -373,6 +423,7 @@ template <class TW>
 __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
     column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
   __shared__ float sums[kReduceWarps][kReduceCols];
+  wait_for_prior_grid();  // the partial rows (launched early: launch_column_reduce)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t d = int64_t(blockIdx.x) * kReduceCols + lane;
   float sum = 0.0f;
@@ -387,6 +438,39 @@ __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
 #pragma unroll
   for (int i = 0; i < kReduceWarps; ++i) total += sums[i][lane];
   store_f(dw + d, load_f(dw + d) + total);
+}
+
+// Launches column_reduce_kernel after the backward kernel on stream s; `early`: as a programmatic
+// dependent launch (the backward register kernel allows it from its start), which hides the launch gap
+// between the two kernels.
+template <class TW>
+void launch_column_reduce(TW* dw, const float* partial, int64_t parts, int64_t dim, bool early,
+                          cudaStream_t s) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned((dim + kReduceCols - 1) / kReduceCols));
+  config.blockDim = dim3(unsigned(kReduceCols * kReduceWarps));
+  config.stream = s;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = early ? 1 : 0;
+  LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_kernel<TW>, dw, partial, parts, dim));
+}
+
+// The backward register kernel's cluster size for a request (1: no clusters).
+int backward_cluster_size(RmsNormBackwardKernel request) {
+  switch (request) {
+    case RmsNormBackwardKernel::Cluster:
+    case RmsNormBackwardKernel::ClusterSerial:
+      return 4;
+    case RmsNormBackwardKernel::Cluster8:
+      return 8;
+    case RmsNormBackwardKernel::Single:
+    case RmsNormBackwardKernel::General:
+      break;
+  }
+  return 1;
 }
 
 template <class T>
@@ -446,28 +530,50 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                              cudaStream_t s) {
   if (rows == 0) return;
   const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
-  const bool prefetch = request == RmsNormBackwardKernel::Prefetch;
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
     const RegShape shape =
         packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
+    // Clusters only pay where there are partial rows to add up.
+    const int cluster = shape.packs_per_thread == 0 || !dw ? 1 : backward_cluster_size(request);
     const int64_t grid = shape.packs_per_thread > 0
-                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread, prefetch)
+                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
                              : kBackwardBlocks;
-    const int64_t blocks = rows < grid ? rows : grid;
-    float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
+    // A whole number of clusters (grid is a multiple of 8); the blocks past the rows add zero rows.
+    const int64_t blocks = rows < grid ? (rows + cluster - 1) / cluster * cluster : grid;
+    const int64_t parts = blocks / cluster;
+    float* partial = nullptr;  // (parts, D) f32, stream-ordered scratch
     if (dw)
       LT_CUDA_CHECK(
-          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
+          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(parts * dim) * sizeof(float), s));
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
         constexpr int K = decltype(k)::value;
-        auto kernel = prefetch && K <= 2 ? rmsnorm_backward_regs_kernel<T, K, (K <= 2)>
-                                         : rmsnorm_backward_regs_kernel<T, K, false>;
-        kernel<<<unsigned(blocks), shape.threads, 0, s>>>(
-            static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
-            static_cast<const T*>(w), rstd, rows, dim, accumulate_dx);
+        T* dx_t = static_cast<T*>(dx);
+        const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
+                *w_t = static_cast<const T*>(w);
+        if (cluster == 1) {
+          rmsnorm_backward_regs_kernel<T, K, 1><<<unsigned(blocks), shape.threads, 0, s>>>(
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+          return;
+        }
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(unsigned(blocks));
+        config.blockDim = dim3(unsigned(shape.threads));
+        config.dynamicSmemBytes = size_t(dim) * sizeof(float);  // stage: the block's partial row
+        config.stream = s;
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = unsigned(cluster);
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        auto kernel =
+            cluster == 8 ? rmsnorm_backward_regs_kernel<T, K, 8> : rmsnorm_backward_regs_kernel<T, K, 4>;
+        LT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim,
+                                         accumulate_dx));
       });
     } else {
       rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
@@ -476,17 +582,50 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      const unsigned reduce_grid = unsigned((dim + kReduceCols - 1) / kReduceCols);
+      const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
       if (dw_dt == DType::F32)
-        column_reduce_kernel<float><<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(
-            static_cast<float*>(dw), partial, blocks, dim);
+        launch_column_reduce(static_cast<float*>(dw), partial, parts, dim, early, s);
       else
-        column_reduce_kernel<T>
-            <<<reduce_grid, kReduceCols * kReduceWarps, 0, s>>>(static_cast<T*>(dw), partial, blocks, dim);
-      LT_CUDA_CHECK_LAUNCH();
+        launch_column_reduce(static_cast<T*>(dw), partial, parts, dim, early, s);
       LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
   });
+}
+
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster) {
+  const RegShape shape = reg_shape(dim / kPack<bf16>);
+  RmsNormBackwardOccupancy result;
+  with_packs(shape.packs_per_thread, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    result.grid = kGridSms * backward_regs_blocks_per_sm(K);
+    if (cluster == 1) {
+      int per_sm = 0, device = 0, sms = 0;
+      LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, rmsnorm_backward_regs_kernel<bf16, K, 1>, shape.threads, 0));
+      LT_CUDA_CHECK(cudaGetDevice(&device));
+      LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      result.resident = int64_t(per_sm) * sms;
+      return;
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(result.grid));
+    config.blockDim = dim3(unsigned(shape.threads));
+    config.dynamicSmemBytes = size_t(dim) * sizeof(float);
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = unsigned(cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    LT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
+        &clusters,
+        cluster == 8 ? rmsnorm_backward_regs_kernel<bf16, K, 8> : rmsnorm_backward_regs_kernel<bf16, K, 4>,
+        &config));
+    result.resident = int64_t(clusters) * cluster;
+  });
+  return result;
 }
 
 }  // namespace lt::ops::cuda

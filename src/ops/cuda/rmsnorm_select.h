@@ -4,11 +4,20 @@
 //   LT_RMSNORM_FORWARD:  rows (unset or empty: the default): one block per row, the row in registers;
 //                        walk: a fixed grid of blocks walks the rows, w and the next row in registers;
 //                        general: the general kernel (the row read twice) for every shape.
-//   LT_RMSNORM_BACKWARD: single (unset or empty: the default): the row, w and the dw columns in registers
-//                        (4 blocks/SM); prefetch: the same, the next row loaded before the current one is
-//                        reduced (3 blocks/SM; measured slower on the H200: 58% against 70% of the copy
-//                        bandwidth at 8192 x 4096 bf16);
+//   LT_RMSNORM_BACKWARD: cluster (unset or empty: the default): the row, w and the dw columns in registers
+//                        (4 blocks/SM), the blocks in clusters of 4 that add their partial dw rows in
+//                        distributed shared memory before writing them (4x fewer rows to write and sum);
+//                        the kernel that sums the rows into dw is a programmatic dependent launch (its
+//                        launch overlaps the backward's tail);
+//                        cluster-serial: the same, the sum launched after the backward's end (what the
+//                        dependent launch gains);
+//                        cluster8: clusters of 8 (dependent launch too);
+//                        single: the same kernel without clusters, every block writes its partial row, the
+//                        sum launched after it (the former default: 69% of the copy bandwidth at 8192 x 4096
+//                        bf16 on the H200);
 //                        general: the general kernel (partial dw rows in memory) for every shape.
+//                        (A "prefetch" variant, the next row loaded before the current one is reduced at 3
+//                        blocks/SM, measured 58% and was removed.)
 // Shapes the register kernels do not cover take the general kernels whatever the request. No fmt here:
 // rmsnorm.cu includes it; the values are parsed (and refused, naming the variable) in rmsnorm_select.cpp.
 #pragma once
@@ -18,9 +27,20 @@
 namespace lt::ops::cuda {
 
 enum class RmsNormForwardKernel : uint8_t { Rows, Walk, General };
-enum class RmsNormBackwardKernel : uint8_t { Prefetch, Single, General };
+enum class RmsNormBackwardKernel : uint8_t { Cluster, ClusterSerial, Cluster8, Single, General };
 
 RmsNormForwardKernel rmsnorm_forward_kernel_request();    // LT_RMSNORM_FORWARD
 RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
+
+// A diagnostic for the bandwidth bench: the bf16 backward register kernel at row length `dim` (a multiple of
+// 8, <= 8192) in clusters of `cluster` blocks (1, 4 or 8): how many of its blocks this GPU holds at once
+// (cudaOccupancyMaxActiveClusters times the cluster size; SMs times blocks per SM without clusters), and
+// its grid. The grid in one wave needs resident >= grid. The arguments are checked here (rmsnorm_select.cpp),
+// the kernels queried in rmsnorm.cu (_unchecked: trusts its arguments).
+struct RmsNormBackwardOccupancy {
+  int64_t resident = 0, grid = 0;
+};
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster);
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster);  // rmsnorm.cu
 
 }  // namespace lt::ops::cuda
