@@ -47,6 +47,11 @@ class ScopedEnv {
   std::optional<std::string> saved_;
 };
 
+// LT_ATTENTION_KERNEL = value (nullptr: unset) for its lifetime.
+struct AttentionKernelChoice : ScopedEnv {
+  explicit AttentionKernelChoice(const char* value) : ScopedEnv("LT_ATTENTION_KERNEL", value) {}
+};
+
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
 // backward in clusters of 4, its column sum a dependent launch), the other register variants (the backward
 // without clusters; its sum launched after it; in clusters of 8), the general kernels.

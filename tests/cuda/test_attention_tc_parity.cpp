@@ -32,35 +32,8 @@ using test::tolerance;
 using test::upload;
 using test::Worst;
 
-// Sets an environment variable to `value` (nullptr: unset) for its lifetime, then restores what was there.
-class EnvSetting {
- public:
-  EnvSetting(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = std::string(old);
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvSetting() {
-    if (saved_)
-      setenv(name_, saved_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  EnvSetting(const EnvSetting&) = delete;
-  EnvSetting& operator=(const EnvSetting&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
-
-// LT_ATTENTION_KERNEL: "tc" = the tensor-core kernels (never cuDNN, whose backward is not bit-reproducible),
-// "simt" = attention.cu.
-struct KernelChoice : EnvSetting {
-  explicit KernelChoice(const char* value) : EnvSetting("LT_ATTENTION_KERNEL", value) {}
-};
+using KernelChoice = test::AttentionKernelChoice;
+using test::ScopedEnv;
 
 struct Case {
   int64_t B, Tq, S, H, KVH, HD, q_offset, window;
@@ -154,7 +127,7 @@ TEST(CudaParity, AttentionTensorCoreForwardBackward) {
     // has the default shape only).
     for (const char* shape : {"4x1", "8x1", "4x2"}) {
       if (dt != DType::BF16) break;
-      EnvSetting tc_shape("LT_ATTENTION_TC_SHAPE", shape);
+      ScopedEnv tc_shape("LT_ATTENTION_TC_SHAPE", shape);
       KernelChoice tc("tc");
       DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
       ops::attention_forward(p, r_out.t, r_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
@@ -231,7 +204,7 @@ TEST(CudaBench, DISABLED_AttentionTensorCoreTiming) {
   for (const char* kernel : {"tc4x1", "tc8x1", "tc4x2", "simt"}) {
     const bool simt = std::strcmp(kernel, "simt") == 0;
     KernelChoice choice(simt ? "simt" : "tc");
-    EnvSetting shape("LT_ATTENTION_TC_SHAPE", simt ? nullptr : kernel + 2);
+    ScopedEnv shape("LT_ATTENTION_TC_SHAPE", simt ? nullptr : kernel + 2);
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 4; ++it) {
       cudaEventRecord(e0);

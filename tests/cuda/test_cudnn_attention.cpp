@@ -36,28 +36,7 @@ using test::tolerance;
 using test::upload;
 using test::Worst;
 
-// LT_ATTENTION_KERNEL = value (nullptr: unset) for its lifetime, then what was there before.
-class KernelChoice {
- public:
-  explicit KernelChoice(const char* value) {
-    if (const char* old = std::getenv("LT_ATTENTION_KERNEL")) saved_ = std::string(old);
-    if (value)
-      setenv("LT_ATTENTION_KERNEL", value, 1);
-    else
-      unsetenv("LT_ATTENTION_KERNEL");
-  }
-  ~KernelChoice() {
-    if (saved_)
-      setenv("LT_ATTENTION_KERNEL", saved_->c_str(), 1);
-    else
-      unsetenv("LT_ATTENTION_KERNEL");
-  }
-  KernelChoice(const KernelChoice&) = delete;
-  KernelChoice& operator=(const KernelChoice&) = delete;
-
- private:
-  std::optional<std::string> saved_;
-};
+using KernelChoice = test::AttentionKernelChoice;
 
 #define LT_REQUIRE_CUDNN()                                                            \
   do {                                                                                \
@@ -283,15 +262,6 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
       << "a windowed call must not build cuDNN plans";
 }
 
-// LT_CUDNN_SPLIT_BACKWARD = "0" (a chunk's backward as one call with the shifted mask) for its lifetime.
-class UnsplitBackward {
- public:
-  UnsplitBackward() { setenv("LT_CUDNN_SPLIT_BACKWARD", "0", 1); }
-  ~UnsplitBackward() { unsetenv("LT_CUDNN_SPLIT_BACKWARD"); }
-  UnsplitBackward(const UnsplitBackward&) = delete;
-  UnsplitBackward& operator=(const UnsplitBackward&) = delete;
-};
-
 // Not asserted: cuDNN vs the tensor-core kernels, H=32/8, HD=128, causal, at the kernel peer's shapes
 // (T = 2K, 8K, 32K with B = 16384 / T) and at two chunks of chunked training (the last 4K queries of 16K and
 // of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit): the first call (plan build
@@ -317,8 +287,8 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
     for (const char* kernel : {"cudnn", "cudnn1", "tc"}) {
       if (off == 0 && std::string(kernel) == "cudnn1") continue;
       KernelChoice choice(std::string(kernel) == "tc" ? "tc" : "cudnn");
-      std::optional<UnsplitBackward> unsplit;
-      if (std::string(kernel) == "cudnn1") unsplit.emplace();
+      // cudnn1: a chunk's backward as one call with the shifted mask.
+      test::ScopedEnv unsplit("LT_CUDNN_SPLIT_BACKWARD", std::string(kernel) == "cudnn1" ? "0" : nullptr);
       ops::cuda::cudnn_attention_clear_plans();
       const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
       auto wall = [] { return std::chrono::steady_clock::now(); };
