@@ -11,10 +11,13 @@ void check_device(Device device, std::initializer_list<const Tensor*> tensors, c
 
 }  // namespace lt::ops
 
-// LT_OP_DISPATCH(device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...).
+// LT_OP_DISPATCH(device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...) (timed under
+// LT_PROFILE_OPS: the scope object lives to the end of the full expression, i.e. across the call).
 #if defined(LT_HAVE_CUDA)
-#define LT_OP_DISPATCH(device, op, ...) \
-  ((device) == ::lt::Device::CUDA ? ::lt::ops::cuda::op(__VA_ARGS__) : ::lt::ops::cpu::op(__VA_ARGS__))
+#include "ops/cuda/op_profile.h"
+#define LT_OP_DISPATCH(device, op, ...)                                                                   \
+  ((device) == ::lt::Device::CUDA ? (::lt::ops::cuda::OpProfileScope(#op), ::lt::ops::cuda::op(__VA_ARGS__)) \
+                                  : ::lt::ops::cpu::op(__VA_ARGS__))
 #else
 #define LT_OP_DISPATCH(device, op, ...) \
   ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \

@@ -13,6 +13,7 @@
 #include "model/chunked_decoder.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "ops/op_profile.h"
 #include "train/config_bridge.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
@@ -346,6 +347,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                       state_.step + 1, loss_scale, scaler_->scale()));
     ops::synchronize(model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
+    ops::op_profile_step();  // LT_PROFILE_OPS only
 
     state_.step += 1;
     state_.data_index = end;
@@ -405,6 +407,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     }
   }
   progress.finish();
+  if (const std::string profile = ops::op_profile_report(); !profile.empty()) say(profile);
   save_final();
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
                   config_.output_dir));

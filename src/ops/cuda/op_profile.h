@@ -1,0 +1,33 @@
+// Per-op GPU time (LT_PROFILE_OPS=1): every CUDA op that goes through LT_OP_DISPATCH (ops/dispatch.h) is
+// bracketed by two CUDA events on the current stream, and the trainer folds them into per-op totals after
+// each step (ops/op_profile.h). The events time the stream between the op's first and last launch, so an
+// op that waits on the host (launch-bound) shows that wait too. Only the outermost op of a nest is timed.
+// Off (the default), a scope costs one cached flag test. No CUDA types here: ops/dispatch.h includes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lt::ops::cuda {
+
+bool op_profile_enabled();  // LT_PROFILE_OPS set and not "0", read once
+
+class OpProfileScope {
+ public:
+  explicit OpProfileScope(const char* op);
+  ~OpProfileScope();
+  OpProfileScope(const OpProfileScope&) = delete;
+  OpProfileScope& operator=(const OpProfileScope&) = delete;
+
+ private:
+  int64_t record_ = -1;  // index of its record, -1: not timed (off, or nested in a timed op)
+  bool counted_ = false;  // took part in the nesting depth
+};
+
+// After a step (its GPU work finished): folds the step's records into the totals; the first step's are
+// dropped (plan builds, autotuning, first-touch allocations).
+void op_profile_step();
+// The totals per op, slowest first, per measured step; empty when profiling is off or nothing was measured.
+std::string op_profile_report();
+
+}  // namespace lt::ops::cuda
