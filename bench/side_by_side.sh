@@ -5,7 +5,7 @@
 # full optimizer step as the peer does); its tokens/s is the median over the timed steps (the first is
 # warm-up) and its memory is the GPU's memory in use after a step (the peer's is torch's peak allocation,
 # which leaves out the CUDA context: the comparison is conservative for leantune).
-#   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below)
+#   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below); SKIP_PEERS=1: leantune only
 set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
@@ -50,10 +50,11 @@ print(round(statistics.median(r["tokens_per_s"] for r in rows)), round(max(r["pe
 PY
 }
 
-# peer: NAME ARGS... -> "tokens_per_s gib" (or "oom gib")
+# peer: NAME ARGS... -> "tokens_per_s gib" (or "oom gib"); SKIP_PEERS=1: "- -" (leantune's side only)
 peer_run() {
   local name=$1
   shift
+  [ "${SKIP_PEERS:-0}" = 1 ] && { echo "- -"; return; }
   timeout 400 python3 "$peer" "$@" > "$out/peer_$name.json" 2> "$out/peer_$name.err" || { echo "failed failed"; return; }
   python3 - "$out/peer_$name.json" <<'PY'
 import json, sys
@@ -103,6 +104,10 @@ run_workload() {
       ;;
     llama8b_lora_1024x8_elementwise)  # the same keeping every GEMM output: only norms and SwiGLU recomputed
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
+    qwen1.5b_full_1024x8_elementwise)  # the Qwen row keeping GEMM outputs only (norms, SwiGLU recomputed)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5 --recompute elementwise)"
       et=-; eg=-; ct=-; cg=-
       ;;
     qwen1.5b_full_1024x8_eager)  # the Qwen row with the eager peer only (the compiled one takes minutes)
