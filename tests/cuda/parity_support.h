@@ -53,8 +53,8 @@ struct AttentionKernelChoice : ScopedEnv {
 };
 
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
-// backward in clusters of 4, its column sum a dependent launch), the other register variants (the backward
-// without clusters; its sum launched after it; in clusters of 8), the general kernels.
+// register kernels, the backward without clusters), the walking forward, the backward in clusters of 4 (its
+// column sum a dependent launch, or launched after it) and of 8, the general kernels.
 struct RmsNormVariant {
   const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
   const char* backward;  // LT_RMSNORM_BACKWARD
@@ -62,6 +62,7 @@ struct RmsNormVariant {
 };
 inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
                                                       {"walk", "single", " [walk/single]"},
+                                                      {nullptr, "cluster", " [cluster]"},
                                                       {nullptr, "cluster-serial", " [cluster-serial]"},
                                                       {nullptr, "cluster8", " [cluster8]"},
                                                       {"general", "general", " [general]"}};

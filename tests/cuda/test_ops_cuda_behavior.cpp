@@ -135,7 +135,7 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", nullptr), bwd("LT_RMSNORM_BACKWARD", "");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
   }
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "walk"), bwd("LT_RMSNORM_BACKWARD", "single");

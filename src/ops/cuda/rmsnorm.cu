@@ -6,12 +6,12 @@
 // The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
-// for all its rows and writes its partial row once at the end. By default the backward's blocks run in
-// thread block clusters of 4 (sm_90): the blocks of a cluster add their partial rows through distributed
-// shared memory (in rank order, each block a quarter of the columns) and write one row per cluster, so the
-// partial rows written and read back are 4x fewer (132 of 16 KB at D 4096 instead of 528 rows, 8.6 MB: dw
-// cost 8 us of the 68 at 8192 x 4096 bf16 on the H200), and the column sum is a programmatic dependent
-// launch (its launch overlaps the backward's tail). Other rows go through the general kernels (packs or
+// for all its rows and writes its partial row once at the end. A requested variant runs the backward's
+// blocks in thread block clusters of 4 or 8 (sm_90), adding their partial rows through distributed shared
+// memory (in rank order, each block a share of the columns) so that 4-8x fewer rows are written and summed,
+// the sum a programmatic dependent launch; on the H200 it measured slower than the default (56% against 68%
+// of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
+// so the grid runs in two waves). Other rows go through the general kernels (packs or
 // element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels
 // can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n

@@ -19,13 +19,13 @@ RmsNormForwardKernel rmsnorm_forward_kernel_request() {
 RmsNormBackwardKernel rmsnorm_backward_kernel_request() {
   const char* env = std::getenv("LT_RMSNORM_BACKWARD");
   const std::string_view v = env ? env : "";
-  if (v.empty() || v == "cluster") return RmsNormBackwardKernel::Cluster;
+  if (v == "cluster") return RmsNormBackwardKernel::Cluster;
   if (v == "cluster-serial") return RmsNormBackwardKernel::ClusterSerial;
   if (v == "cluster8") return RmsNormBackwardKernel::Cluster8;
-  if (v == "single") return RmsNormBackwardKernel::Single;
+  if (v.empty() || v == "single") return RmsNormBackwardKernel::Single;
   if (v == "general") return RmsNormBackwardKernel::General;
   LT_FAIL(
-      "LT_RMSNORM_BACKWARD = '{}'; expected one of cluster, cluster-serial, cluster8, single, general (or "
+      "LT_RMSNORM_BACKWARD = '{}'; expected one of single, cluster, cluster-serial, cluster8, general (or "
       "unset)",
       v);
 }

@@ -4,17 +4,20 @@
 //   LT_RMSNORM_FORWARD:  rows (unset or empty: the default): one block per row, the row in registers;
 //                        walk: a fixed grid of blocks walks the rows, w and the next row in registers;
 //                        general: the general kernel (the row read twice) for every shape.
-//   LT_RMSNORM_BACKWARD: cluster (unset or empty: the default): the row, w and the dw columns in registers
-//                        (4 blocks/SM), the blocks in clusters of 4 that add their partial dw rows in
+//   LT_RMSNORM_BACKWARD: single (unset or empty: the default): the row, w and the dw columns in registers
+//                        (4 blocks/SM), every block writes its partial dw row, the sum launched after it
+//                        (H200, 8192 x 4096 bf16, f32 dw: 68% of the copy bandwidth; 16384 x 4096: 75%);
+//                        cluster: the same kernel with the blocks in clusters of 4 that add their partial
+//                        dw rows in
 //                        distributed shared memory before writing them (4x fewer rows to write and sum);
 //                        the kernel that sums the rows into dw is a programmatic dependent launch (its
 //                        launch overlaps the backward's tail);
 //                        cluster-serial: the same, the sum launched after the backward's end (what the
 //                        dependent launch gains);
 //                        cluster8: clusters of 8 (dependent launch too);
-//                        single: the same kernel without clusters, every block writes its partial row, the
-//                        sum launched after it (the former default: 69% of the copy bandwidth at 8192 x 4096
-//                        bf16 on the H200);
+//                        (measured slower on the H200: 56% at 8192 x 4096, 60% at 16384 x 4096; a
+//                        cluster of 4 leaves 496 blocks resident against the grid's 528, two waves; the
+//                        clusters of 8 and the serial launch likewise 54-59%);
 //                        general: the general kernel (partial dw rows in memory) for every shape.
 //                        (A "prefetch" variant, the next row loaded before the current one is reduced at 3
 //                        blocks/SM, measured 58% and was removed.)
