@@ -53,7 +53,7 @@ struct AttentionKernelChoice : ScopedEnv {
 };
 
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
-// register kernels, the backward without clusters), the walking forward, the backward in clusters of 4 (its
+// register kernels, the backward without clusters), the backward in clusters of 4 (its
 // column sum a dependent launch, or launched after it) and of 8, the general kernels.
 struct RmsNormVariant {
   const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
@@ -61,7 +61,6 @@ struct RmsNormVariant {
   const char* name;
 };
 inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
-                                                      {"walk", "single", " [walk/single]"},
                                                       {nullptr, "cluster", " [cluster]"},
                                                       {nullptr, "cluster-serial", " [cluster-serial]"},
                                                       {nullptr, "cluster8", " [cluster8]"},

@@ -138,8 +138,8 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
   }
   {
-    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "walk"), bwd("LT_RMSNORM_BACKWARD", "single");
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Walk);
+    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "single");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
   }
   {

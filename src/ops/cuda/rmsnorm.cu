@@ -39,9 +39,6 @@ constexpr int kMaxPacks = 4;              // packs per thread of the register ke
 constexpr int backward_regs_blocks_per_sm(int k) {
   return k <= 2 ? 4 : 2;
 }
-constexpr int forward_walk_blocks_per_sm(int k) {
-  return k <= 2 ? 5 : 2;
-}
 constexpr int64_t kGridSms = 132;
 
 template <class T>
@@ -123,59 +120,6 @@ __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
 #pragma unroll
       for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&a[m].v[j]) * r * load_f(&b[m].v[j]));
       reinterpret_cast<Pack<T>*>(yr)[k] = out;
-    }
-  }
-}
-
-// Forward, the "walk" variant (rmsnorm_select.h): a fixed grid of blocks walks the rows (blockIdx.x,
-// + gridDim.x, ...) with w in registers, and loads the next row's x before reducing the current one, so a
-// block always has a row's loads in flight. The arithmetic is rmsnorm_forward_regs_kernel's.
-template <class T, int K>
-__global__ void __launch_bounds__(kThreads, forward_walk_blocks_per_sm(K))
-    rmsnorm_forward_walk_kernel(T* y, float* rstd, const T* x, const T* w, int64_t rows, int64_t dim,
-                                float eps) {
-  __shared__ float scratch[kWarp];
-  constexpr int P = kPack<T>;
-  const int packs = int(dim / P);
-  Pack<T> wp[K], cur[K];  // this thread's packs of w and of the current row of x
-#pragma unroll
-  for (int m = 0; m < K; ++m) {
-    const int k = int(threadIdx.x) + m * int(blockDim.x);
-    if (k < packs) {
-      wp[m] = load_pack(w, k);
-      cur[m] = load_pack(x + int64_t(blockIdx.x) * dim, k);
-    }
-  }
-  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    Pack<T> next[K];  // the next row's packs of x
-    if (n + gridDim.x < rows)
-#pragma unroll
-      for (int m = 0; m < K; ++m) {
-        const int k = int(threadIdx.x) + m * int(blockDim.x);
-        if (k < packs) next[m] = load_pack(x + (n + gridDim.x) * dim, k);
-      }
-    float sum_sq = 0.0f;
-#pragma unroll
-    for (int m = 0; m < K; ++m)
-      if (int(threadIdx.x) + m * int(blockDim.x) < packs)
-#pragma unroll
-        for (int j = 0; j < P; ++j) sum_sq += load_f(&cur[m].v[j]) * load_f(&cur[m].v[j]);
-    sum_sq = block_sum(sum_sq, scratch);  // also a barrier: the scratch is free again for the next row
-    const float r = rsqrtf(sum_sq / float(dim) + eps);
-    if (threadIdx.x == 0) rstd[n] = r;
-    T* yr = y + n * dim;  // (D)
-#pragma unroll
-    for (int m = 0; m < K; ++m) {
-      keep_packed(cur[m]);
-      keep_packed(wp[m]);
-      const int k = int(threadIdx.x) + m * int(blockDim.x);
-      if (k < packs) {
-        Pack<T> out;
-#pragma unroll
-        for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&cur[m].v[j]) * r * load_f(&wp[m].v[j]));
-        reinterpret_cast<Pack<T>*>(yr)[k] = out;
-      }
-      cur[m] = next[m];
     }
   }
 }
@@ -506,15 +450,8 @@ void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
         constexpr int K = decltype(k)::value;
-        if (request == RmsNormForwardKernel::Walk) {
-          const int64_t grid = kGridSms * forward_walk_blocks_per_sm(K);
-          rmsnorm_forward_walk_kernel<T, K><<<unsigned(rows < grid ? rows : grid), shape.threads, 0, s>>>(
-              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), rows, dim,
-              float(eps));
-        } else {
-          rmsnorm_forward_regs_kernel<T, K><<<unsigned(rows), shape.threads, 0, s>>>(
-              static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
-        }
+        rmsnorm_forward_regs_kernel<T, K><<<unsigned(rows), shape.threads, 0, s>>>(
+            static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
       });
     } else {
       rmsnorm_forward_kernel<T>

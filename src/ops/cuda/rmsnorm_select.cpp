@@ -11,9 +11,8 @@ RmsNormForwardKernel rmsnorm_forward_kernel_request() {
   const char* env = std::getenv("LT_RMSNORM_FORWARD");
   const std::string_view v = env ? env : "";
   if (v.empty() || v == "rows") return RmsNormForwardKernel::Rows;
-  if (v == "walk") return RmsNormForwardKernel::Walk;
   if (v == "general") return RmsNormForwardKernel::General;
-  LT_FAIL("LT_RMSNORM_FORWARD = '{}'; expected one of rows, walk, general (or unset)", v);
+  LT_FAIL("LT_RMSNORM_FORWARD = '{}'; expected one of rows, general (or unset)", v);
 }
 
 RmsNormBackwardKernel rmsnorm_backward_kernel_request() {
