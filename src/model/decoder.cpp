@@ -389,7 +389,7 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
   const double loss_sum =
       options_.head_backward_in_forward
           ? fused_lm_loss_forward_backward(config_, w, lm_, loss_scale_ / double(label_tokens), options_.loss_token_block,
-                                           options_.loss_vocab_block, scratch_.d_norm)
+                                           options_.loss_vocab_block, scratch_.d_norm, head_grad_)
       : options_.fused_loss
           ? fused_lm_loss_forward(config_, w, lm_, options_.loss_token_block, options_.loss_vocab_block)
           : lm_loss_forward(config_, w, lm_);
@@ -405,8 +405,9 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
   if (options_.head_backward_in_forward) {
-    LT_CHECK(head_weight(config_, g).empty(),
-             "decoder: head_backward_in_forward with a trainable LM head (its gradient is not computed)");
+    LT_CHECK(head_weight(config_, g).data == head_grad_.data,
+             "decoder: head_backward_in_forward with a trainable LM head whose gradient forward did not compute "
+             "(set_head_gradient with the head's gradient tensor before forward)");
     final_norm_backward(config_, w, g, lm_, scratch_.d_norm, d_resid_);
   } else if (options_.fused_loss)
     fused_lm_loss_backward(config_, w, g, lm_, loss_scale_ / double(label_tokens_), options_.loss_token_block,

@@ -207,10 +207,11 @@ struct DecoderOptions {
   bool fused_loss = true;
   int64_t loss_token_block = 256;
   int64_t loss_vocab_block = 4096;
-  // Training with a frozen LM head (LoRA, or partial fine-tuning without lm_head): the fused loss's
-  // backward (dx only; the head gets no gradient) runs inside forward, from the logits the forward computes
-  // anyway, so backward does not recompute them (one (N, D, V) GEMM fewer). Needs fused_loss and the loss
-  // scale set before forward; the gradients are the same bits.
+  // Training: the fused loss's backward runs inside forward, from the logits the forward computes anyway,
+  // so backward does not recompute them (one (N, D, V) GEMM fewer). A trainable head's gradient is then
+  // accumulated in forward too, into the tensor given to Decoder::set_head_gradient (a frozen head: none).
+  // Needs fused_loss and the loss scale set before forward; the gradients are the same bits (the head's
+  // gradient is the first one backward would have added to it, so the order of additions is unchanged).
   bool head_backward_in_forward = false;
   DecoderOptions() = default;
   DecoderOptions(Recompute r) : recompute(r) {}  // NOLINT(google-explicit-constructor): a policy is options
@@ -227,9 +228,11 @@ double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActiv
 // d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
 void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g, LmActivations& acts,
                       double grad_scale, Tensor d_xn, Tensor d_resid);
-// The fused head's forward and its backward at once (frozen head: dx only, into d_xn); returns the loss sum.
+// The fused head's forward and its backward at once: dx into d_xn, the head's gradient added to d_head
+// ((V, D); empty for a frozen head); returns the loss sum.
 double fused_lm_loss_forward_backward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
-                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn);
+                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
+                                      Tensor d_head = Tensor());
 // The final norm's backward from the head's d_xn: d_resid (N, D) written, g.final_norm added to.
 void final_norm_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
                          LmActivations& acts, Tensor d_xn, Tensor d_resid);
@@ -281,7 +284,9 @@ class Decoder {
   // fp16's loss scaling (train/loss_scaler.h): backward computes the gradients of (loss x scale). 1 by
   // default; set before backward.
   void set_loss_scale(double scale) { loss_scale_ = scale; }
-
+  // With head_backward_in_forward and a trainable head: its gradient (head_weight of the gradients given to
+  // backward: lm_head's, or the embedding's when tied), accumulated (+=) by forward. Set before forward.
+  void set_head_gradient(Tensor head_grad) { head_grad_ = head_grad; }
 
   Tensor logits() const;  // (B, T, V): valid after forward, until backward; only without fused_loss
   int64_t batch() const { return batch_; }
@@ -311,6 +316,7 @@ class Decoder {
   std::vector<int64_t> stored_, fetched_;  // L tickets, -1: none
   int64_t label_tokens_ = 0;
   double loss_scale_ = 1.0;
+  Tensor head_grad_;  // set_head_gradient: (V, D), empty for a frozen head
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
   std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm

@@ -50,7 +50,8 @@ void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWe
 }
 
 double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
-                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn) {
+                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
+                                      Tensor d_head) {
   const int64_t N = a.x.dim(0), D = c.hidden_size;
   ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
   const ops::FusedLinearCrossEntropyParams p{.rows = N,
@@ -59,7 +60,7 @@ double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& 
                                              .grad_scale = grad_scale,
                                              .token_block = token_block,
                                              .vocab_block = vocab_block};
-  return ops::fused_linear_cross_entropy_forward_backward(p, a.losses, a.lse, d_xn, Tensor(), a.xn,
+  return ops::fused_linear_cross_entropy_forward_backward(p, a.losses, a.lse, d_xn, d_head, a.xn,
                                                           head_weight(c, w), a.labels);
 }
 

@@ -260,10 +260,11 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       run(decoder);
     } else {
       model::DecoderOptions options(recompute_policy(config_).value_or(model::Recompute::None));
-      // A frozen head (LoRA; partial without lm_head): its backward rides on the forward's logits.
-      options.head_backward_in_forward = model::head_weight(model_.config, grads_).empty();
+      // The head's backward (and a trainable head's gradient) rides on the forward's logits.
+      options.head_backward_in_forward = true;
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs, options,
                              offload_arena_.get());
+      decoder.set_head_gradient(model::head_weight(model_.config, grads_));
       run(decoder);
     }
     activations_->release(mark);
