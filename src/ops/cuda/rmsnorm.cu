@@ -436,6 +436,26 @@ void with_packs(int packs_per_thread, Fn&& fn) {
     fn(std::integral_constant<int, 4>{});
 }
 
+// The launch of a backward register kernel in clusters of `cluster` blocks (the launch and the occupancy
+// query take the same one): `grid` blocks of `threads`, the block's partial dw row staged in dynamic shared
+// memory. `attribute` holds the cluster shape and must outlive the returned config.
+cudaLaunchConfig_t cluster_launch(int64_t grid, int threads, int64_t dim, int cluster, cudaStream_t s,
+                                  cudaLaunchAttribute& attribute) {
+  attribute = cudaLaunchAttribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(grid));
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = size_t(dim) * sizeof(float);
+  config.stream = s;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 }  // namespace
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
@@ -495,18 +515,8 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
               dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
           return;
         }
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(unsigned(blocks));
-        config.blockDim = dim3(unsigned(shape.threads));
-        config.dynamicSmemBytes = size_t(dim) * sizeof(float);  // stage: the block's partial row
-        config.stream = s;
         cudaLaunchAttribute attribute{};
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = unsigned(cluster);
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
+        const cudaLaunchConfig_t config = cluster_launch(blocks, shape.threads, dim, cluster, s, attribute);
         auto kernel =
             cluster == 8 ? rmsnorm_backward_regs_kernel<T, K, 8> : rmsnorm_backward_regs_kernel<T, K, 4>;
         LT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim,
@@ -544,17 +554,9 @@ RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int c
       result.resident = int64_t(per_sm) * sms;
       return;
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(result.grid));
-    config.blockDim = dim3(unsigned(shape.threads));
-    config.dynamicSmemBytes = size_t(dim) * sizeof(float);
     cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = unsigned(cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    const cudaLaunchConfig_t config =
+        cluster_launch(result.grid, shape.threads, dim, cluster, nullptr, attribute);
     int clusters = 0;
     LT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
         &clusters,
