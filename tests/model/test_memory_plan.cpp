@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "core/arena.h"
 #include "core/error.h"
@@ -124,6 +125,20 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
   return m;
 }
 
+// One real step under `s` against its plan: the step is finite, forward and backward take nothing from the
+// arena beyond what construction took, and the decoder took its planned buffers (plus at most the alignment of
+// the arena's end before it). Returns the plan and the measurement for the caller's own checks.
+std::pair<model::MemoryPlan, Measured> check_step_against_plan(const model::ModelConfig& config,
+                                                               const model::MemoryPlanSettings& s) {
+  model::MemoryPlan plan = model::plan_memory(config, s);
+  const Measured m = run_step(config, s);
+  EXPECT_TRUE(std::isfinite(m.loss) && m.loss > 0);
+  EXPECT_EQ(m.high_water, m.after_build);
+  EXPECT_GE(m.decoder_bytes, plan.activation_arena);
+  EXPECT_LT(m.decoder_bytes, plan.activation_arena + model::kArenaAlignment);
+  return {std::move(plan), m};
+}
+
 struct Case {
   const char* what;
   int64_t seq_len, chunk_size;
@@ -154,14 +169,7 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterOfARealStep) {
     if (c.method == FinetuneMethod::Lora) s.lora = some_lora(config);
     s.loss_token_block = 8;
     s.loss_vocab_block = 32;
-    const model::MemoryPlan plan = model::plan_memory(config, s);
-    const Measured m = run_step(config, s);
-    EXPECT_TRUE(std::isfinite(m.loss) && m.loss > 0);
-    // Forward and backward take nothing from the arena beyond what construction took.
-    EXPECT_EQ(m.high_water, m.after_build);
-    // The decoder took its planned buffers (plus at most the alignment of the arena's end before it).
-    EXPECT_GE(m.decoder_bytes, plan.activation_arena);
-    EXPECT_LT(m.decoder_bytes, plan.activation_arena + model::kArenaAlignment);
+    const auto [plan, m] = check_step_against_plan(config, s);
     // The arena holds every row but the fused loss's heap tile (AdamW's moments are arena tensors here).
     size_t heap_tile = 0;
     for (const model::MemoryPlanRow& r : plan.rows)
@@ -191,12 +199,7 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterUnderEveryRecomputePolicy) {
         if (method == FinetuneMethod::Lora) s.lora = some_lora(config);
         s.loss_token_block = 8;
         s.loss_vocab_block = 32;
-        const model::MemoryPlan plan = model::plan_memory(config, s);
-        const Measured m = run_step(config, s);
-        EXPECT_TRUE(std::isfinite(m.loss) && m.loss > 0);
-        EXPECT_EQ(m.high_water, m.after_build);
-        EXPECT_GE(m.decoder_bytes, plan.activation_arena);
-        EXPECT_LT(m.decoder_bytes, plan.activation_arena + model::kArenaAlignment);
+        check_step_against_plan(config, s);
       }
 }
 
