@@ -2,7 +2,7 @@
 //   mid = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = input_layernorm(x)
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
-// The residual adds ride on linear_forward's accumulate_y: out starts as a copy of mid, down_proj adds in.
+// The residual adds ride on the projections' GEMMs: linear_forward's residual is the GEMM's C input.
 // A LoRA adapter adds into its projection's output right after the projection (before RoPE for q and k).
 #include <cmath>
 
@@ -97,9 +97,9 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!attention_kept)
     ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 
-  ops::cast(a.mid, a.x);
-  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = true};
-  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias);
+  // mid = x + o_proj(...): the GEMM reads x as its C (no copy of x into mid first).
+  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D};
+  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias, a.x);
   lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], a.mid);
 
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
@@ -107,9 +107,8 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
     lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], Tensor());
     return;
   }
-  ops::cast(out, a.mid);
-  const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = true};
-  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias);
+  const ops::LinearParams down{.rows = N, .in = F, .out = D};
+  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias, a.mid);
   lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out);
 }
 

@@ -23,7 +23,8 @@ void check_count(const Tensor& t, int64_t count, const char* what) {
 }
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq) {
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy) {
   const char* op = "adamw_step";
   check_size(p.count, 0, op, "count");
   check_size(p.step, 1, op, "step");
@@ -37,7 +38,13 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
            p.eps);
   LT_CHECK(p.weight_decay >= 0 && std::isfinite(p.weight_decay),
            "adamw_step: params.weight_decay is {}, expected a finite value >= 0", p.weight_decay);
-  check_device(param.device, {&param, &grad, &exp_avg, &exp_avg_sq}, op);
+  check_device(param.device, {&param, &grad, &exp_avg, &exp_avg_sq, &param_copy}, op);
+  if (!param_copy.empty()) {
+    check_count(param_copy, p.count, "param_copy");
+    LT_CHECK(dtype_size(param_copy.dtype) < dtype_size(param.dtype),
+             "adamw_step: param_copy is {} for a {} parameter, expected a narrower dtype (its compute copy)",
+             dtype_name(param_copy.dtype), dtype_name(param.dtype));
+  }
   check_count(param, p.count, "param");
   check_count(grad, p.count, "grad");
   check_count(exp_avg, p.count, "exp_avg");
@@ -49,7 +56,7 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
            "adamw_step: params.stochastic_rounding is set for a {} parameter, expected bf16 (it only rounds "
            "to bf16)",
            dtype_name(param.dtype));
-  LT_OP_DISPATCH(param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq);
+  LT_OP_DISPATCH(param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq, param_copy);
 }
 
 double grad_norm_squared(Tensor grad) {
@@ -59,6 +66,23 @@ double grad_norm_squared(Tensor grad) {
            dtype_name(grad.dtype));
   if (grad.numel() == 0) return 0.0;
   return LT_OP_DISPATCH(grad.device, grad_norm_squared, grad);
+}
+
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
+  const Tensor* first = nullptr;  // the first with memory: its device is the call's
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    LT_CHECK(g.numel() == 0 || !g.empty(), "grad_norms_squared: gradient {} of shape {} has no memory", i,
+             g.shape_string());
+    LT_CHECK(is_floating(g.dtype), "grad_norms_squared: gradient {} has dtype {}, expected a floating dtype", i,
+             dtype_name(g.dtype));
+    if (g.empty()) continue;
+    if (!first) first = &g;
+    LT_CHECK(g.device == first->device, "grad_norms_squared: gradients on different devices ({} and {})",
+             device_name(first->device), device_name(g.device));
+  }
+  if (!first) return std::vector<double>(grads.size(), 0.0);
+  return LT_OP_DISPATCH(first->device, grad_norms_squared, grads);
 }
 
 }  // namespace lt::ops

@@ -19,15 +19,20 @@ void check_params(const LinearParams& p, const char* op) {
 }
 }  // namespace
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
   const char* op = "linear_forward";
   check_params(p, op);
-  check_device(x.device, {&y, &x, &w, &bias}, op);
+  check_device(x.device, {&y, &x, &w, &bias, &residual}, op);
   check_tensor(y, {p.rows, p.out}, "linear_forward y");
   check_tensor(x, {p.rows, p.in}, "linear_forward x");
   check_tensor(w, {p.out, p.in}, "linear_forward w");
   check_optional(bias, {p.out}, "linear_forward bias");
-  LT_OP_DISPATCH(x.device, linear_forward, p, y, x, w, bias);
+  check_optional(residual, {p.rows, p.out}, "linear_forward residual");
+  LT_CHECK(residual.empty() || !p.accumulate_y,
+           "linear_forward: a residual with accumulate_y; expected one of them (y = residual + ..., or y += ...)");
+  LT_CHECK(residual.empty() || residual.dtype == y.dtype,
+           "linear_forward residual: dtype {}, expected y's {}", dtype_name(residual.dtype), dtype_name(y.dtype));
+  LT_OP_DISPATCH(x.device, linear_forward, p, y, x, w, bias, residual);
 }
 
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,

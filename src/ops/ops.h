@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -50,8 +51,11 @@ struct LinearParams {
   bool accumulate_y = false;   // y += instead of y = (LoRA adds into the base output)
   bool accumulate_dx = false;  // dx += instead of dx =
 };
+// residual (optional, (M, N), not with accumulate_y): y = residual + out_scale * (x W^T + b), the residual
+// stream's add done by the GEMM (cuBLASLt reads it as C) instead of a copy into y first; the same values as
+// copying residual into y and accumulating.
 void linear_forward(const LinearParams& p, Tensor y /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/,
-                    Tensor bias /*(N), optional*/);
+                    Tensor bias /*(N), optional*/, Tensor residual = Tensor() /*(M, N)*/);
 // dx = out_scale * dy W; dw += out_scale * dy^T x; dbias += out_scale * sum_rows dy. Each optional.
 void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N, K)*/, Tensor dbias /*(N)*/,
                      Tensor dy /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/);
@@ -202,8 +206,11 @@ struct AdamWParams {
   bool stochastic_rounding = false;
   uint64_t seed = 0;
 };
+// param_copy (optional, (count), a narrower floating dtype than param's): also written with the updated
+// parameter rounded to nearest, as ops::copy would (an f32 master's compute copy, refreshed in the same pass
+// instead of one more launch per tensor).
 void adamw_step(const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(count)*/,
-                Tensor exp_avg /*(count)*/, Tensor exp_avg_sq /*(count)*/);
+                Tensor exp_avg /*(count)*/, Tensor exp_avg_sq /*(count)*/, Tensor param_copy = Tensor());
 
 // ---- sum of squares of a gradient (for global norm clipping) -------------------------------------------
 // Accumulated in double in a fixed order (blocks of a fixed size, block sums added in order): the same
@@ -211,5 +218,8 @@ void adamw_step(const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(c
 // them in a fixed tree order); the result comes back to the host, so the call SYNCHRONIZES the current
 // stream. Dtypes: f32, bf16 (CPU also f64, f16).
 double grad_norm_squared(Tensor grad);
+// Each gradient's grad_norm_squared (the same bits), all on one device; an empty one gives 0. CUDA: two
+// launches for all of them and ONE synchronization, not one per tensor (a LoRA run has hundreds).
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 
 }  // namespace lt::ops

@@ -43,6 +43,9 @@ struct ParamGroup {
   std::string name;
   Tensor param;  // any shape, floating
   Tensor grad;   // param.numel() elements, floating, on the parameter's device
+  // Optional: a narrower copy the model computes with (a master's working weight, a LoRA adapter's compute
+  // copy), param.numel() elements on its device; every step writes it, rounded to nearest, in the same pass.
+  Tensor compute_copy{};
 };
 
 class AdamW {

@@ -18,11 +18,10 @@ void check_gradient(const Tensor& t, size_t index) {
 }  // namespace
 
 double global_grad_norm(const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) check_gradient(grads[i], i);
+  // Every tensor's sum at once (one round trip to the device), added here in the tensors' order.
   double total = 0;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    check_gradient(grads[i], i);
-    if (grads[i].numel() > 0) total += ops::grad_norm_squared(grads[i]);
-  }
+  for (double s : ops::grad_norms_squared(grads)) total += s;
   return std::sqrt(total);
 }
 

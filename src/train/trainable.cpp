@@ -51,19 +51,34 @@ model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelCon
 }
 
 std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model::ModelWeights& weights,
-                                          model::ModelWeights& grads) {
+                                          model::ModelWeights& grads, model::ModelWeights* copies) {
   std::vector<ParamGroup> out;
   for (const model::WeightSpec& spec : model::weight_specs(model)) {
     Tensor& g = model::weight_of(grads, spec);
     if (g.empty()) continue;
-    out.push_back({spec.hf_name, model::weight_of(weights, spec), g});
+    const Tensor& w = model::weight_of(weights, spec);
+    Tensor copy = copies ? model::weight_of(*copies, spec) : Tensor();
+    if (copy.data == w.data) copy = Tensor();  // the model computes with the tensor itself
+    out.push_back({spec.hf_name, w, g, copy});
   }
   return out;
 }
 
-std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads) {
+std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads,
+                                          model::LoraWeights* copies) {
   std::vector<ParamGroup> out;
-  for (model::LoraTensor& t : model::lora_tensors(lora, grads)) out.push_back({t.name, t.param, t.grad});
+  for (model::LoraTensor& t : model::lora_tensors(lora, grads)) out.push_back({t.name, t.param, t.grad, {}});
+  if (copies) {
+    // Same specs, so the same tensors in the same order (the gradients only fill in the pairs).
+    const std::vector<model::LoraTensor> c = model::lora_tensors(*copies, grads);
+    LT_CHECK(c.size() == out.size(), "LoRA compute copies: {} tensors for {} adapters' tensors", c.size(),
+             out.size());
+    for (size_t i = 0; i < c.size(); ++i) {
+      LT_CHECK(c[i].name == out[i].name, "LoRA compute copies: '{}' where '{}' was expected", c[i].name,
+               out[i].name);
+      out[i].compute_copy = c[i].param;
+    }
+  }
   return out;
 }
 

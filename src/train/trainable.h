@@ -21,11 +21,15 @@ namespace lt::train {
 // restrict them. With tied embeddings the LM head is the embedding: either group trains it.
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model);
 
-// (HF name, weight, gradient) for every weight whose gradient exists, in weight_specs order.
+// (HF name, weight, gradient) for every weight whose gradient exists, in weight_specs order. copies
+// (optional): the working weights the model computes with when `weights` are wider masters; each trained
+// tensor's becomes its ParamGroup's compute_copy.
 std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model::ModelWeights& weights,
-                                          model::ModelWeights& grads);
+                                          model::ModelWeights& grads, model::ModelWeights* copies = nullptr);
 
-// (PEFT tensor name, adapter, its gradient) for every A and B of `lora`, in specs order.
-std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads);
+// (PEFT tensor name, adapter, its gradient) for every A and B of `lora`, in specs order; copies (optional):
+// the adapters' compute copies (same specs, a narrower dtype), each its ParamGroup's compute_copy.
+std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads,
+                                          model::LoraWeights* copies = nullptr);
 
 }  // namespace lt::train

@@ -61,10 +61,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                         std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
   grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
   if (keeps_master_weights(config_)) setup_master_weights(trainable);
-  std::vector<ParamGroup> params = trainable_tensors(mc, master_arena_ ? masters_ : model_.weights, grads_);
+  // Each step also rounds the masters into the weights the model computes with (compute_copy).
+  std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
+                                                 : trainable_tensors(mc, model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
-    for (ParamGroup& p : lora_param_groups(lora_, lora_grads_)) params.push_back(std::move(p));
+    for (ParamGroup& p : lora_param_groups(lora_, lora_grads_, lora_compute_arena_ ? &lora_compute_ : nullptr))
+      params.push_back(std::move(p));
   }
   LT_CHECK(!params.empty(),
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
@@ -289,9 +292,7 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
              "the data",
              state_.step + 1, r.loss, grad_norm);
   }
-  optimizer_->step(lr);
-  refresh_lora_compute();
-  refresh_working_weights();
+  optimizer_->step(lr);  // also refreshes the compute copies (LoRA's, master weights' working weights)
   return {grad_norm, true};
 }
 

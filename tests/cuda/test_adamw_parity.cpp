@@ -241,6 +241,37 @@ TEST(CudaGradNorm, MatchesCpuDoubleAndIsDeterministic) {
     }
 }
 
+// The many-tensor op: each sum the same bits as the tensor's own call (so the global norm is unchanged),
+// mixed dtypes, empty tensors in between, sizes around the block boundaries.
+TEST(CudaGradNorm, ManyTensorsGiveEachTensorsOwnBits) {
+  LT_REQUIRE_GPU();
+  std::vector<DeviceTensor> owned;
+  std::vector<Tensor> grads;
+  const int64_t sizes[] = {1, 512, 513, 1000, 0, 65537, int64_t(1 << 22) + 5, 3, int64_t(1 << 19)};
+  int i = 0;
+  for (int64_t n : sizes) {
+    const DType dt = i++ % 2 ? DType::BF16 : DType::F32;
+    if (n == 0) {
+      grads.push_back(Tensor(nullptr, dt, {0}, Device::CUDA));
+      continue;
+    }
+    std::vector<double> x = test::random_values(size_t(n), 300 + uint64_t(n), -2.0, 2.0);
+    owned.push_back(test::upload(x, dt, {n}));
+    grads.push_back(owned.back().t);
+  }
+  const std::vector<double> sums = ops::grad_norms_squared(grads);
+  ASSERT_EQ(sums.size(), grads.size());
+  int mismatches = 0;
+  for (size_t j = 0; j < grads.size(); ++j) {
+    const double own = grads[j].numel() ? ops::grad_norm_squared(grads[j]) : 0.0;
+    if (std::memcmp(&own, &sums[j], sizeof(double)) != 0) {
+      ++mismatches;
+      std::printf("grad_norms_squared tensor %zu (%ld elements): %.17g, its own call %.17g\n", j,
+                  long(grads[j].numel()), sums[j], own);
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
 
 TEST(CudaAdamW, Bandwidth) {
   LT_REQUIRE_GPU();

@@ -127,11 +127,14 @@ TEST(CudaParity, Linear) {
     double scale;
     bool acc;
     const char* name;
+    bool residual = false;  // y = residual + ... (the GEMM reads the residual as C)
   };
   const Variant variants[] = {{false, 1.0, false, ""},
                               {true, 1.0, false, " bias"},
                               {true, 2.0, true, " bias*2 +="},
-                              {false, 0.5, true, " *0.5 +="}};
+                              {false, 0.5, true, " *0.5 +="},
+                              {false, 1.0, false, " +residual", true},
+                              {true, 2.0, false, " bias*2 +residual", true}};
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si)
       for (size_t vi = 0; vi < std::size(variants); ++vi) {
@@ -139,6 +142,7 @@ TEST(CudaParity, Linear) {
         const Variant& var = variants[vi];
         const uint64_t seed = seed_of(3, dt, si * 8 + vi);
         const ops::LinearParams p{M, K, N, var.scale, var.acc, var.acc};
+        std::vector<double> r = random_values(static_cast<size_t>(M * N), seed + 8);
         std::vector<double> x = random_values(static_cast<size_t>(M * K), seed);
         std::vector<double> w = random_values(static_cast<size_t>(N * K), seed + 1);
         std::vector<double> b = random_values(static_cast<size_t>(N), seed + 2);
@@ -152,11 +156,13 @@ TEST(CudaParity, Linear) {
         DeviceTensor g_y = var.acc ? upload(y, dt, {M, N}) : poisoned(dt, {M, N});
         DeviceTensor g_dx = var.acc ? upload(dx, dt, {M, K}) : poisoned(dt, {M, K});
         Tensor bias = var.bias ? g_b.t : Tensor();
-        ops::linear_forward(p, g_y.t, g_x.t, g_w.t, bias);
+        DeviceTensor g_r = upload(r, dt, {M, N});
+        ops::linear_forward(p, g_y.t, g_x.t, g_w.t, bias, var.residual ? g_r.t : Tensor());
         ops::linear_backward(p, g_dx.t, g_dw.t, var.bias ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t);
 
         Tensor h_bias = var.bias ? host(b, {N}) : Tensor();
-        ops::cpu::linear_forward(p, host(y, {M, N}), host(x, {M, K}), host(w, {N, K}), h_bias);
+        ops::cpu::linear_forward(p, host(y, {M, N}), host(x, {M, K}), host(w, {N, K}), h_bias,
+                                 var.residual ? host(r, {M, N}) : Tensor());
         ops::cpu::linear_backward(p, host(dx, {M, K}), host(dw, {N, K}), var.bias ? host(db, {N}) : Tensor(),
                                   host(dy, {M, N}), host(x, {M, K}), host(w, {N, K}));
         Worst fw, bw;

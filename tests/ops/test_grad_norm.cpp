@@ -47,5 +47,21 @@ TEST(GradNormSquared, EmptyIsZeroAndIntegersAreRefused) {
                      "grad_norm_squared: gradient dtype i32 is not a floating dtype");
 }
 
+TEST(GradNormsSquared, EachTensorGivesWhatItsOwnCallGives) {
+  HostTensor a = HostTensor::of(DType::F32, {300001}, test::random_values(300001, 23));
+  HostTensor b(DType::F64, {0});
+  HostTensor c = HostTensor::of(DType::BF16, {40, 7}, test::random_values(280, 24));
+  const std::vector<Tensor> grads{a, b, c};
+  const std::vector<double> sums = ops::grad_norms_squared(grads);
+  ASSERT_EQ(sums.size(), 3u);
+  EXPECT_EQ(sums[0], ops::grad_norm_squared(a));
+  EXPECT_EQ(sums[1], 0.0);
+  EXPECT_EQ(sums[2], ops::grad_norm_squared(c));
+  EXPECT_TRUE(ops::grad_norms_squared(std::vector<Tensor>{}).empty());
+  HostTensor ints = HostTensor::ints({2}, {1, 2});
+  test::expect_error([&] { ops::grad_norms_squared(std::vector<Tensor>{a, ints}); },
+                     "grad_norms_squared: gradient 1 has dtype i32, expected a floating dtype");
+}
+
 }  // namespace
 }  // namespace lt

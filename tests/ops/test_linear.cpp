@@ -128,6 +128,25 @@ TEST(Linear, AccumulateAndOptionalOutputs) {
   EXPECT_EQ(dw2.values(), gw);
 }
 
+// y = residual + ...: the same bits as copying the residual into y and accumulating (what the decoder's
+// residual stream did before the GEMM took the residual as its C input), in f32 and f64, with a bias.
+TEST(Linear, ResidualEqualsCopyThenAccumulate) {
+  LinearCase c;
+  for (DType dt : {DType::F32, DType::F64}) {
+    HostTensor x = HostTensor::of(dt, {M, K}, c.x), w = HostTensor::of(dt, {N, K}, c.w);
+    HostTensor b = HostTensor::of(dt, {N}, c.b), r = HostTensor::of(dt, {M, N}, c.r);
+    HostTensor y(dt, {M, N}), expected = HostTensor::of(dt, {M, N}, r.values());
+    ops::linear_forward(c.p, y, x, w, b, r);
+    ops::LinearParams acc = c.p;
+    acc.accumulate_y = true;
+    ops::linear_forward(acc, expected, x, w, b);
+    EXPECT_EQ(y.values(), expected.values()) << dtype_name(dt);
+    EXPECT_EQ(r.values(), HostTensor::of(dt, {M, N}, c.r).values()) << "the residual is read only";
+    test::expect_error([&] { ops::linear_forward(acc, y, x, w, b, r); },
+                       "linear_forward: a residual with accumulate_y");
+  }
+}
+
 TEST(Linear, EmptyReductionGivesTheScaledBias) {
   ops::LinearParams p{3, 0, 2, 0.5};
   std::vector<double> b = test::random_values(2, 215);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
+#include "ops/device.h"
 #include "train/adamw.h"
 
 namespace lt::train {
@@ -229,6 +230,48 @@ TEST(AdamW, LoadStateRefusesMissingOrMisshapenTensors) {
                                {"w.exp_avg_sq", Tensor(v, DType::F64, {1})}}),
                Error);
   EXPECT_EQ(opt.steps_taken(), 0);  // nothing was half-loaded
+}
+
+// A compute copy (a master's working weight, a LoRA adapter's bf16 copy) is written by every step with the
+// updated parameter rounded to nearest: the same bits as a separate ops::copy after the step. A copy that is
+// not narrower, or of another size, is refused naming the parameter.
+TEST(AdamW, ComputeCopyIsTheUpdatedParameterRounded) {
+  std::vector<float> p(37), g(37);
+  const std::vector<double> init = test::random_values(37, 41), grads = test::random_values(37, 42);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] = float(init[i]);
+    g[i] = float(grads[i]);
+  }
+  std::vector<float> p_plain = p;
+  std::vector<bf16> copy(37, to_bf16(0.0f)), separate(37);
+  AdamWOptions o;
+  o.weight_decay = 0.1;
+  AdamW fused({{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
+                Tensor(copy.data(), DType::BF16, {37})}},
+              o);
+  AdamW plain({{"w", Tensor(p_plain.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37})}}, o);
+  for (int step = 0; step < 3; ++step) {
+    fused.step(1e-2);
+    plain.step(1e-2);
+    ops::copy(Tensor(separate.data(), DType::BF16, {37}), Tensor(p_plain.data(), DType::F32, {37}));
+    ASSERT_EQ(p, p_plain) << "step " << step;
+    for (size_t i = 0; i < copy.size(); ++i) ASSERT_EQ(copy[i].bits, separate[i].bits) << "step " << step;
+  }
+  double d[2] = {1, 2}, dg[2] = {0, 0};
+  float wide[2] = {0, 0};
+  test::expect_error_mentions(
+      [&] {
+        AdamW({{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
+                Tensor(d, DType::F64, {2})}},
+              o);
+      },
+      {"AdamW: the compute copy of 'w' is f64 (2)"});
+  test::expect_error_mentions(
+      [&] {
+        AdamW({{"v", Tensor(d, DType::F64, {2}), Tensor(dg, DType::F64, {2}), Tensor(wide, DType::F32, {1})}},
+              o);
+      },
+      {"the compute copy of 'v' is f32 (1) on cpu, expected 2 elements of a narrower dtype than f64"});
 }
 
 TEST(AdamW, RefusesBadInputs) {

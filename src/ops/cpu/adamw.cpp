@@ -63,7 +63,8 @@ void update(const AdamWParams& prm, P* param, const G* grad, S* m_state, S* v_st
 
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq) {
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy) {
   LT_CHECK(exp_avg.dtype == DType::F32 || exp_avg.dtype == DType::F64,
            "adamw_step exp_avg: dtype {}, expected f32 or f64", dtype_name(exp_avg.dtype));
   if (p.count == 0) return;
@@ -85,6 +86,7 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
       }
     });
   });
+  if (!param_copy.empty()) cast(param_copy, param);  // rounded to nearest, as ops::copy
 }
 
 }  // namespace lt::ops::cpu

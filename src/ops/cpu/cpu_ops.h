@@ -3,6 +3,8 @@
 // dtype of its main tensor and refuses any other tensor whose dtype differs.
 #pragma once
 
+#include <span>
+
 #include "core/tensor.h"
 #include "ops/ops.h"
 
@@ -15,7 +17,7 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
                       Tensor rstd);
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias);
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual);
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
                      Tensor w);
 
@@ -45,7 +47,9 @@ void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>
 
 void cast(Tensor dst, Tensor src);
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy);
 double grad_norm_squared(Tensor grad);
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 
 }  // namespace lt::ops::cpu

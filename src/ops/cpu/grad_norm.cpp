@@ -56,4 +56,11 @@ double grad_norm_squared(Tensor grad) {
   }
 }
 
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
+  std::vector<double> sums;
+  sums.reserve(grads.size());
+  for (const Tensor& g : grads) sums.push_back(g.numel() == 0 ? 0.0 : grad_norm_squared(g));
+  return sums;
+}
+
 }  // namespace lt::ops::cpu

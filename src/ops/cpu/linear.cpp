@@ -42,8 +42,9 @@ void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, doubl
 }
 
 template <class T>
-void forward(const LinearParams& p, Tensor y_t, Tensor x_t, Tensor w_t, Tensor bias_t) {
+void forward(const LinearParams& p, Tensor y_t, Tensor x_t, Tensor w_t, Tensor bias_t, Tensor residual_t) {
   T* y = y_t.ptr<T>("linear_forward y");                                            // (M, N)
+  const T* residual = residual_t.empty() ? nullptr : residual_t.ptr<T>("linear_forward residual");  // (M, N)
   const T* x = x_t.ptr<T>("linear_forward x");                                      // (M, K)
   const T* w = w_t.ptr<T>("linear_forward w");                                      // (N, K)
   const T* bias = bias_t.empty() ? nullptr : bias_t.ptr<T>("linear_forward bias");  // (N)
@@ -51,8 +52,9 @@ void forward(const LinearParams& p, Tensor y_t, Tensor x_t, Tensor w_t, Tensor b
 #pragma omp parallel for schedule(static) if (M * N >= kMinParallelWork)
   for (int64_t m = 0; m < M; ++m) {
     T* yr = y + m * N;
+    const T* rr = residual ? residual + m * N : nullptr;
     for (int64_t j = 0; j < N; ++j) {
-      const double base = p.accumulate_y ? double(yr[j]) : 0.0;
+      const double base = rr ? double(rr[j]) : p.accumulate_y ? double(yr[j]) : 0.0;
       yr[j] = bias ? T(base + p.out_scale * double(bias[j])) : T(base);
     }
   }
@@ -88,8 +90,8 @@ void backward(const LinearParams& p, Tensor dx_t, Tensor dw_t, Tensor dbias_t, T
 
 }  // namespace
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
-  dispatch_float(x.dtype, "linear_forward", [&]<class T>() { forward<T>(p, y, x, w, bias); });
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
+  dispatch_float(x.dtype, "linear_forward", [&]<class T>() { forward<T>(p, y, x, w, bias, residual); });
 }
 
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,

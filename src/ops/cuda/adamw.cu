@@ -25,6 +25,18 @@ struct Scalars {
   int64_t step;
 };
 
+// The compute copy of an f32 parameter (ops.h adamw_step's param_copy): nullptr, bf16 or f16.
+struct Copy {
+  void* data;
+  bool is_bf16;
+  __device__ __forceinline__ void store(int64_t i, float p) const {
+    if (is_bf16)
+      store_f(static_cast<bf16*>(data) + i, p);
+    else
+      store_f(static_cast<fp16*>(data) + i, p);
+  }
+};
+
 __device__ __forceinline__ float lerp_f(float self, float end, float w) {
   const float diff = __fsub_rn(end, self);
   return fabsf(w) < 0.5f ? __fmaf_rn(w, diff, self) : __fmaf_rn(__fsub_rn(w, 1.0f), diff, end);
@@ -57,7 +69,8 @@ struct alignas(sizeof(T) * kVec) Vec {
 // in: param, grad, m, v. out: param, m, v. Each element is read before the same thread writes it.
 template <class P, class G>
 __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, float* __restrict__ m_state,
-                             float* __restrict__ v_state, int64_t count, bool vectorized, Scalars s) {
+                             float* __restrict__ v_state, int64_t count, bool vectorized, Scalars s,
+                             Copy copy) {
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
                 stride = int64_t(gridDim.x) * blockDim.x;
   int64_t done = 0;
@@ -83,6 +96,7 @@ __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, 
       for (int j = 0; j < kVec; ++j) {
         const float np = update(load_f(&p.v[j]), load_f(&g.v[j]), mm[j], vv[j], s);
         p.v[j] = store_param<P>(np, s, bits[j]);
+        if (copy.data) copy.store(k * kVec + j, np);
       }
       reinterpret_cast<Vec<P>*>(param)[k] = p;
       reinterpret_cast<float4*>(m_state)[k] = m;
@@ -96,18 +110,19 @@ __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, 
     const uint32_t bits =
         std::is_same_v<P, bf16> && s.stochastic ? adamw_rounding_bits(s.seed, s.step, i) : 0u;
     param[i] = store_param<P>(np, s, bits);
+    if (copy.data) copy.store(i, np);
     m_state[i] = m;
     v_state[i] = v;
   }
 }
 
 template <class P, class G>
-void launch(void* param, const void* grad, float* m, float* v, int64_t count, const Scalars& s,
+void launch(void* param, const void* grad, float* m, float* v, int64_t count, const Scalars& s, Copy copy,
             cudaStream_t stream) {
   const bool vectorized = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   const unsigned blocks = grid_for(vectorized ? (count + kVec - 1) / kVec : count, kThreads);
   adamw_kernel<P, G><<<blocks, kThreads, 0, stream>>>(static_cast<P*>(param), static_cast<const G*>(grad), m,
-                                                      v, count, vectorized, s);
+                                                      v, count, vectorized, s, copy);
 }
 
 }  // namespace
@@ -115,7 +130,7 @@ void launch(void* param, const void* grad, float* m, float* v, int64_t count, co
 void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,
                        float* exp_avg_sq, int64_t count, double lr, double beta1, double beta2, double eps,
                        double weight_decay, int64_t step, bool stochastic_rounding, uint64_t seed,
-                       cudaStream_t stream) {
+                       DType copy_dt, void* copy, cudaStream_t stream) {
   if (count == 0) return;
   const AdamWScalars d = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
   const Scalars s{float(d.decay_factor),
@@ -131,11 +146,12 @@ void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* g
                   step};
   if (param_dt == DType::BF16) {
     if (grad_dt == DType::BF16)
-      launch<bf16, bf16>(param, grad, exp_avg, exp_avg_sq, count, s, stream);
+      launch<bf16, bf16>(param, grad, exp_avg, exp_avg_sq, count, s, Copy{}, stream);
     else
-      launch<bf16, float>(param, grad, exp_avg, exp_avg_sq, count, s, stream);
+      launch<bf16, float>(param, grad, exp_avg, exp_avg_sq, count, s, Copy{}, stream);
   } else {
-    launch<float, float>(param, grad, exp_avg, exp_avg_sq, count, s, stream);
+    launch<float, float>(param, grad, exp_avg, exp_avg_sq, count, s,
+                         Copy{copy, copy_dt == DType::BF16}, stream);
   }
   LT_CUDA_CHECK_LAUNCH();
 }

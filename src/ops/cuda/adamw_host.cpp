@@ -8,7 +8,8 @@
 
 namespace lt::ops::cuda {
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq) {
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy) {
   LT_CHECK(param.dtype == DType::F32 || param.dtype == DType::BF16,
            "adamw_step on CUDA: param dtype {} is not supported (f32 or bf16)", dtype_name(param.dtype));
   LT_CHECK(grad.dtype == param.dtype || grad.dtype == DType::F32,
@@ -16,9 +17,14 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
            dtype_name(param.dtype), dtype_name(param.dtype));
   LT_CHECK(exp_avg.dtype == DType::F32 && exp_avg_sq.dtype == DType::F32,
            "adamw_step on CUDA: exp_avg / exp_avg_sq dtype {}, expected f32", dtype_name(exp_avg.dtype));
+  LT_CHECK(param_copy.empty() || (param.dtype == DType::F32 &&
+                                   (param_copy.dtype == DType::BF16 || param_copy.dtype == DType::F16)),
+           "adamw_step on CUDA: a {} param_copy of a {} param, expected bf16 or f16 of an f32 one",
+           dtype_name(param_copy.dtype), dtype_name(param.dtype));
   launch_adamw_step(param.dtype, param.data, grad.dtype, grad.data, static_cast<float*>(exp_avg.data),
                     static_cast<float*>(exp_avg_sq.data), p.count, p.lr, p.beta1, p.beta2, p.eps,
-                    p.weight_decay, p.step, p.stochastic_rounding, p.seed, current_stream());
+                    p.weight_decay, p.step, p.stochastic_rounding, p.seed, param_copy.dtype,
+                    param_copy.empty() ? nullptr : param_copy.data, current_stream());
 }
 
 double grad_norm_squared(Tensor grad) {
@@ -36,6 +42,44 @@ double grad_norm_squared(Tensor grad) {
   LT_CUDA_CHECK(cudaFreeAsync(scratch, s));
   LT_CUDA_CHECK(cudaStreamSynchronize(s));
   return host;
+}
+
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
+  std::vector<GradNormTensor> tensors;  // the non-empty ones, in order
+  std::vector<size_t> index;            // their positions in grads
+  int64_t blocks = 0;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    LT_CHECK(g.dtype == DType::F32 || g.dtype == DType::BF16,
+             "grad_norms_squared on CUDA: gradient {} has dtype {}, expected f32 or bf16", i,
+             dtype_name(g.dtype));
+    if (g.numel() == 0) continue;
+    const int64_t b = grad_norm_partials(g.numel());
+    tensors.push_back({g.data, g.numel(), blocks, b, g.dtype});
+    index.push_back(i);
+    blocks += b;
+  }
+  std::vector<double> sums(grads.size(), 0.0);
+  if (tensors.empty()) return sums;
+  cudaStream_t s = current_stream();
+  const size_t n = tensors.size();
+  // One scratch: the descriptors, then (blocks) partial sums, then (n) totals.
+  const size_t desc_bytes = (n * sizeof(GradNormTensor) + 15) / 16 * 16;
+  char* scratch = nullptr;
+  LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                                desc_bytes + sizeof(double) * size_t(blocks) + sizeof(double) * n, s));
+  auto* desc = reinterpret_cast<GradNormTensor*>(scratch);
+  auto* partials = reinterpret_cast<double*>(scratch + desc_bytes);
+  double* totals = partials + blocks;
+  // From pageable memory: the call returns once the descriptors are staged, so `tensors` may go.
+  LT_CUDA_CHECK(cudaMemcpyAsync(desc, tensors.data(), n * sizeof(GradNormTensor), cudaMemcpyHostToDevice, s));
+  launch_grad_norms_squared(desc, int(n), blocks, partials, totals, s);
+  std::vector<double> host(n);
+  LT_CUDA_CHECK(cudaMemcpyAsync(host.data(), totals, n * sizeof(double), cudaMemcpyDeviceToHost, s));
+  LT_CUDA_CHECK(cudaFreeAsync(scratch, s));
+  LT_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (size_t j = 0; j < n; ++j) sums[index[j]] = host[j];
+  return sums;
 }
 
 }  // namespace lt::ops::cuda

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -30,7 +31,7 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
                       Tensor rstd);
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias);
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual);
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
                      Tensor w);
 // f32 GEMMs in TF32 (tensor cores, ~1e-3 relative error) instead of full f32. Off by default; per thread.
@@ -98,9 +99,11 @@ void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor 
 void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
                         Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments);
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq);
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy);
 // Synchronizes the current stream: the sum comes back to the host.
 double grad_norm_squared(Tensor grad);
+std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 
 // Synchronizes the current stream and throws the first bad id / label / position a kernel recorded since
 // the last check (then clears it).

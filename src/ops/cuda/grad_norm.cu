@@ -2,6 +2,9 @@
 // elements and writes the block's f64 sum (warp shuffles then a fixed tree) to partials; pass 2 is one
 // block that adds the partials in the same fixed order. The grid depends only on the element count, so the
 // same input gives the same bits on every run.
+// Many gradients at once (launch_grad_norms_squared): one grid whose blocks are every tensor's blocks in
+// turn, each block doing exactly what block j of that tensor's own grid does, then one block per tensor
+// for pass 2: the same bits as one launch_grad_norm_squared per tensor, in two launches.
 #include <type_traits>
 
 #include "ops/cuda/cuda_check.h"
@@ -13,6 +16,7 @@ namespace lt::ops::cuda {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kSumThreads = 1024;  // pass 2
 
 __device__ __forceinline__ double warp_sum_f64(double v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -32,23 +36,62 @@ __device__ __forceinline__ double block_sum_f64(double v) {
   return t;
 }
 
+// Block `block` of a grid of `blocks` over x (count): its f64 sum of squares, valid in thread 0.
 template <class T>
-__global__ void sum_squares_partials(const T* __restrict__ x, int64_t count, double* __restrict__ partials) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+__device__ __forceinline__ double block_sum_squares(const T* __restrict__ x, int64_t count, int64_t block,
+                                                    int64_t blocks) {
+  const int64_t stride = blocks * blockDim.x;
   double s = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+  for (int64_t i = block * blockDim.x + threadIdx.x; i < count; i += stride) {
     const double v = double(load_f(x + i));
     s = fma(v, v, s);
   }
-  s = block_sum_f64(s);
+  return block_sum_f64(s);
+}
+
+template <class T>
+__global__ void sum_squares_partials(const T* __restrict__ x, int64_t count, double* __restrict__ partials) {
+  const double s = block_sum_squares(x, count, blockIdx.x, gridDim.x);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-__global__ void sum_partials(const double* __restrict__ partials, int count, double* __restrict__ out) {
+__device__ __forceinline__ double sum_of_partials(const double* __restrict__ partials, int count) {
   double s = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
-  s = block_sum_f64(s);
+  return block_sum_f64(s);
+}
+
+__global__ void sum_partials(const double* __restrict__ partials, int count, double* __restrict__ out) {
+  const double s = sum_of_partials(partials, count);
   if (threadIdx.x == 0) *out = s;
+}
+
+// Block b of the many-tensor grid: the tensor whose blocks [first_block, first_block + blocks) hold b.
+__device__ int tensor_of_block(const GradNormTensor* __restrict__ tensors, int count, int64_t b) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {  // the last tensor whose first_block <= b
+    const int mid = (lo + hi + 1) / 2;
+    if (tensors[mid].first_block <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void many_sum_squares_partials(const GradNormTensor* __restrict__ tensors, int count,
+                                          double* __restrict__ partials) {
+  const GradNormTensor t = tensors[tensor_of_block(tensors, count, blockIdx.x)];
+  const int64_t block = int64_t(blockIdx.x) - t.first_block;
+  const double s = t.dtype == DType::BF16
+                       ? block_sum_squares(static_cast<const bf16*>(t.data), t.count, block, t.blocks)
+                       : block_sum_squares(static_cast<const float*>(t.data), t.count, block, t.blocks);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void many_sum_partials(const GradNormTensor* __restrict__ tensors, const double* __restrict__ partials,
+                                  double* __restrict__ out) {
+  const GradNormTensor t = tensors[blockIdx.x];
+  const double s = sum_of_partials(partials + t.first_block, int(t.blocks));
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
 }  // namespace
@@ -65,7 +108,16 @@ void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* pa
     sum_squares_partials<T><<<blocks, kThreads, 0, s>>>(static_cast<const T*>(x), count, partials);
   });
   LT_CUDA_CHECK_LAUNCH();
-  sum_partials<<<1, 1024, 0, s>>>(partials, blocks, out);
+  sum_partials<<<1, kSumThreads, 0, s>>>(partials, blocks, out);
+  LT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_grad_norms_squared(const GradNormTensor* tensors, int count, int64_t total_blocks,
+                               double* partials, double* out, cudaStream_t s) {
+  if (count == 0) return;
+  many_sum_squares_partials<<<unsigned(total_blocks), kThreads, 0, s>>>(tensors, count, partials);
+  LT_CUDA_CHECK_LAUNCH();
+  many_sum_partials<<<unsigned(count), kSumThreads, 0, s>>>(tensors, partials, out);
   LT_CUDA_CHECK_LAUNCH();
 }
 

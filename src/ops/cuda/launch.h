@@ -105,11 +105,12 @@ void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, 
                                   const void* out, const float* lse, const void* q, const void* k,
                                   const void* v, cudaStream_t s);
 
-// AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32.
+// AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32;
+// copy (nullptr: none) of copy_dt (bf16 or f16) for an f32 param: the updated value rounded to nearest.
 void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* grad, float* exp_avg,
                        float* exp_avg_sq, int64_t count, double lr, double beta1, double beta2, double eps,
                        double weight_decay, int64_t step, bool stochastic_rounding, uint64_t seed,
-                       cudaStream_t s);
+                       DType copy_dt, void* copy, cudaStream_t s);
 
 // Sum of squares of x (f32 or bf16, count >= 1) into *out (device f64), deterministic. partials: device
 // scratch of grad_norm_partials(count) doubles.
@@ -117,6 +118,18 @@ constexpr int64_t kGradNormMaxBlocks = 1024;
 int grad_norm_partials(int64_t count);
 void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* partials, double* out,
                               cudaStream_t s);
+// Many tensors in two launches, each sum the same bits as launch_grad_norm_squared's: tensors (count, in
+// device memory) in order, tensor i's blocks = grad_norm_partials(its count) starting at first_block (the sum
+// of the earlier ones' blocks; total_blocks in all); partials: (total_blocks) doubles; out: (count) doubles.
+struct GradNormTensor {
+  const void* data;  // f32 or bf16
+  int64_t count;     // >= 1
+  int64_t first_block;
+  int64_t blocks;
+  DType dtype;
+};
+void launch_grad_norms_squared(const GradNormTensor* tensors, int count, int64_t total_blocks,
+                               double* partials, double* out, cudaStream_t s);
 
 }  // namespace lt::ops::cuda
 

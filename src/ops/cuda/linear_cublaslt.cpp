@@ -6,11 +6,12 @@
 // Inputs bf16 or f32, accumulation and alpha/beta in f32 (f32 inputs in full f32 unless TF32 is allowed).
 // Mixed precision: with bf16 dy/x/w, dw and dbias may be f32 (parameter gradients kept in f32); the dw GEMM
 // then reads bf16 A/B and accumulates into an f32 C/D. dx always has the compute dtype.
-// out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. cuBLASLt does not
+// out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. linear_forward's residual is C (beta = 1) with D = y. cuBLASLt does not
 // read C when beta = 0, so written outputs need no clearing. The bias epilogue adds b outside alpha, so it
 // serves out_scale == 1 only; otherwise (or when no algorithm takes the epilogue) a small kernel writes
 // (y or 0) + out_scale * b first and the GEMM adds with beta = 1. dbias is a deterministic column-sum
 // kernel. The handle and its workspace belong to a per-thread context (one device per thread).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -94,6 +95,7 @@ struct Gemm {
   int64_t ldc;
   float alpha, beta;
   const void* bias = nullptr;
+  const void* c_in = nullptr;  // C when it is not D (same layout); nullptr: C = D
 };
 
 cudaDataType_t cuda_type(DType dt) {
@@ -135,7 +137,8 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
   const size_t ws = kWorkspaceBytes;
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                        sizeof(ws)));
-  const uint32_t align_a = alignment(g.a), align_b = alignment(g.b), align_c = alignment(g.c);
+  const uint32_t align_a = alignment(g.a), align_b = alignment(g.b),
+                 align_c = std::min(alignment(g.c), alignment(g.c_in ? g.c_in : g.c));
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                        &align_a, sizeof(align_a)));
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -157,7 +160,8 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
              dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
              align_a, align_b, align_c, int(st));
   }
-  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, g.c, lc.d, g.c,
+  const void* c_in = g.c_in ? g.c_in : g.c;
+  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, c_in, lc.d, g.c,
                                  lc.d, &result.algo, ctx.workspace(), ws, stream));
   return true;
 }
@@ -171,15 +175,25 @@ bool linear_allow_tf32() {
   return g_allow_tf32;
 }
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias) {
-  const DType dt = compute_dtype(x, {&y, &w, &bias}, "linear_forward");
+void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
+  const DType dt = compute_dtype(x, {&y, &w, &bias, &residual}, "linear_forward");
   const int64_t M = p.rows, K = p.in, N = p.out;
   if (M == 0 || N == 0) return;
   cudaStream_t s = current_stream();
   const float alpha = float(p.out_scale);
-  Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, N, alpha, p.accumulate_y ? 1.0f : 0.0f};
-  if (K == 0) {  // no product: y = (y or 0) + out_scale * b
-    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, p.accumulate_y, s);
+  // With a residual: y = residual + ..., i.e. beta = 1 reading C = residual.
+  const bool add = p.accumulate_y || !residual.empty();
+  Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, N, alpha, add ? 1.0f : 0.0f};
+  if (!residual.empty() && residual.data != y.data) g.c_in = residual.data;
+  // The paths that write y before the GEMM start from the residual copied into y.
+  auto residual_into_y = [&] {
+    if (!g.c_in) return;
+    LT_CUDA_CHECK(cudaMemcpyAsync(y.data, residual.data, y.bytes(), cudaMemcpyDeviceToDevice, s));
+    g.c_in = nullptr;
+  };
+  if (K == 0) {  // no product: y = (y, residual or 0) + out_scale * b
+    residual_into_y();
+    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, add, s);
     return;
   }
   if (!bias.empty()) {
@@ -189,7 +203,8 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
       if (run_gemm(dt, g, s, dt)) return;
       g.bias = nullptr;
     }
-    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, p.accumulate_y, s);
+    residual_into_y();
+    launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, add, s);
     g.beta = 1.0f;
   }
   run_gemm(dt, g, s, dt);
