@@ -148,6 +148,14 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
   }
   {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "single-pdl");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::SinglePdl);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Fused);
+  }
+  {
     test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster8");
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster8);
   }
@@ -172,7 +180,11 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     ops::cuda::rmsnorm_backward_kernel_request();
     ADD_FAILURE() << "LT_RMSNORM_BACKWARD=prefetch was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'"), std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'; expected one of single, single-pdl, "
+                                   "fused,"),
+        std::string::npos)
+        << e.what();
   }
 }
 
