@@ -17,6 +17,7 @@
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <cooperative_groups.h>
 
+#include <cstdio>
 #include <map>
 #include <type_traits>
 #include <utility>
@@ -241,6 +242,15 @@ __device__ __forceinline__ unsigned add_relaxed(unsigned* counter) {
 __device__ __forceinline__ void store_relaxed(unsigned* counter, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(counter), "r"(v) : "memory");
 }
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A reducer waits microseconds; one still waiting after this long means the counter was not 0 at the
+// launch (a bug): it says so and traps (the launch fails) instead of hanging the GPU.
+constexpr uint64_t kFusedSpinLimitNs = 5'000'000'000ull;
 
 // Reducers split the float4 columns in runs of whole kSumQuads passes; reducer i takes run i (the last
 // runs may be short or empty).
@@ -259,7 +269,16 @@ __device__ void fused_column_sum(const FusedSum<TW>& fused, const float* partial
   if (threadIdx.x == 0) {
     ticket = ticket_acq_rel(fused.counter);
     if (ticket >= first) {
-      while (load_acquire(fused.counter) < blocks) __nanosleep(128);
+      const uint64_t start = global_ns();
+      unsigned seen;
+      while ((seen = load_acquire(fused.counter)) < blocks) {
+        __nanosleep(128);
+        if (global_ns() - start > kFusedSpinLimitNs) {
+          printf("rmsnorm backward (fused): block %u waited 5 s for the partial rows: counter %u of %u\n",
+                 blockIdx.x, seen, blocks);
+          __trap();
+        }
+      }
       if (add_relaxed(fused.counter) == blocks + unsigned(fused.reducers) - 1)
         store_relaxed(fused.counter, 0);
     }
@@ -793,6 +812,8 @@ RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int c
       LT_CUDA_CHECK(cudaGetDevice(&device));
       LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
       result.resident = int64_t(per_sm) * sms;
+      result.fused_resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K, 1, float>, shape.threads);
+      result.fused_reducers = result.grid < kFusedReducers ? result.grid : kFusedReducers;
       return;
     }
     cudaLaunchAttribute attribute{};

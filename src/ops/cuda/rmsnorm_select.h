@@ -56,8 +56,11 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
 // (cudaOccupancyMaxActiveClusters times the cluster size; SMs times blocks per SM without clusters), and
 // its grid. The grid in one wave needs resident >= grid. The arguments are checked here (rmsnorm_select.cpp),
 // the kernels queried in rmsnorm.cu (_unchecked: trusts its arguments).
+// With cluster 1 also the fused variant's check (bf16, f32 dw): it runs fused when fused_resident (its
+// kernel's blocks held at once) >= fused_reducers (the blocks that wait), else falls back to single.
 struct RmsNormBackwardOccupancy {
   int64_t resident = 0, grid = 0;
+  int64_t fused_resident = 0, fused_reducers = 0;  // cluster 1 only
 };
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster);
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster);  // rmsnorm.cu
