@@ -2,7 +2,9 @@
 // reduction, rstd kept in f32. Backward: a fixed number of blocks (a constant per kernel, not the GPU's)
 // walk the rows with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial
 // row of dw, every column owned by one thread. A second kernel sums the partial rows into dw in a fixed
-// tree (independent of the GPU too). No atomics anywhere, so dw has the same bits from run to run.
+// tree (independent of the GPU too). No atomic adds of values anywhere, so dw has the same bits from run to
+// run (the fused variant's only atomic is a ticket counter that picks which blocks sum which columns, each
+// column in a fixed order).
 // The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
@@ -11,7 +13,10 @@
 // memory (in rank order, each block a share of the columns) so that 4-8x fewer rows are written and summed,
 // the sum a programmatic dependent launch; on the H200 it measured slower than the default (56% against 68%
 // of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
-// so the grid runs in two waves). Other rows go through the general kernels (packs or
+// so the grid runs in two waves). Two more requested variants shorten the default's tail, the column sum:
+// single-pdl (a programmatic dependent launch of a float4 column-sum kernel) and fused (no second launch:
+// the last blocks to finish sum the columns, fused_column_sum). Other rows go through the general kernels
+// (packs or
 // element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels
 // can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
@@ -212,9 +217,10 @@ __device__ void sum_partial_columns(TW* dw, const float* partial, int64_t parts,
 // of sum_partial_columns, into dw: the bits do not depend on which block finishes when. Only reducers
 // wait, and a waiting reducer holds the last tickets, so the grid progresses as long as `reducers` blocks
 // fit on the GPU at once (checked before the launch; the grid need not be one wave).
-// Memory order: each thread's partial stores, a gpu-scope fence, the block barrier, then thread 0's ticket
-// (acq_rel, cumulative over the block's stores through the barrier); a reducer's thread 0 spins on an
-// acquire load, then the barrier hands the acquisition to its block, whose loads go to L2 (.cg).
+// Memory order (the pattern of cooperative_groups' grid sync): the block's partial stores, the block
+// barrier, then thread 0's gpu-scope fence and ticket (acq_rel; a release is cumulative over the stores
+// ordered before it through the barrier); a reducer's thread 0 spins on an acquire load, then the barrier
+// hands the acquisition to its block, whose loads go to L2 (.cg), not to a possibly stale L1.
 // Reset: each reducer adds 1 again once it has seen the full count, the one that brings it to
 // blocks + reducers (every reducer past its spin) stores 0 for the next launch on the stream.
 template <class TW>
@@ -264,9 +270,9 @@ template <class TW>
 __device__ void fused_column_sum(const FusedSum<TW>& fused, const float* partial, int64_t dim) {
   __shared__ unsigned ticket;
   const unsigned blocks = gridDim.x, first = blocks - unsigned(fused.reducers);
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     ticket = ticket_acq_rel(fused.counter);
     if (ticket >= first) {
       const uint64_t start = global_ns();
