@@ -53,14 +53,17 @@ struct AttentionKernelChoice : ScopedEnv {
 };
 
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
-// register kernels, the backward without clusters), the backward in clusters of 4 (its
-// column sum a dependent launch, or launched after it) and of 8, the general kernels.
+// register kernels, the backward without clusters), the backward's column sum as a dependent launch
+// (single-pdl) or fused into it (fused), the backward in clusters of 4 (its column sum a dependent launch,
+// or launched after it) and of 8, the general kernels.
 struct RmsNormVariant {
   const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
   const char* backward;  // LT_RMSNORM_BACKWARD
   const char* name;
 };
 inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
+                                                      {nullptr, "single-pdl", " [single-pdl]"},
+                                                      {nullptr, "fused", " [fused]"},
                                                       {nullptr, "cluster", " [cluster]"},
                                                       {nullptr, "cluster-serial", " [cluster-serial]"},
                                                       {nullptr, "cluster8", " [cluster8]"},

@@ -128,6 +128,67 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
   }
 }
 
+// The fused backward (LT_RMSNORM_BACKWARD=fused: the last blocks sum dw after a ticket counter, one counter
+// per stream) on two streams at once, 6 launches each accumulating into its own dw, interleaved: the same
+// bits as the same launches one after the other on the default stream. A counter shared between the
+// streams, or not back at 0 after a launch, would let reducers sum partial rows not yet written.
+TEST(CudaBehavior, RmsNormFusedBackwardOnTwoStreams) {
+  LT_REQUIRE_GPU();
+  test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
+  const int64_t R = 2100, C = 4096;
+  const int launches = 6;
+  const ops::RmsNormParams p{R, C, 1e-5, false};
+  struct Problem {
+    std::vector<double> xv, wv, dyv;
+    DeviceTensor x, w, dy, rstd, y;
+    Problem(uint64_t seed, int64_t rows, int64_t dim)
+        : xv(random_values(static_cast<size_t>(rows * dim), seed, -2, 2)),
+          wv(random_values(static_cast<size_t>(dim), seed + 1, 0.5, 1.5)),
+          dyv(random_values(static_cast<size_t>(rows * dim), seed + 2)),
+          x(upload(xv, DType::BF16, {rows, dim})),
+          w(upload(wv, DType::BF16, {dim})),
+          dy(upload(dyv, DType::BF16, {rows, dim})),
+          rstd(poisoned(DType::F32, {rows})),
+          y(poisoned(DType::BF16, {rows, dim})) {}
+  };
+  std::vector<Problem> problems;
+  problems.reserve(2);
+  for (uint64_t seed : {61u, 71u}) {
+    problems.emplace_back(seed, R, C);
+    Problem& q = problems.back();
+    ops::rmsnorm_forward(p, q.y.t, q.rstd.t, q.x.t, q.w.t);
+  }
+  std::vector<double> zeros(static_cast<size_t>(C), 0.0);
+  // Expected: each problem's launches in turn on the default stream.
+  std::vector<std::vector<char>> dx_expected, dw_expected;
+  for (Problem& q : problems) {
+    DeviceTensor dx = poisoned(DType::BF16, {R, C}), dw = upload(zeros, DType::F32, {C});
+    for (int i = 0; i < launches; ++i) ops::rmsnorm_backward(p, dx.t, dw.t, q.dy.t, q.x.t, q.w.t, q.rstd.t);
+    dx_expected.push_back(raw(dx));
+    dw_expected.push_back(raw(dw));
+  }
+  cudaStream_t streams[2] = {};
+  for (cudaStream_t& s : streams)
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<DeviceTensor> dx, dw;
+  for (size_t k = 0; k < problems.size(); ++k) {
+    dx.push_back(poisoned(DType::BF16, {R, C}));
+    dw.push_back(upload(zeros, DType::F32, {C}));
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int i = 0; i < launches; ++i)
+    for (size_t k = 0; k < problems.size(); ++k) {
+      ops::cuda::StreamScope scope(streams[k]);
+      const Problem& q = problems[k];
+      ops::rmsnorm_backward(p, dx[k].t, dw[k].t, q.dy.t, q.x.t, q.w.t, q.rstd.t);
+    }
+  for (size_t k = 0; k < problems.size(); ++k) {
+    EXPECT_TRUE(raw(dx[k]) == dx_expected[k]) << "problem " << k << ": dx differs on its own stream";
+    EXPECT_TRUE(raw(dw[k]) == dw_expected[k]) << "problem " << k << ": dw differs on its own stream";
+  }
+  for (cudaStream_t s : streams) EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
 // The RMSNorm kernel requests (rmsnorm_select.h): each known value, and a clear error naming the variable.
 TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   using ops::cuda::RmsNormBackwardKernel;
@@ -146,6 +207,14 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "rows"), bwd("LT_RMSNORM_BACKWARD", "cluster");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "single-pdl");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::SinglePdl);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Fused);
   }
   {
     test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster8");
@@ -172,7 +241,11 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
     ops::cuda::rmsnorm_backward_kernel_request();
     ADD_FAILURE() << "LT_RMSNORM_BACKWARD=prefetch was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'"), std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'; expected one of single, single-pdl, "
+                                   "fused,"),
+        std::string::npos)
+        << e.what();
   }
 }
 

@@ -2,7 +2,9 @@
 // reduction, rstd kept in f32. Backward: a fixed number of blocks (a constant per kernel, not the GPU's)
 // walk the rows with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial
 // row of dw, every column owned by one thread. A second kernel sums the partial rows into dw in a fixed
-// tree (independent of the GPU too). No atomics anywhere, so dw has the same bits from run to run.
+// tree (independent of the GPU too). No atomic adds of values anywhere, so dw has the same bits from run to
+// run (the fused variant's only atomic is a ticket counter that picks which blocks sum which columns, each
+// column in a fixed order).
 // The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
@@ -11,13 +13,18 @@
 // memory (in rank order, each block a share of the columns) so that 4-8x fewer rows are written and summed,
 // the sum a programmatic dependent launch; on the H200 it measured slower than the default (56% against 68%
 // of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
-// so the grid runs in two waves). Other rows go through the general kernels (packs or
-// element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of the kernels
-// can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// so the grid runs in two waves). Two more requested variants shorten the default's tail, the column sum:
+// single-pdl (a programmatic dependent launch of a float4 column-sum kernel) and fused (no second launch:
+// the last blocks to finish sum the columns, fused_column_sum). Other rows go through the general kernels
+// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
+// the kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <cooperative_groups.h>
 
+#include <cstdio>
+#include <map>
 #include <type_traits>
+#include <utility>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
@@ -141,13 +148,162 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 #endif
 }
 
+// dw[4q .. 4q + 3] += the sum of the partial rows' float4 column q (partial: (parts, D) f32, 16-byte
+// aligned, D % 4 == 0), for q in [q_begin, q_end), in an order fixed by (parts, D, blockDim.x): the block's
+// threads form groups of kSumQuads lanes, one float4 column per lane; group g of warp w walks the rows
+// w * G + g, + warps * G, ... (G = 32 / kSumQuads groups per warp) and adds them in row order; a warp's G
+// groups are then added in a fixed butterfly, the warps in warp order. Every row run a group reads is 64
+// bytes (two full sectors), every lane has several independent loads in flight (the unrolled walk), and
+// a block of 8 warps reads 64 rows per step. The loads bypass L1 (ld.global.cg): the fused backward reads
+// rows written by other blocks of its own grid. Every thread of the block must call it (it syncs).
+constexpr int kSumQuads = 4;  // float4 columns per pass (16 f32 columns)
+
+template <int kMaxWarps, class TW>
+__device__ void sum_partial_columns(TW* dw, const float* partial, int64_t parts, int64_t dim, int64_t q_begin,
+                                    int64_t q_end) {
+  __shared__ float4 warp_sums[kMaxWarps][kSumQuads];
+  constexpr int G = kWarp / kSumQuads;
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp, warps = int(blockDim.x) / kWarp;
+  const int qo = lane % kSumQuads, g = lane / kSumQuads;
+  const int64_t quads = dim / 4, step = int64_t(warps) * G;
+  const float4* rows = reinterpret_cast<const float4*>(partial);  // (parts, D / 4)
+  for (int64_t q0 = q_begin; q0 < q_end; q0 += kSumQuads) {
+    const int64_t q = q0 + qo;
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (q < q_end) {
+#pragma unroll 8
+      for (int64_t b = int64_t(warp) * G + g; b < parts; b += step) {
+        const float4 v = __ldcg(rows + b * quads + q);
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+      }
+    }
+#pragma unroll
+    for (int o = kSumQuads; o < kWarp; o *= 2) {
+      s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+      s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+      s.z += __shfl_xor_sync(0xffffffffu, s.z, o);
+      s.w += __shfl_xor_sync(0xffffffffu, s.w, o);
+    }
+    if (g == 0) warp_sums[warp][qo] = s;
+    __syncthreads();
+    // Thread t < kSumQuads is lane t of warp 0: its q is column q0 + t.
+    if (threadIdx.x < kSumQuads && q < q_end) {
+      float4 t = warp_sums[0][qo];
+      for (int i = 1; i < warps; ++i) {
+        const float4 u = warp_sums[i][qo];
+        t.x += u.x;
+        t.y += u.y;
+        t.z += u.z;
+        t.w += u.w;
+      }
+      TW* d = dw + 4 * q;  // (4)
+      store_f(d, load_f(d) + t.x);
+      store_f(d + 1, load_f(d + 1) + t.y);
+      store_f(d + 2, load_f(d + 2) + t.z);
+      store_f(d + 3, load_f(d + 3) + t.w);
+    }
+    __syncthreads();  // warp_sums free for the next pass
+  }
+}
+
+// The fused backward's column sum (LT_RMSNORM_BACKWARD=fused): no second kernel. Every block writes its
+// partial row and takes a ticket from `counter` (a per-stream device word, 0 between launches); the blocks
+// with the last `reducers` tickets wait until every block has its ticket (all partial rows written), then
+// reducer i (ticket - (blocks - reducers)) adds its fixed run of float4 columns, each column in the order
+// of sum_partial_columns, into dw: the bits do not depend on which block finishes when. Only reducers
+// wait, and a waiting reducer holds the last tickets, so the grid progresses as long as `reducers` blocks
+// fit on the GPU at once (checked before the launch; the grid need not be one wave).
+// Memory order (the pattern of cooperative_groups' grid sync): the block's partial stores, the block
+// barrier, then thread 0's gpu-scope fence and ticket (acq_rel; a release is cumulative over the stores
+// ordered before it through the barrier); a reducer's thread 0 spins on an acquire load, then the barrier
+// hands the acquisition to its block, whose loads go to L2 (.cg), not to a possibly stale L1.
+// Reset: each reducer adds 1 again once it has seen the full count, the one that brings it to
+// blocks + reducers (every reducer past its spin) stores 0 for the next launch on the stream.
+template <class TW>
+struct FusedSum {
+  TW* dw = nullptr;             // (D), TW: the compute dtype or f32; void: not fused
+  unsigned* counter = nullptr;  // 0 at the launch and again at its end
+  int reducers = 0;             // <= gridDim.x
+};
+
+__device__ __forceinline__ unsigned ticket_acq_rel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned add_relaxed(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+__device__ __forceinline__ void store_relaxed(unsigned* counter, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(counter), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A reducer waits microseconds; one still waiting after this long means the counter was not 0 at the
+// launch (a bug): it says so and traps (the launch fails) instead of hanging the GPU.
+constexpr uint64_t kFusedSpinLimitNs = 5'000'000'000ull;
+
+// Reducers split the float4 columns in runs of whole kSumQuads passes; reducer i takes run i (the last
+// runs may be short or empty).
+__host__ __device__ constexpr int64_t fused_run_quads(int64_t dim, int64_t reducers) {
+  const int64_t per = (dim / 4 + reducers - 1) / reducers;
+  return (per + kSumQuads - 1) / kSumQuads * kSumQuads;
+}
+
+// The fused tail (after the block's partial row is stored): the ticket, and for a reducer its columns.
+template <class TW>
+__device__ void fused_column_sum(const FusedSum<TW>& fused, const float* partial, int64_t dim) {
+  __shared__ unsigned ticket;
+  const unsigned blocks = gridDim.x, first = blocks - unsigned(fused.reducers);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    ticket = ticket_acq_rel(fused.counter);
+    if (ticket >= first) {
+      const uint64_t start = global_ns();
+      unsigned seen;
+      while ((seen = load_acquire(fused.counter)) < blocks) {
+        __nanosleep(128);
+        if (global_ns() - start > kFusedSpinLimitNs) {
+          printf("rmsnorm backward (fused): block %u waited 5 s for the partial rows: counter %u of %u\n",
+                 blockIdx.x, seen, blocks);
+          __trap();
+        }
+      }
+      if (add_relaxed(fused.counter) == blocks + unsigned(fused.reducers) - 1)
+        store_relaxed(fused.counter, 0);
+    }
+  }
+  __syncthreads();
+  if (ticket < first) return;
+  const int64_t run = fused_run_quads(dim, fused.reducers), quads = dim / 4;
+  const int64_t begin = int64_t(ticket - first) * run;
+  const int64_t end = begin + run < quads ? begin + run : quads;
+  sum_partial_columns<kThreads / kWarp>(fused.dw, partial, int64_t(blocks), dim, begin, end);
+}
+
 // Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
 // loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
 // registers across all its rows.
 // partial: (gridDim.x / C, D) f32 or nullptr, written once at the end: with C = 1 each block writes its own
 // row; with C > 1 the kernel runs in clusters of C blocks (the launch's cluster dimension must be C) and
 // cluster c writes row c, the sum of its blocks' rows in rank order. stage (dynamic shared memory, D f32
-// when C > 1): the block's row, read by the cluster's blocks.
+// when C > 1): the block's row, read by the cluster's blocks. TW not void (C = 1, partial given): the
+// fused column sum (fused_column_sum) adds the partial rows into fused.dw at the kernel's end.
 template <class T, int K>
 struct RowPacks {
   Pack<T> g[K], a[K];  // this thread's packs of dy and x
@@ -168,10 +324,12 @@ __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const
   row.r = rstd[n];
 }
 
-template <class T, int K, int C>
+template <class T, int K, int C, class TW = void>
 __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
-                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+                                 [[maybe_unused]] FusedSum<TW> fused) {
+  static_assert(C == 1 || std::is_void_v<TW>, "the fused column sum runs without clusters");
   __shared__ float scratch[kWarp];
   allow_dependent_launch();
   constexpr int P = kPack<T>;
@@ -234,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
         row[k * (P / 4) + q] =
             make_float4(acc[m][4 * q], acc[m][4 * q + 1], acc[m][4 * q + 2], acc[m][4 * q + 3]);
   }
+  if constexpr (!std::is_void_v<TW>) fused_column_sum(fused, partial, dim);
   if constexpr (C > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
@@ -402,6 +561,83 @@ void launch_column_reduce(TW* dw, const float* partial, int64_t parts, int64_t d
   LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_kernel<TW>, dw, partial, parts, dim));
 }
 
+// dw (D) += the sum of the partial rows (parts, D) f32 (D % 4 == 0, 16-byte aligned), in the order of
+// sum_partial_columns: block b sums the float4 columns [b * kSumQuads, (b + 1) * kSumQuads), 16 columns:
+// 256 blocks at D = 4096 (every SM busy, against 128 for column_reduce_kernel), each of 16 warps reading
+// 128 rows per step (4-5 loads per thread for 528 rows, all in flight together).
+constexpr int kQuadReduceThreads = 512;
+
+template <class TW>
+__global__ void __launch_bounds__(kQuadReduceThreads)
+    column_reduce_quads_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
+  wait_for_prior_grid();  // the partial rows (a programmatic dependent launch)
+  const int64_t begin = int64_t(blockIdx.x) * kSumQuads, end = begin + kSumQuads;
+  sum_partial_columns<kQuadReduceThreads / kWarp>(dw, partial, parts, dim, begin,
+                                                  end < dim / 4 ? end : dim / 4);
+}
+
+// Launches column_reduce_quads_kernel as a programmatic dependent launch of the backward register kernel
+// before it on stream s (LT_RMSNORM_BACKWARD=single-pdl). Its blocks cannot crowd out the backward's: the
+// launch happens only once every backward block has started (each allows it first thing), so its blocks
+// take only the slots of backward blocks that have left, where they wait (griddepcontrol.wait, no issue
+// slots) for the backward's end; the gain is the launch gap between the kernels.
+template <class TW>
+void launch_column_reduce_quads(TW* dw, const float* partial, int64_t parts, int64_t dim, cudaStream_t s) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned((dim / 4 + kSumQuads - 1) / kSumQuads));
+  config.blockDim = dim3(unsigned(kQuadReduceThreads));
+  config.stream = s;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_quads_kernel<TW>, dw, partial, parts, dim));
+}
+
+// The fused backward's reducers: the last 256 blocks to finish (of 528 at D <= 4096 in 16-bit; of 264 at
+// 8192). At D = 4096 that is one kSumQuads pass (16 columns) per reducer, 9 loads per thread, all issued
+// together: the 8.6 MB of partial rows (in L2, just written) are read by 256 blocks at once (spread over
+// nearly every SM) instead of a few blocks walking many columns. More reducers would make blocks that
+// finished early (at 8192 rows, 256 of the 528 blocks have one row fewer) wait longer, spinning on the
+// counter beside the blocks still working; fewer would leave SMs idle during the sum.
+constexpr int64_t kFusedReducers = 256;
+
+// The fused backward's counter for (this thread, the current device, stream s): one device word, zeroed
+// once (a synchronizing allocation on first use, like device_error_slot), left at 0 by every launch.
+// Per thread: two threads on one stream are serialized by it anyway, two streams never share a word, and
+// cudaStreamPerThread (one handle, a stream per thread) is covered too.
+unsigned* fused_counter(cudaStream_t s) {
+  int device = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<std::pair<int, cudaStream_t>, unsigned*> counters;
+  unsigned*& counter = counters[{device, s}];
+  if (!counter) {
+    void* p = nullptr;
+    LT_CUDA_CHECK(cudaMalloc(&p, sizeof(unsigned)));
+    LT_CUDA_CHECK(cudaMemset(p, 0, sizeof(unsigned)));
+    LT_CUDA_CHECK(cudaDeviceSynchronize());
+    counter = static_cast<unsigned*>(p);
+  }
+  return counter;
+}
+
+// How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) the current device holds at
+// once; queried once per (thread, device, kernel).
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel, int threads) {
+  int device = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<std::pair<int, const void*>, int64_t> cache;
+  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
+  const auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  int per_sm = 0, sms = 0;
+  LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return cache[key] = int64_t(per_sm) * sms;
+}
+
 // The backward register kernel's cluster size for a request (1: no clusters).
 int backward_cluster_size(RmsNormBackwardKernel request) {
   switch (request) {
@@ -411,6 +647,8 @@ int backward_cluster_size(RmsNormBackwardKernel request) {
     case RmsNormBackwardKernel::Cluster8:
       return 8;
     case RmsNormBackwardKernel::Single:
+    case RmsNormBackwardKernel::SinglePdl:
+    case RmsNormBackwardKernel::Fused:
     case RmsNormBackwardKernel::General:
       break;
   }
@@ -504,6 +742,7 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     if (dw)
       LT_CUDA_CHECK(
           cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(parts * dim) * sizeof(float), s));
+    bool summed = false;  // dw already summed by the fused kernel
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
         constexpr int K = decltype(k)::value;
@@ -511,8 +750,24 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
         const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
                 *w_t = static_cast<const T*>(w);
         if (cluster == 1) {
-          rmsnorm_backward_regs_kernel<T, K, 1><<<unsigned(blocks), shape.threads, 0, s>>>(
-              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+          // The fused kernel where its reducers fit on the GPU at once (rmsnorm_backward_regs_kernel's
+          // FusedSum); otherwise the single kernel and the column sum after it.
+          const auto fused_launch = [&](auto* dw_t) {
+            using TW = std::remove_pointer_t<decltype(dw_t)>;
+            const auto kernel = rmsnorm_backward_regs_kernel<T, K, 1, TW>;
+            const int64_t reducers = blocks < kFusedReducers ? blocks : kFusedReducers;
+            if (resident_blocks(kernel, shape.threads) < reducers) return false;
+            kernel<<<unsigned(blocks), shape.threads, 0, s>>>(
+                dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx,
+                FusedSum<TW>{dw_t, fused_counter(s), int(reducers)});
+            return true;
+          };
+          if (dw && request == RmsNormBackwardKernel::Fused)
+            summed = dw_dt == DType::F32 ? fused_launch(static_cast<float*>(dw))
+                                         : fused_launch(static_cast<T*>(dw));
+          if (!summed)
+            rmsnorm_backward_regs_kernel<T, K, 1><<<unsigned(blocks), shape.threads, 0, s>>>(
+                dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx, FusedSum<void>{});
           return;
         }
         cudaLaunchAttribute attribute{};
@@ -520,7 +775,7 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
         auto kernel =
             cluster == 8 ? rmsnorm_backward_regs_kernel<T, K, 8> : rmsnorm_backward_regs_kernel<T, K, 4>;
         LT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim,
-                                         accumulate_dx));
+                                         accumulate_dx, FusedSum<void>{}));
       });
     } else {
       rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
@@ -529,11 +784,21 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
+      // single-pdl: the register kernel's partial rows (D % 4 == 0, aligned) summed by the dependent launch.
+      const bool quads = request == RmsNormBackwardKernel::SinglePdl && shape.packs_per_thread > 0;
       const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
-      if (dw_dt == DType::F32)
-        launch_column_reduce(static_cast<float*>(dw), partial, parts, dim, early, s);
-      else
-        launch_column_reduce(static_cast<T*>(dw), partial, parts, dim, early, s);
+      const auto reduce = [&](auto* dw_t) {
+        if (quads)
+          launch_column_reduce_quads(dw_t, partial, parts, dim, s);
+        else
+          launch_column_reduce(dw_t, partial, parts, dim, early, s);
+      };
+      if (!summed) {
+        if (dw_dt == DType::F32)
+          reduce(static_cast<float*>(dw));
+        else
+          reduce(static_cast<T*>(dw));
+      }
       LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
   });
@@ -552,6 +817,8 @@ RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int c
       LT_CUDA_CHECK(cudaGetDevice(&device));
       LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
       result.resident = int64_t(per_sm) * sms;
+      result.fused_resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K, 1, float>, shape.threads);
+      result.fused_reducers = result.grid < kFusedReducers ? result.grid : kFusedReducers;
       return;
     }
     cudaLaunchAttribute attribute{};

@@ -8,6 +8,13 @@
 //   LT_RMSNORM_BACKWARD: single (unset or empty: the default): the row, w and the dw columns in registers
 //                        (4 blocks/SM), every block writes its partial dw row, the sum launched after it
 //                        (H200, 8192 x 4096 bf16, f32 dw: 68% of the copy bandwidth; 16384 x 4096: 75%);
+//                        single-pdl: the same kernel, the sum a programmatic dependent launch (its launch
+//                        overlaps the backward's tail) of a kernel reading 16 columns per block in float4s
+//                        (256 blocks at D = 4096, against 32 columns and 128 blocks);
+//                        fused: the same kernel and no second launch: the last 256 blocks to finish wait
+//                        for every partial row (a ticket counter) and sum a fixed share of the columns each
+//                        (the single kernel and its sum where those 256 blocks do not fit on the GPU);
+//                        both sum every column in a fixed order (bit-deterministic, like the others);
 //                        cluster: the same kernel with the blocks in clusters of 4 that add their partial
 //                        dw rows in
 //                        distributed shared memory before writing them (4x fewer rows to write and sum);
@@ -31,7 +38,15 @@
 namespace lt::ops::cuda {
 
 enum class RmsNormForwardKernel : uint8_t { Rows, General };
-enum class RmsNormBackwardKernel : uint8_t { Cluster, ClusterSerial, Cluster8, Single, General };
+enum class RmsNormBackwardKernel : uint8_t {
+  Cluster,
+  ClusterSerial,
+  Cluster8,
+  Single,
+  SinglePdl,
+  Fused,
+  General
+};
 
 RmsNormForwardKernel rmsnorm_forward_kernel_request();    // LT_RMSNORM_FORWARD
 RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
@@ -41,8 +56,11 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
 // (cudaOccupancyMaxActiveClusters times the cluster size; SMs times blocks per SM without clusters), and
 // its grid. The grid in one wave needs resident >= grid. The arguments are checked here (rmsnorm_select.cpp),
 // the kernels queried in rmsnorm.cu (_unchecked: trusts its arguments).
+// With cluster 1 also the fused variant's check (bf16, f32 dw): it runs fused when fused_resident (its
+// kernel's blocks held at once) >= fused_reducers (the blocks that wait), else falls back to single.
 struct RmsNormBackwardOccupancy {
   int64_t resident = 0, grid = 0;
+  int64_t fused_resident = 0, fused_reducers = 0;  // cluster 1 only
 };
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster);
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster);  // rmsnorm.cu
