@@ -4,7 +4,8 @@
 # with the ratios. leantune runs `leantune train` (random init from bench/configs, random token rows, the
 # full optimizer step as the peer does); its tokens/s is the median over the timed steps (the first is
 # warm-up) and its memory is the GPU's memory in use after a step (the peer's is torch's peak allocation,
-# which leaves out the CUDA context: the comparison is conservative for leantune).
+# which leaves out the CUDA context: the comparison is conservative for leantune). Like the peer, leantune
+# does not clip gradients here (max_grad_norm 0; it still computes the norm for its log).
 #   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below); SKIP_PEERS=1: leantune only
 set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
@@ -41,7 +42,7 @@ leantune_run() {
     --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
     --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
     --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 --warmup_steps 0 \
-    --chunk_size "$chunk" "$@" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
+    --max_grad_norm 0 --chunk_size "$chunk" "$@" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
   python3 - "/tmp/sbs_run_$name/metrics.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
@@ -104,6 +105,11 @@ run_workload() {
       ;;
     llama8b_lora_1024x8_elementwise)  # the same keeping every GEMM output: only norms and SwiGLU recomputed
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
+    llama8b_lora_1024x8_elementwise_offload_q)  # elementwise with every layer's q in host memory (2 GiB less)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise \
+        --offload_activations true --offload_only q)"
       et=-; eg=-; ct=-; cg=-
       ;;
     qwen1.5b_full_1024x8_elementwise)  # the Qwen row keeping GEMM outputs only (norms, SwiGLU recomputed)

@@ -9,6 +9,7 @@
 #include "core/arena.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/decoder.h"
 #include "model/lora.h"
 #include "model/memory_estimate.h"
 #include "model/memory_plan.h"
@@ -35,6 +36,7 @@ struct InfoOptions {
   int64_t chunk_size = 0;
   std::string recompute = "auto";
   bool offload = false;  // offload_activations
+  std::vector<std::string> offload_only;
   std::string device;    // cpu or cuda; empty: cuda for bf16, else cpu
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
@@ -98,6 +100,10 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
   s.offload = o.offload;
+  model::check_offload_names(o.offload_only, "info --plan: --offload_only");
+  LT_CHECK(o.offload_only.empty() || (o.offload && o.chunk_size == 0),
+           "info --plan: --offload_only needs --offload_activations and a whole-sequence run (chunk_size 0)");
+  s.offload_only = o.offload_only;
   if (o.recompute != "auto") {
     s.recompute = model::recompute_from_name(o.recompute);
     LT_CHECK(s.recompute.has_value(),
@@ -192,6 +198,9 @@ void register_info_command(CLI::App& app) {
   cmd->add_flag("--offload_activations", options->offload,
                 "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
                 "chunked: the layer-input checkpoints)");
+  cmd->add_option("--offload_only", options->offload_only,
+                  "with --plan and --offload_activations, whole sequence: only these kept activations go to host")
+      ->delimiter(',');
   cmd->add_option("--device", options->device, "with --plan: cpu or cuda (default: cuda for bf16, else cpu)");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);

@@ -133,6 +133,19 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+const std::vector<std::string>& decoder_offload_names() {
+  static const std::vector<std::string> names{"k",   "v",   "attn_rstd", "attn_in",  "q",      "attn_out", "attn_lse",
+                                              "mid", "gate", "up",       "ffn_rstd", "ffn_in", "h",        "lora_t"};
+  return names;
+}
+
+void check_offload_names(const std::vector<std::string>& names, const std::string& what) {
+  const std::vector<std::string>& all = decoder_offload_names();
+  for (const std::string& n : names)
+    LT_CHECK(std::find(all.begin(), all.end(), n) != all.end(), "{}: '{}' is not a kept activation; expected some of {}",
+             what, n, fmt::format("{}", fmt::join(all, ", ")));
+}
+
 template <class Alloc, class HostAlloc>
 void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   const ModelConfig& c = config_;
@@ -153,9 +166,13 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   std::vector<Tensor> shared;
   std::vector<Tensor> slots[2];
   offload_.assign(offload ? size_t(L) : 0, {});
+  const std::vector<std::string>& only = options_.offload_only;
+  auto offloaded = [&](const char* what) {
+    return offload && (only.empty() || std::find(only.begin(), only.end(), what) != only.end());
+  };
   auto buffer = [&](int64_t l, bool keep, const char* what, DType dtype, std::initializer_list<int64_t> dims,
                     size_t slot) {
-    if (keep && offload) {
+    if (keep && offloaded(what)) {
       std::vector<Tensor>& parity = slots[l % 2];
       if (parity.size() <= slot) parity.resize(slot + 1);
       if (l < 2) parity[slot] = alloc(fmt::format("offload.slot{}.{}", l, what), dtype, dims);
@@ -196,15 +213,16 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   }
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
+  const bool offload_t = offloaded("lora_t");
   for (const LoraSpec& spec : lora_specs_) {
-    if (!full && !offload)
+    if (!full && !offload_t)
       acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
           fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
     max_in = std::max(max_in, spec.in);
     max_r = std::max(max_r, spec.rank);
     module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
   }
-  if (full || offload) {
+  if (full || offload_t) {
     // One buffer per module (Full: recomputed with the layer), or per module and layer parity (offloaded:
     // each layer's own copy lives in host memory), viewed at each layer's rank.
     std::vector<Tensor> module_t[2];

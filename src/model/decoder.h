@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <string>
 #include <vector>
 
 #include "core/arena.h"
@@ -199,6 +200,12 @@ void layer_recompute_full(const ModelConfig& config, int64_t layer, const LayerW
 void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
 
+// The per-layer activations a whole-sequence decoder can keep (and offload), as DecoderOptions::offload_only
+// names them.
+const std::vector<std::string>& decoder_offload_names();
+// Throws naming `what` (e.g. the config key) and the first name that is not one of decoder_offload_names().
+void check_offload_names(const std::vector<std::string>& names, const std::string& what);
+
 // What a decoder keeps and how it computes the loss. A policy alone converts (the common case).
 struct DecoderOptions {
   Recompute recompute = Recompute::None;
@@ -213,6 +220,10 @@ struct DecoderOptions {
   // Needs fused_loss and the loss scale set before forward; the gradients are the same bits (the head's
   // gradient is the first one backward would have added to it, so the order of additions is unchanged).
   bool head_backward_in_forward = false;
+  // With offload: the names of the kept activations that go to host memory (decoder_offload_names());
+  // empty: every one. The rest stay on the device as without offload: offloading only what the transfers can
+  // hide behind a layer's compute (e.g. q) saves memory at no time.
+  std::vector<std::string> offload_only;
   DecoderOptions() = default;
   DecoderOptions(Recompute r) : recompute(r) {}  // NOLINT(google-explicit-constructor): a policy is options
   // The plain head, whose logits Decoder::logits() gives (golden tests, generation by full recompute).

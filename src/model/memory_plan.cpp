@@ -135,6 +135,7 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   std::vector<PlannedBuffer> buffers;
   if (s.chunk_size == 0) {
     DecoderOptions options(s.recompute.value_or(Recompute::None));
+    options.offload_only = s.offload_only;
     options.loss_token_block = s.loss_token_block;
     options.loss_vocab_block = s.loss_vocab_block;
     buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora, options, s.offload);

@@ -50,6 +50,7 @@ struct MemoryPlanSettings {
   // Host memory for what backward needs: whole-sequence, the kept activations (Decoder's offload); chunked
   // (recompute full only), the residual checkpoints (ChunkedOptions::offload).
   bool offload = false;
+  std::vector<std::string> offload_only;  // whole sequences: DecoderOptions::offload_only
   std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)

@@ -5,9 +5,11 @@
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/dispatch.h"
+#include "ops/adamw_many.h"
 #include "ops/ops.h"
 
 #if defined(LT_HAVE_CUDA)
+#include "ops/cuda/adamw_many.h"
 #include "ops/cuda/cuda_ops.h"
 #endif
 
@@ -23,8 +25,9 @@ void check_count(const Tensor& t, int64_t count, const char* what) {
 }
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_copy) {
+namespace {
+void check_adamw(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                 Tensor param_copy) {
   const char* op = "adamw_step";
   check_size(p.count, 0, op, "count");
   check_size(p.step, 1, op, "step");
@@ -56,7 +59,40 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
            "adamw_step: params.stochastic_rounding is set for a {} parameter, expected bf16 (it only rounds "
            "to bf16)",
            dtype_name(param.dtype));
+}
+}  // namespace
+
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy) {
+  check_adamw(p, param, grad, exp_avg, exp_avg_sq, param_copy);
   LT_OP_DISPATCH(param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq, param_copy);
+}
+
+void adamw_step_many(std::span<const AdamWTensor> tensors) {
+  if (tensors.empty()) return;
+  const AdamWParams& first = tensors[0].p;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const AdamWTensor& t = tensors[i];
+    check_adamw(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
+    LT_CHECK(t.param.device == tensors[0].param.device, "adamw_step_many: tensor {} is on {}, tensor 0 on {}", i,
+             device_name(t.param.device), device_name(tensors[0].param.device));
+    LT_CHECK(t.p.lr == first.lr && t.p.beta1 == first.beta1 && t.p.beta2 == first.beta2 && t.p.eps == first.eps &&
+                 t.p.step == first.step,
+             "adamw_step_many: tensor {} has lr {} betas ({}, {}) eps {} step {}, tensor 0 lr {} betas ({}, {}) eps "
+             "{} step {}; expected one of each",
+             i, t.p.lr, t.p.beta1, t.p.beta2, t.p.eps, t.p.step, first.lr, first.beta1, first.beta2, first.eps,
+             first.step);
+  }
+  if (tensors[0].param.device == Device::CUDA) {
+#if defined(LT_HAVE_CUDA)
+    cuda::OpProfileScope profile("adamw_step_many");
+    cuda::adamw_step_many(tensors);
+#else
+    fail_no_cuda("adamw_step_many");
+#endif
+    return;
+  }
+  for (const AdamWTensor& t : tensors) cpu::adamw_step(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
 }
 
 double grad_norm_squared(Tensor grad) {

@@ -13,6 +13,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
+#include "ops/cuda/gemm_algorithm.h"
 #endif
 
 namespace lt::ops {
@@ -158,6 +159,7 @@ void set_attention_backend(const std::string& backend, bool deterministic) {
 #if defined(LT_HAVE_CUDA)
   cuda::set_attention_kernel_request(backend == "leantune" ? "tc" : backend);
   cuda::set_attention_deterministic(deterministic);
+  cuda::set_gemm_deterministic(deterministic);  // no timed (run-dependent) GEMM algorithm choices
 #else
   (void)deterministic;
 #endif

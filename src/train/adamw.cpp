@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/dtype_visit.h"
+#include "ops/adamw_many.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
@@ -94,7 +95,10 @@ void AdamW::step(double lr) {
            lr, step_ + 1);
   ++step_;
   step_as_double_ = double(step_);
-  // One implementation of the update (ops::adamw_step); a parameter that is not decayed gets wd = 0.
+  // One implementation of the update (ops::adamw_step, all tensors in one adamw_step_many call); a parameter
+  // that is not decayed gets wd = 0.
+  std::vector<ops::AdamWTensor> tensors;
+  tensors.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamGroup& pg = params_[i];
     const int64_t n = pg.param.numel();
@@ -109,8 +113,9 @@ void AdamW::step(double lr) {
     p.step = step_;
     p.stochastic_rounding = options_.stochastic_rounding && pg.param.dtype == DType::BF16;
     p.seed = options_.seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull);  // a stream of its own per tensor
-    ops::adamw_step(p, pg.param, pg.grad, mo.m, mo.v, pg.compute_copy);
+    tensors.push_back({p, pg.param, pg.grad, mo.m, mo.v, pg.compute_copy});
   }
+  ops::adamw_step_many(tensors);
 }
 
 std::vector<io::NamedTensor> AdamW::state_tensors() {

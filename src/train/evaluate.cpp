@@ -18,23 +18,30 @@ model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::R
       .chunk_size = chunk_size, .recompute = recompute.value_or(model::Recompute::Full), .offload = offload};
 }
 
+model::DecoderOptions decoder_options(std::optional<model::Recompute> recompute,
+                                      const std::vector<std::string>& offload_only) {
+  model::DecoderOptions options(recompute.value_or(model::Recompute::None));
+  options.offload_only = offload_only;
+  return options;
+}
+
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                      const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                     std::optional<model::Recompute> recompute) {
+                     std::optional<model::Recompute> recompute, const std::vector<std::string>& offload_only) {
   if (chunk_size > 0)
     return model::ChunkedDecoder::offload_bytes(model, dtype, rows, tokens,
                                                 chunked_options(chunk_size, recompute, true), lora);
-  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora,
-                                       recompute.value_or(model::Recompute::None));
+  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora, decoder_options(recompute, offload_only));
 }
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                        std::optional<model::Recompute> recompute, bool offload) {
+                        std::optional<model::Recompute> recompute, bool offload,
+                        const std::vector<std::string>& offload_only) {
   if (chunk_size > 0)
     return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens,
                                               chunked_options(chunk_size, recompute, offload), lora);
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, recompute.value_or(model::Recompute::None),
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, decoder_options(recompute, offload_only),
                                      offload);
 }
 

@@ -27,16 +27,21 @@ struct EvalResult {
 // adapters of `lora`, if any), for the whole-sequence decoder (chunk_size 0) or the chunked one.
 // `recompute` (none: the decoders' defaults) and `offload` are the run's policy.
 // Evaluation fits in the same bytes (it keeps nothing for a backward: evaluate() uses Recompute::Full).
+// offload_only: DecoderOptions::offload_only (whole sequences).
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora = {}, int64_t chunk_size = 0,
-                        std::optional<model::Recompute> recompute = std::nullopt, bool offload = false);
+                        std::optional<model::Recompute> recompute = std::nullopt, bool offload = false,
+                        const std::vector<std::string>& offload_only = {});
 // The chunked decoder's options for a chunk size and policy (none: Full), checkpoints offloaded or not.
 model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::Recompute> recompute,
                                       bool offload = false);
 // Bytes of the host arena of offloaded activations (0 without `offload`), whole-sequence or chunked.
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                      const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                     std::optional<model::Recompute> recompute);
+                     std::optional<model::Recompute> recompute, const std::vector<std::string>& offload_only = {});
+// The whole-sequence decoder's options for a run's policy (none: None) and offload_only.
+model::DecoderOptions decoder_options(std::optional<model::Recompute> recompute,
+                                      const std::vector<std::string>& offload_only = {});
 // The longest example (tokens).
 int64_t longest_example(std::span<const data::Example> examples);
 

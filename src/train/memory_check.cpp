@@ -20,6 +20,7 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.chunk_size = config.chunk_size;
   s.recompute = recompute_policy(config);
   s.offload = config.offload_activations;
+  s.offload_only = config.offload_only;
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
   s.state_dtype = adamw_options(config).state_dtype;
   if (config.finetune == "full") {

@@ -99,6 +99,9 @@ const std::vector<Field>& fields() {
       {"offload_activations", &C::offload_activations,
        "keep what backward needs in host memory: the kept activations (whole sequence) or the layer-input "
        "checkpoints (chunk_size > 0, recompute full)"},
+      {"offload_only", &C::offload_only,
+       "with offload_activations, whole sequences: only these kept activations go to host memory (e.g. q: "
+       "what the transfers hide behind a layer's compute); empty: all of them"},
       {"save_steps", &C::save_steps, "checkpoint every N optimizer steps (0: only at the end)"},
       {"save_total_limit", &C::save_total_limit, "checkpoints kept (0: all)"},
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},

@@ -67,6 +67,7 @@ struct TrainConfig {
   int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::string recompute = "auto";  // auto | none | full | selective | elementwise (decoder.h)
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
+  std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
   std::string attention = "auto";    // device cuda: auto (cuDNN when it loads) | cudnn | leantune
   bool deterministic = false;        // device cuda: bit-reproducible steps (attention on leantune's kernels)

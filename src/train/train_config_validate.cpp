@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/decoder.h"
 #include "train/train_config.h"
 
 namespace lt::train {
@@ -157,6 +158,12 @@ void validate(TrainConfig& c) {
   LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
            "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
   positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
+  LT_CHECK(c.offload_only.empty() || (c.offload_activations && c.chunk_size == 0),
+           "config: 'offload_only' is [{}] with offload_activations {} and chunk_size {}; it picks what a "
+           "whole-sequence run (chunk_size 0) offloads: set offload_activations true and chunk_size 0, or leave "
+           "offload_only empty",
+           fmt::format("{}", fmt::join(c.offload_only, ", ")), c.offload_activations, c.chunk_size);
+  model::check_offload_names(c.offload_only, "config: 'offload_only'");
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0 && c.recompute != "auto" && c.recompute != "full"),
            "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "
            "offloads the layer inputs (its checkpoints), which needs recompute full (or auto): set recompute "

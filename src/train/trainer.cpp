@@ -103,11 +103,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const std::optional<model::Recompute> recompute = recompute_policy(config_);
   activations_ = std::make_unique<Arena>("activations", memory,
                                          activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
-                                                          config_.chunk_size, recompute, config_.offload_activations));
+                                                          config_.chunk_size, recompute, config_.offload_activations,
+                                                          config_.offload_only));
   if (config_.offload_activations)
     offload_arena_ = std::make_unique<Arena>(
         "offloaded activations", ops::staging_memory(model_.device),
-        offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute));
+        offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute,
+                      config_.offload_only));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -262,7 +264,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
                                     *activations_, lora_.specs, offload_arena_.get());
       run(decoder);
     } else {
-      model::DecoderOptions options(recompute_policy(config_).value_or(model::Recompute::None));
+      model::DecoderOptions options = decoder_options(recompute_policy(config_), config_.offload_only);
       // The head's backward (and a trainable head's gradient) rides on the forward's logits.
       options.head_backward_in_forward = true;
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs, options,

@@ -178,6 +178,42 @@ TEST(CudaAdamW, MatchesCpuOverSeveralSteps) {
       }
 }
 
+// param_copy: the updated f32 parameter rounded to nearest into a bf16 / f16 compute copy in the same pass;
+// the parameter and moments are those of a step without a copy, the copy the parameter's rounding (what
+// ops::copy would write), on the vectorized and the unaligned path.
+TEST(CudaAdamW, ComputeCopyIsTheUpdatedParameterRounded) {
+  LT_REQUIRE_GPU();
+  for (DType cdt : {DType::BF16, DType::F16})
+    for (int64_t n : {int64_t(1), int64_t(1001), int64_t(1 << 20) + 3})
+      for (int64_t offset : {int64_t(0), int64_t(1)}) {
+        std::vector<double> p0 = test::random_values(size_t(n), 40 + uint64_t(n), -1.0, 1.0);
+        std::vector<double> g0 = test::random_values(size_t(n), 41 + uint64_t(n), -0.1, 0.1);
+        GpuTensor p1(DType::F32, n, offset), p2(DType::F32, n, offset), g(DType::F32, n, offset);
+        GpuTensor m1(DType::F32, n, offset), v1(DType::F32, n, offset), m2(DType::F32, n, offset),
+            v2(DType::F32, n, offset), copy(cdt, n, offset);
+        std::vector<double> zeros(size_t(n), 0.0), a = p0, b = p0, gg = g0, z1 = zeros, z2 = zeros, z3 = zeros,
+                                                   z4 = zeros;
+        p1.set(a);
+        p2.set(b);
+        g.set(gg);
+        m1.set(z1);
+        v1.set(z2);
+        m2.set(z3);
+        v2.set(z4);
+        for (int64_t t = 1; t <= 2; ++t) {
+          const ops::AdamWParams prm = params_at(n, t, false);
+          ops::adamw_step(prm, p1.t, g.t, m1.t, v1.t, copy.t);
+          ops::adamw_step(prm, p2.t, g.t, m2.t, v2.t);
+        }
+        const std::string what = std::string(dtype_name(cdt)) + " " + shape_of(n) + (offset ? " unaligned" : "");
+        EXPECT_EQ(count_different(p1.get(), p2.get()), 0u) << what << " param";
+        EXPECT_EQ(count_different(m1.get(), m2.get()), 0u) << what << " exp_avg";
+        std::vector<double> rounded = p1.get();
+        to_bytes(rounded, cdt);  // rounded to nearest in place
+        EXPECT_EQ(count_different(copy.get(), rounded), 0u) << what << " copy";
+      }
+}
+
 TEST(CudaAdamW, StochasticRoundingIsUnbiasedOnAverage) {
   LT_REQUIRE_GPU();
   // Every element starts at 1 with gradient 0.25, so every f32 result is the same x between two bf16

@@ -230,18 +230,25 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
     const int64_t label_tokens = model::count_label_tokens(batch);
     std::vector<std::vector<double>> reference;
     using R = model::Recompute;
-    const std::pair<R, bool>
-        variants[] = {{R::None, false},        {R::Selective, false}, {R::Full, false},
-                      {R::Elementwise, false}, {R::Selective, true},  {R::None, true},
-                      {R::Elementwise, true}};  // (policy, offload); the first: reference
-    for (const auto& [policy, offload] : variants) {
+    struct Variant {
+      R policy;
+      bool offload;
+      std::vector<std::string> only;  // DecoderOptions::offload_only
+    };
+    const Variant variants[] = {{R::None, false, {}},        {R::Selective, false, {}}, {R::Full, false, {}},
+                                {R::Elementwise, false, {}}, {R::Selective, true, {}},  {R::None, true, {}},
+                                {R::Elementwise, true, {}},  {R::Elementwise, true, {"q"}},
+                                {R::None, true, {"gate", "up"}}};  // the first: reference
+    for (const auto& [policy, offload, only] : variants) {
       ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
+      model::DecoderOptions options(policy);
+      options.offload_only = only;
       Arena arena(
           "activations", ops::memory_resource(Device::CUDA),
-          model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy, offload));
+          model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, options, offload));
       Arena pinned("offload", ops::staging_memory(Device::CUDA),
-                   model::Decoder::offload_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, policy));
-      model::Decoder d(c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, policy,
+                   model::Decoder::offload_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, options));
+      model::Decoder d(c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, options,
                        offload ? &pinned : nullptr);
       d.forward(m.weights, batch, label_tokens);
       d.backward(m.weights, m.grads);
@@ -251,9 +258,9 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
         got.push_back(to_f64(model::weight_of(m.grads, s)));
       if (reference.empty()) reference = got;
       const bool same = got == reference;
-      std::printf("OFFLOAD F %ld recompute %-11s offload %d: gradients %s the keep-everything run's\n",
+      std::printf("OFFLOAD F %ld recompute %-11s offload %d [%s]: gradients %s the keep-everything run's\n",
                   long(F), std::string(model::recompute_name(policy)).c_str(), int(offload),
-                  same ? "bit-identical to" : "DIFFER from");
+                  fmt::format("{}", fmt::join(only, ",")).c_str(), same ? "bit-identical to" : "DIFFER from");
       EXPECT_TRUE(same) << model::recompute_name(policy) << " offload " << offload << " F " << F;
     }
   }

@@ -36,7 +36,7 @@ using test::bytes_of;
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
 // F > 0 replaces the tiny model's intermediate size.
 Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false,
-            int64_t F = 0) {
+            int64_t F = 0, const std::vector<std::string>& offload_only = {}) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   test::TinyLoraModel m(dt, !lora, 71, B, T, F);
   test::TinyBatch data;
@@ -48,11 +48,13 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
   model::LoraWeights* lg = lora ? &m.lora_grads : nullptr;
   Outcome o;
   if (chunk == 0) {
-    o.planned = model::Decoder::arena_bytes(m.config, dt, B, T, specs, policy, offload);
+    model::DecoderOptions options(policy);
+    options.offload_only = offload_only;
+    o.planned = model::Decoder::arena_bytes(m.config, dt, B, T, specs, options, offload);
     Arena arena("policy", HostMemory::instance(), o.planned);
     Arena host("offload", HostMemory::instance(),
-               std::max<size_t>(model::Decoder::offload_bytes(m.config, dt, B, T, specs, policy), 1));
-    model::Decoder d(m.config, dt, B, T, arena, specs, policy, offload ? &host : nullptr);
+               std::max<size_t>(model::Decoder::offload_bytes(m.config, dt, B, T, specs, options), 1));
+    model::Decoder d(m.config, dt, B, T, arena, specs, options, offload ? &host : nullptr);
     o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
     d.backward(m.weights, m.grads, lg);
     o.arena_high_water = arena.high_water();
@@ -94,6 +96,21 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
     EXPECT_LE(o.arena_high_water, o.planned) << what;
     EXPECT_LE(o.planned - o.arena_high_water, 2 * model::kArenaAlignment) << what;
   }
+  if (chunk != 0) return;
+  // Only some kept activations offloaded (DecoderOptions::offload_only), the rest on the device: the same
+  // bits too, and less device memory than keeping all (more than offloading all).
+  const std::vector<std::vector<std::string>> subsets{{"q"}, {"gate", "lora_t"}, {"mid", "attn_out", "k"}};
+  for (const Recompute p : kPolicies)
+    for (const std::vector<std::string>& only : subsets) {
+      const Outcome o = run(dt, lora, dropout, chunk, p, true, F, only);
+      const std::string what = fmt::format("{}+offload[{}] {} lora={} dropout={} F={}", model::recompute_name(p),
+                                           fmt::join(only, ","), dtype_name(dt), lora, dropout, F);
+      EXPECT_EQ(o.loss, ref.loss) << what;
+      ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
+      for (size_t i = 0; i < ref.grads.size(); ++i)
+        EXPECT_EQ(o.grads[i], ref.grads[i]) << what << " gradient " << i;
+      EXPECT_LE(o.arena_high_water, o.planned) << what;
+    }
 }
 
 // The tiny model's F = 12 (D = 8, H * HD = 24); F = 48 >= 2 * H * HD also puts Elementwise's dAttn and dQ
@@ -260,6 +277,26 @@ TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
   EXPECT_EQ(model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, Recompute::Full),
             model::kArenaAlignment)
       << "full recompute keeps nothing per layer to offload";
+}
+
+// offload_only {q}: the host holds every layer's q and nothing else; the device keeps the rest as without
+// offload, with two q slots instead of six layers' q.
+TEST(RecomputePolicies, OffloadOnlyMovesJustThoseActivations) {
+  model::ModelConfig config = test::tiny_config(false);
+  config.num_layers = 6;
+  config.layer_window.assign(6, 0);
+  constexpr int64_t B = 2, T = 256;
+  const int64_t q_bytes = B * T * config.num_heads * config.head_dim * 4;  // f32
+  model::DecoderOptions only_q(Recompute::Elementwise);
+  only_q.offload_only = {"q"};
+  const size_t kept = model::Decoder::arena_bytes(config, DType::F32, B, T, {}, Recompute::Elementwise);
+  const size_t device = model::Decoder::arena_bytes(config, DType::F32, B, T, {}, only_q, true);
+  const size_t host = model::Decoder::offload_bytes(config, DType::F32, B, T, {}, only_q);
+  EXPECT_EQ(kept - device, size_t(4 * q_bytes));
+  EXPECT_EQ(host, size_t(6 * q_bytes) + model::kArenaAlignment);  // the host arena's own slack
+  only_q.offload_only = {"no_such_tensor"};
+  test::expect_error_mentions([&] { model::check_offload_names(only_q.offload_only, "config: 'offload_only'"); },
+                              {"config: 'offload_only': 'no_such_tensor' is not a kept activation", "attn_out"});
 }
 
 // Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,

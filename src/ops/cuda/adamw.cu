@@ -8,6 +8,7 @@
 #include "ops/adamw_math.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
+#include "ops/cuda/adamw_many.h"
 #include "ops/cuda/launch.h"
 
 namespace lt::ops::cuda {
@@ -66,13 +67,14 @@ struct alignas(sizeof(T) * kVec) Vec {
   T v[kVec];
 };
 
-// in: param, grad, m, v. out: param, m, v. Each element is read before the same thread writes it.
+// in: param, grad, m, v. out: param, m, v. Each element is read before the same thread writes it. Thread tid
+// of `stride` threads takes vectors (or elements) tid, tid + stride, ...: an element's result does not depend
+// on the partition (its random bits come from its index), so any grid gives the same bits.
 template <class P, class G>
-__global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, float* __restrict__ m_state,
-                             float* __restrict__ v_state, int64_t count, bool vectorized, Scalars s,
-                             Copy copy) {
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
-                stride = int64_t(gridDim.x) * blockDim.x;
+__device__ __forceinline__ void adamw_elements(P* __restrict__ param, const G* __restrict__ grad,
+                                               float* __restrict__ m_state, float* __restrict__ v_state,
+                                               int64_t count, bool vectorized, const Scalars& s, const Copy& copy,
+                                               int64_t tid, int64_t stride) {
   int64_t done = 0;
   if (vectorized) {
     const int64_t vecs = count / kVec;
@@ -117,12 +119,73 @@ __global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, 
 }
 
 template <class P, class G>
+__global__ void adamw_kernel(P* __restrict__ param, const G* __restrict__ grad, float* __restrict__ m_state,
+                             float* __restrict__ v_state, int64_t count, bool vectorized, Scalars s,
+                             Copy copy) {
+  adamw_elements(param, grad, m_state, v_state, count, vectorized, s, copy,
+                 int64_t(blockIdx.x) * blockDim.x + threadIdx.x, int64_t(gridDim.x) * blockDim.x);
+}
+
+// One tensor of a many-tensor launch: its blocks are [first_block, first_block + blocks) of the grid.
+struct Slice {
+  void* param;
+  const void* grad;
+  float* m;
+  float* v;
+  int64_t count;
+  int64_t first_block, blocks;
+  bool vectorized;
+  Scalars s;
+  Copy copy;
+};
+
+// The tensors of one many-tensor launch, passed by value as the kernel's parameter (no descriptor copy, so
+// no host synchronization; 128 slices are about 13 KB of the 32 KB a kernel parameter may take).
+constexpr int kSlicesPerLaunch = 128;
+struct SliceBatch {
+  Slice slice[kSlicesPerLaunch];
+  int count;
+};
+
+template <class P, class G>
+__global__ void adamw_many_kernel(const __grid_constant__ SliceBatch batch) {
+  int lo = 0, hi = batch.count - 1;  // the last slice whose first block <= this block
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.slice[mid].first_block <= int64_t(blockIdx.x))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const Slice& t = batch.slice[lo];
+  adamw_elements(static_cast<P*>(t.param), static_cast<const G*>(t.grad), t.m, t.v, t.count, t.vectorized, t.s,
+                 t.copy, (int64_t(blockIdx.x) - t.first_block) * blockDim.x + threadIdx.x,
+                 t.blocks * blockDim.x);
+}
+
+template <class P, class G>
 void launch(void* param, const void* grad, float* m, float* v, int64_t count, const Scalars& s, Copy copy,
             cudaStream_t stream) {
   const bool vectorized = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   const unsigned blocks = grid_for(vectorized ? (count + kVec - 1) / kVec : count, kThreads);
   adamw_kernel<P, G><<<blocks, kThreads, 0, stream>>>(static_cast<P*>(param), static_cast<const G*>(grad), m,
                                                       v, count, vectorized, s, copy);
+}
+
+Scalars scalars_of(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step,
+                   bool stochastic_rounding, uint64_t seed) {
+  const AdamWScalars d = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
+  return Scalars{float(d.decay_factor),
+                 float(d.one_minus_beta1),
+                 float(d.beta2),
+                 float(d.one_minus_beta2),
+                 float(d.bias_correction2_sqrt),
+                 float(d.eps),
+                 float(d.neg_step_size),
+                 weight_decay != 0,
+                 stochastic_rounding,
+                 seed,
+                 step};
 }
 
 }  // namespace
@@ -132,18 +195,7 @@ void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* g
                        double weight_decay, int64_t step, bool stochastic_rounding, uint64_t seed,
                        DType copy_dt, void* copy, cudaStream_t stream) {
   if (count == 0) return;
-  const AdamWScalars d = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
-  const Scalars s{float(d.decay_factor),
-                  float(d.one_minus_beta1),
-                  float(d.beta2),
-                  float(d.one_minus_beta2),
-                  float(d.bias_correction2_sqrt),
-                  float(d.eps),
-                  float(d.neg_step_size),
-                  weight_decay != 0,
-                  stochastic_rounding,
-                  seed,
-                  step};
+  const Scalars s = scalars_of(lr, beta1, beta2, eps, weight_decay, step, stochastic_rounding, seed);
   if (param_dt == DType::BF16) {
     if (grad_dt == DType::BF16)
       launch<bf16, bf16>(param, grad, exp_avg, exp_avg_sq, count, s, Copy{}, stream);
@@ -154,6 +206,43 @@ void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* g
                          Copy{copy, copy_dt == DType::BF16}, stream);
   }
   LT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double beta1, double beta2, double eps,
+                       int64_t step, cudaStream_t stream) {
+  // Small tensors by (param, grad) dtype pair, up to kSlicesPerLaunch per launch; large ones on their own.
+  auto batched = [&](DType pdt, DType gdt, auto kernel) {
+    SliceBatch batch{};
+    int64_t blocks = 0;
+    auto flush = [&] {
+      if (batch.count == 0) return;
+      kernel<<<unsigned(blocks), kThreads, 0, stream>>>(batch);
+      LT_CUDA_CHECK_LAUNCH();
+      batch.count = 0;
+      blocks = 0;
+    };
+    for (const AdamWLaunch& t : tensors) {
+      if (t.count == 0 || t.count > kAdamWManyMaxCount || t.param_dt != pdt || t.grad_dt != gdt) continue;
+      const bool vectorized = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
+                              aligned16(t.exp_avg_sq);
+      const int64_t b = grid_for(vectorized ? (t.count + kVec - 1) / kVec : t.count, kThreads);
+      batch.slice[batch.count++] = Slice{
+          t.param,          t.grad,      t.exp_avg,
+          t.exp_avg_sq,     t.count,     blocks,
+          b,                vectorized,  scalars_of(lr, beta1, beta2, eps, t.weight_decay, step, t.stochastic_rounding, t.seed),
+          Copy{t.copy, t.copy_dt == DType::BF16}};
+      blocks += b;
+      if (batch.count == kSlicesPerLaunch) flush();
+    }
+    flush();
+  };
+  batched(DType::F32, DType::F32, adamw_many_kernel<float, float>);
+  batched(DType::BF16, DType::BF16, adamw_many_kernel<bf16, bf16>);
+  batched(DType::BF16, DType::F32, adamw_many_kernel<bf16, float>);
+  for (const AdamWLaunch& t : tensors)
+    if (t.count > kAdamWManyMaxCount)
+      launch_adamw_step(t.param_dt, t.param, t.grad_dt, t.grad, t.exp_avg, t.exp_avg_sq, t.count, lr, beta1, beta2,
+                        eps, t.weight_decay, step, t.stochastic_rounding, t.seed, t.copy_dt, t.copy, stream);
 }
 
 }  // namespace lt::ops::cuda

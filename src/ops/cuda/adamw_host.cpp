@@ -1,6 +1,7 @@
 // The CUDA twins of adamw_step and grad_norm_squared: the public dispatchers (ops/adamw.cpp) have checked
 // the params, element counts and devices; these check the dtypes the kernels take and launch on the current
 // stream.
+#include "ops/cuda/adamw_many.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch.h"
@@ -8,8 +9,8 @@
 
 namespace lt::ops::cuda {
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_copy) {
+namespace {
+void check_adamw_dtypes(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor param_copy) {
   LT_CHECK(param.dtype == DType::F32 || param.dtype == DType::BF16,
            "adamw_step on CUDA: param dtype {} is not supported (f32 or bf16)", dtype_name(param.dtype));
   LT_CHECK(grad.dtype == param.dtype || grad.dtype == DType::F32,
@@ -21,6 +22,12 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
                                    (param_copy.dtype == DType::BF16 || param_copy.dtype == DType::F16)),
            "adamw_step on CUDA: a {} param_copy of a {} param, expected bf16 or f16 of an f32 one",
            dtype_name(param_copy.dtype), dtype_name(param.dtype));
+}
+}  // namespace
+
+void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_copy) {
+  check_adamw_dtypes(param, grad, exp_avg, exp_avg_sq, param_copy);
   launch_adamw_step(param.dtype, param.data, grad.dtype, grad.data, static_cast<float*>(exp_avg.data),
                     static_cast<float*>(exp_avg_sq.data), p.count, p.lr, p.beta1, p.beta2, p.eps,
                     p.weight_decay, p.step, p.stochastic_rounding, p.seed, param_copy.dtype,
@@ -42,6 +49,20 @@ double grad_norm_squared(Tensor grad) {
   LT_CUDA_CHECK(cudaFreeAsync(scratch, s));
   LT_CUDA_CHECK(cudaStreamSynchronize(s));
   return host;
+}
+
+void adamw_step_many(std::span<const AdamWTensor> tensors) {
+  std::vector<AdamWLaunch> launches;
+  launches.reserve(tensors.size());
+  for (const AdamWTensor& t : tensors) {
+    check_adamw_dtypes(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
+    launches.push_back({t.param.dtype, t.param.data, t.grad.dtype, t.grad.data, static_cast<float*>(t.exp_avg.data),
+                        static_cast<float*>(t.exp_avg_sq.data), t.p.count, t.p.weight_decay,
+                        t.p.stochastic_rounding, t.p.seed, t.param_copy.dtype,
+                        t.param_copy.empty() ? nullptr : t.param_copy.data});
+  }
+  const AdamWParams& p = tensors[0].p;
+  launch_adamw_many(launches, p.lr, p.beta1, p.beta2, p.eps, p.step, current_stream());
 }
 
 std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {

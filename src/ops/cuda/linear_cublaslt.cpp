@@ -14,10 +14,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dtype_checks.h"
+#include "ops/cuda/gemm_algorithm.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
@@ -148,11 +152,16 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                        &align_c, sizeof(align_c)));
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(ctx.handle(), op.d, la.d, lb.d, lc.d, lc.d, pref.d, 1, &result, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  const void* c_in = g.c_in ? g.c_in : g.c;
+  const std::string problem =
+      fmt::format("{} {} {} {}{} {} {} {} {} {} {} {}/{}/{} bias {} beta {} c {}", int(dt), int(c_dt), int(compute),
+                  g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.m, g.n, g.k, g.lda, g.ldb, g.ldc, align_a,
+                  align_b, align_c, g.bias != nullptr, g.beta != 0.0f, c_in != g.c);
+  const GemmCall call{ctx.handle(), op.d, la.d, lb.d, lc.d, pref.d, g.a, g.b, c_in, g.c, &g.alpha, &g.beta,
+                      ctx.workspace(), ws, size_t(g.m) * size_t(g.n) * dtype_size(c_dt), stream};
+  cublasLtMatmulAlgo_t algo{};
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  if (!gemm_algorithm(problem, call, &algo, &st)) {
     if (g.bias) return false;
     LT_CHECK(false,
              "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM into {} of m = {}, n = {}, k = {} "
@@ -160,9 +169,8 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
              dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
              align_a, align_b, align_c, int(st));
   }
-  const void* c_in = g.c_in ? g.c_in : g.c;
   LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, c_in, lc.d, g.c,
-                                 lc.d, &result.algo, ctx.workspace(), ws, stream));
+                                 lc.d, &algo, ctx.workspace(), ws, stream));
   return true;
 }
 
