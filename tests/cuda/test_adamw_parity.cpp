@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ops/adamw_many.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 
@@ -212,6 +214,60 @@ TEST(CudaAdamW, ComputeCopyIsTheUpdatedParameterRounded) {
         to_bytes(rounded, cdt);  // rounded to nearest in place
         EXPECT_EQ(count_different(copy.get(), rounded), 0u) << what << " copy";
       }
+}
+
+// adamw_step_many: the small tensors batched into shared launches, the large ones alone; every tensor the
+// bits of its own adamw_step, over mixed dtypes, sizes, alignments, weight decays, seeds and copies.
+TEST(CudaAdamW, ManyTensorsGiveEachTensorsOwnBits) {
+  LT_REQUIRE_GPU();
+  struct Case {
+    DType pdt, gdt;
+    int64_t n, offset;
+    bool sr, copy;
+  };
+  const Case cases[] = {{DType::F32, DType::F32, 65536, 0, false, true},  {DType::F32, DType::F32, 1001, 1, false, false},
+                        {DType::BF16, DType::F32, 4096, 0, true, false},  {DType::BF16, DType::BF16, 3, 0, false, false},
+                        {DType::F32, DType::F32, (1 << 20) + 5, 0, false, true}, {DType::BF16, DType::F32, 777, 1, true, false},
+                        {DType::F32, DType::F32, 16, 0, false, true}};
+  struct Set {
+    GpuTensor p, g, m, v, copy;
+  };
+  std::vector<std::unique_ptr<Set>> a, b;  // a: adamw_step_many, b: one adamw_step each
+  for (int side = 0; side < 2; ++side)
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      const Case& c = cases[i];
+      auto set = std::make_unique<Set>(Set{GpuTensor(c.pdt, c.n, c.offset), GpuTensor(c.gdt, c.n, c.offset),
+                                           GpuTensor(DType::F32, c.n, c.offset), GpuTensor(DType::F32, c.n, c.offset),
+                                           GpuTensor(DType::BF16, c.n, c.offset)});
+      std::vector<double> p0 = test::random_values(size_t(c.n), 60 + i), g0 = test::random_values(size_t(c.n), 70 + i),
+                          zeros(size_t(c.n), 0.0), z2 = zeros;
+      set->p.set(p0);
+      set->g.set(g0);
+      set->m.set(zeros);
+      set->v.set(z2);
+      (side == 0 ? a : b).push_back(std::move(set));
+    }
+  for (int64_t t = 1; t <= 2; ++t) {
+    std::vector<ops::AdamWTensor> many;
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      const Case& c = cases[i];
+      ops::AdamWParams prm = params_at(c.n, t, c.sr);
+      prm.weight_decay = i % 2 ? 0.0 : 0.05;
+      prm.seed = 1000 + i;
+      many.push_back({prm, a[i]->p.t, a[i]->g.t, a[i]->m.t, a[i]->v.t, c.copy ? a[i]->copy.t : Tensor()});
+      ops::adamw_step(prm, b[i]->p.t, b[i]->g.t, b[i]->m.t, b[i]->v.t, c.copy ? b[i]->copy.t : Tensor());
+    }
+    ops::adamw_step_many(many);
+  }
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const std::string what = "tensor " + std::to_string(i) + " " + shape_of(cases[i].n);
+    EXPECT_EQ(count_different(a[i]->p.get(), b[i]->p.get()), 0u) << what << " param";
+    EXPECT_EQ(count_different(a[i]->m.get(), b[i]->m.get()), 0u) << what << " exp_avg";
+    EXPECT_EQ(count_different(a[i]->v.get(), b[i]->v.get()), 0u) << what << " exp_avg_sq";
+    if (cases[i].copy) {
+      EXPECT_EQ(count_different(a[i]->copy.get(), b[i]->copy.get()), 0u) << what << " copy";
+    }
+  }
 }
 
 TEST(CudaAdamW, StochasticRoundingIsUnbiasedOnAverage) {
