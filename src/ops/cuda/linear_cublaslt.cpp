@@ -23,6 +23,7 @@
 #include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/gemm_algorithm.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/op_profile.h"
 #include "ops/cuda/stream.h"
 
 namespace lt::ops::cuda {
@@ -191,6 +192,8 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   const float alpha = float(p.out_scale);
   // With a residual: y = residual + ..., i.e. beta = 1 reading C = residual.
   const bool add = p.accumulate_y || !residual.empty();
+  if (op_profile_shapes())
+    op_profile_detail(fmt::format("{}x{}->{}{}{}", M, K, N, add ? " +=" : "", bias.empty() ? "" : " bias"));
   Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, N, alpha, add ? 1.0f : 0.0f};
   if (!residual.empty() && residual.data != y.data) g.c_in = residual.data;
   // The paths that write y before the GEMM start from the residual copied into y.
@@ -227,6 +230,9 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
   const int64_t M = p.rows, K = p.in, N = p.out;
   cudaStream_t s = current_stream();
   const float alpha = float(p.out_scale);
+  if (op_profile_shapes())
+    op_profile_detail(fmt::format("{}x{}->{}{}{}{}", M, K, N, dx.empty() ? "" : p.accumulate_dx ? " dx+=" : " dx",
+                                  dw.empty() ? "" : " dw", dbias.empty() ? "" : " db"));
   if (!dx.empty() && M > 0 && K > 0) {
     if (N == 0) {
       if (!p.accumulate_dx) LT_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), s));

@@ -21,6 +21,7 @@ namespace {
 struct Record {
   const char* op;
   cudaEvent_t start, stop;
+  std::string detail;  // op_profile_detail's (shapes mode)
 };
 
 struct Total {
@@ -56,12 +57,26 @@ bool op_profile_enabled() {
   return on;
 }
 
+bool op_profile_shapes() {
+  static const bool on = [] {
+    const char* env = std::getenv("LT_PROFILE_OPS");
+    return env != nullptr && std::strcmp(env, "shapes") == 0;
+  }();
+  return on;
+}
+
+void op_profile_detail(const std::string& detail) {
+  if (!op_profile_shapes() || t_depth == 0) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_records.empty()) g_records.back().detail = detail;  // the outermost open op: nested ones are not timed
+}
+
 OpProfileScope::OpProfileScope(const char* op) {
   if (!op_profile_enabled()) return;
   counted_ = true;
   if (t_depth++ > 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  Record r{op, take_event(), take_event()};
+  Record r{op, take_event(), take_event(), {}};
   LT_CUDA_CHECK(cudaEventRecord(r.start, current_stream()));
   g_records.push_back(r);
   record_ = int64_t(g_records.size()) - 1;
@@ -84,7 +99,7 @@ void op_profile_step() {
       LT_CUDA_CHECK(cudaEventSynchronize(r.stop));
       float ms = 0;
       LT_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
-      Total& t = g_totals[r.op];
+      Total& t = g_totals[r.detail.empty() ? std::string(r.op) : std::string(r.op) + " " + r.detail];
       t.calls += 1;
       t.ms += double(ms);
     }

@@ -11,6 +11,11 @@
 namespace lt::ops::cuda {
 
 bool op_profile_enabled();  // LT_PROFILE_OPS set and not "0", read once
+// LT_PROFILE_OPS=shapes: ops that describe their call (op_profile_detail) are reported per description too
+// (e.g. every linear shape on its own row).
+bool op_profile_shapes();
+// Appends `detail` to the name the innermost timed op of this thread is reported under (shapes mode only).
+void op_profile_detail(const std::string& detail);
 
 class OpProfileScope {
  public:
