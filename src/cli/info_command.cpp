@@ -165,6 +165,9 @@ void run_info(const InfoOptions& o) {
   } else {
     s.mode = model::TrainingMode::Full;
     print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
+    s.optimizer_in_backward = true;
+    print_memory("full fine-tuning, optimizer_in_backward", model::estimate_training_memory(cfg, s));
+    s.optimizer_in_backward = false;
     s.mode = model::TrainingMode::Lora;
     print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
                  model::estimate_training_memory(cfg, s));
