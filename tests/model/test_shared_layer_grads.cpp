@@ -4,9 +4,8 @@
 // then once (-1) after the embedding's, and at each call the reported gradients are exactly the plain
 // backward's (copied out and the buffer zeroed in the callback, as the optimizer does), for every recompute
 // policy, tied and untied heads, f32 and f64, with some layers frozen.
-#include <gtest/gtest.h>
-
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
 #include <map>
 
@@ -45,7 +44,8 @@ bool some_frozen(const model::WeightSpec& s) {
 
 TEST(SharedLayerGrads, LayersAliasOneBufferSizedForTheLargestLayer) {
   for (bool tied : {false, true})
-    for (const model::TrainableFn& trainable : {model::TrainableFn(model::train_all), model::TrainableFn(some_frozen)}) {
+    for (const model::TrainableFn& trainable :
+         {model::TrainableFn(model::train_all), model::TrainableFn(some_frozen)}) {
       const model::ModelConfig config = three_layers(tied);
       const DType dt = DType::F32;
       std::map<int64_t, size_t> layer_bytes;
@@ -95,7 +95,8 @@ struct StepOut {
 // One forward + backward of the tiny model. shared: gradients in the shared layout, copied out in the
 // callback (then the buffer is zeroed, as the optimizer leaves it); otherwise a plain backward into
 // gradients of their own.
-StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::TrainableFn& trainable, bool shared) {
+StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::TrainableFn& trainable,
+                 bool shared) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   const model::ModelConfig config = three_layers(tied);
   test::TinyBatch data;
@@ -142,8 +143,8 @@ StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::Trai
 TEST(SharedLayerGrads, DecoderReportsEachLayerWithThePlainBackwardsGradients) {
   for (DType dt : {DType::F64, DType::F32})
     for (bool tied : {false, true})
-      for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
-                                      model::Recompute::Elementwise})
+      for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full,
+                                      model::Recompute::Selective, model::Recompute::Elementwise})
         for (const model::TrainableFn& trainable :
              {model::TrainableFn(model::train_all), model::TrainableFn(some_frozen)}) {
           const std::string what = fmt::format("{} {} recompute {}", dtype_name(dt), tied ? "tied" : "untied",
