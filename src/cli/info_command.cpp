@@ -40,6 +40,7 @@ struct InfoOptions {
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
   int64_t memory_limit = 0;  // bytes; > 0: refuse a plan over it, as training does
+  bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -123,6 +124,7 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
       return std::nullopt;
     });
   }
+  s.optimizer_in_backward = o.optimizer_in_backward;
   const model::MemoryPlan plan = model::plan_memory(cfg, s);
   fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
   model::check_plan_fits(plan, size_t(o.memory_limit));
@@ -205,6 +207,8 @@ void register_info_command(CLI::App& app) {
                   "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
       ->transform(CLI::AsSizeValue(true));
   cmd->add_option("--trainable_layers", options->trainable_layers, "with --plan and partial: all, first:N, last:N, 0-3");
+  cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
+                "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
   cmd->callback([options] { run_info(*options); });
 }
 

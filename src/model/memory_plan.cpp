@@ -194,7 +194,7 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   const MemoryPlanSettings& s = plan.settings;
   static constexpr std::string_view kMethod[] = {"full", "partial", "lora"};
   std::string out = fmt::format(
-      "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
+      "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}{}\n", kMethod[size_t(s.method)],
       precision_name(s.dtype), s.batch, s.seq_len,
       s.chunk_size > 0
           ? fmt::format("chunk_size {} (chunked, recompute {}{})", std::min(s.chunk_size, s.seq_len),
@@ -202,7 +202,8 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
                         s.offload ? ", checkpoints offloaded to host memory" : "")
           : fmt::format("whole sequence (no chunking, recompute {}{})",
                         recompute_name(s.recompute.value_or(Recompute::None)),
-                        s.offload ? ", kept activations offloaded to host memory" : ""));
+                        s.offload ? ", kept activations offloaded to host memory" : ""),
+      s.optimizer_in_backward ? ", AdamW in backward (one layer's gradients)" : "");
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
