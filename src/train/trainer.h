@@ -4,6 +4,8 @@
 // to the decoder as the gradient scale: accumulating micro-batches equals one large batch exactly.
 // Then: global-norm clipping, AdamW at the schedule's learning rate, evaluation every eval_steps and at the
 // end, checkpoints every save_steps, at the end and on SIGINT/SIGTERM, and the final model in output_dir.
+// With optimizer_in_backward, AdamW steps each layer during the backward instead, and every layer's
+// gradients share one layer-sized buffer (train/optimizer_in_backward.h): the same bits, less memory.
 //
 // The trainable tensors are a list of (name, param, grad): full and partial fine-tuning fill it from the
 // model's weights (train/trainable.h); LoRA (finetune: lora) freezes every base weight and lists its
