@@ -42,6 +42,7 @@ struct InfoOptions {
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
   int64_t memory_limit = 0;  // bytes; > 0: refuse a plan over it, as training does
+  bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -129,6 +130,7 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
       return std::nullopt;
     });
   }
+  s.optimizer_in_backward = o.optimizer_in_backward;
   const model::MemoryPlan plan = model::plan_memory(cfg, s);
   fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
   model::check_plan_fits(plan, size_t(o.memory_limit));
@@ -171,6 +173,9 @@ void run_info(const InfoOptions& o) {
   } else {
     s.mode = model::TrainingMode::Full;
     print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
+    s.optimizer_in_backward = true;
+    print_memory("full fine-tuning, optimizer_in_backward", model::estimate_training_memory(cfg, s));
+    s.optimizer_in_backward = false;
     s.mode = model::TrainingMode::Lora;
     print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
                  model::estimate_training_memory(cfg, s));
@@ -211,6 +216,8 @@ void register_info_command(CLI::App& app) {
                   "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
       ->transform(CLI::AsSizeValue(true));
   cmd->add_option("--trainable_layers", options->trainable_layers, "with --plan and partial: all, first:N, last:N, 0-3");
+  cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
+                "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
   cmd->callback([options] { run_info(*options); });
 }
 

@@ -455,10 +455,12 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
                      a, scratch_, d_resid_, lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
     if (offloading && l >= 2 && l - 2 <= L - 3) offload_fetch(l - 2);
+    if (layer_done_) layer_done_(l);
   }
   if (!g.embed.empty())
     ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,
                             d_resid_, batch.input_ids.reshaped({N}));
+  if (layer_done_) layer_done_(-1);
 }
 
 LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {

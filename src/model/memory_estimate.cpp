@@ -56,6 +56,12 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, const MemoryEsti
   e.weights = e.params * cb;
   e.master_weights = cb < kF32 ? e.trainable_params * kF32 : 0;
   e.gradients = e.trainable_params * kF32;
+  if (s.optimizer_in_backward) {
+    LT_CHECK(s.mode == TrainingMode::Full,
+             "memory estimate: optimizer in backward applies to full fine-tuning, not LoRA");
+    const ParamCounts counts = count_params(cfg);
+    e.gradients = (e.trainable_params - (cfg.num_layers - 1) * counts.per_layer) * kF32;
+  }
   e.optimizer_state = e.trainable_params * s.optimizer_states * kF32;
 
   int64_t per_token = 4 * D                     // x, attn_norm, x_mid, ffn_norm

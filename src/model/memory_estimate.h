@@ -22,6 +22,9 @@ struct MemoryEstimateSettings {
   int64_t seq_len = 2048;        // T
   int64_t compute_bytes = 2;     // bytes per element of the compute dtype (bf16/fp16 2, fp32 4)
   int64_t optimizer_states = 2;  // fp32 states per trainable parameter (AdamW: m and v)
+  // Full only: AdamW applied during backward, layer by layer: gradients for the model-level weights and one
+  // layer (shared by all layers), not for every layer.
+  bool optimizer_in_backward = false;
   int64_t lora_rank = 16;        // r (LoRA only)
   std::vector<std::string> lora_targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                            "gate_proj", "up_proj", "down_proj"};  // LoRA only
@@ -34,7 +37,7 @@ struct MemoryEstimate {
   int64_t trainable_params = 0;       // all parameters (full) or the adapters (LoRA), a count
   int64_t weights = 0;                // params x compute_bytes (the frozen base for LoRA, plus the adapters)
   int64_t master_weights = 0;         // trainable x 4: fp32 master copies; 0 when the compute dtype is fp32
-  int64_t gradients = 0;              // trainable x 4
+  int64_t gradients = 0;              // trainable x 4 (optimizer_in_backward: L - 1 layers fewer)
   int64_t optimizer_state = 0;        // trainable x optimizer_states x 4
   int64_t activations_per_layer = 0;  // tensors one decoder layer keeps for backward (B x T tokens)
   int64_t activations = 0;            // L x per layer + the final norm's input, output and rstd

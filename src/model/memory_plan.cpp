@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/chunked_decoder.h"
 #include "model/decoder.h"
+#include "model/shared_layer_grads.h"
 
 namespace lt::model {
 
@@ -102,6 +103,11 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
            s.seq_len);
   LT_CHECK(s.chunk_size >= 0, "memory plan: chunk_size {} must be >= 0 (0 = whole sequence)", s.chunk_size);
   LT_CHECK(s.method != FinetuneMethod::Lora || !s.lora.empty(), "memory plan: LoRA without adapters");
+  LT_CHECK(
+      !s.optimizer_in_backward || (s.method != FinetuneMethod::Lora && s.chunk_size == 0),
+      "memory plan: optimizer in backward is for whole-sequence full or partial fine-tuning (chunk_size {}, "
+      "{})",
+      s.chunk_size, s.method == FinetuneMethod::Lora ? "lora" : "not lora");
   MemoryPlan plan;
   plan.config = config;
   plan.settings = settings;
@@ -118,11 +124,14 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
     add("master weights", MemoryCategory::TrainableWeights,
         grads_bytes(config, *s.master_weights,
                     s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
-  if (s.method != FinetuneMethod::Lora)
-    add("weight grads", MemoryCategory::Gradients,
-        grads_bytes(config, master,
-                    s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
-  else {
+  if (s.method != FinetuneMethod::Lora) {
+    const TrainableFn trainable = s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable;
+    if (s.optimizer_in_backward)
+      add("weight grads (model-level + one layer, shared)", MemoryCategory::Gradients,
+          shared_layer_grads_bytes(config, master, trainable));
+    else
+      add("weight grads", MemoryCategory::Gradients, grads_bytes(config, master, trainable));
+  } else {
     add("lora adapters", MemoryCategory::TrainableWeights, lora_bytes(lora, master));
     if (master != s.dtype)
       add("lora adapters (compute copy)", MemoryCategory::TrainableWeights, lora_bytes(lora, s.dtype));
@@ -186,7 +195,7 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   const MemoryPlanSettings& s = plan.settings;
   static constexpr std::string_view kMethod[] = {"full", "partial", "lora"};
   std::string out = fmt::format(
-      "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}\n", kMethod[size_t(s.method)],
+      "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}{}\n", kMethod[size_t(s.method)],
       precision_name(s.dtype), s.batch, s.seq_len,
       s.chunk_size > 0
           ? fmt::format("chunk_size {} (chunked, recompute {}{})", std::min(s.chunk_size, s.seq_len),
@@ -194,7 +203,8 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
                         s.offload ? ", checkpoints offloaded to host memory" : "")
           : fmt::format("whole sequence (no chunking, recompute {}{})",
                         recompute_name(s.recompute.value_or(Recompute::None)),
-                        s.offload ? ", kept activations offloaded to host memory" : ""));
+                        s.offload ? ", kept activations offloaded to host memory" : ""),
+      s.optimizer_in_backward ? ", AdamW in backward (one layer's gradients)" : "");
   out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
@@ -249,15 +259,17 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
     smaller.chunk_size = c;
     // Chunking pays off by recomputing; an offloading chunked run recomputes fully (its only policy).
     if (smaller.recompute == Recompute::None || smaller.offload) smaller.recompute.reset();
+    smaller.optimizer_in_backward = false;  // whole-sequence only
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
-      suggestion =
-          fmt::format("chunk_size: {}{} fits ({}){}", c,
-                      s.recompute.has_value() && !smaller.recompute.has_value() ? " with recompute auto" : "",
-                      format_memory_plan_summary(p),
-                      s.chunk_size == 0 ? "; whole-sequence training keeps every layer's activations, "
-                                          "chunked training recomputes them"
-                                        : "");
+      suggestion = fmt::format(
+          "chunk_size: {}{}{} fits ({}){}", c,
+          s.recompute.has_value() && !smaller.recompute.has_value() ? " with recompute auto" : "",
+          s.optimizer_in_backward ? " and optimizer_in_backward false (it needs chunk_size 0)" : "",
+          format_memory_plan_summary(p),
+          s.chunk_size == 0 ? "; whole-sequence training keeps every layer's activations, "
+                              "chunked training recomputes them"
+                            : "");
   }
   if (s.chunk_size == 0 && s.recompute.value_or(Recompute::None) != Recompute::Full) {
     MemoryPlanSettings full = s;
@@ -270,6 +282,7 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
     MemoryPlanSettings smallest = s;
     smallest.chunk_size = 1;
     smallest.recompute.reset();
+    smallest.optimizer_in_backward = false;
     const MemoryPlan p = plan_memory(plan.config, smallest);
     suggestion = fmt::format(
         "no chunk_size fits: even chunk_size 1 needs {}; lower micro_batch_size or cutoff_len (seq_len), or "

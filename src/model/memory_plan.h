@@ -52,6 +52,9 @@ struct MemoryPlanSettings {
   bool offload = false;
   std::vector<std::string> offload_only;  // whole sequences: DecoderOptions::offload_only
   std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
+  // full/partial: AdamW applied during backward, every layer's gradients in one shared layer-sized buffer
+  // (model/shared_layer_grads.h); whole-sequence training only.
+  bool optimizer_in_backward = false;
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
   std::vector<LoraSpec> lora;         // Lora: the adapters

@@ -15,6 +15,11 @@ bool is_f64_or_f32(DType d) {
   return d == DType::F64 || d == DType::F32;
 }
 
+void check_lr(double lr, int64_t step) {
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate {} at step {}, expected a finite value >= 0",
+           lr, step);
+}
+
 }  // namespace
 
 std::vector<std::string> bias_and_norm_no_decay() {
@@ -91,31 +96,47 @@ bool AdamW::decays(const std::string& name) const {
 }
 
 void AdamW::step(double lr) {
-  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate {} at step {}, expected a finite value >= 0",
-           lr, step_ + 1);
-  ++step_;
-  step_as_double_ = double(step_);
-  // One implementation of the update (ops::adamw_step, all tensors in one adamw_step_many call); a parameter
-  // that is not decayed gets wd = 0.
+  check_lr(lr, step_ + 1);
+  begin_step();
   std::vector<ops::AdamWTensor> tensors;
   tensors.reserve(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamGroup& pg = params_[i];
-    const int64_t n = pg.param.numel();
-    Moments& mo = moments_[i];
-    ops::AdamWParams p{};
-    p.count = n;
-    p.lr = lr;
-    p.beta1 = options_.beta1;
-    p.beta2 = options_.beta2;
-    p.eps = options_.eps;
-    p.weight_decay = decays(pg.name) ? options_.weight_decay : 0.0;
-    p.step = step_;
-    p.stochastic_rounding = options_.stochastic_rounding && pg.param.dtype == DType::BF16;
-    p.seed = options_.seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull);  // a stream of its own per tensor
-    tensors.push_back({p, pg.param, pg.grad, mo.m, mo.v, pg.compute_copy});
-  }
+  for (size_t i = 0; i < params_.size(); ++i) tensors.push_back(update(i, lr));
   ops::adamw_step_many(tensors);
+}
+
+void AdamW::begin_step() {
+  ++step_;
+  step_as_double_ = double(step_);
+}
+
+void AdamW::step_params(double lr, std::span<const size_t> indices) {
+  LT_CHECK(step_ > 0, "AdamW: step_params before begin_step");
+  check_lr(lr, step_);
+  for (size_t i : indices)
+    LT_CHECK(i < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", i, params_.size());
+  std::vector<ops::AdamWTensor> tensors;
+  tensors.reserve(indices.size());
+  for (size_t i : indices) tensors.push_back(update(i, lr));
+  ops::adamw_step_many(tensors);
+}
+
+ops::AdamWTensor AdamW::update(size_t i, double lr) {
+  // One implementation of the update (ops::adamw_step, through adamw_step_many); a parameter that is not
+  // decayed gets wd = 0.
+  const ParamGroup& pg = params_[i];
+  const int64_t n = pg.param.numel();
+  Moments& mo = moments_[i];
+  ops::AdamWParams p{};
+  p.count = n;
+  p.lr = lr;
+  p.beta1 = options_.beta1;
+  p.beta2 = options_.beta2;
+  p.eps = options_.eps;
+  p.weight_decay = decays(pg.name) ? options_.weight_decay : 0.0;
+  p.step = step_;
+  p.stochastic_rounding = options_.stochastic_rounding && pg.param.dtype == DType::BF16;
+  p.seed = options_.seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull);  // a stream of its own per tensor
+  return {p, pg.param, pg.grad, mo.m, mo.v, pg.compute_copy};
 }
 
 std::vector<io::NamedTensor> AdamW::state_tensors() {

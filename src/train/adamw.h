@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ class AdamW {
 
   // One optimizer step at learning rate `lr`: increments the step count t, then updates every parameter.
   void step(double lr);
+  // The same step in parts (AdamW applied during backward, layer by layer): begin_step() increments t, then
+  // step_params updates the parameters at `indices` (into params()). Each tensor's update is step(lr)'s own
+  // (same arithmetic, same stochastic-rounding stream from the seed, its index and t), so stepping every
+  // parameter once between two begin_step calls, in any order and grouping, gives step(lr)'s bits.
+  void begin_step();
+  void step_params(double lr, std::span<const size_t> indices);
 
   int64_t steps_taken() const { return step_; }
   const AdamWOptions& options() const { return options_; }
@@ -78,6 +85,8 @@ class AdamW {
   std::unique_ptr<Arena> arena_;  // the moments
   std::vector<Moments> moments_;
   AdamWOptions options_;
+  ops::AdamWTensor update(size_t index, double lr);  // one tensor's step at t = step_
+
   int64_t step_ = 0;
   double step_as_double_ = 0;  // backing store of the "step" state tensor
 };

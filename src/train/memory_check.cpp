@@ -22,6 +22,7 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.offload = config.offload_activations;
   s.offload_only = config.offload_only;
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
+  s.optimizer_in_backward = config.optimizer_in_backward;
   s.state_dtype = adamw_options(config).state_dtype;
   if (config.finetune == "full") {
     s.method = model::FinetuneMethod::Full;

@@ -88,6 +88,10 @@ const std::vector<Field>& fields() {
        {"auto", "none", "full", "selective", "elementwise"}},
       {"master_weights", &C::master_weights,
        "full/partial fine-tuning: AdamW updates wider master copies (f32 for bf16, f64 for CPU fp32)"},
+      {"optimizer_in_backward", &C::optimizer_in_backward,
+       "full/partial fine-tuning: AdamW updates each layer right after its backward, so one layer's "
+       "gradients are alive at a time (needs max_grad_norm 0, batch_size = micro_batch_size, chunk_size 0, "
+       "not fp16)"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},

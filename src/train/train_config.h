@@ -72,6 +72,7 @@ struct TrainConfig {
   std::string attention = "auto";    // device cuda: auto (cuDNN when it loads) | cudnn | leantune
   bool deterministic = false;        // device cuda: bit-reproducible steps (attention on leantune's kernels)
   bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
+  bool optimizer_in_backward = false;  // full/partial: AdamW steps each layer right after its backward
   double loss_scale_init = 65536;    // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
 

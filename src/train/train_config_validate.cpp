@@ -144,6 +144,33 @@ void validate(TrainConfig& c) {
            "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
            "fp32 on the CPU), and nothing is wider than fp64",
            c.precision, c.device);
+  if (c.optimizer_in_backward) {
+    // Each layer is updated as soon as its backward ends: nothing may need the whole gradient first.
+    LT_CHECK(c.finetune != "lora",
+             "config: 'optimizer_in_backward' is true with finetune lora; the adapters' gradients are tiny, "
+             "so updating them during backward saves nothing: it is for finetune full or partial");
+    LT_CHECK(
+        c.max_grad_norm == 0,
+        "config: 'optimizer_in_backward' is true with max_grad_norm {}; clipping scales every gradient by "
+        "the global norm, which is known only after the whole backward, but layers are updated during "
+        "it: set max_grad_norm: 0",
+        c.max_grad_norm);
+    LT_CHECK(c.batch_size == c.micro_batch_size,
+             "config: 'optimizer_in_backward' is true with batch_size {} and micro_batch_size {} (gradient "
+             "accumulation); a layer is updated right after one micro-batch's backward: set batch_size equal "
+             "to micro_batch_size",
+             c.batch_size, c.micro_batch_size);
+    LT_CHECK(
+        c.chunk_size == 0,
+        "config: 'optimizer_in_backward' is true with chunk_size {}; chunked training completes a layer's "
+        "gradient only at the first chunk's backward, after every chunk used the layer's weights: set "
+        "chunk_size: 0",
+        c.chunk_size);
+    LT_CHECK(
+        c.precision != "fp16",
+        "config: 'optimizer_in_backward' is true with precision fp16; the loss scaler skips a step whose "
+        "gradients overflow, which it knows only after the whole backward: use bf16 (or fp32)");
+  }
   LT_CHECK(c.device == "cuda" || c.attention == "auto",
            "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
            "are for device cuda",

@@ -57,9 +57,16 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.
   const DType grad_dtype = master_dtype(model_.dtype);
-  grad_arena_ = std::make_unique<Arena>("grads", memory,
-                                        std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
-  grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
+  if (config_.optimizer_in_backward) {
+    grad_arena_ = std::make_unique<Arena>(
+        "grads", memory, std::max<size_t>(model::shared_layer_grads_bytes(mc, grad_dtype, trainable), 1));
+    shared_grads_ = model::allocate_shared_layer_grads(mc, grad_dtype, *grad_arena_, trainable);
+    grads_ = shared_grads_.grads;
+  } else {
+    grad_arena_ = std::make_unique<Arena>("grads", memory,
+                                          std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
+    grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
+  }
   if (keeps_master_weights(config_)) setup_master_weights(trainable);
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
@@ -76,6 +83,14 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   adamw.stochastic_rounding = model_.dtype == DType::BF16;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
   optimizer_ = std::make_unique<AdamW>(std::move(params), adamw);
+  if (config_.optimizer_in_backward) {
+    LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
+                 config_.precision != "fp16" && config_.max_grad_norm == 0,
+             "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
+             "micro_batch_size, no fp16 and max_grad_norm 0 (validate() refuses the others)");
+    in_backward_ = std::make_unique<OptimizerInBackward>(
+        mc, *optimizer_, shared_grads_, nullptr);  // AdamW writes the working weights (compute_copy)
+  }
 
   accum_ = gradient_accumulation_steps(config_);
   const int64_t pack_len = config_.cutoff_len;
@@ -156,9 +171,10 @@ model::ModelWeights& Trainer::saved_weights() {
   return master_arena_ ? masters_ : model_.weights;
 }
 
-void Trainer::refresh_working_weights() {
+void Trainer::refresh_working_weights(std::optional<int64_t> layer) {
   if (!master_arena_) return;
   for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    if (layer && spec.layer != *layer) continue;
     Tensor& working = model::weight_of(model_.weights, spec);
     const Tensor& master = model::weight_of(masters_, spec);
     if (master.data != working.data) ops::copy(working, master);  // rounded once, to nearest
@@ -237,7 +253,10 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
   }
   // A step whose examples score no token has loss 0 and zero gradients (the denominator only scales).
   const int64_t denominator = std::max<int64_t>(r.label_tokens, 1);
-  model::zero_grads(model_.config, grads_);
+  if (in_backward_)
+    in_backward_->begin_step(step + 1, schedule_->lr(step));  // zeroes the gradients
+  else
+    model::zero_grads(model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(lora_grads_);
   for (size_t i = 0; i < batches.size(); ++i) {
@@ -252,6 +271,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       Timer forward;
       r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
       r.forward_s += forward.seconds();
+      if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
       Timer backward;
       decoder.backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
       ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
@@ -270,6 +290,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs, options,
                              offload_arena_.get());
       decoder.set_head_gradient(model::head_weight(model_.config, grads_));
+      if (in_backward_)
+        decoder.set_layer_gradients_done([this](int64_t layer) { in_backward_->layer_done(layer); });
       run(decoder);
     }
     activations_->release(mark);
@@ -279,6 +301,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 }
 
 std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
+  if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
   std::vector<Tensor> grad_tensors;
   for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
   double grad_norm = 0;

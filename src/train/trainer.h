@@ -4,6 +4,8 @@
 // to the decoder as the gradient scale: accumulating micro-batches equals one large batch exactly.
 // Then: global-norm clipping, AdamW at the schedule's learning rate, evaluation every eval_steps and at the
 // end, checkpoints every save_steps, at the end and on SIGINT/SIGTERM, and the final model in output_dir.
+// With optimizer_in_backward, AdamW steps each layer during the backward instead, and every layer's
+// gradients share one layer-sized buffer (train/optimizer_in_backward.h): the same bits, less memory.
 //
 // The trainable tensors are a list of (name, param, grad): full and partial fine-tuning fill it from the
 // model's weights (train/trainable.h); LoRA (finetune: lora) freezes every base weight and lists its
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,12 +27,14 @@
 #include "data/example.h"
 #include "io/peft_config.h"
 #include "model/lora.h"
+#include "model/shared_layer_grads.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/loss_scaler.h"
 #include "train/evaluate.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
+#include "train/optimizer_in_backward.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
 
@@ -85,7 +90,8 @@ class Trainer {
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
   void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
-  void refresh_working_weights();                      // model_.weights = masters_ (master_weights)
+  // model_.weights = masters_ (master_weights): every weight, or those of one layer (-1: model-level).
+  void refresh_working_weights(std::optional<int64_t> layer = std::nullopt);
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final();
@@ -98,6 +104,10 @@ class Trainer {
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;
   model::ModelWeights grads_;
+  // optimizer_in_backward: every layer's gradients share one layer-sized buffer (grads_ are its views), and
+  // AdamW steps each layer during backward.
+  model::SharedLayerGrads shared_grads_;
+  std::unique_ptr<OptimizerInBackward> in_backward_;
   // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
   // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
   // (model_.weights, compute dtype) are refreshed from them after every update.

@@ -63,6 +63,37 @@ TEST(InfoCommand, ErrorsAreOneMessageAndNonZero) {
   EXPECT_NE(run_cli({"info", dir.path(), "--precision", "int3"}, &out, &err), 0);
 }
 
+// --optimizer_in_backward: the plan's gradients are the model-level ones and one layer's; the estimate has a
+// row for it too.
+TEST(InfoCommand, PlanWithOptimizerInBackward) {
+  test::TempDir dir;
+  std::ofstream(dir.file("config.json")) << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 32000, "hidden_size": 256, "intermediate_size": 704, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "max_position_embeddings": 8192,
+    "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false})";
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--seq_len", "512", "--finetune", "full",
+                     "--optimizer_in_backward"},
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("full fine-tuning, optimizer_in_backward"), std::string::npos) << out;
+  EXPECT_NE(out.find("AdamW in backward"), std::string::npos) << out;
+  model::MemoryPlanSettings s;
+  s.seq_len = 512;
+  s.optimizer_in_backward = true;
+  const model::MemoryPlan plan = model::plan_memory(model::load_model_config(dir.path()), s);
+  EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", "gradients",
+                                 format_bytes(double(plan.bytes(model::MemoryCategory::Gradients))))),
+            std::string::npos)
+      << out;
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--chunk_size", "64", "--finetune", "full",
+                     "--optimizer_in_backward"},
+                    &out, &err),
+            0);
+  EXPECT_NE(err.find("optimizer in backward"), std::string::npos) << err;
+}
+
 // --plan prints the engine's memory plan (model/memory_plan.h) after the estimate.
 TEST(InfoCommand, PlanTable) {
   test::TempDir dir;

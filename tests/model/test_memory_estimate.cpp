@@ -39,6 +39,22 @@ TEST(MemoryEstimate, FullFineTuneLlama31ByHand) {
                            e.logits + e.logits_grad);
 }
 
+// optimizer_in_backward: gradients for the model-level weights and one layer. One Llama-3.1-8B layer by hand:
+// q, o 2 x 4096^2; k, v 2 x 1024 x 4096; MLP 3 x 4096 x 14336; two norms 2 x 4096 = 218,112,000 parameters.
+TEST(MemoryEstimate, OptimizerInBackwardHoldsOneLayersGradients) {
+  MemoryEstimateSettings s;
+  s.mode = TrainingMode::Full;
+  const MemoryEstimate plain = estimate_training_memory(llama31(), s);
+  s.optimizer_in_backward = true;
+  const MemoryEstimate e = estimate_training_memory(llama31(), s);
+  const int64_t P = 8'030'261'248, layer = 218'112'000;
+  EXPECT_EQ(e.gradients, 4 * (P - 31 * layer));
+  EXPECT_EQ(plain.total() - e.total(), 4 * 31 * layer);
+  EXPECT_EQ(e.optimizer_state, plain.optimizer_state);
+  s.mode = TrainingMode::Lora;
+  expect_error_mentions([&] { estimate_training_memory(llama31(), s); }, {"optimizer in backward", "LoRA"});
+}
+
 TEST(MemoryEstimate, LoraLlama31) {
   MemoryEstimateSettings s;
   s.mode = TrainingMode::Lora;

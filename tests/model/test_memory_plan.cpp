@@ -17,6 +17,8 @@
 #include "model/memory_plan.h"
 #include "model/param_counts.h"
 #include "model/random_model.h"
+#include "model/shared_layer_grads.h"
+#include "ops/device.h"
 #include "model_test_util.h"
 
 namespace lt {
@@ -73,7 +75,12 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
       lora                               ? model::TrainableFn([](const model::WeightSpec&) { return false; })
       : s.method == FinetuneMethod::Full ? model::TrainableFn(model::train_all)
                                          : s.trainable;
-  model::ModelWeights g = model::allocate_grads(config, s.dtype, arena, trainable);
+  // optimizer_in_backward: every layer's gradients in one shared buffer, zeroed after each layer's backward
+  // as the optimizer does.
+  model::SharedLayerGrads shared;
+  model::ModelWeights g = s.optimizer_in_backward
+                              ? (shared = model::allocate_shared_layer_grads(config, s.dtype, arena, trainable)).grads
+                              : model::allocate_grads(config, s.dtype, arena, trainable);
   model::LoraWeights adapters, adapter_grads;
   if (lora) {
     adapters = model::allocate_lora(config, s.lora, s.dtype, arena);
@@ -102,6 +109,10 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
                      lora ? s.lora : std::vector<model::LoraSpec>{},
                      model::DecoderOptions(s.recompute.value_or(model::Recompute::None)));
     m.after_build = arena.high_water();
+    if (s.optimizer_in_backward)
+      d.set_layer_gradients_done([&](int64_t layer) {
+        if (layer >= 0 && !shared.layer_buffer.empty()) ops::zero(shared.layer_buffer);
+      });
     if (run) {
       m.loss = d.forward(w, batch, label_tokens, lw);
       d.backward(w, g, lg);
@@ -201,6 +212,45 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterUnderEveryRecomputePolicy) {
         s.loss_vocab_block = 32;
         check_step_against_plan(config, s);
       }
+}
+
+// optimizer_in_backward: the plan's gradient row is the model-level gradients plus one layer's (the largest),
+// L - 1 layers' worth less than without it (partial: every trained layer's bytes less the largest), and a
+// real step with the shared gradients takes what the plan says, under every recompute policy.
+TEST(MemoryPlan, OptimizerInBackwardHoldsOneLayersGradients) {
+  const model::ModelConfig config = small_config(32, 3, 4, 2, 48, 97);
+  for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Partial})
+    for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
+                                    model::Recompute::Elementwise}) {
+      SCOPED_TRACE(fmt::format("{} recompute {}", method == FinetuneMethod::Full ? "full" : "partial",
+                               model::recompute_name(policy)));
+      model::MemoryPlanSettings s;
+      s.batch = 2;
+      s.seq_len = 48;
+      s.recompute = policy;
+      s.method = method;
+      s.trainable = partial_trainable;  // partial: no embedding, layer 0 frozen
+      s.loss_token_block = 8;
+      s.loss_vocab_block = 32;
+      const model::MemoryPlan plain = model::plan_memory(config, s);
+      s.optimizer_in_backward = true;
+      const auto [plan, m] = check_step_against_plan(config, s);
+      // Each layer's gradient bytes, from the weight table (all layers of this config are alike).
+      size_t layer = 0, trained_layers = 0;
+      for (const model::WeightSpec& spec : model::weight_specs(config))
+        if (spec.layer == 1) layer += (size_t(spec.numel()) * 4 + 255) / 256 * 256;
+      for (int64_t l = 0; l < config.num_layers; ++l) trained_layers += method == FinetuneMethod::Full || l != 0;
+      EXPECT_EQ(plain.bytes(MemoryCategory::Gradients) - plan.bytes(MemoryCategory::Gradients),
+                (trained_layers - 1) * layer);
+      EXPECT_EQ(plain.total - plan.total, (trained_layers - 1) * layer);
+      const std::string table = model::format_memory_plan(plan, true);
+      EXPECT_NE(table.find("one layer, shared"), std::string::npos) << table;
+      EXPECT_NE(table.find("AdamW in backward"), std::string::npos) << table;
+    }
+  model::MemoryPlanSettings chunked;
+  chunked.chunk_size = 16;
+  chunked.optimizer_in_backward = true;
+  test::expect_error_mentions([&] { model::plan_memory(config, chunked); }, {"optimizer in backward", "chunk_size 16"});
 }
 
 TEST(MemoryPlan, CategoriesCoverEveryBufferAndAddUp) {

@@ -163,6 +163,72 @@ TEST(AdamW, Bf16ParamsUseFloatStateAndRoundOnce) {
   EXPECT_EQ(st[1].tensor.dtype, DType::F32);
 }
 
+// begin_step + step_params over any grouping and order (optimizer_in_backward: layer by layer, last layer
+// first) is step(lr) bit for bit, including bf16 parameters rounded stochastically (each tensor's stream
+// follows its index and the step, not the order of updates) and weight decay.
+TEST(AdamW, StepInPartsEqualsOneStepBitForBit) {
+  constexpr int kTensors = 5, kElems = 37;
+  struct State {
+    std::vector<std::vector<bf16>> p16;
+    std::vector<std::vector<float>> p32, g;
+    std::vector<ParamGroup> groups;
+  };
+  auto make = [&] {
+    auto s = std::make_unique<State>();
+    s->p16.resize(kTensors), s->p32.resize(kTensors), s->g.resize(kTensors);
+    for (int i = 0; i < kTensors; ++i) {
+      const std::vector<double> v = test::random_values(kElems, 100 + uint64_t(i));
+      for (double x : v)
+        s->p16[size_t(i)].push_back(to_bf16(float(x))), s->p32[size_t(i)].push_back(float(x));
+      s->g[size_t(i)].assign(kElems, 0.0f);
+    }
+    for (int i = 0; i < kTensors; ++i) {
+      const std::string name = i == 2 ? "layer.norm" : "w" + std::to_string(i);
+      Tensor p = i % 2 == 0 ? Tensor(s->p16[size_t(i)].data(), DType::BF16, {kElems})
+                            : Tensor(s->p32[size_t(i)].data(), DType::F32, {kElems});
+      s->groups.push_back({name, p, Tensor(s->g[size_t(i)].data(), DType::F32, {kElems})});
+    }
+    return s;
+  };
+  auto a = make(), b = make(), c = make();
+  AdamWOptions o;
+  o.weight_decay = 0.1;
+  o.no_decay_substrings = bias_and_norm_no_decay();
+  o.stochastic_rounding = true;
+  o.seed = 77;
+  AdamWOptions nearest = o;
+  nearest.stochastic_rounding = false;
+  AdamW whole(a->groups, o), parts(b->groups, o), rounded(c->groups, nearest);
+  const std::vector<std::vector<size_t>> order = {{3, 4}, {2}, {0, 1}};  // "layers" from the last one
+  for (int step = 1; step <= 3; ++step) {
+    for (int i = 0; i < kTensors; ++i) {
+      const std::vector<double> g = test::random_values(kElems, 1000 * uint64_t(step) + uint64_t(i));
+      for (int j = 0; j < kElems; ++j)
+        a->g[size_t(i)][size_t(j)] = b->g[size_t(i)][size_t(j)] = c->g[size_t(i)][size_t(j)] =
+            float(g[size_t(j)]);
+    }
+    const double lr = 1e-2 * step;
+    whole.step(lr);
+    rounded.step(lr);
+    parts.begin_step();
+    for (const std::vector<size_t>& group : order) parts.step_params(lr, group);
+    EXPECT_EQ(parts.steps_taken(), whole.steps_taken());
+  }
+  for (int i = 0; i < kTensors; ++i)
+    EXPECT_EQ(test::bytes_of(b->groups[size_t(i)].param), test::bytes_of(a->groups[size_t(i)].param)) << i;
+  // Stochastic rounding was in play: some bf16 element differs from round-to-nearest's.
+  EXPECT_NE(test::bytes_of(a->groups[0].param), test::bytes_of(c->groups[0].param));
+  const auto sa = whole.state_tensors(), sb = parts.state_tensors();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t k = 0; k < sa.size(); ++k)
+    EXPECT_EQ(test::bytes_of(sb[k].tensor), test::bytes_of(sa[k].tensor)) << sa[k].name;
+  test::expect_error_mentions([&] { parts.step_params(0.1, std::vector<size_t>{kTensors}); },
+                              {"index 5", "out of range"});
+  auto d = make();
+  AdamW fresh(d->groups, o);
+  test::expect_error_mentions([&] { fresh.step_params(0.1, std::vector<size_t>{0}); }, {"before begin_step"});
+}
+
 TEST(AdamW, StateSaveLoadResumesIdentically) {
   auto g = load_golden("adamw.json");
   const auto& c = find_case(g, "f64_default_betas");

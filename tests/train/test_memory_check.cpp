@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/random_model.h"
+#include "model/shared_layer_grads.h"
 #include "model/weights.h"
 #include "train/memory_check.h"
 #include "train/trainable.h"
@@ -57,6 +58,43 @@ TEST(MemoryCheck, PlanFollowsTheTrainConfig) {
   }
   c.memory_limit = int64_t(lora.total);
   EXPECT_NO_THROW(train::check_run_memory(c, mc, DType::F32, 2, 16, specs));
+}
+
+// optimizer_in_backward: the run's plan has one layer's gradients (shared by all) besides the model-level
+// ones; a memory_limit between the two plans refuses only the end-of-step run, and the refusal of an
+// optimizer_in_backward run suggests chunking only together with turning it off.
+TEST(MemoryCheck, OptimizerInBackwardPlansOneLayersGradients) {
+  const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
+  ASSERT_GE(mc.num_layers, 2);
+  train::TrainConfig c;
+  c.finetune = "full";
+  c.precision = "fp32";
+  const model::MemoryPlan end = train::check_run_memory(c, mc, DType::F32, 2, 16, {});
+  c.optimizer_in_backward = true;
+  const model::MemoryPlan in = train::check_run_memory(c, mc, DType::F32, 2, 16, {});
+  EXPECT_TRUE(in.settings.optimizer_in_backward);
+  EXPECT_EQ(in.bytes(MemoryCategory::Gradients), model::shared_layer_grads_bytes(mc, DType::F32));
+  size_t one_layer = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    if (spec.layer == 0) one_layer += (size_t(spec.numel()) * 4 + 255) / 256 * 256;
+  EXPECT_EQ(end.total - in.total, size_t(mc.num_layers - 1) * one_layer);
+
+  c.memory_limit = int64_t(in.total);
+  EXPECT_NO_THROW(train::check_run_memory(c, mc, DType::F32, 2, 16, {}));
+  c.optimizer_in_backward = false;
+  EXPECT_THROW(train::check_run_memory(c, mc, DType::F32, 2, 16, {}), Error);
+  c.optimizer_in_backward = true;
+  c.memory_limit = int64_t(in.total) - 1;
+  try {
+    train::check_run_memory(c, mc, DType::F32, 2, 16, {});
+    ADD_FAILURE() << "a plan over memory_limit was accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("exceeds memory_limit"), std::string::npos) << message;
+    if (message.find("chunk_size: ") != std::string::npos) {
+      EXPECT_NE(message.find("optimizer_in_backward false"), std::string::npos) << message;
+    }
+  }
 }
 
 }  // namespace
