@@ -19,6 +19,7 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "ops/adamw_many.h"
 
 namespace lt::train {
 
