@@ -133,7 +133,8 @@ struct LoraPass {
   const LayerLora* weights = nullptr;
   LayerLora* grads = nullptr;  // backward: dA, dB += (nullptr, or empty tensors: frozen adapters)
   LoraDropout dropout;         // p == 0: none
-  Tensor scratch_in;           // (B*C, max in) dropout(x) and its gradient; only needed when dropout.p > 0
+  Tensor scratch_in;           // (B*C, max in) dropout(x) and its gradient; without dropout, the stacked t
+                               // (B*C, sum r) of adapters sharing an input (lora_layer.h)
   Tensor scratch_r;            // (B*C, max r) backward: gradient of dropout(x) A^T
 };
 

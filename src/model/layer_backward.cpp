@@ -2,7 +2,9 @@
 // stream's gradient: it comes in as d(out), the MLP branch's norm adds its input gradient into it (then it is
 // d(mid)), the attention branch's norm adds its own (then it is d(x)). Activation gradients in scratch are
 // written (=); the three projections that share attn_in (and gate/up that share ffn_in) add into one d_norm.
-// A LoRA adapter's backward follows its projection's and adds into the same input gradient.
+// LoRA adapters add into the same input gradient, after the projections that share the input
+// (lora_backward_shared: one stacked GEMM for the adapters of q/k/v, of gate/up).
+#include <array>
 #include <cmath>
 
 #include "model/decoder.h"
@@ -48,10 +50,11 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   if (recompute) ops::rmsnorm_forward(norm_forward, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate,
                        a.ffn_in, w.ffn_gate);
-  lora_backward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], s.d_gate, s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
                        g.ffn_up_bias, s.d_up, a.ffn_in, w.ffn_up);
-  lora_backward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], s.d_up, s.d_norm);
+  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
+  lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
+                       std::array{s.d_gate, s.d_up}, s.d_norm);
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
   ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
   if (recompute) ops::rmsnorm_forward(norm_forward, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
@@ -80,16 +83,15 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
 
   ops::linear_backward({.rows = N, .in = D, .out = H * HD}, s.d_norm, g.attn_q, g.attn_q_bias,
                        s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
-  lora_backward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], s.d_q.reshaped({N, H * HD}),
-                s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
                        g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
-  lora_backward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], s.d_k.reshaped({N, KVH * HD}),
-                s.d_norm);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_v,
                        g.attn_v_bias, s.d_v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v);
-  lora_backward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], s.d_v.reshaped({N, KVH * HD}),
-                s.d_norm);
+  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
+  lora_backward_shared(lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
+                       std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}),
+                                  s.d_v.reshaped({N, KVH * HD})},
+                       s.d_norm);
   ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
 }
 

@@ -4,6 +4,7 @@
 //   post_attention_layernorm(mid)
 // The residual adds ride on the projections' GEMMs: linear_forward's residual is the GEMM's C input.
 // A LoRA adapter adds into its projection's output right after the projection (before RoPE for q and k).
+#include <array>
 #include <cmath>
 
 #include "model/decoder.h"
@@ -21,9 +22,10 @@ void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights&
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
   ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
-  lora_forward(lora, layer, LoraModule::Gate, chunk, a.ffn_in, a.lora_t[4], a.gate);
   ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
-  lora_forward(lora, layer, LoraModule::Up, chunk, a.ffn_in, a.lora_t[5], a.up);
+  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
+  lora_forward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
+                      std::array{a.gate, a.up});
   ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
 }
 
@@ -68,18 +70,20 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
   ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q,
                       w.attn_q_bias);
-  lora_forward(lora, layer, LoraModule::Q, chunk, a.attn_in, a.lora_t[0], a.q.reshaped({N, H * HD}));
-  ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
-  if (recompute) {  // the adapters' t only (lora_forward with no output)
-    lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], Tensor());
-    lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], Tensor());
-  } else {
+  // q, k, v share attn_in: their adapters' x A^T run as one GEMM (lora_forward_shared). The recomputation
+  // needs every t but only q's output (no K/V projections: the adapters' t only for them).
+  if (!recompute) {
     ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in,
                         w.attn_k, w.attn_k_bias);
-    lora_forward(lora, layer, LoraModule::K, chunk, a.attn_in, a.lora_t[1], a.k.reshaped({N, KVH * HD}));
     ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in,
                         w.attn_v, w.attn_v_bias);
-    lora_forward(lora, layer, LoraModule::V, chunk, a.attn_in, a.lora_t[2], a.v.reshaped({N, KVH * HD}));
+  }
+  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
+  lora_forward_shared(lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
+                      std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
+                                 recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
+  ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
+  if (!recompute) {
     ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
     append_chunk_rows(kv.k, a.k, chunk.q_offset);
     append_chunk_rows(kv.v, a.v, chunk.q_offset);

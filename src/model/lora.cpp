@@ -159,9 +159,21 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
     LT_CHECK(!a.present(), "LoRA module {} is listed twice", s.module_path);
     a.rank = s.rank;
     a.scaling = s.scaling;
-    a.a = arena.alloc(s.module_path + ".lora_A", dtype, {s.rank, s.in});
-    a.b = arena.alloc(s.module_path + ".lora_B", dtype, {s.out, s.rank});
   }
+  // Per layer every A first (module order), then every B: the A's of modules that share an input (q/k/v,
+  // gate/up) are then adjacent, so that lora_layer.cpp can run them as one stacked GEMM.
+  for (int64_t l = 0; l < config.num_layers; ++l)
+    for (LoraMatrix which : {LoraMatrix::A, LoraMatrix::B})
+      for (int m = 0; m < kLoraModuleCount; ++m) {
+        LoraAdapter& a = w.layers[size_t(l)][LoraModule(m)];
+        if (!a.present()) continue;
+        const std::string path = lora_module_path(l, LoraModule(m));
+        const int64_t in = lora_in_features(config, LoraModule(m)), out = lora_out_features(config, LoraModule(m));
+        if (which == LoraMatrix::A)
+          a.a = arena.alloc(path + ".lora_A", dtype, {a.rank, in});
+        else
+          a.b = arena.alloc(path + ".lora_B", dtype, {out, a.rank});
+      }
   return w;
 }
 

@@ -4,6 +4,10 @@
 // the adapter keeps only t = dropout(x) A^T, (N, r), between forward and backward.
 #include "model/lora_layer.h"
 
+#include <span>
+#include <vector>
+
+#include "ops/copy_block.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -93,6 +97,116 @@ void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
   ops::linear_backward({.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad->a);
   dropout_in_place(scratch, lora.dropout, layer, m, chunk);
   ops::add_inplace(dx, scratch);
+}
+
+
+namespace {
+
+// `tensors` viewed as one (sum of their rows, cols) matrix when each starts where the one before ends (one
+// dtype and column count); empty otherwise.
+Tensor stacked_rows(std::span<const Tensor> tensors) {
+  if (tensors.empty() || tensors[0].empty() || tensors[0].ndim != 2) return Tensor();
+  const Tensor& first = tensors[0];
+  int64_t rows = 0;
+  for (const Tensor& t : tensors) {
+    if (t.empty() || t.ndim != 2 || t.dtype != first.dtype || t.dim(1) != first.dim(1) || t.device != first.device)
+      return Tensor();
+    if (static_cast<const char*>(t.data) != static_cast<const char*>(first.data) + first.bytes() / size_t(first.dim(0)) *
+                                                                                       size_t(rows))
+      return Tensor();
+    rows += t.dim(0);
+  }
+  Tensor out = first;
+  out.shape[0] = rows;
+  return out;
+}
+
+// The adapters of `modules` stacked: A's as one (R, in) matrix (and their gradients, for backward), when all
+// are present without dropout and laid out back to back (allocate_lora puts a layer's A's together).
+struct Stacked {
+  std::vector<const LoraAdapter*> adapters;
+  Tensor a;   // (R, in)
+  Tensor da;  // (R, in) or empty (backward without gradients)
+  int64_t rank_sum = 0;
+};
+
+std::optional<Stacked> stacked(const LoraPass& lora, std::span<const LoraModule> modules, bool backward) {
+  if (modules.size() < 2 || lora.dropout.p > 0) return std::nullopt;
+  Stacked s;
+  std::vector<Tensor> as, das;
+  for (LoraModule m : modules) {
+    const LoraAdapter* ad = adapter_of(lora, m);
+    if (!ad) return std::nullopt;
+    s.adapters.push_back(ad);
+    as.push_back(ad->a);
+    s.rank_sum += ad->rank;
+    if (backward && lora.grads) das.push_back((*lora.grads)[m].a);
+  }
+  s.a = stacked_rows(as);
+  if (s.a.empty()) return std::nullopt;
+  if (backward && lora.grads) {
+    s.da = stacked_rows(das);
+    if (s.da.empty()) return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace
+
+bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool backward) {
+  return stacked(lora, modules, backward).has_value();
+}
+
+void lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+                         const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> ys) {
+  LT_CHECK(ts.size() == modules.size() && ys.size() == modules.size(),
+           "lora_forward_shared: {} modules, {} t and {} outputs", modules.size(), ts.size(), ys.size());
+  const std::optional<Stacked> s = stacked(lora, modules, false);
+  if (!s) {
+    for (size_t i = 0; i < modules.size(); ++i) lora_forward(lora, layer, modules[i], chunk, x, ts[i], ys[i]);
+    return;
+  }
+  const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
+  Tensor t_all = scratch_view(lora.scratch_in, N, s->rank_sum, "stacked x A^T");  // (N, R)
+  ops::linear_forward({.rows = N, .in = in, .out = s->rank_sum}, t_all, x, s->a, Tensor());
+  int64_t col = 0;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const LoraAdapter& ad = *s->adapters[i];
+    check_shape(ts[i], {N, ad.rank}, "LoRA activation x A^T");
+    ops::copy_block(ts[i], 0, t_all, col, ad.rank);
+    col += ad.rank;
+    if (ys[i].empty()) continue;
+    ops::linear_forward(
+        {.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling, .accumulate_y = true}, ys[i],
+        ts[i], ad.b, Tensor());
+  }
+}
+
+void lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> dys,
+                          Tensor dx) {
+  LT_CHECK(ts.size() == modules.size() && dys.size() == modules.size(),
+           "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(), dys.size());
+  const std::optional<Stacked> s = stacked(lora, modules, true);
+  if (!s) {
+    for (size_t i = 0; i < modules.size(); ++i)
+      lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx);
+    return;
+  }
+  const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
+  Tensor dt_all = scratch_view(lora.scratch_in, N, s->rank_sum, "stacked gradient of x A^T");  // (N, R)
+  int64_t col = 0;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const LoraAdapter& ad = *s->adapters[i];
+    Tensor db = lora.grads ? (*lora.grads)[modules[i]].b : Tensor();
+    Tensor dt = scratch_view(lora.scratch_r, N, ad.rank, "gradient of x A^T");  // (N, r)
+    ops::linear_backward({.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling}, dt, db, Tensor(),
+                         dys[i], ts[i], ad.b);
+    ops::copy_block(dt_all, col, dt, 0, ad.rank);
+    col += ad.rank;
+  }
+  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = true}, dx, s->da, Tensor(), dt_all,
+                       x, s->a);
 }
 
 }  // namespace lt::model
