@@ -2,8 +2,8 @@
 // stream's gradient: it comes in as d(out), the MLP branch's norm adds its input gradient into it (then it is
 // d(mid)), the attention branch's norm adds its own (then it is d(x)). Activation gradients in scratch are
 // written (=); the three projections that share attn_in (and gate/up that share ffn_in) add into one d_norm.
-// LoRA adapters add into the same input gradient, after the projections that share the input
-// (lora_backward_shared: one stacked GEMM for the adapters of q/k/v, of gate/up).
+// LoRA adapters write the input gradient first and the projections' GEMMs add in (adapters sharing an input
+// run stacked: lora_backward_shared).
 #include <array>
 #include <cmath>
 
@@ -43,27 +43,29 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   }
 
   // MLP branch: out = mid + down(silu(gate) * up).
-  ops::linear_backward({.rows = N, .in = F, .out = D}, s.d_h, g.ffn_down, g.ffn_down_bias, d_resid, a.h,
-                       w.ffn_down);
-  lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h);
+  // Each adapter writes its input gradient first; the projection's GEMM adds in (LoraInto::Write).
+  const bool lora_down = lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h,
+                                       LoraInto::Write);
+  ops::linear_backward({.rows = N, .in = F, .out = D, .accumulate_dx = lora_down}, s.d_h, g.ffn_down,
+                       g.ffn_down_bias, d_resid, a.h, w.ffn_down);
   ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
   if (recompute) ops::rmsnorm_forward(norm_forward, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  ops::linear_backward({.rows = N, .in = D, .out = F}, s.d_norm, g.ffn_gate, g.ffn_gate_bias, s.d_gate,
-                       a.ffn_in, w.ffn_gate);
+  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
+  const bool lora_mlp = lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
+                                             std::array{s.d_gate, s.d_up}, s.d_norm, LoraInto::Write);
+  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = lora_mlp}, s.d_norm, g.ffn_gate,
+                       g.ffn_gate_bias, s.d_gate, a.ffn_in, w.ffn_gate);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
                        g.ffn_up_bias, s.d_up, a.ffn_in, w.ffn_up);
-  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
-                       std::array{s.d_gate, s.d_up}, s.d_norm);
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
   ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
   if (recompute) ops::rmsnorm_forward(norm_forward, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
-  ops::linear_backward({.rows = N, .in = H * HD, .out = D}, s.d_attn.reshaped({N, H * HD}), g.attn_o,
-                       g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
-  lora_backward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], d_resid,
-                s.d_attn.reshaped({N, H * HD}));
+  const bool lora_o = lora_backward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}),
+                                    a.lora_t[3], d_resid, s.d_attn.reshaped({N, H * HD}), LoraInto::Write);
+  ops::linear_backward({.rows = N, .in = H * HD, .out = D, .accumulate_dx = lora_o}, s.d_attn.reshaped({N, H * HD}),
+                       g.attn_o, g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
   const ops::AttentionParams attn{.batch = B,
                                   .q_len = C,
                                   .kv_len = S,
@@ -81,17 +83,17 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   ops::rope_backward(c.rope_params(N, H), s.d_q.reshaped({N, H, HD}), positions);
   ops::rope_backward(c.rope_params(N, KVH), s.d_k.reshaped({N, KVH, HD}), positions);
 
-  ops::linear_backward({.rows = N, .in = D, .out = H * HD}, s.d_norm, g.attn_q, g.attn_q_bias,
-                       s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
+  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
+  const bool lora_qkv = lora_backward_shared(
+      lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
+      std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}), s.d_v.reshaped({N, KVH * HD})}, s.d_norm,
+      LoraInto::Write);
+  ops::linear_backward({.rows = N, .in = D, .out = H * HD, .accumulate_dx = lora_qkv}, s.d_norm, g.attn_q,
+                       g.attn_q_bias, s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
                        g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_v,
                        g.attn_v_bias, s.d_v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v);
-  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
-  lora_backward_shared(lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
-                       std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}),
-                                  s.d_v.reshaped({N, KVH * HD})},
-                       s.d_norm);
   ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
 }
 

@@ -3,9 +3,11 @@
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
 // The residual adds ride on the projections' GEMMs: linear_forward's residual is the GEMM's C input.
-// A LoRA adapter adds into its projection's output right after the projection (before RoPE for q and k).
+// A LoRA adapter writes its projection's output first and the projection's GEMM adds in (before RoPE for q and
+// k); adapters sharing an input run their x A^T stacked (lora_layer.h).
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "model/decoder.h"
 #include "model/kv_rows.h"
@@ -21,11 +23,14 @@ void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights&
   const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size, F = c.intermediate_size;
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
   ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  ops::linear_forward({.rows = N, .in = D, .out = F}, a.gate, a.ffn_in, w.ffn_gate, w.ffn_gate_bias);
-  ops::linear_forward({.rows = N, .in = D, .out = F}, a.up, a.ffn_in, w.ffn_up, w.ffn_up_bias);
   const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  lora_forward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
-                      std::array{a.gate, a.up});
+  const std::vector<bool> lora_wrote = lora_forward_shared(
+      lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]}, std::array{a.gate, a.up},
+      LoraInto::Write);
+  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[0]}, a.gate, a.ffn_in, w.ffn_gate,
+                      w.ffn_gate_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[1]}, a.up, a.ffn_in, w.ffn_up,
+                      w.ffn_up_bias);
   ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
 }
 
@@ -68,20 +73,23 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   ops::rmsnorm_forward(norm, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
-  ops::linear_forward({.rows = N, .in = D, .out = H * HD}, a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q,
-                      w.attn_q_bias);
-  // q, k, v share attn_in: their adapters' x A^T run as one GEMM (lora_forward_shared). The recomputation
-  // needs every t but only q's output (no K/V projections: the adapters' t only for them).
-  if (!recompute) {
-    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.k.reshaped({N, KVH * HD}), a.attn_in,
-                        w.attn_k, w.attn_k_bias);
-    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD}, a.v.reshaped({N, KVH * HD}), a.attn_in,
-                        w.attn_v, w.attn_v_bias);
-  }
+  // q, k, v share attn_in: their adapters' x A^T run as one GEMM (lora_forward_shared), and each adapter
+  // writes its projection's output first, into which the projection's GEMM adds (LoraInto::Write). The
+  // recomputation needs every t but only q's output (no K/V projections: the adapters' t only for them).
   const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
-  lora_forward_shared(lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
-                      std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
-                                 recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
+  const std::vector<bool> lora_wrote = lora_forward_shared(
+      lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
+      std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
+                 recompute ? Tensor() : a.v.reshaped({N, KVH * HD})},
+      LoraInto::Write);
+  ops::linear_forward({.rows = N, .in = D, .out = H * HD, .accumulate_y = lora_wrote[0]}, a.q.reshaped({N, H * HD}),
+                      a.attn_in, w.attn_q, w.attn_q_bias);
+  if (!recompute) {
+    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD, .accumulate_y = lora_wrote[1]},
+                        a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k, w.attn_k_bias);
+    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD, .accumulate_y = lora_wrote[2]},
+                        a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v, w.attn_v_bias);
+  }
   ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
   if (!recompute) {
     ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
@@ -101,19 +109,23 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!attention_kept)
     ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 
-  // mid = x + o_proj(...): the GEMM reads x as its C (no copy of x into mid first).
-  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D};
-  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias, a.x);
-  lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3], a.mid);
+  // mid = x + o_proj(...): the adapter writes mid = x + its product and the GEMM adds in; without one the
+  // GEMM reads x as its C (no copy of x into mid first).
+  const bool lora_o = lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3],
+                                   a.mid, LoraInto::Write, a.x);
+  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = lora_o};
+  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias,
+                      lora_o ? Tensor() : a.x);
 
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
   if (recompute) {
     lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], Tensor());
     return;
   }
-  const ops::LinearParams down{.rows = N, .in = F, .out = D};
-  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias, a.mid);
-  lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out);
+  const bool lora_down = lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out, LoraInto::Write,
+                                      a.mid);
+  const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = lora_down};
+  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias, lora_down ? Tensor() : a.mid);
 }
 
 }  // namespace

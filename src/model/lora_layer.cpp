@@ -48,10 +48,22 @@ const LoraAdapter* adapter_of(const LoraPass& lora, LoraModule m) {
 
 }  // namespace
 
-void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                  Tensor t, Tensor y) {
+namespace {
+// y (N, out) = [residual +] or += scaling * t B^T.
+void lora_output(const LoraAdapter& ad, int64_t N, Tensor t, Tensor y, LoraInto into, Tensor residual) {
+  ops::linear_forward({.rows = N,
+                       .in = ad.rank,
+                       .out = ad.b.dim(0),
+                       .out_scale = ad.scaling,
+                       .accumulate_y = into == LoraInto::Add},
+                      y, t, ad.b, Tensor(), into == LoraInto::Write ? residual : Tensor());
+}
+}  // namespace
+
+bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
+                  Tensor t, Tensor y, LoraInto into, Tensor residual) {
   const LoraAdapter* ad = adapter_of(lora, m);
-  if (!ad) return;
+  if (!ad) return false;
   const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
   check_shape(t, {N, r}, "LoRA activation x A^T");
   Tensor input = x;  // (N, in)
@@ -61,15 +73,16 @@ void lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
     dropout_in_place(input, lora.dropout, layer, m, chunk);
   }
   ops::linear_forward({.rows = N, .in = in, .out = r}, t, input, ad->a, Tensor());
-  if (y.empty()) return;
-  ops::linear_forward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling, .accumulate_y = true}, y, t,
-                      ad->b, Tensor());
+  if (y.empty()) return false;
+  check_shape(y, {N, out}, "LoRA output");
+  lora_output(*ad, N, t, y, into, residual);
+  return true;
 }
 
-void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                   Tensor t, Tensor dy, Tensor dx) {
+bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
+                   Tensor t, Tensor dy, Tensor dx, LoraInto into) {
   const LoraAdapter* ad = adapter_of(lora, m);
-  if (!ad) return;
+  if (!ad) return false;
   const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
   Tensor da, db;
   if (lora.grads) {
@@ -83,9 +96,9 @@ void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
   ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, db, Tensor(), dy, t,
                        ad->b);
   if (lora.dropout.p <= 0) {
-    ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = true}, dx, da, Tensor(), dt, x,
-                         ad->a);
-    return;
+    ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = into == LoraInto::Add}, dx, da,
+                         Tensor(), dt, x, ad->a);
+    return true;
   }
   // The masked input for dA, then the same scratch for the masked input's gradient.
   Tensor scratch = scratch_view(lora.scratch_in, N, in, "dropout input");  // (N, in)
@@ -96,7 +109,11 @@ void lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
   }
   ops::linear_backward({.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad->a);
   dropout_in_place(scratch, lora.dropout, layer, m, chunk);
-  ops::add_inplace(dx, scratch);
+  if (into == LoraInto::Add)
+    ops::add_inplace(dx, scratch);
+  else
+    ops::cast(dx, scratch);
+  return true;
 }
 
 
@@ -157,14 +174,17 @@ bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool
   return stacked(lora, modules, backward).has_value();
 }
 
-void lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                         const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> ys) {
+std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+                                      const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
+                                      std::span<const Tensor> ys, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && ys.size() == modules.size(),
            "lora_forward_shared: {} modules, {} t and {} outputs", modules.size(), ts.size(), ys.size());
+  std::vector<bool> wrote(modules.size(), false);
   const std::optional<Stacked> s = stacked(lora, modules, false);
   if (!s) {
-    for (size_t i = 0; i < modules.size(); ++i) lora_forward(lora, layer, modules[i], chunk, x, ts[i], ys[i]);
-    return;
+    for (size_t i = 0; i < modules.size(); ++i)
+      wrote[i] = lora_forward(lora, layer, modules[i], chunk, x, ts[i], ys[i], into);
+    return wrote;
   }
   const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
   Tensor t_all = scratch_view(lora.scratch_in, N, s->rank_sum, "stacked x A^T");  // (N, R)
@@ -176,22 +196,24 @@ void lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const Lo
     ops::copy_block(ts[i], 0, t_all, col, ad.rank);
     col += ad.rank;
     if (ys[i].empty()) continue;
-    ops::linear_forward(
-        {.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling, .accumulate_y = true}, ys[i],
-        ts[i], ad.b, Tensor());
+    check_shape(ys[i], {N, ad.b.dim(0)}, "LoRA output");
+    lora_output(ad, N, ts[i], ys[i], into, Tensor());
+    wrote[i] = true;
   }
+  return wrote;
 }
 
-void lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
                           const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> dys,
-                          Tensor dx) {
+                          Tensor dx, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && dys.size() == modules.size(),
            "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(), dys.size());
   const std::optional<Stacked> s = stacked(lora, modules, true);
   if (!s) {
+    bool wrote = false;  // Write: the first adapter writes dx, the others add into it
     for (size_t i = 0; i < modules.size(); ++i)
-      lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx);
-    return;
+      wrote |= lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx, wrote ? LoraInto::Add : into);
+    return wrote;
   }
   const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
   Tensor dt_all = scratch_view(lora.scratch_in, N, s->rank_sum, "stacked gradient of x A^T");  // (N, R)
@@ -205,8 +227,9 @@ void lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const L
     ops::copy_block(dt_all, col, dt, 0, ad.rank);
     col += ad.rank;
   }
-  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = true}, dx, s->da, Tensor(), dt_all,
-                       x, s->a);
+  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = into == LoraInto::Add}, dx, s->da,
+                       Tensor(), dt_all, x, s->a);
+  return true;
 }
 
 }  // namespace lt::model
