@@ -437,35 +437,48 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
   }
 }
 
-// Among the `threads` threads of one half of a pair kernel's block (h: 0 or 1): a barrier (named barrier
-// 1 + h; barrier 0 is __syncthreads') and the row sum, in block_sum's order over the half (the same bits as
-// block_sum over a block of `threads` threads).
-__device__ __forceinline__ void half_barrier(int h, int threads) {
-  if (h == 0)
-    asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
-  else
-    asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
+// The half of a pair kernel's block this thread is in (threadIdx.y, 0 or 1), read from %tid.y at every use
+// (volatile): the compiler then never keeps it in a register across the row loop, where the bf16 kernel at
+// 64 registers has none to spare (kept, it spilled).
+__device__ __forceinline__ int half_index() {
+  int h;
+  asm volatile("mov.u32 %0, %%tid.y;" : "=r"(h));
+  return h;
 }
-__device__ __forceinline__ float half_sum(float v, float* scratch, int h, int t, int threads) {
-  const int lane = t % kWarp, warp = t / kWarp;
+
+// The row sum among the kThreads threads of this thread's half (blockDim (kThreads, 2)), in block_sum's
+// order (the same bits as block_sum over a block of kThreads threads); its barriers are named barrier
+// 1 + half (barrier 0 is __syncthreads'), so a half never waits for the other. The thread count is an
+// immediate: a register holding it across the row loop spilled. scratch: 2 x kWarp floats, one run per half.
+__device__ __forceinline__ void half_barrier() {
+  if (half_index() == 0)
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+  else
+    asm volatile("bar.sync 2, %0;" ::"n"(kThreads) : "memory");
+}
+__device__ __forceinline__ float half_sum(float v, float* scratch) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
   v = warp_sum(v);
-  if (lane == 0) scratch[warp] = v;
-  half_barrier(h, threads);
-  const int warps = threads / kWarp;
-  float s = lane < warps ? scratch[lane] : 0.0f;
+  if (lane == 0) scratch[half_index() * kWarp + warp] = v;
+  half_barrier();
+  constexpr int warps = kThreads / kWarp;
+  float s = lane < warps ? scratch[half_index() * kWarp + lane] : 0.0f;
   s = warp_sum(s);
-  half_barrier(h, threads);
+  half_barrier();
   return s;
 }
 
 // The pair backward (LT_RMSNORM_BACKWARD=pair): the register backward with half the partial rows at the
-// same occupancy. A block is two halves of `threads` (blockDim.x / 2) threads, each doing what a block of
-// rmsnorm_backward_regs_kernel does with its registers (the same launch bounds per thread: twice the threads,
-// half the blocks per SM), on the rows of half index 2 * blockIdx.x + h, + 2 * gridDim.x, ... (the single
-// kernel's rows of block 2b + h: a function of the shape only). Each half syncs only itself (half_barrier),
-// so a half never waits for the other's row. At the end half 1 stages its dw columns in shared memory and
-// half 0 writes ONE partial row per block, half 0's columns + half 1's (that order): (gridDim.x, D) f32,
-// summed by column_reduce_quads_kernel as a dependent launch.
+// same occupancy. A block is two halves (blockDim (kThreads, 2): threadIdx.y the half, threadIdx.x the
+// thread in it), each doing what a block of rmsnorm_backward_regs_kernel does with its registers (the same
+// launch bounds per thread: twice the threads, half the blocks per SM), on the rows of half index
+// 2 * blockIdx.x + half, + 2 * gridDim.x, ...: the single kernel's rows of block 2b + half, a function of the
+// shape only. A half has kThreads threads whatever the row length (the thread count an immediate in
+// half_barrier; the single kernel gives short rows fewer threads, so there dx's row sums are added in another
+// order than single's; at kThreads threads, such as D = 4096 in 16-bit, dx has single's bits). Each half syncs
+// only itself (half_barrier), so a half never waits for the other's rows. At the end half 1 stages its dw
+// columns in shared memory and half 0 writes ONE partial row per block, half 0's columns + half 1's (that
+// order): partial (gridDim.x, D) f32, summed by column_reduce_quads_kernel as a dependent launch.
 template <class T, int K>
 __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) / 2)
     rmsnorm_backward_pair_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
@@ -474,7 +487,7 @@ __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) /
   __shared__ float scratch[2][kWarp];             // each half's row sums
   __shared__ float4 stage[K * kThreads * P / 4];  // (D / 4 used) half 1's dw columns
   allow_dependent_launch();
-  const int threads = int(blockDim.x) / 2, h = int(threadIdx.x) / threads, t = int(threadIdx.x) - h * threads;
+  const int t = int(threadIdx.x), threads = kThreads;
   const int packs = int(dim / P);
   Pack<T> wp[K];    // this thread's packs of w
   float acc[K][P];  // this thread's columns of its half's dw
@@ -485,13 +498,13 @@ __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) /
 #pragma unroll
     for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
   }
-  for (int64_t n = 2 * int64_t(blockIdx.x) + h; n < rows; n += 2 * int64_t(gridDim.x))
+  for (int64_t n = 2 * int64_t(blockIdx.x) + half_index(); n < rows; n += 2 * int64_t(gridDim.x))
     backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, t, threads, accumulate_dx,
-                       [&](float s) { return half_sum(s, scratch[h], h, t, threads); });
+                       [&](float s) { return half_sum(s, &scratch[0][0]); });
   if (!partial) return;  // uniform over the block
   // D % P == 0 and P is a multiple of 4: the columns are whole float4s, thread t's at k * (P / 4) + q in
   // both halves.
-  if (h == 1) {
+  if (half_index() == 1) {
 #pragma unroll
     for (int m = 0; m < K; ++m) {
       const int k = t + m * threads;
@@ -503,7 +516,7 @@ __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) /
     }
   }
   __syncthreads();
-  if (h == 1) return;
+  if (half_index() == 1) return;
   float4* row = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4)
 #pragma unroll
   for (int m = 0; m < K; ++m) {
@@ -799,7 +812,7 @@ int64_t pair_blocks(const RegShape& shape, int64_t rows) {
     constexpr int K = decltype(k)::value;
     const int64_t halves = kGridSms * backward_regs_blocks_per_sm(K);
     const int64_t wanted = rows < halves ? (rows + 1) / 2 : halves / 2;
-    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * shape.threads) >= wanted) blocks = wanted;
+    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * kThreads) >= wanted) blocks = wanted;
   });
   return blocks;
 }
@@ -865,7 +878,7 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
         const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
                 *w_t = static_cast<const T*>(w);
         if (paired > 0) {
-          rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), 2 * shape.threads, 0, s>>>(
+          rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), dim3(kThreads, 2), 0, s>>>(
               dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
           return;
         }
@@ -942,7 +955,7 @@ RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int c
       result.fused_resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K, 1, float>, shape.threads);
       result.fused_reducers = result.grid < kFusedReducers ? result.grid : kFusedReducers;
       result.pair_grid = result.grid / 2;
-      result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * shape.threads);
+      result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
       return;
     }
     cudaLaunchAttribute attribute{};
