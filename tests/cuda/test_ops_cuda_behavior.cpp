@@ -209,8 +209,8 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
   for (const Case c : {Case{2100, 4096}, Case{13, 4096}, Case{1100, 8192}})
     for (bool accumulate : {false, true}) {
       const int64_t R = c.rows, C = c.dim;
-      const std::string what = "(" + std::to_string(R) + ", " + std::to_string(C) + ")" +
-                               (accumulate ? " dx+=" : "");
+      const std::string what =
+          "(" + std::to_string(R) + ", " + std::to_string(C) + ")" + (accumulate ? " dx+=" : "");
       std::vector<double> x = random_values(static_cast<size_t>(R * C), 81, -2, 2),
                           w = random_values(static_cast<size_t>(C), 82, 0.5, 1.5),
                           dy = random_values(static_cast<size_t>(R * C), 83),
@@ -242,7 +242,8 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
                                << " bytes, the first at element " << first / 2 << " (row "
                                << first / 2 / size_t(C) << ")";
       const double rel = test::max_rel_diff(dw_values[1], dw_values[0]);
-      EXPECT_LE(rel, 1e-5) << what << ": pair's dw against single-pdl's, normwise relative difference " << rel;
+      EXPECT_LE(rel, 1e-5) << what << ": pair's dw against single-pdl's, normwise relative difference "
+                           << rel;
       std::printf("rmsnorm_backward pair vs single-pdl %s: dx bytes differing %zu, dw rel diff %.3g\n",
                   what.c_str(), differing, rel);
     }

@@ -475,9 +475,9 @@ __device__ __forceinline__ float half_sum(float v, float* scratch) {
 // 2 * blockIdx.x + half, + 2 * gridDim.x, ...: the single kernel's rows of block 2b + half, a function of the
 // shape only. A half has kThreads threads whatever the row length (the thread count an immediate in
 // half_barrier; the single kernel gives short rows fewer threads, so there dx's row sums are added in another
-// order than single's; at kThreads threads, such as D = 4096 in 16-bit, dx has single's bits). Each half syncs
-// only itself (half_barrier), so a half never waits for the other's rows. At the end half 1 stages its dw
-// columns in shared memory and half 0 writes ONE partial row per block, half 0's columns + half 1's (that
+// order than single's; at kThreads threads, such as D = 4096 in 16-bit, dx has single's bits). Each half
+// syncs only itself (half_barrier), so a half never waits for the other's rows. At the end half 1 stages its
+// dw columns in shared memory and half 0 writes ONE partial row per block, half 0's columns + half 1's (that
 // order): partial (gridDim.x, D) f32, summed by column_reduce_quads_kernel as a dependent launch.
 template <class T, int K>
 __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) / 2)
@@ -859,8 +859,9 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                              ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
                              : kBackwardBlocks;
     // The pair kernel's blocks (0: not requested, or not one wave here: single-pdl instead).
-    const int64_t paired =
-        request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0 ? pair_blocks<T>(shape, rows) : 0;
+    const int64_t paired = request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0
+                               ? pair_blocks<T>(shape, rows)
+                               : 0;
     // A whole number of clusters (grid is a multiple of 8); the blocks past the rows add zero rows.
     const int64_t blocks = paired > 0    ? paired
                            : rows < grid ? (rows + cluster - 1) / cluster * cluster
@@ -919,8 +920,9 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     if (dw) {
       // single-pdl and pair (or its fallback, single-pdl): the register kernel's partial rows (D % 4 == 0,
       // aligned) summed by the dependent launch.
-      const bool quads = (request == RmsNormBackwardKernel::SinglePdl || request == RmsNormBackwardKernel::Pair) &&
-                         shape.packs_per_thread > 0;
+      const bool quads =
+          (request == RmsNormBackwardKernel::SinglePdl || request == RmsNormBackwardKernel::Pair) &&
+          shape.packs_per_thread > 0;
       const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
       const auto reduce = [&](auto* dw_t) {
         if (quads)
