@@ -15,9 +15,12 @@
 // of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
 // so the grid runs in two waves). Two more requested variants shorten the default's tail, the column sum:
 // single-pdl (a programmatic dependent launch of a float4 column-sum kernel) and fused (no second launch:
-// the last blocks to finish sum the columns, fused_column_sum). Other rows go through the general kernels
-// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
-// the kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// the last blocks to finish sum the columns, fused_column_sum). A requested variant, pair, halves the
+// partial rows at the same occupancy: blocks of two halves of 256 threads, each half a single block's work,
+// add their dw columns in shared memory into one partial row (rmsnorm_backward_pair_kernel), summed as in
+// single-pdl. Other rows go through the general kernels (packs or element by element, partial dw rows in
+// memory). dw may be f32 under 16-bit inputs. Variants of the kernels can be requested for measurement
+// (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <cooperative_groups.h>
 
