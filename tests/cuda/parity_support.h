@@ -54,8 +54,9 @@ struct AttentionKernelChoice : ScopedEnv {
 
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
 // register kernels, the backward without clusters), the backward's column sum as a dependent launch
-// (single-pdl) or fused into it (fused), the backward in clusters of 4 (its column sum a dependent launch,
-// or launched after it) and of 8, the general kernels.
+// (single-pdl) or fused into it (fused), the backward in blocks of two halves writing one partial row per
+// block (pair), the backward in clusters of 4 (its column sum a dependent launch, or launched after it) and
+// of 8, the general kernels.
 struct RmsNormVariant {
   const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
   const char* backward;  // LT_RMSNORM_BACKWARD
@@ -64,6 +65,7 @@ struct RmsNormVariant {
 inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
                                                       {nullptr, "single-pdl", " [single-pdl]"},
                                                       {nullptr, "fused", " [fused]"},
+                                                      {nullptr, "pair", " [pair]"},
                                                       {nullptr, "cluster", " [cluster]"},
                                                       {nullptr, "cluster-serial", " [cluster-serial]"},
                                                       {nullptr, "cluster8", " [cluster8]"},

@@ -58,11 +58,16 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     std::printf("BANDWIDTH rmsnorm_backward D %lld clusters of %d: %lld blocks resident, grid %lld%s\n",
                 static_cast<long long>(D), cluster, static_cast<long long>(o.resident),
                 static_cast<long long>(o.grid), o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");
-    if (cluster == 1)
+    if (cluster == 1) {
       std::printf("BANDWIDTH rmsnorm_backward D %lld fused: %lld blocks resident, %lld reducers: %s\n",
                   static_cast<long long>(D), static_cast<long long>(o.fused_resident),
                   static_cast<long long>(o.fused_reducers),
                   o.fused_resident >= o.fused_reducers ? "runs fused" : "FALLS BACK TO single");
+      std::printf("BANDWIDTH rmsnorm_backward D %lld pair: %lld blocks resident, grid %lld: %s\n",
+                  static_cast<long long>(D), static_cast<long long>(o.pair_resident),
+                  static_cast<long long>(o.pair_grid),
+                  o.pair_resident >= o.pair_grid ? "runs paired" : "FALLS BACK TO single-pdl");
+    }
   }
   // RMSNorm at a step of 8192 tokens and at a 16K-token chunk (the fixed costs, such as the partial dw
   // rows' write and column sum, weigh less against twice the rows).

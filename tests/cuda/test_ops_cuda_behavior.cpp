@@ -1,6 +1,7 @@
 // What the parity table does not show: bit-for-bit determinism of the reductions that avoid atomics, bad
 // ids / labels / positions reported through check_device_errors, dtypes the GPU refuses, and launches on a
 // stream set through StreamScope.
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -189,6 +190,65 @@ TEST(CudaBehavior, RmsNormFusedBackwardOnTwoStreams) {
   for (cudaStream_t s : streams) EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+// The pair backward (LT_RMSNORM_BACKWARD=pair) against single-pdl where a half has the single kernel's
+// thread count (256 at D = 4096 and 8192 in bf16): each half does single's work on single's rows, so dx has
+// the same bits; dw differs only in the order of its f32 sums (the halves' rows added in the block before
+// the column sum): within 1e-5 normwise. Odd row counts below the grid (13) leave a half without rows. The
+// pair grid must be one wave on this GPU: otherwise pair falls back to single-pdl and the comparison would
+// test nothing.
+TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
+  LT_REQUIRE_GPU();
+  for (const int64_t dim : {int64_t(4096), int64_t(8192)}) {
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(dim, 1);
+    ASSERT_GE(o.pair_resident, o.pair_grid) << "D " << dim << ": the pair grid is not one wave on this GPU ("
+                                            << o.pair_resident << " blocks resident): pair runs single-pdl";
+  }
+  struct Case {
+    int64_t rows, dim;
+  };
+  for (const Case c : {Case{2100, 4096}, Case{13, 4096}, Case{1100, 8192}})
+    for (bool accumulate : {false, true}) {
+      const int64_t R = c.rows, C = c.dim;
+      const std::string what =
+          "(" + std::to_string(R) + ", " + std::to_string(C) + ")" + (accumulate ? " dx+=" : "");
+      std::vector<double> x = random_values(static_cast<size_t>(R * C), 81, -2, 2),
+                          w = random_values(static_cast<size_t>(C), 82, 0.5, 1.5),
+                          dy = random_values(static_cast<size_t>(R * C), 83),
+                          dx0 = random_values(static_cast<size_t>(R * C), 84),
+                          dw0 = random_values(static_cast<size_t>(C), 85);
+      DeviceTensor g_x = upload(x, DType::BF16, {R, C}), g_w = upload(w, DType::BF16, {C}),
+                   g_dy = upload(dy, DType::BF16, {R, C}), g_y = poisoned(DType::BF16, {R, C}),
+                   g_rstd = poisoned(DType::F32, {R});
+      const ops::RmsNormParams p{R, C, 1e-5, accumulate};
+      ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+      std::vector<char> dx_bits[2];
+      std::vector<double> dw_values[2];
+      const char* variants[2] = {"single-pdl", "pair"};
+      for (int i = 0; i < 2; ++i) {
+        test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", variants[i]);
+        DeviceTensor g_dw = upload(dw0, DType::F32, {C});
+        DeviceTensor g_dx = accumulate ? upload(dx0, DType::BF16, {R, C}) : poisoned(DType::BF16, {R, C});
+        ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+        dx_bits[i] = raw(g_dx);
+        dw_values[i] = test::download(g_dw);
+      }
+      size_t differing = 0, first = 0;
+      for (size_t b = dx_bits[0].size(); b-- > 0;)
+        if (dx_bits[0][b] != dx_bits[1][b]) {
+          ++differing;
+          first = b;
+        }
+      EXPECT_EQ(differing, 0u) << what << ": pair's dx differs from single-pdl's in " << differing
+                               << " bytes, the first at element " << first / 2 << " (row "
+                               << first / 2 / size_t(C) << ")";
+      const double rel = test::max_rel_diff(dw_values[1], dw_values[0]);
+      EXPECT_LE(rel, 1e-5) << what << ": pair's dw against single-pdl's, normwise relative difference "
+                           << rel;
+      std::printf("rmsnorm_backward pair vs single-pdl %s: dx bytes differing %zu, dw rel diff %.3g\n",
+                  what.c_str(), differing, rel);
+    }
+}
+
 // The RMSNorm kernel requests (rmsnorm_select.h): each known value, and a clear error naming the variable.
 TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   using ops::cuda::RmsNormBackwardKernel;
@@ -215,6 +275,10 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   {
     test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Fused);
+  }
+  {
+    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "pair");
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster8");

@@ -15,14 +15,18 @@
 // of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
 // so the grid runs in two waves). Two more requested variants shorten the default's tail, the column sum:
 // single-pdl (a programmatic dependent launch of a float4 column-sum kernel) and fused (no second launch:
-// the last blocks to finish sum the columns, fused_column_sum). Other rows go through the general kernels
-// (packs or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. Variants of
-// the kernels can be requested for measurement (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// the last blocks to finish sum the columns, fused_column_sum). A requested variant, pair, halves the
+// partial rows at the same occupancy: blocks of two halves of 256 threads, each half a single block's work,
+// add their dw columns in shared memory into one partial row (rmsnorm_backward_pair_kernel), summed as in
+// single-pdl. Other rows go through the general kernels (packs or element by element, partial dw rows in
+// memory). dw may be f32 under 16-bit inputs. Variants of the kernels can be requested for measurement
+// (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
 #include <cooperative_groups.h>
 
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -296,26 +300,20 @@ __device__ void fused_column_sum(const FusedSum<TW>& fused, const float* partial
   sum_partial_columns<kThreads / kWarp>(fused.dw, partial, int64_t(blocks), dim, begin, end);
 }
 
-// Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
-// loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
-// registers across all its rows.
-// partial: (gridDim.x / C, D) f32 or nullptr, written once at the end: with C = 1 each block writes its own
-// row; with C > 1 the kernel runs in clusters of C blocks (the launch's cluster dimension must be C) and
-// cluster c writes row c, the sum of its blocks' rows in rank order. stage (dynamic shared memory, D f32
-// when C > 1): the block's row, read by the cluster's blocks. TW not void (C = 1, partial given): the
-// fused column sum (fused_column_sum) adds the partial rows into fused.dw at the kernel's end.
+// The register backward's row: this thread's packs of dy and x, and rstd.
 template <class T, int K>
 struct RowPacks {
   Pack<T> g[K], a[K];  // this thread's packs of dy and x
   float r;             // the row's rstd
 };
 
+// t: the thread's index among the `threads` threads that share the row (the block, or a pair kernel's half).
 template <class T, int K>
 __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const T* x, const float* rstd,
-                                         int64_t n, int64_t dim, int packs) {
+                                         int64_t n, int64_t dim, int packs, int t, int threads) {
 #pragma unroll
   for (int m = 0; m < K; ++m) {
-    const int k = int(threadIdx.x) + m * int(blockDim.x);
+    const int k = t + m * threads;
     if (k < packs) {
       row.g[m] = load_pack(dy + n * dim, k);
       row.a[m] = load_pack(x + n * dim, k);
@@ -324,6 +322,56 @@ __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const
   row.r = rstd[n];
 }
 
+// One row of the register backward: dx of row n, and the row's dy * x * rstd added to acc (this thread's dw
+// columns). w's packs (wp) stay in registers across rows. The `threads` threads that share the row (t: this
+// one's index) reduce its sum with row_sum(float) -> float, which must also be a barrier among them (their
+// scratch free again for the next row). dx may alias dy: each thread writes only packs it has already read
+// itself.
+template <class T, int K, class RowSum>
+__device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> (&wp)[K], T* dx, const T* dy,
+                                             const T* x, const float* rstd, int64_t n, int64_t dim, int packs,
+                                             int t, int threads, bool accumulate_dx, RowSum&& row_sum) {
+  constexpr int P = kPack<T>;
+  RowPacks<T, K> cur;
+  load_row(cur, dy, x, rstd, n, dim, packs, t, threads);
+  float s = 0.0f;
+#pragma unroll
+  for (int m = 0; m < K; ++m)
+    if (t + m * threads < packs)
+#pragma unroll
+      for (int j = 0; j < P; ++j) s += load_f(&cur.g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&cur.a[m].v[j]);
+  s = row_sum(s);
+  const float r = cur.r, c = r * r * r * s / float(dim);
+  T* dxr = dx + n * dim;  // (D)
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    keep_packed(cur.g[m]);
+    keep_packed(cur.a[m]);
+    keep_packed(wp[m]);
+    const int k = t + m * threads;
+    if (k < packs) {
+      Pack<T> out;
+      if (accumulate_dx) out = load_pack(static_cast<const T*>(dxr), k);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float gv = load_f(&cur.g[m].v[j]), xv = load_f(&cur.a[m].v[j]);
+        acc[m][j] += gv * xv * r;
+        const float v = r * load_f(&wp[m].v[j]) * gv - c * xv;
+        store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
+      }
+      reinterpret_cast<Pack<T>*>(dxr)[k] = out;
+    }
+  }
+}
+
+// Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
+// loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
+// registers across all its rows.
+// partial: (gridDim.x / C, D) f32 or nullptr, written once at the end: with C = 1 each block writes its own
+// row; with C > 1 the kernel runs in clusters of C blocks (the launch's cluster dimension must be C) and
+// cluster c writes row c, the sum of its blocks' rows in rank order. stage (dynamic shared memory, D f32
+// when C > 1): the block's row, read by the cluster's blocks. TW not void (C = 1, partial given): the
+// fused column sum (fused_column_sum) adds the partial rows into fused.dw at the kernel's end.
 template <class T, int K, int C, class TW = void>
 __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
@@ -343,41 +391,9 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
 #pragma unroll
     for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
   }
-  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    RowPacks<T, K> cur;
-    load_row(cur, dy, x, rstd, n, dim, packs);
-    float s = 0.0f;
-#pragma unroll
-    for (int m = 0; m < K; ++m)
-      if (int(threadIdx.x) + m * int(blockDim.x) < packs)
-#pragma unroll
-        for (int j = 0; j < P; ++j)
-          s += load_f(&cur.g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&cur.a[m].v[j]);
-    // Also a barrier: the scratch is free again for the next row's reduction. dx may alias dy: each thread
-    // writes only packs it has already read itself.
-    s = block_sum(s, scratch);
-    const float r = cur.r, c = r * r * r * s / float(dim);
-    T* dxr = dx + n * dim;  // (D)
-#pragma unroll
-    for (int m = 0; m < K; ++m) {
-      keep_packed(cur.g[m]);
-      keep_packed(cur.a[m]);
-      keep_packed(wp[m]);
-      const int k = int(threadIdx.x) + m * int(blockDim.x);
-      if (k < packs) {
-        Pack<T> out;
-        if (accumulate_dx) out = load_pack(static_cast<const T*>(dxr), k);
-#pragma unroll
-        for (int j = 0; j < P; ++j) {
-          const float gv = load_f(&cur.g[m].v[j]), xv = load_f(&cur.a[m].v[j]);
-          acc[m][j] += gv * xv * r;
-          const float v = r * load_f(&wp[m].v[j]) * gv - c * xv;
-          store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
-        }
-        reinterpret_cast<Pack<T>*>(dxr)[k] = out;
-      }
-    }
-  }
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x)
+    backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, int(threadIdx.x), int(blockDim.x),
+                       accumulate_dx, [&](float s) { return block_sum(s, scratch); });
   if (!partial) return;  // uniform over the grid: every block of a cluster leaves here or reaches its syncs
   // The block's row goes to its own partial row (C = 1) or to its stage for the cluster; D % P == 0 and P is
   // a multiple of 4, so the row is whole float4s.
@@ -421,6 +437,100 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
       out[i] = sum;
     }
     cluster.sync();  // no block leaves (freeing its stage) while another still reads it
+  }
+}
+
+// The half of a pair kernel's block this thread is in (threadIdx.y, 0 or 1), read from %tid.y at every use
+// (volatile): the compiler then never keeps it in a register across the row loop, where the bf16 kernel at
+// 64 registers has none to spare (kept, it spilled).
+__device__ __forceinline__ int half_index() {
+  int h;
+  asm volatile("mov.u32 %0, %%tid.y;" : "=r"(h));
+  return h;
+}
+
+// The row sum among the kThreads threads of this thread's half (blockDim (kThreads, 2)), in block_sum's
+// order (the same bits as block_sum over a block of kThreads threads); its barriers are named barrier
+// 1 + half (barrier 0 is __syncthreads'), so a half never waits for the other. The thread count is an
+// immediate: a register holding it across the row loop spilled. scratch: 2 x kWarp floats, one run per half.
+__device__ __forceinline__ void half_barrier() {
+  if (half_index() == 0)
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+  else
+    asm volatile("bar.sync 2, %0;" ::"n"(kThreads) : "memory");
+}
+__device__ __forceinline__ float half_sum(float v, float* scratch) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  v = warp_sum(v);
+  if (lane == 0) scratch[half_index() * kWarp + warp] = v;
+  half_barrier();
+  constexpr int warps = kThreads / kWarp;
+  float s = lane < warps ? scratch[half_index() * kWarp + lane] : 0.0f;
+  s = warp_sum(s);
+  half_barrier();
+  return s;
+}
+
+// The pair backward (LT_RMSNORM_BACKWARD=pair): the register backward with half the partial rows at the
+// same occupancy. A block is two halves (blockDim (kThreads, 2): threadIdx.y the half, threadIdx.x the
+// thread in it), each doing what a block of rmsnorm_backward_regs_kernel does with its registers (the same
+// launch bounds per thread: twice the threads, half the blocks per SM), on the rows of half index
+// 2 * blockIdx.x + half, + 2 * gridDim.x, ...: the single kernel's rows of block 2b + half, a function of the
+// shape only. A half has kThreads threads whatever the row length (the thread count an immediate in
+// half_barrier; the single kernel gives short rows fewer threads, so there dx's row sums are added in another
+// order than single's; at kThreads threads, such as D = 4096 in 16-bit, dx has single's bits). Each half
+// syncs only itself (half_barrier), so a half never waits for the other's rows. At the end half 1 stages its
+// dw columns in shared memory and half 0 writes ONE partial row per block, half 0's columns + half 1's (that
+// order): partial (gridDim.x, D) f32, summed by column_reduce_quads_kernel as a dependent launch.
+template <class T, int K>
+__global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) / 2)
+    rmsnorm_backward_pair_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
+  constexpr int P = kPack<T>;
+  __shared__ float scratch[2][kWarp];             // each half's row sums
+  __shared__ float4 stage[K * kThreads * P / 4];  // (D / 4 used) half 1's dw columns
+  allow_dependent_launch();
+  const int t = int(threadIdx.x), threads = kThreads;
+  const int packs = int(dim / P);
+  Pack<T> wp[K];    // this thread's packs of w
+  float acc[K][P];  // this thread's columns of its half's dw
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = t + m * threads;
+    if (k < packs) wp[m] = load_pack(w, k);
+#pragma unroll
+    for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
+  }
+  for (int64_t n = 2 * int64_t(blockIdx.x) + half_index(); n < rows; n += 2 * int64_t(gridDim.x))
+    backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, t, threads, accumulate_dx,
+                       [&](float s) { return half_sum(s, &scratch[0][0]); });
+  if (!partial) return;  // uniform over the block
+  // D % P == 0 and P is a multiple of 4: the columns are whole float4s, thread t's at k * (P / 4) + q in
+  // both halves.
+  if (half_index() == 1) {
+#pragma unroll
+    for (int m = 0; m < K; ++m) {
+      const int k = t + m * threads;
+      if (k < packs)
+#pragma unroll
+        for (int q = 0; q < P / 4; ++q)
+          stage[k * (P / 4) + q] =
+              make_float4(acc[m][4 * q], acc[m][4 * q + 1], acc[m][4 * q + 2], acc[m][4 * q + 3]);
+    }
+  }
+  __syncthreads();
+  if (half_index() == 1) return;
+  float4* row = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4)
+#pragma unroll
+  for (int m = 0; m < K; ++m) {
+    const int k = t + m * threads;
+    if (k < packs)
+#pragma unroll
+      for (int q = 0; q < P / 4; ++q) {
+        const float4 o = stage[k * (P / 4) + q];
+        row[k * (P / 4) + q] = make_float4(acc[m][4 * q] + o.x, acc[m][4 * q + 1] + o.y,
+                                           acc[m][4 * q + 2] + o.z, acc[m][4 * q + 3] + o.w);
+      }
   }
 }
 
@@ -623,13 +733,13 @@ unsigned* fused_counter(cudaStream_t s) {
 }
 
 // How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) the current device holds at
-// once; queried once per (thread, device, kernel).
+// once; queried once per (thread, device, kernel, threads).
 template <class Kernel>
 int64_t resident_blocks(Kernel kernel, int threads) {
   int device = 0;
   LT_CUDA_CHECK(cudaGetDevice(&device));
-  thread_local std::map<std::pair<int, const void*>, int64_t> cache;
-  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
+  thread_local std::map<std::tuple<int, const void*, int>, int64_t> cache;
+  const std::tuple<int, const void*, int> key{device, reinterpret_cast<const void*>(kernel), threads};
   const auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   int per_sm = 0, sms = 0;
@@ -649,6 +759,7 @@ int backward_cluster_size(RmsNormBackwardKernel request) {
     case RmsNormBackwardKernel::Single:
     case RmsNormBackwardKernel::SinglePdl:
     case RmsNormBackwardKernel::Fused:
+    case RmsNormBackwardKernel::Pair:
     case RmsNormBackwardKernel::General:
       break;
   }
@@ -694,6 +805,21 @@ cudaLaunchConfig_t cluster_launch(int64_t grid, int threads, int64_t dim, int cl
   return config;
 }
 
+// The pair kernel's grid for `rows` rows (a half per row up to kGridSms * backward_regs_blocks_per_sm(K)
+// halves: 264 blocks of 2 x 256 threads at D <= 4096 in 16-bit), or 0 where this GPU does not hold that many
+// of its blocks at once (the caller then takes single-pdl).
+template <class T>
+int64_t pair_blocks(const RegShape& shape, int64_t rows) {
+  int64_t blocks = 0;
+  with_packs(shape.packs_per_thread, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    const int64_t halves = kGridSms * backward_regs_blocks_per_sm(K);
+    const int64_t wanted = rows < halves ? (rows + 1) / 2 : halves / 2;
+    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * kThreads) >= wanted) blocks = wanted;
+  });
+  return blocks;
+}
+
 }  // namespace
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
@@ -735,8 +861,14 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     const int64_t grid = shape.packs_per_thread > 0
                              ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
                              : kBackwardBlocks;
+    // The pair kernel's blocks (0: not requested, or not one wave here: single-pdl instead).
+    const int64_t paired = request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0
+                               ? pair_blocks<T>(shape, rows)
+                               : 0;
     // A whole number of clusters (grid is a multiple of 8); the blocks past the rows add zero rows.
-    const int64_t blocks = rows < grid ? (rows + cluster - 1) / cluster * cluster : grid;
+    const int64_t blocks = paired > 0    ? paired
+                           : rows < grid ? (rows + cluster - 1) / cluster * cluster
+                                         : grid;
     const int64_t parts = blocks / cluster;
     float* partial = nullptr;  // (parts, D) f32, stream-ordered scratch
     if (dw)
@@ -749,6 +881,11 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
         T* dx_t = static_cast<T*>(dx);
         const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
                 *w_t = static_cast<const T*>(w);
+        if (paired > 0) {
+          rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), dim3(kThreads, 2), 0, s>>>(
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+          return;
+        }
         if (cluster == 1) {
           // The fused kernel where its reducers fit on the GPU at once (rmsnorm_backward_regs_kernel's
           // FusedSum); otherwise the single kernel and the column sum after it.
@@ -784,8 +921,11 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      // single-pdl: the register kernel's partial rows (D % 4 == 0, aligned) summed by the dependent launch.
-      const bool quads = request == RmsNormBackwardKernel::SinglePdl && shape.packs_per_thread > 0;
+      // single-pdl and pair (or its fallback, single-pdl): the register kernel's partial rows (D % 4 == 0,
+      // aligned) summed by the dependent launch.
+      const bool quads =
+          (request == RmsNormBackwardKernel::SinglePdl || request == RmsNormBackwardKernel::Pair) &&
+          shape.packs_per_thread > 0;
       const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
       const auto reduce = [&](auto* dw_t) {
         if (quads)
@@ -819,6 +959,8 @@ RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int c
       result.resident = int64_t(per_sm) * sms;
       result.fused_resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K, 1, float>, shape.threads);
       result.fused_reducers = result.grid < kFusedReducers ? result.grid : kFusedReducers;
+      result.pair_grid = result.grid / 2;
+      result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
       return;
     }
     cudaLaunchAttribute attribute{};

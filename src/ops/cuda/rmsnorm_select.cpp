@@ -24,10 +24,11 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request() {
   if (v.empty() || v == "single") return RmsNormBackwardKernel::Single;
   if (v == "single-pdl") return RmsNormBackwardKernel::SinglePdl;
   if (v == "fused") return RmsNormBackwardKernel::Fused;
+  if (v == "pair") return RmsNormBackwardKernel::Pair;
   if (v == "general") return RmsNormBackwardKernel::General;
   LT_FAIL(
-      "LT_RMSNORM_BACKWARD = '{}'; expected one of single, single-pdl, fused, cluster, cluster-serial, "
-      "cluster8, general (or unset)",
+      "LT_RMSNORM_BACKWARD = '{}'; expected one of single, single-pdl, fused, pair, cluster, "
+      "cluster-serial, cluster8, general (or unset)",
       v);
 }
 

@@ -15,6 +15,11 @@
 //                        for every partial row (a ticket counter) and sum a fixed share of the columns each
 //                        (the single kernel and its sum where those 256 blocks do not fit on the GPU);
 //                        both sum every column in a fixed order (bit-deterministic, like the others);
+//                        pair: blocks of two halves of 256 threads at 2 blocks/SM (264 blocks, the same
+//                        threads and registers per SM as single), each half the single kernel's work on its
+//                        own rows, the halves' dw columns added in shared memory: one partial row per block
+//                        (half of single's), summed as in single-pdl (single-pdl where the pair grid is not
+//                        one wave on the GPU);
 //                        cluster: the same kernel with the blocks in clusters of 4 that add their partial
 //                        dw rows in
 //                        distributed shared memory before writing them (4x fewer rows to write and sum);
@@ -45,6 +50,7 @@ enum class RmsNormBackwardKernel : uint8_t {
   Single,
   SinglePdl,
   Fused,
+  Pair,
   General
 };
 
@@ -57,10 +63,13 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // LT_RMSNORM_BACKWARD
 // its grid. The grid in one wave needs resident >= grid. The arguments are checked here (rmsnorm_select.cpp),
 // the kernels queried in rmsnorm.cu (_unchecked: trusts its arguments).
 // With cluster 1 also the fused variant's check (bf16, f32 dw): it runs fused when fused_resident (its
-// kernel's blocks held at once) >= fused_reducers (the blocks that wait), else falls back to single.
+// kernel's blocks held at once) >= fused_reducers (the blocks that wait), else falls back to single; and the
+// pair variant's: it runs paired when pair_resident (its blocks of twice the threads held at once) >=
+// pair_grid, else falls back to single-pdl.
 struct RmsNormBackwardOccupancy {
   int64_t resident = 0, grid = 0;
   int64_t fused_resident = 0, fused_reducers = 0;  // cluster 1 only
+  int64_t pair_resident = 0, pair_grid = 0;        // cluster 1 only
 };
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim, int cluster);
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster);  // rmsnorm.cu
