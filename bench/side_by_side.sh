@@ -6,7 +6,8 @@
 # warm-up) and its memory is the GPU's memory in use after a step (the peer's is torch's peak allocation,
 # which leaves out the CUDA context: the comparison is conservative for leantune). Like the peer, leantune
 # does not clip gradients here (max_grad_norm 0; it still computes the norm for its log).
-#   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below); SKIP_PEERS=1: leantune only
+#   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below); SKIP_PEERS=1: leantune only;
+#   SKIP_EAGER=1: rows that run both peers run only the compiled one
 set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
@@ -87,7 +88,8 @@ run_workload() {
     llama8b_lora_1024x8)  # keeps every GEMM output but q, which waits in host memory (under 40 GiB)
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise \
         --offload_activations true --offload_only q)"
-      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 1024 --batch 8)"
+      et=-; eg=-  # SKIP_EAGER=1: the compiled peer only (the stronger one here, GPU.md)
+      [ "${SKIP_EAGER:-0}" = 1 ] || read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 1024 --batch 8)"
       read -r ct cg <<< "$(peer_run "$1_compiled" --model llama3.1-8b --mode lora --seq 1024 --batch 8 --compile)"
       ;;
     llama8b_lora_16384x1)  # chunks of 4096, layer-input checkpoints in host memory
@@ -136,7 +138,8 @@ run_workload() {
       ;;
     qwen1.5b_full_1024x8)  # elementwise recompute, each layer's AdamW step right after its backward
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5 $qwen_settings)"
-      read -r et eg <<< "$(peer_run "$1_eager" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8)"
+      et=-; eg=-
+      [ "${SKIP_EAGER:-0}" = 1 ] || read -r et eg <<< "$(peer_run "$1_eager" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8)"
       read -r ct cg <<< "$(peer_run "$1_compiled" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8 --compile)"
       ;;
     *) echo "unknown workload $1"; return ;;
