@@ -192,8 +192,8 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   for (int64_t l = 0; l < L; ++l) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
-    const bool attention_kept = !full;  // kept by None, Selective, Elementwise and Norms
-    const bool gemm_out_kept = !full && !selective;            // gate and up: kept by None, Elementwise, Norms
+    const bool attention_kept = !full;               // kept by None, Selective, Elementwise and Norms
+    const bool gemm_out_kept = !full && !selective;  // gate and up: kept by None, Elementwise, Norms
     const bool mlp_kept = gemm_out_kept && !norms_recomputed;  // the norms' outputs, their rstds: None
     const bool h_kept = mlp_kept || norms;                     // h: None and Norms
     kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);

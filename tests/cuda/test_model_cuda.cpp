@@ -236,14 +236,21 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
       bool offload;
       std::vector<std::string> only;  // DecoderOptions::offload_only
     };
-    const Variant variants[] = {{R::None, false, {}},        {R::Selective, false, {}}, {R::Full, false, {}},
-                                {R::Elementwise, false, {}}, {R::Selective, true, {}},  {R::None, true, {}},
-                                {R::Elementwise, true, {}},  {R::Elementwise, true, {"q"}},
+    const Variant variants[] = {{R::None, false, {}},
+                                {R::Selective, false, {}},
+                                {R::Full, false, {}},
+                                {R::Elementwise, false, {}},
+                                {R::Selective, true, {}},
+                                {R::None, true, {}},
+                                {R::Elementwise, true, {}},
+                                {R::Elementwise, true, {"q"}},
                                 {R::None, true, {"gate", "up"}},
-                                // Norms reads the kept h; with h offloaded its device slot also takes dAttn/dQ
-                                // (F = 512)
-                                {R::Norms, false, {}},       {R::Norms, true, {}},
-                                {R::Norms, true, {"q", "h"}}, {R::Norms, true, {"h"}}};  // the first: reference
+                                // Norms reads the kept h; with h offloaded its device slot also takes
+                                // dAttn/dQ (F = 512)
+                                {R::Norms, false, {}},
+                                {R::Norms, true, {}},
+                                {R::Norms, true, {"q", "h"}},
+                                {R::Norms, true, {"h"}}};  // the first: reference
     for (const auto& [policy, offload, only] : variants) {
       ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
       model::DecoderOptions options(policy);

@@ -2,8 +2,9 @@
 // and with f32 master weights, tied and untied heads, partial fine-tuning with a frozen layer, recompute
 // none, elementwise and norms: AdamW stepped layer by layer during backward gives the end-of-step run bit for
 // bit (every step's loss and grad_norm, the checkpoint's weights and AdamW moments, the final model). Judged
-// with deterministic: true (leantune's attention kernels); the default attention (cuDNN when it loads) is also
-// run and its comparison printed, since a nondeterministic backend would differ run to run in either mode.
+// with deterministic: true (leantune's attention kernels); the default attention (cuDNN when it loads) is
+// also run and its comparison printed, since a nondeterministic backend would differ run to run in either
+// mode.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -250,8 +250,9 @@ TEST(MemoryPlan, NormsWithQAndHOffloadedMatchesARealStep) {
 TEST(MemoryPlan, OptimizerInBackwardHoldsOneLayersGradients) {
   const model::ModelConfig config = small_config(32, 3, 4, 2, 48, 97);
   for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Partial})
-    for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
-                                    model::Recompute::Elementwise, model::Recompute::Norms}) {
+    for (model::Recompute policy :
+         {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
+          model::Recompute::Elementwise, model::Recompute::Norms}) {
       SCOPED_TRACE(fmt::format("{} recompute {}", method == FinetuneMethod::Full ? "full" : "partial",
                                model::recompute_name(policy)));
       model::MemoryPlanSettings s;

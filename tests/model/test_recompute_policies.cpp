@@ -285,7 +285,8 @@ TEST(RecomputePolicies, NormsKeepsElementwisesBuffersPlusH) {
 
         const auto elem =
             by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
-        const auto norms = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Norms));
+        const auto norms =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Norms));
         std::map<std::string, size_t> expect_in;
         for (int64_t l = 0; l < L; ++l) expect_in.emplace(fmt::format("layer.{}.h", l), h_bytes);
         EXPECT_EQ(minus(norms, elem), expect_in) << what;
@@ -297,8 +298,10 @@ TEST(RecomputePolicies, NormsKeepsElementwisesBuffersPlusH) {
 
         model::DecoderOptions elem_qh(Recompute::Elementwise), norms_qh(Recompute::Norms);
         elem_qh.offload_only = norms_qh.offload_only = {"q", "h"};
-        const auto elem_off = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, elem_qh, true));
-        const auto norms_off = by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, norms_qh, true));
+        const auto elem_off =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, elem_qh, true));
+        const auto norms_off =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, norms_qh, true));
         EXPECT_EQ(minus(norms_off, elem_off),
                   (std::map<std::string, size_t>{{"offload.slot0.h", h_bytes}, {"offload.slot1.h", h_bytes}}))
             << what << " offload q,h";
@@ -312,7 +315,8 @@ TEST(RecomputePolicies, NormsKeepsElementwisesBuffersPlusH) {
         const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
         const model::ChunkedOptions norms_c{.chunk_size = 16, .recompute = Recompute::Norms};
         const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
-        const auto norms_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, norms_c, specs));
+        const auto norms_k =
+            by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, norms_c, specs));
         std::map<std::string, size_t> kept_h;
         for (int64_t l = 0; l < L; ++l) kept_h.emplace(fmt::format("layer.{}.kept_h", l), h_bytes);
         EXPECT_EQ(minus(norms_k, elem_k), kept_h) << what << " chunked";
