@@ -119,6 +119,11 @@ run_workload() {
         --offload_activations true --offload_only q)"
       et=-; eg=-; ct=-; cg=-
       ;;
+    llama8b_lora_1024x8_norms_offload_qh)  # keeps h too (no SwiGLU recompute), q and h in host memory
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute norms \
+        --offload_activations true --offload_only q,h)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
     qwen1.5b_full_1024x8_elementwise)  # the Qwen row keeping GEMM outputs only (norms, SwiGLU recomputed)
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/qwen2.5-1.5b full 1024 8 0 5 --recompute elementwise)"
       et=-; eg=-; ct=-; cg=-

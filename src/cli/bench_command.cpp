@@ -275,7 +275,7 @@ void check_options(const BenchOptions& o) {
   LT_CHECK(o.batch >= 1, "bench: --batch {}, expected at least 1 row", o.batch);
   LT_CHECK(o.chunk_size >= 0, "bench: --chunk_size {}, expected >= 0 (0: whole sequence only)", o.chunk_size);
   LT_CHECK(o.recompute == "auto" || model::recompute_from_name(o.recompute).has_value(),
-           "bench: --recompute {}, expected auto, none, full, selective or elementwise", o.recompute);
+           "bench: --recompute {}, expected auto, none, full, selective, elementwise or norms", o.recompute);
   LT_CHECK(o.trials >= 1, "bench: --trials {}, expected at least 1", o.trials);
   LT_CHECK(o.warmup >= 0, "bench: --warmup {}, expected >= 0", o.warmup);
   LT_CHECK(!(o.no_whole && o.chunk_size == 0),
@@ -446,7 +446,7 @@ void register_bench_command(CLI::App& app) {
                   "chunked runs (with --no_whole): the layer-input checkpoints in page-locked host memory");
   bench
       ->add_option("--recompute", o->recompute,
-                   "auto (none whole, full chunked), none, full, selective or elementwise")
+                   "auto (none whole, full chunked), none, full, selective, elementwise or norms")
       ->capture_default_str();
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();

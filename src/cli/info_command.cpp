@@ -108,7 +108,7 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   if (o.recompute != "auto") {
     s.recompute = model::recompute_from_name(o.recompute);
     LT_CHECK(s.recompute.has_value(),
-             "info --plan: --recompute {} is not one of auto, none, full, selective, elementwise",
+             "info --plan: --recompute {} is not one of auto, none, full, selective, elementwise, norms",
              o.recompute);
   }
   if (o.finetune == "full") s.method = model::FinetuneMethod::Full;
@@ -199,7 +199,7 @@ void register_info_command(CLI::App& app) {
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
   cmd->add_option(
       "--recompute", options->recompute,
-      "with --plan: auto (none whole-sequence, full chunked), none, full, selective or elementwise");
+      "with --plan: auto (none whole-sequence, full chunked), none, full, selective, elementwise or norms");
   cmd->add_flag("--offload_activations", options->offload,
                 "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
                 "chunked: the layer-input checkpoints)");

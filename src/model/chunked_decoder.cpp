@@ -172,8 +172,8 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   lse_ = alloc("loss_lse", st, {B * T});
 
   // Kept per layer for all T tokens (the recompute policy); everything else is one chunk's buffer below.
-  const bool keep_all = options_.recompute == Recompute::None,
-             keep_gemm_outputs = keep_all || options_.recompute == Recompute::Elementwise,
+  const bool keep_all = options_.recompute == Recompute::None, norms = options_.recompute == Recompute::Norms,
+             keep_gemm_outputs = keep_all || norms || options_.recompute == Recompute::Elementwise,
              keep_attention = keep_gemm_outputs || options_.recompute == Recompute::Selective;
   kept_.assign(size_t(L), LayerActivations{});
   for (int64_t l = 0; l < L; ++l) {
@@ -198,8 +198,8 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
       k.attn_in = alloc(name("attn_in"), dt, {B * T, D});
       k.ffn_rstd = alloc(name("ffn_rstd"), st, {B * T, 1});
       k.ffn_in = alloc(name("ffn_in"), dt, {B * T, D});
-      k.h = alloc(name("h"), dt, {B * T, F});
     }
+    if (keep_all || norms) k.h = alloc(name("h"), dt, {B * T, F});
   }
 
   LayerActivations& a = acts_;
@@ -217,11 +217,12 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   a.ffn_in = alloc("chunk.ffn_in", dt, {N, D});
   a.gate = alloc("chunk.gate", dt, {N, F});
   a.up = alloc("chunk.up", dt, {N, F});
-  a.h = alloc("chunk.h", dt, {N, F});
+  if (!norms) a.h = alloc("chunk.h", dt, {N, F});  // Norms: every chunk's h is kept
   LayerScratch& s = scratch_;
   s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
   s.d_h = alloc("chunk.grad.h", dt, {N, F});
-  if (options_.recompute != Recompute::Elementwise) {  // Elementwise: over the kept gate and up (decoder.h)
+  // Elementwise, Norms: over the kept gate and up (decoder.h)
+  if (options_.recompute != Recompute::Elementwise && !norms) {
     s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
     s.d_up = alloc("chunk.grad.up", dt, {N, F});
   }
@@ -554,9 +555,11 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
                              offload_attention_);
       else if (options_.recompute == Recompute::Selective)
         layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
-      if (options_.recompute == Recompute::Elementwise)  // into the one-chunk buffers every policy has
+      if (options_.recompute == Recompute::Elementwise || options_.recompute == Recompute::Norms)
+        // into the one-chunk buffers every policy has; Norms reads the kept h
         layer_backward_elementwise(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                                   kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+                                   kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads),
+                                   options_.recompute == Recompute::Norms);
       else
         layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
                        kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));

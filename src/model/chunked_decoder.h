@@ -20,7 +20,7 @@
 // checkpoints and caches.
 //
 // The cost: every layer's forward runs twice (once in forward, once recomputed in backward); the Selective,
-// Elementwise and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
+// Elementwise, Norms and None policies (ChunkedOptions::recompute) trade memory for less or no recomputation.
 //
 // Offload (ChunkedOptions::offload, Recompute::Full only): the checkpoints live in a host arena (page-locked
 // for the GPU, ops::staging_memory) and the device holds two (B*C, D) slots. Checkpoint (chunk k, boundary l)
@@ -66,7 +66,7 @@ struct ChunkedOptions {
   // the LoRA activations, so backward recomputes norms and the MLP but never the attention; None keeps
   // every activation of every chunk (no recomputation, O(T) activation memory, for comparison);
   // Elementwise keeps what Selective does plus gate and up, so backward recomputes only the norms and
-  // silu(gate) * up.
+  // silu(gate) * up; Norms keeps h = silu(gate) * up as well, so backward recomputes only the norms.
   Recompute recompute = Recompute::Full;
   // The residual checkpoints in host memory (see above), two (B*C, D) device slots instead of (L+1) of
   // (B*T, D). Only with Recompute::Full; the decoder is then given the host arena.

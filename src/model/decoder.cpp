@@ -123,12 +123,15 @@ std::string_view recompute_name(Recompute r) {
       return "selective";
     case Recompute::Elementwise:
       return "elementwise";
+    case Recompute::Norms:
+      return "norms";
   }
   return "?";
 }
 
 std::optional<Recompute> recompute_from_name(std::string_view name) {
-  for (Recompute r : {Recompute::None, Recompute::Full, Recompute::Selective, Recompute::Elementwise})
+  for (Recompute r :
+       {Recompute::None, Recompute::Full, Recompute::Selective, Recompute::Elementwise, Recompute::Norms})
     if (recompute_name(r) == name) return r;
   return std::nullopt;
 }
@@ -154,7 +157,9 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
                 KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
   const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective,
-             elementwise = recompute_ == Recompute::Elementwise;
+             elementwise = recompute_ == Recompute::Elementwise, norms = recompute_ == Recompute::Norms;
+  // Elementwise and Norms recompute the two norms in backward scratch (layer_backward_elementwise).
+  const bool norms_recomputed = elementwise || norms;
 
   batch_buffers_.plan(alloc, B, T);
   resid_.resize(size_t(L + 1));
@@ -187,13 +192,14 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   for (int64_t l = 0; l < L; ++l) {
     KvContext& kv = kv_[size_t(l)];
     LayerActivations& a = acts_[size_t(l)];
-    const bool attention_kept = !full;  // kept by None, Selective and Elementwise
-    const bool gemm_out_kept = !full && !selective;       // gate and up: kept by None and Elementwise
-    const bool mlp_kept = gemm_out_kept && !elementwise;  // the norms' outputs, their rstds and h: None
+    const bool attention_kept = !full;               // kept by None, Selective, Elementwise and Norms
+    const bool gemm_out_kept = !full && !selective;  // gate and up: kept by None, Elementwise, Norms
+    const bool mlp_kept = gemm_out_kept && !norms_recomputed;  // the norms' outputs, their rstds: None
+    const bool h_kept = mlp_kept || norms;                     // h: None and Norms
     kv.k = buffer(l, attention_kept, "k", dt, {B, T, KVH, HD}, 0);
     kv.v = buffer(l, attention_kept, "v", dt, {B, T, KVH, HD}, 1);
     a.x = resid_[size_t(l)];
-    if (!elementwise) {  // Elementwise: in backward scratch (below)
+    if (!norms_recomputed) {  // Elementwise, Norms: in backward scratch (below)
       a.attn_rstd = buffer(l, mlp_kept, "attn_rstd", st, {N}, 2);
       a.attn_in = buffer(l, mlp_kept, "attn_in", dt, {N, D}, 3);
     }
@@ -205,11 +211,11 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
     a.mid = buffer(l, attention_kept, "mid", dt, {N, D}, 7);
     a.gate = buffer(l, gemm_out_kept, "gate", dt, {N, F}, 10);
     a.up = buffer(l, gemm_out_kept, "up", dt, {N, F}, 11);
-    if (!elementwise) {
+    if (!norms_recomputed) {
       a.ffn_rstd = buffer(l, mlp_kept, "ffn_rstd", st, {N}, 8);
       a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
-      a.h = buffer(l, mlp_kept, "h", dt, {N, F}, 12);
     }
+    if (!elementwise) a.h = buffer(l, h_kept, "h", dt, {N, F}, 12);
   }
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
@@ -256,23 +262,22 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   scratch_.d_h = alloc("grad.h", dt, {N, F});
   scratch_.d_k = kv_grads_.dk;
   scratch_.d_v = kv_grads_.dv;
-  if (!elementwise) {
+  if (!norms_recomputed) {
     scratch_.d_gate = alloc("grad.gate", dt, {N, F});
     scratch_.d_up = alloc("grad.up", dt, {N, F});
     scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
     scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
   } else {
     // layer_backward_elementwise's placement (decoder.h): the gate/up gradients overwrite the layer's own
-    // gate and up (no grad.gate, grad.up); h in a buffer of its own, which also holds dAttn and dQ (used
-    // only after h's last use) when it is large enough; both norm outputs in grad.h when it is (F >= D), and
-    // both rstds in one buffer. The forward writes them there too: backward scratch is free during forward
-    // (the head's backward in forward writes only grad.norm_out).
-    const Tensor h = alloc("recompute.h", dt, {N, F});  // (N, F)
-    const int64_t q_elems = N * H * HD;
-    if (2 * q_elems <= N * F) {
-      scratch_.d_attn = Tensor(h.data, dt, {B, T, H, HD}, h.device);
-      scratch_.d_q = Tensor(h.data ? static_cast<char*>(h.data) + size_t(q_elems) * dtype_size(dt) : nullptr,
-                            dt, {B, T, H, HD}, h.device);
+    // gate and up (no grad.gate, grad.up); h (Elementwise: in a buffer of its own; Norms: the layer's kept
+    // h) also holds dAttn and dQ (used only after h's last use) when it is large enough; both norm outputs
+    // in grad.h when it is (F >= D), and both rstds in one buffer. The forward writes them there too:
+    // backward scratch is free during forward (the head's backward in forward writes only grad.norm_out).
+    // Norms' scratch_.d_attn/d_q stay empty then: backward points them at each layer's h
+    // (attention_grads_in_h).
+    const Tensor h = elementwise ? alloc("recompute.h", dt, {N, F}) : Tensor();  // (N, F)
+    if (attention_grads_fit_in_h()) {
+      if (elementwise) attention_grads_in_h(h, scratch_);
     } else {
       scratch_.d_attn = alloc("grad.attn_out", dt, {B, T, H, HD});
       scratch_.d_q = alloc("grad.q", dt, {B, T, H, HD});
@@ -283,7 +288,7 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
     for (LayerActivations& a : acts_) {
       a.attn_in = a.ffn_in = norm_out;
       a.attn_rstd = a.ffn_rstd = rstd;
-      a.h = h;
+      if (elementwise) a.h = h;
     }
   }
   lm_.x = resid_[size_t(L)];
@@ -450,7 +455,12 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
     if (recompute_ == Recompute::Elementwise)
       layer_backward_elementwise(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
                                  kv_grads_, a, scratch_, d_resid_, lora_pass(l, lora_grads));
-    else
+    else if (recompute_ == Recompute::Norms) {
+      LayerScratch s = scratch_;
+      if (s.d_attn.empty()) attention_grads_in_h(a.h, s);  // plan(): this layer's h, dead by then
+      layer_backward_elementwise(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                                 kv_grads_, a, s, d_resid_, lora_pass(l, lora_grads), true);
+    } else
       layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
                      a, scratch_, d_resid_, lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
@@ -461,6 +471,18 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
     ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,
                             d_resid_, batch.input_ids.reshaped({N}));
   if (layer_done_) layer_done_(-1);
+}
+
+bool Decoder::attention_grads_fit_in_h() const {
+  const int64_t N = batch_ * tokens_;
+  return 2 * N * config_.num_heads * config_.head_dim <= N * config_.intermediate_size;
+}
+
+void Decoder::attention_grads_in_h(const Tensor& h, LayerScratch& s) const {
+  const int64_t B = batch_, T = tokens_, H = config_.num_heads, HD = config_.head_dim;
+  const size_t q_bytes = size_t(B * T * H * HD) * dtype_size(dtype_);
+  s.d_attn = Tensor(h.data, dtype_, {B, T, H, HD}, h.device);
+  s.d_q = Tensor(h.data ? static_cast<char*>(h.data) + q_bytes : nullptr, dtype_, {B, T, H, HD}, h.device);
 }
 
 LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {

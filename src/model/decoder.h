@@ -158,10 +158,12 @@ void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights
 // layer's backward runs once per forward); scratch.d_gate/d_up are not used. So a decoder may place ffn_in
 // and attn_in in scratch.d_h (dead after swiglu's backward; ffn_in is dead before attn_in is written), both
 // rstds in one buffer, and scratch.d_attn/d_q in h's buffer (h is dead before the attention branch begins).
+// h_kept (Recompute::Norms): acts.h holds the forward's h, which is read, not recomputed; the rest as above
+// (h is still dead once the MLP branch is done, so d_attn/d_q may still live in it).
 void layer_backward_elementwise(const ModelConfig& config, int64_t layer, const LayerWeights& w,
                                 LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv,
                                 const KvGrads& kv_grads, LayerActivations& acts, LayerScratch& scratch,
-                                Tensor d_resid, const LoraPass& lora = {});
+                                Tensor d_resid, const LoraPass& lora = {}, bool h_kept = false);
 
 // The final norm, the LM head and the cross-entropy over N = B*T rows.
 struct LmActivations {
@@ -183,9 +185,12 @@ struct LmActivations {
 //     rstds and h); the layer's backward recomputes the two RMSNorms and silu(gate) * up (memory-bound, no
 //     GEMM) right before it needs them, into backward scratch that is dead at that point
 //     (layer_backward_elementwise).
+//   Norms: what Elementwise keeps plus h = silu(gate) * up of every layer; backward recomputes only the two
+//     RMSNorms (layer_backward_elementwise with h_kept). With offload_only [h] (or [q, h]) h goes to host
+//     memory while the layer's GEMMs run, so SwiGLU is not recomputed at little device memory.
 // Recomputation repeats the same deterministic ops on the same inputs: gradients are bit-identical.
-enum class Recompute : uint8_t { None, Full, Selective, Elementwise };
-std::string_view recompute_name(Recompute r);  // "none", "full", "selective", "elementwise"
+enum class Recompute : uint8_t { None, Full, Selective, Elementwise, Norms };
+std::string_view recompute_name(Recompute r);  // "none", "full", "selective", "elementwise", "norms"
 std::optional<Recompute> recompute_from_name(std::string_view name);
 
 // Recompute::Full's recomputation in the chunked decoder, whose per-layer K/V cache still holds the chunk's
@@ -319,6 +324,10 @@ class Decoder {
   void offload_store(int64_t layer);   // queue layer's kept tensors device -> host
   void offload_fetch(int64_t layer);   // queue them host -> device (its slot)
   LoraPass lora_pass(int64_t layer, LoraWeights* grads) const;
+  // Elementwise and Norms: dAttn and dQ (B, T, H, HD) fit in an (N, F) h buffer; then they live in h's first
+  // 2 * N * H * HD elements.
+  bool attention_grads_fit_in_h() const;
+  void attention_grads_in_h(const Tensor& h, LayerScratch& s) const;
 
   const ModelConfig& config_;
   DType dtype_;

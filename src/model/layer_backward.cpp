@@ -15,12 +15,13 @@
 namespace lt::model {
 namespace {
 
-// recompute: Elementwise's h, ffn_in/ffn_rstd and attn_in/attn_rstd are written into `a` right before their
-// first use, and the gate/up gradients over a.gate/a.up (see layer_backward_elementwise), else `a` is only
-// read. `s` by value: Elementwise points its d_gate/d_up at a.gate/a.up.
+// recompute: Elementwise's h (unless h_kept: Norms), ffn_in/ffn_rstd and attn_in/attn_rstd are written into
+// `a` right before their first use, and the gate/up gradients over a.gate/a.up (see
+// layer_backward_elementwise), else `a` is only read. `s` by value: Elementwise points its d_gate/d_up at
+// a.gate/a.up.
 void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
               const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads, LayerActivations& a,
-              LayerScratch s, Tensor d_resid, const LoraPass& lora, bool recompute) {
+              LayerScratch s, Tensor d_resid, const LoraPass& lora, bool recompute, bool h_kept) {
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
                 HD = c.head_dim;
@@ -34,7 +35,8 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   if (recompute) {
     check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
     check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
-    ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+    check_shape(a.h, {N, F}, "layer_backward_elementwise: h");
+    if (!h_kept) ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
     // gate and up are dead after swiglu's backward, which may write their gradients over them: each element
     // is read before its gradients are written (ops/cpu/swiglu.cpp; the CUDA kernel loads a pack, then
     // stores it).
@@ -103,13 +105,14 @@ void layer_backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, 
                     const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
                     const LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
   LayerActivations views = a;  // read only: recompute is off
-  backward(c, layer, w, g, chunk, kv, kv_grads, views, s, d_resid, lora, false);
+  backward(c, layer, w, g, chunk, kv, kv_grads, views, s, d_resid, lora, false, false);
 }
 
 void layer_backward_elementwise(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerWeights& g,
                                 const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                                LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora) {
-  backward(c, layer, w, g, chunk, kv, kv_grads, a, s, d_resid, lora, true);
+                                LayerActivations& a, LayerScratch& s, Tensor d_resid, const LoraPass& lora,
+                                bool h_kept) {
+  backward(c, layer, w, g, chunk, kv, kv_grads, a, s, d_resid, lora, true, h_kept);
 }
 
 }  // namespace lt::model

@@ -51,7 +51,8 @@ DType compute_dtype(const std::string& precision) {
 std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
   if (c.recompute == "auto") return std::nullopt;
   const std::optional<model::Recompute> r = model::recompute_from_name(c.recompute);
-  LT_CHECK(r.has_value(), "config: 'recompute' is '{}', expected auto, none, full, selective or elementwise",
+  LT_CHECK(r.has_value(),
+           "config: 'recompute' is '{}', expected auto, none, full, selective, elementwise or norms",
            c.recompute);
   return r;
 }

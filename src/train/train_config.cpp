@@ -85,7 +85,7 @@ const std::vector<Field>& fields() {
       {"chunk_size", &C::chunk_size, "tokens per chunk (0: whole sequences)"},
       {"memory_limit", &C::memory_limit, "memory budget in bytes or like 24GiB (0: the device's)", {}, true},
       {"recompute", &C::recompute, "activation recomputation (auto: none whole-sequence, full chunked)",
-       {"auto", "none", "full", "selective", "elementwise"}},
+       {"auto", "none", "full", "selective", "elementwise", "norms"}},
       {"master_weights", &C::master_weights,
        "full/partial fine-tuning: AdamW updates wider master copies (f32 for bf16, f64 for CPU fp32)"},
       {"optimizer_in_backward", &C::optimizer_in_backward,

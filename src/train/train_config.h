@@ -65,7 +65,7 @@ struct TrainConfig {
   std::string device = "cuda";     // cpu | cuda
   int64_t chunk_size = 0;          // tokens per chunk (0: the whole sequence at once)
   int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
-  std::string recompute = "auto";  // auto | none | full | selective | elementwise (decoder.h)
+  std::string recompute = "auto";  // auto | none | full | selective | elementwise | norms (decoder.h)
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32

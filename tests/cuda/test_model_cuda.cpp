@@ -214,7 +214,8 @@ TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {
 // Recompute policies and activation offload on the GPU (kept tensors copied to page-locked host memory on a
 // stream of their own and back before backward): the same bits as keeping everything, bf16, five layers so
 // that offloaded layers come back from the host.
-// F = 344 and F = 512 (>= 2 * H * HD: Elementwise then also places dAttn and dQ in h's buffer).
+// F = 344 and F = 512 (>= 2 * H * HD: Elementwise then also places dAttn and dQ in h's buffer, Norms in each
+// layer's kept h).
 TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
   LT_REQUIRE_GPU();
   for (int64_t F : {344, 512}) {
@@ -235,10 +236,21 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
       bool offload;
       std::vector<std::string> only;  // DecoderOptions::offload_only
     };
-    const Variant variants[] = {{R::None, false, {}},        {R::Selective, false, {}}, {R::Full, false, {}},
-                                {R::Elementwise, false, {}}, {R::Selective, true, {}},  {R::None, true, {}},
-                                {R::Elementwise, true, {}},  {R::Elementwise, true, {"q"}},
-                                {R::None, true, {"gate", "up"}}};  // the first: reference
+    const Variant variants[] = {{R::None, false, {}},
+                                {R::Selective, false, {}},
+                                {R::Full, false, {}},
+                                {R::Elementwise, false, {}},
+                                {R::Selective, true, {}},
+                                {R::None, true, {}},
+                                {R::Elementwise, true, {}},
+                                {R::Elementwise, true, {"q"}},
+                                {R::None, true, {"gate", "up"}},
+                                // Norms reads the kept h; with h offloaded its device slot also takes
+                                // dAttn/dQ (F = 512)
+                                {R::Norms, false, {}},
+                                {R::Norms, true, {}},
+                                {R::Norms, true, {"q", "h"}},
+                                {R::Norms, true, {"h"}}};  // the first: reference
     for (const auto& [policy, offload, only] : variants) {
       ModelOn m(c, host, DType::BF16, Device::CUDA, nullptr);
       model::DecoderOptions options(policy);

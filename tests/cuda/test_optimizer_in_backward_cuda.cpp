@@ -1,9 +1,10 @@
 // optimizer_in_backward on the GPU: bf16 full fine-tuning with stochastic rounding (the Qwen row's settings)
 // and with f32 master weights, tied and untied heads, partial fine-tuning with a frozen layer, recompute
-// none and elementwise: AdamW stepped layer by layer during backward gives the end-of-step run bit for bit
-// (every step's loss and grad_norm, the checkpoint's weights and AdamW moments, the final model). Judged with
-// deterministic: true (leantune's attention kernels); the default attention (cuDNN when it loads) is also
-// run and its comparison printed, since a nondeterministic backend would differ run to run in either mode.
+// none, elementwise and norms: AdamW stepped layer by layer during backward gives the end-of-step run bit for
+// bit (every step's loss and grad_norm, the checkpoint's weights and AdamW moments, the final model). Judged
+// with deterministic: true (leantune's attention kernels); the default attention (cuDNN when it loads) is
+// also run and its comparison printed, since a nondeterministic backend would differ run to run in either
+// mode.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -96,6 +97,7 @@ TEST(OptimizerInBackwardCuda, Bf16BitIdenticalToTheEndOfStepOptimizer) {
       {.name = "sr_untied"},
       {.name = "sr_tied", .tied = true},
       {.name = "sr_elementwise", .recompute = "elementwise"},
+      {.name = "sr_norms", .recompute = "norms"},
       {.name = "masters_untied", .master_weights = true},
       {.name = "masters_tied_elementwise", .tied = true, .master_weights = true, .recompute = "elementwise"},
       {.name = "sr_partial_layer1", .partial = true},

@@ -236,8 +236,8 @@ TEST(ChunkedOffload, AttentionOffloadPlansTwoMoreSlotsAndTheOutputsOnTheHost) {
 
 TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {
   const model::ModelConfig config = five_layer_config(model::Architecture::Llama, 4);
-  for (model::Recompute r :
-       {model::Recompute::Selective, model::Recompute::None, model::Recompute::Elementwise})
+  for (model::Recompute r : {model::Recompute::Selective, model::Recompute::None,
+                             model::Recompute::Elementwise, model::Recompute::Norms})
     test::expect_error_mentions(
         [&] {
           model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10,

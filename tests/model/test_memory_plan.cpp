@@ -105,9 +105,12 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
   const model::LoraWeights* lw = lora ? &adapters : nullptr;
   model::LoraWeights* lg = lora ? &adapter_grads : nullptr;
   if (s.chunk_size == 0) {
+    model::DecoderOptions options(s.recompute.value_or(model::Recompute::None));
+    options.offload_only = s.offload_only;
+    // s.offload: the kept activations in a host arena of the plan's host_offload bytes.
+    Arena host("offload", HostMemory::instance(), std::max<size_t>(plan.host_offload, 1));
     model::Decoder d(config, s.dtype, s.batch, s.seq_len, arena,
-                     lora ? s.lora : std::vector<model::LoraSpec>{},
-                     model::DecoderOptions(s.recompute.value_or(model::Recompute::None)));
+                     lora ? s.lora : std::vector<model::LoraSpec>{}, options, s.offload ? &host : nullptr);
     m.after_build = arena.high_water();
     if (s.optimizer_in_backward)
       d.set_layer_gradients_done([&](int64_t layer) {
@@ -196,7 +199,7 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterOfARealStep) {
 TEST(MemoryPlan, MatchesTheArenaHighWaterUnderEveryRecomputePolicy) {
   const model::ModelConfig config = small_config(32, 2, 4, 2, 48, 97);
   for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
-                                  model::Recompute::Elementwise})
+                                  model::Recompute::Elementwise, model::Recompute::Norms})
     for (int64_t chunk : {0, 20})
       for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Lora}) {
         SCOPED_TRACE(fmt::format("recompute {} chunk {} {}", model::recompute_name(policy), chunk,
@@ -214,14 +217,42 @@ TEST(MemoryPlan, MatchesTheArenaHighWaterUnderEveryRecomputePolicy) {
       }
 }
 
+// Norms with q and h offloaded (the Llama-3.1-8B LoRA configuration, small): the plan's device rows are what
+// the step takes, its host_offload what the host arena needs (the step would throw past it), and against
+// keeping them on the device, the plan saves L - 2 layers' q and h.
+TEST(MemoryPlan, NormsWithQAndHOffloadedMatchesARealStep) {
+  const model::ModelConfig config = small_config(32, 4, 4, 2, 48, 97);
+  for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Lora}) {
+    SCOPED_TRACE(method == FinetuneMethod::Lora ? "lora" : "full");
+    model::MemoryPlanSettings s;
+    s.batch = 2;
+    s.seq_len = 48;
+    s.recompute = model::Recompute::Norms;
+    s.method = method;
+    if (method == FinetuneMethod::Lora) s.lora = some_lora(config);
+    s.loss_token_block = 8;
+    s.loss_vocab_block = 32;
+    const model::MemoryPlan kept = model::plan_memory(config, s);
+    s.offload = true;
+    s.offload_only = {"q", "h"};
+    const auto [plan, m] = check_step_against_plan(config, s);
+    const int64_t N = s.batch * s.seq_len, L = config.num_layers;
+    const size_t q = size_t(N * config.num_heads * config.head_dim) * 4,
+                 h = size_t(N * config.intermediate_size) * 4;  // f32, multiples of the alignment here
+    EXPECT_EQ(plan.host_offload, size_t(L) * (q + h) + model::kArenaAlignment);
+    EXPECT_EQ(kept.activation_arena - plan.activation_arena, size_t(L - 2) * (q + h));
+  }
+}
+
 // optimizer_in_backward: the plan's gradient row is the model-level gradients plus one layer's (the largest),
 // L - 1 layers' worth less than without it (partial: every trained layer's bytes less the largest), and a
 // real step with the shared gradients takes what the plan says, under every recompute policy.
 TEST(MemoryPlan, OptimizerInBackwardHoldsOneLayersGradients) {
   const model::ModelConfig config = small_config(32, 3, 4, 2, 48, 97);
   for (FinetuneMethod method : {FinetuneMethod::Full, FinetuneMethod::Partial})
-    for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
-                                    model::Recompute::Elementwise}) {
+    for (model::Recompute policy :
+         {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
+          model::Recompute::Elementwise, model::Recompute::Norms}) {
       SCOPED_TRACE(fmt::format("{} recompute {}", method == FinetuneMethod::Full ? "full" : "partial",
                                model::recompute_name(policy)));
       model::MemoryPlanSettings s;

@@ -1,8 +1,9 @@
-// Activation recomputation policies (none, full, selective, elementwise) give bit-identical losses and
+// Activation recomputation policies (none, full, selective, elementwise, norms) give bit-identical losses and
 // gradients — the recomputed activations are the same deterministic ops on the same inputs — for the
 // whole-sequence decoder and the chunked one, with full fine-tuning and with LoRA (dropout included); and
-// each policy keeps what it says: full < selective < elementwise < none in activation memory (elementwise
-// exactly none less the norm outputs, their rstds and h), the arena's high-water equal to the plan.
+// each policy keeps what it says: full < selective < elementwise < norms < none in activation memory
+// (elementwise exactly none less the norm outputs, their rstds and h; norms exactly elementwise plus every
+// layer's h), the arena's high-water equal to the plan.
 #include <gtest/gtest.h>
 
 #include <iterator>
@@ -21,7 +22,7 @@ namespace {
 using model::Recompute;
 
 constexpr Recompute kPolicies[] = {Recompute::None, Recompute::Full, Recompute::Selective,
-                                   Recompute::Elementwise};
+                                   Recompute::Elementwise, Recompute::Norms};
 constexpr int kPolicyCount = int(std::size(kPolicies));
 
 struct Outcome {
@@ -99,7 +100,9 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
   if (chunk != 0) return;
   // Only some kept activations offloaded (DecoderOptions::offload_only), the rest on the device: the same
   // bits too, and less device memory than keeping all (more than offloading all).
-  const std::vector<std::vector<std::string>> subsets{{"q"}, {"gate", "lora_t"}, {"mid", "attn_out", "k"}};
+  // {q, h}: Norms' h in host memory, with dAttn/dQ placed in its device slot when they fit (F = 48).
+  const std::vector<std::vector<std::string>> subsets{
+      {"q"}, {"gate", "lora_t"}, {"mid", "attn_out", "k"}, {"q", "h"}, {"h"}};
   for (const Recompute p : kPolicies)
     for (const std::vector<std::string>& only : subsets) {
       const Outcome o = run(dt, lora, dropout, chunk, p, true, F, only);
@@ -146,10 +149,11 @@ TEST(RecomputePolicies, EachPolicyKeepsLessThanTheOneBefore) {
                             : model::ChunkedDecoder::arena_bytes(config, DType::F32, 2, 256,
                                                                  {.chunk_size = chunk, .recompute = p});
     }
-    // bytes[0] none, [1] full, [2] selective, [3] elementwise
+    // bytes[0] none, [1] full, [2] selective, [3] elementwise, [4] norms
     EXPECT_LT(bytes[1], bytes[2]) << "full keeps less than selective, chunk " << chunk;
     EXPECT_LT(bytes[2], bytes[3]) << "selective keeps less than elementwise, chunk " << chunk;
-    EXPECT_LT(bytes[3], bytes[0]) << "elementwise keeps less than none, chunk " << chunk;
+    EXPECT_LT(bytes[3], bytes[4]) << "elementwise keeps less than norms, chunk " << chunk;
+    EXPECT_LT(bytes[4], bytes[0]) << "norms keeps less than none, chunk " << chunk;
   }
 }
 
@@ -262,11 +266,71 @@ TEST(RecomputePolicies, ElementwiseDropsExactlyTheNormOutputsAndH) {
       }
 }
 
+// Norms keeps exactly Elementwise's buffers plus every layer's h: whole-sequence, the per-layer
+// layer.l.h in and Elementwise's recomputed recompute.h out (dAttn/dQ move into each layer's h when they
+// fit, else both policies have grad.attn_out/grad.q); offloading q and h, two h device slots in and the
+// host holding every layer's h more. Chunked: the per-layer kept h in, the one-chunk h out.
+TEST(RecomputePolicies, NormsKeepsElementwisesBuffersPlusH) {
+  std::vector<model::ModelConfig> configs(3, test::tiny_config(false));
+  configs[1].intermediate_size = 48;
+  configs[2].intermediate_size = 6;
+  for (const model::ModelConfig& config : configs)
+    for (DType dt : {DType::F32, DType::F64})
+      for (bool lora : {false, true}) {
+        const int64_t B = 2, T = 40, N = B * T, L = config.num_layers, F = config.intermediate_size;
+        const std::vector<model::LoraSpec> specs =
+            lora ? test::tiny_lora_specs(config) : std::vector<model::LoraSpec>{};
+        const size_t h_bytes = aligned(size_t(N * F) * dtype_size(dt));
+        const std::string what = fmt::format("{} lora={} F={}", dtype_name(dt), lora, F);
+
+        const auto elem =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Elementwise));
+        const auto norms =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, Recompute::Norms));
+        std::map<std::string, size_t> expect_in;
+        for (int64_t l = 0; l < L; ++l) expect_in.emplace(fmt::format("layer.{}.h", l), h_bytes);
+        EXPECT_EQ(minus(norms, elem), expect_in) << what;
+        EXPECT_EQ(minus(elem, norms), (std::map<std::string, size_t>{{"recompute.h", h_bytes}})) << what;
+        EXPECT_EQ(model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Norms) -
+                      model::Decoder::arena_bytes(config, dt, B, T, specs, Recompute::Elementwise),
+                  size_t(L - 1) * h_bytes)
+            << what;
+
+        model::DecoderOptions elem_qh(Recompute::Elementwise), norms_qh(Recompute::Norms);
+        elem_qh.offload_only = norms_qh.offload_only = {"q", "h"};
+        const auto elem_off =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, elem_qh, true));
+        const auto norms_off =
+            by_name(model::Decoder::planned_buffers(config, dt, B, T, specs, norms_qh, true));
+        EXPECT_EQ(minus(norms_off, elem_off),
+                  (std::map<std::string, size_t>{{"offload.slot0.h", h_bytes}, {"offload.slot1.h", h_bytes}}))
+            << what << " offload q,h";
+        EXPECT_EQ(minus(elem_off, norms_off), (std::map<std::string, size_t>{{"recompute.h", h_bytes}}))
+            << what << " offload q,h";
+        EXPECT_EQ(model::Decoder::offload_bytes(config, dt, B, T, specs, norms_qh) -
+                      model::Decoder::offload_bytes(config, dt, B, T, specs, elem_qh),
+                  size_t(L) * h_bytes)
+            << what << " offload q,h";
+
+        const model::ChunkedOptions elem_c{.chunk_size = 16, .recompute = Recompute::Elementwise};
+        const model::ChunkedOptions norms_c{.chunk_size = 16, .recompute = Recompute::Norms};
+        const auto elem_k = by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, elem_c, specs));
+        const auto norms_k =
+            by_name(model::ChunkedDecoder::planned_buffers(config, dt, B, T, norms_c, specs));
+        std::map<std::string, size_t> kept_h;
+        for (int64_t l = 0; l < L; ++l) kept_h.emplace(fmt::format("layer.{}.kept_h", l), h_bytes);
+        EXPECT_EQ(minus(norms_k, elem_k), kept_h) << what << " chunked";
+        EXPECT_EQ(minus(elem_k, norms_k),
+                  (std::map<std::string, size_t>{{"chunk.h", aligned(size_t(B * 16 * F) * dtype_size(dt))}}))
+            << what << " chunked";
+      }
+}
+
 TEST(RecomputePolicies, OffloadKeepsTwoLayersOnTheDevice) {
   model::ModelConfig config = test::tiny_config(false);
   config.num_layers = 6;
   config.layer_window.assign(6, 0);
-  for (Recompute p : {Recompute::None, Recompute::Selective, Recompute::Elementwise}) {
+  for (Recompute p : {Recompute::None, Recompute::Selective, Recompute::Elementwise, Recompute::Norms}) {
     const size_t kept = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p);
     const size_t device = model::Decoder::arena_bytes(config, DType::F32, 2, 256, {}, p, true);
     const size_t host = model::Decoder::offload_bytes(config, DType::F32, 2, 256, {}, p);
@@ -340,6 +404,8 @@ TEST(RecomputePolicies, NamesRoundTrip) {
   for (Recompute p : kPolicies) EXPECT_EQ(model::recompute_from_name(model::recompute_name(p)), p);
   EXPECT_FALSE(model::recompute_from_name("partial").has_value());
   EXPECT_EQ(model::recompute_from_name("elementwise"), Recompute::Elementwise);
+  EXPECT_EQ(model::recompute_from_name("norms"), Recompute::Norms);
+  EXPECT_EQ(model::recompute_name(Recompute::Norms), "norms");
 }
 
 }  // namespace

@@ -143,8 +143,9 @@ StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::Trai
 TEST(SharedLayerGrads, DecoderReportsEachLayerWithThePlainBackwardsGradients) {
   for (DType dt : {DType::F64, DType::F32})
     for (bool tied : {false, true})
-      for (model::Recompute policy : {model::Recompute::None, model::Recompute::Full,
-                                      model::Recompute::Selective, model::Recompute::Elementwise})
+      for (model::Recompute policy :
+           {model::Recompute::None, model::Recompute::Full, model::Recompute::Selective,
+            model::Recompute::Elementwise, model::Recompute::Norms})
         for (const model::TrainableFn& trainable :
              {model::TrainableFn(model::train_all), model::TrainableFn(some_frozen)}) {
           const std::string what = fmt::format("{} {} recompute {}", dtype_name(dt), tied ? "tied" : "untied",

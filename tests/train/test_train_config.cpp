@@ -294,6 +294,8 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
                  {"offload_activations", "recompute none"});
   expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "elementwise"},
                  {"offload_activations", "recompute elementwise", "full"});
+  expect_refused({"--offload_activations", "true", "--chunk_size", "256", "--recompute", "norms"},
+                 {"offload_activations", "recompute norms", "full"});
   expect_refused({"--recompute", "half"}, {"recompute", "half"});
   expect_refused({"--trainable", "norms"}, {"trainable", "norms", "lora"});
   expect_refused({"--trainable_layers", "last:4"}, {"trainable_layers", "last:4", "partial"});
@@ -315,8 +317,8 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
     apply_overrides(c, {"--offload_activations", "true", "--chunk_size", "256", "--recompute", recompute});
     EXPECT_NO_THROW(validate(c)) << recompute;
   }
-  // Every policy by its name, whole-sequence with and without offload (elementwise included).
-  for (const char* recompute : {"none", "full", "selective", "elementwise"})
+  // Every policy by its name, whole-sequence with and without offload (elementwise and norms included).
+  for (const char* recompute : {"none", "full", "selective", "elementwise", "norms"})
     for (const char* offload : {"false", "true"}) {
       c = base();
       apply_overrides(c, {"--offload_activations", offload, "--recompute", recompute});

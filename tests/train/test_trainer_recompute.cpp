@@ -18,14 +18,14 @@ TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
     for (int64_t chunk : {0, 4}) {
       std::vector<double> reference;
       for (const std::string policy :
-           {"auto", "none", "full", "selective", "elementwise", "none+offload", "selective+offload",
-            "elementwise+offload", "auto+offload", "full+offload"}) {
+           {"auto", "none", "full", "selective", "elementwise", "norms", "none+offload", "selective+offload",
+            "elementwise+offload", "norms+offload", "auto+offload", "full+offload"}) {
         const bool offload = policy.ends_with("+offload");
-        // Whole sequences offload what none, selective and elementwise keep; chunked training offloads the
-        // checkpoints of full (and auto, which is full there); the other combinations are refused or keep
+        // Whole sequences offload what none, selective, elementwise and norms keep; chunked training offloads
+        // the checkpoints of full (and auto, which is full there); the other combinations are refused or keep
         // nothing.
-        const bool whole_offload =
-            policy == "none+offload" || policy == "selective+offload" || policy == "elementwise+offload";
+        const bool whole_offload = policy == "none+offload" || policy == "selective+offload" ||
+                                   policy == "elementwise+offload" || policy == "norms+offload";
         if (offload && (chunk > 0) == whole_offload) continue;
         TrainConfig c = test::tiny_train_config(dir.path(), finetune + std::to_string(chunk) + policy);
         c.finetune = finetune;
