@@ -65,7 +65,7 @@ struct RmsNormVariant {
 inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
                                                       {nullptr, "single-pdl", " [single-pdl]"},
                                                       {nullptr, "fused", " [fused]"},
-                                                      {nullptr, "pair", " [pair]"},
+                                                      {nullptr, "single", " [single]"},
                                                       {nullptr, "cluster", " [cluster]"},
                                                       {nullptr, "cluster-serial", " [cluster-serial]"},
                                                       {nullptr, "cluster8", " [cluster8]"},

@@ -256,7 +256,7 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", nullptr), bwd("LT_RMSNORM_BACKWARD", "");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "single");

@@ -21,10 +21,10 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request() {
   if (v == "cluster") return RmsNormBackwardKernel::Cluster;
   if (v == "cluster-serial") return RmsNormBackwardKernel::ClusterSerial;
   if (v == "cluster8") return RmsNormBackwardKernel::Cluster8;
-  if (v.empty() || v == "single") return RmsNormBackwardKernel::Single;
+  if (v == "single") return RmsNormBackwardKernel::Single;
   if (v == "single-pdl") return RmsNormBackwardKernel::SinglePdl;
   if (v == "fused") return RmsNormBackwardKernel::Fused;
-  if (v == "pair") return RmsNormBackwardKernel::Pair;
+  if (v.empty() || v == "pair") return RmsNormBackwardKernel::Pair;
   if (v == "general") return RmsNormBackwardKernel::General;
   LT_FAIL(
       "LT_RMSNORM_BACKWARD = '{}'; expected one of single, single-pdl, fused, pair, cluster, "

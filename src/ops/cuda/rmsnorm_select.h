@@ -5,9 +5,9 @@
 //                        (a "walk" variant, a fixed grid walking the rows with w and the next row in
 //                        registers, measured 67% against 78% at 8192 x 4096 bf16 and was removed);
 //                        general: the general kernel (the row read twice) for every shape.
-//   LT_RMSNORM_BACKWARD: single (unset or empty: the default): the row, w and the dw columns in registers
-//                        (4 blocks/SM), every block writes its partial dw row, the sum launched after it
-//                        (H200, 8192 x 4096 bf16, f32 dw: 68% of the copy bandwidth; 16384 x 4096: 75%);
+//   LT_RMSNORM_BACKWARD: single: the row, w and the dw columns in registers (4 blocks/SM), every block
+//                        writes its partial dw row, the sum launched after it (H200, 8192 x 4096 bf16, f32
+//                        dw: 67-68% of the copy bandwidth; 16384 x 4096: 75%);
 //                        single-pdl: the same kernel, the sum a programmatic dependent launch (its launch
 //                        overlaps the backward's tail) of a kernel reading 16 columns per block in float4s
 //                        (256 blocks at D = 4096, against 32 columns and 128 blocks);
@@ -15,7 +15,9 @@
 //                        for every partial row (a ticket counter) and sum a fixed share of the columns each
 //                        (the single kernel and its sum where those 256 blocks do not fit on the GPU);
 //                        both sum every column in a fixed order (bit-deterministic, like the others);
-//                        pair: blocks of two halves of 256 threads at 2 blocks/SM (264 blocks, the same
+//                        (H200, 8192 x 4096: single-pdl 69%, fused 66%);
+//                        pair (unset or empty: the default; 71% at 8192 x 4096, H200, session 5):
+//                        blocks of two halves of 256 threads at 2 blocks/SM (264 blocks, the same
 //                        threads and registers per SM as single), each half the single kernel's work on its
 //                        own rows, the halves' dw columns added in shared memory: one partial row per block
 //                        (half of single's), summed as in single-pdl (single-pdl where the pair grid is not
