@@ -85,9 +85,9 @@ qwen_settings="--recompute elementwise --optimizer_in_backward true"
 
 run_workload() {
   case $1 in
-    llama8b_lora_1024x8)  # keeps every GEMM output but q, which waits in host memory (under 40 GiB)
-      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute elementwise \
-        --offload_activations true --offload_only q)"
+    llama8b_lora_1024x8)  # keeps every GEMM output and h; q and h wait in host memory (under 40 GiB)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute norms \
+        --offload_activations true --offload_only q,h)"
       et=-; eg=-  # SKIP_EAGER=1: the compiled peer only (the stronger one here, GPU.md)
       [ "${SKIP_EAGER:-0}" = 1 ] || read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode lora --seq 1024 --batch 8)"
       read -r ct cg <<< "$(peer_run "$1_compiled" --model llama3.1-8b --mode lora --seq 1024 --batch 8 --compile)"
