@@ -1,11 +1,11 @@
-// `leantune bench` (on the CPU, or the GPU with --device cuda). One model (an HF directory, a config.json with random weights, or a built-in Llama of a
-// few million parameters) and one batch of B full rows of T random tokens; for each mode (whole: Decoder;
-// chunked C: ChunkedDecoder) it runs --warmup untimed steps, then --trials timed steps, each a forward and a
-// backward (full fine-tuning: every weight's gradient; LoRA: rank r adapters on all seven projections over a
-// frozen base). Reported: the median forward, backward and step (forward + backward) times over the trials,
-// tokens/s = B*T / median step, and the peak arena bytes (weights, gradients, adapters and the decoder's
-// arena high-water). Gradients are not zeroed between steps: accumulation costs the same, and zeroing is
-// not part of what is measured.
+// `leantune bench` (on the CPU, or the GPU with --device cuda). One model (an HF directory, a config.json
+// with random weights, or a built-in Llama of a few million parameters) and one batch of B full rows of T
+// random tokens; for each mode (whole: Decoder; chunked C: ChunkedDecoder) it runs --warmup untimed steps,
+// then --trials timed steps, each a forward and a backward (full fine-tuning: every weight's gradient; LoRA:
+// rank r adapters on all seven projections over a frozen base). Reported: the median forward, backward and
+// step (forward + backward) times over the trials, tokens/s = B*T / median step, and the peak arena bytes
+// (weights, gradients, adapters and the decoder's arena high-water). Gradients are not zeroed between steps:
+// accumulation costs the same, and zeroing is not part of what is measured.
 #include "cli/bench_command.h"
 
 #include <fmt/core.h>
@@ -113,7 +113,7 @@ struct Setup {
   const model::ModelConfig* config;
   DType dtype;
   const BenchOptions* options;
-  std::vector<model::LoraSpec> lora_specs;  // empty: full fine-tuning
+  std::vector<model::LoraSpec> lora_specs;    // empty: full fine-tuning
   std::optional<model::Recompute> recompute;  // none: the decoders' defaults
   model::Batch batch;
   int64_t label_tokens;
@@ -134,7 +134,8 @@ BenchWeights load_weights(const Setup& s, Device device) {
   else
     model::init_random(c, hw, o.seed);
   BenchWeights b;
-  b.arena = std::make_unique<Arena>("bench weights", ops::memory_resource(device), model::weights_bytes(c, s.dtype));
+  b.arena = std::make_unique<Arena>("bench weights", ops::memory_resource(device),
+                                    model::weights_bytes(c, s.dtype));
   b.weights = model::allocate_weights(c, s.dtype, *b.arena);
   model::copy_weights(c, b.weights, hw);
   return b;
@@ -144,7 +145,8 @@ BenchWeights load_weights(const Setup& s, Device device) {
 // forward, 2 backward for the input gradient and, when it trains, 2 for its own; LoRA's adapters likewise;
 // causal attention 2 * B * H * T^2 * HD forward (QK^T and PV, half the square) and twice that backward.
 // Recomputation (chunked training's second forward) is not useful work and is not counted.
-double useful_flops(const model::ModelConfig& c, const std::vector<model::LoraSpec>& lora, int64_t B, int64_t T) {
+double useful_flops(const model::ModelConfig& c, const std::vector<model::LoraSpec>& lora, int64_t B,
+                    int64_t T) {
   double matmul = 0;
   for (const model::WeightSpec& spec : model::weight_specs(c))
     if (spec.shape.size() == 2 && spec.kind != model::WeightKind::Embed) matmul += double(spec.numel());
@@ -153,7 +155,8 @@ double useful_flops(const model::ModelConfig& c, const std::vector<model::LoraSp
   for (const model::LoraSpec& l : lora) adapters += double(l.rank) * double(l.in + l.out);
   const double tokens = double(B) * double(T);
   const double per_token = lora.empty() ? 6 * matmul : 4 * matmul + 6 * adapters;
-  const double attention_fwd = 2.0 * double(B) * double(c.num_heads) * double(T) * double(T) * double(c.head_dim);
+  const double attention_fwd =
+      2.0 * double(B) * double(c.num_heads) * double(T) * double(T) * double(c.head_dim);
   return per_token * tokens + 3 * attention_fwd * double(c.num_layers);
 }
 
@@ -165,8 +168,8 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   // Gradients and adapters in f32 under bf16, as the trainer keeps them; the adapters' compute copy in bf16.
   const DType master = train::master_dtype(s.dtype);
   const auto trainable = [&](const model::WeightSpec&) { return !lora; };
-  const size_t param_bytes = model::grads_bytes(c, master, trainable) +
-                             2 * model::lora_bytes(s.lora_specs, master) + 4096;
+  const size_t param_bytes =
+      model::grads_bytes(c, master, trainable) + 2 * model::lora_bytes(s.lora_specs, master) + 4096;
   BenchWeights bw = load_weights(s, device);
   const model::ModelWeights& w = bw.weights;
   Arena params("bench parameters", ops::memory_resource(device), param_bytes);
@@ -191,10 +194,11 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   const model::ChunkedOptions copts{
       .chunk_size = chunk, .recompute = s.recompute.value_or(model::Recompute::Full), .offload = o.offload};
   const model::Recompute whole_policy = s.recompute.value_or(model::Recompute::None);
-  const size_t decoder_bytes = chunk > 0
-                                   ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
-                                   : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs, whole_policy);
-  Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device), decoder_bytes);
+  const size_t decoder_bytes =
+      chunk > 0 ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
+                : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs, whole_policy);
+  Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device),
+              decoder_bytes);
   std::optional<model::Decoder> whole;
   std::optional<model::ChunkedDecoder> chunked;
   std::optional<Arena> pinned;  // --offload_activations: the chunked decoder's checkpoints
@@ -262,11 +266,13 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
 void check_options(const BenchOptions& o) {
   LT_CHECK(o.device == "cpu" || o.device == "cuda", "bench: --device {}, expected cpu or cuda", o.device);
   if (o.device == "cuda") {
-    LT_CHECK(ops::cuda_available(), "bench: --device cuda, but this build or machine has no GPU; use --device cpu");
+    LT_CHECK(ops::cuda_available(),
+             "bench: --device cuda, but this build or machine has no GPU; use --device cpu");
     LT_CHECK(o.dtype == "bf16" || o.dtype == "fp16" || o.dtype == "fp32",
              "bench: --dtype {} on cuda, expected bf16, fp16 or fp32", o.dtype);
   } else {
-    LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {} on cpu, expected fp32 or fp64", o.dtype);
+    LT_CHECK(o.dtype == "fp32" || o.dtype == "fp64", "bench: --dtype {} on cpu, expected fp32 or fp64",
+             o.dtype);
   }
   LT_CHECK(o.finetune == "full" || o.finetune == "lora", "bench: --finetune {}, expected full or lora",
            o.finetune);
@@ -333,7 +339,12 @@ int run_bench(const BenchOptions& o) {
   const DType dt = train::compute_dtype(o.dtype);
   const int64_t B = o.batch, T = o.seq_len;
 
-  Setup s{.config = &config, .dtype = dt, .options = &o, .lora_specs = {}, .recompute = {}, .batch = {},
+  Setup s{.config = &config,
+          .dtype = dt,
+          .options = &o,
+          .lora_specs = {},
+          .recompute = {},
+          .batch = {},
           .label_tokens = 0};
   if (o.recompute != "auto") s.recompute = model::recompute_from_name(o.recompute);
   if (o.finetune == "lora") {

@@ -37,11 +37,11 @@ struct InfoOptions {
   std::string recompute = "auto";
   bool offload = false;  // offload_activations
   std::vector<std::string> offload_only;
-  std::string device;    // cpu or cuda; empty: cuda for bf16, else cpu
+  std::string device;  // cpu or cuda; empty: cuda for bf16, else cpu
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
-  int64_t memory_limit = 0;  // bytes; > 0: refuse a plan over it, as training does
+  int64_t memory_limit = 0;            // bytes; > 0: refuse a plan over it, as training does
   bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
 };
 
@@ -65,7 +65,8 @@ std::string window_summary(const model::ModelConfig& cfg) {
 std::map<std::string, std::pair<int64_t, int64_t>> dtypes_on_disk(const std::string& dir) {
   std::map<std::string, std::pair<int64_t, int64_t>> by_dtype;
   namespace fs = std::filesystem;
-  if (!fs::exists(fs::path(dir) / "model.safetensors") && !fs::exists(fs::path(dir) / "model.safetensors.index.json"))
+  if (!fs::exists(fs::path(dir) / "model.safetensors") &&
+      !fs::exists(fs::path(dir) / "model.safetensors.index.json"))
     return by_dtype;
   auto reader = io::CheckpointReader::open(dir);
   for (const std::string& name : reader->names()) {
@@ -79,7 +80,8 @@ std::map<std::string, std::pair<int64_t, int64_t>> dtypes_on_disk(const std::str
 
 void print_memory(const char* title, const model::MemoryEstimate& m) {
   fmt::print("\n{} (estimate; {} trainable parameters):\n", title, m.trainable_params);
-  for (const auto& [name, bytes] : m.rows()) fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
+  for (const auto& [name, bytes] : m.rows())
+    fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
 }
 
 // The memory plan of the run the options describe (fp32 unless --precision; fp64 is the CPU's, bf16 the GPU's
@@ -87,7 +89,8 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
 void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   const std::string precision = o.precision_given ? o.precision : "fp32";
   LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16" || precision == "fp16",
-           "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)", precision);
+           "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)",
+           precision);
   LT_CHECK(o.finetune == "full" || o.finetune == "lora" || o.finetune == "partial",
            "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
   model::MemoryPlanSettings s;
@@ -124,11 +127,12 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
     s.method = model::FinetuneMethod::Lora;
     const std::vector<std::string> targets = o.lora_targets;
     const int64_t r = o.lora_r;
-    s.lora = model::lora_specs(cfg, [&targets, r](const std::string& path) -> std::optional<model::LoraModuleSetting> {
-      for (const std::string& t : targets)
-        if (path.ends_with("." + t)) return model::LoraModuleSetting{.rank = r, .alpha = double(2 * r)};
-      return std::nullopt;
-    });
+    s.lora = model::lora_specs(
+        cfg, [&targets, r](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+          for (const std::string& t : targets)
+            if (path.ends_with("." + t)) return model::LoraModuleSetting{.rank = r, .alpha = double(2 * r)};
+          return std::nullopt;
+        });
   }
   s.optimizer_in_backward = o.optimizer_in_backward;
   const model::MemoryPlan plan = model::plan_memory(cfg, s);
@@ -139,14 +143,16 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
 void run_info(const InfoOptions& o) {
   model::ModelConfig cfg = model::load_model_config(o.model_dir);
   fmt::print("{} ({}) from {}\n", cfg.architecture_name, cfg.model_type, o.model_dir);
-  fmt::print("  layers {}, hidden {}, MLP {}, heads {} (kv heads {}, head dim {}), vocab {}\n", cfg.num_layers,
-             cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.vocab_size);
+  fmt::print("  layers {}, hidden {}, MLP {}, heads {} (kv heads {}, head dim {}), vocab {}\n",
+             cfg.num_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads,
+             cfg.head_dim, cfg.vocab_size);
   fmt::print("  rope: {}\n  sliding window: {}\n  embeddings: {}; biases: q/k/v {}, o {}, mlp {}\n",
              rope_summary(cfg), window_summary(cfg), cfg.tie_word_embeddings ? "tied" : "untied",
              cfg.qkv_bias ? "yes" : "no", cfg.o_bias ? "yes" : "no", cfg.mlp_bias ? "yes" : "no");
 
   fmt::print("\nParameters:\n");
-  for (const auto& [name, count] : model::count_params(cfg).rows()) fmt::print("  {:<24} {:>15}\n", name, count);
+  for (const auto& [name, count] : model::count_params(cfg).rows())
+    fmt::print("  {:<24} {:>15}\n", name, count);
 
   auto on_disk = dtypes_on_disk(o.model_dir);
   if (on_disk.empty()) {
@@ -187,13 +193,18 @@ void run_info(const InfoOptions& o) {
 
 void register_info_command(CLI::App& app) {
   auto options = std::make_shared<InfoOptions>();
-  CLI::App* cmd = app.add_subcommand("info", "architecture, parameter counts, dtype on disk and memory of a model");
-  cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")->required();
-  cmd->add_option("--seq_len", options->seq_len, "sequence length for the memory estimate")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")->check(CLI::PositiveNumber);
+  CLI::App* cmd =
+      app.add_subcommand("info", "architecture, parameter counts, dtype on disk and memory of a model");
+  cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")
+      ->required();
+  cmd->add_option("--seq_len", options->seq_len, "sequence length for the memory estimate")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
-  cmd->add_option("--precision", options->precision, "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64)")
+  cmd->add_option("--precision", options->precision,
+                  "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64)")
       ->each([options](const std::string&) { options->precision_given = true; });
   cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
@@ -203,19 +214,23 @@ void register_info_command(CLI::App& app) {
   cmd->add_flag("--offload_activations", options->offload,
                 "with --plan: what backward needs in host memory (whole sequence: the kept activations; "
                 "chunked: the layer-input checkpoints)");
-  cmd->add_option("--offload_only", options->offload_only,
-                  "with --plan and --offload_activations, whole sequence: only these kept activations go to host")
+  cmd->add_option(
+         "--offload_only", options->offload_only,
+         "with --plan and --offload_activations, whole sequence: only these kept activations go to host")
       ->delimiter(',');
   cmd->add_option("--device", options->device, "with --plan: cpu or cuda (default: cuda for bf16, else cpu)");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");
-  cmd->add_option("--trainable", options->trainable, "with --plan and partial: embed_tokens,attention,mlp,norms,lm_head")
+  cmd->add_option("--trainable", options->trainable,
+                  "with --plan and partial: embed_tokens,attention,mlp,norms,lm_head")
       ->delimiter(',');
-  cmd->add_option("--memory_limit", options->memory_limit,
-                  "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
+  cmd->add_option(
+         "--memory_limit", options->memory_limit,
+         "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
       ->transform(CLI::AsSizeValue(true));
-  cmd->add_option("--trainable_layers", options->trainable_layers, "with --plan and partial: all, first:N, last:N, 0-3");
+  cmd->add_option("--trainable_layers", options->trainable_layers,
+                  "with --plan and partial: all, first:N, last:N, 0-3");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
   cmd->callback([options] { run_info(*options); });

@@ -42,7 +42,8 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
                                const ChunkedOptions& options, const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options), lora_specs_(lora) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
-           "chunked decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)", dtype_name(dtype));
+           "chunked decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)",
+           dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
            tokens);
   LT_CHECK(options.chunk_size >= 0, "chunked decoder: chunk_size {} must be >= 0 (0 = whole sequence)",
@@ -57,16 +58,17 @@ ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t b
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   using AttentionOffload = ChunkedOptions::AttentionOffload;
-  LT_CHECK(options.offload || options.offload_attention != AttentionOffload::On,
-           "chunked decoder: offload_attention is on without offload (the attention outputs go to host memory "
-           "only beside the offloaded checkpoints)");
+  LT_CHECK(
+      options.offload || options.offload_attention != AttentionOffload::On,
+      "chunked decoder: offload_attention is on without offload (the attention outputs go to host memory "
+      "only beside the offloaded checkpoints)");
   if (options.offload && options.offload_attention == AttentionOffload::Auto) {
     // The host arena's bytes with the attention outputs: (L+1) checkpoints and L outputs and lse.
     const int64_t L = config.num_layers, rows = batch * tokens, e = int64_t(dtype_size(dtype)),
                   st = int64_t(dtype_size(stats_dtype(dtype)));
-    const double with_attention = double(rows) * double((L + 1) * config.hidden_size * e +
-                                                        L * (config.num_heads * config.head_dim * e +
-                                                             config.num_heads * st));
+    const double with_attention =
+        double(rows) * double((L + 1) * config.hidden_size * e +
+                              L * (config.num_heads * config.head_dim * e + config.num_heads * st));
     offload_attention_ = with_attention <= 0.5 * double(physical_host_memory_bytes());
   } else {
     offload_attention_ = options.offload && options.offload_attention == AttentionOffload::On;
@@ -122,8 +124,9 @@ size_t ChunkedDecoder::offload_bytes(const ModelConfig& config, DType dtype, int
   return host.bytes;
 }
 
-std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
-                                                           int64_t tokens, const ChunkedOptions& options,
+std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& config, DType dtype,
+                                                           int64_t batch, int64_t tokens,
+                                                           const ChunkedOptions& options,
                                                            const std::vector<LoraSpec>& lora) {
   ChunkedDecoder counting(config, dtype, batch, tokens, options, lora);
   std::vector<PlannedBuffer> buffers;
@@ -186,8 +189,9 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
       k.mid = alloc(name("mid"), dt, {B * T, D});
       for (int m = 0; m < kLoraModuleCount; ++m)
         if (lora_rank_[size_t(l)][size_t(m)] > 0)
-          k.lora_t[size_t(m)] = alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))),
-                                      dt, {B * T, lora_rank_[size_t(l)][size_t(m)]});
+          k.lora_t[size_t(m)] =
+              alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))), dt,
+                    {B * T, lora_rank_[size_t(l)][size_t(m)]});
     }
     if (keep_gemm_outputs) {
       k.gate = alloc(name("gate"), dt, {B * T, F});
@@ -287,7 +291,8 @@ LayerActivations ChunkedDecoder::layer_views(int64_t k, int64_t layer) const {
   const LayerActivations& a = acts_;
   const LayerActivations& kept = kept_[size_t(layer)];
   // Chunk k of a kept tensor (rows of `width`), else the shared one-chunk buffer.
-  auto rows = [&](const Tensor& kept_t, const Tensor& shared, int64_t width, std::initializer_list<int64_t> dims) {
+  auto rows = [&](const Tensor& kept_t, const Tensor& shared, int64_t width,
+                  std::initializer_list<int64_t> dims) {
     return kept_t.empty() ? view_at(shared, 0, dims) : chunk_rows(kept_t, k, width).reshaped(dims);
   };
   LayerActivations v;
@@ -388,9 +393,8 @@ void ChunkedDecoder::checkpoint_written(int64_t k, int64_t l) {
 
 void ChunkedDecoder::fetch_checkpoint(int64_t j) {
   const int64_t L = config_.num_layers;
-  slot_ticket_[size_t(j % 2)] =
-      transfers_->copy(slot_view(j),
-                       chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
+  slot_ticket_[size_t(j % 2)] = transfers_->copy(
+      slot_view(j), chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
 }
 
 Tensor ChunkedDecoder::backward_checkpoint(int64_t k, int64_t l) {

@@ -116,8 +116,7 @@ class ChunkedDecoder {
   // default; set before backward.
   void set_loss_scale(double scale) { loss_scale_ = scale; }
 
-
-  int64_t chunk_size() const { return chunk_; }  // effective C (<= T)
+  int64_t chunk_size() const { return chunk_; }                   // effective C (<= T)
   bool offloads_attention() const { return offload_attention_; }  // options.offload_attention resolved
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
   // nullptr (the default): no timing. `timing` must outlive the forward/backward calls that fill it.
@@ -143,8 +142,8 @@ class ChunkedDecoder {
   Tensor forward_checkpoint(int64_t k, int64_t l);
   void checkpoint_written(int64_t k, int64_t l);
   Tensor backward_checkpoint(int64_t k, int64_t l);
-  void fetch_checkpoint(int64_t j);     // offload: queue host -> slot j % 2 of checkpoint number j
-  Tensor slot_view(int64_t j) const;    // offload: slot j % 2 as (B*C_k, D) for checkpoint number j
+  void fetch_checkpoint(int64_t j);   // offload: queue host -> slot j % 2 of checkpoint number j
+  Tensor slot_view(int64_t j) const;  // offload: slot j % 2 as (B*C_k, D) for checkpoint number j
   // Offloaded attention: a.attn_out / a.attn_lse = the device slot of (chunk k, layer l). Forward: before
   // the layer writes it (the slot's previous copy done), then queue its copy to the host. Backward: fetch
   // it (and queue the next one's fetch) before use.
@@ -176,12 +175,12 @@ class ChunkedDecoder {
   // Offloaded attention (else empty): per layer, host storage for all T tokens (chunk-major; the lse as
   // (B, H, C_k) blocks at B * H * o_k), and two device slots with the ticket of each one's last copy.
   bool offload_attention_ = false;
-  std::vector<Tensor> attn_out_host_;   // L of (B*T, H*HD)
-  std::vector<Tensor> attn_lse_host_;   // L of (B*H*T) stats dtype
+  std::vector<Tensor> attn_out_host_;     // L of (B*T, H*HD)
+  std::vector<Tensor> attn_lse_host_;     // L of (B*H*T) stats dtype
   std::array<Tensor, 2> attn_out_slots_;  // (B*C, H*HD) each
   std::array<Tensor, 2> attn_lse_slots_;  // (B*H*C) each
   std::array<int64_t, 2> attn_ticket_{-1, -1};
-  std::vector<KvContext> kv_;  // L: K/V cache (B, T, KVH, HD)
+  std::vector<KvContext> kv_;                   // L: K/V cache (B, T, KVH, HD)
   std::vector<KvGrads> kv_grads_;               // L: dK/dV accumulators (B, T, KVH, HD)
   Tensor ids_, positions_, segments_, labels_;  // (B*T) i32 chunk-major; labels shifted (HF)
   Tensor kv_segments_;                          // (B, T) i32 row-major: the K/V range's segment ids
@@ -192,11 +191,11 @@ class ChunkedDecoder {
   // One chunk, one layer at a time (storage of the largest chunk; views per chunk size).
   LayerActivations acts_;  // (B*C, ...) see LayerActivations
   LayerScratch scratch_;
-  Tensor final_rstd_;     // (B*C) stats dtype
-  Tensor final_xn_;       // (B*C, D)
-  Tensor losses_;         // (B*C) stats dtype
-  Tensor logits_;         // (B*C, V) only for the plain loss
-  Tensor d_resid_;        // (B*C, D)
+  Tensor final_rstd_;  // (B*C) stats dtype
+  Tensor final_xn_;    // (B*C, D)
+  Tensor losses_;      // (B*C) stats dtype
+  Tensor logits_;      // (B*C, V) only for the plain loss
+  Tensor d_resid_;     // (B*C, D)
   // LoRA (empty without): t = dropout(x) A^T of the current layer, per module at the module's largest rank.
   std::vector<LoraSpec> lora_specs_;
   std::vector<std::vector<int64_t>> lora_rank_;  // L x 7: the rank of each layer's adapter, 0 = none

@@ -31,9 +31,8 @@ void check_batch(const Batch& batch, int64_t B, int64_t T) {
 // The adapters given to forward/backward must be the ones the activations were planned for.
 void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype,
                        const char* what) {
-  LT_CHECK(lora.specs.size() == planned.size(),
-           "{}: {} LoRA adapters given, the decoder was planned for {}", what, lora.specs.size(),
-           planned.size());
+  LT_CHECK(lora.specs.size() == planned.size(), "{}: {} LoRA adapters given, the decoder was planned for {}",
+           what, lora.specs.size(), planned.size());
   for (size_t i = 0; i < planned.size(); ++i) {
     const LoraSpec& p = planned[i];
     LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
@@ -137,16 +136,18 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
 }
 
 const std::vector<std::string>& decoder_offload_names() {
-  static const std::vector<std::string> names{"k",   "v",   "attn_rstd", "attn_in",  "q",      "attn_out", "attn_lse",
-                                              "mid", "gate", "up",       "ffn_rstd", "ffn_in", "h",        "lora_t"};
+  static const std::vector<std::string> names{"k",        "v",        "attn_rstd", "attn_in", "q",
+                                              "attn_out", "attn_lse", "mid",       "gate",    "up",
+                                              "ffn_rstd", "ffn_in",   "h",         "lora_t"};
   return names;
 }
 
 void check_offload_names(const std::vector<std::string>& names, const std::string& what) {
   const std::vector<std::string>& all = decoder_offload_names();
   for (const std::string& n : names)
-    LT_CHECK(std::find(all.begin(), all.end(), n) != all.end(), "{}: '{}' is not a kept activation; expected some of {}",
-             what, n, fmt::format("{}", fmt::join(all, ", ")));
+    LT_CHECK(std::find(all.begin(), all.end(), n) != all.end(),
+             "{}: '{}' is not a kept activation; expected some of {}", what, n,
+             fmt::format("{}", fmt::join(all, ", ")));
 }
 
 template <class Alloc, class HostAlloc>
@@ -181,7 +182,8 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
       std::vector<Tensor>& parity = slots[l % 2];
       if (parity.size() <= slot) parity.resize(slot + 1);
       if (l < 2) parity[slot] = alloc(fmt::format("offload.slot{}.{}", l, what), dtype, dims);
-      offload_[size_t(l)].push_back({(*offload)(fmt::format("layer.{}.{}", l, what), dtype, dims), parity[slot]});
+      offload_[size_t(l)].push_back(
+          {(*offload)(fmt::format("layer.{}.{}", l, what), dtype, dims), parity[slot]});
       return parity[slot];
     }
     if (keep) return alloc(fmt::format("layer.{}.{}", l, what), dtype, dims);
@@ -339,7 +341,8 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
   LT_CHECK(!options.head_backward_in_forward || options.fused_loss,
            "decoder: head_backward_in_forward needs the fused loss");
   LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
-           "decoder: loss blocks {} x {} must be positive", options.loss_token_block, options.loss_vocab_block);
+           "decoder: loss blocks {} x {} must be positive", options.loss_token_block,
+           options.loss_vocab_block);
   LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
            "decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)", dtype_name(dtype));
   LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
@@ -367,11 +370,13 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
 Decoder::~Decoder() = default;
 
 void Decoder::offload_store(int64_t layer) {
-  for (const OffloadPair& p : offload_[size_t(layer)]) stored_[size_t(layer)] = transfers_->copy(p.host, p.device);
+  for (const OffloadPair& p : offload_[size_t(layer)])
+    stored_[size_t(layer)] = transfers_->copy(p.host, p.device);
 }
 
 void Decoder::offload_fetch(int64_t layer) {
-  for (const OffloadPair& p : offload_[size_t(layer)]) fetched_[size_t(layer)] = transfers_->copy(p.device, p.host);
+  for (const OffloadPair& p : offload_[size_t(layer)])
+    fetched_[size_t(layer)] = transfers_->copy(p.device, p.host);
 }
 
 double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
@@ -403,7 +408,8 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
     KvContext& kv = kv_[size_t(l)];
     kv.k_segments = db.segments;
     // The slot of layer l held layer l - 2, whose copy to the host must be done before it is overwritten.
-    if (offloading && l >= 2 && stored_[size_t(l - 2)] >= 0) transfers_->compute_waits_for(stored_[size_t(l - 2)]);
+    if (offloading && l >= 2 && stored_[size_t(l - 2)] >= 0)
+      transfers_->compute_waits_for(stored_[size_t(l - 2)]);
     layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)],
                   lora_pass(l, nullptr));
     if (offloading) offload_store(l);
@@ -411,8 +417,9 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
   // The head's backward here writes scratch_.d_norm, which nothing touches before backward reads it.
   const double loss_sum =
       options_.head_backward_in_forward
-          ? fused_lm_loss_forward_backward(config_, w, lm_, loss_scale_ / double(label_tokens), options_.loss_token_block,
-                                           options_.loss_vocab_block, scratch_.d_norm, head_grad_)
+          ? fused_lm_loss_forward_backward(config_, w, lm_, loss_scale_ / double(label_tokens),
+                                           options_.loss_token_block, options_.loss_vocab_block,
+                                           scratch_.d_norm, head_grad_)
       : options_.fused_loss
           ? fused_lm_loss_forward(config_, w, lm_, options_.loss_token_block, options_.loss_vocab_block)
           : lm_loss_forward(config_, w, lm_);
@@ -428,9 +435,10 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
   if (options_.head_backward_in_forward) {
-    LT_CHECK(head_weight(config_, g).data == head_grad_.data,
-             "decoder: head_backward_in_forward with a trainable LM head whose gradient forward did not compute "
-             "(set_head_gradient with the head's gradient tensor before forward)");
+    LT_CHECK(
+        head_weight(config_, g).data == head_grad_.data,
+        "decoder: head_backward_in_forward with a trainable LM head whose gradient forward did not compute "
+        "(set_head_gradient with the head's gradient tensor before forward)");
     final_norm_backward(config_, w, g, lm_, scratch_.d_norm, d_resid_);
   } else if (options_.fused_loss)
     fused_lm_loss_backward(config_, w, g, lm_, loss_scale_ / double(label_tokens_), options_.loss_token_block,
@@ -443,7 +451,8 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
   const int64_t L = config_.num_layers;
   for (int64_t l = L - 1; l >= 0; --l) {
     // The last two layers are still in their slots; the others were fetched while a later layer ran.
-    if (offloading && l <= L - 3 && fetched_[size_t(l)] >= 0) transfers_->compute_waits_for(fetched_[size_t(l)]);
+    if (offloading && l <= L - 3 && fetched_[size_t(l)] >= 0)
+      transfers_->compute_waits_for(fetched_[size_t(l)]);
     ops::zero(kv_grads_.dk);
     ops::zero(kv_grads_.dv);
     LayerActivations& a = acts_[size_t(l)];
@@ -495,9 +504,10 @@ LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {
 }
 
 Tensor Decoder::logits() const {
-  LT_CHECK(!options_.fused_loss,
-           "decoder: logits exist only with the plain head (DecoderOptions::fused_loss false); the fused head "
-           "never materializes them");
+  LT_CHECK(
+      !options_.fused_loss,
+      "decoder: logits exist only with the plain head (DecoderOptions::fused_loss false); the fused head "
+      "never materializes them");
   LT_CHECK(forward_done_, "decoder: logits are only valid after forward and before backward");
   return lm_.logits.reshaped({batch_, tokens_, config_.vocab_size});
 }

@@ -14,8 +14,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/arena.h"
@@ -249,8 +249,8 @@ void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWei
 // The fused head's forward and its backward at once: dx into d_xn, the head's gradient added to d_head
 // ((V, D); empty for a frozen head); returns the loss sum.
 double fused_lm_loss_forward_backward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
-                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
-                                      Tensor d_head = Tensor());
+                                      double grad_scale, int64_t token_block, int64_t vocab_block,
+                                      Tensor d_xn, Tensor d_head = Tensor());
 // The final norm's backward from the head's d_xn: d_resid (N, D) written, g.final_norm added to.
 void final_norm_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
                          LmActivations& acts, Tensor d_xn, Tensor d_resid);
@@ -287,7 +287,8 @@ class Decoder {
   // `config` is kept by reference: it must outlive the decoder. `offload` (nullptr: none) is the host arena
   // of offloaded activations.
   Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-          const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {}, Arena* offload = nullptr);
+          const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {},
+          Arena* offload = nullptr);
   ~Decoder();
 
   // Loss = (sum of token CEs) / label_tokens. label_tokens > 0 is the denominator of the whole optimizer
@@ -321,8 +322,8 @@ class Decoder {
           const std::vector<LoraSpec>& lora, const DecoderOptions& options);  // no buffers
   template <class Alloc, class HostAlloc>
   void plan(Alloc& alloc, HostAlloc* offload);
-  void offload_store(int64_t layer);   // queue layer's kept tensors device -> host
-  void offload_fetch(int64_t layer);   // queue them host -> device (its slot)
+  void offload_store(int64_t layer);  // queue layer's kept tensors device -> host
+  void offload_fetch(int64_t layer);  // queue them host -> device (its slot)
   LoraPass lora_pass(int64_t layer, LoraWeights* grads) const;
   // Elementwise and Norms: dAttn and dQ (B, T, H, HD) fit in an (N, F) h buffer; then they live in h's first
   // 2 * N * H * HD elements.
@@ -344,7 +345,7 @@ class Decoder {
   std::vector<int64_t> stored_, fetched_;  // L tickets, -1: none
   int64_t label_tokens_ = 0;
   double loss_scale_ = 1.0;
-  Tensor head_grad_;  // set_head_gradient: (V, D), empty for a frozen head
+  Tensor head_grad_;                         // set_head_gradient: (V, D), empty for a frozen head
   std::function<void(int64_t)> layer_done_;  // set_layer_gradients_done
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
@@ -354,8 +355,8 @@ class Decoder {
   KvGrads kv_grads_;                    // (B, T, KVH, HD), reused layer after layer
   LayerScratch scratch_;
   LmActivations lm_;
-  Tensor d_resid_;  // (B*T, D) residual-stream gradient
-  BatchBuffers batch_buffers_;        // the batch on the decoder's device
+  Tensor d_resid_;                     // (B*T, D) residual-stream gradient
+  BatchBuffers batch_buffers_;         // the batch on the decoder's device
   Batch device_batch_;                 // views of batch_buffers_ for the last forward
   std::vector<LoraSpec> lora_specs_;   // the adapters' layout (empty: no LoRA)
   const LoraWeights* lora_ = nullptr;  // the adapters of the last forward

@@ -46,15 +46,16 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
 
   // MLP branch: out = mid + down(silu(gate) * up).
   // Each adapter writes its input gradient first; the projection's GEMM adds in (LoraInto::Write).
-  const bool lora_down = lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h,
-                                       LoraInto::Write);
+  const bool lora_down =
+      lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h, LoraInto::Write);
   ops::linear_backward({.rows = N, .in = F, .out = D, .accumulate_dx = lora_down}, s.d_h, g.ffn_down,
                        g.ffn_down_bias, d_resid, a.h, w.ffn_down);
   ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
   if (recompute) ops::rmsnorm_forward(norm_forward, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  const bool lora_mlp = lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
-                                             std::array{s.d_gate, s.d_up}, s.d_norm, LoraInto::Write);
+  const bool lora_mlp =
+      lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
+                           std::array{s.d_gate, s.d_up}, s.d_norm, LoraInto::Write);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = lora_mlp}, s.d_norm, g.ffn_gate,
                        g.ffn_gate_bias, s.d_gate, a.ffn_in, w.ffn_gate);
   ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
@@ -66,8 +67,9 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
   const bool lora_o = lora_backward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}),
                                     a.lora_t[3], d_resid, s.d_attn.reshaped({N, H * HD}), LoraInto::Write);
-  ops::linear_backward({.rows = N, .in = H * HD, .out = D, .accumulate_dx = lora_o}, s.d_attn.reshaped({N, H * HD}),
-                       g.attn_o, g.attn_o_bias, d_resid, a.attn_out.reshaped({N, H * HD}), w.attn_o);
+  ops::linear_backward({.rows = N, .in = H * HD, .out = D, .accumulate_dx = lora_o},
+                       s.d_attn.reshaped({N, H * HD}), g.attn_o, g.attn_o_bias, d_resid,
+                       a.attn_out.reshaped({N, H * HD}), w.attn_o);
   const ops::AttentionParams attn{.batch = B,
                                   .q_len = C,
                                   .kv_len = S,
@@ -88,8 +90,8 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
   const bool lora_qkv = lora_backward_shared(
       lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
-      std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}), s.d_v.reshaped({N, KVH * HD})}, s.d_norm,
-      LoraInto::Write);
+      std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}), s.d_v.reshaped({N, KVH * HD})},
+      s.d_norm, LoraInto::Write);
   ops::linear_backward({.rows = N, .in = D, .out = H * HD, .accumulate_dx = lora_qkv}, s.d_norm, g.attn_q,
                        g.attn_q_bias, s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
   ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,

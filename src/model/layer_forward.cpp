@@ -3,8 +3,8 @@
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
 // The residual adds ride on the projections' GEMMs: linear_forward's residual is the GEMM's C input.
-// A LoRA adapter writes its projection's output first and the projection's GEMM adds in (before RoPE for q and
-// k); adapters sharing an input run their x A^T stacked (lora_layer.h).
+// A LoRA adapter writes its projection's output first and the projection's GEMM adds in (before RoPE for q
+// and k); adapters sharing an input run their x A^T stacked (lora_layer.h).
 #include <array>
 #include <cmath>
 #include <vector>
@@ -24,11 +24,11 @@ void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights&
   const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
   ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  const std::vector<bool> lora_wrote = lora_forward_shared(
-      lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]}, std::array{a.gate, a.up},
-      LoraInto::Write);
-  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[0]}, a.gate, a.ffn_in, w.ffn_gate,
-                      w.ffn_gate_bias);
+  const std::vector<bool> lora_wrote =
+      lora_forward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
+                          std::array{a.gate, a.up}, LoraInto::Write);
+  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[0]}, a.gate, a.ffn_in,
+                      w.ffn_gate, w.ffn_gate_bias);
   ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[1]}, a.up, a.ffn_in, w.ffn_up,
                       w.ffn_up_bias);
   ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
@@ -41,7 +41,8 @@ void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerW
   const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size;
   check_shape(a.x, {N, D}, "layer_recompute_selective: input");
   check_shape(a.mid, {N, D}, "layer_recompute_selective: mid");
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.attn_in, a.attn_rstd, a.x,
+                       w.attn_norm);
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
 }
 
@@ -82,8 +83,8 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
       std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
                  recompute ? Tensor() : a.v.reshaped({N, KVH * HD})},
       LoraInto::Write);
-  ops::linear_forward({.rows = N, .in = D, .out = H * HD, .accumulate_y = lora_wrote[0]}, a.q.reshaped({N, H * HD}),
-                      a.attn_in, w.attn_q, w.attn_q_bias);
+  ops::linear_forward({.rows = N, .in = D, .out = H * HD, .accumulate_y = lora_wrote[0]},
+                      a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q, w.attn_q_bias);
   if (!recompute) {
     ops::linear_forward({.rows = N, .in = D, .out = KVH * HD, .accumulate_y = lora_wrote[1]},
                         a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k, w.attn_k_bias);
@@ -111,8 +112,8 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
 
   // mid = x + o_proj(...): the adapter writes mid = x + its product and the GEMM adds in; without one the
   // GEMM reads x as its C (no copy of x into mid first).
-  const bool lora_o = lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}), a.lora_t[3],
-                                   a.mid, LoraInto::Write, a.x);
+  const bool lora_o = lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}),
+                                   a.lora_t[3], a.mid, LoraInto::Write, a.x);
   const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = lora_o};
   ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias,
                       lora_o ? Tensor() : a.x);
@@ -122,8 +123,8 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
     lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], Tensor());
     return;
   }
-  const bool lora_down = lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out, LoraInto::Write,
-                                      a.mid);
+  const bool lora_down =
+      lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out, LoraInto::Write, a.mid);
   const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = lora_down};
   ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias, lora_down ? Tensor() : a.mid);
 }
@@ -137,7 +138,8 @@ void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, c
 }
 
 void layer_recompute_full(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                          const KvContext& kv, LayerActivations& a, const LoraPass& lora, bool attention_kept) {
+                          const KvContext& kv, LayerActivations& a, const LoraPass& lora,
+                          bool attention_kept) {
   layer_pass(c, layer, w, chunk, kv, a, Tensor(), lora, attention_kept);
 }
 

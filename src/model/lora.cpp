@@ -168,7 +168,8 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
         LoraAdapter& a = w.layers[size_t(l)][LoraModule(m)];
         if (!a.present()) continue;
         const std::string path = lora_module_path(l, LoraModule(m));
-        const int64_t in = lora_in_features(config, LoraModule(m)), out = lora_out_features(config, LoraModule(m));
+        const int64_t in = lora_in_features(config, LoraModule(m)),
+                      out = lora_out_features(config, LoraModule(m));
         if (which == LoraMatrix::A)
           a.a = arena.alloc(path + ".lora_A", dtype, {a.rank, in});
         else

@@ -116,7 +116,6 @@ bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
   return true;
 }
 
-
 namespace {
 
 // `tensors` viewed as one (sum of their rows, cols) matrix when each starts where the one before ends (one
@@ -126,10 +125,11 @@ Tensor stacked_rows(std::span<const Tensor> tensors) {
   const Tensor& first = tensors[0];
   int64_t rows = 0;
   for (const Tensor& t : tensors) {
-    if (t.empty() || t.ndim != 2 || t.dtype != first.dtype || t.dim(1) != first.dim(1) || t.device != first.device)
+    if (t.empty() || t.ndim != 2 || t.dtype != first.dtype || t.dim(1) != first.dim(1) ||
+        t.device != first.device)
       return Tensor();
-    if (static_cast<const char*>(t.data) != static_cast<const char*>(first.data) + first.bytes() / size_t(first.dim(0)) *
-                                                                                       size_t(rows))
+    if (static_cast<const char*>(t.data) !=
+        static_cast<const char*>(first.data) + first.bytes() / size_t(first.dim(0)) * size_t(rows))
       return Tensor();
     rows += t.dim(0);
   }
@@ -174,9 +174,9 @@ bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool
   return stacked(lora, modules, backward).has_value();
 }
 
-std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                                      const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
-                                      std::span<const Tensor> ys, LoraInto into) {
+std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
+                                      std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
+                                      std::span<const Tensor> ts, std::span<const Tensor> ys, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && ys.size() == modules.size(),
            "lora_forward_shared: {} modules, {} t and {} outputs", modules.size(), ts.size(), ys.size());
   std::vector<bool> wrote(modules.size(), false);
@@ -204,15 +204,17 @@ std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer, std::
 }
 
 bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> dys,
-                          Tensor dx, LoraInto into) {
+                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
+                          std::span<const Tensor> dys, Tensor dx, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && dys.size() == modules.size(),
-           "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(), dys.size());
+           "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(),
+           dys.size());
   const std::optional<Stacked> s = stacked(lora, modules, true);
   if (!s) {
     bool wrote = false;  // Write: the first adapter writes dx, the others add into it
     for (size_t i = 0; i < modules.size(); ++i)
-      wrote |= lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx, wrote ? LoraInto::Add : into);
+      wrote |=
+          lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx, wrote ? LoraInto::Add : into);
     return wrote;
   }
   const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
@@ -222,13 +224,13 @@ bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const L
     const LoraAdapter& ad = *s->adapters[i];
     Tensor db = lora.grads ? (*lora.grads)[modules[i]].b : Tensor();
     Tensor dt = scratch_view(lora.scratch_r, N, ad.rank, "gradient of x A^T");  // (N, r)
-    ops::linear_backward({.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling}, dt, db, Tensor(),
-                         dys[i], ts[i], ad.b);
+    ops::linear_backward({.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling}, dt, db,
+                         Tensor(), dys[i], ts[i], ad.b);
     ops::copy_block(dt_all, col, dt, 0, ad.rank);
     col += ad.rank;
   }
-  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = into == LoraInto::Add}, dx, s->da,
-                       Tensor(), dt_all, x, s->a);
+  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = into == LoraInto::Add}, dx,
+                       s->da, Tensor(), dt_all, x, s->a);
   return true;
 }
 

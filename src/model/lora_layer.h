@@ -24,9 +24,9 @@ enum class LoraInto : uint8_t { Add, Write };
 bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
                   Tensor t, Tensor y, LoraInto into = LoraInto::Add, Tensor residual = Tensor());
 
-// With dt = scaling * dy B:  dB += scaling * dy^T t,  dA += dt^T dropout(x),  dx gets dropout'(dt A) as `into`
-// says. x (N, in), t (N, r), dy (N, out), dx (N, in) the projection input's gradient. Returns whether dx was
-// touched.
+// With dt = scaling * dy B:  dB += scaling * dy^T t,  dA += dt^T dropout(x),  dx gets dropout'(dt A) as
+// `into` says. x (N, in), t (N, r), dy (N, out), dx (N, in) the projection input's gradient. Returns whether
+// dx was touched.
 bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
                    Tensor t, Tensor dy, Tensor dx, LoraInto into = LoraInto::Add);
 
@@ -35,16 +35,17 @@ bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
 // t_i (lora.scratch_in holds the stacked (N, sum r)); then each y_i gets scaling_i t_i B_i^T. Otherwise one
 // lora_forward per module. The same values either way; an empty y_i: t_i only. Returns, per module, whether
 // its y was touched.
-std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                                      const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
-                                      std::span<const Tensor> ys, LoraInto into = LoraInto::Add);
+std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
+                                      std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
+                                      std::span<const Tensor> ts, std::span<const Tensor> ys,
+                                      LoraInto into = LoraInto::Add);
 // Whether lora_forward_shared (backward: lora_backward_shared) takes the stacked path for these modules.
 bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool backward);
 // Their backward: each dt_i = scaling_i dy_i B_i (and dB_i), gathered into one (N, sum r), then dA (stacked,
 // when the gradients are back to back too) and dx (+)= dt [A_1; ...] as ONE GEMM each. Otherwise one
 // lora_backward per module, in order (with Write the first writes dx). Returns whether dx was touched.
 bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts, std::span<const Tensor> dys,
-                          Tensor dx, LoraInto into = LoraInto::Add);
+                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
+                          std::span<const Tensor> dys, Tensor dx, LoraInto into = LoraInto::Add);
 
 }  // namespace lt::model

@@ -25,7 +25,7 @@ struct MemoryEstimateSettings {
   // Full only: AdamW applied during backward, layer by layer: gradients for the model-level weights and one
   // layer (shared by all layers), not for every layer.
   bool optimizer_in_backward = false;
-  int64_t lora_rank = 16;        // r (LoRA only)
+  int64_t lora_rank = 16;  // r (LoRA only)
   std::vector<std::string> lora_targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                            "gate_proj", "up_proj", "down_proj"};  // LoRA only
 };

@@ -49,7 +49,7 @@ std::string_view layer_part(std::string_view name) {
 // chunked_decoder.cpp plan()). Unknown names throw, so a new buffer cannot go uncounted.
 MemoryCategory classify(std::string_view name) {
   using C = MemoryCategory;
-  if (starts_with(name, "resid.")) return C::KeptActivations;  // layer inputs (chunked: the checkpoints)
+  if (starts_with(name, "resid.")) return C::KeptActivations;    // layer inputs (chunked: the checkpoints)
   if (starts_with(name, "offload.")) return C::KeptActivations;  // the device slots of offloaded layers
   if (std::string_view rest = layer_part(name); !rest.empty()) {
     if (rest == "k" || rest == "v" || rest == "k_cache" || rest == "v_cache" || rest == "grad_k" ||
@@ -66,9 +66,9 @@ MemoryCategory classify(std::string_view name) {
   if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk.") ||
       starts_with(name, "recompute."))
     return C::TransientActivations;
-  static constexpr std::string_view kTokens[] = {"chunk_ids",         "chunk_positions", "chunk_segments",
-                                                 "chunk_labels",      "chunk_kv_segments", "batch_ids",
-                                                 "batch_positions",   "batch_segments"};
+  static constexpr std::string_view kTokens[] = {"chunk_ids",       "chunk_positions",   "chunk_segments",
+                                                 "chunk_labels",    "chunk_kv_segments", "batch_ids",
+                                                 "batch_positions", "batch_segments"};
   if (std::find(std::begin(kTokens), std::end(kTokens), name) != std::end(kTokens)) return C::Workspace;
   LT_FAIL("memory plan: decoder buffer '{}' has no memory category; add it to classify() in memory_plan.cpp",
           name);
@@ -166,11 +166,11 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
       // ops::fused_linear_cross_entropy_* (CPU) keep one (token block, vocab block) tile on the heap.
       const int64_t tile_tokens = std::min(s.loss_token_block, rows);
       const int64_t tile_vocab = std::min(s.loss_vocab_block, config.vocab_size);
-      add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_tokens * tile_vocab) * dtype_size(s.dtype),
-          false);
+      add("fused_loss.tile", MemoryCategory::Workspace,
+          size_t(tile_tokens * tile_vocab) * dtype_size(s.dtype), false);
     } else {
-      // The CUDA op takes blocks of rows with the whole vocabulary, as many rows as fit its 256 MiB tile budget
-      // (in multiples of 128, at least the token block), from the stream-ordered pool.
+      // The CUDA op takes blocks of rows with the whole vocabulary, as many rows as fit its 256 MiB tile
+      // budget (in multiples of 128, at least the token block), from the stream-ordered pool.
       const int64_t row_bytes = config.vocab_size * int64_t(dtype_size(s.dtype));
       const int64_t budget_rows = std::max<int64_t>((int64_t(256) << 20) / row_bytes / 128 * 128, 1);
       const int64_t tile_rows = std::min(rows, std::max(s.loss_token_block, budget_rows));

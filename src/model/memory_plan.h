@@ -42,16 +42,16 @@ struct MemoryPlanSettings {
   Device device = Device::CPU;
   // Gradients and LoRA adapters (GPU bf16: f32, with a bf16 copy of the adapters); none: `dtype`.
   std::optional<DType> master_dtype;
-  int64_t batch = 1;         // B, the micro-batch
-  int64_t seq_len = 2048;    // T
-  int64_t chunk_size = 0;    // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
+  int64_t batch = 1;       // B, the micro-batch
+  int64_t seq_len = 2048;  // T
+  int64_t chunk_size = 0;  // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
   // Host memory for what backward needs: whole-sequence, the kept activations (Decoder's offload); chunked
   // (recompute full only), the residual checkpoints (ChunkedOptions::offload).
   bool offload = false;
   std::vector<std::string> offload_only;  // whole sequences: DecoderOptions::offload_only
-  std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
+  std::optional<DType> master_weights;    // full/partial: wider copies of the trained weights (their dtype)
   // full/partial: AdamW applied during backward, every layer's gradients in one shared layer-sized buffer
   // (model/shared_layer_grads.h); whole-sequence training only.
   bool optimizer_in_backward = false;

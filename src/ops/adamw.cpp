@@ -2,10 +2,10 @@
 // dispatch on the device.
 #include <cmath>
 
+#include "ops/adamw_many.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/dispatch.h"
-#include "ops/adamw_many.h"
 #include "ops/ops.h"
 
 #if defined(LT_HAVE_CUDA)
@@ -74,14 +74,15 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const AdamWTensor& t = tensors[i];
     check_adamw(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
-    LT_CHECK(t.param.device == tensors[0].param.device, "adamw_step_many: tensor {} is on {}, tensor 0 on {}", i,
-             device_name(t.param.device), device_name(tensors[0].param.device));
-    LT_CHECK(t.p.lr == first.lr && t.p.beta1 == first.beta1 && t.p.beta2 == first.beta2 && t.p.eps == first.eps &&
-                 t.p.step == first.step,
-             "adamw_step_many: tensor {} has lr {} betas ({}, {}) eps {} step {}, tensor 0 lr {} betas ({}, {}) eps "
+    LT_CHECK(t.param.device == tensors[0].param.device, "adamw_step_many: tensor {} is on {}, tensor 0 on {}",
+             i, device_name(t.param.device), device_name(tensors[0].param.device));
+    LT_CHECK(t.p.lr == first.lr && t.p.beta1 == first.beta1 && t.p.beta2 == first.beta2 &&
+                 t.p.eps == first.eps && t.p.step == first.step,
+             "adamw_step_many: tensor {} has lr {} betas ({}, {}) eps {} step {}, tensor 0 lr {} betas ({}, "
+             "{}) eps "
              "{} step {}; expected one of each",
-             i, t.p.lr, t.p.beta1, t.p.beta2, t.p.eps, t.p.step, first.lr, first.beta1, first.beta2, first.eps,
-             first.step);
+             i, t.p.lr, t.p.beta1, t.p.beta2, t.p.eps, t.p.step, first.lr, first.beta1, first.beta2,
+             first.eps, first.step);
   }
   if (tensors[0].param.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
@@ -92,7 +93,8 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
 #endif
     return;
   }
-  for (const AdamWTensor& t : tensors) cpu::adamw_step(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
+  for (const AdamWTensor& t : tensors)
+    cpu::adamw_step(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
 }
 
 double grad_norm_squared(Tensor grad) {
@@ -110,8 +112,8 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
     const Tensor& g = grads[i];
     LT_CHECK(g.numel() == 0 || !g.empty(), "grad_norms_squared: gradient {} of shape {} has no memory", i,
              g.shape_string());
-    LT_CHECK(is_floating(g.dtype), "grad_norms_squared: gradient {} has dtype {}, expected a floating dtype", i,
-             dtype_name(g.dtype));
+    LT_CHECK(is_floating(g.dtype), "grad_norms_squared: gradient {} has dtype {}, expected a floating dtype",
+             i, dtype_name(g.dtype));
     if (g.empty()) continue;
     if (!first) first = &g;
     LT_CHECK(g.device == first->device, "grad_norms_squared: gradients on different devices ({} and {})",

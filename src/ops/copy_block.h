@@ -11,7 +11,8 @@
 
 namespace lt::ops {
 
-void copy_block(Tensor dst /*(R, Cd)*/, int64_t dst_col, Tensor src /*(R, Cs)*/, int64_t src_col, int64_t cols);
+void copy_block(Tensor dst /*(R, Cd)*/, int64_t dst_col, Tensor src /*(R, Cs)*/, int64_t src_col,
+                int64_t cols);
 
 namespace cuda {
 // The CUDA side (checked by ops::copy_block): byte offsets and pitches of the two matrices.

@@ -39,8 +39,8 @@ void scale_host(T* x, int64_t n, double factor) {
 
 void check_copy(const Tensor& dst, const Tensor& src) {
   LT_CHECK(!dst.empty() && !src.empty(), "copy: dst or src is missing (empty view)");
-  LT_CHECK(dst.numel() == src.numel(), "copy: dst {} and src {} differ in element count",
-           dst.shape_string(), src.shape_string());
+  LT_CHECK(dst.numel() == src.numel(), "copy: dst {} and src {} differ in element count", dst.shape_string(),
+           src.shape_string());
   LT_CHECK(dst.dtype == src.dtype || (is_floating(dst.dtype) && is_floating(src.dtype)),
            "copy: dtypes {} and {}; only floating dtypes convert", dtype_name(dst.dtype),
            dtype_name(src.dtype));

@@ -28,10 +28,12 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   check_tensor(w, {p.out, p.in}, "linear_forward w");
   check_optional(bias, {p.out}, "linear_forward bias");
   check_optional(residual, {p.rows, p.out}, "linear_forward residual");
-  LT_CHECK(residual.empty() || !p.accumulate_y,
-           "linear_forward: a residual with accumulate_y; expected one of them (y = residual + ..., or y += ...)");
+  LT_CHECK(
+      residual.empty() || !p.accumulate_y,
+      "linear_forward: a residual with accumulate_y; expected one of them (y = residual + ..., or y += ...)");
   LT_CHECK(residual.empty() || residual.dtype == y.dtype,
-           "linear_forward residual: dtype {}, expected y's {}", dtype_name(residual.dtype), dtype_name(y.dtype));
+           "linear_forward residual: dtype {}, expected y's {}", dtype_name(residual.dtype),
+           dtype_name(y.dtype));
   LT_OP_DISPATCH(x.device, linear_forward, p, y, x, w, bias, residual);
 }
 

@@ -63,10 +63,10 @@ void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N
 // ---- rotary position embedding, HF's rotate-half layout (dim j pairs with j + HD/2) ----------------------
 enum class RopeType : uint8_t { Default, Llama3 };
 struct RopeParams {
-  int64_t tokens;     // N
-  int64_t heads;      // H (or KVH for keys)
-  int64_t head_dim;   // HD, even
-  double theta;       // base
+  int64_t tokens;    // N
+  int64_t heads;     // H (or KVH for keys)
+  int64_t head_dim;  // HD, even
+  double theta;      // base
   RopeType type = RopeType::Default;
   double factor = 1.0;  // llama3 scaling (FORMATS.md)
   double low_freq_factor = 1.0;
@@ -97,13 +97,14 @@ struct AttentionParams {
 };
 // q_segments / k_segments: (B, Tq) / (B, S) i32 non-decreasing ids, or both empty (one sequence per row).
 void attention_forward(const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/,
-                       Tensor q /*(B, Tq, H, HD)*/, Tensor k /*(B, S, KVH, HD)*/, Tensor v /*(B, S, KVH, HD)*/,
-                       Tensor q_segments, Tensor k_segments);
+                       Tensor q /*(B, Tq, H, HD)*/, Tensor k /*(B, S, KVH, HD)*/,
+                       Tensor v /*(B, S, KVH, HD)*/, Tensor q_segments, Tensor k_segments);
 // dq is written; dk and dv ACCUMULATE (chunked training adds into the dK/dV accumulators).
-void attention_backward(const AttentionParams& p, Tensor dq /*(B, Tq, H, HD) =*/, Tensor dk /*(B, S, KVH, HD) +=*/,
-                        Tensor dv /*(B, S, KVH, HD) +=*/, Tensor dout /*(B, Tq, H, HD)*/,
-                        Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/, Tensor q, Tensor k, Tensor v,
-                        Tensor q_segments, Tensor k_segments);
+void attention_backward(const AttentionParams& p, Tensor dq /*(B, Tq, H, HD) =*/,
+                        Tensor dk /*(B, S, KVH, HD) +=*/, Tensor dv /*(B, S, KVH, HD) +=*/,
+                        Tensor dout /*(B, Tq, H, HD)*/, Tensor out /*(B, Tq, H, HD)*/,
+                        Tensor lse /*(B, H, Tq)*/, Tensor q, Tensor k, Tensor v, Tensor q_segments,
+                        Tensor k_segments);
 
 // ---- SwiGLU: h = silu(gate) * up -----------------------------------------------------------------------
 struct SwigluParams {
@@ -119,26 +120,27 @@ void add_inplace(Tensor y, Tensor x);
 
 // ---- cross-entropy over logits whose labels are already shifted (label of row n = token n+1's) -----------
 struct CrossEntropyParams {
-  int64_t rows;                // N
-  int64_t vocab;               // V
+  int64_t rows;   // N
+  int64_t vocab;  // V
   int32_t ignore_index = -100;
-  double grad_scale = 1.0;     // d(total loss)/d(sum of row losses): 1 / (label tokens of the whole step)
+  double grad_scale = 1.0;  // d(total loss)/d(sum of row losses): 1 / (label tokens of the whole step)
 };
-// losses[n] = lse[n] - logits[n, labels[n]], 0 where the label is ignored; returns the sum of losses (double).
+// losses[n] = lse[n] - logits[n, labels[n]], 0 where the label is ignored; returns the sum of losses
+// (double).
 double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/, Tensor lse /*(N)*/,
                              Tensor logits /*(N, V)*/, Tensor labels /*(N) i32*/);
 // dlogits = grad_scale * (softmax(logits) - onehot(label)), 0 rows where ignored. May alias logits.
-void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/, Tensor logits /*(N, V)*/,
-                            Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/,
+                            Tensor logits /*(N, V)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
 
 // ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (DESIGN.md: never materialize) ----
 // logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
 // log-sum-exp, so the (N, V) logits never exist; backward recomputes each tile and turns it into dlogits
 // on the spot. Results equal linear_forward + cross_entropy_forward to rounding.
 struct FusedLinearCrossEntropyParams {
-  int64_t rows;                // N
-  int64_t dim;                 // D
-  int64_t vocab;               // V
+  int64_t rows;   // N
+  int64_t dim;    // D
+  int64_t vocab;  // V
   int32_t ignore_index = -100;
   double grad_scale = 1.0;     // d(total loss)/d(sum of row losses)
   int64_t token_block = 256;   // rows of a tile

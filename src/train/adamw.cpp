@@ -46,12 +46,13 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
     LT_CHECK(params_[i].param.device == device, "AdamW: parameter '{}' is on {}, the others on {}",
              params_[i].name, device_name(params_[i].param.device), device_name(device));
     const Tensor& copy = params_[i].compute_copy;
-    LT_CHECK(copy.empty() || (copy.numel() == params_[i].param.numel() && copy.device == device &&
-                              dtype_size(copy.dtype) < dtype_size(params_[i].param.dtype)),
-             "AdamW: the compute copy of '{}' is {} {} on {}, expected {} elements of a narrower dtype than {} "
-             "on {}",
-             params_[i].name, dtype_name(copy.dtype), copy.shape_string(), device_name(copy.device),
-             params_[i].param.numel(), dtype_name(params_[i].param.dtype), device_name(device));
+    LT_CHECK(
+        copy.empty() || (copy.numel() == params_[i].param.numel() && copy.device == device &&
+                         dtype_size(copy.dtype) < dtype_size(params_[i].param.dtype)),
+        "AdamW: the compute copy of '{}' is {} {} on {}, expected {} elements of a narrower dtype than {} "
+        "on {}",
+        params_[i].name, dtype_name(copy.dtype), copy.shape_string(), device_name(copy.device),
+        params_[i].param.numel(), dtype_name(params_[i].param.dtype), device_name(device));
     bytes += 2 * (size_t(params_[i].param.numel()) * dtype_size(options_.state_dtype) / 256 + 1) * 256;
   }
   arena_ = std::make_unique<Arena>("adamw state", ops::memory_resource(device), bytes);

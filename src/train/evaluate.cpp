@@ -6,8 +6,8 @@
 
 #include "core/timer.h"
 #include "data/data_loader.h"
-#include "model/decoder.h"
 #include "model/chunked_decoder.h"
+#include "model/decoder.h"
 #include "train/model_batch.h"
 
 namespace lt::train {
@@ -27,11 +27,13 @@ model::DecoderOptions decoder_options(std::optional<model::Recompute> recompute,
 
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                      const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                     std::optional<model::Recompute> recompute, const std::vector<std::string>& offload_only) {
+                     std::optional<model::Recompute> recompute,
+                     const std::vector<std::string>& offload_only) {
   if (chunk_size > 0)
     return model::ChunkedDecoder::offload_bytes(model, dtype, rows, tokens,
                                                 chunked_options(chunk_size, recompute, true), lora);
-  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora, decoder_options(recompute, offload_only));
+  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora,
+                                       decoder_options(recompute, offload_only));
 }
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
@@ -41,8 +43,8 @@ size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t ro
   if (chunk_size > 0)
     return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens,
                                               chunked_options(chunk_size, recompute, offload), lora);
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora, decoder_options(recompute, offload_only),
-                                     offload);
+  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora,
+                                     decoder_options(recompute, offload_only), offload);
 }
 
 int64_t longest_example(std::span<const data::Example> examples) {

@@ -38,7 +38,8 @@ model::ChunkedOptions chunked_options(int64_t chunk_size, std::optional<model::R
 // Bytes of the host arena of offloaded activations (0 without `offload`), whole-sequence or chunked.
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                      const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
-                     std::optional<model::Recompute> recompute, const std::vector<std::string>& offload_only = {});
+                     std::optional<model::Recompute> recompute,
+                     const std::vector<std::string>& offload_only = {});
 // The whole-sequence decoder's options for a run's policy (none: None) and offload_only.
 model::DecoderOptions decoder_options(std::optional<model::Recompute> recompute,
                                       const std::vector<std::string>& offload_only = {});

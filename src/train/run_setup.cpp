@@ -23,10 +23,11 @@ void check_device_precision(const std::string& device, const std::string& precis
              "this build has no CUDA backend (build it with `make cuda`)"
 #endif
     );
-    LT_CHECK(precision == "bf16" || precision == "fp16" || precision == "fp32",
-             "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16, fp16 or fp32 (fp64 is "
-             "the CPU's)",
-             who, precision);
+    LT_CHECK(
+        precision == "bf16" || precision == "fp16" || precision == "fp32",
+        "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16, fp16 or fp32 (fp64 is "
+        "the CPU's)",
+        who, precision);
     return;
   }
   LT_CHECK(device == "cpu", "{}: 'device' is '{}', expected cpu or cuda", who, device);
@@ -83,7 +84,8 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
   m.dtype = dtype;
   m.device = device;
   // Read (or drawn) on the host in the compute dtype; a GPU run uploads that and frees the host copy.
-  auto host = std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
+  auto host =
+      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
   model::ModelWeights host_weights = model::allocate_weights(m.config, dtype, *host);
   if (random_init)
     model::init_random(m.config, host_weights, seed);
@@ -99,7 +101,8 @@ LoadedModel to_device(LoadedModel model, DType dtype, Device device) {
   m.config = model.config;
   m.dtype = dtype;
   m.device = device;
-  m.arena = std::make_unique<Arena>("weights", ops::memory_resource(device), model::weights_bytes(m.config, dtype));
+  m.arena =
+      std::make_unique<Arena>("weights", ops::memory_resource(device), model::weights_bytes(m.config, dtype));
   m.weights = model::allocate_weights(m.config, dtype, *m.arena);
   model::copy_weights(m.config, m.weights, model.weights);
   return m;

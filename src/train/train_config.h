@@ -61,19 +61,19 @@ struct TrainConfig {
   std::string on_bad_record = "error";  // error | skip
 
   // Engine.
-  std::string precision = "bf16";  // fp64 | fp32 | bf16 | fp16
-  std::string device = "cuda";     // cpu | cuda
-  int64_t chunk_size = 0;          // tokens per chunk (0: the whole sequence at once)
-  int64_t memory_limit = 0;        // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
-  std::string recompute = "auto";  // auto | none | full | selective | elementwise | norms (decoder.h)
+  std::string precision = "bf16";    // fp64 | fp32 | bf16 | fp16
+  std::string device = "cuda";       // cpu | cuda
+  int64_t chunk_size = 0;            // tokens per chunk (0: the whole sequence at once)
+  int64_t memory_limit = 0;          // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
+  std::string recompute = "auto";    // auto | none | full | selective | elementwise | norms (decoder.h)
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
-  bool tf32 = false;                 // device cuda, precision fp32: GEMMs in TF32
-  std::string attention = "auto";    // device cuda: auto (cuDNN when it loads) | cudnn | leantune
-  bool deterministic = false;        // device cuda: bit-reproducible steps (attention on leantune's kernels)
-  bool master_weights = false;       // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
-  bool optimizer_in_backward = false;  // full/partial: AdamW steps each layer right after its backward
-  double loss_scale_init = 65536;    // fp16: the dynamic loss scale's start
+  bool tf32 = false;                      // device cuda, precision fp32: GEMMs in TF32
+  std::string attention = "auto";         // device cuda: auto (cuDNN when it loads) | cudnn | leantune
+  bool deterministic = false;   // device cuda: bit-reproducible steps (attention on leantune's kernels)
+  bool master_weights = false;  // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
+  bool optimizer_in_backward = false;         // full/partial: AdamW steps each layer right after its backward
+  double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
 
   // Checkpoints, evaluation, logging.

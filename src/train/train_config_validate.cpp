@@ -132,18 +132,21 @@ void validate(TrainConfig& c) {
       "or double)",
       c.precision);
 
-  LT_CHECK(!c.tf32 || (c.device == "cuda" && c.precision == "fp32"),
-           "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
-           "fp32",
-           c.device, c.precision);
-  LT_CHECK(!c.master_weights || c.finetune != "lora",
-           "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
-           "compute dtype): master_weights is for full and partial fine-tuning");
-  LT_CHECK(!c.master_weights || c.precision == "bf16" || c.precision == "fp16" ||
-               (c.precision == "fp32" && c.device == "cpu"),
-           "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
-           "fp32 on the CPU), and nothing is wider than fp64",
-           c.precision, c.device);
+  LT_CHECK(
+      !c.tf32 || (c.device == "cuda" && c.precision == "fp32"),
+      "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
+      "fp32",
+      c.device, c.precision);
+  LT_CHECK(
+      !c.master_weights || c.finetune != "lora",
+      "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
+      "compute dtype): master_weights is for full and partial fine-tuning");
+  LT_CHECK(
+      !c.master_weights || c.precision == "bf16" || c.precision == "fp16" ||
+          (c.precision == "fp32" && c.device == "cpu"),
+      "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
+      "fp32 on the CPU), and nothing is wider than fp64",
+      c.precision, c.device);
   if (c.optimizer_in_backward) {
     // Each layer is updated as soon as its backward ends: nothing may need the whole gradient first.
     LT_CHECK(c.finetune != "lora",
@@ -171,10 +174,11 @@ void validate(TrainConfig& c) {
         "config: 'optimizer_in_backward' is true with precision fp16; the loss scaler skips a step whose "
         "gradients overflow, which it knows only after the whole backward: use bf16 (or fp32)");
   }
-  LT_CHECK(c.device == "cuda" || c.attention == "auto",
-           "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
-           "are for device cuda",
-           c.attention, c.device);
+  LT_CHECK(
+      c.device == "cuda" || c.attention == "auto",
+      "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
+      "are for device cuda",
+      c.attention, c.device);
   // The loss scaler exists only for fp16: its keys elsewhere would be silently meaningless.
   const TrainConfig defaults;
   LT_CHECK(c.precision == "fp16" || (c.loss_scale_init == defaults.loss_scale_init &&
@@ -185,11 +189,12 @@ void validate(TrainConfig& c) {
   LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
            "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
   positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
-  LT_CHECK(c.offload_only.empty() || (c.offload_activations && c.chunk_size == 0),
-           "config: 'offload_only' is [{}] with offload_activations {} and chunk_size {}; it picks what a "
-           "whole-sequence run (chunk_size 0) offloads: set offload_activations true and chunk_size 0, or leave "
-           "offload_only empty",
-           fmt::format("{}", fmt::join(c.offload_only, ", ")), c.offload_activations, c.chunk_size);
+  LT_CHECK(
+      c.offload_only.empty() || (c.offload_activations && c.chunk_size == 0),
+      "config: 'offload_only' is [{}] with offload_activations {} and chunk_size {}; it picks what a "
+      "whole-sequence run (chunk_size 0) offloads: set offload_activations true and chunk_size 0, or leave "
+      "offload_only empty",
+      fmt::format("{}", fmt::join(c.offload_only, ", ")), c.offload_activations, c.chunk_size);
   model::check_offload_names(c.offload_only, "config: 'offload_only'");
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0 && c.recompute != "auto" && c.recompute != "full"),
            "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "

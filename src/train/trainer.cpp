@@ -73,7 +73,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                                  : trainable_tensors(mc, model_.weights, grads_);
   if (config_.finetune == "lora") {
     setup_lora();
-    for (ParamGroup& p : lora_param_groups(lora_, lora_grads_, lora_compute_arena_ ? &lora_compute_ : nullptr))
+    for (ParamGroup& p :
+         lora_param_groups(lora_, lora_grads_, lora_compute_arena_ ? &lora_compute_ : nullptr))
       params.push_back(std::move(p));
   }
   LT_CHECK(!params.empty(),
@@ -116,15 +117,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   memory_plan_summary_ = model::format_memory_plan_summary(
       check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
   const std::optional<model::Recompute> recompute = recompute_policy(config_);
-  activations_ = std::make_unique<Arena>("activations", memory,
-                                         activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs,
-                                                          config_.chunk_size, recompute, config_.offload_activations,
-                                                          config_.offload_only));
+  activations_ = std::make_unique<Arena>(
+      "activations", memory,
+      activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute,
+                       config_.offload_activations, config_.offload_only));
   if (config_.offload_activations)
-    offload_arena_ = std::make_unique<Arena>(
-        "offloaded activations", ops::staging_memory(model_.device),
-        offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute,
-                      config_.offload_only));
+    offload_arena_ =
+        std::make_unique<Arena>("offloaded activations", ops::staging_memory(model_.device),
+                                offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size,
+                                              recompute, config_.offload_only));
 
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -204,7 +205,8 @@ void Trainer::setup_lora() {
   lora_grads_ = model::allocate_lora(mc, specs, master, *lora_arena_);
   model::zero_lora(lora_grads_);
   if (master != model_.dtype) {
-    lora_compute_arena_ = std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
+    lora_compute_arena_ =
+        std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
     lora_compute_ = model::allocate_lora(mc, specs, model_.dtype, *lora_compute_arena_);
   }
   model::HostLora host = model::host_allocation(mc, specs, master);  // filled below, then uploaded
@@ -278,17 +280,17 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       r.backward_s += backward.seconds();
     };
     if (config_.chunk_size > 0) {
-      model::ChunkedDecoder decoder(model_.config, model_.dtype, batch.B, batch.T,
-                                    chunked_options(config_.chunk_size, recompute_policy(config_),
-                                                    offload_arena_ != nullptr),
-                                    *activations_, lora_.specs, offload_arena_.get());
+      model::ChunkedDecoder decoder(
+          model_.config, model_.dtype, batch.B, batch.T,
+          chunked_options(config_.chunk_size, recompute_policy(config_), offload_arena_ != nullptr),
+          *activations_, lora_.specs, offload_arena_.get());
       run(decoder);
     } else {
       model::DecoderOptions options = decoder_options(recompute_policy(config_), config_.offload_only);
       // The head's backward (and a trainable head's gradient) rides on the forward's logits.
       options.head_backward_in_forward = true;
-      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs, options,
-                             offload_arena_.get());
+      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs,
+                             options, offload_arena_.get());
       decoder.set_head_gradient(model::head_weight(model_.config, grads_));
       if (in_backward_)
         decoder.set_layer_gradients_done([this](int64_t layer) { in_backward_->layer_done(layer); });
@@ -307,8 +309,9 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
   double grad_norm = 0;
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
-    grad_norm = std::isfinite(r.loss) ? unscale_and_clip(grad_tensors, scaler_->scale(), config_.max_grad_norm)
-                                      : r.loss;
+    grad_norm = std::isfinite(r.loss)
+                    ? unscale_and_clip(grad_tensors, scaler_->scale(), config_.max_grad_norm)
+                    : r.loss;
     if (!scaler_->update(std::isfinite(grad_norm), state_.step + 1)) return {grad_norm, false};
   } else {
     grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
@@ -322,9 +325,9 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
-  EvalResult e = evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size,
-                          pad_id_, *activations_, lora_for_compute(), config_.chunk_size,
-                          offload_arena_.get());
+  EvalResult e =
+      evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
+               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get());
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 

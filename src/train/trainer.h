@@ -89,7 +89,7 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
-  void refresh_lora_compute();                         // lora_compute_ = lora_ (after every update)
+  void refresh_lora_compute();  // lora_compute_ = lora_ (after every update)
   // model_.weights = masters_ (master_weights): every weight, or those of one layer (-1: model-level).
   void refresh_working_weights(std::optional<int64_t> layer = std::nullopt);
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
@@ -122,7 +122,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors
-  std::string memory_plan_summary_;  // one line, printed when the run starts
+  std::string memory_plan_summary_;       // one line, printed when the run starts
   std::unique_ptr<data::DataLoader> loader_;
   int64_t accum_ = 1;            // micro-batches per optimizer step
   int64_t steps_per_epoch_ = 0;  // optimizer steps

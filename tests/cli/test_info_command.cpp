@@ -1,6 +1,5 @@
-#include <gtest/gtest.h>
-
 #include <fmt/core.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
@@ -121,14 +120,17 @@ TEST(InfoCommand, PlanTable) {
     EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", model::memory_category_name(cat),
                                    format_bytes(double(plan.bytes(cat))))),
               std::string::npos)
-        << model::memory_category_name(cat) << "\n" << out;
+        << model::memory_category_name(cat) << "\n"
+        << out;
   }
-  EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", "total", format_bytes(double(plan.total)))), std::string::npos)
+  EXPECT_NE(out.find(fmt::format("{:<24} {:>12}", "total", format_bytes(double(plan.total)))),
+            std::string::npos)
       << out;
 
-  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--lora_r", "8", "--precision", "fp64"},
-                    &out, &err),
-            0)
+  ASSERT_EQ(
+      run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--lora_r", "8", "--precision", "fp64"},
+              &out, &err),
+      0)
       << err;
   EXPECT_NE(out.find("Memory plan: lora fine-tuning, fp64, batch 1 x seq_len 2048, whole sequence"),
             std::string::npos)
@@ -137,19 +139,21 @@ TEST(InfoCommand, PlanTable) {
   EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--precision", "fp8"}, &out, &err), 0);
   EXPECT_NE(err.find("--precision fp8 is not one of bf16, fp16, fp32, fp64"), std::string::npos) << err;
   // fp16 plans as bf16 does (16-bit weights and activations, f32 gradients and masters).
-  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "fp16", "--finetune", "lora"}, &out, &err), 0)
+  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "fp16", "--finetune", "lora"}, &out, &err),
+            0)
       << err;
   EXPECT_NE(out.find("lora fine-tuning, fp16"), std::string::npos) << out;
   // bf16 (the GPU's policy): the plan is made, with the adapters' f32 masters and their bf16 copy.
-  ASSERT_EQ(run_cli({"info", dir.path(), "--plan", "--precision", "bf16", "--finetune", "lora", "--plan_buffers"},
-                    &out, &err),
-            0)
+  ASSERT_EQ(
+      run_cli({"info", dir.path(), "--plan", "--precision", "bf16", "--finetune", "lora", "--plan_buffers"},
+              &out, &err),
+      0)
       << err;
   EXPECT_NE(out.find("Memory plan: lora fine-tuning, bf16"), std::string::npos) << out;
   EXPECT_NE(out.find("lora adapters (compute copy)"), std::string::npos) << out;
   // Over --memory_limit: the table, then the refusal with a chunk size that fits.
-  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--seq_len", "4096", "--memory_limit",
-                     "400MiB"},
+  EXPECT_NE(run_cli({"info", dir.path(), "--plan", "--finetune", "lora", "--seq_len", "4096",
+                     "--memory_limit", "400MiB"},
                     &out, &err),
             0);
   EXPECT_NE(out.find("Memory plan: lora"), std::string::npos) << out;

@@ -193,8 +193,8 @@ TEST(CudaAdamW, ComputeCopyIsTheUpdatedParameterRounded) {
         GpuTensor p1(DType::F32, n, offset), p2(DType::F32, n, offset), g(DType::F32, n, offset);
         GpuTensor m1(DType::F32, n, offset), v1(DType::F32, n, offset), m2(DType::F32, n, offset),
             v2(DType::F32, n, offset), copy(cdt, n, offset);
-        std::vector<double> zeros(size_t(n), 0.0), a = p0, b = p0, gg = g0, z1 = zeros, z2 = zeros, z3 = zeros,
-                                                   z4 = zeros;
+        std::vector<double> zeros(size_t(n), 0.0), a = p0, b = p0, gg = g0, z1 = zeros, z2 = zeros,
+                                                   z3 = zeros, z4 = zeros;
         p1.set(a);
         p2.set(b);
         g.set(gg);
@@ -207,7 +207,8 @@ TEST(CudaAdamW, ComputeCopyIsTheUpdatedParameterRounded) {
           ops::adamw_step(prm, p1.t, g.t, m1.t, v1.t, copy.t);
           ops::adamw_step(prm, p2.t, g.t, m2.t, v2.t);
         }
-        const std::string what = std::string(dtype_name(cdt)) + " " + shape_of(n) + (offset ? " unaligned" : "");
+        const std::string what =
+            std::string(dtype_name(cdt)) + " " + shape_of(n) + (offset ? " unaligned" : "");
         EXPECT_EQ(count_different(p1.get(), p2.get()), 0u) << what << " param";
         EXPECT_EQ(count_different(m1.get(), m2.get()), 0u) << what << " exp_avg";
         std::vector<double> rounded = p1.get();
@@ -225,9 +226,12 @@ TEST(CudaAdamW, ManyTensorsGiveEachTensorsOwnBits) {
     int64_t n, offset;
     bool sr, copy;
   };
-  const Case cases[] = {{DType::F32, DType::F32, 65536, 0, false, true},  {DType::F32, DType::F32, 1001, 1, false, false},
-                        {DType::BF16, DType::F32, 4096, 0, true, false},  {DType::BF16, DType::BF16, 3, 0, false, false},
-                        {DType::F32, DType::F32, (1 << 20) + 5, 0, false, true}, {DType::BF16, DType::F32, 777, 1, true, false},
+  const Case cases[] = {{DType::F32, DType::F32, 65536, 0, false, true},
+                        {DType::F32, DType::F32, 1001, 1, false, false},
+                        {DType::BF16, DType::F32, 4096, 0, true, false},
+                        {DType::BF16, DType::BF16, 3, 0, false, false},
+                        {DType::F32, DType::F32, (1 << 20) + 5, 0, false, true},
+                        {DType::BF16, DType::F32, 777, 1, true, false},
                         {DType::F32, DType::F32, 16, 0, false, true}};
   struct Set {
     GpuTensor p, g, m, v, copy;
@@ -237,10 +241,11 @@ TEST(CudaAdamW, ManyTensorsGiveEachTensorsOwnBits) {
     for (size_t i = 0; i < std::size(cases); ++i) {
       const Case& c = cases[i];
       auto set = std::make_unique<Set>(Set{GpuTensor(c.pdt, c.n, c.offset), GpuTensor(c.gdt, c.n, c.offset),
-                                           GpuTensor(DType::F32, c.n, c.offset), GpuTensor(DType::F32, c.n, c.offset),
+                                           GpuTensor(DType::F32, c.n, c.offset),
+                                           GpuTensor(DType::F32, c.n, c.offset),
                                            GpuTensor(DType::BF16, c.n, c.offset)});
-      std::vector<double> p0 = test::random_values(size_t(c.n), 60 + i), g0 = test::random_values(size_t(c.n), 70 + i),
-                          zeros(size_t(c.n), 0.0), z2 = zeros;
+      std::vector<double> p0 = test::random_values(size_t(c.n), 60 + i),
+                          g0 = test::random_values(size_t(c.n), 70 + i), zeros(size_t(c.n), 0.0), z2 = zeros;
       set->p.set(p0);
       set->g.set(g0);
       set->m.set(zeros);

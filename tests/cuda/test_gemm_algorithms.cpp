@@ -47,7 +47,8 @@ void time_problem(cublasLtHandle_t handle, void* workspace, size_t ws, const Pro
   cudaMemset(c, 0, size_t(p.m * p.n) * c_size);
   cublasLtMatmulDesc_t op;
   GEMM_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t ta = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   GEMM_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   GEMM_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   cublasLtMatrixLayout_t la, lb, lc;
@@ -57,11 +58,12 @@ void time_problem(cublasLtHandle_t handle, void* workspace, size_t ws, const Pro
   GEMM_CHECK(cublasLtMatrixLayoutCreate(&lc, c_type, uint64_t(p.m), uint64_t(p.n), p.m));
   cublasLtMatmulPreference_t pref;
   GEMM_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  GEMM_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  GEMM_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(32);
   int found = 0;
-  GEMM_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, op, la, lb, lc, lc, pref, int(results.size()), results.data(),
-                                            &found));
+  GEMM_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, op, la, lb, lc, lc, pref, int(results.size()),
+                                            results.data(), &found));
   out.offered = found;
   const float alpha = 1.0f, beta = p.c_f32 ? 1.0f : 0.0f;
   cudaEvent_t start, stop;
@@ -115,15 +117,16 @@ std::vector<Problem> problems() {
     bool dw;
     int layers;
   };
-  const Proj projs[] = {{"llama8b", "q/o", 4096, 4096, 2, false, 32},   {"llama8b", "k/v", 1024, 4096, 2, false, 32},
-                        {"llama8b", "gate/up", 14336, 4096, 2, false, 32}, {"llama8b", "down", 4096, 14336, 1, false, 32},
-                        {"qwen1.5b", "q/o", 1536, 1536, 2, true, 28},   {"qwen1.5b", "k/v", 256, 1536, 2, true, 28},
-                        {"qwen1.5b", "gate/up", 8960, 1536, 2, true, 28}, {"qwen1.5b", "down", 1536, 8960, 1, true, 28}};
+  const Proj projs[] = {
+      {"llama8b", "q/o", 4096, 4096, 2, false, 32},      {"llama8b", "k/v", 1024, 4096, 2, false, 32},
+      {"llama8b", "gate/up", 14336, 4096, 2, false, 32}, {"llama8b", "down", 4096, 14336, 1, false, 32},
+      {"qwen1.5b", "q/o", 1536, 1536, 2, true, 28},      {"qwen1.5b", "k/v", 256, 1536, 2, true, 28},
+      {"qwen1.5b", "gate/up", 8960, 1536, 2, true, 28},  {"qwen1.5b", "down", 1536, 8960, 1, true, 28}};
   for (const Proj& p : projs) {
     const int calls = p.per_layer * p.layers;
-    out.push_back({p.model, p.name, true, false, p.out, M, p.in, false, calls});                 // forward
-    out.push_back({p.model, p.name, false, false, p.in, M, p.out, false, calls});                // dx
-    if (p.dw) out.push_back({p.model, p.name, false, true, p.in, p.out, M, true, calls});       // dw f32
+    out.push_back({p.model, p.name, true, false, p.out, M, p.in, false, calls});           // forward
+    out.push_back({p.model, p.name, false, false, p.in, M, p.out, false, calls});          // dx
+    if (p.dw) out.push_back({p.model, p.name, false, true, p.in, p.out, M, true, calls});  // dw f32
   }
   return out;
 }
@@ -144,10 +147,11 @@ TEST(CudaBench, DISABLED_GemmAlgorithms) {
     time_problem(handle, workspace, ws, p, t);
     const double flop = 2.0 * double(p.m) * double(p.n) * double(p.k);
     const char* pass = p.c_f32 ? "dw" : p.trans_a ? "fwd" : "dx";
-    std::printf("GEMMALGO %-8s %-7s %-3s m %6ld n %6ld k %6ld: first %.3f ms %.0f TFLOP/s, best #%d of %d %.3f ms "
-                "%.0f TFLOP/s\n",
-                p.model, p.name, pass, long(p.m), long(p.n), long(p.k), t.first_ms, flop / t.first_ms / 1e9, t.best,
-                t.offered, t.best_ms, flop / t.best_ms / 1e9);
+    std::printf(
+        "GEMMALGO %-8s %-7s %-3s m %6ld n %6ld k %6ld: first %.3f ms %.0f TFLOP/s, best #%d of %d %.3f ms "
+        "%.0f TFLOP/s\n",
+        p.model, p.name, pass, long(p.m), long(p.n), long(p.k), t.first_ms, flop / t.first_ms / 1e9, t.best,
+        t.offered, t.best_ms, flop / t.best_ms / 1e9);
     if (totals.empty() || totals.back().first != p.model) totals.push_back({p.model, {}});
     totals.back().second.first += t.first_ms * p.calls;
     totals.back().second.best += t.best_ms * p.calls;

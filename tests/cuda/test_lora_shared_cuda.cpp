@@ -1,6 +1,6 @@
 // The stacked LoRA path (model/lora_layer.h: adapters sharing an input run one x A^T GEMM, one dA and one dx
-// GEMM) on the GPU: the same values as one adapter at a time, in f32 and bf16 (tests/model/test_lora_shared.cpp
-// is the CPU twin).
+// GEMM) on the GPU: the same values as one adapter at a time, in f32 and bf16
+// (tests/model/test_lora_shared.cpp is the CPU twin).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -8,10 +8,10 @@
 #include "core/arena.h"
 #include "model/lora.h"
 #include "model/lora_layer.h"
+#include "model/tiny_model.h"
 #include "ops/device.h"
 #include "parity_support.h"
 #include "support/test_support.h"
-#include "model/tiny_model.h"
 
 namespace lt {
 namespace {
@@ -27,7 +27,8 @@ struct Side {
   Tensor x, dx, scratch_in, scratch_r;
 };
 
-Tensor upload_random(Arena& arena, DType dt, std::initializer_list<int64_t> dims /*(rows, cols)*/, uint64_t seed) {
+Tensor upload_random(Arena& arena, DType dt, std::initializer_list<int64_t> dims /*(rows, cols)*/,
+                     uint64_t seed) {
   Tensor t = arena.alloc("t", dt, dims);
   std::vector<double> v = test::random_values(size_t(t.numel()), seed, -1.0, 1.0);
   std::vector<char> bytes(v.size() * dtype_size(dt) + 1);

@@ -52,9 +52,9 @@ struct ModelOn {
     model::copy_weights(c, weights, host_f64);
     grads = model::allocate_grads(c, grad_dt, *arena);
     if (!host_lora) return;
-    lora_arena = std::make_unique<Arena>("lora", memory,
-                                         model::lora_bytes(host_lora->specs, dt) +
-                                             model::lora_bytes(host_lora->specs, grad_dt));
+    lora_arena = std::make_unique<Arena>(
+        "lora", memory,
+        model::lora_bytes(host_lora->specs, dt) + model::lora_bytes(host_lora->specs, grad_dt));
     lora_compute = model::allocate_lora(c, host_lora->specs, dt, *lora_arena);
     model::copy_lora(lora_compute, *host_lora);
     lora_grads = model::allocate_lora(c, host_lora->specs, grad_dt, *lora_arena);
@@ -79,7 +79,8 @@ StepResult run_step(const model::ModelConfig& c, ModelOn& m, Device device, DTyp
   TinyBatch tb;
   const model::Batch batch = tb.batch(true);
   const int64_t label_tokens = model::count_label_tokens(batch);
-  const std::vector<model::LoraSpec> specs = with_lora ? m.lora_compute.specs : std::vector<model::LoraSpec>{};
+  const std::vector<model::LoraSpec> specs =
+      with_lora ? m.lora_compute.specs : std::vector<model::LoraSpec>{};
   const model::LoraDropout drop{.p = dropout, .seed = 5, .step = 2, .micro_batch = 1};
   const model::LoraWeights* lora = with_lora ? &m.lora_compute : nullptr;
   model::LoraWeights* lora_grads = with_lora ? &m.lora_grads : nullptr;
@@ -141,7 +142,8 @@ void check_against_cpu(const model::ModelConfig& c, const Case& k, DType dt) {
   model::LoraWeights host_lora;
   if (k.lora) {
     const std::vector<model::LoraSpec> specs = tiny_lora_specs(c);
-    host_lora_arena = std::make_unique<Arena>("host lora", HostMemory::instance(), model::lora_bytes(specs, DType::F64));
+    host_lora_arena =
+        std::make_unique<Arena>("host lora", HostMemory::instance(), model::lora_bytes(specs, DType::F64));
     host_lora = model::allocate_lora(c, specs, DType::F64, *host_lora_arena);
     fill_lora_random(host_lora, 23);
     for (const model::LoraSpec& s : host_lora.specs)
@@ -155,7 +157,8 @@ void check_against_cpu(const model::ModelConfig& c, const Case& k, DType dt) {
   ASSERT_EQ(ref.grads.size(), out.grads.size());
   Worst w;
   w.add("loss", {out.loss}, {ref.loss});
-  for (size_t i = 0; i < ref.grads.size(); ++i) w.add(ref.grads[i].first, out.grads[i].second, ref.grads[i].second);
+  for (size_t i = 0; i < ref.grads.size(); ++i)
+    w.add(ref.grads[i].first, out.grads[i].second, ref.grads[i].second);
   const std::string what = std::string(k.lora ? "lora" : "full") + (k.dropout > 0 ? "+dropout" : "") +
                            (k.chunk ? " chunk " + std::to_string(k.chunk) : " whole");
   report(std::string("model step ") + k.model, dt, what, w, model_tolerance(dt));

@@ -197,7 +197,8 @@ TEST(ChunkedOffload, AttentionOffloadPlansTwoMoreSlotsAndTheOutputsOnTheHost) {
   constexpr int64_t B = 3, T = 40, C = 8;
   const int64_t H = config.num_heads, HD = config.head_dim;
   auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const model::ChunkedOptions off{.chunk_size = C, .offload = true, .offload_attention = AttentionOffload::Off};
+  const model::ChunkedOptions off{
+      .chunk_size = C, .offload = true, .offload_attention = AttentionOffload::Off};
   model::ChunkedOptions on = off;
   on.offload_attention = AttentionOffload::On;
   const auto buffers = model::ChunkedDecoder::planned_buffers(config, DType::F32, B, T, on);

@@ -46,7 +46,8 @@ Side make_side(const model::ModelConfig& c, const std::vector<model::LoraSpec>& 
   for (size_t i = 0; i < specs.size(); ++i)
     for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
       Tensor& m = s.lora.matrix(specs[i], which);
-      std::vector<double> v = test::random_values(size_t(m.numel()), 10 * i + (which == model::LoraMatrix::B));
+      std::vector<double> v =
+          test::random_values(size_t(m.numel()), 10 * i + (which == model::LoraMatrix::B));
       ops::copy(m, Tensor(v.data(), DType::F64, {m.numel()}).reshaped({m.dim(0), m.dim(1)}));
     }
   auto fill = [&](const char* name, std::initializer_list<int64_t> dims, uint64_t seed) {
@@ -77,14 +78,17 @@ std::vector<double> values(const Tensor& t) {
 
 void expect_near(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12 * (1 + std::abs(b[i]))) << what << " " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-12 * (1 + std::abs(b[i]))) << what << " " << i;
 }
 
 void run_group(const std::vector<LoraModule>& modules, double dropout) {
   const model::ModelConfig c = wide_config();
   const std::vector<model::LoraSpec> specs =
       model::lora_specs(c, [](const std::string& path) -> std::optional<model::LoraModuleSetting> {
-        const int64_t r = path.find("k_proj") != std::string::npos ? 3 : path.find("up_proj") != std::string::npos ? 2 : 4;
+        const int64_t r = path.find("k_proj") != std::string::npos    ? 3
+                          : path.find("up_proj") != std::string::npos ? 2
+                                                                      : 4;
         return model::LoraModuleSetting{.rank = r, .alpha = 2.0 * double(r)};
       });
   Side stacked = make_side(c, specs, modules), single = make_side(c, specs, modules);

@@ -18,8 +18,8 @@
 #include "model/param_counts.h"
 #include "model/random_model.h"
 #include "model/shared_layer_grads.h"
-#include "ops/device.h"
 #include "model_test_util.h"
+#include "ops/device.h"
 
 namespace lt {
 namespace {
@@ -78,9 +78,10 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
   // optimizer_in_backward: every layer's gradients in one shared buffer, zeroed after each layer's backward
   // as the optimizer does.
   model::SharedLayerGrads shared;
-  model::ModelWeights g = s.optimizer_in_backward
-                              ? (shared = model::allocate_shared_layer_grads(config, s.dtype, arena, trainable)).grads
-                              : model::allocate_grads(config, s.dtype, arena, trainable);
+  model::ModelWeights g =
+      s.optimizer_in_backward
+          ? (shared = model::allocate_shared_layer_grads(config, s.dtype, arena, trainable)).grads
+          : model::allocate_grads(config, s.dtype, arena, trainable);
   model::LoraWeights adapters, adapter_grads;
   if (lora) {
     adapters = model::allocate_lora(config, s.lora, s.dtype, arena);
@@ -140,8 +141,8 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
 }
 
 // One real step under `s` against its plan: the step is finite, forward and backward take nothing from the
-// arena beyond what construction took, and the decoder took its planned buffers (plus at most the alignment of
-// the arena's end before it). Returns the plan and the measurement for the caller's own checks.
+// arena beyond what construction took, and the decoder took its planned buffers (plus at most the alignment
+// of the arena's end before it). Returns the plan and the measurement for the caller's own checks.
 std::pair<model::MemoryPlan, Measured> check_step_against_plan(const model::ModelConfig& config,
                                                                const model::MemoryPlanSettings& s) {
   model::MemoryPlan plan = model::plan_memory(config, s);
@@ -270,7 +271,8 @@ TEST(MemoryPlan, OptimizerInBackwardHoldsOneLayersGradients) {
       size_t layer = 0, trained_layers = 0;
       for (const model::WeightSpec& spec : model::weight_specs(config))
         if (spec.layer == 1) layer += (size_t(spec.numel()) * 4 + 255) / 256 * 256;
-      for (int64_t l = 0; l < config.num_layers; ++l) trained_layers += method == FinetuneMethod::Full || l != 0;
+      for (int64_t l = 0; l < config.num_layers; ++l)
+        trained_layers += method == FinetuneMethod::Full || l != 0;
       EXPECT_EQ(plain.bytes(MemoryCategory::Gradients) - plan.bytes(MemoryCategory::Gradients),
                 (trained_layers - 1) * layer);
       EXPECT_EQ(plain.total - plan.total, (trained_layers - 1) * layer);
@@ -281,7 +283,8 @@ TEST(MemoryPlan, OptimizerInBackwardHoldsOneLayersGradients) {
   model::MemoryPlanSettings chunked;
   chunked.chunk_size = 16;
   chunked.optimizer_in_backward = true;
-  test::expect_error_mentions([&] { model::plan_memory(config, chunked); }, {"optimizer in backward", "chunk_size 16"});
+  test::expect_error_mentions([&] { model::plan_memory(config, chunked); },
+                              {"optimizer in backward", "chunk_size 16"});
 }
 
 TEST(MemoryPlan, CategoriesCoverEveryBufferAndAddUp) {
@@ -404,9 +407,10 @@ namespace lt {
 namespace {
 
 // The judged property measured on real steps (forward + backward) at T = 4096: a model of about 2.5M
-// parameters (D=128, L=4, H=4, KVH=1, F=512, V=6144, untied), B=2, f32; both decoders use the fused loss. The peak of everything the trainer
-// holds (weights, gradients, AdamW's moments or the LoRA adapters, and the decoder's arena) for chunked
-// training at C=256 is at most a quarter of whole-sequence training without checkpointing.
+// parameters (D=128, L=4, H=4, KVH=1, F=512, V=6144, untied), B=2, f32; both decoders use the fused loss. The
+// peak of everything the trainer holds (weights, gradients, AdamW's moments or the LoRA adapters, and the
+// decoder's arena) for chunked training at C=256 is at most a quarter of whole-sequence training without
+// checkpointing.
 TEST(MemoryPlan, RealChunkedStepPeaksAtAQuarterOfWholeSequenceAtT4096) {
   const model::ModelConfig config = small_config(128, 4, 4, 1, 512, 6144);
   EXPECT_GT(model::count_params(config).total(), 2'000'000);
@@ -424,7 +428,8 @@ TEST(MemoryPlan, RealChunkedStepPeaksAtAQuarterOfWholeSequenceAtT4096) {
     const Measured chunked = run_step(config, s);
     const double ratio = double(chunked.high_water) / double(whole.high_water);
     std::printf("T=4096 B=2 C=256 %s, real steps: peak %zu / %zu = %.4f\n",
-                method == FinetuneMethod::Full ? "full" : "LoRA", chunked.high_water, whole.high_water, ratio);
+                method == FinetuneMethod::Full ? "full" : "LoRA", chunked.high_water, whole.high_water,
+                ratio);
     EXPECT_LE(ratio, 0.25);
     EXPECT_NEAR(chunked.loss, whole.loss, 1e-4 * whole.loss);
   }

@@ -106,8 +106,9 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
   for (const Recompute p : kPolicies)
     for (const std::vector<std::string>& only : subsets) {
       const Outcome o = run(dt, lora, dropout, chunk, p, true, F, only);
-      const std::string what = fmt::format("{}+offload[{}] {} lora={} dropout={} F={}", model::recompute_name(p),
-                                           fmt::join(only, ","), dtype_name(dt), lora, dropout, F);
+      const std::string what =
+          fmt::format("{}+offload[{}] {} lora={} dropout={} F={}", model::recompute_name(p),
+                      fmt::join(only, ","), dtype_name(dt), lora, dropout, F);
       EXPECT_EQ(o.loss, ref.loss) << what;
       ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
       for (size_t i = 0; i < ref.grads.size(); ++i)
@@ -359,8 +360,9 @@ TEST(RecomputePolicies, OffloadOnlyMovesJustThoseActivations) {
   EXPECT_EQ(kept - device, size_t(4 * q_bytes));
   EXPECT_EQ(host, size_t(6 * q_bytes) + model::kArenaAlignment);  // the host arena's own slack
   only_q.offload_only = {"no_such_tensor"};
-  test::expect_error_mentions([&] { model::check_offload_names(only_q.offload_only, "config: 'offload_only'"); },
-                              {"config: 'offload_only': 'no_such_tensor' is not a kept activation", "attn_out"});
+  test::expect_error_mentions(
+      [&] { model::check_offload_names(only_q.offload_only, "config: 'offload_only'"); },
+      {"config: 'offload_only': 'no_such_tensor' is not a kept activation", "attn_out"});
 }
 
 // Five layers, so that offloaded layers are copied back (the last two stay in their slots): every policy,

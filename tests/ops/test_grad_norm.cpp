@@ -59,8 +59,11 @@ TEST(GradNormsSquared, EachTensorGivesWhatItsOwnCallGives) {
   EXPECT_EQ(sums[2], ops::grad_norm_squared(c));
   EXPECT_TRUE(ops::grad_norms_squared(std::vector<Tensor>{}).empty());
   HostTensor ints = HostTensor::ints({2}, {1, 2});
-  test::expect_error([&] { ops::grad_norms_squared(std::vector<Tensor>{a, ints}); },
-                     "grad_norms_squared: gradient 1 has dtype i32, expected a floating dtype");
+  test::expect_error(
+      [&] {
+        ops::grad_norms_squared(std::vector<Tensor>{a, ints});
+      },
+      "grad_norms_squared: gradient 1 has dtype i32, expected a floating dtype");
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "support/test_support.h"
 #include "ops/device.h"
+#include "support/test_support.h"
 #include "train/adamw.h"
 
 namespace lt::train {

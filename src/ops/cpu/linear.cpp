@@ -43,11 +43,11 @@ void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, doubl
 
 template <class T>
 void forward(const LinearParams& p, Tensor y_t, Tensor x_t, Tensor w_t, Tensor bias_t, Tensor residual_t) {
-  T* y = y_t.ptr<T>("linear_forward y");                                            // (M, N)
+  T* y = y_t.ptr<T>("linear_forward y");                                                            // (M, N)
   const T* residual = residual_t.empty() ? nullptr : residual_t.ptr<T>("linear_forward residual");  // (M, N)
-  const T* x = x_t.ptr<T>("linear_forward x");                                      // (M, K)
-  const T* w = w_t.ptr<T>("linear_forward w");                                      // (N, K)
-  const T* bias = bias_t.empty() ? nullptr : bias_t.ptr<T>("linear_forward bias");  // (N)
+  const T* x = x_t.ptr<T>("linear_forward x");                                                      // (M, K)
+  const T* w = w_t.ptr<T>("linear_forward w");                                                      // (N, K)
+  const T* bias = bias_t.empty() ? nullptr : bias_t.ptr<T>("linear_forward bias");                  // (N)
   const int64_t M = p.rows, K = p.in, N = p.out;
 #pragma omp parallel for schedule(static) if (M * N >= kMinParallelWork)
   for (int64_t m = 0; m < M; ++m) {

@@ -6,9 +6,9 @@
 #include <type_traits>
 
 #include "ops/adamw_math.h"
+#include "ops/cuda/adamw_many.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
-#include "ops/cuda/adamw_many.h"
 #include "ops/cuda/launch.h"
 
 namespace lt::ops::cuda {
@@ -73,8 +73,8 @@ struct alignas(sizeof(T) * kVec) Vec {
 template <class P, class G>
 __device__ __forceinline__ void adamw_elements(P* __restrict__ param, const G* __restrict__ grad,
                                                float* __restrict__ m_state, float* __restrict__ v_state,
-                                               int64_t count, bool vectorized, const Scalars& s, const Copy& copy,
-                                               int64_t tid, int64_t stride) {
+                                               int64_t count, bool vectorized, const Scalars& s,
+                                               const Copy& copy, int64_t tid, int64_t stride) {
   int64_t done = 0;
   if (vectorized) {
     const int64_t vecs = count / kVec;
@@ -158,8 +158,8 @@ __global__ void adamw_many_kernel(const __grid_constant__ SliceBatch batch) {
       hi = mid - 1;
   }
   const Slice& t = batch.slice[lo];
-  adamw_elements(static_cast<P*>(t.param), static_cast<const G*>(t.grad), t.m, t.v, t.count, t.vectorized, t.s,
-                 t.copy, (int64_t(blockIdx.x) - t.first_block) * blockDim.x + threadIdx.x,
+  adamw_elements(static_cast<P*>(t.param), static_cast<const G*>(t.grad), t.m, t.v, t.count, t.vectorized,
+                 t.s, t.copy, (int64_t(blockIdx.x) - t.first_block) * blockDim.x + threadIdx.x,
                  t.blocks * blockDim.x);
 }
 
@@ -202,14 +202,14 @@ void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* g
     else
       launch<bf16, float>(param, grad, exp_avg, exp_avg_sq, count, s, Copy{}, stream);
   } else {
-    launch<float, float>(param, grad, exp_avg, exp_avg_sq, count, s,
-                         Copy{copy, copy_dt == DType::BF16}, stream);
+    launch<float, float>(param, grad, exp_avg, exp_avg_sq, count, s, Copy{copy, copy_dt == DType::BF16},
+                         stream);
   }
   LT_CUDA_CHECK_LAUNCH();
 }
 
-void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double beta1, double beta2, double eps,
-                       int64_t step, cudaStream_t stream) {
+void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double beta1, double beta2,
+                       double eps, int64_t step, cudaStream_t stream) {
   // Small tensors by (param, grad) dtype pair, up to kSlicesPerLaunch per launch; large ones on their own.
   auto batched = [&](DType pdt, DType gdt, auto kernel) {
     SliceBatch batch{};
@@ -223,14 +223,20 @@ void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double b
     };
     for (const AdamWLaunch& t : tensors) {
       if (t.count == 0 || t.count > kAdamWManyMaxCount || t.param_dt != pdt || t.grad_dt != gdt) continue;
-      const bool vectorized = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
-                              aligned16(t.exp_avg_sq);
+      const bool vectorized =
+          aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) && aligned16(t.exp_avg_sq);
       const int64_t b = grid_for(vectorized ? (t.count + kVec - 1) / kVec : t.count, kThreads);
-      batch.slice[batch.count++] = Slice{
-          t.param,          t.grad,      t.exp_avg,
-          t.exp_avg_sq,     t.count,     blocks,
-          b,                vectorized,  scalars_of(lr, beta1, beta2, eps, t.weight_decay, step, t.stochastic_rounding, t.seed),
-          Copy{t.copy, t.copy_dt == DType::BF16}};
+      batch.slice[batch.count++] =
+          Slice{t.param,
+                t.grad,
+                t.exp_avg,
+                t.exp_avg_sq,
+                t.count,
+                blocks,
+                b,
+                vectorized,
+                scalars_of(lr, beta1, beta2, eps, t.weight_decay, step, t.stochastic_rounding, t.seed),
+                Copy{t.copy, t.copy_dt == DType::BF16}};
       blocks += b;
       if (batch.count == kSlicesPerLaunch) flush();
     }
@@ -241,8 +247,9 @@ void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double b
   batched(DType::BF16, DType::F32, adamw_many_kernel<bf16, float>);
   for (const AdamWLaunch& t : tensors)
     if (t.count > kAdamWManyMaxCount)
-      launch_adamw_step(t.param_dt, t.param, t.grad_dt, t.grad, t.exp_avg, t.exp_avg_sq, t.count, lr, beta1, beta2,
-                        eps, t.weight_decay, step, t.stochastic_rounding, t.seed, t.copy_dt, t.copy, stream);
+      launch_adamw_step(t.param_dt, t.param, t.grad_dt, t.grad, t.exp_avg, t.exp_avg_sq, t.count, lr, beta1,
+                        beta2, eps, t.weight_decay, step, t.stochastic_rounding, t.seed, t.copy_dt, t.copy,
+                        stream);
 }
 
 }  // namespace lt::ops::cuda

@@ -19,7 +19,7 @@ void check_adamw_dtypes(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_av
   LT_CHECK(exp_avg.dtype == DType::F32 && exp_avg_sq.dtype == DType::F32,
            "adamw_step on CUDA: exp_avg / exp_avg_sq dtype {}, expected f32", dtype_name(exp_avg.dtype));
   LT_CHECK(param_copy.empty() || (param.dtype == DType::F32 &&
-                                   (param_copy.dtype == DType::BF16 || param_copy.dtype == DType::F16)),
+                                  (param_copy.dtype == DType::BF16 || param_copy.dtype == DType::F16)),
            "adamw_step on CUDA: a {} param_copy of a {} param, expected bf16 or f16 of an f32 one",
            dtype_name(param_copy.dtype), dtype_name(param.dtype));
 }
@@ -56,9 +56,9 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
   launches.reserve(tensors.size());
   for (const AdamWTensor& t : tensors) {
     check_adamw_dtypes(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
-    launches.push_back({t.param.dtype, t.param.data, t.grad.dtype, t.grad.data, static_cast<float*>(t.exp_avg.data),
-                        static_cast<float*>(t.exp_avg_sq.data), t.p.count, t.p.weight_decay,
-                        t.p.stochastic_rounding, t.p.seed, t.param_copy.dtype,
+    launches.push_back({t.param.dtype, t.param.data, t.grad.dtype, t.grad.data,
+                        static_cast<float*>(t.exp_avg.data), static_cast<float*>(t.exp_avg_sq.data),
+                        t.p.count, t.p.weight_decay, t.p.stochastic_rounding, t.p.seed, t.param_copy.dtype,
                         t.param_copy.empty() ? nullptr : t.param_copy.data});
   }
   const AdamWParams& p = tensors[0].p;

@@ -33,8 +33,8 @@ struct AdamWLaunch {
 // Tensors above this many elements get a launch of their own (they fill the GPU by themselves).
 constexpr int64_t kAdamWManyMaxCount = int64_t(1) << 20;
 
-void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double beta1, double beta2, double eps,
-                       int64_t step, cudaStream_t stream);
+void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double beta1, double beta2,
+                       double eps, int64_t step, cudaStream_t stream);
 
 // ops::adamw_step_many's CUDA side (the public function has checked every tensor and the shared scalars).
 void adamw_step_many(std::span<const AdamWTensor> tensors);

@@ -33,7 +33,8 @@ int64_t word_bytes(uintptr_t a, uintptr_t b, int64_t dp, int64_t sp, int64_t row
 }
 
 template <class W>
-void launch(void* dst, int64_t dp, const void* src, int64_t sp, int64_t row_bytes, int64_t rows, cudaStream_t s) {
+void launch(void* dst, int64_t dp, const void* src, int64_t sp, int64_t row_bytes, int64_t rows,
+            cudaStream_t s) {
   const int64_t words = row_bytes / int64_t(sizeof(W)), total = words * rows;
   const int64_t blocks = (total + kThreads - 1) / kThreads;
   copy_block_kernel<W><<<unsigned(blocks < 65535 * 8 ? blocks : 65535 * 8), kThreads, 0, s>>>(

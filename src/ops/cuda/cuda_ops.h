@@ -14,8 +14,8 @@
 // a step) throws it as an lt::Error naming the op, the row and the value.
 #pragma once
 
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"

@@ -97,7 +97,8 @@ void check_f32(const Tensor& t, const char* what) {
 // tile (nb, V) = x[n0 : n0 + nb] W^T.
 void tile_logits(const FusedLinearCrossEntropyParams& p, Tensor tile, Tensor x, Tensor w, int64_t n0,
                  int64_t nb) {
-  cuda::linear_forward(LinearParams{nb, p.dim, p.vocab}, tile, x.slice_rows(n0, n0 + nb), w, Tensor(), Tensor());
+  cuda::linear_forward(LinearParams{nb, p.dim, p.vocab}, tile, x.slice_rows(n0, n0 + nb), w, Tensor(),
+                       Tensor());
 }
 
 // After the cross-entropy kernels recorded a bad label: finds the first one (on the host: this is the error

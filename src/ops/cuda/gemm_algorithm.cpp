@@ -45,7 +45,8 @@ float time_candidate(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, void* 
 }
 
 // The fastest of `candidates` (the first on a tie or when none can be timed).
-cublasLtMatmulAlgo_t fastest(const GemmCall& c, const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
+cublasLtMatmulAlgo_t fastest(const GemmCall& c,
+                             const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) {
   void* scratch = nullptr;
   if (cudaMalloc(&scratch, c.d_bytes) != cudaSuccess) {
     (void)cudaGetLastError();  // out of memory for the scratch: the first choice, untimed
@@ -97,8 +98,8 @@ bool gemm_algorithm(const std::string& problem, const GemmCall& call, cublasLtMa
   }
   std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? kTunedCandidates : 1);
   int count = 0;
-  *status = cublasLtMatmulAlgoGetHeuristic(call.handle, call.op, call.la, call.lb, call.lc, call.lc, call.pref,
-                                           int(results.size()), results.data(), &count);
+  *status = cublasLtMatmulAlgoGetHeuristic(call.handle, call.op, call.la, call.lb, call.lc, call.lc,
+                                           call.pref, int(results.size()), results.data(), &count);
   if (*status != CUBLAS_STATUS_SUCCESS || count == 0) return false;
   results.resize(size_t(count));
   *algo = count > 1 ? fastest(call, results) : results[0].algo;

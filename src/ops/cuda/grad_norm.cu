@@ -71,8 +71,10 @@ __device__ int tensor_of_block(const GradNormTensor* __restrict__ tensors, int c
   int lo = 0, hi = count - 1;
   while (lo < hi) {  // the last tensor whose first_block <= b
     const int mid = (lo + hi + 1) / 2;
-    if (tensors[mid].first_block <= b) lo = mid;
-    else hi = mid - 1;
+    if (tensors[mid].first_block <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -87,8 +89,8 @@ __global__ void many_sum_squares_partials(const GradNormTensor* __restrict__ ten
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-__global__ void many_sum_partials(const GradNormTensor* __restrict__ tensors, const double* __restrict__ partials,
-                                  double* __restrict__ out) {
+__global__ void many_sum_partials(const GradNormTensor* __restrict__ tensors,
+                                  const double* __restrict__ partials, double* __restrict__ out) {
   const GradNormTensor t = tensors[blockIdx.x];
   const double s = sum_of_partials(partials + t.first_block, int(t.blocks));
   if (threadIdx.x == 0) out[blockIdx.x] = s;

@@ -95,15 +95,15 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
 void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
                                const void* dout, const void* out, const float* lse, const void* q,
                                const void* k, const void* v, cudaStream_t s);
-// The tensor-core kernels (attention_tc.cu forward, attention_tc_bwd.cu backward): bf16 or f16, head_dim 64 or
-// 128, no segments, every tensor 16-byte aligned. attention_tc_eligible says whether a call is covered
+// The tensor-core kernels (attention_tc.cu forward, attention_tc_bwd.cu backward): bf16 or f16, head_dim 64
+// or 128, no segments, every tensor 16-byte aligned. attention_tc_eligible says whether a call is covered
 // (`tensors`: the data pointers of all its tensors); the launchers trust that it was.
 bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_list<const void*> tensors);
 void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
                                  const void* k, const void* v, cudaStream_t s);
-void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv, const void* dout,
-                                  const void* out, const float* lse, const void* q, const void* k,
-                                  const void* v, cudaStream_t s);
+void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
+                                  const void* dout, const void* out, const float* lse, const void* q,
+                                  const void* k, const void* v, cudaStream_t s);
 
 // AdamW on one tensor (ops.h adamw_step): param f32 or bf16; grad the param's dtype or f32; moments f32;
 // copy (nullptr: none) of copy_dt (bf16 or f16) for an f32 param: the updated value rounded to nearest.

@@ -6,17 +6,18 @@
 // Inputs bf16 or f32, accumulation and alpha/beta in f32 (f32 inputs in full f32 unless TF32 is allowed).
 // Mixed precision: with bf16 dy/x/w, dw and dbias may be f32 (parameter gradients kept in f32); the dw GEMM
 // then reads bf16 A/B and accumulates into an f32 C/D. dx always has the compute dtype.
-// out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. linear_forward's residual is C (beta = 1) with D = y. cuBLASLt does not
-// read C when beta = 0, so written outputs need no clearing. The bias epilogue adds b outside alpha, so it
-// serves out_scale == 1 only; otherwise (or when no algorithm takes the epilogue) a small kernel writes
-// (y or 0) + out_scale * b first and the GEMM adds with beta = 1. dbias is a deterministic column-sum
-// kernel. The handle and its workspace belong to a per-thread context (one device per thread).
+// out_scale is alpha; accumulate_y / accumulate_dx / dw's += are beta = 1 with C = D. linear_forward's
+// residual is C (beta = 1) with D = y. cuBLASLt does not read C when beta = 0, so written outputs need no
+// clearing. The bias epilogue adds b outside alpha, so it serves out_scale == 1 only; otherwise (or when no
+// algorithm takes the epilogue) a small kernel writes (y or 0) + out_scale * b first and the GEMM adds with
+// beta = 1. dbias is a deterministic column-sum kernel. The handle and its workspace belong to a per-thread
+// context (one device per thread).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -155,11 +156,25 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
 
   const void* c_in = g.c_in ? g.c_in : g.c;
   const std::string problem =
-      fmt::format("{} {} {} {}{} {} {} {} {} {} {} {}/{}/{} bias {} beta {} c {}", int(dt), int(c_dt), int(compute),
-                  g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.m, g.n, g.k, g.lda, g.ldb, g.ldc, align_a,
-                  align_b, align_c, g.bias != nullptr, g.beta != 0.0f, c_in != g.c);
-  const GemmCall call{ctx.handle(), op.d, la.d, lb.d, lc.d, pref.d, g.a, g.b, c_in, g.c, &g.alpha, &g.beta,
-                      ctx.workspace(), ws, size_t(g.m) * size_t(g.n) * dtype_size(c_dt), stream};
+      fmt::format("{} {} {} {}{} {} {} {} {} {} {} {}/{}/{} bias {} beta {} c {}", int(dt), int(c_dt),
+                  int(compute), g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.m, g.n, g.k, g.lda, g.ldb,
+                  g.ldc, align_a, align_b, align_c, g.bias != nullptr, g.beta != 0.0f, c_in != g.c);
+  const GemmCall call{ctx.handle(),
+                      op.d,
+                      la.d,
+                      lb.d,
+                      lc.d,
+                      pref.d,
+                      g.a,
+                      g.b,
+                      c_in,
+                      g.c,
+                      &g.alpha,
+                      &g.beta,
+                      ctx.workspace(),
+                      ws,
+                      size_t(g.m) * size_t(g.n) * dtype_size(c_dt),
+                      stream};
   cublasLtMatmulAlgo_t algo{};
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   if (!gemm_algorithm(problem, call, &algo, &st)) {
@@ -231,7 +246,10 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
   cudaStream_t s = current_stream();
   const float alpha = float(p.out_scale);
   if (op_profile_shapes())
-    op_profile_detail(fmt::format("{}x{}->{}{}{}{}", M, K, N, dx.empty() ? "" : p.accumulate_dx ? " dx+=" : " dx",
+    op_profile_detail(fmt::format("{}x{}->{}{}{}{}", M, K, N,
+                                  dx.empty()        ? ""
+                                  : p.accumulate_dx ? " dx+="
+                                                    : " dx",
                                   dw.empty() ? "" : " dw", dbias.empty() ? "" : " db"));
   if (!dx.empty() && M > 0 && K > 0) {
     if (N == 0) {

@@ -30,8 +30,8 @@ struct Total {
 };
 
 std::mutex g_mutex;
-std::vector<Record> g_records;       // this step's, in launch order
-std::vector<cudaEvent_t> g_free;     // the pool
+std::vector<Record> g_records;    // this step's, in launch order
+std::vector<cudaEvent_t> g_free;  // the pool
 std::map<std::string, Total> g_totals;
 int64_t g_steps_seen = 0, g_steps_measured = 0;
 thread_local int t_depth = 0;
@@ -68,7 +68,8 @@ bool op_profile_shapes() {
 void op_profile_detail(const std::string& detail) {
   if (!op_profile_shapes() || t_depth == 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_records.empty()) g_records.back().detail = detail;  // the outermost open op: nested ones are not timed
+  if (!g_records.empty())
+    g_records.back().detail = detail;  // the outermost open op: nested ones are not timed
 }
 
 OpProfileScope::OpProfileScope(const char* op) {
@@ -118,8 +119,8 @@ std::string op_profile_report() {
   double sum = 0;
   for (const auto& [op, t] : rows) sum += t.ms;
   const double steps = double(g_steps_measured);
-  std::string out = fmt::format("per-op GPU time (LT_PROFILE_OPS), mean of {} steps after the first:\n",
-                                g_steps_measured);
+  std::string out =
+      fmt::format("per-op GPU time (LT_PROFILE_OPS), mean of {} steps after the first:\n", g_steps_measured);
   out += fmt::format("  {:<36} {:>10} {:>12} {:>7}\n", "op", "calls/step", "ms/step", "share");
   for (const auto& [op, t] : rows)
     out += fmt::format("  {:<36} {:>10.0f} {:>12.2f} {:>6.1f}%\n", op, double(t.calls) / steps, t.ms / steps,

@@ -25,7 +25,7 @@ class OpProfileScope {
   OpProfileScope& operator=(const OpProfileScope&) = delete;
 
  private:
-  int64_t record_ = -1;  // index of its record, -1: not timed (off, or nested in a timed op)
+  int64_t record_ = -1;   // index of its record, -1: not timed (off, or nested in a timed op)
   bool counted_ = false;  // took part in the nesting depth
 };
 
