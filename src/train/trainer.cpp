@@ -172,10 +172,9 @@ model::ModelWeights& Trainer::saved_weights() {
   return master_arena_ ? masters_ : model_.weights;
 }
 
-void Trainer::refresh_working_weights(std::optional<int64_t> layer) {
+void Trainer::refresh_working_weights() {
   if (!master_arena_) return;
   for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
-    if (layer && spec.layer != *layer) continue;
     Tensor& working = model::weight_of(model_.weights, spec);
     const Tensor& master = model::weight_of(masters_, spec);
     if (master.data != working.data) ops::copy(working, master);  // rounded once, to nearest

@@ -89,9 +89,10 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
-  void refresh_lora_compute();  // lora_compute_ = lora_ (after every update)
-  // model_.weights = masters_ (master_weights): every weight, or those of one layer (-1: model-level).
-  void refresh_working_weights(std::optional<int64_t> layer = std::nullopt);
+  // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
+  // after every update AdamW writes them itself (ParamGroup::compute_copy).
+  void refresh_lora_compute();
+  void refresh_working_weights();
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final();
