@@ -13,12 +13,6 @@ namespace lt::train {
 
 namespace {
 
-// global_grad_norm's per-tensor terms (grad_clip.cpp: the same op), so that the logged norm is the
-// end-of-step one bit for bit; one synchronization per layer.
-std::vector<double> norms_squared(const std::vector<Tensor>& grads) {
-  return ops::grad_norms_squared(grads);
-}
-
 // global_grad_norm's sum: the terms in parameter order, in double.
 double norm_of(const std::vector<double>& squares, const std::vector<char>& include) {
   double total = 0;
@@ -30,9 +24,8 @@ double norm_of(const std::vector<double>& squares, const std::vector<char>& incl
 }  // namespace
 
 OptimizerInBackward::OptimizerInBackward(const model::ModelConfig& config, AdamW& optimizer,
-                                         model::SharedLayerGrads& grads,
-                                         std::function<void(int64_t layer)> after_update)
-    : config_(config), optimizer_(optimizer), grads_(grads), after_update_(std::move(after_update)) {
+                                         model::SharedLayerGrads& grads)
+    : config_(config), optimizer_(optimizer), grads_(grads) {
   std::map<std::string, int64_t> layer_of;
   for (const model::WeightSpec& spec : model::weight_specs(config)) layer_of[spec.hf_name] = spec.layer;
   by_layer_.resize(size_t(config.num_layers + 1));
@@ -72,7 +65,8 @@ void OptimizerInBackward::layer_done(int64_t layer) {
   const std::vector<ParamGroup>& params = optimizer_.params();
   std::vector<Tensor> grads;
   for (size_t i : indices) grads.push_back(params[i].grad);
-  const std::vector<double> squares = norms_squared(grads);
+  // global_grad_norm's per-tensor terms (the same op), so the logged norm is the end-of-step one bit for bit.
+  const std::vector<double> squares = ops::grad_norms_squared(grads);
   for (size_t k = 0; k < indices.size(); ++k) {
     LT_CHECK(!stepped_[indices[k]], "optimizer in backward: '{}' stepped twice in step {}",
              params[indices[k]].name, step_);
@@ -84,7 +78,6 @@ void OptimizerInBackward::layer_done(int64_t layer) {
   check_finite();
   if (indices.empty()) return;
   optimizer_.step_params(lr_, indices);
-  if (after_update_) after_update_(layer);
   if (layer >= 0 && !grads_.layer_buffer.empty()) ops::zero(grads_.layer_buffer);  // layer - 1 accumulates
 }
 

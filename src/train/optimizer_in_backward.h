@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "model/config.h"
@@ -28,10 +27,9 @@ namespace lt::train {
 class OptimizerInBackward {
  public:
   // `optimizer`'s parameters are named as weight_specs names them (trainable_tensors) and their gradients
-  // are `grads`' tensors. `after_update(layer)` (may be empty) runs after each layer's update (-1: the
-  // model-level weights), e.g. to round the working weights from master weights.
-  OptimizerInBackward(const model::ModelConfig& config, AdamW& optimizer, model::SharedLayerGrads& grads,
-                      std::function<void(int64_t layer)> after_update = nullptr);
+  // are `grads`' tensors. Working weights of master weights are AdamW's compute copies (written by each
+  // update), so nothing else runs after a layer's update.
+  OptimizerInBackward(const model::ModelConfig& config, AdamW& optimizer, model::SharedLayerGrads& grads);
 
   // Before the step's forward: zeroes the gradients, starts AdamW's step. `step` (1-based) names the step in
   // errors; `lr` is its learning rate.
@@ -39,7 +37,7 @@ class OptimizerInBackward {
   // After the forward, before the backward: the step's loss (checked with the first layer's gradients).
   void set_loss(double loss);
   // The decoder's callback: layer's gradients are done (-1: the model-level ones). Checks them, steps them,
-  // runs after_update, and zeroes the shared buffer for the next layer.
+  // and zeroes the shared buffer for the next layer.
   void layer_done(int64_t layer);
   // After the backward: every trainable tensor must have been stepped once. Returns the gradient norm
   // (global_grad_norm's value, bit for bit).
@@ -52,7 +50,6 @@ class OptimizerInBackward {
   const model::ModelConfig& config_;
   AdamW& optimizer_;
   model::SharedLayerGrads& grads_;
-  std::function<void(int64_t)> after_update_;
   std::vector<std::vector<size_t>> by_layer_;  // L + 1: the parameter indices of layer l at [l + 1]
   std::vector<double> squares_;                // per parameter: its gradient's sum of squares this step
   std::vector<char> stepped_;                  // per parameter: updated this step

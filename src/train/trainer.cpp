@@ -89,8 +89,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                  config_.precision != "fp16" && config_.max_grad_norm == 0,
              "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
              "micro_batch_size, no fp16 and max_grad_norm 0 (validate() refuses the others)");
-    in_backward_ = std::make_unique<OptimizerInBackward>(
-        mc, *optimizer_, shared_grads_, nullptr);  // AdamW writes the working weights (compute_copy)
+    in_backward_ = std::make_unique<OptimizerInBackward>(mc, *optimizer_, shared_grads_);
   }
 
   accum_ = gradient_accumulation_steps(config_);

@@ -37,18 +37,7 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
 double grad_norm_squared(Tensor grad) {
   LT_CHECK(grad.dtype == DType::F32 || grad.dtype == DType::BF16,
            "grad_norm_squared on CUDA: dtype {} is not supported (f32 or bf16)", dtype_name(grad.dtype));
-  const int64_t n = grad.numel();
-  cudaStream_t s = current_stream();
-  const int partials = grad_norm_partials(n);
-  double* scratch = nullptr;  // (partials + 1): the block sums, then the total
-  LT_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&scratch), sizeof(double) * size_t(partials + 1), s));
-  launch_grad_norm_squared(grad.dtype, grad.data, n, scratch, scratch + partials, s);
-  double host = 0.0;
-  LT_CUDA_CHECK(cudaMemcpyAsync(&host, scratch + partials, sizeof(double), cudaMemcpyDeviceToHost, s));
-  LT_CUDA_CHECK(cudaFreeAsync(scratch, s));
-  LT_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host;
+  return grad_norms_squared(std::span<const Tensor>(&grad, 1))[0];  // one tensor of the many-tensor launch
 }
 
 void adamw_step_many(std::span<const AdamWTensor> tensors) {

@@ -1,12 +1,8 @@
-// Sum of squares of a gradient, deterministic: pass 1 gives each block a fixed, strided share of the
-// elements and writes the block's f64 sum (warp shuffles then a fixed tree) to partials; pass 2 is one
-// block that adds the partials in the same fixed order. The grid depends only on the element count, so the
-// same input gives the same bits on every run.
-// Many gradients at once (launch_grad_norms_squared): one grid whose blocks are every tensor's blocks in
-// turn, each block doing exactly what block j of that tensor's own grid does, then one block per tensor
-// for pass 2: the same bits as one launch_grad_norm_squared per tensor, in two launches.
-#include <type_traits>
-
+// Sums of squares of gradients, deterministic: pass 1 gives each of a tensor's blocks (their number depends
+// only on its element count: grad_norm_partials) a fixed, strided share of its elements and writes the
+// block's f64 sum (warp shuffles then a fixed tree) to partials; pass 2 is one block per tensor that adds
+// its partials in the same fixed order. One grid holds every tensor's blocks in turn, so a tensor's sum has
+// the same bits alone or among others, on every run.
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
@@ -49,21 +45,10 @@ __device__ __forceinline__ double block_sum_squares(const T* __restrict__ x, int
   return block_sum_f64(s);
 }
 
-template <class T>
-__global__ void sum_squares_partials(const T* __restrict__ x, int64_t count, double* __restrict__ partials) {
-  const double s = block_sum_squares(x, count, blockIdx.x, gridDim.x);
-  if (threadIdx.x == 0) partials[blockIdx.x] = s;
-}
-
 __device__ __forceinline__ double sum_of_partials(const double* __restrict__ partials, int count) {
   double s = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
   return block_sum_f64(s);
-}
-
-__global__ void sum_partials(const double* __restrict__ partials, int count, double* __restrict__ out) {
-  const double s = sum_of_partials(partials, count);
-  if (threadIdx.x == 0) *out = s;
 }
 
 // Block b of the many-tensor grid: the tensor whose blocks [first_block, first_block + blocks) hold b.
@@ -100,18 +85,6 @@ __global__ void many_sum_partials(const GradNormTensor* __restrict__ tensors,
 
 int grad_norm_partials(int64_t count) {
   return int(grid_for(count, kThreads, kGradNormMaxBlocks));
-}
-
-void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* partials, double* out,
-                              cudaStream_t s) {
-  const int blocks = grad_norm_partials(count);
-  dispatch_compute(dt, [&](auto tag) {
-    using T = decltype(tag);
-    sum_squares_partials<T><<<blocks, kThreads, 0, s>>>(static_cast<const T*>(x), count, partials);
-  });
-  LT_CUDA_CHECK_LAUNCH();
-  sum_partials<<<1, kSumThreads, 0, s>>>(partials, blocks, out);
-  LT_CUDA_CHECK_LAUNCH();
 }
 
 void launch_grad_norms_squared(const GradNormTensor* tensors, int count, int64_t total_blocks,

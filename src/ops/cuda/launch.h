@@ -112,15 +112,12 @@ void launch_adamw_step(DType param_dt, void* param, DType grad_dt, const void* g
                        double weight_decay, int64_t step, bool stochastic_rounding, uint64_t seed,
                        DType copy_dt, void* copy, cudaStream_t s);
 
-// Sum of squares of x (f32 or bf16, count >= 1) into *out (device f64), deterministic. partials: device
-// scratch of grad_norm_partials(count) doubles.
+// Sums of squares of tensors (f32 or bf16, each count >= 1) in two launches, deterministic (grad_norm.cu):
+// tensors (count, in device memory) in order, tensor i's blocks = grad_norm_partials(its count) starting at
+// first_block (the sum of the earlier ones' blocks; total_blocks in all); partials: (total_blocks) doubles;
+// out: (count) doubles, each tensor's sum the same bits whatever tensors share the launch.
 constexpr int64_t kGradNormMaxBlocks = 1024;
 int grad_norm_partials(int64_t count);
-void launch_grad_norm_squared(DType dt, const void* x, int64_t count, double* partials, double* out,
-                              cudaStream_t s);
-// Many tensors in two launches, each sum the same bits as launch_grad_norm_squared's: tensors (count, in
-// device memory) in order, tensor i's blocks = grad_norm_partials(its count) starting at first_block (the sum
-// of the earlier ones' blocks; total_blocks in all); partials: (total_blocks) doubles; out: (count) doubles.
 struct GradNormTensor {
   const void* data;  // f32 or bf16
   int64_t count;     // >= 1
