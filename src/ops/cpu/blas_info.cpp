@@ -46,7 +46,7 @@ std::string blas_core_hint(const std::string& core, CpuVectorSupport cpu, bool f
   if (forced) return "";  // the user chose these kernels
   const bool uses_avx2 = is_one_of(core, kAvx2Cores), uses_avx512 = is_one_of(core, kAvx512Cores);
   const char* better = nullptr;
-  if (cpu.avx512 && !uses_avx512 && !is_one_of(core, std::array<std::string_view, 1>{"Zen"}))
+  if (cpu.avx512 && !uses_avx512 && !equal_ignoring_case(core, "Zen"))
     better = "SkylakeX";  // Zen's kernels are tuned for AMD's AVX2 units: not a fallback
   else if (cpu.avx2_fma && !uses_avx2)
     better = "Haswell";
