@@ -15,6 +15,8 @@ namespace lt::train {
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   check_engine_settings(config);
   check_paths(config);
+  // Claimed before the model and data are read: a refused output_dir costs nothing.
+  std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
@@ -33,9 +35,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path,
-               split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
+               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output));
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();

@@ -115,6 +115,9 @@ const std::vector<Field>& fields() {
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},
       {"logging_steps", &C::logging_steps, "console/TensorBoard log every N optimizer steps"},
       {"resume", &C::resume, "\"\", latest, or a checkpoint directory"},
+      {"overwrite_output_dir", &C::overwrite_output_dir,
+       "also write into an output_dir that holds files leantune did not write (same-named files are "
+       "replaced; nothing else is deleted)"},
   };
   return table;
 }

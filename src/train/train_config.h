@@ -81,7 +81,8 @@ struct TrainConfig {
   int64_t save_total_limit = 3;  // 0: keep all
   int64_t eval_steps = 200;      // 0: only at the end
   int64_t logging_steps = 10;
-  std::string resume;  // "" | latest | checkpoint directory
+  std::string resume;                 // "" | latest | checkpoint directory
+  bool overwrite_output_dir = false;  // also write into an output_dir holding others' files (io/output_dir.h)
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -44,8 +44,13 @@ int64_t peak_memory_bytes(Device device) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
-                 std::vector<data::Example> val, int32_t pad_id)
-    : config_(config), model_(model), train_(std::move(train)), val_(std::move(val)), pad_id_(pad_id) {
+                 std::vector<data::Example> val, int32_t pad_id, std::unique_ptr<io::OutputDir> output)
+    : config_(config),
+      model_(model),
+      output_(output ? std::move(output) : claim_output_dir(config)),
+      train_(std::move(train)),
+      val_(std::move(val)),
+      pad_id_(pad_id) {
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
@@ -138,6 +143,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   } else {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
+    check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
     state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
   }
@@ -223,21 +229,24 @@ void Trainer::setup_lora() {
 
 void Trainer::save_final() {
   if (lora_arena_) {
-    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too).
+    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in.
+    const std::string staging = output_->make_staging();
     if (model_.device == Device::CPU) {
-      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, lora_, lora_.dtype);
+      io::save_peft_adapter(staging, model_.config, adapter_config_, lora_, lora_.dtype);
     } else {
       const model::HostLora host = model::host_copy(model_.config, lora_);
-      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, host.weights, lora_.dtype);
+      io::save_peft_adapter(staging, model_.config, adapter_config_, host.weights, lora_.dtype);
     }
+    output_->publish(staging, {io::kAdapterWeightsFile, io::kAdapterConfigFile});
     return;
   }
+  const io::HfSaveOptions options{.dtype = model_.dtype};
   if (model_.device == Device::CPU) {
-    train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
+    train::save_final_model(*output_, config_.base_model, model_.config, model_.weights, options);
     return;
   }
   const model::HostWeights host = model::host_copy(model_.config, model_.weights);
-  train::save_final_model(config_.output_dir, config_.base_model, model_.config, host.weights);
+  train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options);
 }
 
 Trainer::~Trainer() = default;
@@ -338,7 +347,8 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .state = state,
                        .write_extra = hooks.write_extra,
                        .lora = lora_arena_ ? &lora_ : nullptr,
-                       .adapter = lora_arena_ ? &adapter_config_ : nullptr};
+                       .adapter = lora_arena_ ? &adapter_config_ : nullptr,
+                       .between_rename_and_delete = hooks.between_rename_and_delete};
   return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
 }
 

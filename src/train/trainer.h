@@ -43,8 +43,10 @@ namespace lt::train {
 struct TrainerHooks {
   std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
   std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
-  std::FILE* out = stdout;                                            // progress and messages
-  bool quiet = false;                                                 // no progress output
+  std::function<void(const std::string& doomed)> between_rename_and_delete =
+      nullptr;              // rotation (checkpoint.h)
+  std::FILE* out = stdout;  // progress and messages
+  bool quiet = false;       // no progress output
 };
 
 struct TrainResult {
@@ -62,8 +64,9 @@ class Trainer {
   // `config` is already validated and passed check_engine_settings; `model` is loaded in the compute
   // dtype on the run's device. Allocates gradients (trainable tensors only, in master_dtype), optimizer
   // state and the activation arena on that device; restores the checkpoint when config.resume is set.
+  // `output` is the run's claim on output_dir (claim_output_dir); null: the constructor claims it.
   Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
-          std::vector<data::Example> val, int32_t pad_id);
+          std::vector<data::Example> val, int32_t pad_id, std::unique_ptr<io::OutputDir> output = nullptr);
   ~Trainer();
 
   TrainResult run(const TrainerHooks& hooks = {});
@@ -101,6 +104,7 @@ class Trainer {
 
   TrainConfig config_;
   LoadedModel& model_;
+  std::unique_ptr<io::OutputDir> output_;  // locked for the trainer's lifetime
   std::vector<data::Example> train_, val_;
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;
