@@ -12,7 +12,7 @@
 
 namespace lt::train {
 
-TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
+TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
   check_engine_settings(config);
   check_paths(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
@@ -35,7 +35,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                config.random_init ? "random init" : "pretrained weights", config.precision,
                ops::device_description(device), config.data_path,
                split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();

@@ -25,6 +25,7 @@
 #include "core/arena.h"
 #include "data/data_loader.h"
 #include "data/example.h"
+#include "dist/communicator.h"
 #include "io/peft_config.h"
 #include "model/lora.h"
 #include "model/shared_layer_grads.h"
@@ -62,8 +63,10 @@ class Trainer {
   // `config` is already validated and passed check_engine_settings; `model` is loaded in the compute
   // dtype on the run's device. Allocates gradients (trainable tensors only, in master_dtype), optimizer
   // state and the activation arena on that device; restores the checkpoint when config.resume is set.
+  // `comm` carries what the step reduces over processes (scored-token counts, loss, gradients); nullptr:
+  // one process (dist::SingleCommunicator).
   Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
-          std::vector<data::Example> val, int32_t pad_id);
+          std::vector<data::Example> val, int32_t pad_id, dist::Communicator* comm = nullptr);
   ~Trainer();
 
   TrainResult run(const TrainerHooks& hooks = {});
@@ -100,6 +103,8 @@ class Trainer {
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
   TrainConfig config_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // the single-process one, when none was given
+  dist::Communicator* comm_ = nullptr;
   LoadedModel& model_;
   std::vector<data::Example> train_, val_;
   int32_t pad_id_;
