@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/rank_order_sum.h"
 #include "dist/single_communicator.h"
 
 namespace lt::dist {
@@ -86,6 +87,27 @@ TEST(SingleCommunicator, AgreeThrowsTheLocalErrorOnly) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "data.jsonl line 3: missing field 'output'");
   }
+}
+
+// The rank-order reduction that the multi-process communicators use: each element the ranks' values
+// added in rank order in double, rounded once to the dtype.
+TEST(RankOrderSum, AddsBlocksInRankOrderAndRoundsOnce) {
+  const int world = 3;
+  const int64_t n = 4;
+  std::vector<double> blocks = {1e16, 1, 0.1, -2, 1, 2, 0.2, 4, -1e16, 3, 0.3, 8};
+  std::vector<double> out(n);
+  reduce_blocks_in_rank_order(blocks.data(), world, n, DType::F64, ReduceOp::Sum, out.data());
+  // (1e16 + 1) - 1e16 is 0 in double (1e16 + 1 rounds to 1e16): the order is rank order.
+  EXPECT_EQ(out[0], (1e16 + 1.0) + -1e16);
+  EXPECT_EQ(out[1], (1.0 + 2.0) + 3.0);
+  EXPECT_EQ(out[2], (0.1 + 0.2) + 0.3);
+  reduce_blocks_in_rank_order(blocks.data(), world, n, DType::F64, ReduceOp::Average, out.data());
+  EXPECT_EQ(out[3], ((-2.0 + 4.0) + 8.0) / 3.0);
+  // f32: accumulated in double, rounded once (a float sum would round after each addition).
+  std::vector<float> fblocks = {16777216.0f, 1.0f, 1.0f};
+  float fout = 0;
+  reduce_blocks_in_rank_order(fblocks.data(), 3, 1, DType::F32, ReduceOp::Sum, &fout);
+  EXPECT_EQ(fout, 16777218.0f);  // float adds would give 16777216
 }
 
 }  // namespace
