@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
+#include "dist/launch.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/trainable.h"
@@ -13,6 +14,13 @@
 namespace lt::train {
 
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
+  if (!comm) {
+    const dist::Launch launch = dist::detect_launch();
+    LT_CHECK(launch.world_size == 1,
+             "{}: training over {} processes is not wired yet (see issue #18); start leantune train as one "
+             "process",
+             dist::describe(launch), launch.world_size);
+  }
   check_engine_settings(config);
   check_paths(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys

@@ -1,10 +1,15 @@
 // What training does about several processes today: the step's reductions go through the communicator it
-// is given (counted here).
+// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed and every strategy but none is
+// refused, and a process started by a multi-process launcher is refused naming it, before any work.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
 
 #include "dist/single_communicator.h"
 #include "support/test_support.h"
 #include "train/run_training.h"
+#include "train/train_config.h"
 #include "train/train_test_util.h"
 
 namespace lt::train {
@@ -53,6 +58,42 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
   // Per step: the token counts, the loss, and every trained tensor's gradient (full fine-tuning).
   EXPECT_EQ(comm.all_reduces, 3 * (2 + tensors));
   EXPECT_EQ(comm.elements, 3 * (2 + 1 + parameters));
+}
+
+TEST(TrainerProcesses, ShardingNamesAreParsedAndRefusedUntilWired) {
+  TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
+  EXPECT_EQ(c.sharding, "none");
+  validate(c);
+  for (const auto& [given, canonical] : std::map<std::string, std::string>{{"ddp", "ddp"},
+                                                                           {"no_shard", "ddp"},
+                                                                           {"zero1", "zero1"},
+                                                                           {"zero2", "zero2"},
+                                                                           {"shard_grad_op", "zero2"},
+                                                                           {"zero3", "zero3"},
+                                                                           {"full_shard", "zero3"}}) {
+    TrainConfig s = parse_train_config_yaml("base_model: m\ndata_path: d\nsharding: " + given, "t.yaml");
+    test::expect_error_mentions(
+        [&] { validate(s); }, {"'sharding' is " + canonical, "not wired yet", "issue #18", "expected none"});
+  }
+  test::expect_error_mentions([] { parse_train_config_yaml("sharding: fsdp\n", "t.yaml"); },
+                              {"t.yaml", "sharding", "fsdp", "full_shard"});
+}
+
+TEST(TrainerProcesses, AMultiProcessLaunchIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  TrainConfig c = test::tiny_train_config(dir.path());  // no model or data written: refused before
+  // The launcher's variables, as torchrun would set them for rank 1 of 2.
+  for (const char* v : {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1"}) putenv(const_cast<char*>(v));
+  std::string message;
+  try {
+    run_training(c, test::quiet_hooks());
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(v);
+  EXPECT_NE(message.find("rank 1 of 2 (local rank 1, launched by torchrun)"), std::string::npos) << message;
+  EXPECT_NE(message.find("training over 2 processes is not wired yet (see issue #18)"), std::string::npos)
+      << message;
 }
 
 }  // namespace
