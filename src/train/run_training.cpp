@@ -53,6 +53,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
         "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors ({} parameters)\n",
         trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
         config.micro_batch_size, trainer.trainable().size(), parameters);
+    if (device == Device::CUDA) fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary());
     if (const model::LoraWeights* lora = trainer.lora())
       fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
                  fmt::join(trainer.adapter_config()->target_modules, ", "),
