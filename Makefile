@@ -3,7 +3,7 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
                 libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev
+                libbenchmark-dev openmpi-bin libopenmpi-dev
 
 .PHONY: deps configure-cpu build-cpu test test-exactness test-asan cuda test-cuda demo format clean
 

@@ -6,15 +6,25 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
+#include "dist/launch.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/trainable.h"
 
 namespace lt::train {
 
-TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
+TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
+  if (!comm) {
+    const dist::Launch launch = dist::detect_launch();
+    LT_CHECK(launch.world_size == 1,
+             "{}: training over {} processes is not wired yet (see issue #18); start leantune train as one "
+             "process",
+             dist::describe(launch), launch.world_size);
+  }
   check_engine_settings(config);
   check_paths(config);
+  // Claimed before the model and data are read: a refused output_dir costs nothing.
+  std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
@@ -33,9 +43,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path,
-               split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
+               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output), comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
