@@ -41,6 +41,21 @@ void check_engine_settings(const TrainConfig& c) {
            "config: 'adapter' is '{}': the trainer has no NF4 base weights yet; expected lora", c.adapter);
 }
 
+std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
+  std::vector<io::OutputInput> inputs = {{"base_model", c.base_model}, {"data_path", c.data_path}};
+  if (!c.init_adapter.empty()) inputs.push_back({"init_adapter", c.init_adapter});
+  if (!c.resume.empty() && c.resume != "latest") {
+    std::error_code ec;
+    const fs::path out = fs::weakly_canonical(fs::absolute(c.output_dir), ec);
+    const fs::path parent = fs::weakly_canonical(fs::absolute(c.resume), ec).parent_path();
+    if (parent != out) inputs.push_back({"resume", c.resume});
+  }
+  return std::make_unique<io::OutputDir>(
+      c.output_dir,
+      io::OutputDirOptions{
+          .who = "config: 'output_dir'", .inputs = inputs, .overwrite = c.overwrite_output_dir});
+}
+
 DType compute_dtype(const std::string& precision) {
   if (precision == "fp64") return DType::F64;
   if (precision == "fp32") return DType::F32;
