@@ -5,11 +5,16 @@ DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libya
                 libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev openmpi-bin libopenmpi-dev
 
-.PHONY: deps configure-cpu build-cpu test test-exactness test-asan cuda test-cuda demo format clean
+# `make fuzz` also needs clang and its libFuzzer runtime.
+FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev
+FUZZ_SECONDS ?= 20
+
+.PHONY: deps fuzz-deps configure-cpu build-cpu test test-exactness test-asan fuzz fuzz-corpus cuda test-cuda demo format clean
 
 # Installs the Debian packages the build needs, when they are missing and we are root.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+deps fuzz-deps:
+	@missing=$$(for p in $(if $(filter fuzz-deps,$@),$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES),$(DEB_PACKAGES)); do \
+	  dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing: $$missing"; \
@@ -40,6 +45,19 @@ test-asan: deps
 	@[ -f build/asan/build.ninja ] || cmake --preset asan
 	cmake --build build/asan -j $(JOBS) --target test_io
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -L io
+
+# libFuzzer harnesses of every file reader (safetensors, config.json, tokenizer files, dataset records,
+# adapter_config.json, trainer_state.json) under ASan + UBSan, each run FUZZ_SECONDS over the committed seed
+# corpus tests/fuzz/corpus (tools/make_fuzz_corpus.py); a finding fails the target and leaves its input in
+# build/fuzz/findings.
+fuzz: fuzz-deps
+	@[ -f build/fuzz/build.ninja ] || cmake --preset fuzz
+	cmake --build build/fuzz -j $(JOBS)
+	bash tests/fuzz/run_fuzzers.sh build/fuzz/bin tests/fuzz/corpus build/fuzz/findings $(FUZZ_SECONDS)
+
+# Rewrites the seed corpus (small valid files of every format, a few broken ones).
+fuzz-corpus:
+	python3 tools/make_fuzz_corpus.py tests/fuzz/corpus
 
 cuda: deps
 	@[ -f build/cuda/build.ninja ] || cmake --preset cuda

@@ -107,9 +107,7 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
   const fs::path staging(out.path());
 
   std::vector<std::string> written{"config.json"};
-  nlohmann::json cfg = config.raw.is_object() ? config.raw : nlohmann::json::object();
-  cfg["dtype"] = torch_dtype_name(dtype);
-  if (cfg.contains("torch_dtype")) cfg["torch_dtype"] = torch_dtype_name(dtype);
+  const nlohmann::json cfg = model::model_config_json(config, torch_dtype_name(dtype));
   write_text_file((staging / "config.json").string(), cfg.dump(2) + "\n");
 
   if (shards.size() == 1) {

@@ -74,8 +74,10 @@ struct LoadedAdapter {
 LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
                            Device device = Device::CPU);
 
-// The base model's tokenizer; nullptr when the directory has none and `required` is false.
-std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required);
+// The base model's tokenizer; nullptr when the directory has none and `required` is false. A tokenizer
+// whose ids reach past the model's `model_vocab` embedding rows is refused here, at load, naming both.
+std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required,
+                                                      int64_t model_vocab);
 
 // The examples of `path` (any format of data/dataset_load.h). A pre-tokenized file needs no tokenizer
 // (tokenizer may be null; ids are checked against the model's vocabulary).

@@ -31,7 +31,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
-  std::unique_ptr<data::Tokenizer> tokenizer = load_model_tokenizer(config.base_model, false);
+  std::unique_ptr<data::Tokenizer> tokenizer =
+      load_model_tokenizer(config.base_model, false, model.config.vocab_size);
   data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
                                         dataset_options(config, config.base_model));
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),

@@ -15,6 +15,8 @@
 #include <variant>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 #include "dist/sharding.h"
 
 namespace lt::train {
@@ -449,11 +451,7 @@ void apply_overrides(TrainConfig& c, const std::vector<std::string>& args) {
 TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
   TrainConfig c;
   if (!yaml_path.empty()) {
-    std::ifstream f(yaml_path, std::ios::binary);
-    LT_CHECK(f.good(), "cannot open config file '{}'", yaml_path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    c = parse_train_config_yaml(ss.str(), yaml_path);
+    c = parse_train_config_yaml(read_input_file(yaml_path, kMaxSmallJsonBytes, "config file"), yaml_path);
   }
   apply_overrides(c, overrides);
   validate(c);
