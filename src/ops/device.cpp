@@ -11,9 +11,7 @@
 
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
-#include "ops/cuda/gemm_algorithm.h"
 #endif
 
 namespace lt::ops {
@@ -150,18 +148,6 @@ void set_allow_tf32(bool allow) {
   cuda::set_linear_allow_tf32(allow);
 #else
   if (allow) fail_no_cuda("tf32");
-#endif
-}
-
-void set_attention_backend(const std::string& backend, bool deterministic) {
-  LT_CHECK(backend == "auto" || backend == "cudnn" || backend == "leantune",
-           "attention backend '{}', expected auto, cudnn or leantune", backend);
-#if defined(LT_HAVE_CUDA)
-  cuda::set_attention_kernel_request(backend == "leantune" ? "tc" : backend);
-  cuda::set_attention_deterministic(deterministic);
-  cuda::set_gemm_deterministic(deterministic);  // no timed (run-dependent) GEMM algorithm choices
-#else
-  (void)deterministic;
 #endif
 }
 

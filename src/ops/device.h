@@ -40,13 +40,6 @@ void scale_inplace(Tensor t, double factor);
 // thread's setting (off by default). Refused on a CPU-only build.
 void set_allow_tf32(bool allow);
 
-// Which attention implementation GPU calls take (process-wide; LT_ATTENTION_KERNEL, when set, wins):
-// "auto" (the default): cuDNN's fused attention when cuDNN 9 loads and the call is one it covers, else
-// leantune's tensor-core kernels; "cudnn": the same, but a missing cuDNN is an error; "leantune": never
-// cuDNN. `deterministic`: bit-identical results run to run, which cuDNN's backward (atomic dQ) does not give,
-// so attention stays on leantune's kernels. No effect on the CPU.
-void set_attention_backend(const std::string& backend, bool deterministic);
-
 // Host memory that `device` copies to and from asynchronously: page-locked (cudaHostAlloc) for CUDA, plain
 // host memory for the CPU. Its tensors are CPU tensors.
 MemoryResource& staging_memory(Device device);

@@ -8,6 +8,7 @@
 #include "data/dataset_split.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/trainable.h"
 
 namespace lt::train {
@@ -15,7 +16,8 @@ namespace lt::train {
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
   check_engine_settings(config);
   check_paths(config);
-  if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
+  if (finetune_of(config) == Finetune::Lora)
+    run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
@@ -33,8 +35,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path,
-               split.train.size(), split.val.size());
+               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
   if (!hooks.quiet) {
     int64_t parameters = 0;
