@@ -38,10 +38,14 @@ cuda: deps
 	@[ -f build/cuda/build.ninja ] || cmake --preset cuda
 	cmake --build build/cuda -j $(JOBS)
 
-# On a GPU machine: the CUDA parity tests against the CPU float64 reference.
+# On a GPU machine: the CUDA parity tests against the CPU float64 reference, first on leantune's attention
+# kernels, then cuDNN's (LT_ATTENTION_KERNEL: the development override of the kernel option attention). The
+# full log (every PARITY row) goes to build/cuda/cuda_parity.log; tools/parity_table.py summarizes it for
+# docs/CUDA_PARITY.md.
 test-cuda: cuda
-	LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda
-	LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*'
+	set -o pipefail; LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda 2>&1 | tee build/cuda/cuda_parity.log
+	set -o pipefail; LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*' 2>&1 \
+	  | tee -a build/cuda/cuda_parity.log
 
 # The end-to-end demo: a small model and task of the project's own, trained from scratch (demo/demo.sh says
 # what each stage shows). With the CUDA toolkit and a visible GPU it builds the CUDA leantune and trains on
