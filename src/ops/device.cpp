@@ -10,6 +10,7 @@
 #include "ops/ops.h"
 
 #if defined(LT_HAVE_CUDA)
+#include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/device_memory.h"
 #endif
@@ -148,6 +149,24 @@ void set_allow_tf32(bool allow) {
   cuda::set_linear_allow_tf32(allow);
 #else
   if (allow) fail_no_cuda("tf32");
+#endif
+}
+
+std::string attention_backend_summary() {
+#if defined(LT_HAVE_CUDA)
+  const KernelOptions& options = kernel_options();
+  const cuda::AttentionKernelRequest request = options.attention;
+  const bool deterministic = options.deterministic;
+  cuda::CudnnLoadResult cudnn;
+  const bool may_load = !deterministic && (request == cuda::AttentionKernelRequest::Auto ||
+                                           request == cuda::AttentionKernelRequest::Cudnn);
+  if (may_load) {
+    const cuda::CudnnAttentionStatus& st = cuda::cudnn_attention_status();
+    cudnn = {st.available, st.version, st.library, st.reason};
+  }
+  return cuda::attention_backend_summary(request, deterministic, cudnn);
+#else
+  return "the CPU reference kernels (a build without CUDA)";
 #endif
 }
 
