@@ -63,13 +63,18 @@ cuda: deps
 	@[ -f build/cuda/build.ninja ] || cmake --preset cuda
 	cmake --build build/cuda -j $(JOBS)
 
-# On a GPU machine: the CUDA parity tests against the CPU float64 reference. tools/find_cudnn.sh points
-# LT_CUDNN_LIBRARY at the cuDNN of the machine's PyTorch wheel (unless set); without a cuDNN 9.16+ the
-# cuDNN tests check that attention falls back to leantune's kernels and says why.
+# On a GPU machine: the CUDA parity tests against the CPU float64 reference, first on leantune's attention
+# kernels, then cuDNN's (LT_ATTENTION_KERNEL: the development override of the kernel option attention).
+# tools/find_cudnn.sh points LT_CUDNN_LIBRARY at the cuDNN of the machine's PyTorch wheel (unless set);
+# without a cuDNN 9.16+ the cuDNN tests check that attention falls back to leantune's kernels and says why.
+# The full log (every PARITY row) goes to build/cuda/cuda_parity.log; tools/parity_table.py summarizes it
+# for docs/CUDA_PARITY.md.
 test-cuda: cuda
-	source tools/find_cudnn.sh; echo "cuDNN: $${LT_CUDNN_LIBRARY:-libcudnn.so.9 from the library path}"; \
-	  LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda && \
-	  LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*'
+	set -o pipefail; source tools/find_cudnn.sh; \
+	  echo "cuDNN: $${LT_CUDNN_LIBRARY:-libcudnn.so.9 from the library path}" | tee build/cuda/cuda_parity.log; \
+	  LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda 2>&1 | tee -a build/cuda/cuda_parity.log && \
+	  LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*' 2>&1 \
+	  | tee -a build/cuda/cuda_parity.log
 
 # The end-to-end demo: a small model and task of the project's own, trained from scratch (demo/demo.sh says
 # what each stage shows). With the CUDA toolkit and a visible GPU it builds the CUDA leantune and trains on

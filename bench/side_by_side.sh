@@ -12,7 +12,8 @@ set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
-# LT_ATTENTION_KERNEL (auto | cudnn | tc) is passed through: cudnn runs attention on cuDNN's fused kernels.
+# ATTENTION=auto|cudnn|leantune: leantune's `attention` key (default auto); cudnn runs attention on cuDNN's
+# fused kernels, leantune on leantune's own.
 source tools/find_cudnn.sh
 leantune_bin=${LEANTUNE:-.carry/leantune}
 peer=${PEER:-.carry/hf_peer.py}
@@ -43,7 +44,7 @@ leantune_run() {
     --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
     --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
     --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 --warmup_steps 0 \
-    --max_grad_norm 0 --chunk_size "$chunk" "$@" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
+    --max_grad_norm 0 --chunk_size "$chunk" --attention "${ATTENTION:-auto}" "$@" > "$out/leantune_$name.log" 2>&1 || { echo "failed failed"; return; }
   python3 - "/tmp/sbs_run_$name/metrics.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""docs/CUDA_PARITY.md's tables from a test_cuda log's PARITY lines (tools/gpu_train_checks.sh keeps them in
-parity.txt): per (op, dtype) the number of cases, the worst relative error and its tolerance, then every row.
-  python3 tools/parity_table.py parity.txt > table.md"""
+"""docs/CUDA_PARITY.md's table from a test_cuda log's PARITY lines (`make test-cuda` writes the log to
+build/cuda/cuda_parity.log): per (op, dtype) the number of cases, the worst relative error, its tolerance,
+the result, and the run's date and device (given).
+  python3 tools/parity_table.py build/cuda/cuda_parity.log 2026-11-21 H200 > table.md"""
 import re
 import sys
 
@@ -10,7 +11,7 @@ TAIL = r"(f64|f32|bf16|f16)\s+(.+?)\s+(\S+)\s+err\s+(\S+)\s+tol\s+(\S+)\s+(pass|
 ROWS = [re.compile(r"^PARITY  (.{24}) " + TAIL), re.compile(r"^PARITY\s+(.+?)\s+" + TAIL)]
 
 
-def main(path):
+def main(path, date, device):
     rows = []
     for line in open(path):
         m = ROWS[0].match(line.rstrip("\n")) or ROWS[1].match(line.rstrip("\n"))
@@ -27,17 +28,13 @@ def main(path):
         if result != "pass":
             g[3] = "FAIL"
     print(f"{len(rows)} parity rows, {sum(r[6] != 'pass' for r in rows)} failed.\n")
-    print("| op | dtype | cases | worst relative error | tolerance | result |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| op | dtype | cases | worst relative error | tolerance | result | date | device |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for (op, dtype), (n, worst, tol, result) in groups.items():
-        print(f"| {op} | {dtype} | {n} | {worst:.2e} | {tol:.0e} | {result} |")
-    print("\n<details><summary>Every row</summary>\n")
-    print("| op | dtype | case | worst output | error | tolerance | result |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for op, dtype, shape, output, err, tol, result in rows:
-        print(f"| {op} | {dtype} | {shape} | {output} | {err:.3e} | {tol:.0e} | {result} |")
-    print("\n</details>")
+        print(f"| {op} | {dtype} | {n} | {worst:.2e} | {tol:.0e} | {result} | {date} | {device} |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

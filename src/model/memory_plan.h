@@ -16,6 +16,7 @@
 
 #include "model/config.h"
 #include "model/decoder.h"
+#include "model/finetune.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
@@ -35,7 +36,7 @@ enum class MemoryCategory : uint8_t {
 constexpr int kMemoryCategoryCount = 9;
 std::string_view memory_category_name(MemoryCategory c);
 
-enum class FinetuneMethod : uint8_t { Full, Partial, Lora };
+using FinetuneMethod = Finetune;  // the configuration's `finetune` (model/finetune.h)
 
 struct MemoryPlanSettings {
   DType dtype = DType::F32;  // compute dtype (CPU: f32 or f64; GPU: f32 or bf16)

@@ -12,9 +12,7 @@
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
-#include "ops/cuda/gemm_algorithm.h"
 #endif
 
 namespace lt::ops {
@@ -154,22 +152,11 @@ void set_allow_tf32(bool allow) {
 #endif
 }
 
-void set_attention_backend(const std::string& backend, bool deterministic) {
-  LT_CHECK(backend == "auto" || backend == "cudnn" || backend == "leantune",
-           "attention backend '{}', expected auto, cudnn or leantune", backend);
-#if defined(LT_HAVE_CUDA)
-  cuda::set_attention_kernel_request(backend == "leantune" ? "tc" : backend);
-  cuda::set_attention_deterministic(deterministic);
-  cuda::set_gemm_deterministic(deterministic);  // no timed (run-dependent) GEMM algorithm choices
-#else
-  (void)deterministic;
-#endif
-}
-
 std::string attention_backend_summary() {
 #if defined(LT_HAVE_CUDA)
-  const cuda::AttentionKernelRequest request = cuda::attention_kernel_request();
-  const bool deterministic = cuda::attention_deterministic();
+  const KernelOptions& options = kernel_options();
+  const cuda::AttentionKernelRequest request = options.attention;
+  const bool deterministic = options.deterministic;
   cuda::CudnnLoadResult cudnn;
   const bool may_load = !deterministic && (request == cuda::AttentionKernelRequest::Auto ||
                                            request == cuda::AttentionKernelRequest::Cudnn);

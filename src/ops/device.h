@@ -40,16 +40,10 @@ void scale_inplace(Tensor t, double factor);
 // thread's setting (off by default). Refused on a CPU-only build.
 void set_allow_tf32(bool allow);
 
-// Which attention implementation GPU calls take (process-wide; LT_ATTENTION_KERNEL, when set, wins):
-// "auto" (the default): cuDNN's fused attention when cuDNN 9 loads and the call is one it covers, else
-// leantune's tensor-core kernels; "cudnn": the same, but a missing cuDNN is an error; "leantune": never
-// cuDNN. `deterministic`: bit-identical results run to run, which cuDNN's backward (atomic dQ) does not give,
-// so attention stays on leantune's kernels. No effect on the CPU.
-void set_attention_backend(const std::string& backend, bool deterministic);
-
-// One line for the run header: which attention kernels GPU calls take under the settings above and, when
-// not cuDNN's, why (e.g. "leantune kernels (cuDNN unavailable: cuDNN 9.14.0 found at libcudnn.so.9; 9.16.0
-// or newer needed ...)"). Loads cuDNN when the setting may use it. A CPU-only build names the CPU kernels.
+// One line for the run header: which attention kernels GPU calls take under the kernel options in effect
+// (ops/kernel_options.h) and, when not cuDNN's, why (e.g. "leantune kernels (cuDNN unavailable: cuDNN 9.14.0
+// found at libcudnn.so.9; 9.16.0 or newer needed ...)"). Loads cuDNN when the options may use it. A CPU-only
+// build names the CPU kernels.
 std::string attention_backend_summary();
 
 // The CPU's BLAS in one line: "OpenBLAS Haswell kernels, 2 threads", and how to pick faster kernels when

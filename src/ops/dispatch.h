@@ -12,19 +12,19 @@ void check_device(Device device, std::initializer_list<const Tensor*> tensors, c
 }  // namespace lt::ops
 
 // LT_OP_DISPATCH(device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...) (timed under
-// LT_PROFILE_OPS: the scope object lives to the end of the full expression, i.e. across the call).
+// profile_ops: the scope object lives to the end of the full expression, i.e. across the call).
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/op_profile.h"
-#define LT_OP_DISPATCH(device, op, ...)                                                                   \
+#define LT_OP_DISPATCH(device, op, ...)                                                                      \
   ((device) == ::lt::Device::CUDA ? (::lt::ops::cuda::OpProfileScope(#op), ::lt::ops::cuda::op(__VA_ARGS__)) \
                                   : ::lt::ops::cpu::op(__VA_ARGS__))
 #else
-#define LT_OP_DISPATCH(device, op, ...) \
+#define LT_OP_DISPATCH(device, op, ...)                                                             \
   ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
                                   : ::lt::ops::cpu::op(__VA_ARGS__))
 #endif
 
 // For an op whose CUDA twin does not exist yet: CUDA tensors are refused with a clear message.
-#define LT_OP_DISPATCH_CPU(device, op, ...) \
+#define LT_OP_DISPATCH_CPU(device, op, ...)                                                         \
   ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
                                   : ::lt::ops::cpu::op(__VA_ARGS__))

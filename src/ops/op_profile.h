@@ -1,6 +1,6 @@
-// Per-op GPU time for finding where a step goes (LT_PROFILE_OPS=1; ops/cuda/op_profile.h says how). The
-// trainer calls op_profile_step after each step and prints op_profile_report at the end. Without CUDA, or
-// with the variable unset, both do nothing.
+// Per-op GPU time for finding where a step goes (the kernel option profile_ops; ops/cuda/op_profile.h says
+// how). The trainer calls op_profile_step after each step and prints op_profile_report at the end. Without
+// CUDA, or with profile_ops off, both do nothing.
 #pragma once
 
 #include <string>

@@ -4,7 +4,7 @@
 //
 // Conventions for every op:
 // - Tensors are dense row-major views; tokens of a batch are flattened to rows where the op does not care
-//   about sequences. Shapes are given in the vocabulary of DESIGN.md (B, T, C, D, H, KVH, HD, F, V).
+//   about sequences. Shapes are given in the vocabulary of docs/DESIGN.md (B, T, C, D, H, KVH, HD, F, V).
 // - Parameter gradients ACCUMULATE (+=). Activation gradients are WRITTEN (=) unless the op's params say
 //   accumulate (the residual stream, and inputs that feed several consumers such as q/k/v's shared input).
 // - An empty Tensor (data == nullptr) for an optional output means "not wanted" (frozen weight, no bias).
@@ -133,8 +133,8 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/,
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/,
                             Tensor logits /*(N, V)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
 
-// ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (DESIGN.md: never materialize) ----
-// logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
+// ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (docs/DESIGN.md: never materialize)
+// ---- logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
 // log-sum-exp, so the (N, V) logits never exist; backward recomputes each tile and turns it into dlogits
 // on the spot. Results equal linear_forward + cross_entropy_forward to rounding.
 struct FusedLinearCrossEntropyParams {

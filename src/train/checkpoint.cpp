@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "train/config_enums.h"
 
 namespace lt::train {
 
@@ -100,7 +101,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   std::vector<std::vector<char>> staging;
   io::write_safetensors(dir.file(kOptimizerFile), on_host(c.optimizer->state_tensors(), staging),
                         {{"leantune", "optimizer"}, {"optimizer", "adamw"}});
-  io::write_json_file_atomic(dir.file(kStateFile), state_json(c.state, *c.schedule));
+  nlohmann::json state = state_json(c.state, *c.schedule);
+  if (c.plan) state["run_plan"] = run_plan_json(*c.plan);
+  io::write_json_file_atomic(dir.file(kStateFile), state);
   save_train_config(dir.file(kConfigFile), *c.config);
   if (c.write_extra) c.write_extra(dir.path());
   dir.commit();
@@ -207,7 +210,7 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("finetune", now.finetune, saved.finetune);
   same("master_weights", now.master_weights, saved.master_weights);
   same("precision", now.precision, saved.precision);
-  if (now.finetune == "lora") {
+  if (finetune_of(now) == Finetune::Lora) {
     same("lora_r", now.lora_r, saved.lora_r);
     same("lora_alpha", now.lora_alpha, saved.lora_alpha);
     same("lora_dropout", now.lora_dropout, saved.lora_dropout);

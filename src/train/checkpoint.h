@@ -5,7 +5,8 @@
 //   with LoRA: adapter_config.json, adapter_model.safetensors, the PEFT adapter in the compute dtype (the
 //                                    base is frozen: it is the base model's, not saved again)
 //   optimizer.safetensors            AdamW's state_tensors(): "step", "<name>.exp_avg", "<name>.exp_avg_sq"
-//   trainer_state.json               step, epoch, data position, scheduler, RNG (see TrainerState)
+//   trainer_state.json               step, epoch, data position, scheduler, RNG (see TrainerState), and
+//                                    the run plan (run_plan.h)
 //   train_config.yaml                the full resolved configuration
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "model/weights.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
+#include "train/run_plan.h"
 #include "train/train_config.h"
 
 namespace lt::train {
@@ -55,6 +57,7 @@ struct CheckpointContents {
   // Runs when save_total_limit rotation has renamed an old checkpoint away and before it is deleted (tests
   // interrupt rotation there).
   std::function<void(const std::string& doomed)> between_rename_and_delete = nullptr;
+  const RunPlan* plan = nullptr;  // the run's resolved settings, saved in trainer_state.json's "run_plan"
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"

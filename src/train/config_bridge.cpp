@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/config_enums.h"
 
 namespace lt::train {
 
@@ -21,7 +22,7 @@ AdamWOptions adamw_options(const TrainConfig& c) {
   o.beta2 = c.adam_beta2;
   o.eps = c.adam_epsilon;
   o.weight_decay = c.weight_decay;
-  o.state_dtype = c.precision == "fp64" ? DType::F64 : DType::F32;
+  o.state_dtype = precision_of(c) == Precision::Fp64 ? DType::F64 : DType::F32;
   return o;
 }
 
@@ -34,8 +35,8 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_steps) {
 }
 
 io::LoraAdapterConfig lora_adapter_config(const TrainConfig& c) {
-  LT_CHECK(c.finetune == "lora", "an adapter config needs finetune: lora, the run has finetune: {}",
-           c.finetune);
+  LT_CHECK(finetune_of(c) == Finetune::Lora,
+           "an adapter config needs finetune: lora, the run has finetune: {}", c.finetune);
   io::LoraAdapterConfig a;
   a.base_model_name_or_path = c.base_model;
   a.r = c.lora_r;

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/run_setup.h"
 #include "train/trainable.h"
 
@@ -24,17 +25,9 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
   s.optimizer_in_backward = config.optimizer_in_backward;
   s.state_dtype = adamw_options(config).state_dtype;
-  if (config.finetune == "full") {
-    s.method = model::FinetuneMethod::Full;
-  } else if (config.finetune == "partial") {
-    s.method = model::FinetuneMethod::Partial;
-    s.trainable = trainable_fn(config, model);
-  } else {
-    LT_CHECK(config.finetune == "lora", "config: 'finetune' is '{}', expected full, partial or lora",
-             config.finetune);
-    s.method = model::FinetuneMethod::Lora;
-    s.lora = lora;
-  }
+  s.method = finetune_of(config);
+  if (s.method == Finetune::Partial) s.trainable = trainable_fn(config, model);
+  if (s.method == Finetune::Lora) s.lora = lora;
   return s;
 }
 

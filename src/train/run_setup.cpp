@@ -9,13 +9,15 @@
 #include "io/peft_adapter.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "train/config_enums.h"
 
 namespace lt::train {
 
 namespace fs = std::filesystem;
 
-void check_device_precision(const std::string& device, const std::string& precision, const std::string& who) {
-  if (device == "cuda") {
+void check_device_precision(const std::string& device_name, const std::string& precision_name,
+                            const std::string& who) {
+  if (parse_device(device_name, who) == Device::CUDA) {
     LT_CHECK(ops::cuda_available(), "{}: 'device' is cuda, but {}; set --device cpu", who,
 #if defined(LT_HAVE_CUDA)
              "no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)"
@@ -24,20 +26,21 @@ void check_device_precision(const std::string& device, const std::string& precis
 #endif
     );
     LT_CHECK(
-        precision == "bf16" || precision == "fp16" || precision == "fp32",
+        parse_precision(precision_name, who) != Precision::Fp64,
         "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16, fp16 or fp32 (fp64 is "
         "the CPU's)",
-        who, precision);
+        who, precision_name);
     return;
   }
-  LT_CHECK(device == "cpu", "{}: 'device' is '{}', expected cpu or cuda", who, device);
-  LT_CHECK(precision == "fp64" || precision == "fp32",
-           "{}: 'precision' is '{}', but on device cpu the engine computes in fp64 or fp32", who, precision);
+  const Precision precision = parse_precision(precision_name, who);
+  LT_CHECK(precision == Precision::Fp64 || precision == Precision::Fp32,
+           "{}: 'precision' is '{}', but on device cpu the engine computes in fp64 or fp32", who,
+           precision_name);
 }
 
 void check_engine_settings(const TrainConfig& c) {
   check_device_precision(c.device, c.precision, "config");
-  LT_CHECK(c.finetune != "lora" || c.adapter == "lora",
+  LT_CHECK(finetune_of(c) != Finetune::Lora || adapter_of(c) == Adapter::Lora,
            "config: 'adapter' is '{}': the trainer has no NF4 base weights yet; expected lora", c.adapter);
 }
 
@@ -57,11 +60,17 @@ std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
 }
 
 DType compute_dtype(const std::string& precision) {
-  if (precision == "fp64") return DType::F64;
-  if (precision == "fp32") return DType::F32;
-  if (precision == "bf16") return DType::BF16;
-  if (precision == "fp16") return DType::F16;
-  LT_FAIL("config: 'precision' is '{}', expected fp64, fp32, bf16 or fp16", precision);
+  switch (parse_precision(precision, "config")) {
+    case Precision::Fp64:
+      return DType::F64;
+    case Precision::Fp32:
+      return DType::F32;
+    case Precision::Bf16:
+      return DType::BF16;
+    case Precision::Fp16:
+      return DType::F16;
+  }
+  LT_FAIL("config: 'precision' is '{}'", precision);
 }
 
 std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
@@ -74,8 +83,7 @@ std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
 }
 
 Device run_device(const std::string& device) {
-  LT_CHECK(device == "cpu" || device == "cuda", "config: 'device' is '{}', expected cpu or cuda", device);
-  return device == "cuda" ? Device::CUDA : Device::CPU;
+  return parse_device(device, "config");
 }
 
 DType master_dtype(DType compute) {
@@ -89,7 +97,7 @@ DType wide_master_dtype(DType compute) {
 }
 
 bool keeps_master_weights(const TrainConfig& c) {
-  return c.finetune != "lora" && (c.master_weights || c.precision == "fp16");
+  return finetune_of(c) != Finetune::Lora && (c.master_weights || precision_of(c) == Precision::Fp16);
 }
 
 LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,

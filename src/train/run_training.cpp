@@ -9,6 +9,7 @@
 #include "dist/launch.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/trainable.h"
 
 namespace lt::train {
@@ -25,7 +26,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_paths(config);
   // Claimed before the model and data are read: a refused output_dir costs nothing.
   std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
-  if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
+  if (finetune_of(config) == Finetune::Lora) run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);

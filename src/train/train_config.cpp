@@ -14,10 +14,12 @@
 #include <sstream>
 #include <variant>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
 #include "dist/sharding.h"
+#include "train/config_enums.h"
 
 namespace lt::train {
 namespace {
@@ -36,6 +38,11 @@ struct Field {
   std::vector<std::string> choices = {};  // non-empty: an enumeration
   bool bytes = false;                     // an int64 size that also takes "24GiB"
 };
+
+template <class E, size_t N>
+std::vector<std::string> names(const EnumName<E> (&table)[N]) {
+  return enum_names(std::span<const EnumName<E>>(table));
+}
 
 const std::vector<Field>& fields() {
   using C = TrainConfig;
@@ -56,8 +63,8 @@ const std::vector<Field>& fields() {
       {"lora_target_modules", &C::lora_target_modules, "linear layers that get adapters"},
       {"train_on_inputs", &C::train_on_inputs, "false: no loss on the prompt"},
       {"group_by_length", &C::group_by_length, "batch records of similar length together"},
-      {"finetune", &C::finetune, "what is trained", {"lora", "full", "partial"}},
-      {"adapter", &C::adapter, "adapter kind with finetune lora", {"lora", "qlora"}},
+      {"finetune", &C::finetune, "what is trained", names(model::kFinetuneNames)},
+      {"adapter", &C::adapter, "adapter kind with finetune lora", names(kAdapterNames)},
       {"init_adapter", &C::init_adapter, "PEFT adapter directory to start LoRA from"},
       {"use_rslora", &C::use_rslora, "scaling = alpha / sqrt(r)"},
       {"lora_rank_pattern", &C::lora_rank_pattern, "per-module rank overrides (PEFT rank_pattern)"},
@@ -83,8 +90,8 @@ const std::vector<Field>& fields() {
       {"dataset_format", &C::dataset_format, "dataset layout", {"auto", "alpaca", "chat", "sharegpt"}},
       {"packing", &C::packing, "pack several records into one sequence"},
       {"on_bad_record", &C::on_bad_record, "what a broken dataset record does", {"error", "skip"}},
-      {"precision", &C::precision, "compute precision", {"fp64", "fp32", "bf16", "fp16"}},
-      {"device", &C::device, "where training runs", {"cpu", "cuda"}},
+      {"precision", &C::precision, "compute precision", names(kPrecisionNames)},
+      {"device", &C::device, "where training runs", names(kDeviceNames)},
       {"chunk_size", &C::chunk_size, "tokens per chunk (0: whole sequences)"},
       {"memory_limit", &C::memory_limit, "memory budget in bytes or like 24GiB (0: the device's)", {}, true},
       {"recompute",
@@ -110,6 +117,13 @@ const std::vector<Field>& fields() {
        {"auto", "cudnn", "leantune"}},
       {"deterministic", &C::deterministic,
        "device cuda: bit-identical results run to run (attention on leantune's kernels, not cuDNN's)"},
+      {"gemm_tune", &C::gemm_tune,
+       "device cuda: time cuBLASLt's candidate algorithms on each GEMM shape's first call and keep the "
+       "fastest (not with deterministic)"},
+      {"profile_ops",
+       &C::profile_ops,
+       "device cuda: print the mean GPU time per op and step at the end (shapes: linear ops per shape too)",
+       {"off", "ops", "shapes"}},
       {"tf32", &C::tf32, "with device cuda and precision fp32: matrix products in TF32 (faster, ~1e-3)"},
       {"offload_activations", &C::offload_activations,
        "keep what backward needs in host memory: the kept activations (whole sequence) or the layer-input "
@@ -135,18 +149,6 @@ const Field* find_field(const std::string& name) {
   return nullptr;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 [[noreturn]] void unknown_key(const std::string& where, const std::string& key) {
   // Names other tools use for the same thing.
   static const std::vector<std::pair<std::string, std::string>> aliases = {
@@ -167,14 +169,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   };
   for (const auto& [alias, key_name] : aliases)
     if (key == alias) LT_FAIL("{}: unknown key '{}'; did you mean '{}'?", where, key, key_name);
-  const Field* best = nullptr;
-  size_t best_d = SIZE_MAX;
-  for (const Field& f : fields()) {
-    size_t d = edit_distance(key, f.name);
-    if (d < best_d) best_d = d, best = &f;
-  }
-  if (best && best_d <= std::max<size_t>(2, key.size() / 3))
-    LT_FAIL("{}: unknown key '{}'; did you mean '{}'?", where, key, best->name);
+  if (const std::string near = closest_name(key, train_config_keys()); !near.empty())
+    LT_FAIL("{}: unknown key '{}'; did you mean '{}'?", where, key, near);
   LT_FAIL("{}: unknown key '{}' (`leantune train --help` lists the keys)", where, key);
 }
 
@@ -272,7 +268,7 @@ void set_field(TrainConfig& c, const Field& f, const YAML::Node& node, const std
         if constexpr (std::is_same_v<T, std::string>) {
           std::string v = scalar("a string");
           if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-            bad_value(where, key, v, fmt::format("one of {}", fmt::join(f.choices, ", ")));
+            fail_unknown_name(fmt::format("{}: '{}'", where, key), v, f.choices);
           dst = v;
         } else if constexpr (std::is_same_v<T, int64_t>) {
           std::string v = scalar("an integer");

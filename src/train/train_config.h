@@ -70,8 +70,10 @@ struct TrainConfig {
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                      // device cuda, precision fp32: GEMMs in TF32
   std::string attention = "auto";         // device cuda: auto (cuDNN when it loads) | cudnn | leantune
-  bool deterministic = false;   // device cuda: bit-reproducible steps (attention on leantune's kernels)
-  bool master_weights = false;  // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
+  bool deterministic = false;       // device cuda: bit-reproducible steps (attention on leantune's kernels)
+  bool gemm_tune = false;           // device cuda: time cuBLASLt's candidate algorithms per GEMM shape
+  std::string profile_ops = "off";  // device cuda: per-op GPU time at the end: off | ops | shapes
+  bool master_weights = false;      // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   bool optimizer_in_backward = false;         // full/partial: AdamW steps each layer right after its backward
   std::string sharding = "none";  // none | ddp | zero1 | zero2 | zero3 (FSDP's names: dist/sharding.h)
   double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start

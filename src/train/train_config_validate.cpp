@@ -8,6 +8,9 @@
 #include "core/error.h"
 #include "dist/sharding.h"
 #include "model/decoder.h"
+#include "train/config_enums.h"
+#include "train/run_plan.h"
+#include "train/run_setup.h"
 #include "train/train_config.h"
 
 namespace lt::train {
@@ -142,30 +145,33 @@ void validate(TrainConfig& c) {
   non_negative("eval_steps", c.eval_steps);
   positive("logging_steps", c.logging_steps);
 
+  const Device device = device_of(c);
+  const Precision precision = precision_of(c);
+  const Finetune finetune = finetune_of(c);
   LT_CHECK(
-      !(c.device == "cpu" && (c.precision == "bf16" || c.precision == "fp16")),
+      !(device == Device::CPU && (precision == Precision::Bf16 || precision == Precision::Fp16)),
       "config: 'precision' is {} with device cpu, expected fp32 or fp64 (the CPU engine computes in float "
       "or double)",
       c.precision);
 
   LT_CHECK(
-      !c.tf32 || (c.device == "cuda" && c.precision == "fp32"),
+      !c.tf32 || (device == Device::CUDA && precision == Precision::Fp32),
       "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
       "fp32",
       c.device, c.precision);
   LT_CHECK(
-      !c.master_weights || c.finetune != "lora",
+      !c.master_weights || finetune != Finetune::Lora,
       "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
       "compute dtype): master_weights is for full and partial fine-tuning");
   LT_CHECK(
-      !c.master_weights || c.precision == "bf16" || c.precision == "fp16" ||
-          (c.precision == "fp32" && c.device == "cpu"),
+      !c.master_weights || precision == Precision::Bf16 || precision == Precision::Fp16 ||
+          (precision == Precision::Fp32 && device == Device::CPU),
       "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
       "fp32 on the CPU), and nothing is wider than fp64",
       c.precision, c.device);
   if (c.optimizer_in_backward) {
     // Each layer is updated as soon as its backward ends: nothing may need the whole gradient first.
-    LT_CHECK(c.finetune != "lora",
+    LT_CHECK(finetune != Finetune::Lora,
              "config: 'optimizer_in_backward' is true with finetune lora; the adapters' gradients are tiny, "
              "so updating them during backward saves nothing: it is for finetune full or partial");
     LT_CHECK(
@@ -186,22 +192,29 @@ void validate(TrainConfig& c) {
         "chunk_size: 0",
         c.chunk_size);
     LT_CHECK(
-        c.precision != "fp16",
+        precision != Precision::Fp16,
         "config: 'optimizer_in_backward' is true with precision fp16; the loss scaler skips a step whose "
         "gradients overflow, which it knows only after the whole backward: use bf16 (or fp32)");
   }
   LT_CHECK(
-      c.device == "cuda" || c.attention == "auto",
+      device == Device::CUDA || kernel_options_from_config(c).attention == ops::AttentionKernelRequest::Auto,
       "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
       "are for device cuda",
       c.attention, c.device);
+  const ops::KernelOptions kernels = kernel_options_from_config(c);
+  LT_CHECK(
+      device == Device::CUDA || (!kernels.gemm_tune && kernels.profile_ops == ops::ProfileOps::Off),
+      "config: 'gemm_tune' is {} and 'profile_ops' is {} with device {}; they tune and time GPU kernels, "
+      "for device cuda",
+      c.gemm_tune, c.profile_ops, c.device);
   // The loss scaler exists only for fp16: its keys elsewhere would be silently meaningless.
   const TrainConfig defaults;
-  LT_CHECK(c.precision == "fp16" || (c.loss_scale_init == defaults.loss_scale_init &&
-                                     c.loss_scale_growth_interval == defaults.loss_scale_growth_interval),
-           "config: 'loss_scale_init'/'loss_scale_growth_interval' are set with precision {}; dynamic loss "
-           "scaling exists only for precision fp16",
-           c.precision);
+  LT_CHECK(
+      precision == Precision::Fp16 || (c.loss_scale_init == defaults.loss_scale_init &&
+                                       c.loss_scale_growth_interval == defaults.loss_scale_growth_interval),
+      "config: 'loss_scale_init'/'loss_scale_growth_interval' are set with precision {}; dynamic loss "
+      "scaling exists only for precision fp16",
+      c.precision);
   LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
            "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
   positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
@@ -212,7 +225,8 @@ void validate(TrainConfig& c) {
       "offload_only empty",
       fmt::format("{}", fmt::join(c.offload_only, ", ")), c.offload_activations, c.chunk_size);
   model::check_offload_names(c.offload_only, "config: 'offload_only'");
-  LT_CHECK(!(c.offload_activations && c.chunk_size > 0 && c.recompute != "auto" && c.recompute != "full"),
+  LT_CHECK(!(c.offload_activations && c.chunk_size > 0 &&
+             recompute_policy(c).value_or(model::Recompute::Full) != model::Recompute::Full),
            "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "
            "offloads the layer inputs (its checkpoints), which needs recompute full (or auto): set recompute "
            "full, or offload_activations false",
@@ -232,7 +246,7 @@ void validate(TrainConfig& c) {
     LT_CHECK(v > 0, "config: 'lora_rank_pattern' entry '{}' is {}, expected a positive rank", k, v);
   for (const auto& [k, v] : c.lora_alpha_pattern)
     LT_CHECK(v > 0, "config: 'lora_alpha_pattern' entry '{}' is {}, expected a positive alpha", k, v);
-  if (c.finetune != "lora") {
+  if (finetune != Finetune::Lora) {
     // A LoRA key that differs from its default would be silently ignored: refuse instead. (A saved
     // configuration lists every key with its default, so it still loads.)
     const TrainConfig d;
@@ -264,7 +278,7 @@ void validate(TrainConfig& c) {
   for (const auto& g : c.trainable)
     LT_CHECK(std::find(kTrainableGroups.begin(), kTrainableGroups.end(), g) != kTrainableGroups.end(),
              "config: 'trainable' has '{}', expected groups among {}", g, fmt::join(kTrainableGroups, ", "));
-  if (c.finetune == "partial") {
+  if (finetune == Finetune::Partial) {
     LT_CHECK(!c.trainable.empty(),
              "config: 'trainable' is empty but finetune is partial; expected groups among {} "
              "(e.g. [norms] trains only the norms, [lm_head] only the LM head)",

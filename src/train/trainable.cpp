@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/config_enums.h"
 
 namespace lt::train {
 
@@ -35,10 +36,10 @@ const char* group_of(WeightKind kind) {
 }  // namespace
 
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model) {
-  if (config.finetune == "full") return model::train_all;
-  if (config.finetune == "lora") return [](const model::WeightSpec&) { return false; };  // the base is frozen
-  LT_CHECK(config.finetune == "partial", "config: 'finetune' is '{}', expected full, partial or lora",
-           config.finetune);
+  const Finetune finetune = finetune_of(config);
+  if (finetune == Finetune::Full) return model::train_all;
+  if (finetune == Finetune::Lora)
+    return [](const model::WeightSpec&) { return false; };  // the base is frozen
   std::vector<int64_t> layers = resolve_trainable_layers(config.trainable_layers, model.num_layers);
   std::vector<std::string> groups = config.trainable;
   const bool tied = model.tie_word_embeddings;

@@ -17,6 +17,7 @@
 #include "ops/device.h"
 #include "ops/op_profile.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/final_model.h"
 #include "train/grad_clip.h"
 #include "train/memory_check.h"
@@ -64,10 +65,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
-  if (model_.device == Device::CUDA) {
-    ops::set_allow_tf32(config_.tf32);
-    ops::set_attention_backend(config_.attention, config_.deterministic);
-  }
+  plan_ = resolve_run_plan(config_, model_.device, model_.dtype);
+  ops::set_kernel_options(plan_.kernels);
+  if (model_.device == Device::CUDA) ops::set_allow_tf32(plan_.tf32);
   MemoryResource& memory = ops::memory_resource(model_.device);
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.
@@ -86,7 +86,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                  : trainable_tensors(mc, model_.weights, grads_);
-  if (config_.finetune == "lora") {
+  if (finetune_of(config_) == Finetune::Lora) {
     setup_lora();
     for (ParamGroup& p :
          lora_param_groups(lora_, lora_grads_, lora_compute_arena_ ? &lora_compute_ : nullptr))
@@ -96,12 +96,12 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
            config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
   AdamWOptions adamw = adamw_options(config_);
-  adamw.stochastic_rounding = model_.dtype == DType::BF16;  // bf16 weights updated without masters
+  adamw.stochastic_rounding = plan_.stochastic_rounding;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
   optimizer_ = std::make_unique<AdamW>(std::move(params), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
-                 config_.precision != "fp16" && config_.max_grad_norm == 0,
+                 precision_of(config_) != Precision::Fp16 && config_.max_grad_norm == 0,
              "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
              "micro_batch_size, no fp16 and max_grad_norm 0 (validate() refuses the others)");
     in_backward_ = std::make_unique<OptimizerInBackward>(mc, *optimizer_, shared_grads_);
@@ -157,7 +157,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
   }
-  if (config_.precision == "fp16") {
+  if (precision_of(config_) == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
         .initial_scale = config_.loss_scale_init, .growth_interval = config_.loss_scale_growth_interval});
     if (state_.loss_scale > 0) scaler_->restore(state_.loss_scale, state_.loss_scale_good_steps);
@@ -368,7 +368,8 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .write_extra = hooks.write_extra,
                        .lora = lora_arena_ ? &lora_ : nullptr,
                        .adapter = lora_arena_ ? &adapter_config_ : nullptr,
-                       .between_rename_and_delete = hooks.between_rename_and_delete};
+                       .between_rename_and_delete = hooks.between_rename_and_delete,
+                       .plan = &plan_};
   return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
 }
 
@@ -384,7 +385,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   auto say = [&](const std::string& text) {
     if (!hooks.quiet) progress.message(text);
   };
-  say("memory plan: " + memory_plan_summary_);
+  say(format_run_header(plan_) + "memory plan: " + memory_plan_summary_);
   if (state_.step > 0)
     say(fmt::format("resumed from step {} (epoch {}, micro-batch {} of its order)", state_.step,
                     state_.data_epoch, state_.data_index));
@@ -405,7 +406,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                       state_.step + 1, loss_scale, scaler_->scale()));
     ops::synchronize(model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
-    ops::op_profile_step();  // LT_PROFILE_OPS only
+    ops::op_profile_step();  // profile_ops only
 
     state_.step += 1;
     state_.data_index = end;

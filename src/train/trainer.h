@@ -36,6 +36,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer_in_backward.h"
+#include "train/run_plan.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
 
@@ -83,6 +84,8 @@ class Trainer {
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
   const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
   const io::LoraAdapterConfig* adapter_config() const { return lora_arena_ ? &adapter_config_ : nullptr; }
+  // The settings the run resolved at its start (printed as the run header, saved in checkpoints).
+  const RunPlan& plan() const { return plan_; }
 
  private:
   struct StepResult {
@@ -134,6 +137,7 @@ class Trainer {
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors
   std::string memory_plan_summary_;       // one line, printed when the run starts
+  RunPlan plan_;
   std::unique_ptr<data::DataLoader> loader_;
   int64_t accum_ = 1;            // micro-batches per optimizer step
   int64_t steps_per_epoch_ = 0;  // optimizer steps

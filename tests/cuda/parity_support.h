@@ -18,58 +18,52 @@
 #include "core/tensor.h"
 #include "ops/cuda/device_memory.h"
 #include "ops/cuda/poison.h"
+#include "ops/kernel_options.h"
 #include "support/test_support.h"
 
 namespace lt::test {
 
-// Sets an environment variable to `value` (nullptr: unset) for its lifetime, then restores what was there
-// (kernel choices read at every call: LT_RMSNORM_FORWARD / LT_RMSNORM_BACKWARD).
-class ScopedEnv {
+// Sets the kernel option `key` (ops/kernel_options.h) to `value` for its lifetime (nullptr: the option's
+// default), then restores the options in effect before.
+class ScopedKernelOption {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = std::string(old);
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (saved_)
-      setenv(name_, saved_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ScopedKernelOption(const char* key, const char* value) : scope_(with(key, value)) {}
 
  private:
-  const char* name_;
-  std::optional<std::string> saved_;
+  static ops::KernelOptions with(const char* key, const char* value) {
+    ops::KernelOptions o = ops::kernel_options();
+    std::string text = value ? value : "";
+    if (!value)
+      for (const auto& [name, default_value] : ops::describe_kernel_options(ops::KernelOptions{}))
+        if (name == key) text = default_value;
+    ops::set_kernel_option(o, key, text, "test");
+    return o;
+  }
+  ops::ScopedKernelOptions scope_;
 };
 
-// LT_ATTENTION_KERNEL = value (nullptr: unset) for its lifetime.
-struct AttentionKernelChoice : ScopedEnv {
-  explicit AttentionKernelChoice(const char* value) : ScopedEnv("LT_ATTENTION_KERNEL", value) {}
+// The attention kernels (auto, cudnn, tc, simt; nullptr: auto) for its lifetime.
+struct AttentionKernelChoice : ScopedKernelOption {
+  explicit AttentionKernelChoice(const char* value) : ScopedKernelOption("attention", value) {}
 };
 
 // The RMSNorm kernel variants (rmsnorm_select.h) the parity and determinism tests run: the defaults (the
-// register kernels, the backward without clusters), the backward's column sum as a dependent launch
-// (single-pdl) or fused into it (fused), the backward in blocks of two halves writing one partial row per
-// block (pair), the backward in clusters of 4 (its column sum a dependent launch, or launched after it) and
-// of 8, the general kernels.
+// register kernels, the pair backward), the backward's one block per row walk (single-pdl), the general
+// kernels.
 struct RmsNormVariant {
-  const char* forward;   // LT_RMSNORM_FORWARD (nullptr: unset, the default)
-  const char* backward;  // LT_RMSNORM_BACKWARD
+  const char* forward;   // the kernel option rmsnorm_forward (nullptr: the default)
+  const char* backward;  // rmsnorm_backward
   const char* name;
 };
-inline constexpr RmsNormVariant kRmsNormVariants[] = {{nullptr, nullptr, ""},
-                                                      {nullptr, "single-pdl", " [single-pdl]"},
-                                                      {nullptr, "fused", " [fused]"},
-                                                      {nullptr, "single", " [single]"},
-                                                      {nullptr, "cluster", " [cluster]"},
-                                                      {nullptr, "cluster-serial", " [cluster-serial]"},
-                                                      {nullptr, "cluster8", " [cluster8]"},
-                                                      {"general", "general", " [general]"}};
+inline constexpr RmsNormVariant kRmsNormVariants[] = {
+    {nullptr, nullptr, ""}, {nullptr, "single-pdl", " [single-pdl]"}, {"general", "general", " [general]"}};
+
+// A variant's kernel options for its lifetime.
+struct RmsNormChoice {
+  explicit RmsNormChoice(const RmsNormVariant& v)
+      : forward("rmsnorm_forward", v.forward), backward("rmsnorm_backward", v.backward) {}
+  ScopedKernelOption forward, backward;
+};
 
 inline bool gpu_present() {
   return ops::cuda::device_count() > 0;

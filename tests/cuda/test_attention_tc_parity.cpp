@@ -1,5 +1,5 @@
 // The tensor-core bf16 flash-attention forward (attention_tc.cu) vs the CPU float64 reference and vs the
-// CUDA-core kernels of attention.cu (forced with LT_ATTENTION_KERNEL=simt) on the same inputs. Shapes:
+// CUDA-core kernels of attention.cu (forced with the kernel option attention simt) on the same inputs. Shapes:
 // head dims 64 and 128, GQA groups 1 to 4, Tq = S and chunks at a query offset into a longer key range,
 // odd lengths, sliding windows (down to 1 token). The tensor-core backward (attention_tc_bwd.cu) likewise:
 // vs the reference, vs the SIMT backward on the same forward outputs (dk, dv start from random values:
@@ -33,7 +33,7 @@ using test::upload;
 using test::Worst;
 
 using KernelChoice = test::AttentionKernelChoice;
-using test::ScopedEnv;
+using test::ScopedKernelOption;
 
 struct Case {
   int64_t B, Tq, S, H, KVH, HD, q_offset, window;
@@ -127,7 +127,7 @@ TEST(CudaParity, AttentionTensorCoreForwardBackward) {
     // has the default shape only).
     for (const char* shape : {"4x1", "8x1", "4x2"}) {
       if (dt != DType::BF16) break;
-      ScopedEnv tc_shape("LT_ATTENTION_TC_SHAPE", shape);
+      ScopedKernelOption tc_shape("attention_tc_shape", shape);
       KernelChoice tc("tc");
       DeviceTensor r_out = poisoned(dt, {B, Tq, H, HD}), r_lse = poisoned(DType::F32, {B, H, Tq});
       ops::attention_forward(p, r_out.t, r_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
@@ -200,11 +200,11 @@ TEST(CudaBench, DISABLED_AttentionTensorCoreTiming) {
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e2), cudaSuccess);
   // tc4x1 / tc8x1 / tc4x2: the tensor-core forward's CTA shapes, warps x 16-row blocks per warp
-  // (LT_ATTENTION_TC_SHAPE); the backward is the same in all three.
+  // (the kernel option attention_tc_shape); the backward is the same in all three.
   for (const char* kernel : {"tc4x1", "tc8x1", "tc4x2", "simt"}) {
     const bool simt = std::strcmp(kernel, "simt") == 0;
     KernelChoice choice(simt ? "simt" : "tc");
-    ScopedEnv shape("LT_ATTENTION_TC_SHAPE", simt ? nullptr : kernel + 2);
+    ScopedKernelOption shape("attention_tc_shape", simt ? nullptr : kernel + 2);
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 4; ++it) {
       cudaEventRecord(e0);

@@ -278,9 +278,10 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
   Inputs in(c, 9900);
   Results ours = run(c, in, "tc");
   const int64_t plans_before = ops::cuda::cudnn_attention_plan_stats().plans_built;
-  ops::cuda::set_attention_deterministic(true);
-  Results det = run(c, in, nullptr);
-  ops::cuda::set_attention_deterministic(false);
+  Results det = [&] {
+    test::ScopedKernelOption deterministic("deterministic", "true");
+    return run(c, in, nullptr);
+  }();
   EXPECT_EQ(test::download(det.out), test::download(ours.out));
   EXPECT_EQ(test::download(det.dq), test::download(ours.dq));
   EXPECT_EQ(test::download(det.dk), test::download(ours.dk));
@@ -337,7 +338,8 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       if (off == 0 && std::string(kernel) == "cudnn1") continue;
       KernelChoice choice(std::string(kernel) == "tc" ? "tc" : "cudnn");
       // cudnn1: a chunk's backward as one call with the shifted mask.
-      test::ScopedEnv unsplit("LT_CUDNN_SPLIT_BACKWARD", std::string(kernel) == "cudnn1" ? "0" : nullptr);
+      test::ScopedKernelOption unsplit("cudnn_split_backward",
+                                       std::string(kernel) == "cudnn1" ? "false" : nullptr);
       ops::cuda::cudnn_attention_clear_plans();
       const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
       auto wall = [] { return std::chrono::steady_clock::now(); };

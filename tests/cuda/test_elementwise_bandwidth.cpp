@@ -53,21 +53,15 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
   const double e = double(dtype_size(dt));
   // The backward register kernel's grid against the blocks the GPU holds at once (a second wave would show
   // as a slower variant).
-  for (const int cluster : {1, 4, 8}) {
-    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(D, cluster);
-    std::printf("BANDWIDTH rmsnorm_backward D %lld clusters of %d: %lld blocks resident, grid %lld%s\n",
-                static_cast<long long>(D), cluster, static_cast<long long>(o.resident),
-                static_cast<long long>(o.grid), o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");
-    if (cluster == 1) {
-      std::printf("BANDWIDTH rmsnorm_backward D %lld fused: %lld blocks resident, %lld reducers: %s\n",
-                  static_cast<long long>(D), static_cast<long long>(o.fused_resident),
-                  static_cast<long long>(o.fused_reducers),
-                  o.fused_resident >= o.fused_reducers ? "runs fused" : "FALLS BACK TO single");
-      std::printf("BANDWIDTH rmsnorm_backward D %lld pair: %lld blocks resident, grid %lld: %s\n",
-                  static_cast<long long>(D), static_cast<long long>(o.pair_resident),
-                  static_cast<long long>(o.pair_grid),
-                  o.pair_resident >= o.pair_grid ? "runs paired" : "FALLS BACK TO single-pdl");
-    }
+  {
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(D);
+    std::printf("BANDWIDTH rmsnorm_backward D %lld: %lld blocks resident, grid %lld%s\n",
+                static_cast<long long>(D), static_cast<long long>(o.resident), static_cast<long long>(o.grid),
+                o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");
+    std::printf("BANDWIDTH rmsnorm_backward D %lld pair: %lld blocks resident, grid %lld: %s\n",
+                static_cast<long long>(D), static_cast<long long>(o.pair_resident),
+                static_cast<long long>(o.pair_grid),
+                o.pair_resident >= o.pair_grid ? "runs paired" : "FALLS BACK TO single-pdl");
   }
   // RMSNorm at a step of 8192 tokens and at a 16K-token chunk (the fixed costs, such as the partial dw
   // rows' write and column sum, weigh less against twice the rows).
@@ -87,7 +81,7 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     // default backward: without dw (dx alone: what the partial rows and their column sum cost) and dx +=
     // (dx read too: 4 passes).
     for (const RmsNormVariant& v : kRmsNormVariants) {
-      ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+      RmsNormChoice choice(v);
       report_bandwidth(label("rmsnorm_forward", v.name).c_str(), double(rows * D) * 2 * e + double(rows) * 4,
                        median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
       report_bandwidth(label("rmsnorm_backward (dw f32)", v.name).c_str(),

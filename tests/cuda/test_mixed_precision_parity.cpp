@@ -71,7 +71,7 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
     int64_t n, d;
   };
   // 4096, 896, 1024 and 8192: the register kernels (rmsnorm.cu); 2, 257, 13 and 8200: the general ones.
-  // 7 x 4096: fewer rows than a whole number of clusters (the backward's idle blocks add zero rows).
+  // 7 x 4096: fewer rows than the backward has blocks.
   // Every kernel variant (rmsnorm_select.h) runs on the same inputs.
   const Shape shapes[] = {{1, 2},       {3, 257},   {64, 4096}, {1000, 896}, {600, 13},
                           {1500, 1024}, {40, 8192}, {24, 8200}, {7, 4096}};
@@ -93,7 +93,7 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
     ops::cpu::rmsnorm_backward(p, host(dx, {N, D}), host(dw, {D}), host(dy, {N, D}), host(x, {N, D}),
                                host(w, {D}), host(rstd, {N}));
     for (const test::RmsNormVariant& v : test::kRmsNormVariants) {
-      test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+      test::RmsNormChoice choice(v);
       std::vector<double> dw_in = dw_start;
       DeviceTensor g_dw = upload(dw_in, kGrad, {D});
       DeviceTensor g_y = poisoned(kIn, {N, D}), g_dx = poisoned(kIn, {N, D}),

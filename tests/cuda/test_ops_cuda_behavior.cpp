@@ -82,8 +82,7 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
 // packs per thread (1000, 4096, 8192 in bf16; 1000 and 4096 in f32) and the general one (8192 in f32, 1001
 // unpacked), dw in the input dtype and in f32 under bf16, dx written and accumulated, every kernel variant
 // (rmsnorm_select.h): two runs give the same bits of dx and dw. Rows outnumber the backward's blocks, so
-// each block walks several rows, except at 13 x 4096: fewer rows than blocks, not a whole number of
-// clusters.
+// each block walks several rows, except at 13 x 4096: fewer rows than blocks.
 TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
   LT_REQUIRE_GPU();
   struct Case {
@@ -105,7 +104,7 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
     DeviceTensor g_x = upload(x, c.dt, {R, C}), g_w = upload(w, c.dt, {C}), g_dy = upload(dy, c.dt, {R, C});
     for (const test::RmsNormVariant& v : test::kRmsNormVariants)
       for (bool accumulate : {false, true}) {
-        test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+        test::RmsNormChoice choice(v);
         const std::string what = "rmsnorm_backward " + std::string(dtype_name(c.dt)) + " dw " +
                                  std::string(dtype_name(c.dw_dt)) + " (" + std::to_string(R) + ", " +
                                  std::to_string(C) + ")" + (accumulate ? " dx+=" : "") + v.name;
@@ -129,68 +128,7 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
   }
 }
 
-// The fused backward (LT_RMSNORM_BACKWARD=fused: the last blocks sum dw after a ticket counter, one counter
-// per stream) on two streams at once, 6 launches each accumulating into its own dw, interleaved: the same
-// bits as the same launches one after the other on the default stream. A counter shared between the
-// streams, or not back at 0 after a launch, would let reducers sum partial rows not yet written.
-TEST(CudaBehavior, RmsNormFusedBackwardOnTwoStreams) {
-  LT_REQUIRE_GPU();
-  test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
-  const int64_t R = 2100, C = 4096;
-  const int launches = 6;
-  const ops::RmsNormParams p{R, C, 1e-5, false};
-  struct Problem {
-    std::vector<double> xv, wv, dyv;
-    DeviceTensor x, w, dy, rstd, y;
-    Problem(uint64_t seed, int64_t rows, int64_t dim)
-        : xv(random_values(static_cast<size_t>(rows * dim), seed, -2, 2)),
-          wv(random_values(static_cast<size_t>(dim), seed + 1, 0.5, 1.5)),
-          dyv(random_values(static_cast<size_t>(rows * dim), seed + 2)),
-          x(upload(xv, DType::BF16, {rows, dim})),
-          w(upload(wv, DType::BF16, {dim})),
-          dy(upload(dyv, DType::BF16, {rows, dim})),
-          rstd(poisoned(DType::F32, {rows})),
-          y(poisoned(DType::BF16, {rows, dim})) {}
-  };
-  std::vector<Problem> problems;
-  problems.reserve(2);
-  for (uint64_t seed : {61u, 71u}) {
-    problems.emplace_back(seed, R, C);
-    Problem& q = problems.back();
-    ops::rmsnorm_forward(p, q.y.t, q.rstd.t, q.x.t, q.w.t);
-  }
-  std::vector<double> zeros(static_cast<size_t>(C), 0.0);
-  // Expected: each problem's launches in turn on the default stream.
-  std::vector<std::vector<char>> dx_expected, dw_expected;
-  for (Problem& q : problems) {
-    DeviceTensor dx = poisoned(DType::BF16, {R, C}), dw = upload(zeros, DType::F32, {C});
-    for (int i = 0; i < launches; ++i) ops::rmsnorm_backward(p, dx.t, dw.t, q.dy.t, q.x.t, q.w.t, q.rstd.t);
-    dx_expected.push_back(raw(dx));
-    dw_expected.push_back(raw(dw));
-  }
-  cudaStream_t streams[2] = {};
-  for (cudaStream_t& s : streams)
-    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  std::vector<DeviceTensor> dx, dw;
-  for (size_t k = 0; k < problems.size(); ++k) {
-    dx.push_back(poisoned(DType::BF16, {R, C}));
-    dw.push_back(upload(zeros, DType::F32, {C}));
-  }
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (int i = 0; i < launches; ++i)
-    for (size_t k = 0; k < problems.size(); ++k) {
-      ops::cuda::StreamScope scope(streams[k]);
-      const Problem& q = problems[k];
-      ops::rmsnorm_backward(p, dx[k].t, dw[k].t, q.dy.t, q.x.t, q.w.t, q.rstd.t);
-    }
-  for (size_t k = 0; k < problems.size(); ++k) {
-    EXPECT_TRUE(raw(dx[k]) == dx_expected[k]) << "problem " << k << ": dx differs on its own stream";
-    EXPECT_TRUE(raw(dw[k]) == dw_expected[k]) << "problem " << k << ": dw differs on its own stream";
-  }
-  for (cudaStream_t s : streams) EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
-}
-
-// The pair backward (LT_RMSNORM_BACKWARD=pair) against single-pdl where a half has the single kernel's
+// The pair backward (the default rmsnorm_backward) against single-pdl where a half has the single kernel's
 // thread count (256 at D = 4096 and 8192 in bf16): each half does single's work on single's rows, so dx has
 // the same bits; dw differs only in the order of its f32 sums (the halves' rows added in the block before
 // the column sum): within 1e-5 normwise. Odd row counts below the grid (13) leave a half without rows. The
@@ -199,7 +137,7 @@ TEST(CudaBehavior, RmsNormFusedBackwardOnTwoStreams) {
 TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
   LT_REQUIRE_GPU();
   for (const int64_t dim : {int64_t(4096), int64_t(8192)}) {
-    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(dim, 1);
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(dim);
     ASSERT_GE(o.pair_resident, o.pair_grid) << "D " << dim << ": the pair grid is not one wave on this GPU ("
                                             << o.pair_resident << " blocks resident): pair runs single-pdl";
   }
@@ -225,7 +163,7 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
       std::vector<double> dw_values[2];
       const char* variants[2] = {"single-pdl", "pair"};
       for (int i = 0; i < 2; ++i) {
-        test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", variants[i]);
+        test::ScopedKernelOption bwd("rmsnorm_backward", variants[i]);
         DeviceTensor g_dw = upload(dw0, DType::F32, {C});
         DeviceTensor g_dx = accumulate ? upload(dx0, DType::BF16, {R, C}) : poisoned(DType::BF16, {R, C});
         ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
@@ -249,83 +187,67 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
     }
 }
 
-// The RMSNorm kernel requests (rmsnorm_select.h): each known value, and a clear error naming the variable.
+// The RMSNorm kernel requests (rmsnorm_select.h): the kernel options, each known value, and a clear error
+// naming the option for an unknown one.
 TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   using ops::cuda::RmsNormBackwardKernel;
   using ops::cuda::RmsNormForwardKernel;
   {
-    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", nullptr), bwd("LT_RMSNORM_BACKWARD", "");
+    ops::ScopedKernelOptions defaults{ops::KernelOptions{}};
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
-    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "single");
+    test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "single-pdl");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Single);
-  }
-  {
-    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "rows"), bwd("LT_RMSNORM_BACKWARD", "cluster");
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster);
-  }
-  {
-    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "single-pdl");
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::SinglePdl);
   }
   {
-    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "fused");
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Fused);
-  }
-  {
-    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "pair");
+    test::ScopedKernelOption fwd("rmsnorm_forward", "rows"), bwd("rmsnorm_backward", "pair");
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
-    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster8");
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Cluster8);
-  }
-  {
-    test::ScopedEnv bwd("LT_RMSNORM_BACKWARD", "cluster-serial");
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::ClusterSerial);
-  }
-  {
-    test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "general"), bwd("LT_RMSNORM_BACKWARD", "general");
+    test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "general");
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);
   }
-  // "prefetch" was a variant once (removed): refused like any unknown value.
-  test::ScopedEnv fwd("LT_RMSNORM_FORWARD", "fast"), bwd("LT_RMSNORM_BACKWARD", "prefetch");
-  try {
-    ops::cuda::rmsnorm_forward_kernel_request();
-    ADD_FAILURE() << "LT_RMSNORM_FORWARD=fast was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("LT_RMSNORM_FORWARD = 'fast'"), std::string::npos) << e.what();
+  // Variants that lost to the default were removed: refused like any unknown value.
+  ops::KernelOptions o;
+  for (const char* removed : {"fused", "cluster", "single", "prefetch"}) {
+    try {
+      ops::set_kernel_option(o, "rmsnorm_backward", removed, "LT_RMSNORM_BACKWARD");
+      ADD_FAILURE() << "rmsnorm_backward " << removed << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("LT_RMSNORM_BACKWARD: 'rmsnorm_backward' is '" + std::string(removed) +
+                                     "', expected one of pair, single-pdl, general"),
+          std::string::npos)
+          << e.what();
+    }
   }
   try {
-    ops::cuda::rmsnorm_backward_kernel_request();
-    ADD_FAILURE() << "LT_RMSNORM_BACKWARD=prefetch was accepted";
+    ops::set_kernel_option(o, "rmsnorm_forward", "fast", "LT_RMSNORM_FORWARD");
+    ADD_FAILURE() << "rmsnorm_forward fast was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("LT_RMSNORM_BACKWARD = 'prefetch'; expected one of single, single-pdl, "
-                                   "fused,"),
-        std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'rmsnorm_forward' is 'fast', expected one of rows, general"),
+              std::string::npos)
         << e.what();
   }
 }
 
 // The bench's occupancy diagnostic (rmsnorm_select.h) refuses what it has no kernel for, naming the value.
 TEST(CudaBehavior, RmsNormOccupancyArgumentsAreChecked) {
-  const auto expect_error = [](int64_t dim, int cluster, const std::string& expected) {
+  const auto expect_error = [](int64_t dim, const std::string& expected) {
     try {
-      ops::cuda::rmsnorm_backward_occupancy(dim, cluster);
-      ADD_FAILURE() << "rmsnorm_backward_occupancy(" << dim << ", " << cluster << ") was accepted";
+      ops::cuda::rmsnorm_backward_occupancy(dim);
+      ADD_FAILURE() << "rmsnorm_backward_occupancy(" << dim << ") was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   };
-  expect_error(4100, 4, "dim 4100; expected a multiple of 8 in [8, 8192]");
-  expect_error(16384, 1, "dim 16384; expected a multiple of 8 in [8, 8192]");
-  expect_error(4096, 2, "cluster 2; expected 1, 4 or 8");
+  expect_error(4100, "dim 4100; expected a multiple of 8 in [8, 8192]");
+  expect_error(16384, "dim 16384; expected a multiple of 8 in [8, 8192]");
 }
 
 // Runs fn, then expects check_device_errors to throw a message containing `expected`, and a second check

@@ -85,7 +85,7 @@ TEST(CudaParity, RmsNorm) {
         std::vector<double> y(static_cast<size_t>(N * D)), rstd(static_cast<size_t>(N));
         bool reference_done = false;
         for (const test::RmsNormVariant& v : test::kRmsNormVariants) {
-          test::ScopedEnv fwd("LT_RMSNORM_FORWARD", v.forward), bwd("LT_RMSNORM_BACKWARD", v.backward);
+          test::RmsNormChoice choice(v);
           std::vector<double> dx_in = dx0, dw_in = dw0;
           DeviceTensor g_dw = upload(dw_in, dt, {D});
           DeviceTensor g_dx = accumulate ? upload(dx_in, dt, {N, D}) : poisoned(dt, {N, D});

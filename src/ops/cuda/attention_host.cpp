@@ -2,27 +2,25 @@
 // shapes, params and devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 128,
 // grid limits) and launches on the current stream one of three implementations (attention_select.h):
 // cuDNN's fused attention (cudnn_attention.cpp), our tensor-core kernels (attention_tc.cu,
-// attention_tc_bwd.cu) or the CUDA-core kernels (attention.cu), as LT_ATTENTION_KERNEL and the call allow.
+// attention_tc_bwd.cu) or the CUDA-core kernels (attention.cu), as the kernel option attention and the call
+// allow.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
 
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/cudnn_attention.h"
+#include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
 
 namespace lt::ops::cuda {
 
 namespace {
-
-std::atomic<AttentionKernelRequest> g_request{AttentionKernelRequest::Auto};  // set_attention_kernel_request
 
 // Prints `line` to stderr the first time it comes (a fallback repeats on every call of its shape).
 void note_once(const std::string& line) {
@@ -42,7 +40,7 @@ std::string describe(const AttentionParams& p) {
 AttentionKernel select_kernel(const AttentionParams& p, DType dt, const AttentionLaunch& a,
                               std::initializer_list<const void*> tensors, bool tc_eligible,
                               AttentionKernelRequest* request) {
-  *request = attention_kernel_request();
+  *request = kernel_options().attention;
   bool aligned = true;
   for (const void* t : tensors) aligned = aligned && (reinterpret_cast<uintptr_t>(t) % 16 == 0);
   const AttentionCallShape call{dt, p, a.q_segments != nullptr, aligned, attention_deterministic()};
@@ -104,15 +102,6 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
 }
 
 }  // namespace
-
-void set_attention_kernel_request(const std::string& request) {
-  g_request.store(parse_attention_kernel_request(request.c_str()));
-}
-
-AttentionKernelRequest attention_kernel_request() {
-  const char* env = std::getenv("LT_ATTENTION_KERNEL");
-  return env ? parse_attention_kernel_request(env) : g_request.load();
-}
 
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor q_segments, Tensor k_segments) {

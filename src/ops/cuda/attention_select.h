@@ -2,14 +2,14 @@
 // our tensor-core kernels (attention_tc.cu, attention_tc_bwd.cu) or the CUDA-core kernels (attention.cu).
 // Pure functions of the call's shape and the request, with no CUDA types: the CPU build tests them.
 //
-// LT_ATTENTION_KERNEL picks the request:
-//   auto (unset or empty): cuDNN when the call is eligible and cuDNN loaded, else tensor cores where
-//          eligible, else SIMT;
+// The request is the kernel option `attention` (ops/kernel_options.h; the configuration key attention, or
+// LT_ATTENTION_KERNEL for development):
+//   auto:  cuDNN when the call is eligible and cuDNN loaded, else tensor cores where eligible, else SIMT;
 //   cudnn: the same order, but a missing cuDNN is an error (naming why it could not be loaded) instead of a
 //          silent fallback; calls cuDNN cannot take (segments, window, f32, head_dim ...) still fall back;
-//   tc:    never cuDNN; tensor cores where eligible, else SIMT;
+//   tc (the configuration's leantune): never cuDNN; tensor cores where eligible, else SIMT;
 //   simt:  always the CUDA-core kernels.
-// A deterministic request (set_attention_deterministic) never takes cuDNN: its backward accumulates dQ with
+// A deterministic request (the option deterministic) never takes cuDNN: its backward accumulates dQ with
 // atomics (the run-to-run order of the additions varies), while our kernels use none.
 #pragma once
 
@@ -21,12 +21,13 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/kernel_options.h"
 #include "ops/ops.h"
 
 namespace lt::ops::cuda {
 
 enum class AttentionKernel : uint8_t { Cudnn, TensorCore, Simt };
-enum class AttentionKernelRequest : uint8_t { Auto, Cudnn, TensorCore, Simt };
+using ops::AttentionKernelRequest;
 
 inline const char* attention_kernel_name(AttentionKernel k) {
   switch (k) {
@@ -40,14 +41,12 @@ inline const char* attention_kernel_name(AttentionKernel k) {
   return "?";
 }
 
-// The value of LT_ATTENTION_KERNEL (nullptr = unset).
+// The value of LT_ATTENTION_KERNEL (nullptr or empty = unset: auto), parsed as the options reader does.
 inline AttentionKernelRequest parse_attention_kernel_request(const char* value) {
-  const std::string_view v = value ? value : "";
-  if (v.empty() || v == "auto") return AttentionKernelRequest::Auto;
-  if (v == "cudnn") return AttentionKernelRequest::Cudnn;
-  if (v == "tc") return AttentionKernelRequest::TensorCore;
-  if (v == "simt") return AttentionKernelRequest::Simt;
-  LT_FAIL("LT_ATTENTION_KERNEL = '{}'; expected one of auto, cudnn, tc, simt", v);
+  if (value == nullptr || *value == '\0') return AttentionKernelRequest::Auto;
+  KernelOptions options;
+  set_kernel_option(options, "attention", value, "LT_ATTENTION_KERNEL");
+  return options.attention;
 }
 
 // What the selection needs to know about one call.

@@ -1,6 +1,7 @@
-// Flash attention forward on the tensor cores (bf16 or f16 storage, f32 accumulation), FlashAttention-2 style:
-// the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments (attention_host.cpp
-// decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to attention.cu's kernels).
+// Flash attention forward on the tensor cores (bf16 or f16 storage, f32 accumulation), FlashAttention-2
+// style: the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments
+// (attention_host.cpp decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to attention.cu's
+// kernels).
 //
 // One CTA per (query tile, head, batch): by default 4 warps, each owning 32 query rows (two 16-row MMA
 // blocks, so that each K / V fragment read from shared memory feeds two MMAs) for the whole key loop.
@@ -21,13 +22,11 @@
 
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-#include <string_view>
-
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -35,8 +34,8 @@ namespace {
 
 using namespace tc;
 
-// The forward's CTA shape, tuned on the H200 at B=1 T=8192 H=32/8 HD=128 causal: 4 warps x 32 rows ran
-// 264 TFLOP/s, 8 x 16 rows 231, 4 x 16 rows 212.
+// The forward's CTA shape: of the three the kernel instantiates (attention_tc_shape), 4 warps x 32 rows is
+// the fastest on long causal bf16 calls at HD 128 (docs/PERFORMANCE.md, "Figures behind code constants").
 constexpr int kFwdWarps = 4;
 constexpr int kFwdMTiles = 2;
 
@@ -274,14 +273,22 @@ void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, 
                                              static_cast<const uint16_t*>(v));
     LT_CUDA_CHECK_LAUNCH();
   };
-  // LT_ATTENTION_TC_SHAPE (tuning and tests) picks the CTA shape: "4x1" (4 warps of 16 rows), "8x1", "4x2"
-  // (4 warps of 32 rows); anything else, or unset, the default kFwdWarps x kFwdMTiles.
-  const char* shape_var = std::getenv("LT_ATTENTION_TC_SHAPE");
-  const std::string_view shape = shape_var ? shape_var : "";
+  // The kernel option attention_tc_shape (tuning and tests) picks the CTA shape: 4x1 (4 warps of 16 rows),
+  // 8x1, 4x2 (4 warps of 32 rows); default: kFwdWarps x kFwdMTiles.
   int warps = kFwdWarps, mtiles = kFwdMTiles;
-  if (shape == "4x1") warps = 4, mtiles = 1;
-  if (shape == "8x1") warps = 8, mtiles = 1;
-  if (shape == "4x2") warps = 4, mtiles = 2;
+  switch (kernel_options().attention_tc_shape) {
+    case AttentionTcShape::W4x1:
+      warps = 4, mtiles = 1;
+      break;
+    case AttentionTcShape::W8x1:
+      warps = 8, mtiles = 1;
+      break;
+    case AttentionTcShape::W4x2:
+      warps = 4, mtiles = 2;
+      break;
+    case AttentionTcShape::Default:
+      break;
+  }
   const bool hd64 = a.head_dim == 64;
   if (dt == DType::F16) {  // one CTA shape for f16 (a rarer precision): fewer instantiations to compile
     hd64 ? launch(attention_forward_tc_kernel<TcF16, 64, kFwdWarps, kFwdMTiles>, kFwdWarps, kFwdMTiles)

@@ -1,9 +1,7 @@
 #include "ops/cuda/cuda_check.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "core/error.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -16,11 +14,7 @@ void throw_cublas_error(cublasStatus_t status, const char* expr, const char* fil
 }
 
 bool sync_after_launch() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LEANTUNE_CUDA_SYNC");
-    return v && std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
+  return kernel_options().cuda_sync;
 }
 
 }  // namespace lt::ops::cuda

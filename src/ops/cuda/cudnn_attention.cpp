@@ -35,12 +35,9 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +50,7 @@
 #include "ops/cuda/device_memory.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -104,8 +102,7 @@ std::string status_text(const CudnnApi& api, cudnnStatus_t st) {
 
 Library load_library() {
   Library l;
-  const char* env = std::getenv("LT_CUDNN_LIBRARY");
-  l.status.library = (env && *env) ? env : "libcudnn.so.9";
+  l.status.library = kernel_options().cudnn_library;
   dlerror();
   void* lib = dlopen(l.status.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -371,7 +368,7 @@ class GraphBuilder {
 // How a graph masks its scores. A square call (Tq == Se) is causal from the top-left corner; a chunk's call
 // (queries at rows [Se - Tq, Se) of the keys) from the bottom-right. How the mask is written decides cuDNN's
 // backward engine: the top-left form runs at PyTorch's speed, a shifted diagonal (one pass-by-value
-// addition, or the frontend's padding-aware form) at half of it (81 ms against 41.5 ms at 32K on the H200).
+// addition, or the frontend's padding-aware form) at half of it (docs/PERFORMANCE.md).
 // So a chunk's backward runs as two calls in fast forms (cudnn_attention_backward): the earlier keys
 // [0, Se - Tq), which every query of the chunk sees (no mask), and the chunk's own keys as a square call.
 enum class Mask : uint8_t { TopLeft, Shifted, None };
@@ -578,16 +575,14 @@ struct Plan {
 
 constexpr size_t kMaxCandidates = 6;  // timed on a shape's first call
 
-// LT_CUDNN_SPLIT_BACKWARD=0 runs a chunk's backward as one call with the shifted mask (for measuring the
-// split against it).
+// The kernel option cudnn_split_backward false runs a chunk's backward as one call with the shifted mask
+// (for measuring the split against it).
 bool split_backward_enabled() {
-  const char* env = std::getenv("LT_CUDNN_SPLIT_BACKWARD");
-  return env == nullptr || std::strcmp(env, "0") != 0;
+  return kernel_options().cudnn_split_backward;
 }
 
 bool autotune_enabled() {
-  const char* env = std::getenv("LT_CUDNN_AUTOTUNE");
-  return env == nullptr || std::strcmp(env, "0") != 0;
+  return kernel_options().cudnn_autotune;
 }
 
 int64_t engine_index(const Desc& cfg) {
@@ -682,9 +677,9 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t ha
     }
     if (!chosen->candidates.empty() && !try_all) break;
   }
-  LT_CHECK(!chosen->candidates.empty(), "cuDNN attention: no engine configuration of the {} graph finalized{}",
-           backward ? "backward" : "forward",
-           failures.empty() ? " (the heuristics returned none)" : failures);
+  LT_CHECK(
+      !chosen->candidates.empty(), "cuDNN attention: no engine configuration of the {} graph finalized{}",
+      backward ? "backward" : "forward", failures.empty() ? " (the heuristics returned none)" : failures);
   chosen->builder = std::move(builder);
   chosen->graph = std::move(graph);
   return chosen;
@@ -797,7 +792,7 @@ void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   trace(fmt::format("autotune:{} chose engine {}", log, plan.chosen().engine));
-  if (std::getenv("LT_CUDNN_AUTOTUNE_LOG"))
+  if (kernel_options().cudnn_autotune_log)
     std::fprintf(stderr, "leantune: cuDNN attention autotune:%s chose engine %lld\n", log.c_str(),
                  (long long)plan.chosen().engine);
 }
@@ -818,8 +813,6 @@ std::pair<cudnnHandle_t, int> current_handle() {
   LT_CUDA_CHECK(cudaGetDevice(&device));
   return {device_handle(device), device};
 }
-
-std::atomic<bool> g_deterministic{false};
 
 }  // namespace
 
@@ -893,15 +886,16 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
   // | the first call's dQ (B, Tq, H, HD) bf16 (split only)
   const std::array<size_t, 4> buffers = backward_buffers(s);
-  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3], parts.size() > 1 ? size_t(dq.numel()) * 2 : 0},
+  Scratch scratch({workspace, buffers[0], buffers[1], buffers[2], buffers[3],
+                   parts.size() > 1 ? size_t(dq.numel()) * 2 : 0},
                   stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
   const size_t key_row_bytes = size_t(s.KVH * s.HD) * 2;  // one key row of one batch row, bf16
   auto execute_part = [&](const Part& part, const Candidate& c) {
     const size_t at = size_t(part.first_key) * key_row_bytes;
-    std::vector<int64_t> uids{kQ,  kK,     kV,      kO,             kDO,  kStats,  kDQ,     kDK,
-                              kDV, kScale, kNegInf, kDiagonalShift, kOne, kRowSum, kDQAccum};
+    std::vector<int64_t> uids{
+        kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kDiagonalShift, kOne, kRowSum, kDQAccum};
     std::vector<void*> ptrs{q.data,
                             static_cast<char*>(k.data) + at,
                             static_cast<char*>(v.data) + at,
@@ -926,8 +920,7 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
     LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream));
     execute_part(part, c);
   };
-  for (const Part& part : parts)
-    autotune(*part.plan, stream, [&](const Candidate& c) { run(part, c); });
+  for (const Part& part : parts) autotune(*part.plan, stream, [&](const Candidate& c) { run(part, c); });
   for (const Part& part : parts) run(part, part.plan->chosen());
   if (parts.size() > 1) launch_add_inplace(DType::BF16, dq.data, scratch.at(5), dq.numel(), stream);
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
@@ -974,14 +967,8 @@ std::string cudnn_attention_probe(const AttentionParams& p, bool backward) {
   return log;
 }
 
-void set_attention_deterministic(bool deterministic) {
-  g_deterministic.store(deterministic);
-}
-
 bool attention_deterministic() {
-  if (g_deterministic.load()) return true;
-  const char* env = std::getenv("LT_ATTENTION_DETERMINISTIC");
-  return env != nullptr && std::strcmp(env, "1") == 0;
+  return kernel_options().deterministic;
 }
 
 }  // namespace lt::ops::cuda

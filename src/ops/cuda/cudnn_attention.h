@@ -52,8 +52,7 @@ void cudnn_attention_clear_plans();
 std::string cudnn_attention_probe(const AttentionParams& p, bool backward);
 
 // Deterministic attention (bit-identical gradients run to run): never cuDNN (its backward accumulates dQ
-// with atomics). Off by default; process-wide; also on when the environment has LT_ATTENTION_DETERMINISTIC=1.
-void set_attention_deterministic(bool deterministic);
+// with atomics). The kernel option deterministic (ops/kernel_options.h).
 bool attention_deterministic();
 
 }  // namespace lt::ops::cuda

@@ -1,12 +1,10 @@
 #include "ops/cuda/gemm_algorithm.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -14,15 +12,6 @@ namespace {
 
 constexpr int kTunedCandidates = 8;
 constexpr int kTimedRuns = 3;  // after one warm-up run
-
-int tuning_from_env() {
-  const char* env = std::getenv("LT_GEMM_TUNE");
-  const std::string_view v = env ? env : "";
-  return v == "1" ? 1 : 0;
-}
-
-std::atomic<int> g_tuning{-1};  // -1: not read yet
-std::atomic<bool> g_deterministic{false};
 
 thread_local std::unordered_map<std::string, cublasLtMatmulAlgo_t> g_chosen;
 
@@ -75,16 +64,8 @@ cublasLtMatmulAlgo_t fastest(const GemmCall& c,
 }  // namespace
 
 bool gemm_tuning() {
-  if (g_tuning < 0) g_tuning = tuning_from_env();
-  return g_tuning == 1 && !g_deterministic;
-}
-
-void set_gemm_tuning(bool on) {
-  g_tuning = on ? 1 : 0;
-}
-
-void set_gemm_deterministic(bool deterministic) {
-  g_deterministic = deterministic;
+  const KernelOptions& o = kernel_options();
+  return o.gemm_tune && !o.deterministic;
 }
 
 bool gemm_algorithm(const std::string& problem, const GemmCall& call, cublasLtMatmulAlgo_t* algo,

@@ -1,10 +1,10 @@
-// Which cuBLASLt algorithm a GEMM problem runs: the heuristic's first choice, or (LT_GEMM_TUNE=1) the fastest
-// of the heuristic's first kTunedCandidates, timed once on the first call of each problem. Either way the
-// choice is cached per thread and problem (descriptors and heuristic queries are not repeated per call).
-// Timing runs write a scratch output (cudaMalloc'd for the timing and freed after it, so no memory stays
-// held), reading the real inputs and C; a failed scratch allocation falls back to the first choice.
-// A timed choice can differ between processes (the timings decide), so bits can differ from run to run:
-// deterministic runs (set_gemm_deterministic, from ops::set_attention_backend's flag) never time.
+// Which cuBLASLt algorithm a GEMM problem runs: the heuristic's first choice, or (kernel option gemm_tune)
+// the fastest of the heuristic's first kTunedCandidates, timed once on the first call of each problem. Either
+// way the choice is cached per thread and problem (descriptors and heuristic queries are not repeated per
+// call). Timing runs write a scratch output (cudaMalloc'd for the timing and freed after it, so no memory
+// stays held), reading the real inputs and C; a failed scratch allocation falls back to the first choice. A
+// timed choice can differ between processes (the timings decide), so bits can differ from run to run:
+// deterministic runs (the kernel option deterministic) never time.
 #pragma once
 
 #include <cublasLt.h>
@@ -38,10 +38,7 @@ struct GemmCall {
 bool gemm_algorithm(const std::string& problem, const GemmCall& call, cublasLtMatmulAlgo_t* algo,
                     cublasStatus_t* status);
 
-// Whether gemm_algorithm times candidates: requested (LT_GEMM_TUNE=1 in the environment, or set_gemm_tuning)
-// and the run is not deterministic.
+// Whether gemm_algorithm times candidates: the kernel options gemm_tune, and not deterministic.
 bool gemm_tuning();
-void set_gemm_tuning(bool on);
-void set_gemm_deterministic(bool deterministic);
 
 }  // namespace lt::ops::cuda

@@ -73,10 +73,8 @@ void launch_dropout(DType dt, void* x, const uint64_t* streams, int64_t batch, i
 // linear's helpers around cuBLASLt. y (M, N) = (accumulate ? y : 0) + scale * bias, broadcast over rows.
 void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t cols, double scale,
                       bool accumulate, cudaStream_t s);
-// dbias (N) += scale * column sums of dy (M, N), in a fixed order (deterministic).
-void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
-                            cudaStream_t s);
-// The same with dbias of dbias_dt: dy's dtype dt, or f32 under bf16 dy (an f32 parameter gradient).
+// dbias (N, of dbias_dt: dy's dtype dt, or f32 under bf16 dy, an f32 parameter gradient) += scale * column
+// sums of dy (M, N), in a fixed order (deterministic).
 void launch_column_sums_add_to(DType dbias_dt, void* dbias, DType dt, const void* dy, int64_t rows,
                                int64_t cols, double scale, cudaStream_t s);
 

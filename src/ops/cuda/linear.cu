@@ -62,17 +62,13 @@ void launch_column_sums_add_to(DType dbias_dt, void* dbias, DType dt, const void
     using T = decltype(tag);
     const T* in = static_cast<const T*>(dy);
     if (dbias_dt == DType::F32)
-      column_sums_add_kernel<float, T><<<grid, block, 0, s>>>(static_cast<float*>(dbias), in, rows, cols,
-                                                               float(scale));
+      column_sums_add_kernel<float, T>
+          <<<grid, block, 0, s>>>(static_cast<float*>(dbias), in, rows, cols, float(scale));
     else
-      column_sums_add_kernel<T, T><<<grid, block, 0, s>>>(static_cast<T*>(dbias), in, rows, cols, float(scale));
+      column_sums_add_kernel<T, T>
+          <<<grid, block, 0, s>>>(static_cast<T*>(dbias), in, rows, cols, float(scale));
   });
   LT_CUDA_CHECK_LAUNCH();
-}
-
-void launch_column_sums_add(DType dt, void* dbias, const void* dy, int64_t rows, int64_t cols, double scale,
-                            cudaStream_t s) {
-  launch_column_sums_add_to(dt, dbias, dt, dy, rows, cols, scale, s);
 }
 
 }  // namespace lt::ops::cuda

@@ -195,9 +195,6 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
 void set_linear_allow_tf32(bool allow) {
   g_allow_tf32 = allow;
 }
-bool linear_allow_tf32() {
-  return g_allow_tf32;
-}
 
 void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
   const DType dt = compute_dtype(x, {&y, &w, &bias, &residual}, "linear_forward");

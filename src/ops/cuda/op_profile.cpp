@@ -1,12 +1,10 @@
-// LT_PROFILE_OPS: see op_profile.h. Events come from a pool (creating two per op call would cost more
-// than many small ops); records live until the step's fold returns their events to it.
+// The kernel option profile_ops: see op_profile.h. Events come from a pool (creating two per op call would
+// cost more than many small ops); records live until the step's fold returns their events to it.
 #include "ops/cuda/op_profile.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "core/error.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/stream.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 namespace {
@@ -50,19 +49,11 @@ cudaEvent_t take_event() {
 }  // namespace
 
 bool op_profile_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("LT_PROFILE_OPS");
-    return env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0;
-  }();
-  return on;
+  return kernel_options().profile_ops != ProfileOps::Off;
 }
 
 bool op_profile_shapes() {
-  static const bool on = [] {
-    const char* env = std::getenv("LT_PROFILE_OPS");
-    return env != nullptr && std::strcmp(env, "shapes") == 0;
-  }();
-  return on;
+  return kernel_options().profile_ops == ProfileOps::Shapes;
 }
 
 void op_profile_detail(const std::string& detail) {
@@ -120,7 +111,7 @@ std::string op_profile_report() {
   for (const auto& [op, t] : rows) sum += t.ms;
   const double steps = double(g_steps_measured);
   std::string out =
-      fmt::format("per-op GPU time (LT_PROFILE_OPS), mean of {} steps after the first:\n", g_steps_measured);
+      fmt::format("per-op GPU time (profile_ops), mean of {} steps after the first:\n", g_steps_measured);
   out += fmt::format("  {:<36} {:>10} {:>12} {:>7}\n", "op", "calls/step", "ms/step", "share");
   for (const auto& [op, t] : rows)
     out += fmt::format("  {:<36} {:>10.0f} {:>12.2f} {:>6.1f}%\n", op, double(t.calls) / steps, t.ms / steps,

@@ -1,8 +1,9 @@
-// Per-op GPU time (LT_PROFILE_OPS=1): every CUDA op that goes through LT_OP_DISPATCH (ops/dispatch.h) is
-// bracketed by two CUDA events on the current stream, and the trainer folds them into per-op totals after
-// each step (ops/op_profile.h). The events time the stream between the op's first and last launch, so an
-// op that waits on the host (launch-bound) shows that wait too. Only the outermost op of a nest is timed.
-// Off (the default), a scope costs one cached flag test. No CUDA types here: ops/dispatch.h includes it.
+// Per-op GPU time (the kernel option profile_ops): every CUDA op that goes through LT_OP_DISPATCH
+// (ops/dispatch.h) is bracketed by two CUDA events on the current stream, and the trainer folds them into
+// per-op totals after each step (ops/op_profile.h). The events time the stream between the op's first and
+// last launch, so an op that waits on the host (launch-bound) shows that wait too. Only the outermost op of a
+// nest is timed. Off (the default), a scope costs one cached flag test. No CUDA types here: ops/dispatch.h
+// includes it.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,8 @@
 
 namespace lt::ops::cuda {
 
-bool op_profile_enabled();  // LT_PROFILE_OPS set and not "0", read once
-// LT_PROFILE_OPS=shapes: ops that describe their call (op_profile_detail) are reported per description too
+bool op_profile_enabled();  // kernel option profile_ops not off
+// profile_ops shapes: ops that describe their call (op_profile_detail) are reported per description too
 // (e.g. every linear shape on its own row).
 bool op_profile_shapes();
 // Appends `detail` to the name the innermost timed op of this thread is reported under (shapes mode only).

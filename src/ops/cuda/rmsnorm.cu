@@ -3,28 +3,17 @@
 // walk the rows with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial
 // row of dw, every column owned by one thread. A second kernel sums the partial rows into dw in a fixed
 // tree (independent of the GPU too). No atomic adds of values anywhere, so dw has the same bits from run to
-// run (the fused variant's only atomic is a ticket counter that picks which blocks sum which columns, each
-// column in a fixed order).
+// run.
 // The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most kMaxPacks packs
 // per thread: D <= 8192 in bf16/f16, 4096 in f32) holds a thread's packs of the row in registers: the
 // forward reads x once, the backward reads dy and x once per row, keeps w and its dw columns in registers
-// for all its rows and writes its partial row once at the end. A requested variant runs the backward's
-// blocks in thread block clusters of 4 or 8 (sm_90), adding their partial rows through distributed shared
-// memory (in rank order, each block a share of the columns) so that 4-8x fewer rows are written and summed,
-// the sum a programmatic dependent launch; on the H200 it measured slower than the default (56% against 68%
-// of the copy bandwidth at 8192 x 4096 bf16: with clusters only 496 of the grid's 528 blocks are resident,
-// so the grid runs in two waves). Two more requested variants shorten the default's tail, the column sum:
-// single-pdl (a programmatic dependent launch of a float4 column-sum kernel) and fused (no second launch:
-// the last blocks to finish sum the columns, fused_column_sum). A requested variant, pair, halves the
+// for all its rows and writes its partial row once at the end. The default backward (pair) halves the
 // partial rows at the same occupancy: blocks of two halves of 256 threads, each half a single block's work,
-// add their dw columns in shared memory into one partial row (rmsnorm_backward_pair_kernel), summed as in
-// single-pdl. Other rows go through the general kernels (packs or element by element, partial dw rows in
-// memory). dw may be f32 under 16-bit inputs. Variants of the kernels can be requested for measurement
-// (rmsnorm_select.h: LT_RMSNORM_FORWARD/BACKWARD).
+// add their dw columns in shared memory into one partial row (rmsnorm_backward_pair_kernel); the column sum
+// is a programmatic dependent launch of a float4 kernel, so its launch overlaps the backward's tail. Other
+// rows go through the general kernels (packs or element by element, partial dw rows in memory). dw may be
+// f32 under 16-bit inputs. The kernel options choose among the variants (rmsnorm_select.h).
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
-#include <cooperative_groups.h>
-
-#include <cstdio>
 #include <map>
 #include <tuple>
 #include <type_traits>
@@ -46,7 +35,7 @@ constexpr int kMaxPacks = 4;              // packs per thread of the register ke
 // The register kernels that walk rows (the backward, the forward's "walk" variant) are given a resident
 // block count per SM (their register budget: 64 per thread at 4, 51 at 5, 85 at 3, 128 at 2) and a grid of
 // that many blocks per SM of a 132-SM H100/H200 (one wave): a constant, so that dw's summation order does not
-// depend on the GPU. Both backward grids (528 and 264 blocks) are multiples of every cluster size (4, 8).
+// depend on the GPU.
 constexpr int backward_regs_blocks_per_sm(int k) {
   return k <= 2 ? 4 : 2;
 }
@@ -158,8 +147,8 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 // w * G + g, + warps * G, ... (G = 32 / kSumQuads groups per warp) and adds them in row order; a warp's G
 // groups are then added in a fixed butterfly, the warps in warp order. Every row run a group reads is 64
 // bytes (two full sectors), every lane has several independent loads in flight (the unrolled walk), and
-// a block of 8 warps reads 64 rows per step. The loads bypass L1 (ld.global.cg): the fused backward reads
-// rows written by other blocks of its own grid. Every thread of the block must call it (it syncs).
+// a block of 8 warps reads 64 rows per step. The loads bypass L1 (ld.global.cg): the rows were written by
+// the kernel before, on other SMs. Every thread of the block must call it (it syncs).
 constexpr int kSumQuads = 4;  // float4 columns per pass (16 f32 columns)
 
 template <int kMaxWarps, class TW>
@@ -211,93 +200,6 @@ __device__ void sum_partial_columns(TW* dw, const float* partial, int64_t parts,
     }
     __syncthreads();  // warp_sums free for the next pass
   }
-}
-
-// The fused backward's column sum (LT_RMSNORM_BACKWARD=fused): no second kernel. Every block writes its
-// partial row and takes a ticket from `counter` (a per-stream device word, 0 between launches); the blocks
-// with the last `reducers` tickets wait until every block has its ticket (all partial rows written), then
-// reducer i (ticket - (blocks - reducers)) adds its fixed run of float4 columns, each column in the order
-// of sum_partial_columns, into dw: the bits do not depend on which block finishes when. Only reducers
-// wait, and a waiting reducer holds the last tickets, so the grid progresses as long as `reducers` blocks
-// fit on the GPU at once (checked before the launch; the grid need not be one wave).
-// Memory order (the pattern of cooperative_groups' grid sync): the block's partial stores, the block
-// barrier, then thread 0's gpu-scope fence and ticket (acq_rel; a release is cumulative over the stores
-// ordered before it through the barrier); a reducer's thread 0 spins on an acquire load, then the barrier
-// hands the acquisition to its block, whose loads go to L2 (.cg), not to a possibly stale L1.
-// Reset: each reducer adds 1 again once it has seen the full count, the one that brings it to
-// blocks + reducers (every reducer past its spin) stores 0 for the next launch on the stream.
-template <class TW>
-struct FusedSum {
-  TW* dw = nullptr;             // (D), TW: the compute dtype or f32; void: not fused
-  unsigned* counter = nullptr;  // 0 at the launch and again at its end
-  int reducers = 0;             // <= gridDim.x
-};
-
-__device__ __forceinline__ unsigned ticket_acq_rel(unsigned* counter) {
-  unsigned old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
-  return old;
-}
-__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned add_relaxed(unsigned* counter) {
-  unsigned old;
-  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
-  return old;
-}
-__device__ __forceinline__ void store_relaxed(unsigned* counter, unsigned v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(counter), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// A reducer waits microseconds; one still waiting after this long means the counter was not 0 at the
-// launch (a bug): it says so and traps (the launch fails) instead of hanging the GPU.
-constexpr uint64_t kFusedSpinLimitNs = 5'000'000'000ull;
-
-// Reducers split the float4 columns in runs of whole kSumQuads passes; reducer i takes run i (the last
-// runs may be short or empty).
-__host__ __device__ constexpr int64_t fused_run_quads(int64_t dim, int64_t reducers) {
-  const int64_t per = (dim / 4 + reducers - 1) / reducers;
-  return (per + kSumQuads - 1) / kSumQuads * kSumQuads;
-}
-
-// The fused tail (after the block's partial row is stored): the ticket, and for a reducer its columns.
-template <class TW>
-__device__ void fused_column_sum(const FusedSum<TW>& fused, const float* partial, int64_t dim) {
-  __shared__ unsigned ticket;
-  const unsigned blocks = gridDim.x, first = blocks - unsigned(fused.reducers);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    ticket = ticket_acq_rel(fused.counter);
-    if (ticket >= first) {
-      const uint64_t start = global_ns();
-      unsigned seen;
-      while ((seen = load_acquire(fused.counter)) < blocks) {
-        __nanosleep(128);
-        if (global_ns() - start > kFusedSpinLimitNs) {
-          printf("rmsnorm backward (fused): block %u waited 5 s for the partial rows: counter %u of %u\n",
-                 blockIdx.x, seen, blocks);
-          __trap();
-        }
-      }
-      if (add_relaxed(fused.counter) == blocks + unsigned(fused.reducers) - 1)
-        store_relaxed(fused.counter, 0);
-    }
-  }
-  __syncthreads();
-  if (ticket < first) return;
-  const int64_t run = fused_run_quads(dim, fused.reducers), quads = dim / 4;
-  const int64_t begin = int64_t(ticket - first) * run;
-  const int64_t end = begin + run < quads ? begin + run : quads;
-  sum_partial_columns<kThreads / kWarp>(fused.dw, partial, int64_t(blocks), dim, begin, end);
 }
 
 // The register backward's row: this thread's packs of dy and x, and rstd.
@@ -366,18 +268,12 @@ __device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> 
 
 // Backward with the row in registers. Each block walks rows blockIdx.x, + gridDim.x, ...: dy and x are
 // loaded once into registers and serve both the row sum and dx; w and the block's dw columns (acc) stay in
-// registers across all its rows.
-// partial: (gridDim.x / C, D) f32 or nullptr, written once at the end: with C = 1 each block writes its own
-// row; with C > 1 the kernel runs in clusters of C blocks (the launch's cluster dimension must be C) and
-// cluster c writes row c, the sum of its blocks' rows in rank order. stage (dynamic shared memory, D f32
-// when C > 1): the block's row, read by the cluster's blocks. TW not void (C = 1, partial given): the
-// fused column sum (fused_column_sum) adds the partial rows into fused.dw at the kernel's end.
-template <class T, int K, int C, class TW = void>
+// registers across all its rows. partial: (gridDim.x, D) f32 or nullptr, each block's row written once at
+// the end.
+template <class T, int K>
 __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
-                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                                 [[maybe_unused]] FusedSum<TW> fused) {
-  static_assert(C == 1 || std::is_void_v<TW>, "the fused column sum runs without clusters");
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
   __shared__ float scratch[kWarp];
   allow_dependent_launch();
   constexpr int P = kPack<T>;
@@ -394,11 +290,9 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x)
     backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, int(threadIdx.x), int(blockDim.x),
                        accumulate_dx, [&](float s) { return block_sum(s, scratch); });
-  if (!partial) return;  // uniform over the grid: every block of a cluster leaves here or reaches its syncs
-  // The block's row goes to its own partial row (C = 1) or to its stage for the cluster; D % P == 0 and P is
-  // a multiple of 4, so the row is whole float4s.
-  extern __shared__ float4 stage[];  // (D / 4) when C > 1
-  float4* row = C == 1 ? reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim) : stage;  // (D / 4)
+  if (!partial) return;
+  // D % P == 0 and P is a multiple of 4, so the row is whole float4s.
+  float4* row = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4)
 #pragma unroll
   for (int m = 0; m < K; ++m) {
     const int k = int(threadIdx.x) + m * int(blockDim.x);
@@ -407,36 +301,6 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
       for (int q = 0; q < P / 4; ++q)
         row[k * (P / 4) + q] =
             make_float4(acc[m][4 * q], acc[m][4 * q + 1], acc[m][4 * q + 2], acc[m][4 * q + 3]);
-  }
-  if constexpr (!std::is_void_v<TW>) fused_column_sum(fused, partial, dim);
-  if constexpr (C > 1) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();         // every stage of the cluster written (release/acquire across the cluster)
-    const float4* peer[C];  // the cluster's stages, rank order
-#pragma unroll
-    for (int q = 0; q < C; ++q) peer[q] = cluster.map_shared_rank(stage, q);
-    const int64_t quads = dim / 4;
-    float4* out = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x / C) * dim);  // (D / 4)
-    // Block `rank` sums the rank-th of C equal runs of float4 columns: a fixed split, and each column added
-    // in rank order, so the bits do not depend on which block gets there first.
-    const int64_t run = (quads + C - 1) / C, begin = int64_t(cluster.block_rank()) * run;
-    const int64_t end = begin + run < quads ? begin + run : quads;
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      float4 v[C];
-#pragma unroll
-      for (int q = 0; q < C; ++q) v[q] = peer[q][i];
-      float4 sum = v[0];
-#pragma unroll
-      for (int q = 1; q < C; ++q) {
-        sum.x += v[q].x;
-        sum.y += v[q].y;
-        sum.z += v[q].z;
-        sum.w += v[q].w;
-      }
-      out[i] = sum;
-    }
-    cluster.sync();  // no block leaves (freeing its stage) while another still reads it
   }
 }
 
@@ -471,7 +335,7 @@ __device__ __forceinline__ float half_sum(float v, float* scratch) {
   return s;
 }
 
-// The pair backward (LT_RMSNORM_BACKWARD=pair): the register backward with half the partial rows at the
+// The pair backward (the default): the register backward with half the partial rows at the
 // same occupancy. A block is two halves (blockDim (kThreads, 2): threadIdx.y the half, threadIdx.x the
 // thread in it), each doing what a block of rmsnorm_backward_regs_kernel does with its registers (the same
 // launch bounds per thread: twice the threads, half the blocks per SM), on the rows of half index
@@ -636,7 +500,7 @@ template <class TW>
 __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
     column_reduce_kernel(TW* dw, const float* partial, int64_t parts, int64_t dim) {
   __shared__ float sums[kReduceWarps][kReduceCols];
-  wait_for_prior_grid();  // the partial rows (launched early: launch_column_reduce)
+  wait_for_prior_grid();  // a no-op: launched after the general kernel's end
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t d = int64_t(blockIdx.x) * kReduceCols + lane;
   float sum = 0.0f;
@@ -653,22 +517,12 @@ __global__ void __launch_bounds__(kReduceCols* kReduceWarps)
   store_f(dw + d, load_f(dw + d) + total);
 }
 
-// Launches column_reduce_kernel after the backward kernel on stream s; `early`: as a programmatic
-// dependent launch (the backward register kernel allows it from its start), which hides the launch gap
-// between the two kernels.
+// Launches column_reduce_kernel after the general backward kernel on stream s.
 template <class TW>
-void launch_column_reduce(TW* dw, const float* partial, int64_t parts, int64_t dim, bool early,
-                          cudaStream_t s) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned((dim + kReduceCols - 1) / kReduceCols));
-  config.blockDim = dim3(unsigned(kReduceCols * kReduceWarps));
-  config.stream = s;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = early ? 1 : 0;
-  LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_kernel<TW>, dw, partial, parts, dim));
+void launch_column_reduce(TW* dw, const float* partial, int64_t parts, int64_t dim, cudaStream_t s) {
+  column_reduce_kernel<TW>
+      <<<unsigned((dim + kReduceCols - 1) / kReduceCols), kReduceCols * kReduceWarps, 0, s>>>(dw, partial,
+                                                                                              parts, dim);
 }
 
 // dw (D) += the sum of the partial rows (parts, D) f32 (D % 4 == 0, 16-byte aligned), in the order of
@@ -687,7 +541,7 @@ __global__ void __launch_bounds__(kQuadReduceThreads)
 }
 
 // Launches column_reduce_quads_kernel as a programmatic dependent launch of the backward register kernel
-// before it on stream s (LT_RMSNORM_BACKWARD=single-pdl). Its blocks cannot crowd out the backward's: the
+// before it on stream s (pair and single-pdl). Its blocks cannot crowd out the backward's: the
 // launch happens only once every backward block has started (each allows it first thing), so its blocks
 // take only the slots of backward blocks that have left, where they wait (griddepcontrol.wait, no issue
 // slots) for the backward's end; the gain is the launch gap between the kernels.
@@ -705,33 +559,6 @@ void launch_column_reduce_quads(TW* dw, const float* partial, int64_t parts, int
   LT_CUDA_CHECK(cudaLaunchKernelEx(&config, column_reduce_quads_kernel<TW>, dw, partial, parts, dim));
 }
 
-// The fused backward's reducers: the last 256 blocks to finish (of 528 at D <= 4096 in 16-bit; of 264 at
-// 8192). At D = 4096 that is one kSumQuads pass (16 columns) per reducer, 9 loads per thread, all issued
-// together: the 8.6 MB of partial rows (in L2, just written) are read by 256 blocks at once (spread over
-// nearly every SM) instead of a few blocks walking many columns. More reducers would make blocks that
-// finished early (at 8192 rows, 256 of the 528 blocks have one row fewer) wait longer, spinning on the
-// counter beside the blocks still working; fewer would leave SMs idle during the sum.
-constexpr int64_t kFusedReducers = 256;
-
-// The fused backward's counter for (this thread, the current device, stream s): one device word, zeroed
-// once (a synchronizing allocation on first use, like device_error_slot), left at 0 by every launch.
-// Per thread: two threads on one stream are serialized by it anyway, two streams never share a word, and
-// cudaStreamPerThread (one handle, a stream per thread) is covered too.
-unsigned* fused_counter(cudaStream_t s) {
-  int device = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&device));
-  thread_local std::map<std::pair<int, cudaStream_t>, unsigned*> counters;
-  unsigned*& counter = counters[{device, s}];
-  if (!counter) {
-    void* p = nullptr;
-    LT_CUDA_CHECK(cudaMalloc(&p, sizeof(unsigned)));
-    LT_CUDA_CHECK(cudaMemset(p, 0, sizeof(unsigned)));
-    LT_CUDA_CHECK(cudaDeviceSynchronize());
-    counter = static_cast<unsigned*>(p);
-  }
-  return counter;
-}
-
 // How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) the current device holds at
 // once; queried once per (thread, device, kernel, threads).
 template <class Kernel>
@@ -746,24 +573,6 @@ int64_t resident_blocks(Kernel kernel, int threads) {
   LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
   LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return cache[key] = int64_t(per_sm) * sms;
-}
-
-// The backward register kernel's cluster size for a request (1: no clusters).
-int backward_cluster_size(RmsNormBackwardKernel request) {
-  switch (request) {
-    case RmsNormBackwardKernel::Cluster:
-    case RmsNormBackwardKernel::ClusterSerial:
-      return 4;
-    case RmsNormBackwardKernel::Cluster8:
-      return 8;
-    case RmsNormBackwardKernel::Single:
-    case RmsNormBackwardKernel::SinglePdl:
-    case RmsNormBackwardKernel::Fused:
-    case RmsNormBackwardKernel::Pair:
-    case RmsNormBackwardKernel::General:
-      break;
-  }
-  return 1;
 }
 
 template <class T>
@@ -783,26 +592,6 @@ void with_packs(int packs_per_thread, Fn&& fn) {
     fn(std::integral_constant<int, 2>{});
   else
     fn(std::integral_constant<int, 4>{});
-}
-
-// The launch of a backward register kernel in clusters of `cluster` blocks (the launch and the occupancy
-// query take the same one): `grid` blocks of `threads`, the block's partial dw row staged in dynamic shared
-// memory. `attribute` holds the cluster shape and must outlive the returned config.
-cudaLaunchConfig_t cluster_launch(int64_t grid, int threads, int64_t dim, int cluster, cudaStream_t s,
-                                  cudaLaunchAttribute& attribute) {
-  attribute = cudaLaunchAttribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(grid));
-  config.blockDim = dim3(unsigned(threads));
-  config.dynamicSmemBytes = size_t(dim) * sizeof(float);
-  config.stream = s;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return config;
 }
 
 // The pair kernel's grid for `rows` rows (a half per row up to kGridSms * backward_regs_blocks_per_sm(K)
@@ -856,8 +645,6 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
     const RegShape shape =
         packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
-    // Clusters only pay where there are partial rows to add up.
-    const int cluster = shape.packs_per_thread == 0 || !dw ? 1 : backward_cluster_size(request);
     const int64_t grid = shape.packs_per_thread > 0
                              ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
                              : kBackwardBlocks;
@@ -865,54 +652,23 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     const int64_t paired = request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0
                                ? pair_blocks<T>(shape, rows)
                                : 0;
-    // A whole number of clusters (grid is a multiple of 8); the blocks past the rows add zero rows.
-    const int64_t blocks = paired > 0    ? paired
-                           : rows < grid ? (rows + cluster - 1) / cluster * cluster
-                                         : grid;
-    const int64_t parts = blocks / cluster;
-    float* partial = nullptr;  // (parts, D) f32, stream-ordered scratch
+    const int64_t blocks = paired > 0 ? paired : rows < grid ? rows : grid;
+    float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
     if (dw)
       LT_CUDA_CHECK(
-          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(parts * dim) * sizeof(float), s));
-    bool summed = false;  // dw already summed by the fused kernel
+          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
         constexpr int K = decltype(k)::value;
         T* dx_t = static_cast<T*>(dx);
         const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
                 *w_t = static_cast<const T*>(w);
-        if (paired > 0) {
+        if (paired > 0)
           rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), dim3(kThreads, 2), 0, s>>>(
               dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
-          return;
-        }
-        if (cluster == 1) {
-          // The fused kernel where its reducers fit on the GPU at once (rmsnorm_backward_regs_kernel's
-          // FusedSum); otherwise the single kernel and the column sum after it.
-          const auto fused_launch = [&](auto* dw_t) {
-            using TW = std::remove_pointer_t<decltype(dw_t)>;
-            const auto kernel = rmsnorm_backward_regs_kernel<T, K, 1, TW>;
-            const int64_t reducers = blocks < kFusedReducers ? blocks : kFusedReducers;
-            if (resident_blocks(kernel, shape.threads) < reducers) return false;
-            kernel<<<unsigned(blocks), shape.threads, 0, s>>>(
-                dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx,
-                FusedSum<TW>{dw_t, fused_counter(s), int(reducers)});
-            return true;
-          };
-          if (dw && request == RmsNormBackwardKernel::Fused)
-            summed = dw_dt == DType::F32 ? fused_launch(static_cast<float*>(dw))
-                                         : fused_launch(static_cast<T*>(dw));
-          if (!summed)
-            rmsnorm_backward_regs_kernel<T, K, 1><<<unsigned(blocks), shape.threads, 0, s>>>(
-                dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx, FusedSum<void>{});
-          return;
-        }
-        cudaLaunchAttribute attribute{};
-        const cudaLaunchConfig_t config = cluster_launch(blocks, shape.threads, dim, cluster, s, attribute);
-        auto kernel =
-            cluster == 8 ? rmsnorm_backward_regs_kernel<T, K, 8> : rmsnorm_backward_regs_kernel<T, K, 4>;
-        LT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim,
-                                         accumulate_dx, FusedSum<void>{}));
+        else
+          rmsnorm_backward_regs_kernel<T, K><<<unsigned(blocks), shape.threads, 0, s>>>(
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
       });
     } else {
       rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
@@ -921,57 +677,32 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {
-      // single-pdl and pair (or its fallback, single-pdl): the register kernel's partial rows (D % 4 == 0,
-      // aligned) summed by the dependent launch.
-      const bool quads =
-          (request == RmsNormBackwardKernel::SinglePdl || request == RmsNormBackwardKernel::Pair) &&
-          shape.packs_per_thread > 0;
-      const bool early = cluster > 1 && request != RmsNormBackwardKernel::ClusterSerial;
+      // The register kernels' partial rows (D % 4 == 0, aligned) are summed by the dependent launch.
+      const bool quads = shape.packs_per_thread > 0;
       const auto reduce = [&](auto* dw_t) {
         if (quads)
-          launch_column_reduce_quads(dw_t, partial, parts, dim, s);
+          launch_column_reduce_quads(dw_t, partial, blocks, dim, s);
         else
-          launch_column_reduce(dw_t, partial, parts, dim, early, s);
+          launch_column_reduce(dw_t, partial, blocks, dim, s);
       };
-      if (!summed) {
-        if (dw_dt == DType::F32)
-          reduce(static_cast<float*>(dw));
-        else
-          reduce(static_cast<T*>(dw));
-      }
+      if (dw_dt == DType::F32)
+        reduce(static_cast<float*>(dw));
+      else
+        reduce(static_cast<T*>(dw));
       LT_CUDA_CHECK(cudaFreeAsync(partial, s));
     }
   });
 }
 
-RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int cluster) {
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim) {
   const RegShape shape = reg_shape(dim / kPack<bf16>);
   RmsNormBackwardOccupancy result;
   with_packs(shape.packs_per_thread, [&](auto k) {
     constexpr int K = decltype(k)::value;
     result.grid = kGridSms * backward_regs_blocks_per_sm(K);
-    if (cluster == 1) {
-      int per_sm = 0, device = 0, sms = 0;
-      LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, rmsnorm_backward_regs_kernel<bf16, K, 1>, shape.threads, 0));
-      LT_CUDA_CHECK(cudaGetDevice(&device));
-      LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      result.resident = int64_t(per_sm) * sms;
-      result.fused_resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K, 1, float>, shape.threads);
-      result.fused_reducers = result.grid < kFusedReducers ? result.grid : kFusedReducers;
-      result.pair_grid = result.grid / 2;
-      result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
-      return;
-    }
-    cudaLaunchAttribute attribute{};
-    const cudaLaunchConfig_t config =
-        cluster_launch(result.grid, shape.threads, dim, cluster, nullptr, attribute);
-    int clusters = 0;
-    LT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
-        &clusters,
-        cluster == 8 ? rmsnorm_backward_regs_kernel<bf16, K, 8> : rmsnorm_backward_regs_kernel<bf16, K, 4>,
-        &config));
-    result.resident = int64_t(clusters) * cluster;
+    result.resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K>, shape.threads);
+    result.pair_grid = result.grid / 2;
+    result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
   });
   return result;
 }

@@ -1,0 +1,84 @@
+#include "train/run_plan.h"
+
+#include "core/error.h"
+#include "ops/device.h"
+#include "train/config_bridge.h"
+#include "train/run_setup.h"
+
+namespace lt::train {
+
+ops::KernelOptions kernel_options_from_config(const TrainConfig& config) {
+  ops::KernelOptions o;
+  ops::set_kernel_option(o, "attention", config.attention, "config");
+  ops::set_kernel_option(o, "profile_ops", config.profile_ops, "config");
+  o.deterministic = config.deterministic;
+  o.gemm_tune = config.gemm_tune;
+  return o;
+}
+
+RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype) {
+  RunPlan p;
+  p.device = device;
+  p.device_name = ops::device_description(device);
+  p.compute_dtype = compute_dtype;
+  p.gradient_dtype = master_dtype(compute_dtype);
+  if (keeps_master_weights(config)) p.master_weights = wide_master_dtype(compute_dtype);
+  p.stochastic_rounding = compute_dtype == DType::BF16;  // only bf16 tensors AdamW updates in place round so
+  p.loss_scaling = compute_dtype == DType::F16;
+  p.tf32 = config.tf32;
+  p.accumulation_steps = gradient_accumulation_steps(config);
+  p.recompute = recompute_policy(config);
+  const model::Recompute runs =
+      p.recompute.value_or(config.chunk_size > 0 ? model::Recompute::Full : model::Recompute::None);
+  p.recompute_resolved = std::string(model::recompute_name(runs));
+  if (!config.offload_activations)
+    p.offload = "none";
+  else if (config.chunk_size > 0)
+    p.offload = "layer checkpoints; attention outputs too when they fit in half the host memory";
+  else if (config.offload_only.empty())
+    p.offload = "kept activations";
+  else
+    p.offload = fmt::format("kept activations [{}]", fmt::join(config.offload_only, ", "));
+  p.kernels = ops::with_environment_overrides(kernel_options_from_config(config));
+  p.environment = ops::environment_overrides();
+  return p;
+}
+
+std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan& p) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"device", p.device_name},
+      {"compute_dtype", std::string(dtype_name(p.compute_dtype))},
+      {"gradient_dtype", std::string(dtype_name(p.gradient_dtype))},
+      {"master_weights", p.master_weights ? std::string(dtype_name(*p.master_weights)) : "none"},
+      {"stochastic_rounding", p.stochastic_rounding ? "true" : "false"},
+      {"loss_scaling", p.loss_scaling ? "dynamic" : "none"},
+      {"tf32", p.tf32 ? "true" : "false"},
+      {"accumulation_steps", std::to_string(p.accumulation_steps)},
+      {"recompute", p.recompute_resolved},
+      {"offload", p.offload},
+  };
+  for (auto& [key, value] : ops::describe_kernel_options(p.kernels)) out.emplace_back(key, std::move(value));
+  return out;
+}
+
+std::string format_run_header(const RunPlan& p) {
+  std::string out = "run plan:\n";
+  for (const auto& [key, value] : run_plan_entries(p)) {
+    std::string note;
+    for (const ops::EnvironmentOverride& e : p.environment)
+      if (e.key == key) note = fmt::format("  (environment {}={})", e.variable, e.value);
+    out += fmt::format("  {:<22} {}{}\n", key + ":", value, note);
+  }
+  return out;
+}
+
+nlohmann::json run_plan_json(const RunPlan& p) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : run_plan_entries(p)) j[key] = value;
+  nlohmann::json env = nlohmann::json::object();
+  for (const ops::EnvironmentOverride& e : p.environment) env[e.variable] = e.value;
+  j["environment"] = env;
+  return j;
+}
+
+}  // namespace lt::train

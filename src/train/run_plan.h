@@ -1,0 +1,59 @@
+// The run plan: every setting a training run goes by, resolved once at its start from the TrainConfig and
+// the device, with the policies that the keys leave implicit made explicit (the compute and gradient
+// dtypes, master weights, stochastic rounding, the recompute policy behind `auto`, loss scaling, the kernel
+// options and the environment variables that override them). The trainer prints it as the run header and
+// saves it in every checkpoint (trainer_state.json's "run_plan"), so that a checkpoint tells how it was
+// computed, including what no key of the configuration shows.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/decoder.h"
+#include "ops/kernel_options.h"
+#include "train/train_config.h"
+
+namespace lt::train {
+
+struct RunPlan {
+  Device device = Device::CPU;
+  std::string device_name;                    // ops::device_description
+  DType compute_dtype = DType::F32;           // weights and activations
+  DType gradient_dtype = DType::F32;          // parameter gradients (and LoRA adapters): master_dtype
+  std::optional<DType> master_weights;        // wider copies AdamW updates (full/partial), if any
+  bool stochastic_rounding = false;           // bf16 weights updated in place, without masters
+  bool loss_scaling = false;                  // fp16: dynamic loss scale
+  bool tf32 = false;                          // f32 GEMMs in TF32
+  int64_t accumulation_steps = 1;             // micro-batches per optimizer step
+  std::optional<model::Recompute> recompute;  // nullopt: the decoder's default (none whole, full chunked)
+  std::string recompute_resolved;             // what runs: none | full | selective | elementwise | norms
+  // What goes to host memory: none | kept activations (whole sequence; offload_only narrows it) |
+  // checkpoints (chunked), and there the attention outputs too where they fit in half the host memory (the
+  // chunked decoder decides per call: model/chunked_decoder.h).
+  std::string offload;
+  ops::KernelOptions kernels;                         // the configuration's, with the environment's overrides
+  std::vector<ops::EnvironmentOverride> environment;  // the overrides in effect
+
+  bool operator==(const RunPlan&) const = default;
+};
+
+// `config` is validated; `device` and `compute_dtype` are the run's (run_device, compute_dtype).
+RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype);
+
+// The kernel options the configuration asks for (attention, deterministic, gemm_tune, profile_ops), before
+// the environment's overrides.
+ops::KernelOptions kernel_options_from_config(const TrainConfig& config);
+
+// "key: value" per resolved setting, in a fixed order (the header and the saved file list the same).
+std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan& plan);
+// The header printed at the start of a run: one "  key: value" line per entry, environment overrides named.
+std::string format_run_header(const RunPlan& plan);
+// The same entries as a JSON object, with "environment": {variable: value} (for trainer_state.json).
+nlohmann::json run_plan_json(const RunPlan& plan);
+
+}  // namespace lt::train
