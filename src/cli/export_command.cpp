@@ -5,15 +5,16 @@
 #include <filesystem>
 #include <memory>
 
-#include "cli/companion_files.h"
 #include "core/arena.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
+#include "io/output_dir.h"
 #include "io/peft_adapter.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/lora_merge.h"
 #include "model/weights.h"
+#include "train/final_model.h"
 
 namespace lt::cli {
 namespace {
@@ -26,6 +27,7 @@ struct ExportOptions {
   bool merge = false;
   std::string dtype;  // "" = config.json's dtype
   double max_shard_gb = 5.0;
+  bool overwrite_output_dir = false;
 };
 
 void run_export(const ExportOptions& o) {
@@ -35,9 +37,6 @@ void run_export(const ExportOptions& o) {
       "directory itself is already what PEFT loads)");
   LT_CHECK(fs::is_directory(o.base_model), "export: --base_model '{}' is not a directory", o.base_model);
   LT_CHECK(fs::is_directory(o.adapter), "export: --adapter '{}' is not a directory", o.adapter);
-  LT_CHECK(fs::weakly_canonical(o.output_dir) != fs::weakly_canonical(o.base_model) &&
-               fs::weakly_canonical(o.output_dir) != fs::weakly_canonical(o.adapter),
-           "export: --output_dir '{}' would replace an input directory", o.output_dir);
   io::HfSaveOptions save;
   if (!o.dtype.empty()) {
     save.dtype = io::dtype_from_torch_name(o.dtype);
@@ -47,6 +46,11 @@ void run_export(const ExportOptions& o) {
   LT_CHECK(o.max_shard_gb > 0, "export: --max_shard_gb {}, expected a positive size", o.max_shard_gb);
   save.max_shard_bytes = uint64_t(o.max_shard_gb * 1e9);
 
+  // Checked before the merge (a refused directory costs no work), claimed when there is something to write.
+  const io::OutputDirOptions claim{.who = "export: --output_dir",
+                                   .inputs = {{"--base_model", o.base_model}, {"--adapter", o.adapter}},
+                                   .overwrite = o.overwrite_output_dir};
+  io::OutputDir::check(o.output_dir, claim);
   // A 4-bit base (a quantization_config in its config.json) merges into its dequantized weights; the
   // better merge is into the original 16-bit weights, which --base_model names when the user has them.
   const std::optional<io::Bnb4Config> quant = io::read_bnb4_quantization(o.base_model);
@@ -67,9 +71,8 @@ void run_export(const ExportOptions& o) {
   io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
   model::merge_lora(config, weights, lora);
 
-  std::vector<std::string> written = io::save_hf_checkpoint(o.output_dir, config, weights, save);
-  for (const std::string& f : copy_companion_files(o.base_model, o.output_dir, "export"))
-    written.push_back(f);
+  io::OutputDir out(o.output_dir, claim);
+  const std::vector<std::string> written = train::save_final_model(out, o.base_model, config, weights, save);
   fmt::print(
       "merged {} LoRA adapters (r {}..{}) into {} -> {}\n", specs.size(),
       std::min_element(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.rank < b.rank; })->rank,
@@ -96,8 +99,12 @@ void register_export_command(CLI::App& app) {
                   "HF base model directory (a bitsandbytes 4-bit one merges into its dequantized weights)")
       ->required();
   cmd->add_option("--adapter", options->adapter, "PEFT LoRA adapter directory")->required();
-  cmd->add_option("--output_dir", options->output_dir, "where the merged checkpoint goes (replaced)")
+  cmd->add_option("--output_dir", options->output_dir,
+                  "where the merged checkpoint goes: a new or empty directory, or one leantune wrote")
       ->required();
+  cmd->add_flag("--overwrite_output_dir", options->overwrite_output_dir,
+                "also write into a directory holding other files (same-named files are replaced; nothing "
+                "else is deleted)");
   cmd->add_flag("--merge", options->merge, "fold the adapter into the base weights (W += scaling * B @ A)");
   cmd->add_option("--dtype", options->dtype,
                   "saved dtype: bfloat16, float16, float32, float64 (default: config.json's)");

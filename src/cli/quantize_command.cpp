@@ -5,13 +5,14 @@
 #include <filesystem>
 #include <memory>
 
-#include "cli/companion_files.h"
 #include "core/arena.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
+#include "io/output_dir.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "train/final_model.h"
 
 namespace lt::cli {
 namespace {
@@ -30,10 +31,13 @@ struct DequantizeOptions {
   std::string dtype;  // "" = the dtype the weights were quantized from
 };
 
-void check_output_dir(const std::string& in, const std::string& out, const char* command) {
+// The output directory's claim (io/output_dir.h: new, empty or leantune's own; never an input), checked
+// before any work.
+io::OutputDirOptions check_output_dir(const std::string& in, const std::string& out, const char* command) {
   LT_CHECK(fs::is_directory(in), "{}: '{}' is not a directory", command, in);
-  LT_CHECK(fs::weakly_canonical(out) != fs::weakly_canonical(in),
-           "{}: the output '{}' would replace the input", command, out);
+  io::OutputDirOptions claim{.who = fmt::format("{}: output_dir", command), .inputs = {{"model_dir", in}}};
+  io::OutputDir::check(out, claim);
+  return claim;
 }
 
 // The dtype transformers would quantize from: torch_dtype "auto" keeps the checkpoint's own dtype (what
@@ -60,7 +64,7 @@ DType source_dtype(const QuantizeOptions& o, const model::ModelConfig& config) {
 }
 
 void run_quantize(const QuantizeOptions& o) {
-  check_output_dir(o.model_dir, o.output_dir, "quantize");
+  const io::OutputDirOptions claim = check_output_dir(o.model_dir, o.output_dir, "quantize");
   LT_CHECK(!io::read_bnb4_quantization(o.model_dir).has_value(), "quantize: {} is already a 4-bit checkpoint",
            o.model_dir);
   io::Bnb4Config quant;
@@ -79,9 +83,11 @@ void run_quantize(const QuantizeOptions& o) {
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
   io::load_hf_weights(o.model_dir, config, weights);
   const io::Bnb4Weights quantized = io::quantize_projections(config, weights, quant);
-  std::vector<std::string> written = io::save_bnb4_checkpoint(o.output_dir, config, weights, quantized);
-  for (const std::string& f : copy_companion_files(o.model_dir, o.output_dir, "quantize"))
-    written.push_back(f);
+  io::OutputDir out(o.output_dir, claim);
+  const std::vector<std::string> written =
+      train::save_final_model(out, o.model_dir, [&](const std::string& staging) {
+        return io::save_bnb4_checkpoint(staging, config, weights, quantized);
+      });
   fmt::print("quantized {} projections of {} to {}{} from {} -> {} ({} -> {})\n",
              quantized.projections.size(), o.model_dir, ops::quant4_type_name(quant.quant_type),
              quant.double_quant ? " (double quant)" : "", io::torch_dtype_name(dtype), o.output_dir,
@@ -91,7 +97,7 @@ void run_quantize(const QuantizeOptions& o) {
 }
 
 void run_dequantize(const DequantizeOptions& o) {
-  check_output_dir(o.model_dir, o.output_dir, "dequantize");
+  const io::OutputDirOptions claim = check_output_dir(o.model_dir, o.output_dir, "dequantize");
   const std::optional<io::Bnb4Config> quant = io::read_bnb4_quantization(o.model_dir);
   LT_CHECK(quant.has_value(),
            "dequantize: {} has no quantization_config in config.json: not a 4-bit checkpoint", o.model_dir);
@@ -111,9 +117,8 @@ void run_dequantize(const DequantizeOptions& o) {
   const io::Bnb4Weights q = io::load_bnb4_checkpoint(o.model_dir, config, weights, /*dequantize=*/true);
   io::HfSaveOptions save;
   save.dtype = dtype;
-  std::vector<std::string> written = io::save_hf_checkpoint(o.output_dir, config, weights, save);
-  for (const std::string& f : copy_companion_files(o.model_dir, o.output_dir, "dequantize"))
-    written.push_back(f);
+  io::OutputDir out(o.output_dir, claim);
+  const std::vector<std::string> written = train::save_final_model(out, o.model_dir, config, weights, save);
   fmt::print("dequantized {} {} projections of {} to {} -> {}\n", q.projections.size(),
              ops::quant4_type_name(q.quant.quant_type), o.model_dir, io::torch_dtype_name(dtype),
              o.output_dir);

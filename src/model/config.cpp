@@ -15,8 +15,8 @@
 // - token ids: absent -> LlamaConfig/MistralConfig's bos 1 and eos 2 (Qwen2Config: none); null -> none.
 // - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
 //   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
-// Refused because they would change the math and leantune does not support them: a quantization_config, non-zero
-// attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
+// Refused because they would change the math and leantune does not support them: a quantization_config,
+// non-zero attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
 // hidden_act other than silu. Accepted and ignored because they do not change the math: pretraining_tp
 // (splits matmuls, same result), use_cache, initializer_range, use_mrope (Qwen2ForCausalLM ignores it),
 // transformers_version, _name_or_path, and any unknown key.
@@ -24,10 +24,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 
 namespace lt::model {
 
@@ -65,6 +65,15 @@ class FieldReader {
     return value;
   }
   int64_t positive_or(const char* key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
+  // A size field: positive and at most `max`, so that products of sizes cannot overflow.
+  int64_t size(const char* key, int64_t max) const {
+    int64_t value = positive(key);
+    LT_CHECK(value <= max, "{}: field '{}' is {}, expected at most {}", source_, name(key), value, max);
+    return value;
+  }
+  int64_t size_or(const char* key, int64_t max, int64_t fallback) const {
+    return has(key) ? size(key, max) : fallback;
+  }
   std::optional<int64_t> optional_integer(const char* key) const {
     if (!has(key)) return std::nullopt;
     return integer(key);
@@ -175,6 +184,7 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
 
   cfg.rope_theta = top_theta;
   cfg.rope_type = ops::RopeType::Default;
+  cfg.rope_dict_key = dict_key == nullptr ? "" : dict_key;
   if (dict_key == nullptr) {
     LT_CHECK(cfg.rope_theta > 0, "{}: field 'rope_theta' is {}, expected a positive number", source,
              cfg.rope_theta);
@@ -208,8 +218,8 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   cfg.rope_low_freq_factor = r.number("low_freq_factor");
   cfg.rope_high_freq_factor = r.number("high_freq_factor");
   // transformers falls back to max_position_embeddings when the original length is absent.
-  cfg.rope_original_max_position =
-      r.positive_or("original_max_position_embeddings", cfg.max_position_embeddings);
+  cfg.rope_original_max_position = r.size_or("original_max_position_embeddings",
+                                             ModelConfigLimits::kPositions, cfg.max_position_embeddings);
   LT_CHECK(cfg.rope_factor >= 1.0, "{}: field '{}' is {}, expected a number >= 1", source, r.name("factor"),
            cfg.rope_factor);
   LT_CHECK(cfg.rope_low_freq_factor > 0, "{}: field '{}' is {}, expected a positive number", source,
@@ -264,7 +274,7 @@ void read_sliding_window(const FieldReader& r, const std::string& source, ModelC
     // Absent -> MistralConfig's class default 4096; an explicit null -> full attention.
     int64_t window = 4096;
     if (r.has("sliding_window")) {
-      window = r.positive("sliding_window");
+      window = r.size("sliding_window", ModelConfigLimits::kPositions);
     } else if (r.is_null("sliding_window")) {
       window = 0;
     }
@@ -274,7 +284,7 @@ void read_sliding_window(const FieldReader& r, const std::string& source, ModelC
   // Qwen2: `sliding_window = sliding_window if use_sliding_window else None`.
   if (!r.boolean_or("use_sliding_window", false)) return;
   if (r.is_null("sliding_window")) return;
-  int64_t window = r.positive_or("sliding_window", 4096);
+  int64_t window = r.size_or("sliding_window", ModelConfigLimits::kPositions, 4096);
   if (r.has("layer_types")) {
     const json& types = r.at("layer_types");
     LT_CHECK(types.is_array() && int64_t(types.size()) == cfg.num_layers,
@@ -299,6 +309,22 @@ void read_sliding_window(const FieldReader& r, const std::string& source, ModelC
   for (int64_t layer = first; layer < cfg.num_layers; ++layer) cfg.layer_window[size_t(layer)] = window;
 }
 
+// The parameter count in 128-bit arithmetic (the fields are bounded, but their products are not small), so
+// that an absurd combination is refused with its numbers rather than overflowing into a misleading size.
+void check_model_size(const ModelConfig& c, const std::string& source) {
+  using i128 = __int128;
+  const i128 D = c.hidden_size, V = c.vocab_size, F = c.intermediate_size, L = c.num_layers;
+  const i128 q = i128(c.num_heads) * c.head_dim, kv = i128(c.num_kv_heads) * c.head_dim;
+  const i128 per_layer = D * (q + 2 * kv) + q * D + 3 * D * F + 2 * D + q + 2 * kv + D + 2 * F + D;
+  const i128 total = V * D * (c.tie_word_embeddings ? 1 : 2) + L * per_layer + D;
+  LT_CHECK(
+      total <= ModelConfigLimits::kParams,
+      "{}: the model would have about {:.3g} parameters (vocab_size {}, hidden_size {}, intermediate_size "
+      "{}, num_hidden_layers {}, {} heads x head_dim {}), expected at most {:.3g}",
+      source, double(total), c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
+      c.head_dim, double(ModelConfigLimits::kParams));
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
@@ -306,7 +332,6 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
            std::string(json.type_name()));
   FieldReader r(json, source);
   ModelConfig cfg;
-  cfg.raw = json;
   read_architecture(r, source, cfg);
 
   LT_CHECK(
@@ -323,20 +348,21 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
            "it); set it to 0.0",
            source, json.at("attention_dropout").dump());
 
-  cfg.vocab_size = r.positive("vocab_size");
-  cfg.hidden_size = r.positive("hidden_size");
-  cfg.intermediate_size = r.positive("intermediate_size");
-  cfg.num_layers = r.positive("num_hidden_layers");
-  cfg.num_heads = r.positive("num_attention_heads");
+  using Limits = ModelConfigLimits;
+  cfg.vocab_size = r.size("vocab_size", Limits::kVocab);
+  cfg.hidden_size = r.size("hidden_size", Limits::kHidden);
+  cfg.intermediate_size = r.size("intermediate_size", Limits::kIntermediate);
+  cfg.num_layers = r.size("num_hidden_layers", Limits::kLayers);
+  cfg.num_heads = r.size("num_attention_heads", Limits::kHeads);
   int64_t default_kv = cfg.arch == Architecture::Mistral ? 8 : cfg.num_heads;
-  cfg.num_kv_heads = r.positive_or("num_key_value_heads", default_kv);
+  cfg.num_kv_heads = r.size_or("num_key_value_heads", Limits::kHeads, default_kv);
   LT_CHECK(
       cfg.num_heads % cfg.num_kv_heads == 0,
       "{}: field 'num_attention_heads' is {} and 'num_key_value_heads' is {}: the heads must be a multiple "
       "of the kv heads",
       source, cfg.num_heads, cfg.num_kv_heads);
   if (r.has("head_dim")) {
-    cfg.head_dim = r.positive("head_dim");
+    cfg.head_dim = r.size("head_dim", Limits::kHeadDim);
   } else {
     LT_CHECK(cfg.hidden_size % cfg.num_heads == 0,
              "{}: field 'hidden_size' is {}, not a multiple of 'num_attention_heads' ({}), and no 'head_dim' "
@@ -350,7 +376,7 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   int64_t default_max_pos = cfg.arch == Architecture::Llama   ? 2048
                             : cfg.arch == Architecture::Qwen2 ? 32768
                                                               : 4096 * 32;
-  cfg.max_position_embeddings = r.positive_or("max_position_embeddings", default_max_pos);
+  cfg.max_position_embeddings = r.size_or("max_position_embeddings", Limits::kPositions, default_max_pos);
   cfg.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   LT_CHECK(cfg.rms_norm_eps > 0, "{}: field 'rms_norm_eps' is {}, expected a positive number", source,
            json.at("rms_norm_eps").dump());
@@ -374,6 +400,12 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   read_sliding_window(r, source, cfg);
   read_token_ids(r, source, cfg);
   cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
+  cfg.legacy_torch_dtype = r.has("torch_dtype");
+  cfg.initializer_range = r.number_or("initializer_range", 0.02);
+  LT_CHECK(cfg.initializer_range >= 0, "{}: field 'initializer_range' is {}, expected a non-negative number",
+           source, cfg.initializer_range);
+  cfg.transformers_version = r.string_or("transformers_version", "");
+  check_model_size(cfg, source);
   return cfg;
 }
 
@@ -383,17 +415,15 @@ ModelConfig load_model_config(const std::string& path_or_dir) {
   fs::path path = path_or_dir;
   if (fs::is_directory(path, ec)) path /= "config.json";
   std::string name = path.string();
-  LT_CHECK(fs::is_regular_file(path, ec),
-           "{}: no such file (expected an HF config.json or a directory holding one)", name);
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "{}: cannot open for reading", name);
-  std::stringstream text;
-  text << in.rdbuf();
+  LT_CHECK(fs::exists(path, ec), "{}: no such file (expected an HF config.json or a directory holding one)",
+           name);
+  const std::string text = read_input_file(name, kMaxSmallJsonBytes, "config.json");
+  check_json_depth(text, name);
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text.str());
+    json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, e.what());
+    LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, json_error_detail(e));
   }
   return parse_model_config(json, name);
 }
