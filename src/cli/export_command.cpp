@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/arena.h"
+#include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/output_dir.h"
 #include "io/peft_adapter.h"
@@ -50,7 +51,11 @@ void run_export(const ExportOptions& o) {
                                    .inputs = {{"--base_model", o.base_model}, {"--adapter", o.adapter}},
                                    .overwrite = o.overwrite_output_dir};
   io::OutputDir::check(o.output_dir, claim);
-  const model::ModelConfig config = model::load_model_config(o.base_model);
+  // A 4-bit base (a quantization_config in its config.json) merges into its dequantized weights; the
+  // better merge is into the original 16-bit weights, which --base_model names when the user has them.
+  const std::optional<io::Bnb4Config> quant = io::read_bnb4_quantization(o.base_model);
+  const model::ModelConfig config =
+      quant ? io::load_bnb4_model_config(o.base_model) : model::load_model_config(o.base_model);
   const io::LoraAdapterConfig adapter = io::read_adapter_config(o.adapter);
   const std::vector<model::LoraSpec> specs = io::lora_specs(config, adapter);
   // The merge runs in float64 when the output is float64, else float32: one rounding to the saved dtype.
@@ -58,7 +63,10 @@ void run_export(const ExportOptions& o) {
   Arena arena("export", HostMemory::instance(),
               model::weights_bytes(config, compute) + model::lora_bytes(specs, compute));
   model::ModelWeights weights = model::allocate_weights(config, compute, arena);
-  io::load_hf_weights(o.base_model, config, weights);
+  if (quant)
+    io::load_bnb4_checkpoint(o.base_model, config, weights, /*dequantize=*/true);
+  else
+    io::load_hf_weights(o.base_model, config, weights);
   model::LoraWeights lora = model::allocate_lora(config, specs, compute, arena);
   io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
   model::merge_lora(config, weights, lora);
@@ -70,6 +78,14 @@ void run_export(const ExportOptions& o) {
       std::min_element(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.rank < b.rank; })->rank,
       std::max_element(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.rank < b.rank; })->rank,
       o.base_model, o.output_dir);
+  if (quant)
+    fmt::print(
+        "  merged into the DEQUANTIZED {} weights of the 4-bit base (code * absmax): the original 16-bit "
+        "weights were not given; --base_model their directory merges into those instead\n",
+        ops::quant4_type_name(quant->quant_type));
+  else
+    fmt::print("  merged into the {} weights of the base model\n",
+               config.dtype_name.empty() ? "stored" : config.dtype_name);
   for (const std::string& f : written) fmt::print("  {}\n", f);
 }
 
@@ -79,7 +95,9 @@ void register_export_command(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* cmd =
       app.add_subcommand("export", "merge a LoRA adapter into its base model as an HF checkpoint");
-  cmd->add_option("--base_model", options->base_model, "HF base model directory")->required();
+  cmd->add_option("--base_model", options->base_model,
+                  "HF base model directory (a bitsandbytes 4-bit one merges into its dequantized weights)")
+      ->required();
   cmd->add_option("--adapter", options->adapter, "PEFT LoRA adapter directory")->required();
   cmd->add_option("--output_dir", options->output_dir,
                   "where the merged checkpoint goes: a new or empty directory, or one leantune wrote")

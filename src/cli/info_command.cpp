@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "core/arena.h"
+#include "io/bnb4_checkpoint.h"
+#include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/decoder.h"
@@ -43,6 +45,7 @@ struct InfoOptions {
   std::string trainable_layers = "all";
   int64_t memory_limit = 0;            // bytes; > 0: refuse a plan over it, as training does
   bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
+  int64_t bits = 16;                   // 4: also the sizes of the bitsandbytes 4-bit model
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -140,8 +143,31 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
   model::check_plan_fits(plan, size_t(o.memory_limit));
 }
 
+// Sizes of the model with its projections in bitsandbytes 4-bit (NF4 and FP4 take the same bytes) and
+// everything else in `plain` (the checkpoint's dtype).
+void print_4bit_sizes(const model::ModelConfig& cfg, const std::optional<io::Bnb4Config>& stored,
+                      DType plain) {
+  fmt::print("\n4-bit (bitsandbytes, projections only; embeddings, norms{} stay {}):\n",
+             cfg.tie_word_embeddings ? "" : ", lm_head", io::torch_dtype_name(plain));
+  for (bool dq : {false, true}) {
+    io::Bnb4Config q = stored.value_or(io::Bnb4Config{});
+    q.double_quant = dq;
+    const bool this_one = stored && stored->double_quant == dq;
+    fmt::print("  {:<24} {:>12}{}\n", dq ? "with double quant" : "without double quant",
+               format_bytes(double(io::bnb4_model_bytes(cfg, q, plain))),
+               this_one ? "  (this checkpoint)" : "");
+  }
+}
+
 void run_info(const InfoOptions& o) {
-  model::ModelConfig cfg = model::load_model_config(o.model_dir);
+  LT_CHECK(o.bits == 16 || o.bits == 4, "info: --bits {}, expected 16 or 4", o.bits);
+  const std::optional<io::Bnb4Config> stored = io::read_bnb4_quantization(o.model_dir);
+  model::ModelConfig cfg =
+      stored ? io::load_bnb4_model_config(o.model_dir) : model::load_model_config(o.model_dir);
+  if (stored)
+    fmt::print("bitsandbytes 4-bit checkpoint: {}{}, compute dtype {}\n",
+               ops::quant4_type_name(stored->quant_type), stored->double_quant ? " with double quant" : "",
+               io::torch_dtype_name(stored->compute_dtype));
   fmt::print("{} ({}) from {}\n", cfg.architecture_name, cfg.model_type, o.model_dir);
   fmt::print("  layers {}, hidden {}, MLP {}, heads {} (kv heads {}, head dim {}), vocab {}\n",
              cfg.num_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads,
@@ -186,6 +212,8 @@ void run_info(const InfoOptions& o) {
     print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
                  model::estimate_training_memory(cfg, s));
   }
+  if (stored || o.bits == 4)
+    print_4bit_sizes(cfg, stored, io::dtype_from_torch_name(cfg.dtype_name).value_or(DType::BF16));
   if (o.plan) print_plan(o, cfg);
 }
 
@@ -233,6 +261,7 @@ void register_info_command(CLI::App& app) {
                   "with --plan and partial: all, first:N, last:N, 0-3");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
+  cmd->add_option("--bits", options->bits, "4: also the bitsandbytes 4-bit (NF4) model's size (16: default)");
   cmd->callback([options] { run_info(*options); });
 }
 

@@ -9,6 +9,7 @@
 #include "cli/export_command.h"
 #include "cli/generate_command.h"
 #include "cli/info_command.h"
+#include "cli/quantize_command.h"
 #include "cli/tokenize_command.h"
 #include "cli/train_command.h"
 #include "cli/verify_command.h"
@@ -25,6 +26,7 @@ int run_main(int argc, char** argv) {
   register_info_command(app);
   register_verify_command(app);
   register_export_command(app);
+  register_quantize_commands(app);
   add_tokenize_command(app);
   add_train_command(app);
   add_eval_command(app);

@@ -39,6 +39,17 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
                                             const model::ModelWeights& weights,
                                             const HfSaveOptions& options = {});
 
+// config.json for a checkpoint of `config` stored in `dtype` (its dtype / torch_dtype fields say so).
+nlohmann::json hf_config_json(const model::ModelConfig& config, DType dtype);
+
+// Writes `dir` (created or replaced) with `config_json` and `tensors` (host memory, any dtype, in this
+// order) in model.safetensors, or in shards of at most max_shard_bytes with model.safetensors.index.json.
+// Assembled in a temporary sibling directory and renamed into place. Returns the files written.
+struct NamedTensor;
+std::vector<std::string> write_hf_directory(const std::string& dir, const nlohmann::json& config_json,
+                                            const std::vector<NamedTensor>& tensors,
+                                            uint64_t max_shard_bytes);
+
 // "bfloat16" / "float16" / "float32" / "float64" <-> DType (nullopt for anything else).
 std::optional<DType> dtype_from_torch_name(const std::string& name);
 std::string torch_dtype_name(DType dtype);

@@ -73,12 +73,10 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
   LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F64,
            "saving {}: dtype {} cannot be stored in a checkpoint (f32, bf16, f16 or f64)", dir,
            dtype_name(dtype));
-  LT_CHECK(options.max_shard_bytes > 0, "saving {}: max shard size must be positive", dir);
 
-  // Converted copies of every tensor, grouped greedily into shards in the model's order.
+  // Converted copies of every tensor, in the model's order.
   std::vector<std::vector<char>> storage;
-  std::vector<Shard> shards(1);
-  uint64_t total_bytes = 0;
+  std::vector<NamedTensor> tensors;
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
   storage.reserve(specs.size());
   for (const model::WeightSpec& spec : specs) {
@@ -92,11 +90,28 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
     storage.emplace_back(t.bytes());
     t.data = storage.back().data();
     convert_elements(t.data, dtype, src.data, src.dtype, size_t(src.numel()));
-    if (!shards.back().tensors.empty() && shards.back().bytes + t.bytes() > options.max_shard_bytes)
+    tensors.push_back({spec.hf_name, t});
+  }
+  return write_hf_directory(dir, hf_config_json(config, dtype), tensors, options.max_shard_bytes);
+}
+
+nlohmann::json hf_config_json(const model::ModelConfig& config, DType dtype) {
+  return model::model_config_json(config, torch_dtype_name(dtype));
+}
+
+std::vector<std::string> write_hf_directory(const std::string& dir, const nlohmann::json& config_json,
+                                            const std::vector<NamedTensor>& tensors,
+                                            uint64_t max_shard_bytes) {
+  LT_CHECK(max_shard_bytes > 0, "saving {}: max shard size must be positive", dir);
+  // Greedy shards in the given order; a tensor larger than the limit gets a shard of its own.
+  std::vector<Shard> shards(1);
+  uint64_t total_bytes = 0;
+  for (const NamedTensor& t : tensors) {
+    if (!shards.back().tensors.empty() && shards.back().bytes + t.tensor.bytes() > max_shard_bytes)
       shards.emplace_back();
-    shards.back().tensors.push_back({spec.hf_name, t});
-    shards.back().bytes += t.bytes();
-    total_bytes += t.bytes();
+    shards.back().tensors.push_back(t);
+    shards.back().bytes += t.tensor.bytes();
+    total_bytes += t.tensor.bytes();
   }
 
   std::error_code ec;
@@ -107,8 +122,7 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
   const fs::path staging(out.path());
 
   std::vector<std::string> written{"config.json"};
-  const nlohmann::json cfg = model::model_config_json(config, torch_dtype_name(dtype));
-  write_text_file((staging / "config.json").string(), cfg.dump(2) + "\n");
+  write_text_file((staging / "config.json").string(), config_json.dump(2) + "\n");
 
   if (shards.size() == 1) {
     write_safetensors((staging / "model.safetensors").string(), shards[0].tensors);

@@ -26,8 +26,15 @@ bool is_model_file(const std::string& name) {
 std::vector<std::string> save_final_model(io::OutputDir& out, const std::string& base_model,
                                           const model::ModelConfig& model, const model::ModelWeights& weights,
                                           const io::HfSaveOptions& options) {
+  return save_final_model(out, base_model, [&](const std::string& staging) {
+    return io::save_hf_checkpoint(staging, model, weights, options);
+  });
+}
+
+std::vector<std::string> save_final_model(io::OutputDir& out, const std::string& base_model,
+                                          const ModelWriter& write_model) {
   const std::string staging = out.make_staging();
-  std::vector<std::string> written = io::save_hf_checkpoint(staging, model, weights, options);
+  std::vector<std::string> written = write_model(staging);
   for (const char* name : kCompanionFiles) {
     const fs::path from = fs::path(base_model) / name;
     std::error_code ec;

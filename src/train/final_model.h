@@ -2,6 +2,7 @@
 // the checkpoints, metrics and TensorBoard files that live there too.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,11 @@ namespace lt::train {
 std::vector<std::string> save_final_model(io::OutputDir& out, const std::string& base_model,
                                           const model::ModelConfig& model, const model::ModelWeights& weights,
                                           const io::HfSaveOptions& options);
+
+// The same with the model files written by `write_model(staging directory)`, which returns their names (a
+// 4-bit checkpoint: io::save_bnb4_checkpoint).
+using ModelWriter = std::function<std::vector<std::string>(const std::string& staging)>;
+std::vector<std::string> save_final_model(io::OutputDir& out, const std::string& base_model,
+                                          const ModelWriter& write_model);
 
 }  // namespace lt::train

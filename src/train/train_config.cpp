@@ -65,6 +65,8 @@ const std::vector<Field>& fields() {
       {"group_by_length", &C::group_by_length, "batch records of similar length together"},
       {"finetune", &C::finetune, "what is trained", names(model::kFinetuneNames)},
       {"adapter", &C::adapter, "adapter kind with finetune lora", names(kAdapterNames)},
+      {"bits", &C::bits, "base weights' bits: 16, or 4 (QLoRA over NF4 weights: not implemented yet)"},
+      {"load_in_4bit", &C::load_in_4bit, "transformers' spelling of bits: 4 (not implemented yet)"},
       {"init_adapter", &C::init_adapter, "PEFT adapter directory to start LoRA from"},
       {"use_rslora", &C::use_rslora, "scaling = alpha / sqrt(r)"},
       {"lora_rank_pattern", &C::lora_rank_pattern, "per-module rank overrides (PEFT rank_pattern)"},

@@ -33,6 +33,8 @@ struct TrainConfig {
   // What is trained.
   std::string finetune = "lora";  // lora | full | partial
   std::string adapter = "lora";   // lora | qlora (NF4 base weights), with finetune lora
+  int64_t bits = 16;              // base weights' bits: 16, or 4 (QLoRA; refused until the decoder takes NF4)
+  bool load_in_4bit = false;      // transformers' spelling of bits: 4
   std::string init_adapter;       // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
