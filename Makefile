@@ -3,13 +3,18 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
                 libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev
+                libbenchmark-dev openmpi-bin libopenmpi-dev
 
-.PHONY: deps configure-cpu build-cpu test test-asan cuda test-cuda demo format clean
+# `make fuzz` also needs clang and its libFuzzer runtime.
+FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev
+FUZZ_SECONDS ?= 20
+
+.PHONY: deps fuzz-deps configure-cpu build-cpu test test-exactness test-asan fuzz fuzz-corpus cuda test-cuda demo format clean
 
 # Installs the Debian packages the build needs, when they are missing and we are root.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+deps fuzz-deps:
+	@missing=$$(for p in $(if $(filter fuzz-deps,$@),$(DEB_PACKAGES) $(FUZZ_DEB_PACKAGES),$(DEB_PACKAGES)); do \
+	  dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing: $$missing"; \
@@ -25,23 +30,46 @@ build/cpu/build.ninja: | deps
 build-cpu: deps build/cpu/build.ninja
 	cmake --build build/cpu -j $(JOBS)
 
-# Every CPU test through ctest, then the file readers again under AddressSanitizer.
+# Every CPU test through ctest, the exactness properties again under each OpenBLAS kernel family and
+# thread count, then the file readers again under AddressSanitizer.
 test: build-cpu test-asan
 	cd build/cpu && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-exactness
+
+# The tests labelled exactness (tests/CMakeLists.txt) with OPENBLAS_CORETYPE unset, Prescott, Haswell and
+# SkylakeX, 1 and 2 threads: bit-for-bit claims must not depend on which kernels OpenBLAS picks.
+test-exactness: build-cpu
+	tools/test_exactness_matrix.sh build/cpu $(JOBS)
 
 test-asan: deps
 	@[ -f build/asan/build.ninja ] || cmake --preset asan
 	cmake --build build/asan -j $(JOBS) --target test_io
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -L io
 
+# libFuzzer harnesses of every file reader (safetensors, config.json, tokenizer files, dataset records,
+# adapter_config.json, trainer_state.json) under ASan + UBSan, each run FUZZ_SECONDS over the committed seed
+# corpus tests/fuzz/corpus (tools/make_fuzz_corpus.py); a finding fails the target and leaves its input in
+# build/fuzz/findings.
+fuzz: fuzz-deps
+	@[ -f build/fuzz/build.ninja ] || cmake --preset fuzz
+	cmake --build build/fuzz -j $(JOBS)
+	bash tests/fuzz/run_fuzzers.sh build/fuzz/bin tests/fuzz/corpus build/fuzz/findings $(FUZZ_SECONDS)
+
+# Rewrites the seed corpus (small valid files of every format, a few broken ones).
+fuzz-corpus:
+	python3 tools/make_fuzz_corpus.py tests/fuzz/corpus
+
 cuda: deps
 	@[ -f build/cuda/build.ninja ] || cmake --preset cuda
 	cmake --build build/cuda -j $(JOBS)
 
-# On a GPU machine: the CUDA parity tests against the CPU float64 reference.
+# On a GPU machine: the CUDA parity tests against the CPU float64 reference. tools/find_cudnn.sh points
+# LT_CUDNN_LIBRARY at the cuDNN of the machine's PyTorch wheel (unless set); without a cuDNN 9.16+ the
+# cuDNN tests check that attention falls back to leantune's kernels and says why.
 test-cuda: cuda
-	LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda
-	LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*'
+	source tools/find_cudnn.sh; echo "cuDNN: $${LT_CUDNN_LIBRARY:-libcudnn.so.9 from the library path}"; \
+	  LT_ATTENTION_KERNEL=tc ./build/cuda/bin/test_cuda && \
+	  LT_ATTENTION_KERNEL=auto ./build/cuda/bin/test_cuda --gtest_filter='CudaParity.Cudnn*'
 
 # The end-to-end demo: a small model and task of the project's own, trained from scratch (demo/demo.sh says
 # what each stage shows). With the CUDA toolkit and a visible GPU it builds the CUDA leantune and trains on

@@ -39,7 +39,7 @@ void run_eval(const EvalOptions& o) {
   const DType dtype = train::compute_dtype(o.precision);
   const Device device = train::run_device(o.device);
   train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed), device);
-  auto tokenizer = train::load_model_tokenizer(o.model, false);
+  auto tokenizer = train::load_model_tokenizer(o.model, false, model.config.vocab_size);
   train::TrainConfig c;
   c.cutoff_len = o.cutoff_len;
   c.prompt_template = o.prompt_template;
@@ -70,7 +70,8 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
   sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory applied to --model");
-  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")
+      ->capture_default_str();
   sub->add_option("--device", o->device, "cpu")->capture_default_str();
   sub->add_option("--micro_batch_size", o->micro_batch_size, "rows per forward")->capture_default_str();
   sub->add_option("--cutoff_len", o->cutoff_len, "tokens per example")->capture_default_str();

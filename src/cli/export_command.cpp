@@ -7,11 +7,13 @@
 
 #include "core/arena.h"
 #include "io/hf_checkpoint.h"
+#include "io/output_dir.h"
 #include "io/peft_adapter.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/lora_merge.h"
 #include "model/weights.h"
+#include "train/final_model.h"
 
 namespace lt::cli {
 namespace {
@@ -24,12 +26,8 @@ struct ExportOptions {
   bool merge = false;
   std::string dtype;  // "" = config.json's dtype
   double max_shard_gb = 5.0;
+  bool overwrite_output_dir = false;
 };
-
-// Files of the base model directory that belong beside the weights (tokenizer, generation defaults).
-constexpr const char* kCompanionFiles[] = {
-    "tokenizer.json", "tokenizer_config.json",  "special_tokens_map.json", "tokenizer.model", "vocab.json",
-    "merges.txt",     "generation_config.json", "chat_template.jinja"};
 
 void run_export(const ExportOptions& o) {
   LT_CHECK(
@@ -38,9 +36,6 @@ void run_export(const ExportOptions& o) {
       "directory itself is already what PEFT loads)");
   LT_CHECK(fs::is_directory(o.base_model), "export: --base_model '{}' is not a directory", o.base_model);
   LT_CHECK(fs::is_directory(o.adapter), "export: --adapter '{}' is not a directory", o.adapter);
-  LT_CHECK(fs::weakly_canonical(o.output_dir) != fs::weakly_canonical(o.base_model) &&
-               fs::weakly_canonical(o.output_dir) != fs::weakly_canonical(o.adapter),
-           "export: --output_dir '{}' would replace an input directory", o.output_dir);
   io::HfSaveOptions save;
   if (!o.dtype.empty()) {
     save.dtype = io::dtype_from_torch_name(o.dtype);
@@ -50,6 +45,11 @@ void run_export(const ExportOptions& o) {
   LT_CHECK(o.max_shard_gb > 0, "export: --max_shard_gb {}, expected a positive size", o.max_shard_gb);
   save.max_shard_bytes = uint64_t(o.max_shard_gb * 1e9);
 
+  // Checked before the merge (a refused directory costs no work), claimed when there is something to write.
+  const io::OutputDirOptions claim{.who = "export: --output_dir",
+                                   .inputs = {{"--base_model", o.base_model}, {"--adapter", o.adapter}},
+                                   .overwrite = o.overwrite_output_dir};
+  io::OutputDir::check(o.output_dir, claim);
   const model::ModelConfig config = model::load_model_config(o.base_model);
   const io::LoraAdapterConfig adapter = io::read_adapter_config(o.adapter);
   const std::vector<model::LoraSpec> specs = io::lora_specs(config, adapter);
@@ -63,15 +63,8 @@ void run_export(const ExportOptions& o) {
   io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
   model::merge_lora(config, weights, lora);
 
-  std::vector<std::string> written = io::save_hf_checkpoint(o.output_dir, config, weights, save);
-  for (const char* name : kCompanionFiles) {
-    const fs::path from = fs::path(o.base_model) / name;
-    if (!fs::exists(from)) continue;
-    std::error_code ec;
-    fs::copy_file(from, fs::path(o.output_dir) / name, fs::copy_options::overwrite_existing, ec);
-    LT_CHECK(!ec, "export: cannot copy {} to {}: {}", from.string(), o.output_dir, ec.message());
-    written.push_back(name);
-  }
+  io::OutputDir out(o.output_dir, claim);
+  const std::vector<std::string> written = train::save_final_model(out, o.base_model, config, weights, save);
   fmt::print(
       "merged {} LoRA adapters (r {}..{}) into {} -> {}\n", specs.size(),
       std::min_element(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.rank < b.rank; })->rank,
@@ -88,8 +81,12 @@ void register_export_command(CLI::App& app) {
       app.add_subcommand("export", "merge a LoRA adapter into its base model as an HF checkpoint");
   cmd->add_option("--base_model", options->base_model, "HF base model directory")->required();
   cmd->add_option("--adapter", options->adapter, "PEFT LoRA adapter directory")->required();
-  cmd->add_option("--output_dir", options->output_dir, "where the merged checkpoint goes (replaced)")
+  cmd->add_option("--output_dir", options->output_dir,
+                  "where the merged checkpoint goes: a new or empty directory, or one leantune wrote")
       ->required();
+  cmd->add_flag("--overwrite_output_dir", options->overwrite_output_dir,
+                "also write into a directory holding other files (same-named files are replaced; nothing "
+                "else is deleted)");
   cmd->add_flag("--merge", options->merge, "fold the adapter into the base weights (W += scaling * B @ A)");
   cmd->add_option("--dtype", options->dtype,
                   "saved dtype: bfloat16, float16, float32, float64 (default: config.json's)");

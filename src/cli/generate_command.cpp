@@ -69,7 +69,8 @@ void run_generate(const GenerateOptions& o) {
     model::merge_lora(model.config, model.weights, adapter.weights);
   }
   if (device != Device::CPU) model = train::to_device(std::move(model), dtype, device);
-  std::unique_ptr<data::Tokenizer> tokenizer = train::load_model_tokenizer(o.model, !o.prompt.empty());
+  std::unique_ptr<data::Tokenizer> tokenizer =
+      train::load_model_tokenizer(o.model, !o.prompt.empty(), model.config.vocab_size);
   std::vector<int32_t> prompt;
   if (!o.ids.empty()) {
     prompt = parse_ids(o.ids, model.config.vocab_size);
@@ -118,7 +119,8 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
   sub->add_option("--top_p", o->top_p, "nucleus sampling mass")->capture_default_str();
   sub->add_option("--seed", o->seed, "sampling seed (and --random_init's)")->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")
+      ->capture_default_str();
   sub->add_option("--device", o->device, "cpu")->capture_default_str();
   sub->add_flag("--random_init", o->random_init, "random weights from config.json (tests)");
   sub->add_flag("--json", o->json, "print {prompt_ids, ids, text} as JSON");

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 #include "data/tokenizer.h"
 
 namespace lt::cli {
@@ -24,11 +26,12 @@ struct TokenizeOptions {
 // One input line to one output line; errors name the input and line.
 std::string process_line(const data::Tokenizer& tok, const TokenizeOptions& opt, const std::string& line,
                          const std::string& where) {
+  check_json_depth(line, where);
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    LT_FAIL("{}: not valid JSON: {}", where, e.what());
+    LT_FAIL("{}: not valid JSON: {}", where, json_error_detail(e));
   }
   if (!opt.decode) {
     LT_CHECK(value.is_string(), "{}: expected a JSON string, found {}", where, value.type_name());
@@ -61,6 +64,7 @@ void run_tokenize(const TokenizeOptions& opt) {
   std::istream* in = &std::cin;
   std::string name = opt.input == "-" ? std::string("<stdin>") : opt.input;
   if (opt.input != "-") {
+    require_regular_file(opt.input);
     file.open(opt.input, std::ios::binary);
     LT_CHECK(file.good(), "tokenize: cannot open input '{}'", opt.input);
     in = &file;

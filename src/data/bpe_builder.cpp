@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "data/gpt2_bytes.h"
+#include "data/tokenizer_loaders.h"
 
 namespace lt::data {
 
@@ -17,6 +18,7 @@ void build_bpe_model(const nlohmann::json& vocab, const std::vector<MergeEntry>&
     LT_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() < (1 << 24),
              "{}: vocabulary entry '{}' has id {}, expected an integer in [0, 2^24)", vocab_origin, token,
              value.dump());
+    check_token_length(token, vocab_origin, "vocabulary token");
     auto id = value.get<int32_t>();
     ids[token] = id;
     if (size_t(id) >= spec.id_to_token.size()) spec.id_to_token.resize(size_t(id) + 1);
@@ -40,6 +42,20 @@ void build_bpe_model(const nlohmann::json& vocab, const std::vector<MergeEntry>&
     int32_t right = lookup(m.right, m, "right part");
     int32_t merged = lookup(m.left + m.right, m, "the merged token");
     model.add_merge(left, right, {int32_t(rank), merged});
+  }
+}
+
+void SplitMergeDeriver::add(std::string_view token, BpeMerge merge) {
+  for (size_t split = 1; split < token.size(); ++split) {
+    spent_ += token.size();  // the two lookups hash at most the whole token
+    LT_CHECK(spent_ <= kBudgetBytes,
+             "{}: its tokens are too long to derive merges from (token '{}...' of {} bytes); expected a "
+             "vocabulary of ordinary tokens",
+             origin_, token.substr(0, 32), token.size());
+    auto left = model_.find(token.substr(0, split));
+    if (!left) continue;
+    auto right = model_.find(token.substr(split));
+    if (right) model_.add_merge(*left, *right, merge);
   }
 }
 

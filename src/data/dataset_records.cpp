@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
+#include <cstdio>
+#include <memory>
 
+#include "core/arena.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 
 namespace lt::data {
 
@@ -32,6 +35,11 @@ bool is_jsonl_path(const std::string& path) {
 
 namespace {
 
+// One record of a JSONL file: longer ones are bad records, skipped without being held.
+constexpr uint64_t kMaxRecordBytes = uint64_t(16) << 20;
+// A .json dataset is parsed whole: its size is bounded instead.
+constexpr uint64_t kMaxJsonDatasetBytes = uint64_t(4) << 30;
+
 void visit_checked(const std::string& where, const nlohmann::json& record, BadRecords& bad,
                    const std::function<void(const std::string&, const nlohmann::json&)>& visit) {
   try {
@@ -40,7 +48,7 @@ void visit_checked(const std::string& where, const nlohmann::json& record, BadRe
     bad.report(where, e.what());
   } catch (const nlohmann::json::exception& e) {
     // A converter's json access that slipped past its own checks still names the record.
-    bad.report(where, fmt::format("bad value ({})", e.what()));
+    bad.report(where, fmt::format("bad value ({})", json_error_detail(e)));
   }
 }
 
@@ -66,14 +74,25 @@ int64_t line_of(const std::string& text, size_t byte) {
 void for_each_json_record(
     const std::string& path, BadRecords& bad,
     const std::function<void(const std::string& where, const nlohmann::json& record)>& visit) {
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "dataset {}: cannot open for reading", path);
   if (is_jsonl_path(path)) {
+    std::unique_ptr<std::FILE, decltype(&std::fclose)> in(open_input_stream(path), &std::fclose);
+    BoundedLineReader reader(in.get(), kMaxRecordBytes);
     std::string line;
-    for (int64_t number = 1; std::getline(in, line); ++number) {
+    for (int64_t number = 1; reader.next(line); ++number) {
+      std::string where = fmt::format("{}:{}", path, number);
+      if (reader.too_long()) {
+        bad.report(where,
+                   fmt::format("the record is {} long, longer than the {} leantune reads",
+                               format_bytes(double(reader.length())), format_bytes(double(kMaxRecordBytes))));
+        continue;
+      }
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      std::string where = fmt::format("{}:{}", path, number);
+      if (auto at = json_too_deep_at(line)) {
+        bad.report(where,
+                   fmt::format("JSON nested deeper than {} levels at column {}", kMaxJsonDepth, *at + 1));
+        continue;
+      }
       nlohmann::json record;
       try {
         record = nlohmann::json::parse(line);
@@ -83,11 +102,14 @@ void for_each_json_record(
       }
       visit_checked(where, record, bad, visit);
     }
+    LT_CHECK(!std::ferror(in.get()), "dataset {}: read error", path);
     return;
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  const std::string text = read_input_file(path, kMaxJsonDatasetBytes, "dataset");
+  if (auto at = json_too_deep_at(text)) {
+    LT_FAIL("dataset {}:{}: JSON nested deeper than {} levels; expected an array of flat records", path,
+            line_of(text, *at + 1), kMaxJsonDepth);
+  }
   nlohmann::json all;
   try {
     all = nlohmann::json::parse(text);

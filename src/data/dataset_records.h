@@ -3,7 +3,8 @@
 // A JSONL file is one JSON value per line (blank lines are ignored); a record is located as "file:line"
 // (1-based). A .json file is one JSON array; a record is located as "file record i" (0-based, as ds[i] in
 // Python). A line that is not valid JSON is a bad record; a .json file that is not valid JSON or not an
-// array is an error for the whole file (it has no records to skip to).
+// array is an error for the whole file (it has no records to skip to). A JSONL line longer than 16 MiB or
+// nested deeper than 64 levels is a bad record too, read past without being held.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace lt::data {
 
@@ -54,11 +55,11 @@ std::vector<Example> chunk_document(const std::vector<int32_t>& ids, int64_t cut
   return chunks;
 }
 
+// A text dataset is tokenized whole; larger corpora belong in pre-tokenized form.
+constexpr uint64_t kMaxTextDatasetBytes = uint64_t(4) << 30;
+
 Dataset load_text(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "dataset {}: cannot open for reading", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  std::stringstream buffer(read_input_file(path, kMaxTextDatasetBytes, "dataset"));
   Dataset dataset;
   dataset.source = path;
   std::optional<int32_t> bos = tokenizer.adds_bos() ? tokenizer.bos_id() : std::nullopt;

@@ -14,11 +14,7 @@ namespace fs = std::filesystem;
 constexpr size_t kQwen2BaseVocab = 151643;
 
 nlohmann::json parse_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_tokenizer_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    LT_FAIL("{}: not valid JSON: {}", path, e.what());
-  }
+  return read_tokenizer_json(path, "tokenizer file");
 }
 
 std::vector<MergeEntry> read_merges(const std::string& path) {
@@ -38,6 +34,8 @@ std::vector<MergeEntry> read_merges(const std::string& path) {
                  line.find(' ', space + 1) == std::string_view::npos,
              "merges file {}:{}: expected two tokens separated by one space, found '{}'", path, line_no,
              line);
+    check_token_length(line.substr(0, space), fmt::format("merges file {}:{}", path, line_no), "left part");
+    check_token_length(line.substr(space + 1), fmt::format("merges file {}:{}", path, line_no), "right part");
     merges.push_back({std::string(line.substr(0, space)), std::string(line.substr(space + 1)), line_no});
   }
   return merges;
@@ -55,12 +53,12 @@ bool is_qwen(const std::string& vocab_path, const nlohmann::json& vocab) {
   return vocab.size() == kQwen2BaseVocab;
 }
 
-std::optional<int32_t> config_eos(const std::string& vocab_path) {
+std::optional<int64_t> config_eos(const std::string& vocab_path) {
   fs::path config = fs::path(vocab_path).parent_path() / "config.json";
   if (!fs::exists(config)) return std::nullopt;
   nlohmann::json j = parse_json(config.string());
   if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer())
-    return j["eos_token_id"].get<int32_t>();
+    return j["eos_token_id"].get<int64_t>();
   return std::nullopt;
 }
 
@@ -82,15 +80,16 @@ std::unique_ptr<Tokenizer> load_gpt2_files(const std::string& vocab_path, const 
     spec.id_to_token.resize(spec.id_to_token.size() + 3);
     for (int i = 0; i < 3; ++i) spec.added.push_back({names[i], base + i, true});
     spec.pad = base;
-    spec.eos = config_eos(vocab_path).value_or(base);
-    LT_CHECK(*spec.eos >= 0 && *spec.eos < int32_t(spec.id_to_token.size()),
-             "{}: config.json eos_token_id {} is outside the vocabulary of {}", vocab_path, *spec.eos,
+    const int64_t eos = config_eos(vocab_path).value_or(base);
+    LT_CHECK(eos >= 0 && eos < int64_t(spec.id_to_token.size()),
+             "{}: config.json eos_token_id {} is outside the vocabulary of {}", vocab_path, eos,
              spec.id_to_token.size());
+    spec.eos = int32_t(eos);
   } else {
     spec.pre_tokenizers.push_back({.kind = PreTokenizerStep::Kind::kByteLevel,
                                    .regex = std::make_shared<SplitRegex>(kGpt2SplitPattern, vocab_path)});
     if (vocab.contains("<|endoftext|>")) {
-      auto id = vocab["<|endoftext|>"].get<int32_t>();
+      auto id = vocab["<|endoftext|>"].get<int32_t>();  // checked by build_bpe_model
       spec.added.push_back({"<|endoftext|>", id, true});
       spec.bos = spec.eos = id;
     }

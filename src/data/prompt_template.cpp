@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace lt::data {
 namespace {
@@ -161,14 +162,7 @@ TemplateKind detect_template(const std::string& model_dir_or_file) {
   fs::path path = model_dir_or_file;
   if (fs::is_directory(path)) path /= "tokenizer_config.json";
   if (!fs::exists(path)) return TemplateKind::alpaca;
-  std::ifstream in(path);
-  LT_CHECK(in.good(), "{}: cannot open for reading", path.string());
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("{}: invalid JSON ({})", path.string(), e.what());
-  }
+  const nlohmann::json config = read_json(path.string(), kMaxTokenizerJsonBytes);
   LT_CHECK(config.is_object(), "{}: expected a JSON object, found {}", path.string(), config.type_name());
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) return TemplateKind::alpaca;

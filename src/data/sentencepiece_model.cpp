@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "data/bpe_builder.h"
 #include "data/tokenizer_loaders.h"
 #include "data/tokenizer_pipeline.h"
 
@@ -259,6 +260,7 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
   std::vector<float> scores;
   for (size_t id = 0; id < n; ++id) {
     const Piece& p = m.pieces[id];
+    check_token_length(p.text, "SentencePiece model " + path, "piece");
     spec.id_to_token[id] = p.text;
     switch (p.type) {
       case kNormal:
@@ -295,18 +297,14 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
     }
   }
   std::sort(scores.begin(), scores.end(), std::greater<>());
+  SplitMergeDeriver deriver(model, "SentencePiece model " + path);
   scores.erase(std::unique(scores.begin(), scores.end()), scores.end());
   for (size_t id = 0; id < n; ++id) {
     const Piece& p = m.pieces[id];
     if (p.type != kNormal) continue;
     int32_t rank =
         int32_t(std::lower_bound(scores.begin(), scores.end(), p.score, std::greater<>()) - scores.begin());
-    for (size_t split = 1; split < p.text.size(); ++split) {
-      auto left = model.find(std::string_view(p.text).substr(0, split));
-      if (!left) continue;
-      auto right = model.find(std::string_view(p.text).substr(split));
-      if (right) model.add_merge(*left, *right, {rank, int32_t(id)});
-    }
+    deriver.add(p.text, {rank, int32_t(id)});
   }
   auto valid_id = [&](int id) -> std::optional<int32_t> {
     if (id >= 0 && size_t(id) < n) return int32_t(id);

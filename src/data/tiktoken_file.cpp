@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "data/bpe_builder.h"
 #include "data/gpt2_bytes.h"
 #include "data/pretokenize.h"
 #include "data/tokenizer_loaders.h"
@@ -98,6 +99,7 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
     auto bytes = decode_base64(line.substr(0, space));
     LT_CHECK(bytes.has_value(), "tiktoken file {}:{}: '{}' is not valid base64", path, line_no,
              line.substr(0, std::min<size_t>(space, 80)));
+    check_token_length(*bytes, fmt::format("tiktoken file {}:{}", path, line_no), "token");
     std::string_view rank_text = line.substr(space + 1);
     int64_t rank = -1;
     auto [ptr, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
@@ -120,14 +122,9 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
     LT_CHECK(model.find(std::string(1, char(b))).has_value(),
              "tiktoken file {}: byte 0x{:02X} has no rank; every single byte needs one", path, b);
   }
+  SplitMergeDeriver deriver(model, "tiktoken file " + path);
   for (size_t rank = 0; rank < tokens.size(); ++rank) {
-    std::string_view token = tokens[rank];
-    for (size_t split = 1; split < token.size(); ++split) {
-      auto left = model.find(token.substr(0, split));
-      if (!left) continue;
-      auto right = model.find(token.substr(split));
-      if (right) model.add_merge(*left, *right, {int32_t(rank), int32_t(rank)});
-    }
+    deriver.add(tokens[rank], {int32_t(rank), int32_t(rank)});
   }
   model.set_ignore_merges(true);
 

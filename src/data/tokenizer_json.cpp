@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json_read.h"
 #include "data/bpe_builder.h"
 #include "data/tokenizer_loaders.h"
 
@@ -18,6 +19,19 @@ struct Reader {
   const json& field(const json& j, const char* key, const char* where) const {
     LT_CHECK(j.is_object() && j.contains(key), "tokenizer.json {}: {} has no '{}'", path, where, key);
     return j[key];
+  }
+  // A string field (`key` of `j`, in `where`), refused naming both when it is not a string.
+  std::string string(const json& j, const char* key, const char* where) const {
+    const json& v = field(j, key, where);
+    LT_CHECK(v.is_string(), "tokenizer.json {}: {} field '{}' is {}, expected a string", path, where, key,
+             v.dump());
+    return v.get<std::string>();
+  }
+  // A token id (`key` of `j`): an integer in [0, vocab) — nlohmann would wrap 2^40 into int32 silently.
+  int32_t token_id(const json& v, const char* where, int64_t vocab) const {
+    LT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab,
+             "tokenizer.json {}: {} has id {}, expected a token id in [0, {})", path, where, v.dump(), vocab);
+    return int32_t(v.get<int64_t>());
   }
   std::string type_of(const json& j, const char* where) const {
     LT_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
@@ -36,14 +50,10 @@ struct Reader {
   // A Split/Replace pattern: {"String": s} or {"Regex": r}; returns a PCRE2 pattern.
   std::string pattern(const json& j, const char* where, bool* is_regex) const {
     const json& p = field(j, "pattern", where);
-    if (p.contains("Regex")) {
-      *is_regex = true;
-      return p["Regex"].get<std::string>();
-    }
-    LT_CHECK(p.contains("String"), "tokenizer.json {}: {} pattern {} is neither String nor Regex", path,
-             where, p.dump());
-    *is_regex = false;
-    return p["String"].get<std::string>();
+    LT_CHECK(p.is_object() && (p.contains("Regex") || p.contains("String")),
+             "tokenizer.json {}: {} pattern {} is neither String nor Regex", path, where, p.dump());
+    *is_regex = p.contains("Regex");
+    return string(p, *is_regex ? "Regex" : "String", where);
   }
 
   void normalizer(const json& j, PipelineSpec& spec) const {
@@ -54,17 +64,16 @@ struct Reader {
     } else if (type == "NFC") {
       spec.normalizers.push_back({.kind = NormalizerStep::Kind::kNfc});
     } else if (type == "Prepend") {
-      spec.normalizers.push_back({.kind = NormalizerStep::Kind::kPrepend,
-                                  .text = field(j, "prepend", "Prepend normalizer").get<std::string>()});
+      spec.normalizers.push_back(
+          {.kind = NormalizerStep::Kind::kPrepend, .text = string(j, "prepend", "Prepend normalizer")});
     } else if (type == "Replace") {
       bool is_regex = false;
       std::string from = pattern(j, "Replace normalizer", &is_regex);
       LT_CHECK(!is_regex, "tokenizer.json {}: Replace normalizer with a Regex pattern is not supported",
                path);
-      spec.normalizers.push_back(
-          {.kind = NormalizerStep::Kind::kReplace,
-           .text = from,
-           .replacement = field(j, "content", "Replace normalizer").get<std::string>()});
+      spec.normalizers.push_back({.kind = NormalizerStep::Kind::kReplace,
+                                  .text = from,
+                                  .replacement = string(j, "content", "Replace normalizer")});
     } else {
       LT_FAIL(
           "tokenizer.json {}: normalizer type '{}' is not supported (supported: NFC, Prepend, Replace, "
@@ -139,7 +148,7 @@ struct Reader {
       LT_CHECK(!is_regex, "tokenizer.json {}: Replace decoder with a Regex pattern is not supported", path);
       spec.decoders.push_back({.kind = DecoderStep::Kind::kReplace,
                                .pattern = from,
-                               .content = field(j, "content", "Replace decoder").get<std::string>()});
+                               .content = string(j, "content", "Replace decoder")});
     } else if (type == "ByteFallback") {
       spec.decoders.push_back({.kind = DecoderStep::Kind::kByteFallback});
     } else if (type == "Fuse") {
@@ -164,12 +173,15 @@ struct Reader {
   }
 
   // TemplateProcessing's single template: special tokens before "A" are added in front, after it at the end.
-  void post_processor(const json& j, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) const {
+  // Every id is checked against `vocab` (the model's and the added tokens'): an id outside it would be
+  // emitted by every encode.
+  void post_processor(const json& j, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix,
+                      int64_t vocab) const {
     if (j.is_null()) return;
     std::string type = type_of(j, "post_processor");
     if (type == "Sequence") {
       for (const json& p : field(j, "processors", "post_processor Sequence"))
-        post_processor(p, prefix, suffix);
+        post_processor(p, prefix, suffix, vocab);
     } else if (type == "ByteLevel") {
       return;  // offsets only
     } else if (type == "TemplateProcessing") {
@@ -180,17 +192,19 @@ struct Reader {
           after = true;
           continue;
         }
-        LT_CHECK(item.contains("SpecialToken"),
+        LT_CHECK(item.is_object() && item.contains("SpecialToken"),
                  "tokenizer.json {}: TemplateProcessing item {} is not understood", path, item.dump());
-        std::string name =
-            field(item["SpecialToken"], "id", "TemplateProcessing SpecialToken").get<std::string>();
-        LT_CHECK(specials.contains(name),
+        std::string name = string(item["SpecialToken"], "id", "TemplateProcessing SpecialToken");
+        LT_CHECK(specials.is_object() && specials.contains(name),
                  "tokenizer.json {}: TemplateProcessing uses '{}', which is not in its "
                  "special_tokens",
                  path, name);
-        for (const json& id : field(specials[name], "ids", "TemplateProcessing special token")) {
-          (after ? suffix : prefix).push_back(id.get<int32_t>());
-        }
+        const json& ids = field(specials[name], "ids", "TemplateProcessing special token");
+        LT_CHECK(ids.is_array(),
+                 "tokenizer.json {}: TemplateProcessing special token '{}' has ids {}, expected a list", path,
+                 name, ids.dump());
+        const std::string where = "TemplateProcessing special token '" + name + "'";
+        for (const json& id : ids) (after ? suffix : prefix).push_back(token_id(id, where.c_str(), vocab));
       }
     } else {
       LT_FAIL(
@@ -208,6 +222,9 @@ struct Reader {
     for (const json& m : model["merges"]) {
       if (m.is_string()) {
         std::string s = m.get<std::string>();
+        LT_CHECK(s.size() <= 2 * kMaxTokenBytes + 1,
+                 "tokenizer.json {}: merge {} is {} bytes long, expected at most {}", path, index, s.size(),
+                 2 * kMaxTokenBytes + 1);
         size_t space = s.find(' ');
         LT_CHECK(space != std::string::npos && s.find(' ', space + 1) == std::string::npos,
                  "tokenizer.json {}: merge {} is '{}', expected two tokens separated by one space", path,
@@ -237,16 +254,15 @@ std::optional<std::string> config_token(const json& config, const char* key) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(read_tokenizer_file(path));
-  } catch (const json::exception& e) {
-    LT_FAIL("tokenizer.json {}: not valid JSON: {}", path, e.what());
-  }
+namespace {
+
+std::unique_ptr<Tokenizer> load_tokenizer_json_checked(const std::string& path) {
+  const json j = read_tokenizer_json(path);
   Reader r{path};
   const json& model = r.field(j, "model", "the file");
-  std::string model_type = model.contains("type") ? model["type"].get<std::string>() : std::string("BPE");
+  LT_CHECK(model.is_object(), "tokenizer.json {}: 'model' is {}, expected an object", path,
+           model.dump().substr(0, 200));
+  std::string model_type = model.contains("type") ? r.string(model, "type", "the model") : std::string("BPE");
   LT_CHECK(model_type == "BPE",
            "tokenizer.json {}: model type '{}' is not supported; leantune reads BPE "
            "tokenizers (Llama, Qwen, Mistral, GPT-2)",
@@ -271,15 +287,19 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   BpeModel& bpe = *spec.model;
   bpe.set_ignore_merges(r.get_or<bool>(model, "ignore_merges", false));
 
-  for (const json& t : j.value("added_tokens", json::array())) {
-    std::string content = r.field(t, "content", "added token").get<std::string>();
-    auto id = r.field(t, "id", "added token").get<int32_t>();
+  const json added_tokens = j.value("added_tokens", json::array());
+  LT_CHECK(added_tokens.is_array(), "tokenizer.json {}: 'added_tokens' is {}, expected a list", path,
+           added_tokens.type_name());
+  for (const json& t : added_tokens) {
+    std::string content = r.string(t, "content", "added token");
+    check_token_length(content, path, "added token");
+    const std::string where = "added token '" + content.substr(0, 64) + "'";
+    const int32_t id = r.token_id(r.field(t, "id", "added token"), where.c_str(), kMaxVocabulary);
     LT_CHECK(
         !r.get_or<bool>(t, "lstrip", false) && !r.get_or<bool>(t, "rstrip", false) &&
             !r.get_or<bool>(t, "single_word", false),
         "tokenizer.json {}: added token '{}' uses lstrip/rstrip/single_word, which leantune does not support",
         path, content);
-    LT_CHECK(id >= 0 && id < (1 << 24), "tokenizer.json {}: added token '{}' has id {}", path, content, id);
     if (size_t(id) >= spec.id_to_token.size()) spec.id_to_token.resize(size_t(id) + 1);
     spec.added.push_back({content, id, r.get_or<bool>(t, "special", false)});
   }
@@ -303,7 +323,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   bpe.set_unk(spec.unk, r.get_or<bool>(model, "fuse_unk", false));
 
   std::vector<int32_t> prefix, suffix;
-  r.post_processor(j.value("post_processor", json()), prefix, suffix);
+  r.post_processor(j.value("post_processor", json()), prefix, suffix, int64_t(spec.id_to_token.size()));
   LT_CHECK(prefix.size() <= 1 && suffix.size() <= 1,
            "tokenizer.json {}: the post_processor adds {} tokens in front "
            "and {} at the end; leantune supports at most one BOS and one EOS",
@@ -314,13 +334,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   // BOS/EOS/PAD names: tokenizer_config.json next to the file, else the usual names.
   json config;
   fs::path config_path = fs::path(path).parent_path() / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    try {
-      config = json::parse(read_tokenizer_file(config_path.string()));
-    } catch (const json::exception& e) {
-      LT_FAIL("{}: not valid JSON: {}", config_path.string(), e.what());
-    }
-  }
+  if (fs::exists(config_path)) config = read_json(config_path.string(), kMaxTokenizerJsonBytes);
   auto pick = [&](const char* key, std::initializer_list<const char*> fallbacks) -> std::optional<int32_t> {
     if (auto name = config_token(config, key)) return find_id(*name);
     for (const char* name : fallbacks) {
@@ -332,6 +346,17 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   if (!spec.adds_eos) spec.eos = pick("eos_token", {"<|end_of_text|>", "</s>", "<|endoftext|>"});
   spec.pad = pick("pad_token", {"<|finetune_right_pad_id|>", "<pad>", "<|endoftext|>"});
   return std::make_unique<PipelineTokenizer>(std::move(spec));
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
+  try {
+    return load_tokenizer_json_checked(path);
+  } catch (const nlohmann::json::exception& e) {
+    // An access the checks above do not cover still names the file, never nlohmann's bare text.
+    LT_FAIL("tokenizer.json {}: a field has an unexpected type or value: {}", path, json_error_detail(e));
+  }
 }
 
 }  // namespace lt::data

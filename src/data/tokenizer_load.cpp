@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 #include "data/tokenizer_loaders.h"
 
 namespace lt::data {
@@ -39,12 +41,22 @@ std::unique_ptr<Tokenizer> load_model_file(const std::string& path) {
 }  // namespace
 
 std::string read_tokenizer_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "tokenizer: cannot open '{}'", path);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  LT_CHECK(!in.bad(), "tokenizer: error while reading '{}'", path);
-  return std::move(buffer).str();
+  return read_input_file(path, kMaxTokenizerFileBytes, "tokenizer file");
+}
+
+nlohmann::json read_tokenizer_json(const std::string& path, const char* what) {
+  const std::string text = read_tokenizer_file(path);
+  check_json_depth(text, fmt::format("{} {}", what, path));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    LT_FAIL("{} {}: not valid JSON at byte {}: {}", what, path, e.byte, json_error_detail(e));
+  }
+}
+
+void check_token_length(std::string_view token, const std::string& path, const char* what) {
+  LT_CHECK(token.size() <= kMaxTokenBytes, "{}: {} '{}...' is {} bytes long, expected at most {}", path, what,
+           token.substr(0, 32), token.size(), kMaxTokenBytes);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& file_or_dir) {

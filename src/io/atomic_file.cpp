@@ -11,15 +11,13 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/output_dir.h"
 
 namespace lt::io {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// A suffix unlikely to collide between processes and threads; O_EXCL / mkdir settle real collisions.
-std::string unique_suffix() {
+std::string unique_name_suffix() {
   static std::atomic<uint64_t> counter{0};
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
@@ -27,6 +25,8 @@ std::string unique_suffix() {
                  (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
   return fmt::format("{:06x}", mix & 0xffffffull);
 }
+
+namespace {
 
 std::string parent_of(const std::string& path) {
   std::string parent = fs::path(path).parent_path().string();
@@ -49,8 +49,9 @@ void fsync_directory(const std::string& dir) {
 }
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  refuse_symlink(path_, "writing");
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-    temp_path_ = path_ + ".tmp-" + unique_suffix();
+    temp_path_ = path_ + ".tmp-" + unique_name_suffix();
     // 0666 so the umask decides the final permissions, as for any new file.
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     LT_CHECK(fd_ >= 0 || errno == EEXIST, "cannot create {} (to write {}): {}", temp_path_, path_,
@@ -97,9 +98,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 AtomicDirectory::AtomicDirectory(std::string final_path) : final_path_(std::move(final_path)) {
   while (final_path_.size() > 1 && final_path_.back() == '/') final_path_.pop_back();
   for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string candidate = final_path_ + ".tmp-" + unique_suffix();
+    std::string candidate = final_path_ + ".tmp-" + unique_name_suffix();
     if (::mkdir(candidate.c_str(), 0777) == 0) {
       temp_path_ = candidate;
+      write_owner_marker(temp_path_);
       return;
     }
     LT_CHECK(errno == EEXIST, "cannot create directory {} (to write {}): {}", candidate, final_path_,
@@ -126,7 +128,12 @@ void AtomicDirectory::commit() {
 
   std::string old_path;
   if (fs::exists(fs::symlink_status(final_path_))) {
-    old_path = final_path_ + ".old-" + unique_suffix();
+    refuse_symlink(final_path_, "replacing a directory");
+    LT_CHECK(has_owner_marker(final_path_),
+             "{} exists and leantune did not write it (no {} marker in it); leantune replaces only its own "
+             "directories: move it away or choose another output directory",
+             final_path_, kOwnerMarker);
+    old_path = final_path_ + ".old-" + unique_name_suffix();
     LT_CHECK(::rename(final_path_.c_str(), old_path.c_str()) == 0, "cannot move the previous {} aside: {}",
              final_path_, std::strerror(errno));
   }

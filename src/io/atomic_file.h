@@ -8,7 +8,9 @@
 
 namespace lt::io {
 
-// Streams bytes into `<path>.tmp-XXXXXX` (same directory, so the rename stays on one filesystem).
+// Streams bytes into `<path>.tmp-XXXXXX` (same directory, so the rename stays on one filesystem). A path
+// that is a symbolic link is refused: the rename would replace the link, and leantune never writes through
+// one.
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::string path);
@@ -29,12 +31,18 @@ class AtomicFileWriter {
 
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// Six hex digits unlikely to repeat between processes and threads (temporary names; O_EXCL / mkdir settle
+// real collisions).
+std::string unique_name_suffix();
+
 // fsync of a directory, so that a rename inside it is durable.
 void fsync_directory(const std::string& dir);
 
 // A directory built in `<final>.tmp-XXXXXX` (for checkpoints): the caller writes files under path(), then
-// commit() fsyncs every file and renames the directory to its final name. A previous directory of that
-// name is moved aside first and removed once the new one is in place.
+// commit() fsyncs every file and renames the directory to its final name. The directory carries leantune's
+// owner marker from its creation (io/output_dir.h), so a stale one is recognised and a committed one may be
+// replaced or rotated later. A previous directory of that name is moved aside first and removed once the
+// new one is in place, but only when leantune made it (marker); anything else there is refused.
 class AtomicDirectory {
  public:
   explicit AtomicDirectory(std::string final_path);

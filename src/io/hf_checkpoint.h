@@ -31,9 +31,10 @@ struct HfSaveOptions {
   uint64_t max_shard_bytes = uint64_t(5) << 30;
 };
 
-// Writes `dir` (created or replaced) with config.json (config.raw, its dtype updated) and the weights.
-// Written into a temporary sibling directory first and renamed into place, so a reader never sees half a
-// checkpoint. Returns the file names written (config.json first).
+// Writes `dir` (created, or replaced when leantune wrote it: io::AtomicDirectory) with config.json
+// (model::model_config_json: the typed fields, the dtype saved) and the weights. Written into a temporary
+// sibling directory first and renamed into place, so a reader never sees half a checkpoint; the directory
+// carries leantune's owner marker (io/output_dir.h). Returns the file names written (config.json first; the marker is not listed).
 std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model::ModelConfig& config,
                                             const model::ModelWeights& weights,
                                             const HfSaveOptions& options = {});

@@ -2,10 +2,12 @@
 // shape, and every tensor there must mean something to the model, so that a checkpoint for another
 // architecture or size is refused by name instead of half-loaded.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
 
+#include "core/dtype_visit.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 
@@ -59,8 +61,10 @@ class Loader {
   }
 
   void load(model::ModelWeights& weights) {
-    for (const WeightSpec& spec : model::weight_specs(config_))
+    for (const WeightSpec& spec : model::weight_specs(config_)) {
       load_one(spec, model::weight_of(weights, spec));
+      check_finite(spec, model::weight_of(weights, spec));
+    }
     check_tied_head(weights);
     std::vector<std::string> unused;
     for (const auto& [plain, name] : by_plain_name_)
@@ -164,6 +168,31 @@ class Loader {
     std::memcpy(dst.data, fused_storage_.data() + size_t(begin) * row_bytes, size_t(rows) * row_bytes);
     used_.insert(plain);
     return true;
+  }
+
+  // A NaN or infinity in a base weight makes every loss NaN: reported here, naming the tensor, rather than
+  // at the first step as a diverged run.
+  void check_finite(const WeightSpec& spec, const Tensor& t) const {
+    const size_t n = size_t(t.numel());
+    visit_floating(t.dtype, spec.hf_name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* p = static_cast<const T*>(t.data);
+      bool finite =
+          true;  // x - x is 0 exactly when x is finite: one branch-free pass the compiler vectorizes
+      for (size_t i = 0; i < n; ++i) {
+        const C v = load_as<C>(p[i]);
+        finite &= (v - v) == C(0);
+      }
+      if (finite) return;
+      for (size_t i = 0; i < n; ++i) {
+        const double v = load_as<double>(p[i]);
+        LT_CHECK(std::isfinite(v),
+                 "checkpoint {}: tensor '{}' holds {} at element {}; expected finite base weights (the "
+                 "checkpoint is damaged or was saved after a diverged run)",
+                 reader_->path(), spec.hf_name, v, i);
+      }
+    });
   }
 
   // A tied config takes the head from the embedding; a checkpoint that also stores lm_head.weight is accepted

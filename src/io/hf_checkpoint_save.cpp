@@ -1,6 +1,7 @@
 // Saving ModelWeights as an HF checkpoint. The directory is assembled under a temporary sibling name and
-// renamed into place (the previous one, if any, is moved aside first and removed after), so an interrupted
-// save leaves either the old checkpoint or the new one, never a mix.
+// renamed into place (io::AtomicDirectory: a previous one that leantune wrote is moved aside first and
+// removed after; any other is refused), so an interrupted save leaves either the old checkpoint or the new
+// one, never a mix.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 
@@ -97,19 +99,15 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
     total_bytes += t.bytes();
   }
 
-  const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
-  const fs::path parent = target.parent_path();
   std::error_code ec;
+  const fs::path parent = fs::absolute(fs::path(dir)).lexically_normal().parent_path();
   fs::create_directories(parent, ec);
-  const fs::path staging = parent / (target.filename().string() + ".saving-" + std::to_string(::getpid()));
-  fs::remove_all(staging, ec);
-  LT_CHECK(fs::create_directory(staging, ec), "saving {}: cannot create {}: {}", dir, staging.string(),
-           ec.message());
+  LT_CHECK(!ec, "saving {}: cannot create {}: {}", dir, parent.string(), ec.message());
+  AtomicDirectory out(dir);
+  const fs::path staging(out.path());
 
   std::vector<std::string> written{"config.json"};
-  nlohmann::json cfg = config.raw.is_object() ? config.raw : nlohmann::json::object();
-  cfg["dtype"] = torch_dtype_name(dtype);
-  if (cfg.contains("torch_dtype")) cfg["torch_dtype"] = torch_dtype_name(dtype);
+  const nlohmann::json cfg = model::model_config_json(config, torch_dtype_name(dtype));
   write_text_file((staging / "config.json").string(), cfg.dump(2) + "\n");
 
   if (shards.size() == 1) {
@@ -128,16 +126,7 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
     written.push_back("model.safetensors.index.json");
   }
 
-  // Swap the finished directory in.
-  const fs::path previous = parent / (target.filename().string() + ".previous-" + std::to_string(::getpid()));
-  const bool had_previous = fs::exists(target);
-  if (had_previous) {
-    fs::rename(target, previous, ec);
-    LT_CHECK(!ec, "saving {}: cannot move the existing checkpoint aside: {}", dir, ec.message());
-  }
-  fs::rename(staging, target, ec);
-  LT_CHECK(!ec, "saving {}: cannot rename {} into place: {}", dir, staging.string(), ec.message());
-  if (had_previous) fs::remove_all(previous, ec);
+  out.commit();
   return written;
 }
 

@@ -1,19 +1,15 @@
-// GCC 12 (-O2 with sanitizers) reports false maybe-uninitialized warnings inside <regex>'s std::function;
-// the pragma must precede the include to reach the header's code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "io/peft_config.h"
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
+#include "core/module_pattern.h"
 
 namespace lt::io {
 namespace {
@@ -22,14 +18,6 @@ using ordered_json = nlohmann::ordered_json;
 
 // The PEFT version whose adapter_config.json layout this writer reproduces.
 constexpr const char* kPeftFormatVersion = "0.21.2";
-
-std::regex compile(const std::string& pattern, const std::string& what) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    LT_FAIL("adapter config: {} '{}' is not a valid regular expression ({})", what, pattern, e.what());
-  }
-}
 
 bool suffix_match(const std::vector<std::string>& names, const std::string& name) {
   for (const std::string& n : names) {
@@ -44,7 +32,7 @@ template <class V>
 const V* pattern_lookup(const std::vector<std::pair<std::string, V>>& patterns, const std::string& name,
                         const char* what) {
   for (const auto& [key, value] : patterns)
-    if (std::regex_match(name, compile("(.*\\.)?(" + key + ")", what))) return &value;
+    if (module_pattern_key_match(key, name, std::string("adapter config: ") + what)) return &value;
   return nullptr;
 }
 
@@ -101,7 +89,7 @@ struct Reader {
     if (!v || v->is_null()) return;
     if (v->is_string()) {
       regex = v->get<std::string>();
-      compile(*regex, key);
+      check_module_pattern(*regex, fmt::format("adapter config {}: '{}'", source, key));
       return;
     }
     if (!v->is_array()) bad(key, *v, "a list of module names, a regular expression string or null");
@@ -115,10 +103,12 @@ struct Reader {
 }  // namespace
 
 bool LoraAdapterConfig::targets(const std::string& name) const {
-  if (exclude_modules_regex && std::regex_match(name, compile(*exclude_modules_regex, "exclude_modules")))
+  if (exclude_modules_regex &&
+      module_pattern_full_match(*exclude_modules_regex, name, "adapter config: exclude_modules"))
     return false;
   if (suffix_match(exclude_modules, name)) return false;
-  if (target_modules_regex) return std::regex_match(name, compile(*target_modules_regex, "target_modules"));
+  if (target_modules_regex)
+    return module_pattern_full_match(*target_modules_regex, name, "adapter config: target_modules");
   return suffix_match(target_modules, name);
 }
 
@@ -213,11 +203,12 @@ void write_adapter_config(const std::string& dir, const LoraAdapterConfig& confi
 }
 
 LoraAdapterConfig parse_adapter_config(const std::string& text, const std::string& source) {
+  check_json_depth(text, "adapter config " + source);
   ordered_json j;
   try {
     j = ordered_json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("adapter config {}: not valid JSON ({})", source, e.what());
+    LT_FAIL("adapter config {}: not valid JSON ({})", source, json_error_detail(e));
   }
   LT_CHECK(j.is_object(), "adapter config {}: expected a JSON object, found {}", source, j.type_name());
   Reader rd{j, source};
@@ -300,7 +291,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
       if (!v.is_number_integer() || v.get<int64_t>() <= 0)
         LT_FAIL("adapter config {}: 'rank_pattern' entry '{}' is {}, expected a positive integer", source, k,
                 show(v));
-      compile("(.*\\.)?(" + k + ")", "rank_pattern key");
+      check_module_pattern("(.*\\.)?(" + k + ")",
+                           fmt::format("adapter config {}: 'rank_pattern' key", source));
       c.rank_pattern.emplace_back(k, v.get<int64_t>());
     }
   }
@@ -310,7 +302,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
       if (!v.is_number() || !(v.get<double>() > 0))
         LT_FAIL("adapter config {}: 'alpha_pattern' entry '{}' is {}, expected a positive number", source, k,
                 show(v));
-      compile("(.*\\.)?(" + k + ")", "alpha_pattern key");
+      check_module_pattern("(.*\\.)?(" + k + ")",
+                           fmt::format("adapter config {}: 'alpha_pattern' key", source));
       c.alpha_pattern.emplace_back(k, v.get<double>());
     }
   }
@@ -319,11 +312,7 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
 
 LoraAdapterConfig read_adapter_config(const std::string& path) {
   std::string file = std::filesystem::is_directory(path) ? path + "/adapter_config.json" : path;
-  std::ifstream f(file, std::ios::binary);
-  LT_CHECK(f.good(), "cannot open adapter config '{}'", file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_adapter_config(ss.str(), file);
+  return parse_adapter_config(read_input_file(file, kMaxSmallJsonBytes, "adapter config"), file);
 }
 
 }  // namespace lt::io

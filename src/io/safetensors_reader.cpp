@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/input_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_header.h"
 
@@ -33,8 +34,7 @@ struct FileDescriptor {
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   FileDescriptor file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  LT_CHECK(file.fd >= 0, "safetensors {}: cannot open: {}", path, std::strerror(errno));
+  file.fd = open_input_file(path);  // a FIFO or device is refused before open() could block on it
   struct stat st {};
   LT_CHECK(::fstat(file.fd, &st) == 0, "safetensors {}: cannot stat: {}", path, std::strerror(errno));
   LT_CHECK(S_ISREG(st.st_mode), "safetensors {}: not a regular file", path);

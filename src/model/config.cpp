@@ -20,10 +20,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
 #include "model/arch/architecture.h"
 #include "model/config_fields.h"
 
@@ -86,6 +86,7 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
 
   cfg.rope_theta = top_theta;
   cfg.rope_type = ops::RopeType::Default;
+  cfg.rope_dict_key = dict_key == nullptr ? "" : dict_key;
   if (dict_key == nullptr) {
     LT_CHECK(cfg.rope_theta > 0, "{}: field 'rope_theta' is {}, expected a positive number", source,
              cfg.rope_theta);
@@ -119,8 +120,8 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   cfg.rope_low_freq_factor = r.number("low_freq_factor");
   cfg.rope_high_freq_factor = r.number("high_freq_factor");
   // transformers falls back to max_position_embeddings when the original length is absent.
-  cfg.rope_original_max_position =
-      r.positive_or("original_max_position_embeddings", cfg.max_position_embeddings);
+  cfg.rope_original_max_position = r.size_or("original_max_position_embeddings",
+                                             ModelConfigLimits::kPositions, cfg.max_position_embeddings);
   LT_CHECK(cfg.rope_factor >= 1.0, "{}: field '{}' is {}, expected a number >= 1", source, r.name("factor"),
            cfg.rope_factor);
   LT_CHECK(cfg.rope_low_freq_factor > 0, "{}: field '{}' is {}, expected a positive number", source,
@@ -168,6 +169,22 @@ void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig
   }
 }
 
+// The parameter count in 128-bit arithmetic (the fields are bounded, but their products are not small), so
+// that an absurd combination is refused with its numbers rather than overflowing into a misleading size.
+void check_model_size(const ModelConfig& c, const std::string& source) {
+  using i128 = __int128;
+  const i128 D = c.hidden_size, V = c.vocab_size, F = c.intermediate_size, L = c.num_layers;
+  const i128 q = i128(c.num_heads) * c.head_dim, kv = i128(c.num_kv_heads) * c.head_dim;
+  const i128 per_layer = D * (q + 2 * kv) + q * D + 3 * D * F + 2 * D + q + 2 * kv + D + 2 * F + D;
+  const i128 total = V * D * (c.tie_word_embeddings ? 1 : 2) + L * per_layer + D;
+  LT_CHECK(
+      total <= ModelConfigLimits::kParams,
+      "{}: the model would have about {:.3g} parameters (vocab_size {}, hidden_size {}, intermediate_size "
+      "{}, num_hidden_layers {}, {} heads x head_dim {}), expected at most {:.3g}",
+      source, double(total), c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers, c.num_heads,
+      c.head_dim, double(ModelConfigLimits::kParams));
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
@@ -175,7 +192,6 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
            std::string(json.type_name()));
   FieldReader r(json, source);
   ModelConfig cfg;
-  cfg.raw = json;
   read_architecture(r, source, cfg);
 
   LT_CHECK(
@@ -189,21 +205,22 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
            "it); set it to 0.0",
            source, json.at("attention_dropout").dump());
 
-  cfg.vocab_size = r.positive("vocab_size");
-  cfg.hidden_size = r.positive("hidden_size");
-  cfg.intermediate_size = r.positive("intermediate_size");
-  cfg.num_layers = r.positive("num_hidden_layers");
-  cfg.num_heads = r.positive("num_attention_heads");
+  using Limits = ModelConfigLimits;
+  cfg.vocab_size = r.size("vocab_size", Limits::kVocab);
+  cfg.hidden_size = r.size("hidden_size", Limits::kHidden);
+  cfg.intermediate_size = r.size("intermediate_size", Limits::kIntermediate);
+  cfg.num_layers = r.size("num_hidden_layers", Limits::kLayers);
+  cfg.num_heads = r.size("num_attention_heads", Limits::kHeads);
   const ArchitectureDef& arch = architecture_def(cfg.arch);
   const int64_t default_kv = arch.default_kv_heads > 0 ? arch.default_kv_heads : cfg.num_heads;
-  cfg.num_kv_heads = r.positive_or("num_key_value_heads", default_kv);
+  cfg.num_kv_heads = r.size_or("num_key_value_heads", Limits::kHeads, default_kv);
   LT_CHECK(
       cfg.num_heads % cfg.num_kv_heads == 0,
       "{}: field 'num_attention_heads' is {} and 'num_key_value_heads' is {}: the heads must be a multiple "
       "of the kv heads",
       source, cfg.num_heads, cfg.num_kv_heads);
   if (r.has("head_dim")) {
-    cfg.head_dim = r.positive("head_dim");
+    cfg.head_dim = r.size("head_dim", Limits::kHeadDim);
   } else {
     LT_CHECK(cfg.hidden_size % cfg.num_heads == 0,
              "{}: field 'hidden_size' is {}, not a multiple of 'num_attention_heads' ({}), and no 'head_dim' "
@@ -214,7 +231,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   LT_CHECK(cfg.head_dim % 2 == 0, "{}: head dim is {} ({}): rotary embeddings need an even head dim", source,
            cfg.head_dim, r.has("head_dim") ? "field 'head_dim'" : "hidden_size / num_attention_heads");
 
-  cfg.max_position_embeddings = r.positive_or("max_position_embeddings", arch.default_max_position);
+  cfg.max_position_embeddings =
+      r.size_or("max_position_embeddings", Limits::kPositions, arch.default_max_position);
   cfg.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   LT_CHECK(cfg.rms_norm_eps > 0, "{}: field 'rms_norm_eps' is {}, expected a positive number", source,
            json.at("rms_norm_eps").dump());
@@ -225,6 +243,12 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   read_token_ids(r, source, cfg);
   check_block_supported(cfg.block, cfg.head_dim, source);
   cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
+  cfg.legacy_torch_dtype = r.has("torch_dtype");
+  cfg.initializer_range = r.number_or("initializer_range", 0.02);
+  LT_CHECK(cfg.initializer_range >= 0, "{}: field 'initializer_range' is {}, expected a non-negative number",
+           source, cfg.initializer_range);
+  cfg.transformers_version = r.string_or("transformers_version", "");
+  check_model_size(cfg, source);
   return cfg;
 }
 
@@ -234,17 +258,15 @@ ModelConfig load_model_config(const std::string& path_or_dir) {
   fs::path path = path_or_dir;
   if (fs::is_directory(path, ec)) path /= "config.json";
   std::string name = path.string();
-  LT_CHECK(fs::is_regular_file(path, ec),
-           "{}: no such file (expected an HF config.json or a directory holding one)", name);
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), "{}: cannot open for reading", name);
-  std::stringstream text;
-  text << in.rdbuf();
+  LT_CHECK(fs::exists(path, ec), "{}: no such file (expected an HF config.json or a directory holding one)",
+           name);
+  const std::string text = read_input_file(name, kMaxSmallJsonBytes, "config.json");
+  check_json_depth(text, name);
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text.str());
+    json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, e.what());
+    LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, json_error_detail(e));
   }
   return parse_model_config(json, name);
 }

@@ -3,9 +3,8 @@
 // v5 (rope_parameters / dtype) spellings. Anything unsupported is refused naming the field and value.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,13 +52,20 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> pad_token_id;
-  std::string dtype_name;  // declared on-disk dtype ("bfloat16", "float32", ...), empty when absent
+  std::string dtype_name;            // declared on-disk dtype ("bfloat16", "float32", ...), empty when absent
+  double initializer_range = 0.02;   // the stddev of a random init (transformers' _init_weights)
+  std::string transformers_version;  // as in config.json, written back unchanged; empty when absent
 
-  nlohmann::json raw;  // the file as read, written back (with edits) beside saved checkpoints
+  // How the file spelled what has two spellings, so that a saved config.json keeps it: the RoPE dict key
+  // ("rope_scaling", "rope_parameters" or empty) and the dtype key ("torch_dtype" and/or "dtype").
+  std::string rope_dict_key;
+  bool legacy_torch_dtype = false;
 
-  int64_t q_dim() const { return num_heads * head_dim; }    // H * HD
+  int64_t q_dim() const { return num_heads * head_dim; }      // H * HD
   int64_t kv_dim() const { return num_kv_heads * head_dim; }  // KVH * HD
-  int64_t window_for_layer(int64_t layer) const { return layer_window.empty() ? 0 : layer_window[size_t(layer)]; }
+  int64_t window_for_layer(int64_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[size_t(layer)];
+  }
   ops::RopeParams rope_params(int64_t tokens, int64_t heads) const;
 };
 
@@ -67,6 +73,23 @@ struct ModelConfig {
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source);
 // A config.json path or a directory holding one.
 ModelConfig load_model_config(const std::string& path_or_dir);
+
+// The config.json of a saved checkpoint, made from the typed fields only (nothing unknown from the file read
+// is carried over): what transformers' AutoConfig needs to build the same model, with `dtype` declared.
+nlohmann::json model_config_json(const ModelConfig& cfg, const std::string& dtype);
+
+// The largest value config.json may give each size field, and the largest model (parameters); checked
+// before anything is sized from them.
+struct ModelConfigLimits {
+  static constexpr int64_t kVocab = int64_t(1) << 24;
+  static constexpr int64_t kHidden = int64_t(1) << 18;
+  static constexpr int64_t kIntermediate = int64_t(1) << 20;
+  static constexpr int64_t kLayers = int64_t(1) << 12;
+  static constexpr int64_t kHeads = int64_t(1) << 12;
+  static constexpr int64_t kHeadDim = int64_t(1) << 12;
+  static constexpr int64_t kPositions = int64_t(1) << 28;
+  static constexpr int64_t kParams = int64_t(1) << 42;
+};
 
 std::string architecture_name(Architecture arch);
 

@@ -44,6 +44,15 @@ class FieldReader {
     return value;
   }
   int64_t positive_or(const char* key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
+  // A size field: positive and at most `max`, so that products of sizes cannot overflow.
+  int64_t size(const char* key, int64_t max) const {
+    int64_t value = positive(key);
+    LT_CHECK(value <= max, "{}: field '{}' is {}, expected at most {}", source_, name(key), value, max);
+    return value;
+  }
+  int64_t size_or(const char* key, int64_t max, int64_t fallback) const {
+    return has(key) ? size(key, max) : fallback;
+  }
   std::optional<int64_t> optional_integer(const char* key) const {
     if (!has(key)) return std::nullopt;
     return integer(key);

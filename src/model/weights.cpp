@@ -181,6 +181,17 @@ ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena
   return g;
 }
 
+void check_weights_fit(const ModelConfig& config, DType dtype, Device device, const std::string& source) {
+  const size_t bytes = weights_bytes(config, dtype);
+  const size_t memory =
+      device == Device::CPU ? physical_host_memory_bytes() : ops::device_memory_info(device).total_bytes;
+  LT_CHECK(memory == 0 || bytes <= memory,
+           "{}: the model's weights need {} in {} (vocab_size {}, hidden_size {}, intermediate_size {}, "
+           "num_hidden_layers {}), more than the {} of {} memory",
+           source, format_bytes(double(bytes)), dtype_name(dtype), config.vocab_size, config.hidden_size,
+           config.intermediate_size, config.num_layers, format_bytes(double(memory)), device_name(device));
+}
+
 void zero_grads(const ModelConfig& config, ModelWeights& grads) {
   for (const WeightSpec& spec : weight_specs(config)) {
     Tensor& t = weight_of(grads, spec);
@@ -189,7 +200,7 @@ void zero_grads(const ModelConfig& config, ModelWeights& grads) {
 }
 
 void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed) {
-  const double stddev = config.raw.is_object() ? config.raw.value("initializer_range", 0.02) : 0.02;
+  const double stddev = config.initializer_range;
   std::vector<WeightSpec> specs = weight_specs(config);
   std::vector<double> values;
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -88,6 +88,10 @@ const Tensor& weight_of(const ModelWeights& weights, const WeightSpec& spec);
 
 // Bytes that allocate_weights takes from an arena (each tensor aligned to 256 bytes, as Arena does).
 size_t weights_bytes(const ModelConfig& config, DType dtype);
+// Refuses, before anything is allocated, weights of `config` in `dtype` larger than the memory of `device`
+// (the host: its physical memory; a GPU: its total memory), naming `source` (the model directory) and the
+// sizes that make them.
+void check_weights_fit(const ModelConfig& config, DType dtype, Device device, const std::string& source);
 // All weights of `config` in `dtype`, uninitialized.
 ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena);
 

@@ -10,6 +10,7 @@
 #include "ops/ops.h"
 
 #if defined(LT_HAVE_CUDA)
+#include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
@@ -162,6 +163,23 @@ void set_attention_backend(const std::string& backend, bool deterministic) {
   cuda::set_gemm_deterministic(deterministic);  // no timed (run-dependent) GEMM algorithm choices
 #else
   (void)deterministic;
+#endif
+}
+
+std::string attention_backend_summary() {
+#if defined(LT_HAVE_CUDA)
+  const cuda::AttentionKernelRequest request = cuda::attention_kernel_request();
+  const bool deterministic = cuda::attention_deterministic();
+  cuda::CudnnLoadResult cudnn;
+  const bool may_load = !deterministic && (request == cuda::AttentionKernelRequest::Auto ||
+                                           request == cuda::AttentionKernelRequest::Cudnn);
+  if (may_load) {
+    const cuda::CudnnAttentionStatus& st = cuda::cudnn_attention_status();
+    cudnn = {st.available, st.version, st.library, st.reason};
+  }
+  return cuda::attention_backend_summary(request, deterministic, cudnn);
+#else
+  return "the CPU reference kernels (a build without CUDA)";
 #endif
 }
 

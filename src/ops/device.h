@@ -47,6 +47,15 @@ void set_allow_tf32(bool allow);
 // so attention stays on leantune's kernels. No effect on the CPU.
 void set_attention_backend(const std::string& backend, bool deterministic);
 
+// One line for the run header: which attention kernels GPU calls take under the settings above and, when
+// not cuDNN's, why (e.g. "leantune kernels (cuDNN unavailable: cuDNN 9.14.0 found at libcudnn.so.9; 9.16.0
+// or newer needed ...)"). Loads cuDNN when the setting may use it. A CPU-only build names the CPU kernels.
+std::string attention_backend_summary();
+
+// The CPU's BLAS in one line: "OpenBLAS Haswell kernels, 2 threads", and how to pick faster kernels when
+// OpenBLAS fell back to generic ones on a CPU that could run better (ops/cpu/blas_info.h).
+std::string cpu_blas_description();
+
 // Host memory that `device` copies to and from asynchronously: page-locked (cudaHostAlloc) for CUDA, plain
 // host memory for the CPU. Its tensors are CPU tensors.
 MemoryResource& staging_memory(Device device);

@@ -11,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
+#include "io/output_dir.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/weights_transfer.h"
@@ -32,32 +33,31 @@ constexpr const char* kConfigFile = "train_config.yaml";
 
 nlohmann::json state_json(const TrainerState& s, const LrSchedule& schedule) {
   nlohmann::json j = {{"global_step", s.step},
-          {"epoch", s.epoch},
-          {"data", {{"epoch", s.data_epoch}, {"index", s.data_index}}},
-          {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
-          {"scheduler",
-           {{"type", std::string(lr_schedule_type_name(schedule.type()))},
-            {"warmup_steps", schedule.warmup_steps()},
-            {"total_steps", schedule.total_steps()},
-            {"last_lr", s.last_lr}}}};
-  if (s.loss_scale > 0)
-    j["loss_scaler"] = {{"scale", s.loss_scale}, {"good_steps", s.loss_scale_good_steps}};
+                      {"epoch", s.epoch},
+                      {"data", {{"epoch", s.data_epoch}, {"index", s.data_index}}},
+                      {"rng", {{"seed", s.rng_seed}, {"offset", s.rng_offset}}},
+                      {"scheduler",
+                       {{"type", std::string(lr_schedule_type_name(schedule.type()))},
+                        {"warmup_steps", schedule.warmup_steps()},
+                        {"total_steps", schedule.total_steps()},
+                        {"last_lr", s.last_lr}}}};
+  if (s.loss_scale > 0) j["loss_scaler"] = {{"scale", s.loss_scale}, {"good_steps", s.loss_scale_good_steps}};
   return j;
 }
 
-void rotate(const std::string& output_dir, int64_t keep) {
+// Only leantune's own checkpoints are listed, so only those are removed; each by rename-then-delete.
+void rotate(const std::string& output_dir, int64_t keep,
+            const std::function<void(const std::string&)>& between_rename_and_delete) {
   if (keep <= 0) return;
   auto all = list_checkpoints(output_dir);
-  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) {
-    std::error_code ec;
-    fs::remove_all(all[i].second, ec);
-    LT_CHECK(!ec, "save_total_limit: cannot remove old checkpoint {}: {}", all[i].second, ec.message());
-  }
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i)
+    io::remove_owned_directory(all[i].second, between_rename_and_delete);
 }
 
 }  // namespace
 
-std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors, std::vector<std::vector<char>>& staging) {
+std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
+                                     std::vector<std::vector<char>>& staging) {
   for (io::NamedTensor& t : tensors) {
     if (t.tensor.device == Device::CPU) continue;
     std::vector<char>& bytes = staging.emplace_back(t.tensor.bytes());
@@ -104,7 +104,7 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
   save_train_config(dir.file(kConfigFile), *c.config);
   if (c.write_extra) c.write_extra(dir.path());
   dir.commit();
-  rotate(output_dir, save_total_limit);
+  rotate(output_dir, save_total_limit, c.between_rename_and_delete);
   return final_path;
 }
 
@@ -115,12 +115,17 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   for (const auto& entry : fs::directory_iterator(output_dir)) {
     const std::string name = entry.path().filename().string();
     const std::string prefix = "checkpoint-";
-    if (!entry.is_directory() || name.rfind(prefix, 0) != 0) continue;
+    if (name.rfind(prefix, 0) != 0) continue;
     const std::string digits = name.substr(prefix.size());
     if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
       continue;
-    if (!fs::exists(entry.path() / kStateFile)) continue;
-    out.emplace_back(std::stoll(digits), entry.path().string());
+    // leantune's name for that step (no "checkpoint-0001"), its marker (a user's folder of that name is
+    // not a checkpoint), and complete.
+    const int64_t step = std::stoll(digits);
+    if (name != checkpoint_dir_name(step) || !io::has_owner_marker(entry.path().string()) ||
+        !fs::is_regular_file(fs::symlink_status(entry.path() / kStateFile)))
+      continue;
+    out.emplace_back(step, entry.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -160,6 +165,26 @@ TrainerState read_trainer_state(const std::string& dir) {
   }
   LT_CHECK(s.step >= 0 && s.data_epoch >= 0 && s.data_index >= 0, "{}: negative step or data position", path);
   return s;
+}
+
+void check_resume_position(const std::string& dir, const TrainerState& s, int64_t micro_per_epoch,
+                           int64_t accum) {
+  const std::string path = (fs::path(dir) / kStateFile).string();
+  LT_CHECK(s.data_index < micro_per_epoch,
+           "{}: data.index is {}, expected below {} (the micro-batches in an epoch of this data)", path,
+           s.data_index, micro_per_epoch);
+  LT_CHECK(s.data_index % accum == 0,
+           "{}: data.index is {}, expected a multiple of {} (the micro-batches of an optimizer step)", path,
+           s.data_index, accum);
+  const int64_t steps_per_epoch = (micro_per_epoch + accum - 1) / accum;
+  // data.epoch is checked first: an epoch has at least one step, so this product cannot overflow.
+  LT_CHECK(s.data_epoch <= s.step, "{}: data.epoch is {}, but global_step is only {}", path, s.data_epoch,
+           s.step);
+  const int64_t expected = s.data_epoch * steps_per_epoch + s.data_index / accum;
+  LT_CHECK(s.step == expected,
+           "{}: global_step is {}, but data.epoch {} and data.index {} are where step {} stops ({} steps per "
+           "epoch)",
+           path, s.step, s.data_epoch, s.data_index, expected, steps_per_epoch);
 }
 
 void check_resume_compatible(const std::string& dir, const TrainConfig& now) {

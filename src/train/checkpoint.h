@@ -52,6 +52,9 @@ struct CheckpointContents {
   std::function<void(const std::string& dir)> write_extra = nullptr;
   const model::LoraWeights* lora = nullptr;        // LoRA run: the adapters, saved instead of the weights
   const io::LoraAdapterConfig* adapter = nullptr;  //   and their adapter_config.json
+  // Runs when save_total_limit rotation has renamed an old checkpoint away and before it is deleted (tests
+  // interrupt rotation there).
+  std::function<void(const std::string& doomed)> between_rename_and_delete = nullptr;
 };
 
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
@@ -61,17 +64,24 @@ std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
                                      std::vector<std::vector<char>>& staging);
 
 // Writes OUTPUT_DIR/checkpoint-STEP atomically, then removes the oldest checkpoints beyond
-// save_total_limit (0 keeps all). Returns the checkpoint's path.
+// save_total_limit (0 keeps all; only leantune's own, see list_checkpoints; rename-then-delete, so a kill
+// never leaves a listed partial one). Returns the checkpoint's path.
 std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& contents,
                             int64_t save_total_limit);
 
-// Checkpoint directories of output_dir (complete ones: trainer_state.json present), by ascending step.
+// Checkpoint directories of output_dir, by ascending step: named checkpoint-STEP exactly as leantune names
+// them, carrying leantune's marker (io/output_dir.h) and complete (trainer_state.json present).
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
 
 // resume "latest": the newest checkpoint of output_dir (an error if there is none); otherwise the path.
 std::string resolve_resume_dir(const std::string& resume, const std::string& output_dir);
 
 TrainerState read_trainer_state(const std::string& checkpoint_dir);
+// The checkpoint's data position must be one this data and batching reach: data.index within the epoch's
+// micro-batches and on a step boundary, and global_step the steps that lead there. Refuses (naming the
+// file and field) a state that cannot be right, before any step runs.
+void check_resume_position(const std::string& checkpoint_dir, const TrainerState& state,
+                           int64_t micro_batches_per_epoch, int64_t micro_batches_per_step);
 // A resumed run must read the same data in the same order: refuses (naming the key) a config whose
 // data_path, seed, shuffle, batch_size, micro_batch_size, packing, group_by_length, cutoff_len,
 // val_set_size or finetune differ from the checkpoint's train_config.yaml.

@@ -1,11 +1,8 @@
 #include "train/final_model.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
-#include "io/hf_checkpoint.h"
 
 namespace lt::train {
 
@@ -13,44 +10,34 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_model_file(const std::string& name) {
-  return name == "model.safetensors" || name == "model.safetensors.index.json" ||
-         (name.rfind("model-", 0) == 0 && name.size() > 12 &&
-          name.substr(name.size() - 12) == ".safetensors");
-}
+constexpr const char* kCompanionFiles[] = {
+    "tokenizer.json", "tokenizer_config.json",  "special_tokens_map.json", "tokenizer.model", "vocab.json",
+    "merges.txt",     "generation_config.json", "chat_template.jinja"};
 
-constexpr const char* kTokenizerFiles[] = {
-    "tokenizer.json", "tokenizer_config.json",   "tokenizer.model",       "vocab.json",
-    "merges.txt",     "special_tokens_map.json", "generation_config.json"};
+bool is_model_file(const std::string& name) {
+  const std::string ext = ".safetensors";
+  return name == "model.safetensors" || name == "model.safetensors.index.json" ||
+         (name.rfind("model-", 0) == 0 && name.size() > ext.size() &&
+          name.compare(name.size() - ext.size(), ext.size(), ext) == 0);
+}
 
 }  // namespace
 
-void save_final_model(const std::string& output_dir, const std::string& base_model,
-                      const model::ModelConfig& model, const model::ModelWeights& weights) {
-  const fs::path out(output_dir);
-  fs::create_directories(out);
-  const fs::path staging = out / ".final-model-staging";
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  std::vector<std::string> written =
-      io::save_hf_checkpoint(staging.string(), model, weights, {.dtype = weights.dtype});
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (is_model_file(name) && std::find(written.begin(), written.end(), name) == written.end())
-      fs::remove(entry.path(), ec);
+std::vector<std::string> save_final_model(io::OutputDir& out, const std::string& base_model,
+                                          const model::ModelConfig& model, const model::ModelWeights& weights,
+                                          const io::HfSaveOptions& options) {
+  const std::string staging = out.make_staging();
+  std::vector<std::string> written = io::save_hf_checkpoint(staging, model, weights, options);
+  for (const char* name : kCompanionFiles) {
+    const fs::path from = fs::path(base_model) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    fs::copy_file(from, fs::path(staging) / name, ec);
+    LT_CHECK(!ec, "saving the model: cannot copy {} to {}: {}", from.string(), staging, ec.message());
+    written.push_back(name);
   }
-  for (const std::string& name : written) {
-    fs::rename(staging / name, out / name, ec);
-    LT_CHECK(!ec, "saving the final model: cannot move {} into {}: {}", name, output_dir, ec.message());
-  }
-  fs::remove_all(staging, ec);
-  for (const char* name : kTokenizerFiles) {
-    const fs::path src = fs::path(base_model) / name;
-    if (!fs::exists(src) || fs::equivalent(fs::path(base_model), out, ec)) continue;
-    fs::copy_file(src, out / name, fs::copy_options::overwrite_existing, ec);
-    LT_CHECK(!ec, "saving the final model: cannot copy {} to {}: {}", src.string(), output_dir, ec.message());
-  }
-  io::fsync_directory(output_dir);
+  out.publish(staging, written, is_model_file);
+  return written;
 }
 
 }  // namespace lt::train

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace lt::train {
 namespace {
@@ -63,6 +64,7 @@ MetricsLog::MetricsLog(const std::string& output_dir, int64_t start_step) {
     std::ifstream in(path_, std::ios::binary);
     std::string kept, line;
     while (std::getline(in, line)) {
+      if (json_too_deep_at(line)) continue;  // not a line leantune wrote
       auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
         continue;

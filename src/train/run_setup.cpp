@@ -41,6 +41,21 @@ void check_engine_settings(const TrainConfig& c) {
            "config: 'adapter' is '{}': the trainer has no NF4 base weights yet; expected lora", c.adapter);
 }
 
+std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
+  std::vector<io::OutputInput> inputs = {{"base_model", c.base_model}, {"data_path", c.data_path}};
+  if (!c.init_adapter.empty()) inputs.push_back({"init_adapter", c.init_adapter});
+  if (!c.resume.empty() && c.resume != "latest") {
+    std::error_code ec;
+    const fs::path out = fs::weakly_canonical(fs::absolute(c.output_dir), ec);
+    const fs::path parent = fs::weakly_canonical(fs::absolute(c.resume), ec).parent_path();
+    if (parent != out) inputs.push_back({"resume", c.resume});
+  }
+  return std::make_unique<io::OutputDir>(
+      c.output_dir,
+      io::OutputDirOptions{
+          .who = "config: 'output_dir'", .inputs = inputs, .overwrite = c.overwrite_output_dir});
+}
+
 DType compute_dtype(const std::string& precision) {
   if (precision == "fp64") return DType::F64;
   if (precision == "fp32") return DType::F32;
@@ -83,6 +98,8 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
   m.config = model::load_model_config(model_dir);
   m.dtype = dtype;
   m.device = device;
+  model::check_weights_fit(m.config, dtype, Device::CPU, model_dir);
+  if (device != Device::CPU) model::check_weights_fit(m.config, dtype, device, model_dir);
   // Read (or drawn) on the host in the compute dtype; a GPU run uploads that and frees the host copy.
   auto host =
       std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
@@ -130,7 +147,8 @@ LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelCon
   return a;
 }
 
-std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required) {
+std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required,
+                                                      int64_t model_vocab) {
   const fs::path dir(model_dir);
   const bool any = fs::exists(dir / "tokenizer.json") || fs::exists(dir / "tokenizer.model") ||
                    fs::exists(dir / "vocab.json");
@@ -139,7 +157,12 @@ std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_d
       any,
       "{}: no tokenizer (tokenizer.json, tokenizer.model or vocab.json + merges.txt); this data needs one",
       model_dir);
-  return data::load_tokenizer(model_dir);
+  std::unique_ptr<data::Tokenizer> tokenizer = data::load_tokenizer(model_dir);
+  LT_CHECK(tokenizer->vocab_size() <= model_vocab,
+           "{}: the tokenizer has {} tokens but config.json's vocab_size is {}: its ids past {} have no "
+           "embedding row; expected a tokenizer that fits the model",
+           model_dir, tokenizer->vocab_size(), model_vocab, model_vocab - 1);
+  return tokenizer;
 }
 
 data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& model_dir) {

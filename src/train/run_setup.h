@@ -11,6 +11,7 @@
 #include "data/dataset_types.h"
 #include "data/example.h"
 #include "data/tokenizer.h"
+#include "io/output_dir.h"
 #include "io/peft_config.h"
 #include "model/config.h"
 #include "model/decoder.h"
@@ -23,6 +24,12 @@ namespace lt::train {
 // What this build and machine can run: device cuda without a GPU (or in a CPU build), bf16/fp16 on CPU,
 // fp16/fp64 on CUDA and adapter qlora are refused naming the key.
 void check_engine_settings(const TrainConfig& config);
+
+// The run's claim on output_dir (io/output_dir.h): refused when it is, is inside or contains base_model,
+// data_path, init_adapter or a resume checkpoint of another directory (resuming one of output_dir's own
+// checkpoints is the usual case), or holds others' files without overwrite_output_dir; held (locked) for
+// the run.
+std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& config);
 // The device/precision pair alone (what eval and generate check); `who` starts the message.
 void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
 // "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16, "fp16" -> F16 (after check_engine_settings).
@@ -67,8 +74,10 @@ struct LoadedAdapter {
 LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
                            Device device = Device::CPU);
 
-// The base model's tokenizer; nullptr when the directory has none and `required` is false.
-std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required);
+// The base model's tokenizer; nullptr when the directory has none and `required` is false. A tokenizer
+// whose ids reach past the model's `model_vocab` embedding rows is refused here, at load, naming both.
+std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_dir, bool required,
+                                                      int64_t model_vocab);
 
 // The examples of `path` (any format of data/dataset_load.h). A pre-tokenized file needs no tokenizer
 // (tokenizer may be null; ids are checked against the model's vocabulary).

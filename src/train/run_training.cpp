@@ -6,22 +6,33 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
+#include "dist/launch.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/trainable.h"
 
 namespace lt::train {
 
-TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
+TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
+  if (!comm) {
+    const dist::Launch launch = dist::detect_launch();
+    LT_CHECK(launch.world_size == 1,
+             "{}: training over {} processes is not wired yet (see issue #18); start leantune train as one "
+             "process",
+             dist::describe(launch), launch.world_size);
+  }
   check_engine_settings(config);
   check_paths(config);
+  // Claimed before the model and data are read: a refused output_dir costs nothing.
+  std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
   if (config.finetune == "lora") run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
-  std::unique_ptr<data::Tokenizer> tokenizer = load_model_tokenizer(config.base_model, false);
+  std::unique_ptr<data::Tokenizer> tokenizer =
+      load_model_tokenizer(config.base_model, false, model.config.vocab_size);
   data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
                                         dataset_options(config, config.base_model));
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
@@ -33,9 +44,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path,
-               split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id);
+               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output), comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
@@ -44,6 +54,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks) {
         "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors ({} parameters)\n",
         trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
         config.micro_batch_size, trainer.trainable().size(), parameters);
+    if (device == Device::CUDA) fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary());
     if (const model::LoraWeights* lora = trainer.lora())
       fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
                  fmt::join(trainer.adapter_config()->target_modules, ", "),

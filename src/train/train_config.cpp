@@ -15,6 +15,9 @@
 #include <variant>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/json_read.h"
+#include "dist/sharding.h"
 
 namespace lt::train {
 namespace {
@@ -94,6 +97,10 @@ const std::vector<Field>& fields() {
        "full/partial fine-tuning: AdamW updates each layer right after its backward, so one layer's "
        "gradients are alive at a time (needs max_grad_norm 0, batch_size = micro_batch_size, chunk_size 0, "
        "not fp16)"},
+      {"sharding", &C::sharding,
+       "several processes: what each rank holds (ddp: replicas; zero1/2/3: optimizer state, gradients, "
+       "weights sharded; FSDP's no_shard, shard_grad_op, full_shard accepted)",
+       dist::sharding_spellings()},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},
@@ -115,6 +122,9 @@ const std::vector<Field>& fields() {
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},
       {"logging_steps", &C::logging_steps, "console/TensorBoard log every N optimizer steps"},
       {"resume", &C::resume, "\"\", latest, or a checkpoint directory"},
+      {"overwrite_output_dir", &C::overwrite_output_dir,
+       "also write into an output_dir that holds files leantune did not write (same-named files are "
+       "replaced; nothing else is deleted)"},
   };
   return table;
 }
@@ -441,11 +451,7 @@ void apply_overrides(TrainConfig& c, const std::vector<std::string>& args) {
 TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
   TrainConfig c;
   if (!yaml_path.empty()) {
-    std::ifstream f(yaml_path, std::ios::binary);
-    LT_CHECK(f.good(), "cannot open config file '{}'", yaml_path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    c = parse_train_config_yaml(ss.str(), yaml_path);
+    c = parse_train_config_yaml(read_input_file(yaml_path, kMaxSmallJsonBytes, "config file"), yaml_path);
   }
   apply_overrides(c, overrides);
   validate(c);

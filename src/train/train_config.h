@@ -73,6 +73,7 @@ struct TrainConfig {
   bool deterministic = false;   // device cuda: bit-reproducible steps (attention on leantune's kernels)
   bool master_weights = false;  // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   bool optimizer_in_backward = false;         // full/partial: AdamW steps each layer right after its backward
+  std::string sharding = "none";  // none | ddp | zero1 | zero2 | zero3 (FSDP's names: dist/sharding.h)
   double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
 
@@ -81,7 +82,8 @@ struct TrainConfig {
   int64_t save_total_limit = 3;  // 0: keep all
   int64_t eval_steps = 200;      // 0: only at the end
   int64_t logging_steps = 10;
-  std::string resume;  // "" | latest | checkpoint directory
+  std::string resume;                 // "" | latest | checkpoint directory
+  bool overwrite_output_dir = false;  // also write into an output_dir holding others' files (io/output_dir.h)
 
   bool operator==(const TrainConfig&) const = default;
 };

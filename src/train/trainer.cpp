@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "dist/rank_split.h"
+#include "dist/single_communicator.h"
 #include "io/peft_adapter.h"
 #include "io/tensorboard.h"
 #include "model/chunked_decoder.h"
@@ -45,8 +47,21 @@ int64_t peak_memory_bytes(Device device) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
-                 std::vector<data::Example> val, int32_t pad_id)
-    : config_(config), model_(model), train_(std::move(train)), val_(std::move(val)), pad_id_(pad_id) {
+                 std::vector<data::Example> val, int32_t pad_id, std::unique_ptr<io::OutputDir> output,
+                 dist::Communicator* comm)
+    : config_(config),
+      model_(model),
+      output_(output ? std::move(output) : claim_output_dir(config)),
+      train_(std::move(train)),
+      val_(std::move(val)),
+      pad_id_(pad_id) {
+  if (!comm) own_comm_ = std::make_unique<dist::SingleCommunicator>();
+  comm_ = comm ? comm : own_comm_.get();
+  // The step below splits micro-batches and reduces counts, loss and gradients over ranks; checkpoints,
+  // logs, optimizer_in_backward and the sharding strategies do not know about ranks yet.
+  LT_CHECK(comm_->world_size() == 1,
+           "training over {} processes is not wired yet (see issue #18); run a single process",
+           comm_->world_size());
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
@@ -139,6 +154,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   } else {
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
+    check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
     state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                              lora_arena_ ? &adapter_config_ : nullptr);
   }
@@ -224,34 +240,42 @@ void Trainer::setup_lora() {
 
 void Trainer::save_final() {
   if (lora_arena_) {
-    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too).
+    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in.
+    const std::string staging = output_->make_staging();
     if (model_.device == Device::CPU) {
-      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, lora_, lora_.dtype);
+      io::save_peft_adapter(staging, model_.config, adapter_config_, lora_, lora_.dtype);
     } else {
       const model::HostLora host = model::host_copy(model_.config, lora_);
-      io::save_peft_adapter(config_.output_dir, model_.config, adapter_config_, host.weights, lora_.dtype);
+      io::save_peft_adapter(staging, model_.config, adapter_config_, host.weights, lora_.dtype);
     }
+    output_->publish(staging, {io::kAdapterWeightsFile, io::kAdapterConfigFile});
     return;
   }
+  const io::HfSaveOptions options{.dtype = model_.dtype};
   if (model_.device == Device::CPU) {
-    train::save_final_model(config_.output_dir, config_.base_model, model_.config, model_.weights);
+    train::save_final_model(*output_, config_.base_model, model_.config, model_.weights, options);
     return;
   }
   const model::HostWeights host = model::host_copy(model_.config, model_.weights);
-  train::save_final_model(config_.output_dir, config_.base_model, model_.config, host.weights);
+  train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options);
 }
 
 Trainer::~Trainer() = default;
 
 Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end) {
-  // All micro-batches of the step first: their label count is the loss's denominator.
+  // This rank's micro-batches of the step (all of them in one process) first: the label count over every
+  // rank is the loss's denominator.
+  const dist::IndexRange mine = dist::rank_share(first, end, comm_->rank(), comm_->world_size());
   std::vector<ModelBatch> batches;
   StepResult r;
-  for (int64_t i = first; i < end; ++i) {
+  for (int64_t i = mine.begin; i < mine.end; ++i) {
     batches.push_back(to_model_batch(loader_->batch(data_epoch, i)));
     r.label_tokens += batches.back().label_tokens;
     r.tokens += batches.back().tokens;
   }
+  double counts[2] = {double(r.label_tokens), double(r.tokens)};  // exact in f64 below 2^53
+  comm_->all_reduce(Tensor(counts, DType::F64, {2}), dist::ReduceOp::Sum);
+  r.label_tokens = int64_t(counts[0]), r.tokens = int64_t(counts[1]);
   // A step whose examples score no token has loss 0 and zero gradients (the denominator only scales).
   const int64_t denominator = std::max<int64_t>(r.label_tokens, 1);
   if (in_backward_)
@@ -264,8 +288,10 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     ModelBatch& batch = batches[i];
     const Arena::Mark mark = activations_->mark();
     const Arena::Mark offload_mark = offload_arena_ ? offload_arena_->mark() : Arena::Mark{0, 0};
-    const model::LoraDropout dropout{
-        .p = config_.lora_dropout, .seed = uint64_t(config_.seed), .step = step, .micro_batch = int64_t(i)};
+    const model::LoraDropout dropout{.p = config_.lora_dropout,
+                                     .seed = uint64_t(config_.seed),
+                                     .step = step,
+                                     .micro_batch = mine.begin - first + int64_t(i)};  // index in the step
     // One schedule for whole sequences (chunk_size 0) and chunks (same gradients, O(C) memory).
     const model::ScheduleOptions options{.chunk_size = config_.chunk_size,
                                          .recompute = recompute_policy(config_),
@@ -294,6 +320,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     activations_->release(mark);
     if (offload_arena_) offload_arena_->release(offload_mark);
   }
+  comm_->all_reduce(Tensor(&r.loss, DType::F64, {1}), dist::ReduceOp::Sum);  // each rank's share of the mean
   return r;
 }
 
@@ -301,6 +328,8 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
   if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
   std::vector<Tensor> grad_tensors;
   for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
+  // Each rank holds the gradient of its micro-batches over the global denominator: the sum is the step's.
+  for (const Tensor& g : grad_tensors) comm_->all_reduce(g, dist::ReduceOp::Sum);
   double grad_norm = 0;
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
@@ -335,7 +364,8 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .state = state,
                        .write_extra = hooks.write_extra,
                        .lora = lora_arena_ ? &lora_ : nullptr,
-                       .adapter = lora_arena_ ? &adapter_config_ : nullptr};
+                       .adapter = lora_arena_ ? &adapter_config_ : nullptr,
+                       .between_rename_and_delete = hooks.between_rename_and_delete};
   return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
 }
 

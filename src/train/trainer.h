@@ -25,6 +25,7 @@
 #include "core/arena.h"
 #include "data/data_loader.h"
 #include "data/example.h"
+#include "dist/communicator.h"
 #include "io/peft_config.h"
 #include "model/lora.h"
 #include "model/shared_layer_grads.h"
@@ -43,8 +44,10 @@ namespace lt::train {
 struct TrainerHooks {
   std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
   std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
-  std::FILE* out = stdout;                                            // progress and messages
-  bool quiet = false;                                                 // no progress output
+  std::function<void(const std::string& doomed)> between_rename_and_delete =
+      nullptr;              // rotation (checkpoint.h)
+  std::FILE* out = stdout;  // progress and messages
+  bool quiet = false;       // no progress output
 };
 
 struct TrainResult {
@@ -62,8 +65,12 @@ class Trainer {
   // `config` is already validated and passed check_engine_settings; `model` is loaded in the compute
   // dtype on the run's device. Allocates gradients (trainable tensors only, in master_dtype), optimizer
   // state and the activation arena on that device; restores the checkpoint when config.resume is set.
+  // `output` is the run's claim on output_dir (claim_output_dir); null: the constructor claims it.
+  // `comm` carries what the step reduces over processes (scored-token counts, loss, gradients); nullptr:
+  // one process (dist::SingleCommunicator).
   Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data::Example> train,
-          std::vector<data::Example> val, int32_t pad_id);
+          std::vector<data::Example> val, int32_t pad_id, std::unique_ptr<io::OutputDir> output = nullptr,
+          dist::Communicator* comm = nullptr);
   ~Trainer();
 
   TrainResult run(const TrainerHooks& hooks = {});
@@ -100,7 +107,10 @@ class Trainer {
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
   TrainConfig config_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // the single-process one, when none was given
+  dist::Communicator* comm_ = nullptr;
   LoadedModel& model_;
+  std::unique_ptr<io::OutputDir> output_;  // locked for the trainer's lifetime
   std::vector<data::Example> train_, val_;
   int32_t pad_id_;
   std::unique_ptr<Arena> grad_arena_;

@@ -43,6 +43,7 @@ nlohmann::json bench(const std::string& model, const std::string& res, bool offl
   return nlohmann::json::parse(in);
 }
 
+// Bit for bit whatever OpenBLAS's kernels: offload moves bytes; both runs make the same BLAS calls.
 TEST(BenchOffload, ChunkedLossIsUnchanged) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

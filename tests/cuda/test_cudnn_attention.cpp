@@ -3,10 +3,12 @@
 // backend must add into them), on GQA and plain multi-head shapes, head dims 64 and 128, batches 1 and 2,
 // Tq = S and chunks at an offset into a longer key range (also a K/V buffer longer than the keys the last
 // query sees, as the chunked decoder passes), odd lengths; against our tensor-core kernels on larger shapes;
-// the deterministic switch and ineligible calls keep to our kernels. These tests FAIL when cuDNN cannot be
-// loaded (the message says why: put libcudnn.so.9's directory on LD_LIBRARY_PATH or set LT_CUDNN_LIBRARY).
-// Disabled: a timing bench (cuDNN vs tensor cores, first call with the plan build) and a probe that logs
-// every step of building the graphs.
+// the deterministic switch and ineligible calls keep to our kernels. Where no cuDNN 9.16+ can be loaded
+// (make test-cuda looks for the PyTorch wheel's, tools/find_cudnn.sh), each test checks the fallback on its
+// cases instead: attention under auto runs on leantune's kernels (the bits of LT_ATTENTION_KERNEL=tc, no
+// cuDNN plan built), LT_ATTENTION_KERNEL=cudnn is refused naming why, and the run header's attention line
+// says which kernels run and why. Disabled: a timing bench (cuDNN vs tensor cores, first call with the plan
+// build) and a probe that logs every step of building the graphs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "ops/cpu/cpu_attention.h"
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cudnn_attention.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 
@@ -37,14 +41,6 @@ using test::upload;
 using test::Worst;
 
 using KernelChoice = test::AttentionKernelChoice;
-
-#define LT_REQUIRE_CUDNN()                                                            \
-  do {                                                                                \
-    LT_REQUIRE_GPU();                                                                 \
-    const ops::cuda::CudnnAttentionStatus& st_ = ops::cuda::cudnn_attention_status(); \
-    std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());            \
-    ASSERT_TRUE(st_.available) << "cuDNN attention unavailable: " << st_.reason;      \
-  } while (0)
 
 struct Case {
   int64_t B, Tq, S, H, KVH, HD, q_offset;
@@ -115,10 +111,54 @@ Results run(const Case& c, Inputs& in, const char* kernel, bool zero_start = fal
   return r;
 }
 
-// Prints which cuDNN was loaded (or why none could be): the first thing to read when the others fail.
+// Without cuDNN: the case under auto takes leantune's kernels (LT_ATTENTION_KERNEL=tc's bits, no cuDNN plan
+// built), an explicit cudnn request is refused naming why, and the run header's line says so.
+void check_fallback(const Case& c, uint64_t seed) {
+  const ops::cuda::CudnnAttentionStatus& st = ops::cuda::cudnn_attention_status();
+  ASSERT_FALSE(st.reason.empty()) << "an unavailable cuDNN must say why";
+  Inputs in(c, seed);
+  const int64_t plans_before = ops::cuda::cudnn_attention_plan_stats().plans_built;
+  Results ours = run(c, in, "tc");
+  Results fallback = run(c, in, "auto");
+  EXPECT_EQ(test::download(fallback.out), test::download(ours.out)) << describe(c);
+  EXPECT_EQ(test::download(fallback.lse), test::download(ours.lse)) << describe(c);
+  EXPECT_EQ(test::download(fallback.dq), test::download(ours.dq)) << describe(c);
+  EXPECT_EQ(test::download(fallback.dk), test::download(ours.dk)) << describe(c);
+  EXPECT_EQ(test::download(fallback.dv), test::download(ours.dv)) << describe(c);
+  EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built, plans_before) << describe(c);
+  try {
+    run(c, in, "cudnn");
+    ADD_FAILURE() << describe(c) << ": LT_ATTENTION_KERNEL=cudnn without a usable cuDNN must be refused";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(st.reason), std::string::npos) << e.what();
+  }
+  KernelChoice automatic("auto");
+  const std::string header = ops::attention_backend_summary();
+  EXPECT_NE(header.find("leantune kernels (cuDNN unavailable: " + st.reason + ")"), std::string::npos)
+      << header;
+}
+
+// True when cuDNN 9.16+ is loaded. Otherwise checks the fallback on `cases` (seeds from `seed`) and returns
+// false: the caller's cuDNN checks do not apply.
+bool cudnn_loaded_else_check_fallback(std::initializer_list<Case> cases, uint64_t seed) {
+  std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());
+  if (ops::cuda::cudnn_attention_status().available) return true;
+  std::printf("no usable cuDNN: checking that attention falls back to leantune's kernels and says why\n");
+  for (const Case& c : cases) check_fallback(c, seed++);
+  return false;
+}
+
+// Prints which cuDNN was loaded (or why none could be), and what the run header says of it.
 TEST(CudaParity, CudnnAttentionStatus) {
-  LT_REQUIRE_CUDNN();
-  EXPECT_TRUE(ops::cuda::cudnn_attention_status().reason.empty());
+  LT_REQUIRE_GPU();
+  if (!cudnn_loaded_else_check_fallback({{1, 128, 128, 32, 8, 128, 0}}, 7000)) return;
+  const ops::cuda::CudnnAttentionStatus& st = ops::cuda::cudnn_attention_status();
+  EXPECT_TRUE(st.reason.empty());
+  KernelChoice automatic("auto");
+  const std::string header = ops::attention_backend_summary();
+  EXPECT_NE(header.find("cuDNN " + ops::cuda::cudnn_version_name(st.version) + " fused attention"),
+            std::string::npos)
+      << header;
 }
 
 // One case of CudnnAttentionForwardBackward: forward and backward through cuDNN vs the float64 reference.
@@ -145,9 +185,9 @@ void check_against_reference(const Case& c, uint64_t seed) {
                               host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
   ops::cpu::attention_backward(p, host(dq, {B, Tq, H, HD}), host(dk, {B, S, KVH, HD}),
                                host(dv, {B, S, KVH, HD}), host(in.hdout, {B, Tq, H, HD}),
-                               host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
-                               host(in.hq, {B, Tq, H, HD}), host(in.hk, {B, S, KVH, HD}),
-                               host(in.hv, {B, S, KVH, HD}), Tensor(), Tensor());
+                               host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}), host(in.hq, {B, Tq, H, HD}),
+                               host(in.hk, {B, S, KVH, HD}), host(in.hv, {B, S, KVH, HD}), Tensor(),
+                               Tensor());
   Worst fw, bw, grads;
   fw.add("out", out_d, out);
   fw.add("lse", test::download(g.lse), lse);
@@ -178,28 +218,32 @@ void check_against_reference(const Case& c, uint64_t seed) {
 }
 
 TEST(CudaParity, CudnnAttentionForwardBackward) {
-  LT_REQUIRE_CUDNN();
-  const Case cases[] = {
+  LT_REQUIRE_GPU();
+  const std::initializer_list<Case> cases = {
       {1, 128, 128, 32, 8, 128, 0},  {2, 256, 256, 32, 8, 64, 0},    {1, 200, 1000, 32, 8, 128, 800},
       {1, 200, 1000, 4, 4, 64, 800}, {2, 512, 1024, 4, 4, 128, 512}, {1, 1024, 1024, 4, 4, 64, 0},
       {2, 128, 640, 32, 8, 64, 512}, {2, 100, 1200, 8, 2, 128, 500}, {1, 1, 37, 8, 8, 128, 36},
       {2, 37, 37, 4, 1, 64, 0},      {1, 333, 333, 32, 8, 128, 0},
   };
-  for (size_t ci = 0; ci < std::size(cases); ++ci) {
+  if (!cudnn_loaded_else_check_fallback(cases, 7300)) return;
+  uint64_t seed = 7300;
+  for (const Case& c : cases) {
     // An exception (cuDNN refusing the shape) fails this case only: one run reports every case.
     try {
-      check_against_reference(cases[ci], 7300 + ci * 10);
+      check_against_reference(c, seed);
     } catch (const std::exception& e) {
-      ADD_FAILURE() << describe(cases[ci]) << ": " << e.what();
+      ADD_FAILURE() << describe(c) << ": " << e.what();
     }
+    seed += 10;
   }
 }
 
 // cuDNN vs our tensor-core kernels on shapes too large for the float64 reference.
 TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
-  LT_REQUIRE_CUDNN();
+  LT_REQUIRE_GPU();
   const Case cases[] = {
       {1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072}, {2, 1536, 1536, 32, 8, 64, 0}};
+  if (!cudnn_loaded_else_check_fallback({cases[0], cases[1], cases[2]}, 8800)) return;
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
     Inputs in(c, 8800 + ci * 10);
@@ -224,9 +268,12 @@ TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
 }
 
 // The deterministic switch and calls cuDNN cannot take keep to our kernels: no cuDNN plan is built, and the
-// results are our kernels' bits.
+// results are our kernels' bits. Holds with and without a usable cuDNN (without one, the windowed call goes
+// through auto: an explicit cudnn request is refused, as check_fallback shows).
 TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
-  LT_REQUIRE_CUDNN();
+  LT_REQUIRE_GPU();
+  std::printf("%s\n", ops::cuda::cudnn_attention_status_line().c_str());
+  const char* windowed_request = ops::cuda::cudnn_attention_status().available ? "cudnn" : "auto";
   const Case c{1, 300, 700, 8, 2, 128, 400};
   Inputs in(c, 9900);
   Results ours = run(c, in, "tc");
@@ -246,7 +293,7 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
   p.window = 100;
   DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), lse = poisoned(DType::F32, {B, H, Tq});
   {
-    KernelChoice choice("cudnn");
+    KernelChoice choice(windowed_request);
     ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
   }
   std::vector<double> ref(size_t(B * Tq * H * HD)), ref_lse(size_t(B * H * Tq));
@@ -268,7 +315,8 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
 // included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq * (q_offset + Tq / 2) * HD,
 // backward 2.5x.
 TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
-  LT_REQUIRE_CUDNN();
+  LT_REQUIRE_GPU();
+  ASSERT_TRUE(ops::cuda::cudnn_attention_status().available) << ops::cuda::cudnn_attention_status().reason;
   const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},
                         {2, 8192, 8192, 32, 8, 128, 0},
                         {1, 32768, 32768, 32, 8, 128, 0},
@@ -283,7 +331,8 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
     std::vector<double> zeros(size_t(B * S * KVH * HD), 0.0);
     DeviceTensor dk = upload(zeros, DType::BF16, {B, S, KVH, HD}),
                  dv = upload(zeros, DType::BF16, {B, S, KVH, HD});
-    const double fwd_flops = 2.0 * 2.0 * double(B * H) * double(Tq) * (double(off) + double(Tq) / 2.0) * double(HD);
+    const double fwd_flops =
+        2.0 * 2.0 * double(B * H) * double(Tq) * (double(off) + double(Tq) / 2.0) * double(HD);
     for (const char* kernel : {"cudnn", "cudnn1", "tc"}) {
       if (off == 0 && std::string(kernel) == "cudnn1") continue;
       KernelChoice choice(std::string(kernel) == "tc" ? "tc" : "cudnn");
@@ -326,13 +375,13 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       std::sort(bw_ms.begin(), bw_ms.end());
       const double fw = fw_ms[1], bw = bw_ms[1];
       std::printf(
-          "ATTN_BENCH kernel=%-6s bf16 causal B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f ms "
+          "ATTN_BENCH kernel=%-6s bf16 causal B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f "
+          "ms "
           "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms "
           "(plan builds %.1f ms)\n",
           kernel, (long long)B, (long long)Tq, (long long)S, (long long)off, (long long)H, (long long)KVH,
           (long long)HD, fw, fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
-          3.5 * fwd_flops / (fw + bw) * 1e-9,
-          std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          3.5 * fwd_flops / (fw + bw) * 1e-9, std::chrono::duration<double, std::milli>(t1 - t0).count(),
           std::chrono::duration<double, std::milli>(t2 - t1).count(), build_ms);
       std::fflush(stdout);
     }

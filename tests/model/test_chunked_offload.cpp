@@ -102,6 +102,8 @@ struct Run {
   }
 };
 
+// Bit for bit whatever OpenBLAS's kernels: offload only moves bytes between two arenas, so both runs make
+// the same BLAS calls (same shapes, same chunks, same values) in the same order.
 void expect_same(const Run& a, const Run& b, const std::string& what) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_EQ(a.losses[i], b.losses[i]) << what << " step " << i;

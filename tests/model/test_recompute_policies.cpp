@@ -117,6 +117,8 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
     }
 }
 
+// Bit for bit whatever OpenBLAS's kernels: a policy only decides which activations are kept and which are
+// recomputed, and a recompute repeats the forward's BLAS calls with the same shapes and values.
 // The tiny model's F = 12 (D = 8, H * HD = 24); F = 48 >= 2 * H * HD also puts Elementwise's dAttn and dQ
 // in h's buffer, F = 6 < D gives its norm outputs a buffer of their own.
 TEST(RecomputePolicies, WholeSequenceGradientsAreBitIdentical) {

@@ -140,6 +140,8 @@ StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::Trai
   return out;
 }
 
+// Bit for bit whatever OpenBLAS's kernels: the shared buffer changes where a layer's gradients are written,
+// not the BLAS calls that compute them (same shapes, same values, same order).
 TEST(SharedLayerGrads, DecoderReportsEachLayerWithThePlainBackwardsGradients) {
   for (DType dt : {DType::F64, DType::F32})
     for (bool tied : {false, true})

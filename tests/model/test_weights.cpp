@@ -75,7 +75,7 @@ TEST(Weights, FrozenTensorsHaveNoGradient) {
 TEST(Weights, RandomInitLikeHf) {
   model::ModelConfig config = test::tiny_config(false);
   config.vocab_size = 2000;  // enough values in the embedding for a sample standard deviation
-  config.raw = {{"initializer_range", 0.05}};
+  config.initializer_range = 0.05;
   Arena arena("w", HostMemory::instance(), 2 * model::weights_bytes(config, DType::F64));
   model::ModelWeights a = model::allocate_weights(config, DType::F64, arena);
   model::ModelWeights b = model::allocate_weights(config, DType::F64, arena);

@@ -129,5 +129,36 @@ TEST(AttentionSelect, ExplicitRequests) {
   }
 }
 
+// The run header's attention line: which kernels and, when not cuDNN's, why.
+TEST(AttentionSelect, BackendSummarySaysWhichKernelsAndWhy) {
+  using ops::cuda::attention_backend_summary;
+  using ops::cuda::CudnnLoadResult;
+  EXPECT_EQ(ops::cuda::cudnn_version_name(91400), "9.14.0");
+  EXPECT_EQ(ops::cuda::cudnn_version_name(92601), "9.26.1");
+  const CudnnLoadResult loaded{true, 91600, "/wheel/libcudnn.so.9", ""};
+  const CudnnLoadResult old{false, 91400, "libcudnn.so.9",
+                            "cuDNN 9.14.0 found at libcudnn.so.9; 9.16.0 or newer"};
+  auto has = [](const std::string& line, const std::string& part) {
+    return line.find(part) != std::string::npos
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure() << line << "\nlacks: " << part;
+  };
+  const std::string with = attention_backend_summary(AttentionKernelRequest::Auto, false, loaded);
+  EXPECT_TRUE(has(with, "cuDNN 9.16.0 fused attention"));
+  EXPECT_TRUE(has(with, "/wheel/libcudnn.so.9"));
+  const std::string without = attention_backend_summary(AttentionKernelRequest::Auto, false, old);
+  EXPECT_TRUE(has(without, "leantune kernels"));
+  EXPECT_TRUE(has(without, "cuDNN 9.14.0 found at libcudnn.so.9; 9.16.0 or newer"));
+  EXPECT_TRUE(has(attention_backend_summary(AttentionKernelRequest::Cudnn, false, old), "will fail"));
+  // Deterministic and explicit requests never use cuDNN, loaded or not.
+  for (const CudnnLoadResult& c : {loaded, old}) {
+    EXPECT_TRUE(has(attention_backend_summary(AttentionKernelRequest::Auto, true, c),
+                    "leantune kernels (deterministic"));
+    EXPECT_TRUE(
+        has(attention_backend_summary(AttentionKernelRequest::TensorCore, false, c), "leantune kernels"));
+    EXPECT_TRUE(has(attention_backend_summary(AttentionKernelRequest::Simt, false, c), "CUDA-core kernels"));
+  }
+}
+
 }  // namespace
 }  // namespace lt

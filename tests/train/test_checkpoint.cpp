@@ -35,8 +35,8 @@ TEST(Checkpoint, HoldsWeightsOptimizerStateDataPositionAndConfig) {
   TrainResult r = run_training(c, {.quiet = true});
   const std::string ckpt = c.output_dir + "/checkpoint-1";
   EXPECT_EQ(entries_of(ckpt),
-            (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors",
-                                      "train_config.yaml", "trainer_state.json"}));
+            (std::vector<std::string>{".leantune", "config.json", "model.safetensors",
+                                      "optimizer.safetensors", "train_config.yaml", "trainer_state.json"}));
   TrainerState s = read_trainer_state(ckpt);
   EXPECT_EQ(s.step, 1);
   EXPECT_EQ(s.data_epoch, 0);
@@ -81,6 +81,38 @@ TEST(Checkpoint, KeepsOnlyTheLastSaveTotalLimit) {
   EXPECT_EQ(resolve_resume_dir("latest", c.output_dir), c.output_dir + "/checkpoint-5");
 }
 
+TEST(Checkpoint, RotationInterruptedBetweenRenameAndDeleteLeavesNoListedPartialCheckpoint) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 10);
+  TrainConfig c = test::tiny_train_config(dir.path());
+  c.max_steps = 3;
+  c.save_steps = 1;
+  c.save_total_limit = 1;
+  TrainerHooks hooks{.quiet = true};
+  std::string doomed;
+  hooks.between_rename_and_delete = [&](const std::string& path) {
+    doomed = path;
+    fs::remove(path + "/model.safetensors");  // the kill came mid-delete: half of it is gone
+    LT_FAIL("killed (simulated) while deleting {}", path);
+  };
+  EXPECT_THROW(run_training(c, hooks), Error);
+  EXPECT_EQ(doomed.rfind(c.output_dir + "/checkpoint-1.deleting-", 0), 0u) << doomed;
+  EXPECT_TRUE(fs::is_directory(doomed));
+  auto all = list_checkpoints(c.output_dir);
+  ASSERT_EQ(all.size(), 1u) << "the half-deleted checkpoint is not listed";
+  EXPECT_EQ(all[0].first, 2);
+  // The next run on this directory removes the leftover, then continues from checkpoint-2.
+  c.resume = "latest";
+  TrainResult r = run_training(c, {.quiet = true});
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_EQ(r.final_step, 3);
+  EXPECT_FALSE(fs::exists(doomed));
+  EXPECT_EQ(entries_of(c.output_dir),
+            (std::vector<std::string>{".leantune", "checkpoint-3", "config.json", "metrics.jsonl",
+                                      "model.safetensors", "runs"}));
+}
+
 TEST(Checkpoint, FailedWriteLeavesNoCheckpointDirectory) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
@@ -94,7 +126,8 @@ TEST(Checkpoint, FailedWriteLeavesNoCheckpointDirectory) {
     if (tmp.find("checkpoint-2") != std::string::npos) LT_FAIL("disk full (simulated) while writing {}", tmp);
   };
   EXPECT_THROW(run_training(c, hooks), Error);
-  EXPECT_EQ(entries_of(c.output_dir), (std::vector<std::string>{"checkpoint-1", "metrics.jsonl", "runs"}))
+  EXPECT_EQ(entries_of(c.output_dir),
+            (std::vector<std::string>{".leantune", "checkpoint-1", "metrics.jsonl", "runs"}))
       << "neither checkpoint-2 nor a temporary directory may remain";
   // The run can continue from the last complete checkpoint.
   c.resume = "latest";

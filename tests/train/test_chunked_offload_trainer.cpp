@@ -23,6 +23,7 @@ std::map<std::string, std::vector<double>> final_weights(const TrainConfig& c) {
                                                         : c.output_dir);
 }
 
+// Bit for bit whatever OpenBLAS's kernels: offload moves bytes between arenas; both runs make the same BLAS calls.
 void expect_offload_changes_nothing(TrainConfig c, const std::vector<int64_t>& chunks) {
   TrainerHooks quiet{.quiet = true};
   const std::string base_dir = c.output_dir;

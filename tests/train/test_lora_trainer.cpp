@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 
 class LoraResume : public ::testing::TestWithParam<const char*> {};
 
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
 TEST_P(LoraResume, InterruptedThenResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

@@ -24,6 +24,7 @@ TrainConfig master_config(const test::TempDir& dir, const std::string& out) {
   return c;
 }
 
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
 TEST(MasterWeights, ResumedRunEqualsUninterruptedAndCheckpointsHoldTheMasters) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

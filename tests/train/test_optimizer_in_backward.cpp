@@ -94,6 +94,7 @@ void PrintTo(const Variant& v, std::ostream* os) {
 
 class OptimizerInBackward : public ::testing::TestWithParam<Variant> {};
 
+// Bit for bit whatever OpenBLAS's kernels: the update moves into backward; the gradients come from the same BLAS calls.
 TEST_P(OptimizerInBackward, BitIdenticalToTheEndOfStepOptimizer) {
   const Variant& v = GetParam();
   test::TempDir dir;
@@ -142,6 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
                 .layers = "0"}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
 TEST(OptimizerInBackwardRun, ResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

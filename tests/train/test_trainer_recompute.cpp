@@ -10,6 +10,7 @@
 namespace lt::train {
 namespace {
 
+// Bit for bit whatever OpenBLAS's kernels: a recompute repeats the forward's BLAS calls with the same shapes and values.
 TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

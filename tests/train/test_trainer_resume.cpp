@@ -25,6 +25,8 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 class TrainerResume : public ::testing::TestWithParam<const char*> {};
 
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones (same
+// shapes, same restored values, same order).
 TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

@@ -12,7 +12,7 @@ void read_mistral_block(const FieldReader& r, const std::string& source, ModelCo
   cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
   int64_t window = 4096;
   if (r.has("sliding_window")) {
-    window = r.positive("sliding_window");
+    window = r.size("sliding_window", ModelConfigLimits::kPositions);
   } else if (r.is_null("sliding_window")) {
     window = 0;
   }

@@ -13,7 +13,7 @@ void read_qwen2_windows(const FieldReader& r, const std::string& source, ModelCo
   // `sliding_window = sliding_window if use_sliding_window else None`.
   if (!r.boolean_or("use_sliding_window", false)) return;
   if (r.is_null("sliding_window")) return;
-  const int64_t window = r.positive_or("sliding_window", 4096);
+  const int64_t window = r.size_or("sliding_window", ModelConfigLimits::kPositions, 4096);
   if (r.has("layer_types")) {
     const json& types = r.at("layer_types");
     LT_CHECK(types.is_array() && int64_t(types.size()) == cfg.num_layers,

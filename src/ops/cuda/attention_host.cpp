@@ -42,8 +42,7 @@ std::string describe(const AttentionParams& p) {
 AttentionKernel select_kernel(const AttentionParams& p, DType dt, const AttentionLaunch& a,
                               std::initializer_list<const void*> tensors, bool tc_eligible,
                               AttentionKernelRequest* request) {
-  const char* env = std::getenv("LT_ATTENTION_KERNEL");
-  *request = env ? parse_attention_kernel_request(env) : g_request.load();
+  *request = attention_kernel_request();
   bool aligned = true;
   for (const void* t : tensors) aligned = aligned && (reinterpret_cast<uintptr_t>(t) % 16 == 0);
   const AttentionCallShape call{dt, p, a.q_segments != nullptr, aligned, attention_deterministic()};
@@ -108,6 +107,11 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
 
 void set_attention_kernel_request(const std::string& request) {
   g_request.store(parse_attention_kernel_request(request.c_str()));
+}
+
+AttentionKernelRequest attention_kernel_request() {
+  const char* env = std::getenv("LT_ATTENTION_KERNEL");
+  return env ? parse_attention_kernel_request(env) : g_request.load();
 }
 
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,

@@ -13,7 +13,10 @@
 // atomics (the run-to-run order of the additions varies), while our kernels use none.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/dtype.h"
@@ -97,6 +100,44 @@ inline AttentionKernel choose_attention_kernel(AttentionKernelRequest request, c
   if (want_cudnn && cudnn_loaded && cudnn_attention_ineligible_reason(call) == nullptr)
     return AttentionKernel::Cudnn;
   return tc_eligible ? AttentionKernel::TensorCore : AttentionKernel::Simt;
+}
+
+// "9.14.0" for cudnnGetVersion()'s 91400 (cuDNN 9 encodes major * 10000 + minor * 100 + patch).
+inline std::string cudnn_version_name(int64_t version) {
+  return fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+}
+
+// What cuDNN's loading told (cudnn_attention_status()), for attention_backend_summary.
+struct CudnnLoadResult {
+  bool available = false;
+  int64_t version = 0;
+  std::string_view library, reason;
+};
+
+// One line for the run header: which kernels the run's attention calls take under `request` and, when that
+// is not cuDNN's, why. `cudnn` is only read for the auto and cudnn requests that are not deterministic (the
+// others never load cuDNN).
+inline std::string attention_backend_summary(AttentionKernelRequest request, bool deterministic,
+                                             const CudnnLoadResult& cudnn) {
+  switch (request) {
+    case AttentionKernelRequest::Simt:
+      return "leantune's CUDA-core kernels (LT_ATTENTION_KERNEL=simt)";
+    case AttentionKernelRequest::TensorCore:
+      return "leantune kernels (attention: leantune)";
+    case AttentionKernelRequest::Auto:
+    case AttentionKernelRequest::Cudnn:
+      break;
+  }
+  if (deterministic)
+    return "leantune kernels (deterministic: cuDNN's backward adds dQ atomically, in a run-dependent order)";
+  if (cudnn.available)
+    return fmt::format(
+        "cuDNN {} fused attention ({}) for bf16 calls with head_dim 64 or 128 and no packing or window, "
+        "leantune kernels for the others",
+        cudnn_version_name(cudnn.version), cudnn.library);
+  if (request == AttentionKernelRequest::Cudnn)
+    return fmt::format("cuDNN requested, but unavailable: {} (attention calls will fail)", cudnn.reason);
+  return fmt::format("leantune kernels (cuDNN unavailable: {})", cudnn.reason);
 }
 
 }  // namespace lt::ops::cuda

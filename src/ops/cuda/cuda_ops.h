@@ -39,6 +39,9 @@ void set_linear_allow_tf32(bool allow);
 // The attention implementation when LT_ATTENTION_KERNEL is unset: "auto", "cudnn", "tc" or "simt"
 // (attention_select.h). The deterministic request is cudnn_attention.h's set_attention_deterministic.
 void set_attention_kernel_request(const std::string& request);
+// The request attention calls follow now: LT_ATTENTION_KERNEL when set, else the one set above.
+enum class AttentionKernelRequest : uint8_t;  // attention_select.h
+AttentionKernelRequest attention_kernel_request();
 bool linear_allow_tf32();
 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions);

@@ -136,8 +136,9 @@ Library load_library() {
   }
   l.status.version = int64_t(a.get_version());
   if (l.status.version < kMinVersion) {
-    l.status.reason = fmt::format("{} is cuDNN {}; the attention backend needs {} or newer", l.status.library,
-                                  l.status.version, kMinVersion);
+    l.status.reason =
+        fmt::format("cuDNN {} found at {}; {} or newer needed (LT_CUDNN_LIBRARY names another)",
+                    cudnn_version_name(l.status.version), l.status.library, cudnn_version_name(kMinVersion));
     return l;
   }
   if (device_count() == 0) {
@@ -829,8 +830,7 @@ const CudnnAttentionStatus& cudnn_attention_status() {
 std::string cudnn_attention_status_line() {
   const CudnnAttentionStatus& s = cudnn_attention_status();
   if (s.available)
-    return fmt::format("cudnn attention: available (cuDNN {}.{}.{}, {})", s.version / 10000,
-                       s.version / 100 % 100, s.version % 100, s.library);
+    return fmt::format("cudnn attention: available (cuDNN {}, {})", cudnn_version_name(s.version), s.library);
   return fmt::format("cudnn attention: unavailable: {}", s.reason);
 }
 

@@ -1,0 +1,56 @@
+// The collectives a training run needs across processes, behind one interface: all-reduce, reduce-scatter,
+// all-gather, broadcast and barrier over f64, f32 and bf16 tensors, with sum or average. Implementations:
+// SingleCommunicator (one process: every collective is the identity or a copy, no overhead), MpiCommunicator
+// (CPU tensors over MPI; what CI tests with mpirun) and NcclCommunicator (GPU tensors over NCCL on a stream
+// of its own, ordered with the compute stream by events).
+//
+// Every rank calls the same collectives in the same order with tensors of the same dtype and shape. The
+// layers above hold a Communicator& and never ask which implementation they have.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace lt::dist {
+
+enum class ReduceOp { Sum, Average };
+std::string_view reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string_view backend() const = 0;  // "single", "mpi", "nccl"
+  bool is_main() const { return rank() == 0; }   // the rank that prints progress and writes logs
+
+  // t = op over ranks of every rank's t (in place).
+  virtual void all_reduce(Tensor t, ReduceOp op) = 0;
+  // in: (world_size * n) elements, out: n. Rank r's out = op over ranks of their in[r*n, (r+1)*n).
+  virtual void reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
+  // in: n elements, out: (world_size * n). out[r*n, (r+1)*n) = rank r's in, on every rank.
+  virtual void all_gather(Tensor in, Tensor out) = 0;
+  // t = rank root's t, on every rank.
+  virtual void broadcast(Tensor t, int root) = 0;
+  // Returns once every rank has called it.
+  virtual void barrier() = 0;
+
+  // The agreement step that keeps a failure on one rank from hanging the others: every rank calls it with
+  // its own error ("" when it is fine). Returns when every rank is fine; otherwise throws on every rank an
+  // Error naming each failed rank and its message. A rank that does not arrive within timeout_s is named
+  // as unresponsive (it died or is stuck), and the caller stops.
+  virtual void agree(const std::string& local_error, double timeout_s) = 0;
+};
+
+// The checks every implementation makes before a collective (one message naming the collective, the
+// tensor and what was expected): dtype f64, f32 or bf16, memory present, and for reduce_scatter and
+// all_gather the element counts in the ratio world_size : 1 and the same dtype and device.
+void check_collective(std::string_view collective, const Tensor& t);
+void check_scatter_gather(std::string_view collective, const Tensor& whole, const Tensor& part,
+                          int world_size);
+void check_root(int root, int world_size);
+
+}  // namespace lt::dist

@@ -1,0 +1,252 @@
+// NcclCommunicator (dist/nccl_communicator.h) and its start-up.
+#include "dist/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/cuda/nccl_watchdog.h"
+#include "dist/mpi_communicator.h"
+#include "dist/tcp_rendezvous.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/stream.h"
+
+namespace lt::dist {
+namespace {
+
+constexpr size_t kAgreeBytes = 1024;  // one rank's message in the agreement step (longer ones are cut)
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F32:
+      return ncclFloat32;
+    default:
+      return ncclBfloat16;  // check_collective admitted only f64, f32 and bf16
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::Sum ? ncclSum : ncclAvg;
+}
+
+// The communicator is non-blocking (so that start-up can time out): a call may return ncclInProgress while
+// NCCL finishes it on the host; wait for that, bounded by the deadline.
+void check_nccl(ncclComm_t comm, ncclResult_t result, std::string_view what, int rank,
+                Clock::time_point deadline) {
+  while (result == ncclInProgress) {
+    if (Clock::now() > deadline) {
+      ncclCommAbort(comm);
+      LT_FAIL(
+          "rank {}: NCCL {} did not complete in time (another rank missing?); the communicator was aborted",
+          rank, what);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ncclCommGetAsyncError(comm, &result);
+  }
+  LT_CHECK(result == ncclSuccess, "rank {}: NCCL {} failed: {} ({})", rank, what, ncclGetErrorString(result),
+           ncclGetLastError(comm));
+}
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, double timeout_s,
+                   std::unique_ptr<Communicator> mpi)
+      : comm_(comm),
+        rank_(rank),
+        world_(world),
+        device_(device),
+        timeout_s_(timeout_s),
+        mpi_(std::move(mpi)) {
+    LT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    watchdog_ = std::make_unique<NcclWatchdog>(comm_, device_, rank_);
+  }
+  ~NcclCommunicator() override {
+    const bool aborted = watchdog_->failed();
+    watchdog_.reset();
+    if (scratch_) cudaFree(scratch_);
+    cudaStreamDestroy(stream_);
+    if (!aborted) ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string_view backend() const override { return "nccl"; }
+
+  void all_reduce(Tensor t, ReduceOp op) override {
+    check_collective("all_reduce", t);
+    on_device("all_reduce", {t}, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclAllReduce(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), nccl_op(op), comm_, s);
+    });
+  }
+
+  void reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
+    check_scatter_gather("reduce_scatter", in, out, world_);
+    on_device("reduce_scatter", {in, out}, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclReduceScatter(p[0], p[1], size_t(out.numel()), nccl_dtype(out.dtype), nccl_op(op), comm_, s);
+    });
+  }
+
+  void all_gather(Tensor in, Tensor out) override {
+    check_scatter_gather("all_gather", out, in, world_);
+    on_device("all_gather", {in, out}, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclAllGather(p[0], p[1], size_t(in.numel()), nccl_dtype(in.dtype), comm_, s);
+    });
+  }
+
+  void broadcast(Tensor t, int root) override {
+    check_collective("broadcast", t);
+    check_root(root, world_);
+    on_device("broadcast", {t}, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclBroadcast(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), root, comm_, s);
+    });
+  }
+
+  void barrier() override {
+    float one = 1;  // a one-element all-reduce of host memory returns once every rank contributed
+    all_reduce(Tensor(&one, DType::F32, {1}), ReduceOp::Sum);
+  }
+
+  void agree(const std::string& local_error, double timeout_s) override {
+    if (mpi_) return mpi_->agree(local_error, timeout_s);  // the MPI job's own channel, with its messages
+    // Without MPI: every rank's message (cut to kAgreeBytes) gathered through NCCL; the watchdog bounds the
+    // wait, and a rank that never arrives shows as the collective's timeout.
+    std::vector<char> all(kAgreeBytes * size_t(world_), 0);
+    std::memcpy(all.data() + kAgreeBytes * size_t(rank_), local_error.data(),
+                std::min(local_error.size(), kAgreeBytes - 1));
+    Tensor whole(all.data(), DType::F64, {int64_t(all.size() / 8)});
+    Tensor mine(all.data() + kAgreeBytes * size_t(rank_), DType::F64, {int64_t(kAgreeBytes / 8)});
+    const double saved = timeout_s_;
+    timeout_s_ = timeout_s;
+    all_gather(mine, whole);  // bytes only: an f64 gather moves them unchanged
+    timeout_s_ = saved;
+    std::string verdict;
+    for (int r = 0; r < world_; ++r) {
+      const char* text = all.data() + kAgreeBytes * size_t(r);
+      if (text[0] == 0) continue;
+      verdict += fmt::format("{}rank {}: {}", verdict.empty() ? "" : "; ", r,
+                             std::string(text, strnlen(text, kAgreeBytes)));
+    }
+    if (!verdict.empty()) LT_FAIL("{}", verdict);
+  }
+
+ private:
+  // Runs `collective` on stream_ with device pointers for `tensors`. Device tensors: stream_ waits for the
+  // compute work queued so far and the compute stream waits for the collective, both on the GPU. CPU
+  // tensors: copied through scratch memory, and the host waits for the result it asked for.
+  template <class Collective>
+  void on_device(std::string_view what, std::vector<Tensor> tensors, Collective collective) {
+    watchdog_->throw_if_failed();
+    const bool host = tensors[0].device == Device::CPU;
+    for (const Tensor& t : tensors)
+      LT_CHECK(t.device == tensors[0].device, "{}: tensors on {} and {}, expected one device", what,
+               device_name(tensors[0].device), device_name(t.device));
+    const auto deadline = after(timeout_s_);
+    std::vector<void*> pointers;
+    if (host) {
+      size_t total = 0;
+      for (const Tensor& t : tensors) total += t.bytes();
+      reserve_scratch(total);
+      char* at = static_cast<char*>(scratch_);
+      for (const Tensor& t : tensors) {
+        LT_CUDA_CHECK(cudaMemcpyAsync(at, t.data, t.bytes(), cudaMemcpyHostToDevice, stream_));
+        pointers.push_back(at);
+        at += t.bytes();
+      }
+    } else {
+      for (const Tensor& t : tensors) pointers.push_back(t.data);
+      cudaEvent_t ready;
+      LT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      LT_CUDA_CHECK(cudaEventRecord(ready, ops::cuda::current_stream()));
+      LT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+      LT_CUDA_CHECK(cudaEventDestroy(ready));  // released once it has completed
+    }
+    check_nccl(comm_, collective(pointers, stream_), what, rank_, deadline);
+    cudaEvent_t done;
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    LT_CUDA_CHECK(cudaEventRecord(done, stream_));
+    if (host) {
+      // Tracked first: the watchdog aborts a collective that does not finish, and the copy then returns.
+      watchdog_->track(done, std::string(what), timeout_s_);
+      const Tensor& result = tensors.back();  // the output (the only tensor for in-place collectives)
+      LT_CUDA_CHECK(
+          cudaMemcpyAsync(result.data, pointers.back(), result.bytes(), cudaMemcpyDeviceToHost, stream_));
+      LT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    } else {
+      LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), done, 0));
+      watchdog_->track(done, std::string(what), timeout_s_);
+    }
+    watchdog_->throw_if_failed();
+  }
+
+  void reserve_scratch(size_t bytes) {
+    if (bytes <= scratch_bytes_) return;
+    LT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
+    if (scratch_) LT_CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    LT_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratch_bytes_ = bytes;
+  }
+
+  ncclComm_t comm_;
+  int rank_, world_, device_;
+  double timeout_s_;
+  std::unique_ptr<Communicator> mpi_;  // bootstrapped over MPI: the agreement step goes over it
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<NcclWatchdog> watchdog_;
+  void* scratch_ = nullptr;  // CPU tensors' device copies
+  size_t scratch_bytes_ = 0;
+};
+
+}  // namespace
+
+bool nccl_available() {
+  return true;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double timeout_s) {
+  int visible = 0;
+  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
+  const int device = gpu_for_rank(launch, visible);
+  LT_CUDA_CHECK(cudaSetDevice(device));
+  const Bootstrap bootstrap = choose_bootstrap(launch, mpi_available());
+  ncclUniqueId id{};
+  std::unique_ptr<Communicator> mpi;
+  if (launch.rank == 0) LT_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "rank 0: ncclGetUniqueId failed");
+  if (bootstrap == Bootstrap::Mpi) {
+    mpi = make_mpi_communicator();
+    static_assert(sizeof(ncclUniqueId) % 8 == 0);
+    mpi->broadcast(Tensor(&id, DType::F64, {int64_t(sizeof id / 8)}), 0);  // bytes only
+  } else if (bootstrap == Bootstrap::Tcp) {
+    std::vector<uint8_t> blob(sizeof id);
+    std::memcpy(blob.data(), &id, sizeof id);
+    blob =
+        share_from_rank0({launch.master_addr, launch.master_port, launch.rank, launch.world_size, timeout_s},
+                         launch.rank == 0 ? blob : std::vector<uint8_t>{});
+    LT_CHECK(blob.size() == sizeof id, "rank {}: rank 0 sent a {}-byte id, expected {}", launch.rank,
+             blob.size(), sizeof id);
+    std::memcpy(&id, blob.data(), sizeof id);
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // start-up returns at once and is polled against the deadline
+  ncclComm_t comm = nullptr;
+  const ncclResult_t started = ncclCommInitRankConfig(&comm, launch.world_size, id, launch.rank, &config);
+  check_nccl(comm, started, "start-up (ncclCommInitRank)", launch.rank, after(timeout_s));
+  return std::make_unique<NcclCommunicator>(comm, launch.rank, launch.world_size, device, timeout_s,
+                                            std::move(mpi));
+}
+
+}  // namespace lt::dist

@@ -1,0 +1,100 @@
+// What training does about several processes today: the step's reductions go through the communicator it
+// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed and every strategy but none is
+// refused, and a process started by a multi-process launcher is refused naming it, before any work.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
+
+#include "dist/single_communicator.h"
+#include "support/test_support.h"
+#include "train/run_training.h"
+#include "train/train_config.h"
+#include "train/train_test_util.h"
+
+namespace lt::train {
+namespace {
+
+// The single-process communicator, counting the collectives the trainer asks of it.
+class CountingCommunicator final : public dist::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend() const override { return "counting"; }
+  void all_reduce(Tensor t, dist::ReduceOp op) override {
+    ++all_reduces;
+    elements += t.numel();
+    single.all_reduce(t, op);
+  }
+  void reduce_scatter(Tensor in, Tensor out, dist::ReduceOp op) override {
+    single.reduce_scatter(in, out, op);
+  }
+  void all_gather(Tensor in, Tensor out) override { single.all_gather(in, out); }
+  void broadcast(Tensor t, int root) override { single.broadcast(t, root); }
+  void barrier() override {}
+  void agree(const std::string& e, double timeout_s) override { single.agree(e, timeout_s); }
+
+  dist::SingleCommunicator single;
+  int64_t all_reduces = 0, elements = 0;
+};
+
+TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicator) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  TrainConfig c = test::tiny_train_config(dir.path());
+  c.max_steps = 3;
+  const TrainResult plain = run_training(c, test::quiet_hooks());
+  CountingCommunicator comm;
+  c.output_dir = dir.file("counted");
+  const TrainResult counted = run_training(c, test::quiet_hooks(), &comm);
+  EXPECT_EQ(counted.losses, plain.losses);  // the single-process reductions change no bit
+  int64_t parameters = 0, tensors = 0;
+  const LoadedModel model = load_model(c.base_model, DType::F64, true, uint64_t(c.seed), Device::CPU);
+  for (const model::WeightSpec& spec : model::weight_specs(model.config)) {
+    parameters += spec.numel();
+    ++tensors;
+  }
+  // Per step: the token counts, the loss, and every trained tensor's gradient (full fine-tuning).
+  EXPECT_EQ(comm.all_reduces, 3 * (2 + tensors));
+  EXPECT_EQ(comm.elements, 3 * (2 + 1 + parameters));
+}
+
+TEST(TrainerProcesses, ShardingNamesAreParsedAndRefusedUntilWired) {
+  TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
+  EXPECT_EQ(c.sharding, "none");
+  validate(c);
+  for (const auto& [given, canonical] : std::map<std::string, std::string>{{"ddp", "ddp"},
+                                                                           {"no_shard", "ddp"},
+                                                                           {"zero1", "zero1"},
+                                                                           {"zero2", "zero2"},
+                                                                           {"shard_grad_op", "zero2"},
+                                                                           {"zero3", "zero3"},
+                                                                           {"full_shard", "zero3"}}) {
+    TrainConfig s = parse_train_config_yaml("base_model: m\ndata_path: d\nsharding: " + given, "t.yaml");
+    test::expect_error_mentions(
+        [&] { validate(s); }, {"'sharding' is " + canonical, "not wired yet", "issue #18", "expected none"});
+  }
+  test::expect_error_mentions([] { parse_train_config_yaml("sharding: fsdp\n", "t.yaml"); },
+                              {"t.yaml", "sharding", "fsdp", "full_shard"});
+}
+
+TEST(TrainerProcesses, AMultiProcessLaunchIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  TrainConfig c = test::tiny_train_config(dir.path());  // no model or data written: refused before
+  // The launcher's variables, as torchrun would set them for rank 1 of 2.
+  for (const char* v : {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1"}) putenv(const_cast<char*>(v));
+  std::string message;
+  try {
+    run_training(c, test::quiet_hooks());
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(v);
+  EXPECT_NE(message.find("rank 1 of 2 (local rank 1, launched by torchrun)"), std::string::npos) << message;
+  EXPECT_NE(message.find("training over 2 processes is not wired yet (see issue #18)"), std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace lt::train
