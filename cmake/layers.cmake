@@ -10,7 +10,8 @@ endfunction()
 function(lt_add_layer layer)
   file(GLOB srcs CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/src/${layer}/*.cpp
-       ${PROJECT_SOURCE_DIR}/src/${layer}/cpu/*.cpp)
+       ${PROJECT_SOURCE_DIR}/src/${layer}/cpu/*.cpp
+       ${PROJECT_SOURCE_DIR}/src/${layer}/arch/*.cpp)
   list(REMOVE_ITEM srcs ${PROJECT_SOURCE_DIR}/src/cli/leantune_main.cpp)
   if(LT_CUDA)
     file(GLOB cu_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${layer}/cuda/*.cu

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/timer.h"
+#include "model/block_ops.h"
 #include "model/buffer_plan.h"
 #include "ops/device.h"
 #include "ops/ops.h"
@@ -189,7 +190,7 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
       k.mid = alloc(name("mid"), dt, {B * T, D});
       for (int m = 0; m < kLoraModuleCount; ++m)
         if (lora_rank_[size_t(l)][size_t(m)] > 0)
-          k.lora_t[size_t(m)] =
+          k.lora_t[LoraModule(m)] =
               alloc(fmt::format("layer.{}.kept_{}.lora_t", l, lora_module_name(LoraModule(m))), dt,
                     {B * T, lora_rank_[size_t(l)][size_t(m)]});
     }
@@ -248,8 +249,8 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   }
   for (int m = 0; m < kLoraModuleCount; ++m)
     if (module_rank[size_t(m)] > 0)
-      a.lora_t[size_t(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))), dt,
-                                  {N, module_rank[size_t(m)]});
+      a.lora_t[LoraModule(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))), dt,
+                                      {N, module_rank[size_t(m)]});
   if (!lora_specs_.empty()) {
     lora_scratch_in_ = alloc("chunk.lora.scratch_in", dt, {N, max_in});
     lora_scratch_r_ = alloc("chunk.lora.scratch_r", dt, {N, max_r});
@@ -312,7 +313,8 @@ LayerActivations ChunkedDecoder::layer_views(int64_t k, int64_t layer) const {
   v.h = rows(kept.h, a.h, F, {N, F});
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];
-    if (rank > 0) v.lora_t[size_t(m)] = rows(kept.lora_t[size_t(m)], a.lora_t[size_t(m)], rank, {N, rank});
+    if (rank > 0)
+      v.lora_t[LoraModule(m)] = rows(kept.lora_t[LoraModule(m)], a.lora_t[LoraModule(m)], rank, {N, rank});
   }
   return v;
 }
@@ -366,7 +368,7 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
     return;
   }
   // The chunk's final norm output is not kept across chunks: recompute it (same bits), then backward.
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
   fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block, d_xn,
                          d_resid);
 }
@@ -512,6 +514,7 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
         attention_before_write(k, l);
       }
       x = forward_checkpoint(k, l + 1);
+      run_hook(hooks_.before_forward, l);
       layer_forward(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, x, lora_pass(C, l, nullptr));
       checkpoint_written(k, l + 1);
       if (offload_attention_) attention_written(k, l);
@@ -548,6 +551,7 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       // Recompute what the policy did not keep. Full re-runs the layer from its saved input up to what
       // backward reads (layer_recompute_full: the cache keeps the chunk's K/V, the layer's output is the
       // next checkpoint).
+      run_hook(hooks_.before_backward, l);
       LayerActivations a = layer_views(k, l);
       a.x = backward_checkpoint(k, l);
       if (offload_attention_) {
@@ -567,10 +571,12 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       else
         layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
                        kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      if (k == 0) run_hook(hooks_.after_backward, l);  // the layer's last backward of the step
     }
     if (!g.embed.empty())
       ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,
                               chunk_rows(ids_, k, 1).reshaped({N}));
+    if (k == 0) run_hook(hooks_.after_backward, -1);
     if (timing_) timing_->backward_s[size_t(k)] = timer->seconds();
   }
 }

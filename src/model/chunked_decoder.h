@@ -121,6 +121,9 @@ class ChunkedDecoder {
   int64_t num_chunks() const { return int64_t(offsets_.size()); }
   // nullptr (the default): no timing. `timing` must outlive the forward/backward calls that fill it.
   void set_chunk_timing(ChunkTiming* timing) { timing_ = timing; }
+  // The per-layer residency hooks (model/layer_hooks.h): before_forward / before_backward once per chunk,
+  // after_backward after the last chunk's (chunk 0's) backward of the layer, then -1; none by default.
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
 
  private:
   ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
@@ -204,6 +207,7 @@ class ChunkedDecoder {
   Tensor lora_scratch_in_;  // (B*C, max in)
   Tensor lora_scratch_r_;   // (B*C, max r)
   ChunkTiming* timing_ = nullptr;
+  LayerHooks hooks_;
 };
 
 }  // namespace lt::model

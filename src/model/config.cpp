@@ -7,19 +7,15 @@
 //   without them has no meaning; transformers would silently take its class defaults).
 // - num_key_value_heads: absent/null -> num_attention_heads (Llama, Qwen2); MistralConfig's default is 8.
 // - head_dim: absent/null -> hidden_size / num_attention_heads (Qwen2 has no head_dim key at all).
-// - biases: Llama reads attention_bias (q, k, v and o) and mlp_bias; Qwen2 always has q/k/v biases and no o
-//   bias; Mistral has none (transformers ignores both keys for Qwen2 and Mistral, and so do we).
-// - sliding window: Mistral's sliding_window (absent -> MistralConfig's 4096, null -> none) on every layer;
-//   Qwen2 only with use_sliding_window, on the layers whose layer_types entry is "sliding_attention", or when
-//   layer_types is absent, on layers i >= max_window_layers (Qwen2Config.__post_init__); Llama never.
+// - the block (biases, MLP kind from hidden_act, sliding windows): the architecture's file in model/arch/.
 // - token ids: absent -> LlamaConfig/MistralConfig's bos 1 and eos 2 (Qwen2Config: none); null -> none.
 // - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
 //   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
 // Refused because they would change the math and leantune does not support them: a quantization_config,
 // non-zero attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
-// hidden_act other than silu. Accepted and ignored because they do not change the math: pretraining_tp
-// (splits matmuls, same result), use_cache, initializer_range, use_mrope (Qwen2ForCausalLM ignores it),
-// transformers_version, _name_or_path, and any unknown key.
+// and any BlockSpec choice whose ops have not landed (check_block_supported). Accepted and ignored because
+// they do not change the math: pretraining_tp (splits matmuls, same result), use_cache, initializer_range,
+// use_mrope (Qwen2ForCausalLM ignores it), transformers_version, _name_or_path, and any unknown key.
 #include "model/config.h"
 
 #include <cmath>
@@ -28,109 +24,16 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
+#include "model/arch/architecture.h"
+#include "model/config_fields.h"
 
 namespace lt::model {
 
 namespace {
 
-using nlohmann::json;
-
-// Reads typed fields of one JSON object; every error names the file, the field and the value found.
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string source, std::string prefix = "")
-      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  // Present and not null.
-  bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
-  // Present with the value null (which some fields distinguish from absent).
-  bool is_null(const char* key) const { return object_.contains(key) && object_.at(key).is_null(); }
-  const json& at(const char* key) const { return object_.at(key); }
-  std::string name(const char* key) const { return prefix_ + key; }
-
-  int64_t integer(const char* key) const {
-    LT_CHECK(object_.contains(key), "{}: required field '{}' is missing", source_, name(key));
-    const json& v = object_.at(key);
-    LT_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", source_, name(key),
-             v.dump());
-    if (v.is_number_unsigned()) {
-      LT_CHECK(v.get<uint64_t>() <= uint64_t(INT64_MAX), "{}: field '{}' is {}, which is too large", source_,
-               name(key), v.dump());
-    }
-    return v.get<int64_t>();
-  }
-  int64_t positive(const char* key) const {
-    int64_t value = integer(key);
-    LT_CHECK(value > 0, "{}: field '{}' is {}, expected a positive integer", source_, name(key), value);
-    return value;
-  }
-  int64_t positive_or(const char* key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
-  // A size field: positive and at most `max`, so that products of sizes cannot overflow.
-  int64_t size(const char* key, int64_t max) const {
-    int64_t value = positive(key);
-    LT_CHECK(value <= max, "{}: field '{}' is {}, expected at most {}", source_, name(key), value, max);
-    return value;
-  }
-  int64_t size_or(const char* key, int64_t max, int64_t fallback) const {
-    return has(key) ? size(key, max) : fallback;
-  }
-  std::optional<int64_t> optional_integer(const char* key) const {
-    if (!has(key)) return std::nullopt;
-    return integer(key);
-  }
-
-  double number(const char* key) const {
-    LT_CHECK(object_.contains(key), "{}: required field '{}' is missing", source_, name(key));
-    const json& v = object_.at(key);
-    LT_CHECK(v.is_number(), "{}: field '{}' is {}, expected a number", source_, name(key), v.dump());
-    double value = v.get<double>();
-    LT_CHECK(std::isfinite(value), "{}: field '{}' is {}, expected a finite number", source_, name(key),
-             v.dump());
-    return value;
-  }
-  double number_or(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
-
-  bool boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = object_.at(key);
-    LT_CHECK(v.is_boolean(), "{}: field '{}' is {}, expected true or false", source_, name(key), v.dump());
-    return v.get<bool>();
-  }
-
-  std::string string_or(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = object_.at(key);
-    LT_CHECK(v.is_string(), "{}: field '{}' is {}, expected a string", source_, name(key), v.dump());
-    return v.get<std::string>();
-  }
-
- private:
-  const json& object_;
-  std::string source_;
-  std::string prefix_;
-};
-
-struct ArchitectureInfo {
-  Architecture arch;
-  const char* class_name;
-  const char* model_type;
-};
-constexpr ArchitectureInfo kArchitectures[] = {
-    {Architecture::Llama, "LlamaForCausalLM", "llama"},
-    {Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
-    {Architecture::Mistral, "MistralForCausalLM", "mistral"},
-};
-constexpr const char* kSupportedList = "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
-
-const ArchitectureInfo& info_for(Architecture arch) {
-  for (const auto& info : kArchitectures)
-    if (info.arch == arch) return info;
-  LT_FAIL("unknown architecture enum value {}", int(arch));
-}
-
 // "architectures" names the class; "model_type" must agree with it. Either alone is enough.
 void read_architecture(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
-  const ArchitectureInfo* found = nullptr;
+  const ArchitectureDef* found = nullptr;
   if (r.has("architectures")) {
     const json& list = r.at("architectures");
     LT_CHECK(list.is_array() && !list.empty(),
@@ -138,23 +41,22 @@ void read_architecture(const FieldReader& r, const std::string& source, ModelCon
     for (const json& entry : list) {
       LT_CHECK(entry.is_string(), "{}: field 'architectures' holds {}, expected class names (strings)",
                source, entry.dump());
-      for (const auto& info : kArchitectures)
-        if (entry.get<std::string>() == info.class_name) found = &info;
+      for (const ArchitectureDef* def : architectures())
+        if (entry.get<std::string>() == def->class_name) found = def;
     }
     LT_CHECK(found != nullptr, "{}: field 'architectures' is {}: not supported (supported: {})", source,
-             list.dump(), kSupportedList);
+             list.dump(), supported_class_names());
     LT_CHECK(list.size() == 1, "{}: field 'architectures' is {}, expected exactly one class", source,
              list.dump());
   }
   std::string model_type = r.string_or("model_type", "");
   if (found == nullptr) {
     LT_CHECK(!model_type.empty(), "{}: neither 'architectures' nor 'model_type' is present (supported: {})",
-             source, kSupportedList);
-    for (const auto& info : kArchitectures)
-      if (model_type == info.model_type) found = &info;
-    LT_CHECK(found != nullptr,
-             "{}: field 'model_type' is \"{}\": not supported (supported: llama, qwen2, mistral)", source,
-             model_type);
+             source, supported_class_names());
+    for (const ArchitectureDef* def : architectures())
+      if (model_type == def->model_type) found = def;
+    LT_CHECK(found != nullptr, "{}: field 'model_type' is \"{}\": not supported (supported: {})", source,
+             model_type, supported_model_types());
   } else if (!model_type.empty()) {
     LT_CHECK(model_type == found->model_type,
              "{}: field 'model_type' is \"{}\" but 'architectures' names {} (model_type \"{}\")", source,
@@ -244,7 +146,7 @@ std::optional<int64_t> read_token_id(const FieldReader& r, const std::string& so
 // Absent keys take the class defaults (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none);
 // an explicit null means none.
 void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
-  bool llama_defaults = cfg.arch != Architecture::Qwen2;
+  const bool llama_defaults = architecture_def(cfg.arch).default_bos_eos;
   cfg.bos_token_id = read_token_id(r, source, "bos_token_id", cfg.vocab_size);
   if (!r.has("bos_token_id") && !r.is_null("bos_token_id") && llama_defaults && cfg.vocab_size > 1)
     cfg.bos_token_id = 1;
@@ -265,48 +167,6 @@ void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig
              cfg.vocab_size);
     cfg.eos_token_ids.push_back(id.get<int64_t>());
   }
-}
-
-void read_sliding_window(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
-  cfg.layer_window.assign(size_t(cfg.num_layers), 0);
-  if (cfg.arch == Architecture::Llama) return;  // LlamaModel has no sliding window, whatever the file says
-  if (cfg.arch == Architecture::Mistral) {
-    // Absent -> MistralConfig's class default 4096; an explicit null -> full attention.
-    int64_t window = 4096;
-    if (r.has("sliding_window")) {
-      window = r.size("sliding_window", ModelConfigLimits::kPositions);
-    } else if (r.is_null("sliding_window")) {
-      window = 0;
-    }
-    cfg.layer_window.assign(size_t(cfg.num_layers), window);
-    return;
-  }
-  // Qwen2: `sliding_window = sliding_window if use_sliding_window else None`.
-  if (!r.boolean_or("use_sliding_window", false)) return;
-  if (r.is_null("sliding_window")) return;
-  int64_t window = r.size_or("sliding_window", ModelConfigLimits::kPositions, 4096);
-  if (r.has("layer_types")) {
-    const json& types = r.at("layer_types");
-    LT_CHECK(types.is_array() && int64_t(types.size()) == cfg.num_layers,
-             "{}: field 'layer_types' is {}, expected a list of {} entries (one per layer)", source,
-             types.dump(), cfg.num_layers);
-    for (size_t i = 0; i < types.size(); ++i) {
-      const json& t = types[i];
-      bool sliding = t == "sliding_attention";
-      LT_CHECK(sliding || t == "full_attention",
-               "{}: field 'layer_types[{}]' is {}, expected \"full_attention\" or \"sliding_attention\"",
-               source, i, t.dump());
-      if (sliding) cfg.layer_window[i] = window;
-    }
-    return;
-  }
-  int64_t first = 28;  // Qwen2Config's default max_window_layers
-  if (r.has("max_window_layers")) {
-    first = r.integer("max_window_layers");
-    LT_CHECK(first >= 0, "{}: field 'max_window_layers' is {}, expected a non-negative integer", source,
-             first);
-  }
-  for (int64_t layer = first; layer < cfg.num_layers; ++layer) cfg.layer_window[size_t(layer)] = window;
 }
 
 // The parameter count in 128-bit arithmetic (the fields are bounded, but their products are not small), so
@@ -339,9 +199,6 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
       "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
       "the unquantized model",
       source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
-  std::string act = r.string_or("hidden_act", "silu");
-  LT_CHECK(act == "silu", "{}: field 'hidden_act' is \"{}\": only \"silu\" (SwiGLU MLP) is supported", source,
-           act);
   double dropout = r.number_or("attention_dropout", 0.0);
   LT_CHECK(dropout == 0.0,
            "{}: field 'attention_dropout' is {}: attention dropout is not supported (leantune trains without "
@@ -354,7 +211,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   cfg.intermediate_size = r.size("intermediate_size", Limits::kIntermediate);
   cfg.num_layers = r.size("num_hidden_layers", Limits::kLayers);
   cfg.num_heads = r.size("num_attention_heads", Limits::kHeads);
-  int64_t default_kv = cfg.arch == Architecture::Mistral ? 8 : cfg.num_heads;
+  const ArchitectureDef& arch = architecture_def(cfg.arch);
+  const int64_t default_kv = arch.default_kv_heads > 0 ? arch.default_kv_heads : cfg.num_heads;
   cfg.num_kv_heads = r.size_or("num_key_value_heads", Limits::kHeads, default_kv);
   LT_CHECK(
       cfg.num_heads % cfg.num_kv_heads == 0,
@@ -373,32 +231,17 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   LT_CHECK(cfg.head_dim % 2 == 0, "{}: head dim is {} ({}): rotary embeddings need an even head dim", source,
            cfg.head_dim, r.has("head_dim") ? "field 'head_dim'" : "hidden_size / num_attention_heads");
 
-  int64_t default_max_pos = cfg.arch == Architecture::Llama   ? 2048
-                            : cfg.arch == Architecture::Qwen2 ? 32768
-                                                              : 4096 * 32;
-  cfg.max_position_embeddings = r.size_or("max_position_embeddings", Limits::kPositions, default_max_pos);
+  cfg.max_position_embeddings =
+      r.size_or("max_position_embeddings", Limits::kPositions, arch.default_max_position);
   cfg.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   LT_CHECK(cfg.rms_norm_eps > 0, "{}: field 'rms_norm_eps' is {}, expected a positive number", source,
            json.at("rms_norm_eps").dump());
   cfg.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
-  switch (cfg.arch) {
-    case Architecture::Llama:
-      cfg.qkv_bias = cfg.o_bias = r.boolean_or("attention_bias", false);
-      cfg.mlp_bias = r.boolean_or("mlp_bias", false);
-      break;
-    case Architecture::Qwen2:
-      cfg.qkv_bias = true;
-      cfg.o_bias = cfg.mlp_bias = false;
-      break;
-    case Architecture::Mistral:
-      cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
-      break;
-  }
-
+  arch.read_block(r, source, cfg);
   read_rope(r, source, cfg);
-  read_sliding_window(r, source, cfg);
   read_token_ids(r, source, cfg);
+  check_block_supported(cfg.block, cfg.head_dim, source);
   cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
   cfg.legacy_torch_dtype = r.has("torch_dtype");
   cfg.initializer_range = r.number_or("initializer_range", 0.02);
@@ -443,7 +286,7 @@ ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
 }
 
 std::string architecture_name(Architecture arch) {
-  return info_for(arch).class_name;
+  return architecture_def(arch).class_name;
 }
 
 std::string rope_type_name(ops::RopeType type) {
@@ -497,6 +340,7 @@ std::string describe_model_config(const ModelConfig& cfg) {
   line("max_position", std::to_string(cfg.max_position_embeddings));
   line("rms_norm_eps", fmt::format("{}", cfg.rms_norm_eps));
   line("tied embeddings", cfg.tie_word_embeddings ? "yes" : "no");
+  line("block", describe_block(cfg.block));
   line("biases", fmt::format("qkv {} o {} mlp {}", cfg.qkv_bias ? "yes" : "no", cfg.o_bias ? "yes" : "no",
                              cfg.mlp_bias ? "yes" : "no"));
   line("rope", rope);

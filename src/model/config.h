@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/block_spec.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -30,6 +31,8 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
+
+  BlockSpec block;  // the decoder block's choices (the architecture file's)
 
   bool qkv_bias = false;  // Qwen2: always; Llama/Mistral: attention_bias
   bool o_bias = false;    // Llama/Mistral: attention_bias; Qwen2: never

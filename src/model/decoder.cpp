@@ -224,7 +224,7 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
   const bool offload_t = offloaded("lora_t");
   for (const LoraSpec& spec : lora_specs_) {
     if (!full && !offload_t)
-      acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = alloc(
+      acts_[size_t(spec.layer)].lora_t[spec.module] = alloc(
           fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt, {N, spec.rank});
     max_in = std::max(max_in, spec.in);
     max_r = std::max(max_r, spec.rank);
@@ -246,7 +246,7 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
     for (const LoraSpec& spec : lora_specs_) {
       Tensor t = module_t[full ? 0 : spec.layer % 2][size_t(spec.module)];
       t.shape[1] = spec.rank;  // the first N * rank elements, as (N, rank)
-      acts_[size_t(spec.layer)].lora_t[size_t(spec.module)] = t;
+      acts_[size_t(spec.layer)].lora_t[spec.module] = t;
       if (!full)
         offload_[size_t(spec.layer)].push_back(
             {(*offload)(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt,
@@ -410,6 +410,7 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
     // The slot of layer l held layer l - 2, whose copy to the host must be done before it is overwritten.
     if (offloading && l >= 2 && stored_[size_t(l - 2)] >= 0)
       transfers_->compute_waits_for(stored_[size_t(l - 2)]);
+    run_hook(hooks_.before_forward, l);
     layer_forward(config_, l, w.layers[size_t(l)], chunk, kv, acts_[size_t(l)], resid_[size_t(l + 1)],
                   lora_pass(l, nullptr));
     if (offloading) offload_store(l);
@@ -455,6 +456,7 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
       transfers_->compute_waits_for(fetched_[size_t(l)]);
     ops::zero(kv_grads_.dk);
     ops::zero(kv_grads_.dv);
+    run_hook(hooks_.before_backward, l);
     LayerActivations& a = acts_[size_t(l)];
     if (recompute_ == Recompute::Full)  // rewrites resid_[l + 1] with the values it already holds
       layer_forward(config_, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, resid_[size_t(l + 1)],
@@ -474,12 +476,12 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
                      a, scratch_, d_resid_, lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
     if (offloading && l >= 2 && l - 2 <= L - 3) offload_fetch(l - 2);
-    if (layer_done_) layer_done_(l);
+    run_hook(hooks_.after_backward, l);
   }
   if (!g.embed.empty())
     ops::embedding_backward({.tokens = N, .dim = config_.hidden_size, .vocab = config_.vocab_size}, g.embed,
                             d_resid_, batch.input_ids.reshaped({N}));
-  if (layer_done_) layer_done_(-1);
+  run_hook(hooks_.after_backward, -1);
 }
 
 bool Decoder::attention_grads_fit_in_h() const {

@@ -22,6 +22,7 @@
 #include "core/tensor.h"
 #include "model/buffer_plan.h"
 #include "model/config.h"
+#include "model/layer_hooks.h"
 #include "model/lora.h"
 #include "model/weights.h"
 #include "ops/device.h"
@@ -113,7 +114,7 @@ struct LayerActivations {
   Tensor gate;       // (B*C, F)
   Tensor up;         // (B*C, F)
   Tensor h;          // (B*C, F) silu(gate) * up
-  std::array<Tensor, kLoraModuleCount> lora_t;  // (B*C, r) dropout(x) A^T per adapted projection, else empty
+  PerProj<Tensor> lora_t;  // (B*C, r) dropout(x) A^T per adapted projection, else empty
 };
 
 // Backward scratch, shared by all layers (contents do not outlive one layer_backward).
@@ -306,12 +307,10 @@ class Decoder {
   // With head_backward_in_forward and a trainable head: its gradient (head_weight of the gradients given to
   // backward: lm_head's, or the embedding's when tied), accumulated (+=) by forward. Set before forward.
   void set_head_gradient(Tensor head_grad) { head_grad_ = head_grad; }
-  // Called by backward right after layer l's backward, for l = L-1 down to 0 (frozen layers too): layer l's
-  // parameter gradients of this backward are complete and nothing later in it reads layer l's weights or
-  // gradients, so the callee may update them and reuse their gradient memory for layer l-1 (optimizer in
-  // backward). Then once with -1 after the embedding's backward: the model-level gradients (final norm,
-  // head, embedding) are complete. Empty (the default): no calls.
-  void set_layer_gradients_done(std::function<void(int64_t layer)> done) { layer_done_ = std::move(done); }
+  // The per-layer residency hooks (model/layer_hooks.h), called by forward and backward; none by default.
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+  // Only the after_backward hook (layer_hooks.h): for l = L-1 down to 0 (frozen layers too), then -1.
+  void set_layer_gradients_done(std::function<void(int64_t layer)> done) { hooks_.after_backward = std::move(done); }
 
   Tensor logits() const;  // (B, T, V): valid after forward, until backward; only without fused_loss
   int64_t batch() const { return batch_; }
@@ -346,7 +345,7 @@ class Decoder {
   int64_t label_tokens_ = 0;
   double loss_scale_ = 1.0;
   Tensor head_grad_;                         // set_head_gradient: (V, D), empty for a frozen head
-  std::function<void(int64_t)> layer_done_;  // set_layer_gradients_done
+  LayerHooks hooks_;                         // set_layer_hooks
   bool forward_done_ = false;
   Device device_ = Device::CPU;         // the arena's: where every buffer and the weights live
   std::vector<Tensor> resid_;           // L+1 of (B*T, D): input of layer l; resid_[L] feeds the final norm

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "model/block_ops.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
@@ -134,8 +135,7 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
 
   Tensor last = x.slice_rows(C - 1, C);  // (1, D)
   Tensor xn = at(final_x_, dtype_, {1, D});
-  ops::rmsnorm_forward({.rows = 1, .dim = D, .eps = c.rms_norm_eps}, xn, at(final_rstd_, st, {1}), last,
-                       weights_.final_norm);
+  block_norm_forward(c, 1, xn, at(final_rstd_, st, {1}), last, weights_.final_norm);
   Tensor logits = at(logits_, dtype_, {1, V});
   ops::linear_forward({.rows = 1, .in = D, .out = V}, logits, xn, head_weight(c, weights_), Tensor());
   std::vector<double> out(static_cast<size_t>(V));  // (V) host

@@ -7,9 +7,10 @@
 #include <array>
 #include <cmath>
 
+#include "model/block_ops.h"
 #include "model/decoder.h"
 #include "model/kv_rows.h"
-#include "model/lora_layer.h"
+#include "model/proj.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -31,12 +32,11 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   check_shape(kv_grads.dv, {B, S, KVH, HD}, "layer_backward: dV accumulator");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
-  const ops::RmsNormParams norm_forward{.rows = N, .dim = D, .eps = c.rms_norm_eps};
   if (recompute) {
     check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
     check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
     check_shape(a.h, {N, F}, "layer_backward_elementwise: h");
-    if (!h_kept) ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+    if (!h_kept) block_mlp_act_forward(c, N, a.h, a.gate, a.up);
     // gate and up are dead after swiglu's backward, which may write their gradients over them: each element
     // is read before its gradients are written (ops/cpu/swiglu.cpp; the CUDA kernel loads a pack, then
     // stores it).
@@ -45,31 +45,17 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   }
 
   // MLP branch: out = mid + down(silu(gate) * up).
-  // Each adapter writes its input gradient first; the projection's GEMM adds in (LoraInto::Write).
-  const bool lora_down =
-      lora_backward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], d_resid, s.d_h, LoraInto::Write);
-  ops::linear_backward({.rows = N, .in = F, .out = D, .accumulate_dx = lora_down}, s.d_h, g.ffn_down,
-                       g.ffn_down_bias, d_resid, a.h, w.ffn_down);
-  ops::swiglu_backward({.rows = N, .dim = F}, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
-  if (recompute) ops::rmsnorm_forward(norm_forward, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  const bool lora_mlp =
-      lora_backward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
-                           std::array{s.d_gate, s.d_up}, s.d_norm, LoraInto::Write);
-  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = lora_mlp}, s.d_norm, g.ffn_gate,
-                       g.ffn_gate_bias, s.d_gate, a.ffn_in, w.ffn_gate);
-  ops::linear_backward({.rows = N, .in = D, .out = F, .accumulate_dx = true}, s.d_norm, g.ffn_up,
-                       g.ffn_up_bias, s.d_up, a.ffn_in, w.ffn_up);
-  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps, .accumulate_dx = true};
-  ops::rmsnorm_backward(norm, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
-  if (recompute) ops::rmsnorm_forward(norm_forward, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  const LayerProjs projs{c, layer, chunk, w, &g, lora, a.lora_t};
+  proj_backward(projs, ProjId::Down, a.h, d_resid, s.d_h);
+  block_mlp_act_backward(c, N, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
+  if (recompute) block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
+  projs_backward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{s.d_gate, s.d_up},
+                 s.d_norm);
+  block_norm_backward(c, N, true, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
+  if (recompute) block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
-  const bool lora_o = lora_backward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}),
-                                    a.lora_t[3], d_resid, s.d_attn.reshaped({N, H * HD}), LoraInto::Write);
-  ops::linear_backward({.rows = N, .in = H * HD, .out = D, .accumulate_dx = lora_o},
-                       s.d_attn.reshaped({N, H * HD}), g.attn_o, g.attn_o_bias, d_resid,
-                       a.attn_out.reshaped({N, H * HD}), w.attn_o);
+  proj_backward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), d_resid, s.d_attn.reshaped({N, H * HD}));
   const ops::AttentionParams attn{.batch = B,
                                   .q_len = C,
                                   .kv_len = S,
@@ -84,21 +70,14 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   // The chunk's own positions now hold their complete dK/dV (later chunks added theirs first).
   take_chunk_rows(s.d_k, kv_grads.dk, chunk.q_offset);
   take_chunk_rows(s.d_v, kv_grads.dv, chunk.q_offset);
-  ops::rope_backward(c.rope_params(N, H), s.d_q.reshaped({N, H, HD}), positions);
-  ops::rope_backward(c.rope_params(N, KVH), s.d_k.reshaped({N, KVH, HD}), positions);
+  block_positions_backward(c, N, H, s.d_q.reshaped({N, H, HD}), positions);
+  block_positions_backward(c, N, KVH, s.d_k.reshaped({N, KVH, HD}), positions);
 
-  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
-  const bool lora_qkv = lora_backward_shared(
-      lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
+  projs_backward(
+      projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
       std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}), s.d_v.reshaped({N, KVH * HD})},
-      s.d_norm, LoraInto::Write);
-  ops::linear_backward({.rows = N, .in = D, .out = H * HD, .accumulate_dx = lora_qkv}, s.d_norm, g.attn_q,
-                       g.attn_q_bias, s.d_q.reshaped({N, H * HD}), a.attn_in, w.attn_q);
-  ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_k,
-                       g.attn_k_bias, s.d_k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k);
-  ops::linear_backward({.rows = N, .in = D, .out = KVH * HD, .accumulate_dx = true}, s.d_norm, g.attn_v,
-                       g.attn_v_bias, s.d_v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v);
-  ops::rmsnorm_backward(norm, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
+      s.d_norm);
+  block_norm_backward(c, N, true, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
 }
 
 }  // namespace

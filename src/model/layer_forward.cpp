@@ -9,9 +9,10 @@
 #include <cmath>
 #include <vector>
 
+#include "model/block_ops.h"
 #include "model/decoder.h"
 #include "model/kv_rows.h"
-#include "model/lora_layer.h"
+#include "model/proj.h"
 #include "ops/ops.h"
 
 namespace lt::model {
@@ -20,18 +21,11 @@ namespace {
 // n2 = post_attention_layernorm(mid), gate and up (with their adapters), h = silu(gate) * up.
 void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                         LayerActivations& a, const LoraPass& lora) {
-  const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size, F = c.intermediate_size;
-  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
-  ops::rmsnorm_forward(norm, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  const LoraModule gate_up[] = {LoraModule::Gate, LoraModule::Up};
-  const std::vector<bool> lora_wrote =
-      lora_forward_shared(lora, layer, gate_up, chunk, a.ffn_in, std::array{a.lora_t[4], a.lora_t[5]},
-                          std::array{a.gate, a.up}, LoraInto::Write);
-  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[0]}, a.gate, a.ffn_in,
-                      w.ffn_gate, w.ffn_gate_bias);
-  ops::linear_forward({.rows = N, .in = D, .out = F, .accumulate_y = lora_wrote[1]}, a.up, a.ffn_in, w.ffn_up,
-                      w.ffn_up_bias);
-  ops::swiglu_forward({.rows = N, .dim = F}, a.h, a.gate, a.up);
+  const int64_t N = chunk.batch * chunk.tokens;
+  const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
+  block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
+  projs_forward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{a.gate, a.up});
+  block_mlp_act_forward(c, N, a.h, a.gate, a.up);
 }
 
 }  // namespace
@@ -41,8 +35,7 @@ void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerW
   const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size;
   check_shape(a.x, {N, D}, "layer_recompute_selective: input");
   check_shape(a.mid, {N, D}, "layer_recompute_selective: mid");
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.attn_in, a.attn_rstd, a.x,
-                       w.attn_norm);
+  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
 }
 
@@ -58,8 +51,7 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
                 bool attention_kept) {
   const bool recompute = out.empty();
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
-  const int64_t D = c.hidden_size, F = c.intermediate_size, H = c.num_heads, KVH = c.num_kv_heads,
-                HD = c.head_dim;
+  const int64_t D = c.hidden_size, H = c.num_heads, KVH = c.num_kv_heads, HD = c.head_dim;
   const int64_t S = kv.k.dim(1);
   check_shape(kv.k, {B, -1, KVH, HD}, "layer_forward: K context");
   check_shape(kv.v, {B, S, KVH, HD}, "layer_forward: V context");
@@ -70,30 +62,18 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!recompute) check_shape(out, {N, D}, "layer_forward: output");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
-  const ops::RmsNormParams norm{.rows = N, .dim = D, .eps = c.rms_norm_eps};
-  ops::rmsnorm_forward(norm, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
-  // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads.
-  // q, k, v share attn_in: their adapters' x A^T run as one GEMM (lora_forward_shared), and each adapter
-  // writes its projection's output first, into which the projection's GEMM adds (LoraInto::Write). The
-  // recomputation needs every t but only q's output (no K/V projections: the adapters' t only for them).
-  const LoraModule qkv[] = {LoraModule::Q, LoraModule::K, LoraModule::V};
-  const std::vector<bool> lora_wrote = lora_forward_shared(
-      lora, layer, qkv, chunk, a.attn_in, std::array{a.lora_t[0], a.lora_t[1], a.lora_t[2]},
-      std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
-                 recompute ? Tensor() : a.v.reshaped({N, KVH * HD})},
-      LoraInto::Write);
-  ops::linear_forward({.rows = N, .in = D, .out = H * HD, .accumulate_y = lora_wrote[0]},
-                      a.q.reshaped({N, H * HD}), a.attn_in, w.attn_q, w.attn_q_bias);
+  // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads. They
+  // share attn_in (one stacked adapter GEMM, proj.h). The recomputation needs every adapter's t but only q's
+  // output (no K/V projections).
+  const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
+  projs_forward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
+                std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
+                           recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
+  block_positions_forward(c, N, H, a.q.reshaped({N, H, HD}), positions);
   if (!recompute) {
-    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD, .accumulate_y = lora_wrote[1]},
-                        a.k.reshaped({N, KVH * HD}), a.attn_in, w.attn_k, w.attn_k_bias);
-    ops::linear_forward({.rows = N, .in = D, .out = KVH * HD, .accumulate_y = lora_wrote[2]},
-                        a.v.reshaped({N, KVH * HD}), a.attn_in, w.attn_v, w.attn_v_bias);
-  }
-  ops::rope_forward(c.rope_params(N, H), a.q.reshaped({N, H, HD}), positions);
-  if (!recompute) {
-    ops::rope_forward(c.rope_params(N, KVH), a.k.reshaped({N, KVH, HD}), positions);
+    block_positions_forward(c, N, KVH, a.k.reshaped({N, KVH, HD}), positions);
     append_chunk_rows(kv.k, a.k, chunk.q_offset);
     append_chunk_rows(kv.v, a.v, chunk.q_offset);
   }
@@ -110,23 +90,12 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!attention_kept)
     ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 
-  // mid = x + o_proj(...): the adapter writes mid = x + its product and the GEMM adds in; without one the
-  // GEMM reads x as its C (no copy of x into mid first).
-  const bool lora_o = lora_forward(lora, layer, LoraModule::O, chunk, a.attn_out.reshaped({N, H * HD}),
-                                   a.lora_t[3], a.mid, LoraInto::Write, a.x);
-  const ops::LinearParams o_proj{.rows = N, .in = H * HD, .out = D, .accumulate_y = lora_o};
-  ops::linear_forward(o_proj, a.mid, a.attn_out.reshaped({N, H * HD}), w.attn_o, w.attn_o_bias,
-                      lora_o ? Tensor() : a.x);
+  // mid = x + o_proj(...): the residual x rides on a GEMM (no copy of x into mid first).
+  proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.mid, a.x);
 
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
-  if (recompute) {
-    lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], Tensor());
-    return;
-  }
-  const bool lora_down =
-      lora_forward(lora, layer, LoraModule::Down, chunk, a.h, a.lora_t[6], out, LoraInto::Write, a.mid);
-  const ops::LinearParams down{.rows = N, .in = F, .out = D, .accumulate_y = lora_down};
-  ops::linear_forward(down, out, a.h, w.ffn_down, w.ffn_down_bias, lora_down ? Tensor() : a.mid);
+  // out = mid + down_proj(h); the recomputation (out empty) computes only the adapter's t.
+  proj_forward(projs, ProjId::Down, a.h, out, recompute ? Tensor() : a.mid);
 }
 
 }  // namespace

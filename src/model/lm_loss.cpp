@@ -2,6 +2,7 @@
 // logits (the reference, and what golden tests compare logits with); the fused one (the default in both
 // decoders) never does. The head is lm_head, or the embedding when tied:
 // then its gradient adds into the embedding's.
+#include "model/block_ops.h"
 #include "model/decoder.h"
 #include "ops/ops.h"
 
@@ -10,7 +11,7 @@ namespace lt::model {
 double lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a) {
   const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
   check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
   ops::linear_forward({.rows = N, .in = D, .out = V}, a.logits, a.xn, head_weight(c, w), Tensor());
   return ops::cross_entropy_forward({.rows = N, .vocab = V}, a.losses, a.lse, a.logits, a.labels);
 }
@@ -22,14 +23,13 @@ void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights&
                               a.labels);
   ops::linear_backward({.rows = N, .in = D, .out = V}, d_xn, head_weight(c, g), Tensor(), a.logits, a.xn,
                        head_weight(c, w));
-  ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
-                        w.final_norm, a.rstd);
+  block_norm_backward(c, N, false, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
 }
 
-double fused_lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a, int64_t token_block,
-                             int64_t vocab_block) {
+double fused_lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
+                             int64_t token_block, int64_t vocab_block) {
   const int64_t N = a.x.dim(0), D = c.hidden_size;
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
   const ops::FusedLinearCrossEntropyParams p{
       .rows = N, .dim = D, .vocab = c.vocab_size, .token_block = token_block, .vocab_block = vocab_block};
   return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
@@ -45,15 +45,16 @@ void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWe
                                              .grad_scale = grad_scale,
                                              .token_block = token_block,
                                              .vocab_block = vocab_block};
-  ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse, a.labels);
+  ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse,
+                                           a.labels);
   final_norm_backward(c, w, g, a, d_xn, d_resid);
 }
 
 double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
-                                      double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
-                                      Tensor d_head) {
+                                      double grad_scale, int64_t token_block, int64_t vocab_block,
+                                      Tensor d_xn, Tensor d_head) {
   const int64_t N = a.x.dim(0), D = c.hidden_size;
-  ops::rmsnorm_forward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
   const ops::FusedLinearCrossEntropyParams p{.rows = N,
                                              .dim = D,
                                              .vocab = c.vocab_size,
@@ -66,9 +67,8 @@ double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& 
 
 void final_norm_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
                          Tensor d_xn, Tensor d_resid) {
-  const int64_t N = a.x.dim(0), D = c.hidden_size;
-  ops::rmsnorm_backward({.rows = N, .dim = D, .eps = c.rms_norm_eps}, d_resid, g.final_norm, d_xn, a.x,
-                        w.final_norm, a.rstd);
+  const int64_t N = a.x.dim(0);
+  block_norm_backward(c, N, false, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
 }
 
 }  // namespace lt::model

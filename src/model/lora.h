@@ -17,12 +17,14 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/proj_id.h"
 
 namespace lt::model {
 
-// The seven projections of a decoder layer, in the order of their HF names.
-enum class LoraModule : uint8_t { Q, K, V, O, Gate, Up, Down };
-inline constexpr int kLoraModuleCount = 7;
+// The seven projections of a decoder layer, in the order of their HF names (model/proj_id.h): an adapter's
+// module is its projection.
+using LoraModule = ProjId;
+inline constexpr int kLoraModuleCount = kProjCount;
 
 std::string_view lora_module_name(LoraModule m);  // "q_proj", ..., "down_proj"
 std::optional<LoraModule> lora_module_from_name(std::string_view name);

@@ -8,8 +8,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
-#include "model/chunked_decoder.h"
-#include "model/decoder.h"
+#include "model/schedule.h"
 #include "model/shared_layer_grads.h"
 
 namespace lt::model {
@@ -141,25 +140,15 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   add("adamw.exp_avg", MemoryCategory::OptimizerState, moment_bytes, false);
   add("adamw.exp_avg_sq", MemoryCategory::OptimizerState, moment_bytes, false);
 
-  std::vector<PlannedBuffer> buffers;
-  if (s.chunk_size == 0) {
-    DecoderOptions options(s.recompute.value_or(Recompute::None));
-    options.offload_only = s.offload_only;
-    options.loss_token_block = s.loss_token_block;
-    options.loss_vocab_block = s.loss_vocab_block;
-    buffers = Decoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, lora, options, s.offload);
-    if (s.offload)
-      plan.host_offload = Decoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, lora, options);
-  } else {
-    const ChunkedOptions options{.chunk_size = s.chunk_size,
-                                 .fused_loss = true,
+  const ScheduleOptions schedule{.chunk_size = s.chunk_size,
+                                 .recompute = s.recompute,
+                                 .offload = s.offload,
+                                 .offload_only = s.offload_only,
                                  .loss_token_block = s.loss_token_block,
-                                 .loss_vocab_block = s.loss_vocab_block,
-                                 .recompute = s.recompute.value_or(Recompute::Full),
-                                 .offload = s.offload};
-    buffers = ChunkedDecoder::planned_buffers(config, s.dtype, s.batch, s.seq_len, options, lora);
-    plan.host_offload = ChunkedDecoder::offload_bytes(config, s.dtype, s.batch, s.seq_len, options, lora);
-  }
+                                 .loss_vocab_block = s.loss_vocab_block};
+  std::vector<PlannedBuffer> buffers =
+      schedule_planned_buffers(config, s.dtype, s.batch, s.seq_len, schedule, lora);
+  plan.host_offload = schedule_offload_bytes(config, s.dtype, s.batch, s.seq_len, schedule, lora);
   {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
     const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
     if (s.device == Device::CPU) {
@@ -260,6 +249,7 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
     // Chunking pays off by recomputing; an offloading chunked run recomputes fully (its only policy).
     if (smaller.recompute == Recompute::None || smaller.offload) smaller.recompute.reset();
     smaller.optimizer_in_backward = false;  // whole-sequence only
+    smaller.offload_only.clear();           // chunked runs offload their checkpoints instead
     const MemoryPlan p = plan_memory(plan.config, smaller);
     if (p.total <= limit_bytes)
       suggestion = fmt::format(
@@ -283,6 +273,7 @@ void check_plan_fits(const MemoryPlan& plan, size_t limit_bytes) {
     smallest.chunk_size = 1;
     smallest.recompute.reset();
     smallest.optimizer_in_backward = false;
+    smallest.offload_only.clear();
     const MemoryPlan p = plan_memory(plan.config, smallest);
     suggestion = fmt::format(
         "no chunk_size fits: even chunk_size 1 needs {}; lower micro_batch_size or cutoff_len (seq_len), or "

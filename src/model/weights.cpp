@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/philox.h"
+#include "model/arch/architecture.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
@@ -55,32 +56,31 @@ int64_t WeightSpec::numel() const {
 std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t QD = c.q_dim(), KVD = c.kv_dim();
+  const HfTensorNames& names = *architecture_def(c.arch).names;
   std::vector<WeightSpec> specs;
-  specs.push_back({WeightKind::Embed, -1, "model.embed_tokens.weight", {V, D}});
+  specs.push_back({WeightKind::Embed, -1, names.embed, {V, D}});
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
-    auto add = [&](WeightKind kind, const std::string& name, std::vector<int64_t> shape) {
-      specs.push_back({kind, l, p + name, std::move(shape)});
+    const std::string p = names.layer_prefix + std::to_string(l) + ".";
+    auto norm = [&](WeightKind kind, const char* name) {
+      specs.push_back({kind, l, p + name + ".weight", {D}});
     };
-    add(WeightKind::AttnNorm, "input_layernorm.weight", {D});
-    add(WeightKind::AttnQ, "self_attn.q_proj.weight", {QD, D});
-    if (c.qkv_bias) add(WeightKind::AttnQBias, "self_attn.q_proj.bias", {QD});
-    add(WeightKind::AttnK, "self_attn.k_proj.weight", {KVD, D});
-    if (c.qkv_bias) add(WeightKind::AttnKBias, "self_attn.k_proj.bias", {KVD});
-    add(WeightKind::AttnV, "self_attn.v_proj.weight", {KVD, D});
-    if (c.qkv_bias) add(WeightKind::AttnVBias, "self_attn.v_proj.bias", {KVD});
-    add(WeightKind::AttnO, "self_attn.o_proj.weight", {D, QD});
-    if (c.o_bias) add(WeightKind::AttnOBias, "self_attn.o_proj.bias", {D});
-    add(WeightKind::FfnNorm, "post_attention_layernorm.weight", {D});
-    add(WeightKind::FfnGate, "mlp.gate_proj.weight", {F, D});
-    if (c.mlp_bias) add(WeightKind::FfnGateBias, "mlp.gate_proj.bias", {F});
-    add(WeightKind::FfnUp, "mlp.up_proj.weight", {F, D});
-    if (c.mlp_bias) add(WeightKind::FfnUpBias, "mlp.up_proj.bias", {F});
-    add(WeightKind::FfnDown, "mlp.down_proj.weight", {D, F});
-    if (c.mlp_bias) add(WeightKind::FfnDownBias, "mlp.down_proj.bias", {D});
+    // A projection's weight (out, in) and, when `bias`, its bias (out).
+    auto proj = [&](ProjId id, WeightKind kind, WeightKind bias_kind, bool bias, int64_t out, int64_t in) {
+      specs.push_back({kind, l, p + names.proj[id] + ".weight", {out, in}});
+      if (bias) specs.push_back({bias_kind, l, p + names.proj[id] + ".bias", {out}});
+    };
+    norm(WeightKind::AttnNorm, names.attn_norm);
+    proj(ProjId::Q, WeightKind::AttnQ, WeightKind::AttnQBias, c.qkv_bias, QD, D);
+    proj(ProjId::K, WeightKind::AttnK, WeightKind::AttnKBias, c.qkv_bias, KVD, D);
+    proj(ProjId::V, WeightKind::AttnV, WeightKind::AttnVBias, c.qkv_bias, KVD, D);
+    proj(ProjId::O, WeightKind::AttnO, WeightKind::AttnOBias, c.o_bias, D, QD);
+    norm(WeightKind::FfnNorm, names.ffn_norm);
+    proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
+    proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
+    proj(ProjId::Down, WeightKind::FfnDown, WeightKind::FfnDownBias, c.mlp_bias, D, F);
   }
-  specs.push_back({WeightKind::FinalNorm, -1, "model.norm.weight", {D}});
-  if (!c.tie_word_embeddings) specs.push_back({WeightKind::LmHead, -1, "lm_head.weight", {V, D}});
+  specs.push_back({WeightKind::FinalNorm, -1, names.final_norm, {D}});
+  if (!c.tie_word_embeddings) specs.push_back({WeightKind::LmHead, -1, names.lm_head, {V, D}});
   return specs;
 }
 

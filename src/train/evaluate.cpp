@@ -8,6 +8,7 @@
 #include "data/data_loader.h"
 #include "model/chunked_decoder.h"
 #include "model/decoder.h"
+#include "model/schedule.h"
 #include "train/model_batch.h"
 
 namespace lt::train {
@@ -25,26 +26,25 @@ model::DecoderOptions decoder_options(std::optional<model::Recompute> recompute,
   return options;
 }
 
+model::ScheduleOptions schedule_options(int64_t chunk_size, std::optional<model::Recompute> recompute,
+                                        bool offload, const std::vector<std::string>& offload_only) {
+  return {.chunk_size = chunk_size, .recompute = recompute, .offload = offload, .offload_only = offload_only};
+}
+
 size_t offload_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                      const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
                      std::optional<model::Recompute> recompute,
                      const std::vector<std::string>& offload_only) {
-  if (chunk_size > 0)
-    return model::ChunkedDecoder::offload_bytes(model, dtype, rows, tokens,
-                                                chunked_options(chunk_size, recompute, true), lora);
-  return model::Decoder::offload_bytes(model, dtype, rows, tokens, lora,
-                                       decoder_options(recompute, offload_only));
+  return model::schedule_offload_bytes(model, dtype, rows, tokens,
+                                       schedule_options(chunk_size, recompute, true, offload_only), lora);
 }
 
 size_t activation_bytes(const model::ModelConfig& model, DType dtype, int64_t rows, int64_t tokens,
                         const std::vector<model::LoraSpec>& lora, int64_t chunk_size,
                         std::optional<model::Recompute> recompute, bool offload,
                         const std::vector<std::string>& offload_only) {
-  if (chunk_size > 0)
-    return model::ChunkedDecoder::arena_bytes(model, dtype, rows, tokens,
-                                              chunked_options(chunk_size, recompute, offload), lora);
-  return model::Decoder::arena_bytes(model, dtype, rows, tokens, lora,
-                                     decoder_options(recompute, offload_only), offload);
+  return model::schedule_arena_bytes(model, dtype, rows, tokens,
+                                     schedule_options(chunk_size, recompute, offload, offload_only), lora);
 }
 
 int64_t longest_example(std::span<const data::Example> examples) {
@@ -67,21 +67,17 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     ModelBatch batch = to_model_batch(loader.batch(0, i));
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
+    // A chunked run that offloads its checkpoints has no room for them on the device: evaluation offloads
+    // them too. Whole sequences keep nothing for a backward, so there is nothing to offload.
     const bool offloading = chunk_size > 0 && offload;
     const Arena::Mark offload_mark = offloading ? offload->mark() : Arena::Mark{0, 0};
-    if (chunk_size > 0) {
-      // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
-      // fits any training run's arena.
-      // Nor is attention's output offloaded: no backward reads it.
-      model::ChunkedOptions options = chunked_options(chunk_size, model::Recompute::Full, offloading);
-      options.offload_attention = model::ChunkedOptions::AttentionOffload::Off;
-      model::ChunkedDecoder decoder(model, dtype, batch.B, batch.T, options, activations, specs,
-                                    offloading ? offload : nullptr);
-      loss_sum += decoder.forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
-    } else {
-      model::Decoder decoder(model, dtype, batch.B, batch.T, activations, specs, model::Recompute::Full);
-      loss_sum += decoder.forward(weights, batch.view(), 1, lora);
-    }
+    // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
+    // fits any training run's arena; nor is attention's output offloaded (no backward reads it).
+    model::ScheduleOptions options = schedule_options(chunk_size, model::Recompute::Full, offloading, {});
+    options.offload_attention = model::ChunkedOptions::AttentionOffload::Off;
+    std::unique_ptr<model::Schedule> schedule = model::make_schedule(
+        model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
+    loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     activations.release(mark);
     if (offloading) offload->release(offload_mark);
     tokens += batch.label_tokens;

@@ -1,5 +1,5 @@
 // AdamW applied during backward (config optimizer_in_backward): layer l is updated right after its backward
-// (Decoder::set_layer_gradients_done), so its gradients can share one layer-sized buffer with every other
+// (the decoders' after_backward hook, model/layer_hooks.h), so its gradients can share one layer-sized buffer with every other
 // layer (model/shared_layer_grads.h), and the model-level weights (embedding, final norm, head) once the
 // embedding's backward is done. Full fine-tuning then holds one layer's gradients instead of all of them.
 //

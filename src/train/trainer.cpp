@@ -13,6 +13,7 @@
 #include "io/peft_adapter.h"
 #include "io/tensorboard.h"
 #include "model/chunked_decoder.h"
+#include "model/schedule.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "ops/op_profile.h"
@@ -291,35 +292,31 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
                                      .seed = uint64_t(config_.seed),
                                      .step = step,
                                      .micro_batch = mine.begin - first + int64_t(i)};  // index in the step
-    // Whole sequences through Decoder; chunk_size > 0 through ChunkedDecoder (same gradients, O(C) memory).
-    auto run = [&](auto& decoder) {
-      if (scaler_) decoder.set_loss_scale(scaler_->scale());
-      Timer forward;
-      r.loss += decoder.forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
-      r.forward_s += forward.seconds();
-      if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
-      Timer backward;
-      decoder.backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
-      ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
-      r.backward_s += backward.seconds();
-    };
-    if (config_.chunk_size > 0) {
-      model::ChunkedDecoder decoder(
-          model_.config, model_.dtype, batch.B, batch.T,
-          chunked_options(config_.chunk_size, recompute_policy(config_), offload_arena_ != nullptr),
-          *activations_, lora_.specs, offload_arena_.get());
-      run(decoder);
-    } else {
-      model::DecoderOptions options = decoder_options(recompute_policy(config_), config_.offload_only);
-      // The head's backward (and a trainable head's gradient) rides on the forward's logits.
-      options.head_backward_in_forward = true;
-      model::Decoder decoder(model_.config, model_.dtype, batch.B, batch.T, *activations_, lora_.specs,
-                             options, offload_arena_.get());
-      decoder.set_head_gradient(model::head_weight(model_.config, grads_));
-      if (in_backward_)
-        decoder.set_layer_gradients_done([this](int64_t layer) { in_backward_->layer_done(layer); });
-      run(decoder);
-    }
+    // One schedule for whole sequences (chunk_size 0) and chunks (same gradients, O(C) memory).
+    const model::ScheduleOptions options{.chunk_size = config_.chunk_size,
+                                         .recompute = recompute_policy(config_),
+                                         .offload = offload_arena_ != nullptr,
+                                         .offload_only = config_.offload_only,
+                                         // Whole sequences: the head's backward (and a trainable head's
+                                         // gradient) rides on the forward's logits.
+                                         .head_backward_in_forward = true};
+    std::unique_ptr<model::Schedule> schedule =
+        model::make_schedule(model_.config, model_.dtype, batch.B, batch.T, options, *activations_,
+                             lora_.specs, offload_arena_.get());
+    schedule->set_head_gradient(model::head_weight(model_.config, grads_));
+    if (in_backward_)
+      schedule->set_layer_hooks(
+          {.after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
+    if (scaler_) schedule->set_loss_scale(scaler_->scale());
+    Timer forward;
+    r.loss += schedule->forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
+    r.forward_s += forward.seconds();
+    if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
+    Timer backward;
+    schedule->backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
+    ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
+    r.backward_s += backward.seconds();
+    schedule.reset();  // its buffers go back to the arenas below
     activations_->release(mark);
     if (offload_arena_) offload_arena_->release(offload_mark);
   }

@@ -39,7 +39,7 @@ ChunkBuffers chunk_buffers(Arena& arena, const model::ModelConfig& c, const mode
   a.h = arena.alloc("h", dt, {N, F});
   for (int m = 0; m < model::kLoraModuleCount; ++m)
     if (lora.adapters[size_t(m)].present())
-      a.lora_t[size_t(m)] = arena.alloc("lora_t", dt, {N, lora.adapters[size_t(m)].rank});
+      a.lora_t[model::LoraModule(m)] = arena.alloc("lora_t", dt, {N, lora.adapters[size_t(m)].rank});
   model::LayerScratch& s = b.scratch;
   s.d_norm = arena.alloc("d_norm", dt, {N, D});
   s.d_h = arena.alloc("d_h", dt, {N, F});

@@ -1,0 +1,59 @@
+// The architecture registry: one file per architecture (llama.cpp, qwen2.cpp, mistral.cpp) says what its
+// config.json keys mean that the shared reader (model/config.cpp) does not, which HF tensor names its
+// checkpoints use and its BlockSpec. Adding an architecture is adding such a file, its Architecture value
+// and its line in registry.cpp (plus any op its BlockSpec needs that has not landed).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "model/config.h"
+#include "model/config_fields.h"
+#include "model/proj_id.h"
+
+namespace lt::model {
+
+// The HF names of a model's tensors: "<embed>", "<layer_prefix><l>.<part>.weight" and ".bias" per layer
+// tensor, "<final_norm>", "<lm_head>".
+struct HfTensorNames {
+  const char* embed;          // "model.embed_tokens.weight"
+  const char* layer_prefix;   // "model.layers."
+  const char* attn_norm;      // "input_layernorm"
+  const char* ffn_norm;       // "post_attention_layernorm"
+  PerProj<const char*> proj;  // "self_attn.q_proj" ... "mlp.down_proj"
+  const char* final_norm;     // "model.norm.weight"
+  const char* lm_head;        // "lm_head.weight"
+};
+
+struct ArchitectureDef {
+  Architecture arch;
+  const char* class_name;  // config.json's "architectures" entry: "LlamaForCausalLM"
+  const char* model_type;  // "llama"
+  // The transformers config class's defaults for keys the shared reader takes.
+  int64_t default_max_position;  // max_position_embeddings
+  int64_t default_kv_heads;      // num_key_value_heads absent: this many; 0 = num_attention_heads
+  bool default_bos_eos;          // bos_token_id / eos_token_id absent: 1 and 2 (else none)
+  const HfTensorNames* names;
+  // The block (cfg.block, the biases) and the per-layer sliding windows from the file; cfg's sizes
+  // (num_layers, head_dim, ...) are read already.
+  void (*read_block)(const FieldReader& r, const std::string& source, ModelConfig& cfg);
+};
+
+// Every registered architecture, in the order they are listed to users.
+std::span<const ArchitectureDef* const> architectures();
+const ArchitectureDef& architecture_def(Architecture arch);
+// "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM" / "llama, qwen2, mistral".
+std::string supported_class_names();
+std::string supported_model_types();
+
+// The HF names shared by the Llama family (Llama, Qwen2, Mistral).
+extern const HfTensorNames kLlamaTensorNames;
+// hidden_act of a gated MLP: "silu" is SwiGLU; GELU variants are GeGLU (refused until its op lands).
+MlpKind gated_mlp_from_hidden_act(const FieldReader& r, const std::string& source);
+
+extern const ArchitectureDef kLlamaArchitecture;
+extern const ArchitectureDef kQwen2Architecture;
+extern const ArchitectureDef kMistralArchitecture;
+
+}  // namespace lt::model

@@ -1,0 +1,58 @@
+// The block's ops chosen by its BlockSpec (model/block_spec.h): block code calls these, and each switches on
+// the spec at the op call (never inside a kernel). A choice whose op has not landed cannot reach here: the
+// config loader refuses it (check_block_supported); a config built in code with one fails loudly.
+#pragma once
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "ops/ops.h"
+
+namespace lt::model {
+
+// y = norm(x) * w over rows of D; rstd (N) kept for backward.
+inline void block_norm_forward(const ModelConfig& c, int64_t rows, Tensor y, Tensor rstd, Tensor x,
+                               Tensor w) {
+  LT_CHECK(c.block.norm == NormKind::Rms, "block: {} normalization is not supported yet",
+           norm_kind_name(c.block.norm));
+  ops::rmsnorm_forward({.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps}, y, rstd, x, w);
+}
+// dx = (accumulate_dx: dx +=, the residual stream's gradient) the input gradient, dw += (optional).
+inline void block_norm_backward(const ModelConfig& c, int64_t rows, bool accumulate_dx, Tensor dx, Tensor dw,
+                                Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+  LT_CHECK(c.block.norm == NormKind::Rms, "block: {} normalization is not supported yet",
+           norm_kind_name(c.block.norm));
+  ops::rmsnorm_backward(
+      {.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps, .accumulate_dx = accumulate_dx}, dx, dw, dy,
+      x, w, rstd);
+}
+
+// h = act(gate) * up (N, F).
+inline void block_mlp_act_forward(const ModelConfig& c, int64_t rows, Tensor h, Tensor gate, Tensor up) {
+  LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
+           mlp_kind_name(c.block.mlp));
+  ops::swiglu_forward({.rows = rows, .dim = c.intermediate_size}, h, gate, up);
+}
+inline void block_mlp_act_backward(const ModelConfig& c, int64_t rows, Tensor d_gate, Tensor d_up, Tensor d_h,
+                                   Tensor gate, Tensor up) {
+  LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
+           mlp_kind_name(c.block.mlp));
+  ops::swiglu_backward({.rows = rows, .dim = c.intermediate_size}, d_gate, d_up, d_h, gate, up);
+}
+
+// Positions applied to q or k in place, x (N, heads, HD); positions (N) i32.
+inline void block_positions_forward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor x,
+                                    Tensor positions) {
+  LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
+           position_kind_name(c.block.positions));
+  ops::rope_forward(c.rope_params(rows, heads), x, positions);
+}
+inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor dx,
+                                     Tensor positions) {
+  LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
+           position_kind_name(c.block.positions));
+  ops::rope_backward(c.rope_params(rows, heads), dx, positions);
+}
+
+}  // namespace lt::model

@@ -1,0 +1,83 @@
+#include "model/block_spec.h"
+
+#include <fmt/core.h>
+
+#include "core/error.h"
+
+namespace lt::model {
+
+std::string_view norm_kind_name(NormKind k) {
+  switch (k) {
+    case NormKind::Rms:
+      return "rms";
+    case NormKind::RmsOnePlus:
+      return "rms(1+w)";
+    case NormKind::LayerNormBias:
+      return "layernorm+bias";
+  }
+  return "?";
+}
+
+std::string_view mlp_kind_name(MlpKind k) {
+  switch (k) {
+    case MlpKind::SwiGlu:
+      return "swiglu";
+    case MlpKind::GeGlu:
+      return "geglu";
+    case MlpKind::Gelu:
+      return "gelu";
+  }
+  return "?";
+}
+
+std::string_view position_kind_name(PositionKind k) {
+  switch (k) {
+    case PositionKind::Rope:
+      return "rope";
+    case PositionKind::Alibi:
+      return "alibi";
+    case PositionKind::None:
+      return "none";
+  }
+  return "?";
+}
+
+std::string_view residual_kind_name(ResidualKind k) {
+  return k == ResidualKind::Sequential ? "sequential" : "parallel";
+}
+
+std::string describe_block(const BlockSpec& s) {
+  std::string out = fmt::format("{} norm, {} MLP, {} positions", norm_kind_name(s.norm), mlp_kind_name(s.mlp),
+                                position_kind_name(s.positions));
+  if (s.positions == PositionKind::Rope && s.rotary_dim > 0)
+    out += fmt::format(" (rotary_dim {})", s.rotary_dim);
+  out += fmt::format(", {} residual", residual_kind_name(s.residual));
+  if (s.fused_qkv) out += ", fused qkv";
+  if (s.fused_gate_up) out += ", fused gate_up";
+  if (s.embedding_scale != 1.0) out += fmt::format(", embedding scale {}", s.embedding_scale);
+  if (s.logit_softcap != 0.0) out += fmt::format(", logit soft-cap {}", s.logit_softcap);
+  return out;
+}
+
+void check_block_supported(const BlockSpec& s, int64_t head_dim, const std::string& source) {
+  LT_CHECK(s.norm == NormKind::Rms, "{}: {} normalization is not supported yet (supported: rms)", source,
+           norm_kind_name(s.norm));
+  LT_CHECK(s.mlp == MlpKind::SwiGlu,
+           "{}: the {} MLP is not supported yet (supported: swiglu, hidden_act silu)", source,
+           mlp_kind_name(s.mlp));
+  LT_CHECK(s.positions == PositionKind::Rope,
+           "{}: {} position encoding is not supported yet (supported: rope)", source,
+           position_kind_name(s.positions));
+  LT_CHECK(s.rotary_dim == 0 || s.rotary_dim == head_dim,
+           "{}: partial rotary embeddings (rotary_dim {} of head_dim {}) are not supported yet", source,
+           s.rotary_dim, head_dim);
+  LT_CHECK(s.residual == ResidualKind::Sequential,
+           "{}: the parallel residual is not supported yet (supported: sequential)", source);
+  LT_CHECK(!s.fused_qkv, "{}: fused qkv weights are not supported yet", source);
+  LT_CHECK(!s.fused_gate_up, "{}: fused gate_up weights are not supported yet", source);
+  LT_CHECK(s.embedding_scale == 1.0, "{}: an embedding scale ({}) is not supported yet", source,
+           s.embedding_scale);
+  LT_CHECK(s.logit_softcap == 0.0, "{}: a logit soft-cap ({}) is not supported yet", source, s.logit_softcap);
+}
+
+}  // namespace lt::model

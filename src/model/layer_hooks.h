@@ -1,0 +1,32 @@
+// Per-layer residency hooks: the points of the schedule (chunks x layers x forward / recompute / backward)
+// where a layer's weights and gradients may be made resident and released. Both decoders call them at the
+// same points, so a hook means the same in whole-sequence and chunked runs:
+//   before_forward(l)   right before layer l runs forward (once per chunk): its weights must be usable
+//                       (where NF4 dequantization or a ZeRO-3 gather will run);
+//   before_backward(l)  right before layer l's recompute and backward (once per chunk);
+//   after_backward(l)   after layer l's last backward of the step (the last chunk's): its parameter
+//                       gradients are complete and nothing later in this backward reads its weights or
+//                       gradients, so the callee may update them and reuse their memory (optimizer in
+//                       backward; later: reduce-scatter and release). Then once with -1 after the
+//                       embedding's backward: the model-level gradients (final norm, head, embedding) are
+//                       complete.
+// An empty hook is not called.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace lt::model {
+
+struct LayerHooks {
+  std::function<void(int64_t layer)> before_forward = {};
+  std::function<void(int64_t layer)> before_backward = {};
+  std::function<void(int64_t layer)> after_backward = {};
+};
+
+// Calls `hook(layer)` when the hook is set.
+inline void run_hook(const std::function<void(int64_t)>& hook, int64_t layer) {
+  if (hook) hook(layer);
+}
+
+}  // namespace lt::model

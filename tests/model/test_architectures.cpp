@@ -1,0 +1,105 @@
+// The architecture registry (model/arch/) and the BlockSpec: each architecture file resolves from its class
+// name and model_type and gives its block; choices whose ops have not landed are refused at load with "not
+// supported yet"; tensors are named by the architecture's table.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "model/arch/architecture.h"
+#include "model/block_spec.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "model_test_util.h"
+
+namespace lt::model {
+namespace {
+
+using nlohmann::json;
+using test::expect_error_mentions;
+
+json config_for(const std::string& class_name, const std::string& model_type) {
+  json j =
+      json::parse(R"({"hidden_act": "silu", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5})");
+  j["architectures"] = {class_name};
+  j["model_type"] = model_type;
+  return j;
+}
+
+TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
+  std::set<Architecture> seen;
+  for (const ArchitectureDef* def : architectures()) {
+    EXPECT_TRUE(seen.insert(def->arch).second) << def->class_name << " registered twice";
+    EXPECT_EQ(&architecture_def(def->arch), def);
+    const ModelConfig by_class = parse_model_config(config_for(def->class_name, def->model_type), "x.json");
+    EXPECT_EQ(by_class.arch, def->arch);
+    EXPECT_EQ(by_class.architecture_name, def->class_name);
+    json only_type = config_for(def->class_name, def->model_type);
+    only_type.erase("architectures");
+    EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
+    // The supported families all have Llama's block today.
+    EXPECT_EQ(describe_block(by_class.block), "rms norm, swiglu MLP, rope positions, sequential residual");
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(supported_class_names(), "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM");
+}
+
+TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
+  json llama = config_for("LlamaForCausalLM", "llama");
+  llama["attention_bias"] = true;
+  const ModelConfig l = parse_model_config(llama, "x.json");
+  EXPECT_TRUE(l.qkv_bias && l.o_bias && !l.mlp_bias);
+  const ModelConfig q = parse_model_config(config_for("Qwen2ForCausalLM", "qwen2"), "x.json");
+  EXPECT_TRUE(q.qkv_bias && !q.o_bias && !q.mlp_bias);
+  EXPECT_FALSE(q.bos_token_id.has_value());
+  json mistral = config_for("MistralForCausalLM", "mistral");
+  mistral.erase("num_key_value_heads");  // MistralConfig's default: 8
+  mistral["num_attention_heads"] = 8;
+  const ModelConfig m = parse_model_config(mistral, "x.json");
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.layer_window, (std::vector<int64_t>{4096, 4096}));
+  EXPECT_EQ(m.bos_token_id, 1);
+}
+
+TEST(Architectures, WeightNamesComeFromTheArchitectureTable) {
+  const ModelConfig q = parse_model_config(config_for("Qwen2ForCausalLM", "qwen2"), "x.json");
+  const std::vector<WeightSpec> specs = weight_specs(q);
+  std::set<std::string> names;
+  for (const WeightSpec& s : specs) names.insert(s.hf_name);
+  const HfTensorNames& n = *architecture_def(q.arch).names;
+  EXPECT_TRUE(names.count(n.embed));
+  EXPECT_TRUE(names.count(std::string(n.layer_prefix) + "1." + n.proj[ProjId::Down] + ".weight"));
+  EXPECT_TRUE(names.count(std::string(n.layer_prefix) + "0." + n.proj[ProjId::K] + ".bias"));
+  EXPECT_TRUE(names.count(std::string(n.layer_prefix) + "0." + n.attn_norm + ".weight"));
+  EXPECT_TRUE(names.count("model.layers.0.self_attn.q_proj.bias"));  // Qwen2: q/k/v biases
+  EXPECT_FALSE(names.count("model.layers.0.self_attn.o_proj.bias"));
+}
+
+TEST(Architectures, ChoicesWithoutOpsAreRefusedAtLoad) {
+  EXPECT_NO_THROW(check_block_supported(BlockSpec{}, 64, "m/config.json"));
+  expect_error_mentions([] { check_block_supported({.norm = NormKind::LayerNormBias}, 64, "m/config.json"); },
+                        {"m/config.json", "layernorm+bias", "not supported yet"});
+  expect_error_mentions([] { check_block_supported({.mlp = MlpKind::Gelu}, 64, "m/config.json"); },
+                        {"gelu", "not supported yet"});
+  expect_error_mentions(
+      [] { check_block_supported({.positions = PositionKind::Alibi}, 64, "m/config.json"); },
+      {"alibi", "not supported yet"});
+  expect_error_mentions([] { check_block_supported({.rotary_dim = 32}, 64, "m/config.json"); },
+                        {"rotary_dim 32", "not supported yet"});
+  expect_error_mentions(
+      [] { check_block_supported({.residual = ResidualKind::Parallel}, 64, "m/config.json"); },
+      {"parallel", "not supported yet"});
+  expect_error_mentions([] { check_block_supported({.fused_qkv = true}, 64, "m/config.json"); },
+                        {"fused qkv", "not supported yet"});
+  expect_error_mentions([] { check_block_supported({.logit_softcap = 30.0}, 64, "m/config.json"); },
+                        {"soft-cap", "not supported yet"});
+  // A GELU-gated Llama-family MLP (GeGLU) is named as such.
+  json j = config_for("LlamaForCausalLM", "llama");
+  j["hidden_act"] = "gelu_pytorch_tanh";
+  expect_error_mentions([&] { parse_model_config(j, "m/config.json"); },
+                        {"'hidden_act'", "gelu_pytorch_tanh", "GeGLU", "not supported yet"});
+}
+
+}  // namespace
+}  // namespace lt::model
