@@ -11,7 +11,7 @@ rm -rf .carry && mkdir -p .carry/lib .carry/rt
 cp build/cuda/bin/test_cuda build/cuda/bin/leantune .carry/
 ldd build/cuda/bin/test_cuda build/cuda/bin/leantune | awk '/=> \// {print $3}' | sort -u \
   | grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' \
-  | grep -vE 'libcu|libnv' | xargs -I{} cp -L {} .carry/lib/
+  | grep -vE 'libcu|libnv|libnccl' | xargs -I{} cp -L {} .carry/lib/
 
 B=tests/model/golden/peft_llama/base
 D=tests/train/golden/peft_training/data.jsonl

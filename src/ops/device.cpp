@@ -12,6 +12,7 @@
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cudnn_attention.h"
 #include "ops/cuda/device_memory.h"
 #endif
 

@@ -154,7 +154,7 @@ std::vector<io::NamedTensor> AdamW::state_tensors() {
   return out;
 }
 
-void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
+void AdamW::load_state(const std::vector<io::NamedTensor>& tensors, const std::string& source) {
   // Check everything first so that a bad checkpoint leaves the state as it was.
   std::vector<io::NamedTensor> dst = state_tensors();
   std::vector<const Tensor*> srcs;
@@ -162,12 +162,12 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
     const Tensor* src = nullptr;
     for (const io::NamedTensor& s : tensors)
       if (s.name == d.name) src = &s.tensor;
-    LT_CHECK(src != nullptr, "optimizer state: tensor '{}' is missing", d.name);
-    LT_CHECK(src->device == Device::CPU, "optimizer state: tensor '{}' is on {}, expected host memory",
-             d.name, device_name(src->device));
-    LT_CHECK(src->numel() == d.tensor.numel(), "optimizer state: tensor '{}' has shape {}, expected {}",
-             d.name, src->shape_string(), d.tensor.shape_string());
-    LT_CHECK(is_floating(src->dtype), "optimizer state: tensor '{}' has dtype {}, expected a floating dtype",
+    LT_CHECK(src != nullptr, "{}: tensor '{}' is missing", source, d.name);
+    LT_CHECK(src->device == Device::CPU, "{}: tensor '{}' is on {}, expected host memory", source, d.name,
+             device_name(src->device));
+    LT_CHECK(src->numel() == d.tensor.numel(), "{}: tensor '{}' has shape {}, expected {}", source, d.name,
+             src->shape_string(), d.tensor.shape_string());
+    LT_CHECK(is_floating(src->dtype), "{}: tensor '{}' has dtype {}, expected a floating dtype", source,
              d.name, dtype_name(src->dtype));
     srcs.push_back(src);
   }
@@ -176,7 +176,21 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors) {
     step = load_as<double>(*static_cast<const typename decltype(stag)::type*>(srcs[0]->data));
   });
   LT_CHECK(step >= 0 && step == std::floor(step) && step < 9.0e15,
-           "optimizer state: 'step' is {}, expected a non-negative integer", step);
+           "{}: 'step' is {}, expected a non-negative integer", source, step);
+  // A corrupt moment would turn every later update into NaN far from its cause: refuse it here, by name.
+  for (size_t i = 1; i < dst.size(); ++i) {
+    const bool second_moment = dst[i].name.ends_with("exp_avg_sq");
+    visit_floating(srcs[i]->dtype, "optimizer state", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* v = static_cast<const T*>(srcs[i]->data);
+      for (int64_t k = 0; k < srcs[i]->numel(); ++k) {
+        const double x = load_as<double>(v[k]);
+        LT_CHECK(std::isfinite(x) && (!second_moment || x >= 0),
+                 "{}: tensor '{}' element {} is {}, expected a finite{} value", source, dst[i].name, k, x,
+                 second_moment ? ", non-negative" : "");
+      }
+    });
+  }
   for (size_t i = 1; i < dst.size(); ++i) ops::copy(dst[i].tensor, *srcs[i]);  // converts the dtype
   step_ = int64_t(step);
   step_as_double_ = step;

@@ -76,7 +76,8 @@ class AdamW {
   std::vector<io::NamedTensor> state_tensors();
   // Restores the state from host tensors named as state_tensors() names them; converts floating dtypes;
   // throws naming a missing tensor, a shape mismatch or a non-integral step.
-  void load_state(const std::vector<io::NamedTensor>& tensors);
+  // `source` names where the tensors came from (the checkpoint's optimizer file) in every message.
+  void load_state(const std::vector<io::NamedTensor>& tensors, const std::string& source = "optimizer state");
 
  private:
   struct Moments {

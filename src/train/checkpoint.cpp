@@ -258,7 +258,7 @@ TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& m
     for (size_t i = 0; i < e.shape.size(); ++i) t.shape[i] = e.shape[i];
     tensors.push_back({e.name, t});
   }
-  optimizer.load_state(tensors);
+  optimizer.load_state(tensors, opt_path);
   LT_CHECK(optimizer.steps_taken() == s.step, "{}: optimizer step {} differs from trainer step {}", dir,
            optimizer.steps_taken(), s.step);
   return s;

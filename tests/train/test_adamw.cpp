@@ -298,6 +298,35 @@ TEST(AdamW, LoadStateRefusesMissingOrMisshapenTensors) {
   EXPECT_EQ(opt.steps_taken(), 0);  // nothing was half-loaded
 }
 
+// A corrupt checkpoint's moments (NaN, a negative second moment) are refused naming the file and the tensor,
+// before anything is copied: otherwise every later update turns NaN far from the cause.
+TEST(AdamW, LoadStateRefusesCorruptMomentsNamingTheSource) {
+  double p = 1, g = 1;
+  AdamWOptions o;
+  o.state_dtype = DType::F64;
+  AdamW opt({{"w", Tensor(&p, DType::F64, {1}), Tensor(&g, DType::F64, {1})}}, o);
+  double step = 4, good = 0.5, nan = std::nan(""), negative = -1;
+  struct Case {
+    double* m;
+    double* v;
+    const char* tensor;
+  };
+  for (const Case& c : {Case{&nan, &good, "w.exp_avg"}, Case{&good, &negative, "w.exp_avg_sq"}}) {
+    try {
+      opt.load_state({{"step", Tensor(&step, DType::F64, {1})},
+                      {"w.exp_avg", Tensor(c.m, DType::F64, {1})},
+                      {"w.exp_avg_sq", Tensor(c.v, DType::F64, {1})}},
+                     "ckpt/checkpoint-4/optimizer.safetensors");
+      FAIL() << "expected an error for " << c.tensor;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("ckpt/checkpoint-4/optimizer.safetensors"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("'") + c.tensor + "'"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(opt.steps_taken(), 0);
+}
+
 // A compute copy (a master's working weight, a LoRA adapter's bf16 copy) is written by every step with the
 // updated parameter rounded to nearest: the same bits as a separate ops::copy after the step. A copy that is
 // not narrower, or of another size, is refused naming the parameter.
