@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -146,25 +147,54 @@ std::string resolve_resume_dir(const std::string& resume, const std::string& out
   return all.back().second;
 }
 
+namespace {
+
+// One field of trainer_state.json by its dotted path, of the JSON type T needs; a missing field or another
+// type is refused naming the file and the field (never nlohmann's own exception text).
+template <class T>
+T state_field(const nlohmann::json& j, std::initializer_list<const char*> keys, const std::string& path) {
+  const nlohmann::json* v = &j;
+  std::string name;
+  for (const char* k : keys) {
+    name += name.empty() ? k : fmt::format(".{}", k);
+    LT_CHECK(v->is_object() && v->contains(k), "{}: field '{}' is missing, expected a leantune trainer state",
+             path, name);
+    v = &(*v)[k];
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    LT_CHECK(v->is_number(), "{}: field '{}' is {}, expected a number", path, name, v->dump());
+  } else {
+    LT_CHECK(v->is_number_integer(), "{}: field '{}' is {}, expected an integer", path, name, v->dump());
+    if constexpr (std::is_unsigned_v<T>) {
+      LT_CHECK(v->is_number_unsigned(), "{}: field '{}' is {}, expected a non-negative integer", path, name,
+               v->dump());
+    } else {  // an unsigned value above the signed range would wrap
+      LT_CHECK(!v->is_number_unsigned() || v->get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()),
+               "{}: field '{}' is {}, expected at most {}", path, name, v->dump(),
+               std::numeric_limits<T>::max());
+    }
+  }
+  return v->get<T>();
+}
+
+}  // namespace
+
 TrainerState read_trainer_state(const std::string& dir) {
   const std::string path = (fs::path(dir) / kStateFile).string();
   nlohmann::json j = io::read_json_file(path);
+  LT_CHECK(j.is_object(), "{}: not a leantune trainer state, expected a JSON object", path);
   TrainerState s;
-  try {
-    s.step = j.at("global_step").get<int64_t>();
-    s.epoch = j.at("epoch").get<double>();
-    s.data_epoch = j.at("data").at("epoch").get<int64_t>();
-    s.data_index = j.at("data").at("index").get<int64_t>();
-    s.rng_seed = j.at("rng").at("seed").get<uint64_t>();
-    s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
-    s.last_lr = j.at("scheduler").at("last_lr").get<double>();
-    s.total_steps = j.at("scheduler").at("total_steps").get<int64_t>();
-    if (j.contains("loss_scaler")) {
-      s.loss_scale = j.at("loss_scaler").at("scale").get<double>();
-      s.loss_scale_good_steps = j.at("loss_scaler").at("good_steps").get<int64_t>();
-    }
-  } catch (const nlohmann::json::exception& e) {
-    LT_FAIL("{}: not a leantune trainer state: {}", path, e.what());
+  s.step = state_field<int64_t>(j, {"global_step"}, path);
+  s.epoch = state_field<double>(j, {"epoch"}, path);
+  s.data_epoch = state_field<int64_t>(j, {"data", "epoch"}, path);
+  s.data_index = state_field<int64_t>(j, {"data", "index"}, path);
+  s.rng_seed = state_field<uint64_t>(j, {"rng", "seed"}, path);
+  s.rng_offset = state_field<uint64_t>(j, {"rng", "offset"}, path);
+  s.last_lr = state_field<double>(j, {"scheduler", "last_lr"}, path);
+  s.total_steps = state_field<int64_t>(j, {"scheduler", "total_steps"}, path);
+  if (j.contains("loss_scaler")) {
+    s.loss_scale = state_field<double>(j, {"loss_scaler", "scale"}, path);
+    s.loss_scale_good_steps = state_field<int64_t>(j, {"loss_scaler", "good_steps"}, path);
   }
   LT_CHECK(s.step >= 0 && s.data_epoch >= 0 && s.data_index >= 0, "{}: negative step or data position", path);
   return s;

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/json_file.h"
@@ -175,6 +177,42 @@ TEST(Checkpoint, ResumeErrorsNameTheKey) {
     FAIL() << "resume latest without checkpoints must fail";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'resume' is latest"), std::string::npos) << e.what();
+  }
+}
+
+// A trainer_state.json with a field missing or of another type is refused naming the file and the field, in
+// leantune's words (not nlohmann's exception text); a step above int64's range does not wrap.
+TEST(Checkpoint, TrainerStateFieldsAreCheckedByName) {
+  test::TempDir dir;
+  const nlohmann::json good = {{"global_step", 2},
+                               {"epoch", 0.5},
+                               {"data", {{"epoch", 0}, {"index", 4}}},
+                               {"rng", {{"seed", 3}, {"offset", 7}}},
+                               {"scheduler", {{"last_lr", 1e-3}, {"total_steps", 8}}}};
+  auto write = [&](const nlohmann::json& j) { std::ofstream(dir.file("trainer_state.json")) << j.dump(); };
+  write(good);
+  EXPECT_EQ(read_trainer_state(dir.path()).data_index, 4);
+  struct Case {
+    nlohmann::json state;
+    const char* field;
+  };
+  nlohmann::json text_step = good, no_index = good, huge_step = good, negative_seed = good;
+  text_step["global_step"] = "two";
+  no_index["data"].erase("index");
+  huge_step["global_step"] = uint64_t(1) << 63;
+  negative_seed["rng"]["seed"] = -3;
+  for (const Case& c : {Case{text_step, "'global_step'"}, Case{no_index, "'data.index'"},
+                        Case{huge_step, "'global_step'"}, Case{negative_seed, "'rng.seed'"}}) {
+    write(c.state);
+    try {
+      read_trainer_state(dir.path());
+      ADD_FAILURE() << "accepted " << c.state.dump();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("trainer_state.json"), std::string::npos) << what;
+      EXPECT_NE(what.find(c.field), std::string::npos) << what;
+      EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+    }
   }
 }
 
