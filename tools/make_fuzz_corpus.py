@@ -61,6 +61,9 @@ def main(out):
           safetensors({"a.weight": ("F32", [2, 2], f32), "b": ("BF16", [2], bf16)}, {"format": "pt"}))
     write(f"{out}/safetensors/empty_tensor.safetensors", safetensors({"e": ("F16", [0, 3], b"")}))
     write(f"{out}/safetensors/truncated.safetensors", safetensors({"a": ("F32", [4], f32)})[:-3])
+    # A number beyond double's range: nlohmann throws out_of_range from inside its parser (a fuzzer finding).
+    overflow = b'{"a": {"dtype": "F32", "shape": [8888e88888888882], "data_offsets": [0, 16]}}'
+    write(f"{out}/safetensors/number_overflow.safetensors", struct.pack("<Q", len(overflow)) + overflow + f32)
 
     # config.json
     os.makedirs(f"{out}/model_config")
@@ -145,6 +148,7 @@ def main(out):
         "rng": {"seed": 42, "offset": 7}, "scheduler": {"last_lr": 1e-4, "total_steps": 6},
         "loss_scaler": {"scale": 65536.0, "good_steps": 3},
         "log_history": [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.25}]}, indent=2))
+    write(f"{out}/trainer_state/number_overflow.json", '{"global_step": 8888e88888888882, "epoch": 0}')
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ Json parse_checked(std::string_view text, const std::string& source) {
     // nlohmann counts the offending byte itself, 1-based.
     auto [line, column] = line_column(text, e.byte > 0 ? e.byte - 1 : 0);
     LT_FAIL("{}: invalid JSON at line {}, column {} (byte {}): {}", source, line, column, e.byte, detail);
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406), ...
+    LT_FAIL("{}: invalid JSON: {}", source, json_error_detail(e));
   }
 }
 

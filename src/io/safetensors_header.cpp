@@ -9,6 +9,8 @@
 #include <numeric>
 #include <set>
 
+#include "core/json_read.h"
+
 namespace lt::io {
 
 namespace {
@@ -76,6 +78,8 @@ Json parse_json(const std::string& path, const char* text, size_t size) {
     size_t close = what.find("] ");
     if (what.rfind("[json.exception", 0) == 0 && close != std::string::npos) what = what.substr(close + 2);
     LT_FAIL("safetensors {}: header is not valid JSON (byte {} of the header): {}", path, e.byte, what);
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406), ...
+    LT_FAIL("safetensors {}: header is not valid JSON: {}", path, json_error_detail(e));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -119,6 +120,36 @@ TEST(HostileInputs, JsonLibraryTextNeverNamesItself) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).find("[json.exception"), std::string::npos) << e.what();
+  }
+}
+
+// A number beyond double's range makes nlohmann throw out_of_range (not parse_error) from inside the
+// parser: it must still become leantune's message naming the file (found by make fuzz), for the shared reader
+// and for the safetensors header's own parser.
+TEST(HostileInputs, NumberOverflowInJsonIsRefusedNamingTheFile) {
+  test::TempDir dir;
+  std::ofstream(dir.file("config.json")) << "{\"hidden_size\": 8888e88888888882}";
+  try {
+    read_json_file(dir.file("config.json"));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("config.json"), std::string::npos) << what;
+    EXPECT_EQ(what.find("[json.exception"), std::string::npos) << what;
+  }
+  const std::string header = "{\"w\": {\"dtype\": \"F32\", \"shape\": [1e999], \"data_offsets\": [0, 4]}}";
+  std::string file(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, 8);
+  file += header + std::string(4, '\0');
+  std::ofstream(dir.file("model.safetensors"), std::ios::binary) << file;
+  try {
+    SafetensorsFile::open(dir.file("model.safetensors"));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model.safetensors"), std::string::npos) << what;
+    EXPECT_EQ(what.find("[json.exception"), std::string::npos) << what;
   }
 }
 
