@@ -47,7 +47,7 @@ void set_allow_tf32(bool allow);
 std::string attention_backend_summary();
 
 // The CPU's BLAS in one line: "OpenBLAS Haswell kernels, 2 threads", and how to pick faster kernels when
-// OpenBLAS fell back to generic ones on a CPU that could run better (ops/cpu/blas_info.h).
+// OpenBLAS fell back to generic ones on a CPU that could run better (ops/blas_info.h).
 std::string cpu_blas_description();
 
 // Host memory that `device` copies to and from asynchronously: page-locked (cudaHostAlloc) for CUDA, plain

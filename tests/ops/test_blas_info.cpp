@@ -1,4 +1,4 @@
-// Which OpenBLAS kernels the CPU ops run on (ops/cpu/blas_info.h): the description names OpenBLAS's own
+// Which OpenBLAS kernels the CPU ops run on (ops/blas_info.h): the description names OpenBLAS's own
 // core name and thread count, and the hint appears exactly when OpenBLAS runs narrower kernels than the
 // CPU supports without the user having chosen them.
 #include <cblas.h>
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "ops/cpu/blas_info.h"
+#include "ops/blas_info.h"
 #include "ops/device.h"
 
 namespace lt {

@@ -1,4 +1,4 @@
-#include "ops/cpu/blas_info.h"
+#include "ops/blas_info.h"
 
 #include <cblas.h>
 #include <fmt/core.h>
