@@ -7,9 +7,14 @@ DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libya
 
 # `make fuzz` also needs clang and its libFuzzer runtime.
 FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev
-FUZZ_SECONDS ?= 20
+# `make fuzz` replays a fixed campaign (FUZZ_RUNS inputs per reader from seed FUZZ_SEED): the same inputs on
+# any machine, so CI passes or fails on the code, not on luck. `make fuzz-explore` searches for new findings
+# with a fresh random seed for FUZZ_SECONDS per reader.
+FUZZ_RUNS ?= 40000
+FUZZ_SEED ?= 1
+FUZZ_SECONDS ?= 300
 
-.PHONY: deps fuzz-deps configure-cpu build-cpu test test-exactness test-asan fuzz fuzz-corpus cuda test-cuda demo format clean
+.PHONY: deps fuzz-deps configure-cpu build-cpu test test-exactness test-asan fuzz fuzz-build fuzz-explore fuzz-corpus cuda test-cuda demo format clean
 
 # Installs the Debian packages the build needs, when they are missing and we are root.
 deps fuzz-deps:
@@ -47,13 +52,18 @@ test-asan: deps
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -L io
 
 # libFuzzer harnesses of every file reader (safetensors, config.json, tokenizer files, dataset records,
-# adapter_config.json, trainer_state.json) under ASan + UBSan, each run FUZZ_SECONDS over the committed seed
-# corpus tests/fuzz/corpus (tools/make_fuzz_corpus.py); a finding fails the target and leaves its input in
-# build/fuzz/findings.
-fuzz: fuzz-deps
+# adapter_config.json, trainer_state.json) under ASan + UBSan, started from the committed seed corpus
+# tests/fuzz/corpus (tools/make_fuzz_corpus.py); a finding fails the target and leaves its input in
+# build/fuzz/findings (add it to the corpus once fixed, so every later run replays it).
+fuzz-build: fuzz-deps
 	@[ -f build/fuzz/build.ninja ] || cmake --preset fuzz
 	cmake --build build/fuzz -j $(JOBS)
-	bash tests/fuzz/run_fuzzers.sh build/fuzz/bin tests/fuzz/corpus build/fuzz/findings $(FUZZ_SECONDS)
+
+fuzz: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build/fuzz/bin tests/fuzz/corpus build/fuzz/findings runs $(FUZZ_RUNS) $(FUZZ_SEED)
+
+fuzz-explore: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build/fuzz/bin tests/fuzz/corpus build/fuzz/findings seconds $(FUZZ_SECONDS) 0
 
 # Rewrites the seed corpus (small valid files of every format, a few broken ones).
 fuzz-corpus:

@@ -150,6 +150,14 @@ def main(out):
         "log_history": [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.25}]}, indent=2))
     write(f"{out}/trainer_state/number_overflow.json", '{"global_step": 8888e88888888882, "epoch": 0}')
 
+    # A number beyond double's range in every other JSON reader (fuzzer findings: nlohmann throws out_of_range
+    # from inside its parser, which a reader catching only parse_error let escape).
+    write(f"{out}/adapter_config/number_overflow.json", '{"peft_type": "LORA", "r": 3e3337198}')
+    write(f"{out}/model_config/number_overflow.json", '{"hidden_size": 1e55555555}')
+    write(f"{out}/tokenizer_json/number_overflow.json", '{"model": {"type": "BPE", "dropout": 7e99999}}')
+    write(f"{out}/dataset_records/number_overflow.jsonl", b"\x01" + b'{"instruction": 1e400}\n')
+    write(f"{out}/dataset_records/number_overflow.json", b"\x00" + b'[{"instruction": 1e400}]')
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else f"{ROOT}/tests/fuzz/corpus")

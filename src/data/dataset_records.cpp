@@ -99,6 +99,9 @@ void for_each_json_record(
       } catch (const nlohmann::json::parse_error& e) {
         bad.report(where, fmt::format("invalid JSON at column {}: {}", e.byte, parse_detail(e)));
         continue;
+      } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406)
+        bad.report(where, fmt::format("invalid JSON: {}", json_error_detail(e)));
+        continue;
       }
       visit_checked(where, record, bad, visit);
     }
@@ -118,6 +121,8 @@ void for_each_json_record(
         "dataset {}:{}: invalid JSON: {}; a .json dataset must be one JSON array (use .jsonl for one record "
         "per line)",
         path, line_of(text, e.byte), parse_detail(e));
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406)
+    LT_FAIL("dataset {}: invalid JSON: {}", path, json_error_detail(e));
   }
   LT_CHECK(all.is_array(), "dataset {}: expected a JSON array of records, found a JSON {}", path,
            all.type_name());

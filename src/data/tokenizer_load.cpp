@@ -51,6 +51,8 @@ nlohmann::json read_tokenizer_json(const std::string& path, const char* what) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     LT_FAIL("{} {}: not valid JSON at byte {}: {}", what, path, e.byte, json_error_detail(e));
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406)
+    LT_FAIL("{} {}: not valid JSON: {}", what, path, json_error_detail(e));
   }
 }
 

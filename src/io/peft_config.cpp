@@ -209,6 +209,8 @@ LoraAdapterConfig parse_adapter_config(const std::string& text, const std::strin
     j = ordered_json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     LT_FAIL("adapter config {}: not valid JSON ({})", source, json_error_detail(e));
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406)
+    LT_FAIL("adapter config {}: not valid JSON ({})", source, json_error_detail(e));
   }
   LT_CHECK(j.is_object(), "adapter config {}: expected a JSON object, found {}", source, j.type_name());
   Reader rd{j, source};

@@ -267,6 +267,8 @@ ModelConfig load_model_config(const std::string& path_or_dir) {
     json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     LT_FAIL("{}: not valid JSON at byte {}: {}", name, e.byte, json_error_detail(e));
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range (out_of_range 406)
+    LT_FAIL("{}: not valid JSON: {}", name, json_error_detail(e));
   }
   return parse_model_config(json, name);
 }

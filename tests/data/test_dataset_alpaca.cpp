@@ -73,6 +73,7 @@ struct BadCase {
 TEST(DatasetAlpaca, BadJsonlRecordsNameFileLineAndProblem) {
   const BadCase cases[] = {
       {"{\"instruction\": \"x\", \"output\": ", "invalid JSON"},
+      {"{\"instruction\": \"x\", \"output\": 1e400}", "invalid JSON: number overflow"},
       {"{\"instruction\": \"x\"}", "missing field 'output'"},
       {"{\"output\": \"x\"}", "missing field 'instruction'"},
       {"{\"instruction\": 5, \"output\": \"x\"}", "field 'instruction' is a JSON number, expected a string"},
@@ -107,6 +108,9 @@ TEST(DatasetAlpaca, InvalidJsonArrayFileNamesLine) {
       path, "[\n{\"instruction\": \"a\", \"output\": \"b\"},\n{\"instruction\": \"a\" \"output\": \"b\"}\n]");
   std::string message = error_message([&] { load_alpaca(path, tok, DatasetOptions{}); });
   EXPECT_TRUE(contains(message, path + ":3: invalid JSON")) << message;
+  write_file(path, "[{\"instruction\": \"a\", \"output\": 1e400}]");
+  message = error_message([&] { load_alpaca(path, tok, DatasetOptions{}); });
+  EXPECT_TRUE(contains(message, path + ": invalid JSON: number overflow")) << message;
   write_file(path, R"({"instruction": "a", "output": "b"})");
   message = error_message([&] { load_alpaca(path, tok, DatasetOptions{}); });
   EXPECT_TRUE(contains(message, "expected a JSON array of records, found a JSON object")) << message;

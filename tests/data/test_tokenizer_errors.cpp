@@ -158,6 +158,8 @@ TEST_F(TokenizerJsonErrors, UnsupportedComponentsAreNamed) {
 TEST_F(TokenizerJsonErrors, NotJson) {
   write_file(dir_.file("tokenizer.json"), "{\"model\": ");
   expect_contains(load_error(dir_.file("tokenizer.json")), {"tokenizer.json", "not valid JSON"});
+  write_file(dir_.file("tokenizer.json"), "{\"model\": {\"dropout\": 7e99999}}");
+  expect_contains(load_error(dir_.file("tokenizer.json")), {"tokenizer.json", "not valid JSON", "overflow"});
 }
 
 TEST(TokenizerErrors, BadMergesLine) {

@@ -215,6 +215,7 @@ TEST(PeftConfig, RefusesBadValues) {
   expect_error_names(with("alpha_pattern", {{"(unclosed", 2}}), "(unclosed");
   expect_error_names(with("use_rslora", "yes"), "use_rslora");
   expect_error_names("{\"peft_type\": \"LORA\", \"r\": ", "not valid JSON");
+  expect_error_names("{\"peft_type\": \"LORA\", \"r\": 3e3337198}", "number overflow");
   expect_error_names("[1, 2]", "JSON object");
   try {
     read_adapter_config("/nonexistent/dir/adapter_config.json");

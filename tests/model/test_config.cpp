@@ -243,6 +243,10 @@ TEST(ModelConfigFile, BrokenJsonNamesTheFile) {
   test::TempDir dir;
   std::ofstream(dir.file("config.json")) << R"({"architectures": ["LlamaForCausalLM"], "vocab_size": )";
   expect_error_mentions([&] { load_model_config(dir.path()); }, {dir.file("config.json"), "not valid JSON"});
+  // A number beyond double's range is nlohmann's out_of_range, not its parse_error: refused all the same.
+  std::ofstream(dir.file("config.json")) << R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 1e400})";
+  expect_error_mentions([&] { load_model_config(dir.path()); },
+                        {dir.file("config.json"), "not valid JSON", "number overflow"});
 }
 
 TEST(ModelConfigFile, ErrorsFromAFileNameIt) {
