@@ -4,17 +4,39 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
 #include "dist/launch.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
+#include "train/lr_schedule.h"
 #include "train/trainable.h"
 
 namespace lt::train {
+namespace {
+
+// The end-of-run summary: what ran, how long, the losses, where the results are.
+std::string run_summary(const TrainResult& r, double seconds, const TrainConfig& config, bool lora) {
+  std::string out = fmt::format("done: steps {}-{} of {} in {:.1f} s", r.start_step + 1, r.final_step,
+                                r.total_steps, seconds);
+  if (!r.losses.empty())
+    out += fmt::format("; train loss {:.4f} -> {:.4f}", r.losses.front(), r.losses.back());
+  if (!r.evals.empty())
+    out += fmt::format("; eval loss {:.4f} at step {}", r.evals.back().eval_loss, r.evals.back().step);
+  out += fmt::format("\n  {}: {}",
+                     lora ? "adapter (PEFT: adapter_config.json, adapter_model.safetensors)"
+                          : "model (config.json, safetensors)",
+                     config.output_dir);
+  if (!r.last_checkpoint.empty()) out += fmt::format("\n  last checkpoint: {}", r.last_checkpoint);
+  return out;
+}
+
+}  // namespace
 
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
+  const Timer run_timer;
   if (!comm) {
     const dist::Launch launch = dist::detect_launch();
     LT_CHECK(launch.world_size == 1,
@@ -26,7 +48,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_paths(config);
   // Claimed before the model and data are read: a refused output_dir costs nothing.
   std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
-  if (finetune_of(config) == Finetune::Lora) run_adapter_config(config);  // init_adapter's layout vs the run's keys
+  if (finetune_of(config) == Finetune::Lora)
+    run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
@@ -36,8 +59,16 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
       load_model_tokenizer(config.base_model, false, model.config.vocab_size);
   data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
                                         dataset_options(config, config.base_model));
+  const std::string data_report = data::describe_dataset(dataset, config.cutoff_len);
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
                                                    uint64_t(config.seed), config.data_path);
+  std::string eval_report;
+  if (!config.eval_data_path.empty()) {
+    data::Dataset eval = load_examples(config.eval_data_path, tokenizer.get(), model.config,
+                                       dataset_options(config, config.base_model));
+    eval_report = data::describe_dataset(eval, config.cutoff_len);
+    split.val = std::move(eval.examples);
+  }
   int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
   if (!hooks.quiet)
     fmt::print(hooks.out,
@@ -46,7 +77,11 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
                ops::device_description(device), config.data_path, split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output), comm);
+  if (!hooks.quiet) fmt::print(hooks.out, "data: {}\n", data_report);
+  if (!hooks.quiet && !eval_report.empty())
+    fmt::print(hooks.out, "eval data {}: {}\n", config.eval_data_path, eval_report);
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
+                  comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
@@ -55,6 +90,16 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
         "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors ({} parameters)\n",
         trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
         config.micro_batch_size, trainer.trainable().size(), parameters);
+    const int64_t warmup =
+        resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, trainer.total_steps());
+    fmt::print(hooks.out, "schedule: {} from learning_rate {} after {} warmup steps, weight_decay {}\n",
+               config.lr_scheduler_type, config.learning_rate, warmup, config.weight_decay);
+    // A warmup as long as the run never reaches the asked learning rate: say so rather than train slowly.
+    if (warmup >= trainer.total_steps() && warmup > 0)
+      fmt::print(stderr,
+                 "warning: the warmup ({} steps) covers the whole run ({} steps): the learning rate never "
+                 "reaches learning_rate {}; lower warmup_steps or warmup_ratio\n",
+                 warmup, trainer.total_steps(), config.learning_rate);
     if (device == Device::CUDA) fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary());
     if (const model::LoraWeights* lora = trainer.lora())
       fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
@@ -62,7 +107,11 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                  config.init_adapter.empty() ? fmt::format("fresh init (seed {})", config.seed)
                                              : "continuing " + config.init_adapter);
   }
-  return trainer.run(hooks);
+  TrainResult result = trainer.run(hooks);
+  if (!hooks.quiet && !result.interrupted)
+    fmt::print(hooks.out, "{}\n",
+               run_summary(result, run_timer.seconds(), config, trainer.lora() != nullptr));
+  return result;
 }
 
 }  // namespace lt::train
