@@ -12,6 +12,7 @@ namespace lt::train {
 namespace {
 
 constexpr size_t kWidestElement = 8;  // f64
+constexpr size_t kAlignment = 256;    // the arena's default
 
 // Elements [begin, end) of t, as a 1-D view.
 Tensor flat_range(const Tensor& t, int64_t begin, int64_t end) {
@@ -34,13 +35,18 @@ DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, st
       "zero1 or zero2");
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (!shards_optimizer()) return;
-  int64_t widest = 1;
-  for (size_t i = 0; i < full_.size(); ++i) widest = std::max(widest, slice_capacity(i));
-  const size_t part_bytes = size_t(widest) * kWidestElement;
-  const size_t whole_bytes = part_bytes * size_t(comm_.world_size());
-  scratch_ = std::make_unique<Arena>("sharding scratch", memory, part_bytes + whole_bytes + 512);
-  part_ = scratch_->alloc_bytes("slice", part_bytes);
-  whole_ = scratch_->alloc_bytes("whole", whole_bytes);
+  int64_t largest = 1;
+  for (const ParamGroup& g : full_) largest = std::max(largest, g.param.numel());
+  const int world = comm_.world_size();
+  const size_t part_bytes = scratch_bytes(largest, world) / size_t(world + 1);
+  scratch_ = std::make_unique<Arena>("sharding scratch", memory, scratch_bytes(largest, world) + kAlignment);
+  part_ = scratch_->alloc_bytes("slice", part_bytes, kAlignment);
+  whole_ = scratch_->alloc_bytes("whole", part_bytes * size_t(world), kAlignment);
+}
+
+size_t DataParallel::scratch_bytes(int64_t largest_elements, int world) {
+  const size_t part = size_t((largest_elements + world - 1) / world) * kWidestElement;
+  return part * size_t(world + 1);  // a padded slice and a padded whole
 }
 
 int64_t DataParallel::slice_capacity(size_t index) const {

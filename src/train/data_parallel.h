@@ -31,6 +31,9 @@ class DataParallel {
   DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
                MemoryResource& memory);
 
+  // The scratch a sharded strategy allocates for a largest tensor of `largest_elements` over `world` ranks.
+  static size_t scratch_bytes(int64_t largest_elements, int world);
+
   bool shards_optimizer() const {
     return sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2;
   }

@@ -141,8 +141,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
-  memory_plan_summary_ = model::format_memory_plan_summary(
-      check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
+  memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
+      config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
   const std::optional<model::Recompute> recompute = recompute_policy(config_);
   activations_ = std::make_unique<Arena>(
       "activations", memory,
