@@ -3,7 +3,11 @@
 // message rather than leave them waiting at the next collective.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dist/communicator.h"
 
@@ -15,6 +19,13 @@ namespace lt::train {
 // `timeout_s`.
 void write_on_rank_zero(dist::Communicator& comm, const char* what, const std::function<void()>& write,
                         double timeout_s);
+
+// Every rank must run the same steps over the same tensors, or their collectives stop matching (a hang
+// until the timeout, or silently wrong sums). Each rank passes the same named facts (example count, steps,
+// trainable elements, ...); a rank whose facts differ from rank 0's stops every rank through the agreement
+// step, naming the fact and both values. A no-op with one process.
+void check_same_run(dist::Communicator& comm, const std::vector<std::pair<std::string, int64_t>>& facts,
+                    double timeout_s);
 
 // Whether a stop signal (train/stop_signal.h) reached any rank: a signal reaches the ranks at slightly
 // different moments, and they must stop after the same step. One all-reduce with several processes.

@@ -154,6 +154,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                 offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size,
                                               recompute, config_.offload_only));
 
+  int64_t trained_elements = 0;
+  for (const ParamGroup& p : data_parallel_->full()) trained_elements += p.param.numel();
+  check_same_run(*comm_,
+                 {{"the training examples", int64_t(train_.size())},
+                  {"micro-batches per step", accum_},
+                  {"the total steps", total_steps_},
+                  {"the trainable elements", trained_elements},
+                  {"the sharding", int64_t(*dist::parse_sharding(config_.sharding))}},
+                 kWriteTimeoutS);
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
     // A fresh run among another run's checkpoints would mix them up (and rotation could delete its own).

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "dist/mpi_communicator.h"
 #include "dist/single_communicator.h"
 #include "support/test_support.h"
@@ -186,6 +187,32 @@ TEST_P(MpiTraining, ResumeAtTheSameAndAtAnotherWorldSizeEqualsTheUninterruptedRu
     expect_losses_close(from_one.losses, {whole.losses[2], whole.losses[3]}, kTolerance);
     expect_close(final_tensors(other.output_dir, finetune), final_tensors(straight.output_dir, finetune),
                  kTolerance);
+  }
+}
+
+// Ranks started with different settings would run different collectives: refused on every rank before the
+// first step, naming what differs.
+TEST(MpiTrainingSetup, RanksThatWouldRunDifferentStepsAreStoppedBeforeTheFirst) {
+  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+  SharedDir dir(*comm);
+  if (comm->is_main()) {
+    test::write_tiny_model_dir(dir.file("model"));
+    test::write_tiny_dataset(dir.file("data.jsonl"), 16);
+  }
+  comm->barrier();
+  TrainConfig c = base_config(dir.path(), "full");
+  c.sharding = "ddp";
+  c.output_dir = dir.file("mismatch");
+  if (comm->rank() == 1) c.max_steps = 3;
+  std::string message;
+  try {
+    run_training(c, test::quiet_hooks(), comm.get());
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("rank 1: the total steps is 3, rank 0's is 4"), std::string::npos) << message;
+  if (comm->is_main()) {
+    EXPECT_FALSE(std::filesystem::exists(c.output_dir + "/model.safetensors"));
   }
 }
 
