@@ -30,6 +30,7 @@ void OffloadRing::copy(int64_t i, bool to_host) {
     ticket_[size_t(i % 2)] = to_host ? queue_->copy(host, slot) : queue_->copy(slot, host);
   }
   resident_[size_t(i % 2)] = i;
+  fetched_[size_t(i % 2)] = !to_host;
 }
 
 void OffloadRing::before_write(int64_t i) {
@@ -43,7 +44,7 @@ void OffloadRing::written(int64_t i) {
 void OffloadRing::before_use(int64_t i) {
   if (resident_[size_t(i % 2)] != i) copy(i, false);
   if (i > 0 && resident_[size_t((i - 1) % 2)] != i - 1) copy(i - 1, false);
-  if (ticket_[size_t(i % 2)] >= 0) queue_->compute_waits_for(ticket_[size_t(i % 2)]);
+  if (fetched_[size_t(i % 2)]) queue_->compute_waits_for(ticket_[size_t(i % 2)]);
 }
 
 }  // namespace lt::model

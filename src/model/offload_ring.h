@@ -5,7 +5,8 @@
 //   entry i - 2, or a fetch of the previous backward); written(i) queues entry i's copies to the host.
 //   Backward, entries in reverse order: before_use(i) queues the fetch of i unless its slot still holds it,
 //   and that of i - 1 into the other slot (whose last user, i + 1, is queued already, so the copy overlaps
-//   use i), then makes the compute stream wait for entry i's slot.
+//   use i), then makes the compute stream wait for entry i's fetch. An entry still in its slot from forward
+//   is used without waiting for its copy to the host (which only reads the slot).
 // Each copy is one (B*C_k, width) block of a chunk-major host tensor of B*T rows (chunk k of every row is
 // contiguous, chunk_rows), so a whole sequence (one chunk) copies the whole tensor. On the CPU the copies are
 // memcpys. Values never change: gradients are bit-identical to a run that keeps everything on the device.
@@ -46,8 +47,9 @@ class OffloadRing {
   std::vector<int64_t> offsets_, sizes_;
   std::vector<std::vector<Member>> items_;  // per_chunk
   ops::TransferQueue* queue_ = nullptr;
-  std::array<int64_t, 2> ticket_{-1, -1};    // each slot's last copy
-  std::array<int64_t, 2> resident_{-1, -1};  // the entry each slot holds (-1: none known)
+  std::array<int64_t, 2> ticket_{-1, -1};      // each slot's last copy
+  std::array<int64_t, 2> resident_{-1, -1};    // the entry each slot holds (-1: none known)
+  std::array<bool, 2> fetched_{false, false};  // the slot's last copy brought it from the host
 };
 
 }  // namespace lt::model
