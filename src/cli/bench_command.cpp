@@ -1,11 +1,11 @@
 // `leantune bench` (on the CPU, or the GPU with --device cuda). One model (an HF directory, a config.json
 // with random weights, or a built-in Llama of a few million parameters) and one batch of B full rows of T
-// random tokens; for each mode (whole: Decoder; chunked C: ChunkedDecoder) it runs --warmup untimed steps,
-// then --trials timed steps, each a forward and a backward (full fine-tuning: every weight's gradient; LoRA:
-// rank r adapters on all seven projections over a frozen base). Reported: the median forward, backward and
-// step (forward + backward) times over the trials, tokens/s = B*T / median step, and the peak arena bytes
-// (weights, gradients, adapters and the decoder's arena high-water). Gradients are not zeroed between steps:
-// accumulation costs the same, and zeroing is not part of what is measured.
+// random tokens; for each mode (whole sequence, or chunks of C: one schedule, model/schedule.h) it runs
+// --warmup untimed steps, then --trials timed steps, each a forward and a backward (full fine-tuning: every
+// weight's gradient; LoRA: rank r adapters on all seven projections over a frozen base). Reported: the median
+// forward, backward and step (forward + backward) times over the trials, tokens/s = B*T / median step, and
+// the peak arena bytes (weights, gradients, adapters and the decoder's arena high-water). Gradients are not
+// zeroed between steps: accumulation costs the same, and zeroing is not part of what is measured.
 #include "cli/bench_command.h"
 
 #include <fmt/core.h>
@@ -26,11 +26,10 @@
 #include "core/philox.h"
 #include "core/timer.h"
 #include "io/hf_checkpoint.h"
-#include "model/chunked_decoder.h"
 #include "model/config.h"
-#include "model/decoder.h"
 #include "model/lora.h"
 #include "model/param_counts.h"
+#include "model/schedule.h"
 #include "model/weights.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
@@ -191,43 +190,32 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   r.mode = chunk > 0 ? "chunked" : "whole";
   r.chunk_size = chunk;
   const int64_t B = o.batch, T = o.seq_len;
-  const model::ChunkedOptions copts{
-      .chunk_size = chunk, .recompute = s.recompute.value_or(model::Recompute::Full), .offload = o.offload};
-  const model::Recompute whole_policy = s.recompute.value_or(model::Recompute::None);
-  const size_t decoder_bytes =
-      chunk > 0 ? model::ChunkedDecoder::arena_bytes(c, s.dtype, B, T, copts, s.lora_specs)
-                : model::Decoder::arena_bytes(c, s.dtype, B, T, s.lora_specs, whole_policy);
+  // One schedule for both modes (recompute unset: none whole, full chunked).
+  const model::ScheduleOptions options{.chunk_size = chunk, .recompute = s.recompute, .offload = o.offload};
   Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device),
-              decoder_bytes);
-  std::optional<model::Decoder> whole;
-  std::optional<model::ChunkedDecoder> chunked;
-  std::optional<Arena> pinned;  // --offload_activations: the chunked decoder's checkpoints
+              model::schedule_arena_bytes(c, s.dtype, B, T, options, s.lora_specs));
+  std::optional<Arena> pinned;  // --offload_activations: the chunked run's checkpoints
+  if (o.offload)
+    pinned.emplace("bench offloaded checkpoints", ops::staging_memory(device),
+                   model::schedule_offload_bytes(c, s.dtype, B, T, options, s.lora_specs));
+  std::unique_ptr<model::Schedule> schedule =
+      model::make_schedule(c, s.dtype, B, T, options, arena, s.lora_specs, pinned ? &*pinned : nullptr);
   model::ChunkTiming timing;
   if (chunk > 0) {
-    if (o.offload)
-      pinned.emplace("bench offloaded checkpoints", ops::staging_memory(device),
-                     model::ChunkedDecoder::offload_bytes(c, s.dtype, B, T, copts, s.lora_specs));
-    chunked.emplace(c, s.dtype, B, T, copts, arena, s.lora_specs, pinned ? &*pinned : nullptr);
-    r.num_chunks = chunked->num_chunks();
-    r.chunk_size = chunked->chunk_size();
-    if (o.show_chunk_time) chunked->set_chunk_timing(&timing);
-  } else {
-    whole.emplace(c, s.dtype, B, T, arena, s.lora_specs, whole_policy);
+    r.num_chunks = schedule->num_chunks();
+    r.chunk_size = schedule->chunk_size();
+    if (o.show_chunk_time) schedule->set_chunk_timing(&timing);
   }
   const model::LoraWeights* lw = adapters ? &*adapters : nullptr;
   model::LoraWeights* lg = adapter_grads ? &*adapter_grads : nullptr;
   std::vector<std::vector<double>> chunk_fwd(size_t(r.num_chunks)), chunk_bwd(size_t(r.num_chunks));
   for (int64_t i = 0; i < o.warmup + o.trials; ++i) {
     Timer timer;
-    r.loss = chunked ? chunked->forward(w, s.batch, s.label_tokens, lw)
-                     : whole->forward(w, s.batch, s.label_tokens, lw);
+    r.loss = schedule->forward(w, s.batch, s.label_tokens, lw);
     ops::synchronize(device);
     const double fwd = timer.seconds();
     timer.restart();
-    if (chunked)
-      chunked->backward(w, g, lg);
-    else
-      whole->backward(w, g, lg);
+    schedule->backward(w, g, lg);
     ops::synchronize(device);
     const double bwd = timer.seconds();
     if (i < o.warmup) continue;
@@ -254,7 +242,7 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
     const ops::DeviceMemoryInfo m = ops::device_memory_info(device);
     r.device_used_bytes = m.total_bytes - m.free_bytes;
   }
-  if (o.show_chunk_time && chunked) {
+  if (o.show_chunk_time && chunk > 0) {
     for (size_t k = 0; k < chunk_fwd.size(); ++k) {
       r.chunk_forward_s.push_back(median(chunk_fwd[k]));
       r.chunk_backward_s.push_back(median(chunk_bwd[k]));

@@ -23,11 +23,10 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "io/hf_checkpoint.h"
-#include "model/chunked_decoder.h"
 #include "model/config.h"
-#include "model/decoder.h"
 #include "model/lora.h"
 #include "model/random_model.h"
+#include "model/schedule.h"
 #include "model/weights.h"
 
 namespace lt::cli {
@@ -170,11 +169,12 @@ int run_verify_chunked(const VerifyOptions& o) {
     }
     const model::LoraDropout dropout{.p = use_lora && draw(ts, 10, 8, 0, 1) == 1 ? 0.1 : 0.0, .seed = ts};
 
-    const model::ChunkedOptions copts{.chunk_size = tr.chunk};
+    const model::ScheduleOptions whole_options{}, chunked_options{.chunk_size = tr.chunk};
     const size_t bytes = model::weights_bytes(config, dt) + 2 * model::grads_bytes(config, dt, trainable) +
                          3 * model::lora_bytes(lora_specs, dt) +
-                         model::Decoder::arena_bytes(config, dt, tr.rows, T, lora_specs) +
-                         model::ChunkedDecoder::arena_bytes(config, dt, tr.rows, T, copts, lora_specs) + 4096;
+                         model::schedule_arena_bytes(config, dt, tr.rows, T, whole_options, lora_specs) +
+                         model::schedule_arena_bytes(config, dt, tr.rows, T, chunked_options, lora_specs) +
+                         4096;
     Arena arena("verify", HostMemory::instance(), bytes);
     model::ModelWeights w = model::allocate_weights(config, dt, arena);
     if (given)
@@ -208,12 +208,14 @@ int run_verify_chunked(const VerifyOptions& o) {
     // denominator must still be positive.
     const int64_t label_tokens = std::max<int64_t>(1, model::count_label_tokens(batch));
 
-    model::Decoder whole(config, dt, tr.rows, T, arena, lora_specs);
-    const double loss_whole = whole.forward(w, batch, label_tokens, lora_ptr, dropout);
-    whole.backward(w, g_whole, lora_g_whole ? &*lora_g_whole : nullptr);
-    model::ChunkedDecoder chunked(config, dt, tr.rows, T, copts, arena, lora_specs);
-    const double loss_chunk = chunked.forward(w, batch, label_tokens, lora_ptr, dropout);
-    chunked.backward(w, g_chunk, lora_g_chunk ? &*lora_g_chunk : nullptr);
+    const std::unique_ptr<model::Schedule> whole =
+        model::make_schedule(config, dt, tr.rows, T, whole_options, arena, lora_specs);
+    const double loss_whole = whole->forward(w, batch, label_tokens, lora_ptr, dropout);
+    whole->backward(w, g_whole, lora_g_whole ? &*lora_g_whole : nullptr);
+    const std::unique_ptr<model::Schedule> chunked =
+        model::make_schedule(config, dt, tr.rows, T, chunked_options, arena, lora_specs);
+    const double loss_chunk = chunked->forward(w, batch, label_tokens, lora_ptr, dropout);
+    chunked->backward(w, g_chunk, lora_g_chunk ? &*lora_g_chunk : nullptr);
 
     tr.loss = loss_whole;
     const double loss_abs = std::abs(loss_chunk - loss_whole);

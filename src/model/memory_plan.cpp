@@ -1,4 +1,4 @@
-// The memory plan from the decoders' own buffer lists (see memory_plan.h).
+// The memory plan from the schedule's own buffer list (see memory_plan.h).
 #include "model/memory_plan.h"
 
 #include <fmt/core.h>
@@ -44,8 +44,8 @@ std::string_view layer_part(std::string_view name) {
   return name.substr(dot + 1);
 }
 
-// The category of a decoder buffer from the name the decoder gives the arena (decoder.cpp and
-// chunked_decoder.cpp plan()). Unknown names throw, so a new buffer cannot go uncounted.
+// The category of a schedule buffer from the name the plan gives the arena (schedule_plan.cpp). Unknown
+// names throw, so a new buffer cannot go uncounted.
 MemoryCategory classify(std::string_view name) {
   using C = MemoryCategory;
   if (starts_with(name, "resid.")) return C::KeptActivations;    // layer inputs (chunked: the checkpoints)
@@ -144,6 +144,7 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
                                  .recompute = s.recompute,
                                  .offload = s.offload,
                                  .offload_only = s.offload_only,
+                                 .offload_attention = s.offload_attention,
                                  .loss_token_block = s.loss_token_block,
                                  .loss_vocab_block = s.loss_vocab_block};
   std::vector<PlannedBuffer> buffers =

@@ -48,11 +48,13 @@ struct MemoryPlanSettings {
   int64_t chunk_size = 0;  // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
-  // Host memory for what backward needs: whole-sequence, the kept activations (Decoder's offload); chunked
-  // (recompute full only), the residual checkpoints (ChunkedOptions::offload).
+  // Host memory for what backward needs (ScheduleOptions::offload): the kept activations offload_only names
+  // (without names: a whole sequence's every kept one, a chunked run's residual checkpoints), and the
+  // attention outputs as offload_attention says (nullopt: default_attention_offload, as a run decides it).
   bool offload = false;
-  std::vector<std::string> offload_only;  // whole sequences: DecoderOptions::offload_only
-  std::optional<DType> master_weights;    // full/partial: wider copies of the trained weights (their dtype)
+  std::vector<std::string> offload_only;
+  std::optional<bool> offload_attention;
+  std::optional<DType> master_weights;  // full/partial: wider copies of the trained weights (their dtype)
   // full/partial: AdamW applied during backward, every layer's gradients in one shared layer-sized buffer
   // (model/shared_layer_grads.h); whole-sequence training only.
   bool optimizer_in_backward = false;

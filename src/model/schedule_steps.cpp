@@ -83,20 +83,6 @@ bool gradient_dtype_ok(DType grad, DType compute) {
   return grad == compute || (is_half_float(compute) && grad == DType::F32);
 }
 
-Batch BatchBuffers::upload(const Batch& host) const {
-  const int64_t B = ids.dim(0), T = ids.dim(1);
-  for (const Tensor* t : {&host.input_ids, &host.positions, &host.labels, &host.segments})
-    LT_CHECK(t->empty() || t->device == Device::CPU, "decoder batch: on {}, expected host memory",
-             device_name(t->device));
-  ops::copy(ids, host.input_ids);
-  ops::copy(positions, host.positions);
-  if (!host.segments.empty()) ops::copy(segments, host.segments);
-  return {.input_ids = ids.reshaped({B, T}),
-          .positions = positions.reshaped({B, T}),
-          .segments = host.segments.empty() ? Tensor() : segments.reshaped({B, T}),
-          .labels = host.labels};
-}
-
 std::string_view recompute_name(Recompute r) {
   switch (r) {
     case Recompute::None:

@@ -9,8 +9,8 @@
 
 #include "core/tensor.h"
 #include "model/config.h"
-#include "model/decoder.h"
 #include "model/lora.h"
+#include "model/schedule_types.h"
 #include "model/weights.h"
 
 namespace lt::model {

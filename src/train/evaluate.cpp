@@ -74,7 +74,7 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
     // fits any training run's arena; nor is attention's output offloaded (no backward reads it).
     model::ScheduleOptions options = schedule_options(chunk_size, model::Recompute::Full, offloading, {});
-    options.offload_attention = model::ChunkedOptions::AttentionOffload::Off;
+    options.offload_attention = false;
     std::unique_ptr<model::Schedule> schedule = model::make_schedule(
         model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
     loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs

@@ -1,6 +1,7 @@
 #include "train/run_plan.h"
 
 #include "core/error.h"
+#include "model/schedule.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/run_setup.h"
@@ -33,7 +34,7 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
   p.recompute_resolved = std::string(model::recompute_name(runs));
   if (!config.offload_activations)
     p.offload = "none";
-  else if (config.chunk_size > 0)
+  else if (config.chunk_size > 0 && config.offload_only.empty())
     p.offload = "layer checkpoints; attention outputs too when they fit in half the host memory";
   else if (config.offload_only.empty())
     p.offload = "kept activations";
@@ -42,6 +43,19 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
   p.kernels = ops::with_environment_overrides(kernel_options_from_config(config));
   p.environment = ops::environment_overrides();
   return p;
+}
+
+void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const model::ModelConfig& model,
+                               DType dtype, int64_t rows, int64_t tokens) {
+  const model::ScheduleOptions schedule{.chunk_size = config.chunk_size,
+                                        .recompute = recompute_policy(config),
+                                        .offload = config.offload_activations,
+                                        .offload_only = config.offload_only};
+  plan.offload_attention = model::default_attention_offload(model, dtype, rows, tokens, schedule);
+  if (config.offload_activations && config.chunk_size > 0 && config.offload_only.empty())
+    plan.offload = plan.offload_attention
+                       ? "layer checkpoints and attention outputs"
+                       : "layer checkpoints (the attention outputs would take over half the host memory)";
 }
 
 std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan& p) {
@@ -56,6 +70,7 @@ std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan&
       {"accumulation_steps", std::to_string(p.accumulation_steps)},
       {"recompute", p.recompute_resolved},
       {"offload", p.offload},
+      {"offload_attention", p.offload_attention ? "true" : "false"},
   };
   for (auto& [key, value] : ops::describe_kernel_options(p.kernels)) out.emplace_back(key, std::move(value));
   return out;

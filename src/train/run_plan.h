@@ -32,11 +32,11 @@ struct RunPlan {
   int64_t accumulation_steps = 1;             // micro-batches per optimizer step
   std::optional<model::Recompute> recompute;  // nullopt: the decoder's default (none whole, full chunked)
   std::string recompute_resolved;             // what runs: none | full | selective | elementwise | norms
-  // What goes to host memory: none | kept activations (whole sequence; offload_only narrows it) |
-  // checkpoints (chunked), and there the attention outputs too where they fit in half the host memory (the
-  // chunked decoder decides per call: model/chunked_decoder.h).
+  // What goes to host memory: none | kept activations (offload_only narrows it) | checkpoints (chunked), and
+  // there the attention outputs too where they fit in half the host memory (resolve_attention_offload).
   std::string offload;
-  ops::KernelOptions kernels;                         // the configuration's, with the environment's overrides
+  bool offload_attention = false;  // the attention outputs in host memory (resolve_attention_offload)
+  ops::KernelOptions kernels;      // the configuration's, with the environment's overrides
   std::vector<ops::EnvironmentOverride> environment;  // the overrides in effect
 
   bool operator==(const RunPlan&) const = default;
@@ -44,6 +44,12 @@ struct RunPlan {
 
 // `config` is validated; `device` and `compute_dtype` are the run's (run_device, compute_dtype).
 RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype);
+
+// Decides, once for the run's largest micro-batch (rows x tokens), whether a chunked run that offloads its
+// checkpoints offloads the attention outputs too (model::default_attention_offload: where they fit in half
+// the host memory), and names the decision in plan.offload.
+void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const model::ModelConfig& model,
+                               DType dtype, int64_t rows, int64_t tokens);
 
 // The kernel options the configuration asks for (attention, deterministic, gemm_tune, profile_ops), before
 // the environment's overrides.

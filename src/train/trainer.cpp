@@ -143,6 +143,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
   memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
       config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
+  resolve_attention_offload(plan_, config_, mc, model_.dtype, rows, tokens);
   const std::optional<model::Recompute> recompute = recompute_policy(config_);
   activations_ = std::make_unique<Arena>(
       "activations", memory,
@@ -321,6 +322,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
                                          .recompute = recompute_policy(config_),
                                          .offload = offload_arena_ != nullptr,
                                          .offload_only = config_.offload_only,
+                                         .offload_attention = plan_.offload_attention,
                                          // Whole sequences: the head's backward (and a trainable head's
                                          // gradient) rides on the forward's logits.
                                          .head_backward_in_forward = true};

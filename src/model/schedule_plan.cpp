@@ -1,0 +1,316 @@
+// ScheduleEngine's buffer plan: every buffer is taken once at construction (plan() either counts bytes or
+// takes them from the arena, so arena_bytes and the constructor cannot disagree) and reused by every
+// forward/backward. Per layer activation the plan follows the engine's decision (kept, recomputed into one
+// chunk's buffer, offloaded); the whole-sequence and the chunked plans name their buffers as the memory plan
+// classifies them (memory_plan.cpp) and differ where a whole sequence can share: its K/V and dK/dV are the
+// chunk's own, its recomputed norms live in backward scratch, and only what is recomputed gets a chunk
+// buffer.
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "model/buffer_plan.h"
+#include "model/schedule_engine.h"
+#include "model/schedule_steps.h"
+
+namespace lt::model {
+
+namespace {
+
+constexpr const char* kFieldNames[] = {"k",        "v",        "attn_rstd", "attn_in", "q",
+                                       "attn_out", "attn_lse", "mid",       "gate",    "up",
+                                       "ffn_rstd", "ffn_in",   "h"};
+
+bool named(const std::vector<std::string>& only, std::string_view what) {
+  return only.empty() || std::find(only.begin(), only.end(), what) != only.end();
+}
+
+}  // namespace
+
+bool ScheduleEngine::kept(Field f) const {
+  const Recompute r = options_.recompute;
+  const bool attention = r != Recompute::Full,
+             gemm_outputs = r == Recompute::None || r == Recompute::Elementwise || r == Recompute::Norms;
+  switch (f) {
+    case K:
+    case V:  // a chunked run's K/V live in the per-layer cache; the field is the chunk's own
+      return !options_.chunked_plan && (attention || options_.offload_attention);
+    case Q:
+    case Mid:
+      return attention;
+    case AttnOut:
+    case AttnLse:
+      return attention || options_.offload_attention;
+    case Gate:
+    case Up:
+      return gemm_outputs;
+    case AttnRstd:
+    case AttnIn:
+    case FfnRstd:
+    case FfnIn:
+      return r == Recompute::None;
+    case MlpH:
+      return r == Recompute::None || r == Recompute::Norms;
+    case kFields:
+      break;
+  }
+  return false;
+}
+
+bool ScheduleEngine::offloaded(Field f) const {
+  if (!kept(f)) return false;
+  if (options_.offload_attention && (f == AttnOut || f == AttnLse)) return true;
+  return options_.offload_kept && named(options_.offload_only, kFieldNames[f]);
+}
+
+int64_t ScheduleEngine::width(Field f) const {
+  const ModelConfig& c = config_;
+  switch (f) {
+    case K:
+    case V:
+      return c.num_kv_heads * c.head_dim;
+    case Q:
+    case AttnOut:
+      return c.num_heads * c.head_dim;
+    case AttnLse:
+      return c.num_heads;
+    case AttnRstd:
+    case FfnRstd:
+      return 1;
+    case AttnIn:
+    case Mid:
+    case FfnIn:
+      return c.hidden_size;
+    case Gate:
+    case Up:
+    case MlpH:
+      return c.intermediate_size;
+    case kFields:
+      break;
+  }
+  return 0;
+}
+
+DType ScheduleEngine::field_dtype(Field f) const {
+  return f == AttnRstd || f == FfnRstd || f == AttnLse ? stats_dtype(dtype_) : dtype_;
+}
+
+template <class Alloc, class HostAlloc>
+void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
+  const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType dt = dtype_, st = stats_dtype(dtype_);
+  const bool chunked = options_.chunked_plan;
+  const Recompute r = options_.recompute;
+  // Elementwise and Norms recompute the two norms into backward scratch (layer_backward_elementwise):
+  // a whole sequence places them in dead scratch, a chunked run in its chunk buffers.
+  const bool norms_in_scratch = !chunked && (r == Recompute::Elementwise || r == Recompute::Norms);
+  std::vector<int64_t> sizes;
+  for (int64_t k = 0; k < num_chunks(); ++k) sizes.push_back(chunk_tokens(k));
+  checkpoint_ring_.init(L + 1, B, offsets_, sizes);
+  activation_ring_.init(L, B, offsets_, sizes);
+  const int64_t entries = num_chunks() * L;  // of the activation ring: the slots it uses
+
+  // Tokens.
+  if (chunked) {
+    ids_ = alloc("chunk_ids", DType::I32, {B * T});
+    positions_ = alloc("chunk_positions", DType::I32, {B * T});
+    segments_ = alloc("chunk_segments", DType::I32, {B * T});
+    labels_ = alloc("chunk_labels", DType::I32, {B * T});
+    kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
+    lse_ = alloc("loss_lse", st, {B * T});
+  } else {
+    ids_ = alloc("batch_ids", DType::I32, {B, T});
+    positions_ = alloc("batch_positions", DType::I32, {B, T});
+    segments_ = alloc("batch_segments", DType::I32, {B, T});
+  }
+
+  // The residual checkpoints: on the device, or in host memory through two slots.
+  LT_CHECK(!options_.offload_checkpoints || kv_cached_,
+           "{}: the checkpoints go to host memory only where recompute full does not rewrite them (a chunked "
+           "run)",
+           what_);
+  resid_.resize(size_t(L + 1));
+  for (int64_t l = 0; l <= L; ++l)
+    resid_[size_t(l)] = options_.offload_checkpoints ? (*host)(fmt::format("resid.{}", l), dt, {B * T, D})
+                                                     : alloc(fmt::format("resid.{}", l), dt, {B * T, D});
+  if (options_.offload_checkpoints) {
+    for (int i = 0; i < 2; ++i)
+      resid_slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.resid", i), dt, {N, D});
+    for (int64_t l = 0; l <= L; ++l) checkpoint_ring_.add(l, resid_[size_t(l)], resid_slots_, D);
+  }
+
+  // A chunked run's K/V cache and dK/dV accumulators, per layer.
+  if (chunked) {
+    kv_.resize(size_t(L));
+    kv_grads_.resize(size_t(L));
+    for (int64_t l = 0; l < L; ++l) {
+      kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
+      kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
+      kv_grads_[size_t(l)].dk = alloc(fmt::format("layer.{}.grad_k", l), dt, {B, T, KVH, HD});
+      kv_grads_[size_t(l)].dv = alloc(fmt::format("layer.{}.grad_v", l), dt, {B, T, KVH, HD});
+    }
+  }
+
+  // The layer activations: kept per layer (every token), offloaded (host + two slots) or one chunk's.
+  for (int f = 0; f < kFields; ++f) {
+    const Field field = Field(f);
+    FieldPlan& p = fields_[size_t(f)];
+    const DType fdt = field_dtype(field);
+    const int64_t w = width(field);
+    const char* name = kFieldNames[f];
+    p.offloaded = offloaded(field);
+    if (p.offloaded) {
+      for (int64_t s = 0; s < std::min<int64_t>(2, entries); ++s)
+        p.slot[size_t(s)] = alloc(fmt::format("offload.slot{}.{}", s, name), fdt, {N, w});
+      for (int64_t l = 0; l < L; ++l)
+        activation_ring_.add(l, (*host)(fmt::format("layer.{}.{}", l, name), fdt, {B * T, w}), p.slot, w);
+    } else if (kept(field)) {
+      for (int64_t l = 0; l < L; ++l)
+        p.kept.push_back(
+            alloc(chunked ? fmt::format("layer.{}.kept_{}", l, name) : fmt::format("layer.{}.{}", l, name),
+                  fdt, {B * T, w}));
+    }
+    // A chunk buffer: a chunked run has one for every activation (kept ones too: layer_forward's output
+    // there is copied by nothing, the kept view is used), except what goes through slots and Norms' h; a
+    // whole sequence only for what is recomputed.
+    const bool in_scratch =
+        norms_in_scratch && (field == AttnRstd || field == AttnIn || field == FfnRstd || field == FfnIn);
+    if (chunked ? !p.offloaded && !(field == MlpH && r == Recompute::Norms) : !kept(field) && !in_scratch)
+      p.shared = alloc(fmt::format("{}.{}", chunked ? "chunk" : "recompute", name), fdt, {N, w});
+  }
+
+  // LoRA's t = dropout(x) A^T: kept with attention, else recomputed with the layer; per module at the
+  // module's largest rank where shared or in slots.
+  int64_t max_in = 0, max_r = 0;
+  std::vector<int64_t> module_rank(kLoraModuleCount, 0);
+  for (const LoraSpec& spec : lora_specs_) {
+    max_in = std::max(max_in, spec.in);
+    max_r = std::max(max_r, spec.rank);
+    module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
+  }
+  const bool lora_kept = r != Recompute::Full;
+  lora_offloaded_ = lora_kept && options_.offload_kept && named(options_.offload_only, "lora_t");
+  lora_kept_.assign(size_t(L), {});
+  if (!lora_specs_.empty()) {
+    for (const LoraSpec& spec : lora_specs_) {
+      const std::string_view mod = lora_module_name(spec.module);
+      if (lora_offloaded_) continue;
+      if (lora_kept)
+        lora_kept_[size_t(spec.layer)][spec.module] =
+            alloc(chunked ? fmt::format("layer.{}.kept_{}.lora_t", spec.layer, mod)
+                          : fmt::format("layer.{}.{}.lora_t", spec.layer, mod),
+                  dt, {B * T, spec.rank});
+    }
+    for (int m = 0; m < kLoraModuleCount; ++m) {
+      const LoraModule mod = LoraModule(m);
+      if (module_rank[size_t(m)] == 0) continue;
+      if (lora_offloaded_)
+        for (int s = 0; s < 2; ++s)
+          lora_slots_[size_t(s)][mod] =
+              alloc(fmt::format("offload.slot{}.{}.lora_t", s, lora_module_name(mod)), dt,
+                    {N, module_rank[size_t(m)]});
+      if (chunked ? !lora_offloaded_ : !lora_kept)
+        lora_shared_[mod] =
+            alloc(fmt::format("{}.{}.lora_t", chunked ? "chunk" : "recompute", lora_module_name(mod)), dt,
+                  {N, module_rank[size_t(m)]});
+    }
+    if (lora_offloaded_)
+      for (const LoraSpec& spec : lora_specs_)
+        activation_ring_.add(
+            spec.layer,
+            (*host)(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt,
+                    {B * T, spec.rank}),
+            {lora_slots_[0][spec.module], lora_slots_[1][spec.module]}, spec.rank);
+    const char* prefix = chunked ? "chunk." : "";
+    lora_scratch_in_ = alloc(fmt::format("{}lora.scratch_in", prefix), dt, {N, max_in});
+    lora_scratch_r_ = alloc(fmt::format("{}lora.scratch_r", prefix), dt, {N, max_r});
+  }
+
+  // Backward scratch of one chunk (and a whole sequence's dK/dV, reused layer after layer: the chunk's own).
+  LayerScratch& s = scratch_;
+  if (!chunked) {
+    kv_grads_.assign(
+        1, {.dk = alloc("grad.k", dt, {B, T, KVH, HD}), .dv = alloc("grad.v", dt, {B, T, KVH, HD})});
+    s.d_k = kv_grads_[0].dk;
+    s.d_v = kv_grads_[0].dv;
+  }
+  const std::string g = chunked ? "chunk.grad." : "grad.";
+  s.d_norm = alloc(g + "norm_out", dt, {N, D});
+  s.d_h = alloc(g + "h", dt, {N, F});
+  if (r != Recompute::Elementwise && r != Recompute::Norms) {  // else over the kept gate and up (decoder.h)
+    s.d_gate = alloc(g + "gate", dt, {N, F});
+    s.d_up = alloc(g + "up", dt, {N, F});
+  }
+  if (norms_in_scratch) {
+    // layer_backward_elementwise's placement (decoder.h): h (Elementwise: recompute.h; Norms: each layer's
+    // kept h, pointed at in backward) also holds dAttn and dQ when large enough (used only after h's last
+    // use); both norm outputs in grad.h when it is (F >= D), and both rstds in one buffer. The forward
+    // writes them there too: backward scratch is free during forward (the head's backward in forward writes
+    // only grad.norm_out).
+    const bool attention_in_h = 2 * N * H * HD <= N * F;
+    if (attention_in_h) {
+      if (r == Recompute::Elementwise) attention_grads_in_h(fields_[size_t(MlpH)].shared, s);
+    } else {
+      s.d_attn = alloc("grad.attn_out", dt, {B, C, H, HD});
+      s.d_q = alloc("grad.q", dt, {B, C, H, HD});
+    }
+    const Tensor norm_out = F >= D ? Tensor(s.d_h.data, dt, {N, D}, s.d_h.device)  // (N, D)
+                                   : alloc("recompute.norm_out", dt, {N, D});
+    const Tensor rstd = alloc("recompute.norm_rstd", st, {N});  // (N)
+    fields_[size_t(AttnIn)].shared = fields_[size_t(FfnIn)].shared = norm_out;
+    fields_[size_t(AttnRstd)].shared = fields_[size_t(FfnRstd)].shared = rstd;
+  } else {
+    s.d_attn = alloc(g + "attn_out", dt, {B, C, H, HD});
+    s.d_q = alloc(g + "q", dt, {B, C, H, HD});
+  }
+  if (chunked) {
+    s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
+    s.d_v = alloc("chunk.grad.v", dt, {B, C, KVH, HD});
+  }
+
+  // The final norm, the head and the loss of one chunk.
+  const std::string l = chunked ? "chunk." : "";
+  final_rstd_ = alloc(l + "final_rstd", st, {N});
+  final_xn_ = alloc(l + "final_norm_out", dt, {N, D});
+  if (!options_.fused_loss) logits_ = alloc(l + "logits", dt, {N, V});
+  if (!chunked) lse_ = alloc("logits_lse", st, {N});
+  losses_ = alloc(l + "token_losses", st, {N});
+  if (!chunked) labels_ = alloc("shifted_labels", DType::I32, {N});
+  d_resid_ = alloc(chunked ? "chunk.grad.resid" : "grad.resid", dt, {N, D});
+}
+
+// The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.
+template void ScheduleEngine::plan<ArenaAllocator, ArenaAllocator>(ArenaAllocator&, ArenaAllocator*);
+
+size_t ScheduleEngine::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                                   const EngineOptions& options, const std::vector<LoraSpec>& lora) {
+  ScheduleEngine counting(config, dtype, batch, tokens, options, lora, "schedule");
+  ByteCounter counter, host;
+  counting.plan(counter, &host);
+  return counter.bytes;
+}
+
+size_t ScheduleEngine::offload_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                                     const EngineOptions& options, const std::vector<LoraSpec>& lora) {
+  if (!options.offloads()) return 0;
+  ScheduleEngine counting(config, dtype, batch, tokens, options, lora, "schedule");
+  ByteCounter counter, host;
+  counting.plan(counter, &host);
+  return host.bytes;
+}
+
+std::vector<PlannedBuffer> ScheduleEngine::planned_buffers(const ModelConfig& config, DType dtype,
+                                                           int64_t batch, int64_t tokens,
+                                                           const EngineOptions& options,
+                                                           const std::vector<LoraSpec>& lora) {
+  ScheduleEngine counting(config, dtype, batch, tokens, options, lora, "schedule");
+  std::vector<PlannedBuffer> buffers;
+  ByteCounter counter{.log = &buffers}, host;
+  counting.plan(counter, &host);
+  return buffers;
+}
+
+}  // namespace lt::model
