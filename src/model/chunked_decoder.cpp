@@ -188,6 +188,12 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
       k.attn_out = alloc(name("attn_out"), dt, {B * T, H * HD});
       k.attn_lse = alloc(name("attn_lse"), st, {B * H * T});
       k.mid = alloc(name("mid"), dt, {B * T, D});
+      if (c.block.qk_norm) {
+        k.q_raw = alloc(name("q_raw"), dt, {B * T, H * HD});
+        k.k_raw = alloc(name("k_raw"), dt, {B * T, KVH * HD});
+        k.q_rstd = alloc(name("q_rstd"), st, {B * T * H});
+        k.k_rstd = alloc(name("k_rstd"), st, {B * T * KVH});
+      }
       for (int m = 0; m < kLoraModuleCount; ++m)
         if (lora_rank_[size_t(l)][size_t(m)] > 0)
           k.lora_t[LoraModule(m)] =
@@ -223,6 +229,12 @@ void ChunkedDecoder::plan(Alloc& alloc, HostAlloc* offload) {
   a.gate = alloc("chunk.gate", dt, {N, F});
   a.up = alloc("chunk.up", dt, {N, F});
   if (!norms) a.h = alloc("chunk.h", dt, {N, F});  // Norms: every chunk's h is kept
+  if (c.block.qk_norm) {
+    a.q_raw = alloc("chunk.q_raw", dt, {N, H * HD});
+    a.k_raw = alloc("chunk.k_raw", dt, {N, KVH * HD});
+    a.q_rstd = alloc("chunk.q_rstd", st, {N * H});
+    a.k_rstd = alloc("chunk.k_rstd", st, {N * KVH});
+  }
   LayerScratch& s = scratch_;
   s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
   s.d_h = alloc("chunk.grad.h", dt, {N, F});
@@ -311,6 +323,12 @@ LayerActivations ChunkedDecoder::layer_views(int64_t k, int64_t layer) const {
   v.gate = rows(kept.gate, a.gate, F, {N, F});
   v.up = rows(kept.up, a.up, F, {N, F});
   v.h = rows(kept.h, a.h, F, {N, F});
+  if (c.block.qk_norm) {
+    v.q_raw = rows(kept.q_raw, a.q_raw, H * HD, {N, H * HD});
+    v.k_raw = rows(kept.k_raw, a.k_raw, KVH * HD, {N, KVH * HD});
+    v.q_rstd = rows(kept.q_rstd, a.q_rstd, H, {N * H});
+    v.k_rstd = rows(kept.k_rstd, a.k_rstd, KVH, {N * KVH});
+  }
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];
     if (rank > 0)

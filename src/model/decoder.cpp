@@ -138,7 +138,8 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
 const std::vector<std::string>& decoder_offload_names() {
   static const std::vector<std::string> names{"k",        "v",        "attn_rstd", "attn_in", "q",
                                               "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                              "ffn_rstd", "ffn_in",   "h",         "lora_t"};
+                                              "ffn_rstd", "ffn_in",   "h",         "lora_t",
+                                              "q_raw",    "k_raw",    "q_rstd",    "k_rstd"};
   return names;
 }
 
@@ -218,6 +219,12 @@ void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
       a.ffn_in = buffer(l, mlp_kept, "ffn_in", dt, {N, D}, 9);
     }
     if (!elementwise) a.h = buffer(l, h_kept, "h", dt, {N, F}, 12);
+    if (c.block.qk_norm) {  // the per-head norms' inputs and rstds: kept (or recomputed) with q
+      a.q_raw = buffer(l, attention_kept, "q_raw", dt, {N, H * HD}, 13);
+      a.k_raw = buffer(l, attention_kept, "k_raw", dt, {N, KVH * HD}, 14);
+      a.q_rstd = buffer(l, attention_kept, "q_rstd", st, {N * H}, 15);
+      a.k_rstd = buffer(l, attention_kept, "k_rstd", st, {N * KVH}, 16);
+    }
   }
   int64_t max_in = 0, max_r = 0;
   std::vector<int64_t> module_rank(kLoraModuleCount, 0);  // the largest rank of each module over layers
