@@ -58,7 +58,6 @@ original_check = mg.check_sliding_window
 
 def main():
     torch.use_deterministic_algorithms(True)
-    mg.MODULES = mg.MODULES + (modeling_qwen3,)
     mg.COMMON = common()
     mg.patch_exact_float64()
     assert modeling_qwen3.Qwen3RMSNorm.forward is mg.rmsnorm_forward_exact

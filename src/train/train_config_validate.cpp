@@ -69,18 +69,22 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// FSDP's names become the canonical ones; every strategy but none needs the schedule's residency hooks and
-// a multi-process trainer, which do not exist yet.
+// FSDP's names become the canonical ones; zero3 needs the weights gathered through the schedule's
+// residency hooks, which is not wired yet.
 void check_sharding(TrainConfig& c) {
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(c.sharding);
   LT_CHECK(sharding, "config: 'sharding' is '{}', expected one of {}", c.sharding,
            fmt::join(dist::sharding_spellings(), ", "));
   const std::string given = c.sharding;
   c.sharding = std::string(dist::sharding_name(*sharding));
-  LT_CHECK(
-      *sharding == dist::Sharding::None,
-      "config: 'sharding' is {}{}; the sharding strategies are not wired yet (see issue #18), expected none",
-      c.sharding, given == c.sharding ? "" : fmt::format(" ('{}')", given));
+  LT_CHECK(*sharding != dist::Sharding::Zero3,
+           "config: 'sharding' is {}{}; sharding the weights themselves is not wired yet (see issue #18), "
+           "expected none, ddp, zero1 or zero2",
+           c.sharding, given == c.sharding ? "" : fmt::format(" ('{}')", given));
+  LT_CHECK(!c.optimizer_in_backward || *sharding == dist::Sharding::None,
+           "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
+           "gradients arrive; expected sharding none",
+           c.sharding);
 }
 
 }  // namespace
