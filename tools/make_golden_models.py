@@ -43,10 +43,11 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralF
 from transformers.models.llama import modeling_llama
 from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
+from transformers.models.qwen3 import modeling_qwen3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "model", "golden")
-MODULES = (modeling_llama, modeling_qwen2, modeling_mistral)
+MODULES = (modeling_llama, modeling_qwen2, modeling_mistral, modeling_qwen3)
 
 
 # ---- exact float64 patches ---------------------------------------------------------------------------

@@ -28,6 +28,26 @@ inline void block_norm_backward(const ModelConfig& c, int64_t rows, bool accumul
       x, w, rstd);
 }
 
+// Per-head norm of q or k (BlockSpec::qk_norm): y = norm(x) * w over the rows of head_dim, x and y (N,
+// heads * HD), rstd (N * heads) kept for backward, w (HD) shared by the heads.
+inline void block_head_norm_forward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor y, Tensor rstd,
+                                    Tensor x, Tensor w) {
+  LT_CHECK(c.block.norm == NormKind::Rms, "block: per-head {} normalization is not supported yet",
+           norm_kind_name(c.block.norm));
+  ops::rmsnorm_forward({.rows = rows * heads, .dim = c.head_dim, .eps = c.rms_norm_eps},
+                       y.reshaped({rows * heads, c.head_dim}), rstd.reshaped({rows * heads}),
+                       x.reshaped({rows * heads, c.head_dim}), w);
+}
+// dx (N, heads * HD) written (not dy's memory), dw += (optional).
+inline void block_head_norm_backward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor dx, Tensor dw,
+                                     Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+  LT_CHECK(c.block.norm == NormKind::Rms, "block: per-head {} normalization is not supported yet",
+           norm_kind_name(c.block.norm));
+  const int64_t R = rows * heads, HD = c.head_dim;
+  ops::rmsnorm_backward({.rows = R, .dim = HD, .eps = c.rms_norm_eps}, dx.reshaped({R, HD}), dw,
+                        dy.reshaped({R, HD}), x.reshaped({R, HD}), w, rstd.reshaped({R}));
+}
+
 // h = act(gate) * up (N, F).
 inline void block_mlp_act_forward(const ModelConfig& c, int64_t rows, Tensor h, Tensor gate, Tensor up) {
   LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",

@@ -52,6 +52,7 @@ std::string describe_block(const BlockSpec& s) {
   if (s.positions == PositionKind::Rope && s.rotary_dim > 0)
     out += fmt::format(" (rotary_dim {})", s.rotary_dim);
   out += fmt::format(", {} residual", residual_kind_name(s.residual));
+  if (s.qk_norm) out += ", per-head q/k norm";
   if (s.fused_qkv) out += ", fused qkv";
   if (s.fused_gate_up) out += ", fused gate_up";
   if (s.embedding_scale != 1.0) out += fmt::format(", embedding scale {}", s.embedding_scale);

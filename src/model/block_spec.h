@@ -37,6 +37,9 @@ struct BlockSpec {
   PositionKind positions = PositionKind::Rope;
   int64_t rotary_dim = 0;  // RoPE: the leading dims of each head that rotate; 0 = all of head_dim
   ResidualKind residual = ResidualKind::Sequential;
+  // q and k each normalized per head (an RMSNorm over head_dim with its own (HD) weight) before positions
+  // (Qwen3's q_norm / k_norm); the norm kind is the block's.
+  bool qk_norm = false;
   bool fused_qkv = false;      // one (q+k+v, D) weight on disk instead of three
   bool fused_gate_up = false;  // one (2F, D) weight on disk instead of two
   // The biases (q/k/v, o, MLP) are ModelConfig's qkv_bias / o_bias / mlp_bias: they decide tensor shapes

@@ -221,6 +221,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
       source, cfg.num_heads, cfg.num_kv_heads);
   if (r.has("head_dim")) {
     cfg.head_dim = r.size("head_dim", Limits::kHeadDim);
+  } else if (arch.default_head_dim > 0) {
+    cfg.head_dim = arch.default_head_dim;  // the config class's own default (Qwen3Config: 128)
   } else {
     LT_CHECK(cfg.hidden_size % cfg.num_heads == 0,
              "{}: field 'hidden_size' is {}, not a multiple of 'num_attention_heads' ({}), and no 'head_dim' "

@@ -34,7 +34,7 @@ void put_windows(const ModelConfig& cfg, json& j) {
     j["sliding_window"] = w > 0 ? json(w) : json(nullptr);
     return;
   }
-  if (cfg.arch != Architecture::Qwen2) return;
+  if (cfg.arch != Architecture::Qwen2 && cfg.arch != Architecture::Qwen3) return;
   int64_t window = 0, first = cfg.num_layers;
   json types = json::array();
   for (int64_t layer = 0; layer < cfg.num_layers; ++layer) {
@@ -74,6 +74,7 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
     j["attention_bias"] = cfg.qkv_bias;
     j["mlp_bias"] = cfg.mlp_bias;
   }
+  if (cfg.arch == Architecture::Qwen3) j["attention_bias"] = cfg.qkv_bias;
   put_rope(cfg, j);
   put_windows(cfg, j);
   j["bos_token_id"] = optional_id(cfg.bos_token_id);

@@ -43,6 +43,9 @@ size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T)
   total += 2 * aligned(size_t(s.stats) * st) + aligned(size_t(s.lse) * st);
   total += aligned(st) + aligned(size_t(c.hidden_size) * e) + aligned(size_t(s.logits) * e);
   total += 2 * aligned(size_t(T) * sizeof(int32_t));  // ids, positions
+  if (c.block.qk_norm)
+    total += aligned(size_t(s.q) * e) + aligned(size_t(s.kvc) * e) + aligned(size_t(T * c.num_heads) * st) +
+             aligned(size_t(T * c.num_kv_heads) * st);
   return total;
 }
 
@@ -78,6 +81,12 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   logits_ = a.alloc_bytes("logits", size_t(s.logits) * e);
   ids_ = a.alloc_bytes("ids", size_t(T) * sizeof(int32_t));
   positions_ = a.alloc_bytes("positions", size_t(T) * sizeof(int32_t));
+  if (c.block.qk_norm) {
+    q_raw_ = a.alloc_bytes("q_raw", size_t(s.q) * e);
+    k_raw_ = a.alloc_bytes("k_raw", size_t(s.kvc) * e);
+    q_rstd_ = a.alloc_bytes("q_rstd", size_t(T * c.num_heads) * st);
+    k_rstd_ = a.alloc_bytes("k_rstd", size_t(T * c.num_kv_heads) * st);
+  }
 }
 
 Tensor KvCacheDecoder::rows(void* base, int64_t n, int64_t width) const {
@@ -108,6 +117,7 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                         .q_offset = length_,
                         .positions = at(positions_, DType::I32, {1, C}),
                         .q_segments = Tensor()};
+  const bool qk_norm = c.block.qk_norm;
   LayerActivations acts{.x = x,
                         .attn_rstd = at(attn_rstd_, st, {C}),
                         .attn_in = rows(attn_in_, C, D),
@@ -122,6 +132,10 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                         .gate = rows(gate_, C, F),
                         .up = rows(up_, C, F),
                         .h = rows(h_, C, F),
+                        .q_raw = qk_norm ? rows(q_raw_, C, H * HD) : Tensor(),
+                        .k_raw = qk_norm ? rows(k_raw_, C, KVH * HD) : Tensor(),
+                        .q_rstd = qk_norm ? at(q_rstd_, st, {C * H}) : Tensor(),
+                        .k_rstd = qk_norm ? at(k_rstd_, st, {C * KVH}) : Tensor(),
                         .lora_t = {}};  // no adapters: generate from a merged model
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.

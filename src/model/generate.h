@@ -40,6 +40,7 @@ class KvCacheDecoder {
   std::vector<void*> k_, v_;  // L of (1, max_tokens, KVH, HD)
   void *x0_, *x1_, *attn_in_, *q_, *k_chunk_, *v_chunk_, *attn_out_, *mid_, *ffn_in_, *gate_, *up_, *h_;
   void *attn_rstd_, *ffn_rstd_, *attn_lse_, *final_rstd_, *final_x_, *logits_;
+  void *q_raw_ = nullptr, *k_raw_ = nullptr, *q_rstd_ = nullptr, *k_rstd_ = nullptr;  // BlockSpec::qk_norm
   void* ids_ = nullptr;        // (max_tokens) i32: one chunk's ids, on the device
   void* positions_ = nullptr;  // (max_tokens) i32: their positions
 };

@@ -73,10 +73,19 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   block_positions_backward(c, N, H, s.d_q.reshaped({N, H, HD}), positions);
   block_positions_backward(c, N, KVH, s.d_k.reshaped({N, KVH, HD}), positions);
 
-  projs_backward(
-      projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
-      std::array{s.d_q.reshaped({N, H * HD}), s.d_k.reshaped({N, KVH * HD}), s.d_v.reshaped({N, KVH * HD})},
-      s.d_norm);
+  Tensor d_q_proj = s.d_q.reshaped({N, H * HD}), d_k_proj = s.d_k.reshaped({N, KVH * HD});
+  if (c.block.qk_norm) {
+    // The per-head norms' input gradients: q's into d_attn (dead since attention's backward), then k's into
+    // d_q (dead once q's norm has read it; KVH <= H, so it fits).
+    d_q_proj = s.d_attn.reshaped({N, H * HD});
+    block_head_norm_backward(c, N, H, d_q_proj, g.attn_q_norm, s.d_q.reshaped({N, H * HD}), a.q_raw,
+                             w.attn_q_norm, a.q_rstd);
+    d_k_proj = s.d_q.reshaped({N * H * HD}).slice_rows(0, N * KVH * HD).reshaped({N, KVH * HD});
+    block_head_norm_backward(c, N, KVH, d_k_proj, g.attn_k_norm, s.d_k.reshaped({N, KVH * HD}), a.k_raw,
+                             w.attn_k_norm, a.k_rstd);
+  }
+  projs_backward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
+                 std::array{d_q_proj, d_k_proj, s.d_v.reshaped({N, KVH * HD})}, s.d_norm);
   block_norm_backward(c, N, true, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
 }
 

@@ -1,4 +1,5 @@
-// One decoder layer's forward over a chunk (HF's LlamaDecoderLayer, also Qwen2's and Mistral's):
+// One decoder layer's forward over a chunk (HF's LlamaDecoderLayer, also Qwen2's, Mistral's and Qwen3's,
+// whose q and k pass a per-head q_norm / k_norm before RoPE):
 //   mid = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = input_layernorm(x)
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
@@ -67,10 +68,19 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads. They
   // share attn_in (one stacked adapter GEMM, proj.h). The recomputation needs every adapter's t but only q's
   // output (no K/V projections).
+  // With per-head q/k norms the projections write q_raw / k_raw and the norms q / k; their recomputation
+  // needs k_raw and its rstd too (backward reads them), so it runs the K projection (into the chunk's k
+  // buffer when k is normalized, never the cache: no RoPE, no append).
   const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
+  const bool qk_norm = c.block.qk_norm;
+  Tensor q_out = qk_norm ? a.q_raw : a.q.reshaped({N, H * HD});                           // (N, H*HD)
+  Tensor k_out = qk_norm ? a.k_raw : recompute ? Tensor() : a.k.reshaped({N, KVH * HD});  // (N, KVH*HD)
   projs_forward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
-                std::array{a.q.reshaped({N, H * HD}), recompute ? Tensor() : a.k.reshaped({N, KVH * HD}),
-                           recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
+                std::array{q_out, k_out, recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
+  if (qk_norm) {
+    block_head_norm_forward(c, N, H, a.q.reshaped({N, H * HD}), a.q_rstd, a.q_raw, w.attn_q_norm);
+    block_head_norm_forward(c, N, KVH, a.k.reshaped({N, KVH * HD}), a.k_rstd, a.k_raw, w.attn_k_norm);
+  }
   block_positions_forward(c, N, H, a.q.reshaped({N, H, HD}), positions);
   if (!recompute) {
     block_positions_forward(c, N, KVH, a.k.reshaped({N, KVH, HD}), positions);

@@ -51,6 +51,15 @@ ModelConfig tiny_random_config(Architecture arch, uint64_t seed) {
       c.rope_theta = 1000000.0;
       c.layer_window = {0, uniform_int(seed, 1, 8, 2, 5)};  // use_sliding_window on the upper layers
       break;
+    case Architecture::Qwen3:
+      c.architecture_name = "Qwen3ForCausalLM";
+      c.model_type = "qwen3";
+      c.block.qk_norm = true;
+      c.tie_word_embeddings = uniform_int(seed, 1, 6, 0, 1) == 1;
+      c.o_bias = c.qkv_bias = uniform_int(seed, 1, 7, 0, 1) == 1;
+      c.rope_theta = 1000000.0;
+      c.layer_window = {0, uniform_int(seed, 1, 8, 2, 5)};
+      break;
     case Architecture::Mistral:
       c.architecture_name = "MistralForCausalLM";
       c.model_type = "mistral";

@@ -138,6 +138,10 @@ LayerActivations ScheduleEngine::layer_views(int64_t k, int64_t layer) const {
   v.gate = view(Gate, {N, F});
   v.up = view(Up, {N, F});
   v.h = view(MlpH, {N, F});
+  v.q_raw = view(QRaw, {N, H * HD});
+  v.k_raw = view(KRaw, {N, KVH * HD});
+  v.q_rstd = view(QRstd, {N * H});
+  v.k_rstd = view(KRstd, {N * KVH});
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const LoraModule mod = LoraModule(m);
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];

@@ -110,6 +110,10 @@ class ScheduleEngine : public Schedule {
     FfnRstd,
     FfnIn,
     MlpH,
+    QRaw,   // BlockSpec::qk_norm only (no buffer otherwise): q and k before the per-head norm, and its rstds
+    KRaw,
+    QRstd,
+    KRstd,
     kFields
   };
   struct FieldPlan {

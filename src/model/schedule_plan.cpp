@@ -19,7 +19,8 @@ namespace {
 
 constexpr const char* kFieldNames[] = {"k",        "v",        "attn_rstd", "attn_in", "q",
                                        "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                       "ffn_rstd", "ffn_in",   "h"};
+                                       "ffn_rstd", "ffn_in",   "h",         "q_raw",   "k_raw",
+                                       "q_rstd",   "k_rstd"};
 
 bool named(const std::vector<std::string>& only, std::string_view what) {
   return only.empty() || std::find(only.begin(), only.end(), what) != only.end();
@@ -51,6 +52,11 @@ bool ScheduleEngine::kept(Field f) const {
       return r == Recompute::None;
     case MlpH:
       return r == Recompute::None || r == Recompute::Norms;
+    case QRaw:
+    case KRaw:
+    case QRstd:
+    case KRstd:  // the per-head norms' inputs and rstds: kept (or recomputed) with q
+      return config_.block.qk_norm && attention;
     case kFields:
       break;
   }
@@ -71,7 +77,14 @@ int64_t ScheduleEngine::width(Field f) const {
       return c.num_kv_heads * c.head_dim;
     case Q:
     case AttnOut:
+    case QRaw:
       return c.num_heads * c.head_dim;
+    case KRaw:
+      return c.num_kv_heads * c.head_dim;
+    case QRstd:
+      return c.num_heads;
+    case KRstd:
+      return c.num_kv_heads;
     case AttnLse:
       return c.num_heads;
     case AttnRstd:
@@ -92,7 +105,8 @@ int64_t ScheduleEngine::width(Field f) const {
 }
 
 DType ScheduleEngine::field_dtype(Field f) const {
-  return f == AttnRstd || f == FfnRstd || f == AttnLse ? stats_dtype(dtype_) : dtype_;
+  return f == AttnRstd || f == FfnRstd || f == AttnLse || f == QRstd || f == KRstd ? stats_dtype(dtype_)
+                                                                                   : dtype_;
 }
 
 template <class Alloc, class HostAlloc>
@@ -157,6 +171,7 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   // The layer activations: kept per layer (every token), offloaded (host + two slots) or one chunk's.
   for (int f = 0; f < kFields; ++f) {
     const Field field = Field(f);
+    if (field >= QRaw && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
     FieldPlan& p = fields_[size_t(f)];
     const DType fdt = field_dtype(field);
     const int64_t w = width(field);

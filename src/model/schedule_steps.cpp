@@ -109,7 +109,8 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
 const std::vector<std::string>& decoder_offload_names() {
   static const std::vector<std::string> names{"k",        "v",        "attn_rstd", "attn_in", "q",
                                               "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                              "ffn_rstd", "ffn_in",   "h",         "lora_t"};
+                                              "ffn_rstd", "ffn_in",   "h",         "lora_t",
+                                              "q_raw",    "k_raw",    "q_rstd",    "k_rstd"};
   return names;
 }
 

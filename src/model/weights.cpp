@@ -13,7 +13,8 @@ namespace {
 constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
 
 bool is_norm(WeightKind kind) {
-  return kind == WeightKind::AttnNorm || kind == WeightKind::FfnNorm || kind == WeightKind::FinalNorm;
+  return kind == WeightKind::AttnNorm || kind == WeightKind::FfnNorm || kind == WeightKind::FinalNorm ||
+         kind == WeightKind::AttnQNorm || kind == WeightKind::AttnKNorm;
 }
 
 bool is_bias(WeightKind kind) {
@@ -74,6 +75,10 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
     proj(ProjId::K, WeightKind::AttnK, WeightKind::AttnKBias, c.qkv_bias, KVD, D);
     proj(ProjId::V, WeightKind::AttnV, WeightKind::AttnVBias, c.qkv_bias, KVD, D);
     proj(ProjId::O, WeightKind::AttnO, WeightKind::AttnOBias, c.o_bias, D, QD);
+    if (c.block.qk_norm) {
+      specs.push_back({WeightKind::AttnQNorm, l, p + names.q_norm + ".weight", {c.head_dim}});
+      specs.push_back({WeightKind::AttnKNorm, l, p + names.k_norm + ".weight", {c.head_dim}});
+    }
     norm(WeightKind::FfnNorm, names.ffn_norm);
     proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
     proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
@@ -121,6 +126,10 @@ Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
       return l.attn_o;
     case WeightKind::AttnOBias:
       return l.attn_o_bias;
+    case WeightKind::AttnQNorm:
+      return l.attn_q_norm;
+    case WeightKind::AttnKNorm:
+      return l.attn_k_norm;
     case WeightKind::FfnNorm:
       return l.ffn_norm;
     case WeightKind::FfnGate:

@@ -27,6 +27,8 @@ enum class WeightKind : uint8_t {
   AttnVBias,
   AttnO,
   AttnOBias,
+  AttnQNorm,
+  AttnKNorm,
   FfnNorm,
   FfnGate,
   FfnGateBias,
@@ -48,6 +50,8 @@ struct LayerWeights {
   Tensor attn_v_bias;    // (KVH*HD) or empty
   Tensor attn_o;         // (D, H*HD)
   Tensor attn_o_bias;    // (D) or empty
+  Tensor attn_q_norm;    // (HD) per-head q norm (BlockSpec::qk_norm), else empty
+  Tensor attn_k_norm;    // (HD) per-head k norm, else empty
   Tensor ffn_norm;       // (D)
   Tensor ffn_gate;       // (F, D)
   Tensor ffn_gate_bias;  // (F) or empty

@@ -67,13 +67,17 @@ struct RopeParams {
   int64_t heads;     // H (or KVH for keys)
   int64_t head_dim;  // HD, even
   double theta;      // base
+  // Partial rotary (Phi-3's partial_rotary_factor): the leading rotary_dim dims of each head rotate (dim j
+  // pairs with j + rotary_dim/2, frequencies from rotary_dim), the rest pass through; 0 = all of head_dim.
+  int64_t rotary_dim = 0;
   RopeType type = RopeType::Default;
   double factor = 1.0;  // llama3 scaling (FORMATS.md)
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
 };
-// The (HD/2) inverse frequencies, in double, after llama3 scaling.
+// The (R/2) inverse frequencies (R = rotary_dim or HD), in double, after llama3 scaling.
+int64_t rope_rotary_dim(const RopeParams& p);  // R
 std::vector<double> rope_inv_freq(const RopeParams& p);
 // In place: x[n, h, :] rotated by angle positions[n] * inv_freq. Backward rotates by the negative angle.
 void rope_forward(const RopeParams& p, Tensor x /*(N, H, HD)*/, Tensor positions /*(N) i32*/);

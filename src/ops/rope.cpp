@@ -14,14 +14,21 @@
 
 namespace lt::ops {
 
-std::vector<double> rope_inv_freq(const RopeParams& p) {
+int64_t rope_rotary_dim(const RopeParams& p) {
   LT_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0, "rope: head_dim is {}, expected a positive even number",
            p.head_dim);
+  LT_CHECK(p.rotary_dim >= 0 && p.rotary_dim <= p.head_dim && p.rotary_dim % 2 == 0,
+           "rope: rotary_dim is {}, expected an even number in [0, head_dim {}] (0: all of it)", p.rotary_dim,
+           p.head_dim);
+  return p.rotary_dim == 0 ? p.head_dim : p.rotary_dim;
+}
+
+std::vector<double> rope_inv_freq(const RopeParams& p) {
+  const int64_t dim = rope_rotary_dim(p);
   LT_CHECK(p.theta > 0, "rope: theta (rope_theta) is {}, expected > 0", p.theta);
-  const int64_t half = p.head_dim / 2;
-  std::vector<double> inv(size_t(half), 0.0);  // (HD/2)
-  for (int64_t i = 0; i < half; ++i)
-    inv[size_t(i)] = 1.0 / std::pow(p.theta, double(2 * i) / double(p.head_dim));
+  const int64_t half = dim / 2;
+  std::vector<double> inv(size_t(half), 0.0);  // (R/2)
+  for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = 1.0 / std::pow(p.theta, double(2 * i) / double(dim));
   if (p.type == RopeType::Default) return inv;
 
   LT_CHECK(p.factor > 0, "rope llama3 scaling: factor is {}, expected > 0", p.factor);
@@ -53,6 +60,9 @@ void check_args(const RopeParams& p, const Tensor& x, const Tensor& positions, c
   check_size(p.heads, 0, op, "heads");
   LT_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0,
            "{}: params.head_dim is {}, expected a positive even number", op, p.head_dim);
+  LT_CHECK(p.rotary_dim >= 0 && p.rotary_dim <= p.head_dim && p.rotary_dim % 2 == 0,
+           "{}: params.rotary_dim is {}, expected an even number in [0, head_dim {}]", op, p.rotary_dim,
+           p.head_dim);
   check_device(x.device, {&x, &positions}, op);
   check_tensor(x, {p.tokens, p.heads, p.head_dim}, x_name);
   check_tensor(positions, {p.tokens}, fmt::format("{} positions", op));

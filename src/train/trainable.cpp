@@ -18,6 +18,8 @@ const char* group_of(WeightKind kind) {
     case WeightKind::LmHead:
       return "lm_head";
     case WeightKind::AttnNorm:
+    case WeightKind::AttnQNorm:
+    case WeightKind::AttnKNorm:
     case WeightKind::FfnNorm:
     case WeightKind::FinalNorm:
       return "norms";

@@ -167,7 +167,9 @@ void check_against_cpu(const model::ModelConfig& c, const Case& k, DType dt) {
 model::ModelConfig config_named(const std::string& name) {
   if (name == "tiny") return tiny_config(false);
   if (name == "tiny-tied") return tiny_config(true);
-  return llama_shaped_config();
+  model::ModelConfig c = llama_shaped_config();
+  if (name == "qwen3") c.block.qk_norm = true;  // per-head q/k norms: rmsnorm over rows of head_dim
+  return c;
 }
 
 class ModelStepCuda : public ::testing::TestWithParam<Case> {};
@@ -179,7 +181,8 @@ class ModelStepCuda : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
   const Case k = GetParam();
   check_against_cpu(config_named(k.model), k, DType::F32);
-  if (std::string(k.model) == "llama") check_against_cpu(config_named(k.model), k, DType::BF16);
+  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3")
+    check_against_cpu(config_named(k.model), k, DType::BF16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelStepCuda,
@@ -187,7 +190,9 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelStepCuda,
                                            Case{"tiny", false, 0, 3}, Case{"tiny", true, 0, 0},
                                            Case{"tiny", true, 0.25, 0}, Case{"tiny", true, 0.25, 2},
                                            Case{"llama", false, 0, 0}, Case{"llama", false, 0, 4},
-                                           Case{"llama", true, 0.1, 0}, Case{"llama", true, 0.1, 3}));
+                                           Case{"llama", true, 0.1, 0}, Case{"llama", true, 0.1, 3},
+                                           Case{"qwen3", false, 0, 0}, Case{"qwen3", false, 0, 4},
+                                           Case{"qwen3", true, 0.1, 3}));
 
 // Chunked == whole on the GPU itself, in each GPU dtype.
 TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {

@@ -182,15 +182,19 @@ TEST(CudaParity, Rope) {
     int64_t n, h, hd;
     int32_t max_pos;
     bool llama3;
+    int64_t rotary_dim = 0;  // 0: all of hd
   };
   const Shape shapes[] = {
-      {5, 3, 2, 10, false}, {37, 4, 64, 4096, false}, {256, 8, 128, 131072, true}, {19, 5, 96, 70000, true}};
+      {5, 3, 2, 10, false},         {37, 4, 64, 4096, false},
+      {256, 8, 128, 131072, true},  {19, 5, 96, 70000, true},
+      {23, 6, 96, 9000, false, 72}, {7, 3, 10, 500, false, 6}};  // partial rotary (Phi-4-mini: 96 of 128)
   for (DType dt : kDtypes)
     for (size_t si = 0; si < std::size(shapes); ++si) {
       const Shape& s = shapes[si];
       const int64_t N = s.n, H = s.h, HD = s.hd;
       const uint64_t seed = seed_of(4, dt, si);
       ops::RopeParams p{N, H, HD, s.llama3 ? 500000.0 : 10000.0};
+      p.rotary_dim = s.rotary_dim;
       if (s.llama3) {
         p.type = ops::RopeType::Llama3;
         p.factor = 8.0;
@@ -208,7 +212,8 @@ TEST(CudaParity, Rope) {
       Worst fw, bw;
       fw.add("x", test::download(g_x), x);
       bw.add("dx", test::download(g_dx), dx);
-      const std::string shape = dims({N, H, HD}) + (s.llama3 ? " llama3" : "");
+      const std::string shape = dims({N, H, HD}) + (s.llama3 ? " llama3" : "") +
+                                (s.rotary_dim ? " rotary_dim " + std::to_string(s.rotary_dim) : "");
       report("rope_forward", dt, shape, fw, tolerance(dt));
       report("rope_backward", dt, shape, bw, tolerance(dt));
     }

@@ -147,6 +147,12 @@ TEST(ModelGolden, MistralFloat64) {
 TEST(ModelGolden, MistralFloat32) {
   expect_parity("mistral", DType::F32, 1e-4);
 }
+TEST(ModelGolden, Qwen3Float64) {
+  expect_parity("qwen3", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Qwen3Float32) {
+  expect_parity("qwen3", DType::F32, 1e-5);
+}
 
 // The golden configs are what the tests claim: llama3 scaling, biases + tying, a window shorter than T.
 TEST(ModelGolden, ConfigsExerciseTheFeatures) {
@@ -159,6 +165,15 @@ TEST(ModelGolden, ConfigsExerciseTheFeatures) {
   EXPECT_TRUE(qwen.qkv_bias);
   EXPECT_FALSE(qwen.o_bias);
   EXPECT_TRUE(qwen.tie_word_embeddings);
+  // Qwen3: per-head q/k norms, GQA with H * HD != D, tied embeddings, a window on layer 1 only.
+  model::ModelConfig qwen3 = model::load_model_config(test::source_path("tests/model/golden/qwen3"));
+  EXPECT_TRUE(qwen3.block.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_TRUE(qwen3.tie_word_embeddings);
+  EXPECT_NE(qwen3.num_heads * qwen3.head_dim, qwen3.hidden_size);
+  EXPECT_LT(qwen3.num_kv_heads, qwen3.num_heads);
+  EXPECT_EQ(qwen3.window_for_layer(0), 0);
+  EXPECT_EQ(qwen3.window_for_layer(1), 4);
   model::ModelConfig mistral = model::load_model_config(test::source_path("tests/model/golden/mistral"));
   auto golden = io::SafetensorsFile::open(test::source_path("tests/model/golden/mistral/golden.safetensors"));
   const int64_t T = golden->find("input_ids")->shape[1];

@@ -124,6 +124,12 @@ TEST(PeftGolden, Qwen2BiasesRsloraFloat64) {
 TEST(PeftGolden, Qwen2BiasesRsloraFloat32) {
   expect_golden("peft_qwen2", DType::F32, 1e-4);
 }
+TEST(PeftGolden, Qwen3QkNormBiasesAllModulesFloat64) {
+  expect_golden("peft_qwen3", DType::F64, 1e-12);
+}
+TEST(PeftGolden, Qwen3QkNormBiasesAllModulesFloat32) {
+  expect_golden("peft_qwen3", DType::F32, 1e-5);
+}
 
 // The goldens exercise what they claim: patterns change ranks and alphas, rsLoRA the scaling, Qwen2 has
 // biases, all seven projections are adapted in the Llama case.
@@ -149,6 +155,14 @@ TEST(PeftGolden, CasesExerciseTheFeatures) {
   EXPECT_TRUE(qwen.qkv_bias);
   EXPECT_TRUE(qa.use_rslora);
   for (const model::LoraSpec& s : io::lora_specs(qwen, qa)) EXPECT_DOUBLE_EQ(s.scaling, qa.lora_alpha / 2.0);
+
+  const std::string qwen3_dir = test::source_path("tests/model/golden/peft_qwen3");
+  const model::ModelConfig qwen3 = model::load_model_config(qwen3_dir + "/base");
+  EXPECT_TRUE(qwen3.block.qk_norm);
+  EXPECT_TRUE(qwen3.qkv_bias);
+  EXPECT_TRUE(qwen3.o_bias);
+  EXPECT_EQ(io::lora_specs(qwen3, io::read_adapter_config(qwen3_dir + "/adapter")).size(),
+            size_t(7 * qwen3.num_layers));
 }
 
 }  // namespace

@@ -44,11 +44,12 @@ struct TinyLoraModel {
   model::LoraWeights lora, lora_grads;
   std::unique_ptr<model::Decoder> decoder;
 
-  // intermediate_size > 0 replaces tiny_config's F.
+  // intermediate_size > 0 replaces tiny_config's F; qk_norm adds per-head q/k norms (Qwen3's block).
   TinyLoraModel(DType dtype, bool train_base, uint64_t seed, int64_t B = TinyBatch::B,
-                int64_t T = TinyBatch::T, int64_t intermediate_size = 0)
+                int64_t T = TinyBatch::T, int64_t intermediate_size = 0, bool qk_norm = false)
       : config(tiny_config(false)) {
     if (intermediate_size > 0) config.intermediate_size = intermediate_size;
+    config.block.qk_norm = qk_norm;
     specs = tiny_lora_specs(config);
     const model::TrainableFn trainable =
         train_base ? model::TrainableFn(model::train_all)

@@ -3,6 +3,7 @@
 // supported yet"; tensors are named by the architecture's table.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -38,11 +39,14 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
     json only_type = config_for(def->class_name, def->model_type);
     only_type.erase("architectures");
     EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
-    // The supported families all have Llama's block today.
-    EXPECT_EQ(describe_block(by_class.block), "rms norm, swiglu MLP, rope positions, sequential residual");
+    // Llama's block, with per-head q/k norms in Qwen3.
+    EXPECT_EQ(describe_block(by_class.block),
+              std::string("rms norm, swiglu MLP, rope positions, sequential residual") +
+                  (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : ""));
   }
-  EXPECT_EQ(seen.size(), 3u);
-  EXPECT_EQ(supported_class_names(), "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM");
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(supported_class_names(),
+            "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM");
 }
 
 TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
@@ -60,6 +64,35 @@ TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
   EXPECT_EQ(m.num_kv_heads, 8);
   EXPECT_EQ(m.layer_window, (std::vector<int64_t>{4096, 4096}));
   EXPECT_EQ(m.bos_token_id, 1);
+}
+
+// Qwen3Config: head_dim 128 when absent, attention_bias on q/k/v and o, q_norm / k_norm (HD) per layer,
+// Qwen2's windows.
+TEST(Architectures, Qwen3HasPerHeadNormsAndItsDefaults) {
+  json j = config_for("Qwen3ForCausalLM", "qwen3");
+  const ModelConfig plain = parse_model_config(j, "x.json");
+  EXPECT_EQ(plain.head_dim, 128);
+  EXPECT_TRUE(plain.block.qk_norm);
+  EXPECT_FALSE(plain.qkv_bias || plain.o_bias || plain.mlp_bias);
+  EXPECT_FALSE(plain.bos_token_id.has_value());
+  j["attention_bias"] = true;
+  j["head_dim"] = 8;
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 16;
+  j["max_window_layers"] = 1;
+  const ModelConfig q = parse_model_config(j, "x.json");
+  EXPECT_TRUE(q.qkv_bias && q.o_bias && !q.mlp_bias);
+  EXPECT_EQ(q.layer_window, (std::vector<int64_t>{0, 16}));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const WeightSpec& s : weight_specs(q)) shapes[s.hf_name] = s.shape;
+  for (const char* name :
+       {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"})
+    EXPECT_EQ(shapes[name], (std::vector<int64_t>{8})) << name;
+  EXPECT_EQ(shapes.count("model.layers.0.self_attn.o_proj.bias"), 1u);
+  // Llama has no such tensors.
+  for (const WeightSpec& s :
+       weight_specs(parse_model_config(config_for("LlamaForCausalLM", "llama"), "x.json")))
+    EXPECT_EQ(s.hf_name.find("_norm"), std::string::npos) << s.hf_name;
 }
 
 TEST(Architectures, WeightNamesComeFromTheArchitectureTable) {

@@ -93,6 +93,12 @@ TEST(ChunkedDecoder, MistralSlidingWindowEqualsWholeSequence) {
   check_chunk_sizes({model::Architecture::Mistral, 4, 2, 11, false});
 }
 
+TEST(ChunkedDecoder, Qwen3QkNormEqualsWholeSequence) {
+  check_chunk_sizes({model::Architecture::Qwen3, 3, 3, 10, false});
+  check_chunk_sizes({model::Architecture::Qwen3, 8, 2, 11, true});
+  check_chunk_sizes({model::Architecture::Qwen3, 6, 2, 10, false, true});  // frozen layer 0 and q_proj
+}
+
 TEST(ChunkedDecoder, PackedRowsEqualWholeSequence) {
   for (model::Architecture arch :
        {model::Architecture::Llama, model::Architecture::Qwen2, model::Architecture::Mistral})

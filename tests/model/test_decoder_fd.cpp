@@ -12,8 +12,9 @@
 namespace lt {
 namespace {
 
-void check_finite_differences(bool tied, bool packed) {
-  const model::ModelConfig config = test::tiny_config(tied);
+void check_finite_differences(bool tied, bool packed, bool qk_norm = false) {
+  model::ModelConfig config = test::tiny_config(tied);
+  config.block.qk_norm = qk_norm;  // Qwen3's per-head q/k norms
   test::TinyBatch data;
   model::Batch batch = data.batch(packed);
   const int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
@@ -55,8 +56,8 @@ void check_finite_differences(bool tied, bool packed) {
                            << fd;
     }
   }
-  std::printf("[fd] tied=%d packed=%d worst relative error %.2e (%s)\n", tied, packed, worst,
-              worst_name.c_str());
+  std::printf("[fd] tied=%d packed=%d qk_norm=%d worst relative error %.2e (%s)\n", tied, packed, qk_norm,
+              worst, worst_name.c_str());
 }
 
 TEST(DecoderFiniteDifferences, UntiedPacked) {
@@ -64,6 +65,9 @@ TEST(DecoderFiniteDifferences, UntiedPacked) {
 }
 TEST(DecoderFiniteDifferences, TiedUnpacked) {
   check_finite_differences(true, false);
+}
+TEST(DecoderFiniteDifferences, QkNormPacked) {
+  check_finite_differences(false, true, true);
 }
 
 // The loss is the mean over label tokens; passing a step's larger count scales it (and its gradients).

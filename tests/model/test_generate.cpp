@@ -36,11 +36,12 @@ std::vector<double> full_forward_last_logits(const ModelConfig& c, DType dtype, 
   return out;
 }
 
-class GenerateKvCache : public ::testing::TestWithParam<std::tuple<DType, double>> {};
+class GenerateKvCache : public ::testing::TestWithParam<std::tuple<DType, double, bool>> {};
 
 TEST_P(GenerateKvCache, TokensAndLogitsEqualFullRecompute) {
-  const auto [dtype, temperature] = GetParam();
+  const auto [dtype, temperature, qk_norm] = GetParam();
   ModelConfig c = test::tiny_config(/*tied=*/false);
+  c.block.qk_norm = qk_norm;  // Qwen3's per-head q/k norms
   Arena arena("weights", HostMemory::instance(), weights_bytes(c, dtype));
   ModelWeights w = allocate_weights(c, dtype, arena);
   test::fill_random(c, w, 11);
@@ -78,7 +79,7 @@ TEST_P(GenerateKvCache, TokensAndLogitsEqualFullRecompute) {
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndTemperatures, GenerateKvCache,
                          ::testing::Combine(::testing::Values(DType::F64, DType::F32),
-                                            ::testing::Values(0.0, 1.0)));
+                                            ::testing::Values(0.0, 1.0), ::testing::Bool()));
 
 TEST(GenerateSampling, GreedyTopPAndSeeds) {
   const std::vector<double> logits{0.0, 2.0, 1.0, 2.0, -1.0};

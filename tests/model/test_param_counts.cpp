@@ -25,6 +25,7 @@ TEST(ParamCounts, PublishedTotals) {
   EXPECT_EQ(count_params(fixture("Qwen2.5-1.5B")).total(), 1'543'714'304);
   EXPECT_EQ(count_params(fixture("Mistral-7B-v0.1")).total(), 7'241'732'096);
   EXPECT_EQ(count_params(fixture("Llama-2-7b-hf")).total(), 6'738'415'616);
+  EXPECT_EQ(count_params(fixture("Qwen3-0.6B")).total(), 596'049'920);  // q_norm / k_norm in norms
 }
 
 // Every fixture, every kind, against the model transformers builds.
@@ -46,7 +47,7 @@ TEST(ParamCounts, ByKindMatchTransformersForEveryFixture) {
     EXPECT_EQ(c.total(), g["total"].get<int64_t>());
     ++checked;
   }
-  EXPECT_EQ(checked, 13);
+  EXPECT_EQ(checked, 14);
 }
 
 TEST(ParamCounts, SharedConfigsMatchTransformers) {

@@ -68,6 +68,48 @@ TEST(Rope, ForwardMatchesTheRotateHalfFormula) {
       }
 }
 
+// Partial rotary (Phi-3's partial_rotary_factor): the leading R dims of each head are rotated exactly as a
+// head of R dims would be (frequencies from R), the rest pass through untouched; backward is still its
+// inverse and its gradient.
+TEST(Rope, PartialRotaryRotatesOnlyTheLeadingDims) {
+  constexpr int64_t R = 6;
+  for (ops::RopeType type : {ops::RopeType::Default, ops::RopeType::Llama3}) {
+    ops::RopeParams p = llama3_params(N, H, HD), whole = llama3_params(N * H, 1, R);
+    p.type = whole.type = type;
+    p.rotary_dim = R;
+    EXPECT_EQ(ops::rope_inv_freq(p), ops::rope_inv_freq(whole));
+    std::vector<double> x0 = test::random_values(N * H * HD, 705);
+    HostTensor x = HostTensor::of(DType::F64, {N, H, HD}, x0), pos = HostTensor::ints({N}, kPositions);
+    ops::rope_forward(p, x, pos);
+    // The reference: the leading R dims of every (token, head) as rows of a full rotary of R dims.
+    std::vector<double> lead(size_t(N * H * R));
+    std::vector<int32_t> row_pos(size_t(N * H));
+    for (int64_t r = 0; r < N * H; ++r) {
+      row_pos[size_t(r)] = kPositions[size_t(r / H)];
+      for (int64_t j = 0; j < R; ++j) lead[size_t(r * R + j)] = x0[size_t(r * HD + j)];
+    }
+    HostTensor ref = HostTensor::of(DType::F64, {N * H, 1, R}, lead),
+               ref_pos = HostTensor::ints({N * H}, row_pos);
+    ops::rope_forward(whole, ref, ref_pos);
+    const std::vector<double> got = x.values(), want = ref.values();
+    for (int64_t r = 0; r < N * H; ++r)
+      for (int64_t j = 0; j < HD; ++j) {
+        const size_t i = size_t(r * HD + j);
+        if (j < R)
+          EXPECT_EQ(got[i], want[size_t(r * R + j)]) << r << "," << j;
+        else
+          EXPECT_EQ(got[i], x0[i]) << "pass-through dim " << j;
+      }
+    EXPECT_GT(test::max_abs_diff(got, x0), 0.1);
+    ops::rope_backward(p, x, pos);
+    EXPECT_LE(test::max_rel_diff(x.values(), x0), 1e-14);
+  }
+  ops::RopeParams bad = llama3_params(N, H, HD);
+  bad.rotary_dim = 7;
+  HostTensor x(DType::F64, {N, H, HD}), pos = HostTensor::ints({N}, kPositions);
+  test::expect_error_mentions([&] { ops::rope_forward(bad, x, pos); }, {"rotary_dim", "7"});
+}
+
 TEST(Rope, BackwardInvertsForward) {
   ops::RopeParams p = llama3_params(N, H, HD);
   std::vector<double> x0 = test::random_values(N * H * HD, 702);

@@ -21,6 +21,8 @@ struct HfTensorNames {
   const char* layer_prefix;   // "model.layers."
   const char* attn_norm;      // "input_layernorm"
   const char* ffn_norm;       // "post_attention_layernorm"
+  const char* q_norm;         // "self_attn.q_norm" (BlockSpec::qk_norm only)
+  const char* k_norm;         // "self_attn.k_norm"
   PerProj<const char*> proj;  // "self_attn.q_proj" ... "mlp.down_proj"
   const char* final_norm;     // "model.norm.weight"
   const char* lm_head;        // "lm_head.weight"
@@ -34,6 +36,7 @@ struct ArchitectureDef {
   int64_t default_max_position;  // max_position_embeddings
   int64_t default_kv_heads;      // num_key_value_heads absent: this many; 0 = num_attention_heads
   bool default_bos_eos;          // bos_token_id / eos_token_id absent: 1 and 2 (else none)
+  int64_t default_head_dim;      // head_dim absent: this many; 0 = hidden_size / num_attention_heads
   const HfTensorNames* names;
   // The block (cfg.block, the biases) and the per-layer sliding windows from the file; cfg's sizes
   // (num_layers, head_dim, ...) are read already.
@@ -55,5 +58,10 @@ MlpKind gated_mlp_from_hidden_act(const FieldReader& r, const std::string& sourc
 extern const ArchitectureDef kLlamaArchitecture;
 extern const ArchitectureDef kQwen2Architecture;
 extern const ArchitectureDef kMistralArchitecture;
+extern const ArchitectureDef kQwen3Architecture;
+
+// Qwen2Config's (and Qwen3Config's) sliding windows: use_sliding_window, then layer_types or
+// max_window_layers.
+void read_qwen2_windows(const FieldReader& r, const std::string& source, ModelConfig& cfg);
 
 }  // namespace lt::model

@@ -23,6 +23,7 @@ const ArchitectureDef kLlamaArchitecture = {
     .default_max_position = 2048,
     .default_kv_heads = 0,
     .default_bos_eos = true,
+    .default_head_dim = 0,
     .names = &kLlamaTensorNames,
     .read_block = read_llama_block,
 };

@@ -28,6 +28,7 @@ const ArchitectureDef kMistralArchitecture = {
     .default_max_position = 4096 * 32,
     .default_kv_heads = 8,
     .default_bos_eos = true,
+    .default_head_dim = 0,
     .names = &kLlamaTensorNames,
     .read_block = read_mistral_block,
 };

@@ -6,8 +6,6 @@
 
 namespace lt::model {
 
-namespace {
-
 void read_qwen2_windows(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
   cfg.layer_window.assign(size_t(cfg.num_layers), 0);
   // `sliding_window = sliding_window if use_sliding_window else None`.
@@ -38,6 +36,8 @@ void read_qwen2_windows(const FieldReader& r, const std::string& source, ModelCo
   for (int64_t layer = first; layer < cfg.num_layers; ++layer) cfg.layer_window[size_t(layer)] = window;
 }
 
+namespace {
+
 void read_qwen2_block(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
   cfg.block = BlockSpec{.mlp = gated_mlp_from_hidden_act(r, source)};
   cfg.qkv_bias = true;
@@ -54,6 +54,7 @@ const ArchitectureDef kQwen2Architecture = {
     .default_max_position = 32768,
     .default_kv_heads = 0,
     .default_bos_eos = false,
+    .default_head_dim = 0,
     .names = &kLlamaTensorNames,
     .read_block = read_qwen2_block,
 };

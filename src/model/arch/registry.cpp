@@ -9,7 +9,7 @@ namespace lt::model {
 
 namespace {
 constexpr const ArchitectureDef* kRegistry[] = {&kLlamaArchitecture, &kQwen2Architecture,
-                                                &kMistralArchitecture};
+                                                &kMistralArchitecture, &kQwen3Architecture};
 }  // namespace
 
 std::span<const ArchitectureDef* const> architectures() {
@@ -39,6 +39,8 @@ const HfTensorNames kLlamaTensorNames = {
     .layer_prefix = "model.layers.",
     .attn_norm = "input_layernorm",
     .ffn_norm = "post_attention_layernorm",
+    .q_norm = "self_attn.q_norm",
+    .k_norm = "self_attn.k_norm",
     .proj = {{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
               "mlp.up_proj", "mlp.down_proj"}},
     .final_norm = "model.norm.weight",

@@ -1,6 +1,7 @@
-// RoPE, the reference, in place, in HF's rotate-half layout: dim j pairs with j + HD/2 and
-//   out[j]        = x[j] cos(a) - x[j + HD/2] sin(a)
-//   out[j + HD/2] = x[j + HD/2] cos(a) + x[j] sin(a),     a = position * inv_freq[j].
+// RoPE, the reference, in place, in HF's rotate-half layout over the leading R = rotary_dim dims of each
+// head (R = HD unless partial; the dims past R pass through): dim j pairs with j + R/2 and
+//   out[j]       = x[j] cos(a) - x[j + R/2] sin(a)
+//   out[j + R/2] = x[j + R/2] cos(a) + x[j] sin(a),     a = position * inv_freq[j].
 // Angles, cosines and sines are computed in double from the double inverse frequencies (transformers does
 // this in float32, whose angles are off by ~pos * 6e-8 rad). The rotation is orthogonal, so backward
 // (the transpose) is the rotation by -a. Each token's cos/sin are computed once for all its heads.
@@ -23,12 +24,12 @@ void rotate(const RopeParams& p, Tensor x_t, Tensor positions_t, double directio
   const int32_t* pos = positions_t.ptr<int32_t>("rope positions");  // (N)
   for (int64_t n = 0; n < p.tokens; ++n)
     LT_CHECK(pos[n] >= 0, "{}: position {} at row {} is negative", op, pos[n], n);
-  const std::vector<double> inv_freq = rope_inv_freq(p);  // (HD/2)
-  const int64_t half = p.head_dim / 2;
+  const std::vector<double> inv_freq = rope_inv_freq(p);  // (R/2)
+  const int64_t half = rope_rotary_dim(p) / 2;
 #pragma omp parallel if (p.tokens * p.heads * p.head_dim >= kMinParallelWork)
   {
     std::vector<double> cos_a(static_cast<size_t>(half)),
-        sin_a(static_cast<size_t>(half));  // (HD/2) for the current token
+        sin_a(static_cast<size_t>(half));  // (R/2) for the current token
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < p.tokens; ++n) {
       for (int64_t j = 0; j < half; ++j) {

@@ -59,9 +59,9 @@ void rope(const RopeParams& p, Tensor x, Tensor positions, bool inverse, const c
   const DType dt = compute_dtype(x, {}, op);
   LT_CHECK(p.head_dim <= kRopeMaxHeadDim, "{} on CUDA: head_dim is {}, at most {} is supported", op,
            p.head_dim, kRopeMaxHeadDim);
-  const std::vector<double> inv_freq = rope_inv_freq(p);  // (HD/2)
-  launch_rope(dt, x.data, cptr<int32_t>(positions), inv_freq.data(), p.tokens, p.heads, p.head_dim, inverse,
-              device_error_slot(), current_stream());
+  const std::vector<double> inv_freq = rope_inv_freq(p);  // (R/2)
+  launch_rope(dt, x.data, cptr<int32_t>(positions), inv_freq.data(), p.tokens, p.heads, p.head_dim,
+              rope_rotary_dim(p), inverse, device_error_slot(), current_stream());
 }
 }  // namespace
 

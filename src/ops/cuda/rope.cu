@@ -3,7 +3,8 @@
 // the block rotates all of the token's heads. The inverse frequencies (ops::rope_inv_freq, llama3 scaling
 // included, computed on the host) travel inside the kernel's parameters: no upload, no synchronization.
 // Backward rotates by the negative angle. Rows whose half head is a multiple of 4 (every real model) move 4
-// columns per access.
+// columns per access. Partial rotary: only each head's leading R = rotary_dim dims rotate (half = R/2, rows
+// `stride` = head_dim apart); the rest are not touched.
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
@@ -42,15 +43,15 @@ __device__ __forceinline__ bool token_angles(const int32_t* positions, const Inv
 
 template <class T>
 __global__ void rope_kernel(T* x, const int32_t* positions, const InvFreq inv_freq, int64_t heads, int half,
-                            float direction, int64_t* err) {
+                            int64_t stride, float direction, int64_t* err) {
   __shared__ float cos_a[kMaxHalf], sin_a[kMaxHalf];
   const int64_t n = blockIdx.x;
   if (!token_angles(positions, inv_freq, half, direction, err, cos_a, sin_a)) return;
-  T* xt = x + n * heads * 2 * half;  // (H, HD) of token n
+  T* xt = x + n * heads * stride;  // (H, HD) of token n
   for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
     const int64_t h = i / half;
     const int j = int(i % half);
-    T* v = xt + h * 2 * half;
+    T* v = xt + h * stride;
     const float x1 = load_f(v + j), x2 = load_f(v + j + half);
     store_f(v + j, x1 * cos_a[j] - x2 * sin_a[j]);
     store_f(v + j + half, x2 * cos_a[j] + x1 * sin_a[j]);
@@ -66,18 +67,18 @@ struct alignas(4 * sizeof(T)) Quad {
 // The same rotation, each thread taking 4 neighbouring columns of both halves with one vector access each
 // (half a multiple of 4, x aligned to 4 elements): the same arithmetic per element, so the same bits.
 template <class T>
-__global__ void rope_quad_kernel(T* x, const int32_t* positions, const InvFreq inv_freq, int64_t heads, int half,
-                                 float direction, int64_t* err) {
+__global__ void rope_quad_kernel(T* x, const int32_t* positions, const InvFreq inv_freq, int64_t heads,
+                                 int half, int64_t stride, float direction, int64_t* err) {
   __shared__ float cos_a[kMaxHalf], sin_a[kMaxHalf];
   const int64_t n = blockIdx.x;
   if (!token_angles(positions, inv_freq, half, direction, err, cos_a, sin_a)) return;
-  T* xt = x + n * heads * 2 * half;  // (H, HD) of token n
+  T* xt = x + n * heads * stride;  // (H, HD) of token n
   const int quads = half / 4;
   for (int64_t i = threadIdx.x; i < heads * quads; i += blockDim.x) {
     const int64_t h = i / quads;
     const int j = int(i % quads) * 4;
-    Quad<T>* p1 = reinterpret_cast<Quad<T>*>(xt + h * 2 * half + j);
-    Quad<T>* p2 = reinterpret_cast<Quad<T>*>(xt + h * 2 * half + half + j);
+    Quad<T>* p1 = reinterpret_cast<Quad<T>*>(xt + h * stride + j);
+    Quad<T>* p2 = reinterpret_cast<Quad<T>*>(xt + h * stride + half + j);
     const Quad<T> a = *p1, b = *p2;
     Quad<T> oa, ob;
 #pragma unroll
@@ -94,19 +95,20 @@ __global__ void rope_quad_kernel(T* x, const int32_t* positions, const InvFreq i
 }  // namespace
 
 void launch_rope(DType dt, void* x, const int32_t* positions, const double* inv_freq, int64_t tokens,
-                 int64_t heads, int64_t head_dim, bool inverse, int64_t* err, cudaStream_t s) {
+                 int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse, int64_t* err,
+                 cudaStream_t s) {
   if (tokens == 0 || heads == 0) return;
   InvFreq freq{};
-  const int half = int(head_dim / 2);
+  const int half = int(rotary_dim / 2);
   for (int j = 0; j < half; ++j) freq.v[j] = inv_freq[j];
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
-    if (half % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0)
-      rope_quad_kernel<T><<<unsigned(tokens), kQuadThreads, 0, s>>>(static_cast<T*>(x), positions, freq, heads,
-                                                                     half, inverse ? -1.0f : 1.0f, err);
+    if (half % 4 == 0 && head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0)
+      rope_quad_kernel<T><<<unsigned(tokens), kQuadThreads, 0, s>>>(
+          static_cast<T*>(x), positions, freq, heads, half, head_dim, inverse ? -1.0f : 1.0f, err);
     else
       rope_kernel<T><<<unsigned(tokens), kThreads, 0, s>>>(static_cast<T*>(x), positions, freq, heads, half,
-                                                           inverse ? -1.0f : 1.0f, err);
+                                                           head_dim, inverse ? -1.0f : 1.0f, err);
   });
   LT_CUDA_CHECK_LAUNCH();
 }
