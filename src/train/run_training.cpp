@@ -10,6 +10,7 @@
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
+#include "train/qlora_model.h"
 #include "train/trainable.h"
 
 namespace lt::train {
@@ -26,10 +27,16 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_paths(config);
   // Claimed before the model and data are read: a refused output_dir costs nothing.
   std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
-  if (finetune_of(config) == Finetune::Lora) run_adapter_config(config);  // init_adapter's layout vs the run's keys
+  if (finetune_of(config) == Finetune::Lora)
+    run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
-  LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
+  std::string qlora_summary;
+  LoadedModel model =
+      is_qlora(config)
+          ? load_qlora_model(config.base_model, qlora_options(config), dtype, config.random_init,
+                             uint64_t(config.seed), device, &qlora_summary)
+          : load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer =
@@ -46,7 +53,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
                ops::device_description(device), config.data_path, split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output), comm);
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
+                  comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
@@ -61,6 +69,9 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                  fmt::join(trainer.adapter_config()->target_modules, ", "),
                  config.init_adapter.empty() ? fmt::format("fresh init (seed {})", config.seed)
                                              : "continuing " + config.init_adapter);
+    if (!qlora_summary.empty())
+      fmt::print(hooks.out, "{}; each dequantized to {} right before its GEMM\n", qlora_summary,
+                 dtype_name(dtype));
   }
   return trainer.run(hooks);
 }

@@ -110,20 +110,20 @@ TEST_P(TrainRefusals, NonZeroExitNamingTheKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Keys, TrainRefusals,
-    ::testing::Values(Refusal{{"--device", "cuda"}, "'device'"},
-                      Refusal{{"--precision", "bf16"}, "precision"},
-                      Refusal{{"--learning_rate", "-1"}, "learning_rate"},
-                      Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
-                      Refusal{{"--no_such_key", "1"}, "no_such_key"},
-                      Refusal{{"--finetune", "lora", "--adapter", "qlora"}, "'adapter'"},
-                      Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
-                      Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
-                      Refusal{{"--lora_r", "4"}, "lora_r"},
-                      Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
-                              "trainable_layers"},
-                      Refusal{{"--resume", "latest"}, "'resume'"},
-                      Refusal{{"--val_set_size", "12"}, "val_set_size"},
-                      Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
+    ::testing::Values(
+        Refusal{{"--device", "cuda"}, "'device'"}, Refusal{{"--precision", "bf16"}, "precision"},
+        Refusal{{"--learning_rate", "-1"}, "learning_rate"},
+        Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
+        Refusal{{"--no_such_key", "1"}, "no_such_key"},
+        Refusal{{"--finetune", "lora", "--adapter", "qlora", "--bnb_4bit_compute_dtype", "float16"},
+                "'bnb_4bit_compute_dtype'"},
+        Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
+        Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
+        Refusal{{"--lora_r", "4"}, "lora_r"},
+        Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
+                "trainable_layers"},
+        Refusal{{"--resume", "latest"}, "'resume'"}, Refusal{{"--val_set_size", "12"}, "val_set_size"},
+        Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
 
 TEST(TrainCommand, MissingPathsAreNamed) {
   test::TempDir dir;
