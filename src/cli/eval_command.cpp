@@ -20,8 +20,8 @@ struct EvalOptions {
   std::string model;
   std::string data;
   std::string adapter;
-  std::string precision = "fp32";
-  std::string device = "cpu";
+  std::string precision = "auto";  // bf16 on cuda, fp32 on cpu
+  std::string device = "auto";     // cuda when usable, else cpu
   int64_t micro_batch_size = 4;
   int64_t cutoff_len = 256;
   std::string prompt_template = "alpaca";
@@ -31,7 +31,8 @@ struct EvalOptions {
   int64_t seed = 42;
 };
 
-void run_eval(const EvalOptions& o) {
+void run_eval(EvalOptions o) {
+  train::resolve_auto_device(o.device, o.precision);
   train::check_device_precision(o.device, o.precision, "eval");
   LT_CHECK(o.micro_batch_size > 0, "eval: '--micro_batch_size' is {}, expected a positive integer",
            o.micro_batch_size);
@@ -70,9 +71,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--data", o->data, "dataset file (alpaca, chat, text or pre-tokenized JSONL)")->required();
   sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory applied to --model");
-  sub->add_option("--precision", o->precision, "fp64 | fp32 (cpu); bf16 | fp32 (cuda)")
+  sub->add_option("--precision", o->precision, "auto (bf16 on cuda, fp32 on cpu) | fp64 | fp32 | bf16")
       ->capture_default_str();
-  sub->add_option("--device", o->device, "cpu")->capture_default_str();
+  sub->add_option("--device", o->device, "auto (cuda when usable) | cpu | cuda")->capture_default_str();
   sub->add_option("--micro_batch_size", o->micro_batch_size, "rows per forward")->capture_default_str();
   sub->add_option("--cutoff_len", o->cutoff_len, "tokens per example")->capture_default_str();
   sub->add_option("--prompt_template", o->prompt_template, "alpaca | llama3 | chatml | plain | auto")

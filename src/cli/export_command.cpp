@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli/gguf_export.h"
 #include "core/arena.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
@@ -15,6 +16,7 @@
 #include "model/lora_merge.h"
 #include "model/weights.h"
 #include "train/final_model.h"
+#include "train/run_setup.h"
 
 namespace lt::cli {
 namespace {
@@ -28,13 +30,58 @@ struct ExportOptions {
   std::string dtype;  // "" = config.json's dtype
   double max_shard_gb = 5.0;
   bool overwrite_output_dir = false;
+  bool gguf = false;      // --gguf given: write a GGUF file instead of an HF checkpoint
+  std::string gguf_type;  // f32 | f16 | bf16 | q8_0; "" = the model's 16-bit dtype
 };
 
+// --gguf [TYPE]: the base model, with the adapter merged when one is given, as OUT/model-TYPE.gguf.
+void run_export_gguf(const ExportOptions& o) {
+  LT_CHECK(fs::is_directory(o.base_model), "export: --base_model '{}' is not a directory", o.base_model);
+  LT_CHECK(o.adapter.empty() || fs::is_directory(o.adapter), "export: --adapter '{}' is not a directory",
+           o.adapter);
+  LT_CHECK(o.dtype.empty(),
+           "export: --dtype is for HF checkpoints; with --gguf give the type as --gguf TYPE");
+  io::OutputDirOptions claim{.who = "export: --output_dir",
+                             .inputs = {{"--base_model", o.base_model}},
+                             .overwrite = o.overwrite_output_dir};
+  if (!o.adapter.empty()) claim.inputs.push_back({"--adapter", o.adapter});
+  io::OutputDir::check(o.output_dir, claim);
+  train::check_not_adapter_dir(o.base_model);
+  LT_CHECK(!io::read_bnb4_quantization(o.base_model),
+           "export --gguf: {} is a 4-bit checkpoint; `leantune dequantize` it first", o.base_model);
+  const model::ModelConfig config = model::load_model_config(o.base_model);
+  const io::GgmlType type = gguf_type_from_name(o.gguf_type, config);
+  std::vector<model::LoraSpec> specs;
+  io::LoraAdapterConfig adapter;
+  if (!o.adapter.empty()) {
+    adapter = io::read_adapter_config(o.adapter);
+    specs = io::lora_specs(config, adapter);
+  }
+  Arena arena("export", HostMemory::instance(),
+              model::weights_bytes(config, DType::F32) + model::lora_bytes(specs, DType::F32));
+  model::ModelWeights weights = model::allocate_weights(config, DType::F32, arena);
+  fmt::print("reading {}\n", o.base_model);
+  io::load_hf_weights(o.base_model, config, weights);
+  if (!o.adapter.empty()) {
+    model::LoraWeights lora = model::allocate_lora(config, specs, DType::F32, arena);
+    io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
+    model::merge_lora(config, weights, lora);
+    fmt::print("merged {} LoRA adapters of {}\n", specs.size(), o.adapter);
+  }
+  io::OutputDir out(o.output_dir, claim);
+  const std::string path =
+      (fs::path(o.output_dir) / fmt::format("model-{}.gguf", io::ggml_type_name(type))).string();
+  write_gguf_model(path, o.base_model, config, weights, type);
+  fmt::print("wrote {} (matrices as {}, norms as f32)\n", path, io::ggml_type_name(type));
+}
+
 void run_export(const ExportOptions& o) {
+  if (o.gguf) return run_export_gguf(o);
   LT_CHECK(
       o.merge,
       "export: --merge is required (export writes the base model with the adapter folded in; the adapter "
-      "directory itself is already what PEFT loads)");
+      "directory itself is already what PEFT loads), or --gguf [TYPE] for a llama.cpp file");
+  LT_CHECK(!o.adapter.empty(), "export: --merge needs --adapter (the PEFT adapter directory to fold in)");
   LT_CHECK(fs::is_directory(o.base_model), "export: --base_model '{}' is not a directory", o.base_model);
   LT_CHECK(fs::is_directory(o.adapter), "export: --adapter '{}' is not a directory", o.adapter);
   io::HfSaveOptions save;
@@ -94,11 +141,14 @@ void run_export(const ExportOptions& o) {
 void register_export_command(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* cmd =
-      app.add_subcommand("export", "merge a LoRA adapter into its base model as an HF checkpoint");
+      app.add_subcommand("export",
+                         "merge a LoRA adapter into its base model as an HF checkpoint (--merge) or write a "
+                         "GGUF file (--gguf)");
   cmd->add_option("--base_model", options->base_model,
                   "HF base model directory (a bitsandbytes 4-bit one merges into its dequantized weights)")
       ->required();
-  cmd->add_option("--adapter", options->adapter, "PEFT LoRA adapter directory")->required();
+  cmd->add_option("--adapter", options->adapter,
+                  "PEFT LoRA adapter directory (required with --merge; merged first with --gguf)");
   cmd->add_option("--output_dir", options->output_dir,
                   "where the merged checkpoint goes: a new or empty directory, or one leantune wrote")
       ->required();
@@ -109,7 +159,15 @@ void register_export_command(CLI::App& app) {
   cmd->add_option("--dtype", options->dtype,
                   "saved dtype: bfloat16, float16, float32, float64 (default: config.json's)");
   cmd->add_option("--max_shard_gb", options->max_shard_gb, "largest shard in GB (default 5)");
-  cmd->callback([options] { run_export(*options); });
+  CLI::Option* gguf =
+      cmd->add_option("--gguf", options->gguf_type,
+                      "write a GGUF file for llama.cpp: f32, f16, bf16 or q8_0 (no value: the "
+                      "model's 16-bit dtype)")
+          ->expected(0, 1);
+  cmd->callback([options, gguf] {
+    options->gguf = gguf->count() > 0;
+    run_export(*options);
+  });
 }
 
 }  // namespace lt::cli

@@ -9,6 +9,7 @@
 #include "cli/export_command.h"
 #include "cli/generate_command.h"
 #include "cli/info_command.h"
+#include "cli/preview_command.h"
 #include "cli/quantize_command.h"
 #include "cli/tokenize_command.h"
 #include "cli/train_command.h"
@@ -29,6 +30,7 @@ int run_main(int argc, char** argv) {
   register_quantize_commands(app);
   add_tokenize_command(app);
   add_train_command(app);
+  add_preview_command(app);
   add_eval_command(app);
   add_generate_command(app);
   register_bench_command(app);

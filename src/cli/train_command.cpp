@@ -2,11 +2,15 @@
 
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/launch.h"
+#include "dist/mpi_communicator.h"
+#include "train/checkpoint.h"
 #include "train/run_training.h"
 #include "train/stop_signal.h"
 #include "train/train_config.h"
@@ -36,9 +40,27 @@ void run_train(const std::vector<std::string>& args) {
   }
   // Every key is checked, and every path opened, before any work starts.
   train::TrainConfig config = train::load_train_config(yaml, overrides);
+  // resume: auto continues from output_dir's latest checkpoint when it has one, else starts fresh (so the
+  // same command line restarts a preempted job).
+  if (config.resume == "auto") {
+    const bool found = !train::list_checkpoints(config.output_dir).empty();
+    config.resume = found ? "latest" : "";
+    fmt::print("resume: auto: {}\n", found ? "continuing from output_dir's latest checkpoint"
+                                           : "no checkpoint in output_dir, starting fresh");
+  }
   train::check_engine_settings(config);
   train::install_stop_handlers();
-  train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
+  const dist::Launch launch = dist::detect_launch();
+  try {
+    train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
+  } catch (const std::exception& e) {
+    // A rank that fails alone would leave the others waiting in a collective (and MPI's finalize would wait
+    // for them): under mpirun its message names the rank, and the whole job stops.
+    if (launch.world_size == 1 || !launch.by_mpi()) throw;
+    fmt::print(stderr, "error: rank {} of {}: {}\n", launch.rank, launch.world_size, e.what());
+    std::fflush(stderr);
+    dist::mpi_abort_all(1);
+  }
 }
 
 }  // namespace

@@ -18,40 +18,45 @@ std::string map_role(const std::string& role, bool sharegpt, size_t turn) {
 
 }  // namespace
 
-std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
-  require_object(record);
-  bool sharegpt = !record.contains("messages") && record.contains("conversations");
-  const char* list_key = sharegpt ? "conversations" : "messages";
+std::vector<ChatMessage> parse_turns(const nlohmann::json& list, const char* list_key, bool sharegpt) {
   const char* role_key = sharegpt ? "from" : "role";
   const char* content_key = sharegpt ? "value" : "content";
-  auto it = record.find(list_key);
-  if (it == record.end()) throw RecordError("missing field 'messages' (or ShareGPT 'conversations')");
-  if (!it->is_array())
+  if (!list.is_array())
     throw RecordError(
-        fmt::format("field '{}' is a JSON {}, expected a list of turns", list_key, it->type_name()));
-  if (it->empty()) throw RecordError(fmt::format("empty conversation ('{}' has no turns)", list_key));
+        fmt::format("field '{}' is a JSON {}, expected a list of turns", list_key, list.type_name()));
+  if (list.empty()) throw RecordError(fmt::format("empty conversation ('{}' has no turns)", list_key));
   std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const nlohmann::json& turn = (*it)[i];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& turn = list[i];
     if (!turn.is_object())
-      throw RecordError(fmt::format("turn {}: expected a JSON object, found a JSON {}", i, turn.type_name()));
+      throw RecordError(
+          fmt::format("{} turn {}: expected a JSON object, found a JSON {}", list_key, i, turn.type_name()));
     std::string role, content;
     try {
       role = string_field(turn, role_key);
       content = string_field(turn, content_key);
     } catch (const RecordError& e) {
-      throw RecordError(fmt::format("turn {}: {}", i, e.what()));
+      throw RecordError(fmt::format("{} turn {}: {}", list_key, i, e.what()));
     }
     messages.push_back({map_role(role, sharegpt, i), std::move(content)});
   }
   return messages;
 }
 
+std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
+  require_object(record);
+  bool sharegpt = !record.contains("messages") && record.contains("conversations");
+  const char* list_key = sharegpt ? "conversations" : "messages";
+  auto it = record.find(list_key);
+  if (it == record.end()) throw RecordError("missing field 'messages' (or ShareGPT 'conversations')");
+  return parse_turns(*it, list_key, sharegpt);
+}
+
 Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
   LT_CHECK(options.prompt_template != TemplateKind::alpaca,
            "dataset {}: chat data needs a chat template (llama3, chatml or plain), not alpaca", path);
   EncodeOptions encode =
-      encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_inputs);
+      encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_all_turns);
   Dataset dataset;
   dataset.source = path;
   BadRecords bad(options.on_bad_record);

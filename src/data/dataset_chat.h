@@ -2,8 +2,8 @@
 //   {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}     (TRL / axolotl), or
 //   {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}     (ShareGPT; "user" and
 //   "assistant" are accepted as `from` too).
-// Rendered by a chat template (llama3, chatml, plain); with train_on_inputs=false only assistant turns
-// (content and end-of-turn marker) carry labels. Bad records: missing messages/conversations, not a list,
+// Rendered by a chat template (llama3, chatml, plain); only assistant turns (content and end-of-turn
+// marker) carry labels unless train_on_all_turns. Bad records: missing messages/conversations, not a list,
 // an empty list, a turn that is not an object, an unknown role, a content/value that is not a string.
 #pragma once
 
@@ -15,6 +15,9 @@
 
 namespace lt::data {
 
+// A list of turns (the value of `list_key`; ShareGPT's from/value when `sharegpt`) with roles mapped to
+// system/user/assistant; throws RecordError naming the list, the turn and the field when malformed.
+std::vector<ChatMessage> parse_turns(const nlohmann::json& list, const char* list_key, bool sharegpt);
 // The record's turns with roles mapped to system/user/assistant; throws RecordError when malformed.
 std::vector<ChatMessage> parse_conversation(const nlohmann::json& record);
 

@@ -7,6 +7,7 @@
 #include "data/dataset_alpaca.h"
 #include "data/dataset_chat.h"
 #include "data/dataset_pretokenized.h"
+#include "data/dataset_prompt_completion.h"
 #include "data/dataset_text.h"
 
 namespace lt::data {
@@ -22,12 +23,14 @@ DataFormat format_from_keys(const nlohmann::json& record, const std::string& pat
   if (record.contains("messages") || record.contains("conversations")) return DataFormat::chat;
   if (record.contains("input_ids")) return DataFormat::pretokenized;
   if (record.contains("instruction")) return DataFormat::alpaca;
+  if (record.contains("prompt") && record.contains("completion")) return DataFormat::prompt_completion;
+  if (record.contains("text")) return DataFormat::text;
   std::string keys;
   for (const auto& item : record.items()) keys += (keys.empty() ? "" : ", ") + item.key();
   LT_FAIL(
       "dataset {}: cannot tell the format from the first record's fields ({}): expected 'instruction' "
-      "(alpaca), "
-      "'messages' or 'conversations' (chat) or 'input_ids' (pretokenized); give the format explicitly",
+      "(alpaca), 'messages' or 'conversations' (chat), 'prompt' and 'completion' (prompt_completion), 'text' "
+      "(text) or 'input_ids' (pretokenized); give dataset_format explicitly",
       path, keys.empty() ? "none" : keys);
 }
 
@@ -58,9 +61,10 @@ DataFormat detect_data_format(const std::string& path) {
   return *found;
 }
 
-Dataset load_dataset(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
-  LT_CHECK(std::filesystem::is_regular_file(path), "dataset {}: no such file", path);
-  DataFormat format = options.format == DataFormat::auto_detect ? detect_data_format(path) : options.format;
+namespace {
+
+Dataset load_by_format(DataFormat format, const std::string& path, const Tokenizer& tokenizer,
+                       const DatasetOptions& options) {
   switch (format) {
     case DataFormat::alpaca:
       return load_alpaca(path, tokenizer, options);
@@ -68,12 +72,25 @@ Dataset load_dataset(const std::string& path, const Tokenizer& tokenizer, const 
       return load_chat(path, tokenizer, options);
     case DataFormat::text:
       return load_text(path, tokenizer, options);
+    case DataFormat::prompt_completion:
+      return load_prompt_completion(path, tokenizer, options);
     case DataFormat::pretokenized:
       return load_pretokenized(path, tokenizer.vocab_size(), options);
     case DataFormat::auto_detect:
       break;
   }
   LT_FAIL("dataset {}: format could not be determined", path);
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
+  LT_CHECK(std::filesystem::is_regular_file(path), "dataset {}: no such file", path);
+  DataFormat format = options.format == DataFormat::auto_detect ? detect_data_format(path) : options.format;
+  Dataset dataset = load_by_format(format, path, tokenizer, options);
+  dataset.format = format;
+  drop_examples_without_targets(dataset, options);
+  return dataset;
 }
 
 }  // namespace lt::data

@@ -55,16 +55,23 @@ std::vector<Example> chunk_document(const std::vector<int32_t>& ids, int64_t cut
   return chunks;
 }
 
+namespace {
+
+bool is_json_text_path(const std::string& path) {
+  return is_jsonl_path(path) || (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0);
+}
+
+}  // namespace
+
 // A text dataset is tokenized whole; larger corpora belong in pre-tokenized form.
 constexpr uint64_t kMaxTextDatasetBytes = uint64_t(4) << 30;
 
 Dataset load_text(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
-  std::stringstream buffer(read_input_file(path, kMaxTextDatasetBytes, "dataset"));
   Dataset dataset;
   dataset.source = path;
   std::optional<int32_t> bos = tokenizer.adds_bos() ? tokenizer.bos_id() : std::nullopt;
   std::optional<int32_t> eos = tokenizer.eos_id();
-  for (const std::string& document : split_documents(buffer.str(), options.text_split)) {
+  auto add_document = [&](const std::string& document) {
     std::vector<int32_t> ids;  // (T) the whole document
     if (bos) ids.push_back(*bos);
     std::vector<int32_t> body = tokenizer.encode(document, /*allow_special=*/false);
@@ -77,8 +84,19 @@ Dataset load_text(const std::string& path, const Tokenizer& tokenizer, const Dat
       account_example(dataset.stats, chunk);
       dataset.examples.push_back(std::move(chunk));
     }
+  };
+  BadRecords bad(options.on_bad_record);
+  if (is_json_text_path(path)) {
+    for_each_json_record(path, bad, [&](const std::string&, const nlohmann::json& record) {
+      require_object(record);
+      add_document(string_field(record, "text"));
+    });
+  } else {
+    std::stringstream buffer(read_input_file(path, kMaxTextDatasetBytes, "dataset"));
+    for (const std::string& document : split_documents(buffer.str(), options.text_split))
+      add_document(document);
   }
-  finish_dataset(dataset, BadRecords(options.on_bad_record));
+  finish_dataset(dataset, bad);
   return dataset;
 }
 

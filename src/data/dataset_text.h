@@ -1,4 +1,5 @@
-// Plain text for continued pre-training.
+// Plain text for continued pre-training: a .txt file, or JSON/JSONL records {"text": "..."} (HF datasets'
+// text column; one record is one document, other fields ignored).
 //
 // Documents: with TextSplit::paragraph (default) a document is a run of non-blank lines, documents being
 // separated by one or more blank (whitespace-only) lines, and its lines are joined with "\n"; with

@@ -13,8 +13,12 @@ DataFormat data_format_from_name(const std::string& name) {
   if (name == "alpaca") return DataFormat::alpaca;
   if (name == "chat" || name == "sharegpt" || name == "messages") return DataFormat::chat;
   if (name == "text") return DataFormat::text;
+  if (name == "prompt_completion") return DataFormat::prompt_completion;
   if (name == "pretokenized" || name == "tokenized") return DataFormat::pretokenized;
-  LT_FAIL("unknown dataset format '{}': expected auto, alpaca, chat, sharegpt, text or pretokenized", name);
+  LT_FAIL(
+      "unknown dataset format '{}': expected auto, alpaca, chat, sharegpt, text, prompt_completion or "
+      "pretokenized",
+      name);
 }
 
 const char* data_format_name(DataFormat format) {
@@ -27,6 +31,8 @@ const char* data_format_name(DataFormat format) {
       return "chat";
     case DataFormat::text:
       return "text";
+    case DataFormat::prompt_completion:
+      return "prompt_completion";
     case DataFormat::pretokenized:
       return "pretokenized";
   }
@@ -49,6 +55,34 @@ void finish_dataset(Dataset& dataset, const BadRecords& bad) {
   LT_CHECK(!dataset.examples.empty(), "dataset {}: no examples left ({} read, {} skipped as bad{}{})",
            dataset.source, dataset.stats.records, bad.skipped(), bad.skipped() ? "; first: " : "",
            bad.first_message());
+}
+
+void drop_examples_without_targets(Dataset& dataset, const DatasetOptions& options) {
+  if (options.keep_empty_examples) return;
+  const int64_t before = int64_t(dataset.examples.size());
+  std::erase_if(dataset.examples, [&](const Example& e) {
+    if (count_label_tokens(e) != 0) return false;
+    dataset.stats.tokens -= int64_t(e.input_ids.size());
+    return true;
+  });
+  dataset.stats.dropped = before - int64_t(dataset.examples.size());
+  LT_CHECK(!dataset.examples.empty(),
+           "dataset {}: none of its {} examples has a target token left ({} truncated at cutoff_len {}): "
+           "raise cutoff_len, or set train_on_inputs true to train on the prompts too",
+           dataset.source, before, dataset.stats.truncated, options.cutoff_len);
+}
+
+std::string describe_dataset(const Dataset& dataset, int64_t cutoff_len) {
+  const LoadStats& s = dataset.stats;
+  std::string out = fmt::format("{} records ({})", s.records, data_format_name(dataset.format));
+  if (s.skipped > 0) out += fmt::format(", {} bad skipped", s.skipped);
+  out += fmt::format(", {} truncated at cutoff_len {}", s.truncated, cutoff_len);
+  if (s.dropped > 0)
+    out += fmt::format(", {} dropped with no target token", s.dropped);
+  else if (s.no_labels > 0)
+    out += fmt::format(", {} kept with no target token", s.no_labels);
+  out += fmt::format(", {} label tokens of {} tokens per epoch", s.label_tokens, s.tokens);
+  return out;
 }
 
 }  // namespace lt::data

@@ -1,13 +1,44 @@
 #include "data/encode_segments.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "core/error.h"
 
 namespace lt::data {
 
+namespace {
+
+// The special-token strings a chat template marks turns with.
+std::vector<std::string> template_markers(TemplateKind kind) {
+  if (kind == TemplateKind::llama3) return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+  if (kind == TemplateKind::chatml) return {"<|im_start|>", "<|im_end|>"};
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> markers_missing_from_vocabulary(TemplateKind kind, const Tokenizer& tokenizer) {
+  std::vector<std::string> missing;
+  for (const std::string& marker : template_markers(kind))
+    if (!tokenizer.token_to_id(marker)) missing.push_back(marker);
+  return missing;
+}
+
 EncodeOptions encode_options_for(TemplateKind kind, const Tokenizer& tokenizer, int64_t cutoff_len,
                                  bool train_on_inputs) {
+  // A marker that is not a token is encoded as plain text (several tokens): the model never gets one
+  // end-of-turn token to learn and to stop on. Allowed (a base model can learn such a format), but said.
+  if (const std::vector<std::string> missing = markers_missing_from_vocabulary(kind, tokenizer);
+      !missing.empty())
+    fmt::print(
+        stderr,
+        "warning: prompt template '{}': {} not in the tokenizer's vocabulary, so encoded as plain text "
+        "(several tokens each); the model's own template (prompt_template: auto) or a tokenizer with "
+        "these tokens avoids it\n",
+        template_name(kind), fmt::join(missing, ", "));
   LT_CHECK(cutoff_len >= 2, "cutoff_len is {}, expected at least 2 (one token to read, one to predict)",
            cutoff_len);
   TemplatePolicy policy = template_policy(kind);

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "data/example.h"
 #include "data/prompt_template.h"
@@ -36,8 +38,11 @@ struct EncodeOptions {
   bool spanning_token_is_target = false;
 };
 
+// The chat template's marker strings (<|eot_id|>, <|im_start|>, ...) that are not tokens of `tokenizer`.
+std::vector<std::string> markers_missing_from_vocabulary(TemplateKind kind, const Tokenizer& tokenizer);
+
 // add_bos/add_eos for a template and tokenizer; errors when the template needs a BOS or EOS the tokenizer
-// does not define.
+// does not define; warns (stderr) when its markers are not tokens of the vocabulary.
 EncodeOptions encode_options_for(TemplateKind kind, const Tokenizer& tokenizer, int64_t cutoff_len,
                                  bool train_on_inputs);
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/bpe_builder.h"
+#include "data/sentencepiece_vocab.h"
 #include "data/tokenizer_loaders.h"
 #include "data/tokenizer_pipeline.h"
 
@@ -332,6 +333,22 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const std
   spec.strip_dummy_prefix = m.add_dummy_prefix;
   spec.unk_surface = m.unk_surface;
   return std::make_unique<PipelineTokenizer>(std::move(spec));
+}
+
+}  // namespace lt::data
+
+namespace lt::data {
+
+SentencePieceVocab read_sentencepiece_vocab(const std::string& path) {
+  const ModelProto m = parse_model(read_tokenizer_file(path), path);
+  SentencePieceVocab vocab;
+  vocab.unk_id = m.unk_id;
+  vocab.bos_id = m.bos_id;
+  vocab.eos_id = m.eos_id;
+  vocab.pad_id = m.pad_id;
+  vocab.pieces.reserve(m.pieces.size());
+  for (const Piece& p : m.pieces) vocab.pieces.push_back({p.text, p.score, p.type});
+  return vocab;
 }
 
 }  // namespace lt::data

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "model/block_ops.h"
+#include "model/sampling.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
@@ -146,6 +147,9 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
 int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, uint64_t draw) {
   LT_CHECK(!logits.empty(), "generate: no logits");
   if (o.temperature <= 0) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<double> kept(logits.begin(), logits.end());  // (V) after top_k
+  apply_top_k(kept, o.top_k);
+  logits = kept;
   const double top = *std::max_element(logits.begin(), logits.end());
   std::vector<double> p(logits.size());
   for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp((logits[i] - top) / o.temperature);
@@ -181,10 +185,15 @@ std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const Mode
   std::vector<int32_t> out;
   if (options.max_new_tokens == 0) return out;
   std::vector<double> logits = decoder.feed(prompt);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());  // what the repetition penalty sees
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    apply_repetition_penalty(logits, history, options.repetition_penalty);
     const int32_t next = sample_token(logits, options, uint64_t(i));
     out.push_back(next);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), int64_t(next)) != options.stop_ids.end())
+    history.push_back(next);
+    const bool go_on = !options.on_token || options.on_token(next);
+    if (!go_on ||
+        std::find(options.stop_ids.begin(), options.stop_ids.end(), int64_t(next)) != options.stop_ids.end())
       break;
     if (i + 1 < options.max_new_tokens) logits = decoder.feed(std::span<const int32_t>(&next, 1));
   }

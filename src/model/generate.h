@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct SamplingOptions {
   double top_p = 1.0;      // nucleus: the smallest set of most likely tokens whose probability reaches top_p
   uint64_t seed = 0;
   std::vector<int64_t> stop_ids = {};  // generation ends after emitting one of these (EOS)
+  int64_t top_k = 0;                   // sampling: only the k most likely tokens (0: all); model/sampling.h
+  double repetition_penalty = 1.0;     // transformers' repetition_penalty (1: none), greedy too
+  // Called with each new token (streaming, stop strings); returning false ends generation after it.
+  std::function<bool(int32_t)> on_token = {};
 };
 
 // The next token from `logits`; `draw` indexes the Philox draw (one per generated token).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
 #include "train/config_enums.h"
@@ -34,11 +35,21 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_steps) {
                     total_steps);
 }
 
+namespace {
+
+// The adapter's base_model_name_or_path: base_model made absolute, so that PEFT's
+// AutoPeftModelForCausalLM finds the base from any working directory.
+std::string absolute_base_model(const std::string& base_model) {
+  return std::filesystem::absolute(base_model).lexically_normal().string();
+}
+
+}  // namespace
+
 io::LoraAdapterConfig lora_adapter_config(const TrainConfig& c) {
   LT_CHECK(finetune_of(c) == Finetune::Lora,
            "an adapter config needs finetune: lora, the run has finetune: {}", c.finetune);
   io::LoraAdapterConfig a;
-  a.base_model_name_or_path = c.base_model;
+  a.base_model_name_or_path = absolute_base_model(c.base_model);
   a.r = c.lora_r;
   a.lora_alpha = c.lora_alpha;
   a.lora_dropout = c.lora_dropout;
@@ -78,7 +89,7 @@ io::LoraAdapterConfig run_adapter_config(const TrainConfig& c) {
            "config: 'lora_rank_pattern' / 'lora_alpha_pattern' are set together with init_adapter '{}'; the "
            "adapter's own patterns are kept (drop the keys)",
            c.init_adapter);
-  a.base_model_name_or_path = c.base_model;
+  a.base_model_name_or_path = absolute_base_model(c.base_model);
   a.lora_dropout = c.lora_dropout;
   a.inference_mode = true;
   return a;

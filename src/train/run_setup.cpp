@@ -16,6 +16,11 @@ namespace lt::train {
 
 namespace fs = std::filesystem;
 
+void resolve_auto_device(std::string& device, std::string& precision) {
+  if (device == "auto") device = ops::cuda_available() ? "cuda" : "cpu";
+  if (precision == "auto") precision = device == "cuda" ? "bf16" : "fp32";
+}
+
 void check_device_precision(const std::string& device_name, const std::string& precision_name,
                             const std::string& who) {
   if (parse_device(device_name, who) == Device::CUDA) {
@@ -58,8 +63,9 @@ void check_engine_settings(const TrainConfig& c) {
 
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
   std::vector<io::OutputInput> inputs = {{"base_model", c.base_model}, {"data_path", c.data_path}};
+  if (!c.eval_data_path.empty()) inputs.push_back({"eval_data_path", c.eval_data_path});
   if (!c.init_adapter.empty()) inputs.push_back({"init_adapter", c.init_adapter});
-  if (!c.resume.empty() && c.resume != "latest") {
+  if (!c.resume.empty() && c.resume != "latest" && c.resume != "auto") {
     std::error_code ec;
     const fs::path out = fs::weakly_canonical(fs::absolute(c.output_dir), ec);
     const fs::path parent = fs::weakly_canonical(fs::absolute(c.resume), ec).parent_path();
@@ -112,8 +118,18 @@ bool keeps_master_weights(const TrainConfig& c) {
   return finetune_of(c) != Finetune::Lora && (c.master_weights || precision_of(c) == Precision::Fp16);
 }
 
+void check_not_adapter_dir(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  LT_CHECK(!(fs::exists(fs::path(model_dir) / "adapter_config.json") &&
+             !fs::exists(fs::path(model_dir) / "config.json")),
+           "{} is a PEFT adapter directory (adapter_config.json, no config.json), not a model: give the base "
+           "model as the model and this directory as the adapter (--adapter {})",
+           model_dir, model_dir);
+}
+
 LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
                        Device device) {
+  check_not_adapter_dir(model_dir);
   LoadedModel m;
   m.config = model::load_model_config(model_dir);
   m.dtype = dtype;
@@ -192,6 +208,8 @@ data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& mo
                                                   : data::template_from_name(c.prompt_template);
   o.cutoff_len = c.cutoff_len;
   o.train_on_inputs = c.train_on_inputs;
+  o.train_on_all_turns = c.train_on_all_turns;
+  o.keep_empty_examples = c.keep_empty_examples;
   o.on_bad_record = data::on_bad_record_from_name(c.on_bad_record);
   return o;
 }
@@ -200,8 +218,12 @@ data::Dataset load_examples(const std::string& path, const data::Tokenizer* toke
                             const model::ModelConfig& model, const data::DatasetOptions& options) {
   data::DataFormat format =
       options.format == data::DataFormat::auto_detect ? data::detect_data_format(path) : options.format;
-  if (format == data::DataFormat::pretokenized && tokenizer == nullptr)
-    return data::load_pretokenized(path, model.vocab_size, options);
+  if (format == data::DataFormat::pretokenized && tokenizer == nullptr) {
+    data::Dataset dataset = data::load_pretokenized(path, model.vocab_size, options);
+    dataset.format = format;
+    data::drop_examples_without_targets(dataset, options);
+    return dataset;
+  }
   LT_CHECK(tokenizer != nullptr,
            "{}: a {} dataset needs the model's tokenizer, and the model directory has none", path,
            data::data_format_name(format));

@@ -31,6 +31,9 @@ void check_engine_settings(const TrainConfig& config);
 // checkpoints is the usual case), or holds others' files without overwrite_output_dir; held (locked) for
 // the run.
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& config);
+// device "auto": cuda when this build has a usable GPU, else cpu; then precision "auto": bf16 on cuda,
+// fp32 on cpu (what a newcomer's run should compute in). Other values are left as they are.
+void resolve_auto_device(std::string& device, std::string& precision);
 // The device/precision pair alone (what eval and generate check); `who` starts the message.
 void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
 // "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16, "fp16" -> F16 (after check_engine_settings).
@@ -60,6 +63,8 @@ struct LoadedModel {
   std::unique_ptr<model::Nf4Weights> nf4;
 };
 
+// Refuses an adapter directory given where a model is expected, pointing to --adapter.
+void check_not_adapter_dir(const std::string& model_dir);
 // base_model's config.json and, unless random_init, its safetensors weights; random_init draws HF's
 // initialization from `seed`.
 // The weights end up on `device` (read on the host, then uploaded).

@@ -4,29 +4,66 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "data/batch.h"
 #include "data/dataset_split.h"
 #include "dist/launch.h"
+#include "dist/mpi_communicator.h"
+#include "dist/nccl_communicator.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
+#include "train/lr_schedule.h"
 #include "train/qlora_model.h"
 #include "train/trainable.h"
 
 namespace lt::train {
+namespace {
+
+// The end-of-run summary: what ran, how long, the losses, where the results are.
+std::string run_summary(const TrainResult& r, double seconds, const TrainConfig& config, bool lora) {
+  std::string out = fmt::format("done: steps {}-{} of {} in {:.1f} s", r.start_step + 1, r.final_step,
+                                r.total_steps, seconds);
+  if (!r.losses.empty())
+    out += fmt::format("; train loss {:.4f} -> {:.4f}", r.losses.front(), r.losses.back());
+  if (!r.evals.empty())
+    out += fmt::format("; eval loss {:.4f} at step {}", r.evals.back().eval_loss, r.evals.back().step);
+  out += fmt::format("\n  {}: {}",
+                     lora ? "adapter (PEFT: adapter_config.json, adapter_model.safetensors)"
+                          : "model (config.json, safetensors)",
+                     config.output_dir);
+  if (!r.last_checkpoint.empty()) out += fmt::format("\n  last checkpoint: {}", r.last_checkpoint);
+  return out;
+}
+
+// How long a collective may wait for the other ranks before the run stops naming the missing one (a rank
+// that died or hangs); generous, since a rank may be evaluating or loading while the others wait.
+constexpr double kCollectiveTimeoutS = 1800;
+
+}  // namespace
+
+std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device) {
+  if (device == Device::CUDA && launch.launcher != "none")
+    return dist::make_nccl_communicator(launch, kCollectiveTimeoutS);  // world size 1 too: its overhead
+  if (launch.world_size == 1) return nullptr;
+  LT_CHECK(
+      launch.by_mpi() && dist::mpi_available(),
+      "{}: training over {} processes on the CPU runs over MPI; start it with mpirun (this build {} MPI)",
+      dist::describe(launch), launch.world_size, dist::mpi_available() ? "has" : "lacks");
+  return dist::make_mpi_communicator();
+}
 
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
-  if (!comm) {
-    const dist::Launch launch = dist::detect_launch();
-    LT_CHECK(launch.world_size == 1,
-             "{}: training over {} processes is not wired yet (see issue #18); start leantune train as one "
-             "process",
-             dist::describe(launch), launch.world_size);
-  }
+  const Timer run_timer;
   check_engine_settings(config);
+  std::unique_ptr<dist::Communicator> own_comm;
+  if (!comm) {
+    own_comm = join_processes(dist::detect_launch(), run_device(config.device));
+    comm = own_comm.get();
+  }
   check_paths(config);
-  // Claimed before the model and data are read: a refused output_dir costs nothing.
-  std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
+  // Claimed before the model and data are read: a refused output_dir costs nothing. Rank 0 alone writes.
+  std::unique_ptr<io::OutputDir> output = comm && !comm->is_main() ? nullptr : claim_output_dir(config);
   if (finetune_of(config) == Finetune::Lora)
     run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
@@ -43,19 +80,35 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
       load_model_tokenizer(config.base_model, false, model.config.vocab_size);
   data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
                                         dataset_options(config, config.base_model));
+  const std::string data_report = data::describe_dataset(dataset, config.cutoff_len);
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
                                                    uint64_t(config.seed), config.data_path);
+  std::string eval_report;
+  if (!config.eval_data_path.empty()) {
+    data::Dataset eval = load_examples(config.eval_data_path, tokenizer.get(), model.config,
+                                       dataset_options(config, config.base_model));
+    eval_report = data::describe_dataset(eval, config.cutoff_len);
+    split.val = std::move(eval.examples);
+  }
   int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
-  if (!hooks.quiet)
+  const bool quiet = hooks.quiet || (comm && !comm->is_main());
+  if (!quiet)
     fmt::print(hooks.out,
                "model {} ({} layers, hidden {}, vocab {}), {}, {} on {}; data {}: {} train / {} validation "
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights", config.precision,
                ops::device_description(device), config.data_path, split.train.size(), split.val.size());
+  if (!quiet) fmt::print(hooks.out, "data: {}\n", data_report);
+  if (!quiet && !eval_report.empty())
+    fmt::print(hooks.out, "eval data {}: {}\n", config.eval_data_path, eval_report);
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
                   comm);
-  if (!hooks.quiet) {
+  if (!quiet && comm && comm->world_size() > 1)
+    fmt::print(
+        hooks.out, "{} processes over {}, sharding {}; each step's {} micro-batches split among them\n",
+        comm->world_size(), comm->backend(), config.sharding, config.batch_size / config.micro_batch_size);
+  if (!quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
     fmt::print(
@@ -63,6 +116,16 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
         "{} steps ({} per epoch, {} micro-batches of {} per step), {} trainable tensors ({} parameters)\n",
         trainer.total_steps(), trainer.steps_per_epoch(), config.batch_size / config.micro_batch_size,
         config.micro_batch_size, trainer.trainable().size(), parameters);
+    const int64_t warmup =
+        resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, trainer.total_steps());
+    fmt::print(hooks.out, "schedule: {} from learning_rate {} after {} warmup steps, weight_decay {}\n",
+               config.lr_scheduler_type, config.learning_rate, warmup, config.weight_decay);
+    // A warmup as long as the run never reaches the asked learning rate: say so rather than train slowly.
+    if (warmup >= trainer.total_steps() && warmup > 0)
+      fmt::print(stderr,
+                 "warning: the warmup ({} steps) covers the whole run ({} steps): the learning rate never "
+                 "reaches learning_rate {}; lower warmup_steps or warmup_ratio\n",
+                 warmup, trainer.total_steps(), config.learning_rate);
     if (device == Device::CUDA) fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary());
     if (const model::LoraWeights* lora = trainer.lora())
       fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
@@ -73,7 +136,11 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
       fmt::print(hooks.out, "{}; each dequantized to {} right before its GEMM\n", qlora_summary,
                  dtype_name(dtype));
   }
-  return trainer.run(hooks);
+  TrainResult result = trainer.run(hooks);
+  if (!quiet && !result.interrupted)
+    fmt::print(hooks.out, "{}\n",
+               run_summary(result, run_timer.seconds(), config, trainer.lora() != nullptr));
+  return result;
 }
 
 }  // namespace lt::train

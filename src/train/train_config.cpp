@@ -44,11 +44,17 @@ std::vector<std::string> names(const EnumName<E> (&table)[N]) {
   return enum_names(std::span<const EnumName<E>>(table));
 }
 
+std::vector<std::string> with_auto(std::vector<std::string> choices) {
+  choices.insert(choices.begin(), "auto");
+  return choices;
+}
+
 const std::vector<Field>& fields() {
   using C = TrainConfig;
   static const std::vector<Field> table = {
       {"base_model", &C::base_model, "HF model directory (config.json + safetensors)"},
       {"data_path", &C::data_path, "dataset file"},
+      {"eval_data_path", &C::eval_data_path, "a separate evaluation dataset file (instead of val_set_size)"},
       {"output_dir", &C::output_dir, "where checkpoints, the adapter and metrics go"},
       {"batch_size", &C::batch_size, "sequences per optimizer step"},
       {"micro_batch_size", &C::micro_batch_size,
@@ -56,12 +62,17 @@ const std::vector<Field>& fields() {
       {"num_epochs", &C::num_epochs, "passes over the training set"},
       {"learning_rate", &C::learning_rate, "peak learning rate"},
       {"cutoff_len", &C::cutoff_len, "tokens per sequence; longer ones are truncated"},
-      {"val_set_size", &C::val_set_size, "records held out for evaluation (0: none)"},
+      {"val_set_size", &C::val_set_size,
+       "held out for evaluation: 0 none, a fraction in (0, 1) or a number of examples"},
       {"lora_r", &C::lora_r, "LoRA rank"},
       {"lora_alpha", &C::lora_alpha, "LoRA alpha (scaling = alpha / r)"},
       {"lora_dropout", &C::lora_dropout, "dropout on the LoRA input"},
       {"lora_target_modules", &C::lora_target_modules, "linear layers that get adapters"},
-      {"train_on_inputs", &C::train_on_inputs, "false: no loss on the prompt"},
+      {"train_on_inputs", &C::train_on_inputs,
+       "false: no loss on the prompt (instruction, prompt/completion)"},
+      {"train_on_all_turns", &C::train_on_all_turns,
+       "chat data: loss on every turn, not only the assistant's"},
+      {"keep_empty_examples", &C::keep_empty_examples, "keep examples left with no target token"},
       {"group_by_length", &C::group_by_length, "batch records of similar length together"},
       {"finetune", &C::finetune, "what is trained", names(model::kFinetuneNames)},
       {"adapter", &C::adapter, "adapter kind with finetune lora", names(kAdapterNames)},
@@ -94,16 +105,20 @@ const std::vector<Field>& fields() {
        &C::lr_scheduler_type,
        "learning-rate schedule after warmup",
        {"constant", "linear", "cosine"}},
-      {"warmup_steps", &C::warmup_steps, "linear warmup steps (default 100 unless warmup_ratio is set)"},
+      {"warmup_steps", &C::warmup_steps, "linear warmup steps (default 0 unless warmup_ratio is set)"},
       {"warmup_ratio", &C::warmup_ratio, "warmup as a fraction of the total steps"},
       {"shuffle", &C::shuffle, "shuffle the training records each epoch"},
       {"seed", &C::seed, "seed of every random choice"},
       {"prompt_template", &C::prompt_template, "prompt template name"},
-      {"dataset_format", &C::dataset_format, "dataset layout", {"auto", "alpaca", "chat", "sharegpt"}},
+      {"dataset_format",
+       &C::dataset_format,
+       "dataset layout",
+       {"auto", "alpaca", "chat", "sharegpt", "messages", "text", "prompt_completion", "pretokenized"}},
       {"packing", &C::packing, "pack several records into one sequence"},
       {"on_bad_record", &C::on_bad_record, "what a broken dataset record does", {"error", "skip"}},
-      {"precision", &C::precision, "compute precision", names(kPrecisionNames)},
-      {"device", &C::device, "where training runs", names(kDeviceNames)},
+      {"precision", &C::precision, "compute precision (auto: bf16 on cuda, fp32 on cpu)",
+       with_auto(names(kPrecisionNames))},
+      {"device", &C::device, "where training runs (auto: cuda when usable)", with_auto(names(kDeviceNames))},
       {"chunk_size", &C::chunk_size, "tokens per chunk (0: whole sequences)"},
       {"memory_limit", &C::memory_limit, "memory budget in bytes or like 24GiB (0: the device's)", {}, true},
       {"recompute",
@@ -147,7 +162,8 @@ const std::vector<Field>& fields() {
       {"save_total_limit", &C::save_total_limit, "checkpoints kept (0: all)"},
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},
       {"logging_steps", &C::logging_steps, "console/TensorBoard log every N optimizer steps"},
-      {"resume", &C::resume, "\"\", latest, or a checkpoint directory"},
+      {"resume", &C::resume,
+       "\"\", latest, auto (latest when output_dir has a checkpoint), or a checkpoint dir"},
       {"overwrite_output_dir", &C::overwrite_output_dir,
        "also write into an output_dir that holds files leantune did not write (same-named files are "
        "replaced; nothing else is deleted)"},
@@ -439,6 +455,11 @@ void apply_overrides(TrainConfig& c, const std::vector<std::string>& args) {
         value = "true";  // a lone boolean flag, as alpaca-lora's --train_on_inputs
       }
     }
+    // Lists as HF and PEFT users type them, space-separated (--lora_target_modules q_proj v_proj): the
+    // words up to the next --key join the list.
+    if (std::holds_alternative<std::vector<std::string> TrainConfig::*>(f->member) && !has_value &&
+        !value.starts_with("["))
+      while (i + 1 < args.size() && !args[i + 1].starts_with("--")) value += "," + args[++i];
     const bool structured = std::holds_alternative<std::vector<std::string> TrainConfig::*>(f->member) ||
                             std::holds_alternative<IntMap TrainConfig::*>(f->member) ||
                             std::holds_alternative<DoubleMap TrainConfig::*>(f->member);

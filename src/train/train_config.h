@@ -1,7 +1,9 @@
 // The training configuration: every key of a run, read from a YAML file with `--key value` command-line
 // overrides, checked completely before any work starts, and written back as YAML (saved in checkpoints;
-// loading that file gives an identical TrainConfig). Defaults follow alpaca-lora's finetune.py (and the
-// TrainingArguments it passes: warmup 100, logging 10, eval/save every 200, keep 3) and HF's AdamW defaults.
+// loading that file gives an identical TrainConfig). Defaults follow alpaca-lora's finetune.py for its keys,
+// except where HF Trainer/TRL users would trip: no warmup unless asked and no validation split unless asked
+// (HF TrainingArguments' defaults), device and precision picked from the machine; logging 10, eval/save
+// every 200, keep 3; HF's AdamW defaults.
 #pragma once
 
 #include <cstdint>
@@ -14,20 +16,23 @@ namespace lt::train {
 
 struct TrainConfig {
   // alpaca-lora's keys.
-  std::string base_model;  // HF model directory (required)
-  std::string data_path;   // dataset file (required)
+  std::string base_model;      // HF model directory (required)
+  std::string data_path;       // dataset file (required)
+  std::string eval_data_path;  // a separate evaluation file ("" = none; then val_set_size may split one off)
   std::string output_dir = "./lora-alpaca";
   int64_t batch_size = 128;      // sequences per optimizer step
   int64_t micro_batch_size = 4;  // sequences per forward/backward
   double num_epochs = 3;
   double learning_rate = 3e-4;
-  int64_t cutoff_len = 256;     // tokens per sequence, longer ones are truncated
-  int64_t val_set_size = 2000;  // records held out for evaluation (0: none)
+  int64_t cutoff_len = 256;  // tokens per sequence, longer ones are truncated
+  double val_set_size = 0;   // held out for evaluation: 0 none, a fraction in (0, 1), or a whole count
   int64_t lora_r = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.05;
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
-  bool train_on_inputs = true;
+  bool train_on_inputs = true;       // instruction and prompt/completion data: loss on the prompt too
+  bool train_on_all_turns = false;   // chat data: loss on every turn, not only the assistant's
+  bool keep_empty_examples = false;  // keep examples with no target token (default: dropped)
   bool group_by_length = false;
 
   // What is trained.
@@ -58,20 +63,20 @@ struct TrainConfig {
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;                // 0: no clipping
   std::string lr_scheduler_type = "linear";  // constant | linear | cosine
-  std::optional<int64_t> warmup_steps;       // 100 when neither warmup key is given
+  std::optional<int64_t> warmup_steps;       // 0 (HF's default) when neither warmup key is given
   std::optional<double> warmup_ratio;        // in [0, 1): ceil(ratio * total steps)
 
   // Data.
   bool shuffle = true;
   int64_t seed = 42;
   std::string prompt_template = "alpaca";
-  std::string dataset_format = "auto";  // auto | alpaca | chat | sharegpt
+  std::string dataset_format = "auto";  // auto | alpaca | chat | sharegpt | text | prompt_completion | ...
   bool packing = false;
   std::string on_bad_record = "error";  // error | skip
 
   // Engine.
-  std::string precision = "bf16";    // fp64 | fp32 | bf16 | fp16
-  std::string device = "cuda";       // cpu | cuda
+  std::string precision = "auto";    // auto (bf16 on a GPU, fp32 on the CPU) | fp64 | fp32 | bf16 | fp16
+  std::string device = "auto";       // auto (cuda when a GPU is usable, else cpu) | cpu | cuda
   int64_t chunk_size = 0;            // tokens per chunk (0: the whole sequence at once)
   int64_t memory_limit = 0;          // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::string recompute = "auto";    // auto | none | full | selective | elementwise | norms (decoder.h)

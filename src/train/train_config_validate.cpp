@@ -69,18 +69,22 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// FSDP's names become the canonical ones; every strategy but none needs the schedule's residency hooks and
-// a multi-process trainer, which do not exist yet.
+// FSDP's names become the canonical ones; zero3 needs the weights gathered through the schedule's
+// residency hooks, which is not wired yet.
 void check_sharding(TrainConfig& c) {
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(c.sharding);
   LT_CHECK(sharding, "config: 'sharding' is '{}', expected one of {}", c.sharding,
            fmt::join(dist::sharding_spellings(), ", "));
   const std::string given = c.sharding;
   c.sharding = std::string(dist::sharding_name(*sharding));
-  LT_CHECK(
-      *sharding == dist::Sharding::None,
-      "config: 'sharding' is {}{}; the sharding strategies are not wired yet (see issue #18), expected none",
-      c.sharding, given == c.sharding ? "" : fmt::format(" ('{}')", given));
+  LT_CHECK(*sharding != dist::Sharding::Zero3,
+           "config: 'sharding' is {}{}; sharding the weights themselves is not wired yet (see issue #18), "
+           "expected none, ddp, zero1 or zero2",
+           c.sharding, given == c.sharding ? "" : fmt::format(" ('{}')", given));
+  LT_CHECK(!c.optimizer_in_backward || *sharding == dist::Sharding::None,
+           "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
+           "gradients arrive; expected sharding none",
+           c.sharding);
 }
 
 }  // namespace
@@ -121,7 +125,11 @@ void validate(TrainConfig& c) {
   LT_CHECK(c.num_epochs > 0, "config: 'num_epochs' is {}, expected a number > 0", c.num_epochs);
   LT_CHECK(c.learning_rate > 0, "config: 'learning_rate' is {}, expected a number > 0", c.learning_rate);
   positive("cutoff_len", c.cutoff_len);
-  non_negative("val_set_size", c.val_set_size);
+  LT_CHECK(
+      std::isfinite(c.val_set_size) && c.val_set_size >= 0 &&
+          (c.val_set_size < 1 || c.val_set_size == std::floor(c.val_set_size)),
+      "config: 'val_set_size' is {}, expected 0 (none), a fraction in (0, 1) or a whole number of examples",
+      c.val_set_size);
   LT_CHECK(c.max_steps >= 0, "config: 'max_steps' is {}, expected >= 0 (0: num_epochs decides)", c.max_steps);
   LT_CHECK(c.weight_decay >= 0, "config: 'weight_decay' is {}, expected >= 0", c.weight_decay);
   in_unit_interval("adam_beta1", c.adam_beta1);
@@ -129,12 +137,15 @@ void validate(TrainConfig& c) {
   LT_CHECK(c.adam_epsilon > 0, "config: 'adam_epsilon' is {}, expected a number > 0", c.adam_epsilon);
   LT_CHECK(c.max_grad_norm >= 0, "config: 'max_grad_norm' is {}, expected >= 0 (0: no clipping)",
            c.max_grad_norm);
+  LT_CHECK(c.eval_data_path.empty() || c.val_set_size == 0,
+           "config: 'eval_data_path' ({}) and 'val_set_size' ({}) are both set; evaluation uses one of them",
+           c.eval_data_path, c.val_set_size);
   if (c.warmup_steps && c.warmup_ratio)
     LT_FAIL("config: 'warmup_steps' ({}) and 'warmup_ratio' ({}) are both set, expected only one of them",
             *c.warmup_steps, *c.warmup_ratio);
   if (c.warmup_steps) non_negative("warmup_steps", *c.warmup_steps);
   if (c.warmup_ratio) in_unit_interval("warmup_ratio", *c.warmup_ratio);
-  if (!c.warmup_steps && !c.warmup_ratio) c.warmup_steps = 100;  // alpaca-lora's TrainingArguments
+  if (!c.warmup_steps && !c.warmup_ratio) c.warmup_steps = 0;  // HF TrainingArguments: no warmup unless asked
   non_negative("seed", c.seed);
   LT_CHECK(!c.prompt_template.empty(), "config: 'prompt_template' is empty, expected a template name");
   check_sharding(c);
@@ -145,6 +156,7 @@ void validate(TrainConfig& c) {
   non_negative("eval_steps", c.eval_steps);
   positive("logging_steps", c.logging_steps);
 
+  resolve_auto_device(c.device, c.precision);
   const Device device = device_of(c);
   const Precision precision = precision_of(c);
   const Finetune finetune = finetune_of(c);
@@ -236,6 +248,8 @@ void validate(TrainConfig& c) {
   positive("lora_r", c.lora_r);
   LT_CHECK(c.lora_alpha > 0, "config: 'lora_alpha' is {}, expected a number > 0", c.lora_alpha);
   in_unit_interval("lora_dropout", c.lora_dropout);
+  // PEFT's "all-linear": every linear layer of the decoder blocks (never the LM head).
+  if (c.lora_target_modules == std::vector<std::string>{"all-linear"}) c.lora_target_modules = kLoraModules;
   LT_CHECK(!c.lora_target_modules.empty(), "config: 'lora_target_modules' is empty, expected some of {}",
            fmt::join(kLoraModules, ", "));
   for (const auto& m : c.lora_target_modules)
@@ -301,12 +315,16 @@ void check_paths(const TrainConfig& c) {
            "config: 'base_model' is '{}', which does not exist; expected a model directory", c.base_model);
   LT_CHECK(fs::exists(c.data_path),
            "config: 'data_path' is '{}', which does not exist; expected a dataset file", c.data_path);
+  if (!c.eval_data_path.empty())
+    LT_CHECK(fs::exists(c.eval_data_path),
+             "config: 'eval_data_path' is '{}', which does not exist; expected a dataset file",
+             c.eval_data_path);
   if (!c.init_adapter.empty())
     LT_CHECK(
         fs::exists(fs::path(c.init_adapter) / "adapter_config.json"),
         "config: 'init_adapter' is '{}', which has no adapter_config.json; expected a PEFT adapter directory",
         c.init_adapter);
-  if (!c.resume.empty() && c.resume != "latest")
+  if (!c.resume.empty() && c.resume != "latest" && c.resume != "auto")
     LT_CHECK(fs::is_directory(c.resume),
              "config: 'resume' is '{}', which is not a directory; expected \"latest\" "
              "or a checkpoint directory",

@@ -89,6 +89,47 @@ TEST(TrainCommand, TrainsFromYamlAndOverridesAndLowersTheLoss) {
     EXPECT_NE(bytes.find(tag), std::string::npos) << tag;  // 9 per layer x 2 + embed, norm, head
 }
 
+// eval_data_path: the whole data_path trains and the other file evaluates (no split); both reported.
+TEST(TrainCommand, EvaluatesOnASeparateFile) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  test::write_tiny_dataset(dir.file("eval.jsonl"), 3);
+  std::vector<std::string> args = tiny_args(dir);
+  args.insert(args.end(),
+              {"--val_set_size", "0", "--eval_data_path", dir.file("eval.jsonl"), "--max_steps", "2"});
+  test::CliResult r = test::run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("12 train / 3 validation examples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval data " + dir.file("eval.jsonl") + ": 3 records"), std::string::npos) << r.out;
+  // The end-of-run summary.
+  EXPECT_NE(r.out.find("done: steps 1-2 of 2 in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model (config.json, safetensors): " + dir.file("out")), std::string::npos) << r.out;
+  std::ifstream metrics(dir.file("out/metrics.jsonl"));
+  int evals = 0;
+  for (std::string line; std::getline(metrics, line);) evals += nlohmann::json::parse(line)["type"] == "eval";
+  EXPECT_EQ(evals, 1);
+}
+
+// resume: auto starts fresh without a checkpoint and continues from the latest one with it: the same
+// command line restarts a preempted job.
+TEST(TrainCommand, ResumeAutoContinuesWhenACheckpointExists) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  std::vector<std::string> args = tiny_args(dir);
+  args.insert(args.end(), {"--max_steps", "2", "--save_steps", "1", "--resume", "auto"});
+  test::CliResult first = test::run_cli(args);
+  ASSERT_EQ(first.code, 0) << first.err << first.out;
+  EXPECT_NE(first.out.find("resume: auto: no checkpoint in output_dir, starting fresh"), std::string::npos)
+      << first.out;
+  test::CliResult second = test::run_cli(args);
+  EXPECT_NE(second.out.find("resume: auto: continuing from output_dir's latest checkpoint"),
+            std::string::npos)
+      << second.out << second.err;
+}
+
 struct Refusal {
   std::vector<std::string> extra;
   std::string key;  // must appear in the message
@@ -110,20 +151,22 @@ TEST_P(TrainRefusals, NonZeroExitNamingTheKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Keys, TrainRefusals,
-    ::testing::Values(
-        Refusal{{"--device", "cuda"}, "'device'"}, Refusal{{"--precision", "bf16"}, "precision"},
-        Refusal{{"--learning_rate", "-1"}, "learning_rate"},
-        Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
-        Refusal{{"--no_such_key", "1"}, "no_such_key"},
-        Refusal{{"--finetune", "lora", "--adapter", "qlora", "--bnb_4bit_compute_dtype", "float16"},
-                "'bnb_4bit_compute_dtype'"},
-        Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
-        Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
-        Refusal{{"--lora_r", "4"}, "lora_r"},
-        Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
-                "trainable_layers"},
-        Refusal{{"--resume", "latest"}, "'resume'"}, Refusal{{"--val_set_size", "12"}, "val_set_size"},
-        Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
+    ::testing::Values(Refusal{{"--device", "cuda"}, "'device'"},
+                      Refusal{{"--precision", "bf16"}, "precision"},
+                      Refusal{{"--learning_rate", "-1"}, "learning_rate"},
+                      Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
+                      Refusal{{"--no_such_key", "1"}, "no_such_key"},
+                      Refusal{{"--finetune", "lora", "--adapter", "qlora", "--bnb_4bit_compute_dtype", "float16"},
+                              "'bnb_4bit_compute_dtype'"},
+                      Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
+                      Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
+                      Refusal{{"--lora_r", "4"}, "lora_r"},
+                      Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
+                              "trainable_layers"},
+                      Refusal{{"--resume", "latest"}, "'resume'"},
+                      Refusal{{"--val_set_size", "12"}, "val_set_size"},
+                      Refusal{{"--eval_data_path", "no/such.jsonl"}, "eval_data_path"},
+                      Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
 
 TEST(TrainCommand, MissingPathsAreNamed) {
   test::TempDir dir;

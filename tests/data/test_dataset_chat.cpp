@@ -52,7 +52,7 @@ TEST(DatasetChat, MessagesMaskEverythingButAssistantTurns) {
   EXPECT_EQ(d.examples[0].input_ids.front(), ByteTokenizer::kBos);
 
   DatasetOptions all = chat_options(TemplateKind::llama3);
-  all.train_on_inputs = true;
+  all.train_on_all_turns = true;
   Dataset everything = load_dataset(path, tok, all);
   EXPECT_EQ(everything.examples[0].labels, everything.examples[0].input_ids);
 }
@@ -152,9 +152,11 @@ TEST(DatasetChat, FormatDetection) {
   EXPECT_EQ(detect_data_format(dir.file("c.jsonl")), DataFormat::pretokenized);
   write_file(dir.file("d.txt"), "hello");
   EXPECT_EQ(detect_data_format(dir.file("d.txt")), DataFormat::text);
-  write_file(dir.file("e.jsonl"), "{\"prompt\": \"x\", \"completion\": \"y\"}\n");
-  std::string message = error_message([&] { detect_data_format(dir.file("e.jsonl")); });
-  EXPECT_TRUE(contains(message, "fields (completion, prompt)")) << message;
+  write_file(dir.file("e.jsonl"), "{\"prompt\": \"x\", \"completion\": \"y\"}\n");  // TRL's (issue #21)
+  EXPECT_EQ(detect_data_format(dir.file("e.jsonl")), DataFormat::prompt_completion);
+  write_file(dir.file("g.jsonl"), "{\"question\": \"x\", \"answer\": \"y\"}\n");
+  std::string message = error_message([&] { detect_data_format(dir.file("g.jsonl")); });
+  EXPECT_TRUE(contains(message, "fields (answer, question)")) << message;
   write_file(dir.file("f.csv"), "a,b");
   message = error_message([&] { detect_data_format(dir.file("f.csv")); });
   EXPECT_TRUE(contains(message, "'.csv'")) << message;

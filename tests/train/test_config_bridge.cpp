@@ -1,6 +1,8 @@
 // TrainConfig -> AdamW options, schedule and adapter config.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "train/config_bridge.h"
 
@@ -33,9 +35,9 @@ TEST(ConfigBridge, OptimizerAndAccumulation) {
 TEST(ConfigBridge, ScheduleUsesTheResolvedWarmup) {
   TrainConfig c = valid();
   LrSchedule s = lr_schedule(c, 1000);
-  EXPECT_EQ(s.warmup_steps(), 100);
+  EXPECT_EQ(s.warmup_steps(), 0);  // HF TrainingArguments' default: no warmup unless asked (issue #21)
   EXPECT_EQ(s.type(), LrScheduleType::Linear);
-  EXPECT_DOUBLE_EQ(s.lr(100), 3e-4);
+  EXPECT_DOUBLE_EQ(s.lr(0), 3e-4);
   c.warmup_steps.reset();
   c.warmup_ratio = 0.07;
   c.lr_scheduler_type = "cosine";
@@ -51,7 +53,8 @@ TEST(ConfigBridge, AdapterConfig) {
   EXPECT_EQ(a.lora_alpha, 16);
   EXPECT_EQ(a.target_modules, c.lora_target_modules);
   EXPECT_EQ(a.rank_for("model.layers.0.mlp.down_proj"), 4);
-  EXPECT_EQ(a.base_model_name_or_path, "models/tiny");
+  // Absolute, so that AutoPeftModelForCausalLM finds the base from another working directory.
+  EXPECT_EQ(a.base_model_name_or_path, (std::filesystem::current_path() / "models/tiny").string());
   c.finetune = "full";
   EXPECT_THROW(lora_adapter_config(c), Error);
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "ops/device.h"
 #include "support/test_support.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
@@ -44,14 +45,16 @@ void expect_refused(const std::vector<std::string>& args, const std::vector<std:
   for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
 }
 
-TEST(TrainConfig, DefaultsFollowAlpacaLora) {
+// alpaca-lora's keys keep alpaca-lora's defaults, except the two a newcomer trips over (issue #21): no
+// validation split and no warmup unless asked, as HF TrainingArguments.
+TEST(TrainConfig, DefaultsFollowAlpacaLoraAndHfTrainer) {
   TrainConfig c;
   EXPECT_EQ(c.batch_size, 128);
   EXPECT_EQ(c.micro_batch_size, 4);
   EXPECT_EQ(c.num_epochs, 3);
   EXPECT_EQ(c.learning_rate, 3e-4);
   EXPECT_EQ(c.cutoff_len, 256);
-  EXPECT_EQ(c.val_set_size, 2000);
+  EXPECT_EQ(c.val_set_size, 0);
   EXPECT_EQ(c.lora_r, 8);
   EXPECT_EQ(c.lora_alpha, 16);
   EXPECT_EQ(c.lora_dropout, 0.05);
@@ -60,7 +63,55 @@ TEST(TrainConfig, DefaultsFollowAlpacaLora) {
   EXPECT_FALSE(c.group_by_length);
   TrainConfig v = base();
   validate(v);
-  EXPECT_EQ(v.warmup_steps, 100);  // alpaca-lora's TrainingArguments(warmup_steps=100)
+  EXPECT_EQ(v.warmup_steps, 0);  // TrainingArguments(warmup_steps=0, warmup_ratio=0)
+}
+
+// device and precision default to auto and resolve from the machine: a CPU-only build (or no visible GPU)
+// trains on the CPU in fp32 with no flag; explicit values stay as given.
+TEST(TrainConfig, AutoDeviceAndPrecisionResolveFromTheMachine) {
+  TrainConfig c;
+  EXPECT_EQ(c.device, "auto");
+  EXPECT_EQ(c.precision, "auto");
+  c.base_model = "m";
+  c.data_path = "d";
+  validate(c);
+  const bool gpu = ops::cuda_available();
+  EXPECT_EQ(c.device, gpu ? "cuda" : "cpu");
+  EXPECT_EQ(c.precision, gpu ? "bf16" : "fp32");
+  std::string device = "cpu", precision = "auto";
+  resolve_auto_device(device, precision);
+  EXPECT_EQ(precision, "fp32");
+  device = "cpu";
+  precision = "fp64";
+  resolve_auto_device(device, precision);
+  EXPECT_EQ(precision, "fp64");
+}
+
+// Lists come space- or comma-separated; PEFT's all-linear names every projection.
+TEST(TrainConfig, ListsAsHfUsersTypeThemAndAllLinear) {
+  TrainConfig c = base();
+  apply_overrides(c, {"--lora_target_modules", "q_proj", "v_proj", "k_proj", "--lora_r", "4"});
+  EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj", "k_proj"}));
+  EXPECT_EQ(c.lora_r, 4);
+  apply_overrides(c, {"--lora_target_modules", "o_proj,up_proj"});
+  EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"o_proj", "up_proj"}));
+  apply_overrides(c, {"--lora_target_modules", "all-linear"});
+  validate(c);
+  EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj",
+                                                             "gate_proj", "up_proj", "down_proj"}));
+}
+
+// val_set_size takes a fraction (HF's test_size) or a whole count; neither a fractional count nor a
+// negative value.
+TEST(TrainConfig, ValSetSizeIsAFractionOrACount) {
+  TrainConfig c = base();
+  apply_overrides(c, {"--val_set_size", "0.1"});
+  validate(c);
+  EXPECT_EQ(c.val_set_size, 0.1);
+  apply_overrides(c, {"--val_set_size", "20"});
+  validate(c);
+  EXPECT_EQ(c.val_set_size, 20);
+  expect_refused({"--val_set_size", "2.5"}, {"val_set_size", "2.5", "whole number"});
 }
 
 TEST(TrainConfig, ParsesYamlOfEveryKind) {

@@ -1,0 +1,38 @@
+// A model as a GGUF file for llama.cpp / Ollama, laid out as llama.cpp's convert_hf_to_gguf.py lays out an
+// HF checkpoint of the same family:
+//   - architecture "llama" for LlamaForCausalLM and MistralForCausalLM, with llama.cpp's tensor names
+//     (token_embd, blk.N.attn_norm / attn_q / attn_k / attn_v / attn_output / ffn_norm / ffn_gate / ffn_up /
+//     ffn_down, output_norm, output; no output tensor when the embeddings are tied);
+//   - attn_q and attn_k rows permuted from HF's rotate-half RoPE layout back to the interleaved pairs
+//     llama.cpp's RoPE reads (convert_hf_to_gguf's LlamaModel.permute, with KVH heads for K);
+//   - 1-D tensors (norms) in f32, every other tensor in the asked type (q8_0: tensors whose rows are not a
+//     multiple of 32 fall back to f16, as the converter's quantize does);
+//   - the hyperparameters llama.cpp reads (llama.context_length, embedding_length, block_count,
+//     feed_forward_length, rope.dimension_count, attention.head_count / head_count_kv /
+//     layer_norm_rms_epsilon, rope.freq_base, vocab_size; key/value_length when HD != D / H), general.*;
+//   - the tokenizer from a SentencePiece tokenizer.model (tokenizer.ggml.model "llama": tokens, scores,
+//     token types as the converter takes them from sentencepiece, padded with [PADi] up to config.json's
+//     vocab_size), config.json's special ids, add_bos/add_eos from tokenizer_config.json, and its
+//     chat_template.
+// Not yet, refused by name: other architectures (Qwen2's "qwen2" layout), Llama 3 RoPE scaling (needs the
+// rope_freqs tensor), tokenizers other than SentencePiece (GPT-2-style BPE needs tokenizer.ggml.pre).
+#pragma once
+
+#include <string>
+
+#include "io/gguf_writer.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace lt::cli {
+
+// "f32", "f16", "bf16", "q8_0"; "" = the model's 16-bit dtype (bf16 for bfloat16, else f16, as the
+// converter's default outtype for float32 checkpoints); anything else is refused listing the names.
+io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConfig& config);
+
+// Writes `weights` (host f32, of the model in `model_dir`, whose tokenizer and tokenizer_config.json are
+// read) to `path`.
+void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
+                      const model::ModelWeights& weights, io::GgmlType type);
+
+}  // namespace lt::cli

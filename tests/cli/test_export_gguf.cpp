@@ -1,0 +1,101 @@
+// `leantune export --gguf TYPE`: the tiny real Llama (../shared stories260K-hf, SentencePiece tokenizer) as
+// a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
+// conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
+// SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
+// Bad arguments are refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_test_util.h"
+#include "support/test_support.h"
+
+namespace lt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string fnv1a64(std::string_view data) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : data) h = (h ^ c) * 0x100000001B3ull;
+  return fmt::format("{:016x}", h);
+}
+
+size_t padded(size_t n) {
+  return (n + 31) / 32 * 32;
+}
+
+// The bytes of a tensor of `type` and `shape` (q8_0: 34 bytes per 32 elements).
+size_t tensor_bytes(const std::string& type, const nlohmann::json& shape) {
+  size_t count = 1;
+  for (const auto& d : shape) count *= d.get<size_t>();
+  if (type == "f32") return count * 4;
+  if (type == "q8_0") return count / 32 * 34;
+  return count * 2;
+}
+
+TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_stories260K.json")));
+  test::TempDir dir;
+  for (const auto& [type, expected] : golden["files"].items()) {
+    SCOPED_TRACE(type);
+    const std::string out = dir.file(type);
+    test::CliResult r = test::run_cli({"export", "--base_model", model, "--gguf", type, "--output_dir", out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string path = out + "/model-" + type + ".gguf";
+    ASSERT_TRUE(fs::exists(path)) << r.out;
+    const std::string bytes = read_bytes(path);
+    EXPECT_EQ(bytes.size(), expected["bytes"].get<size_t>());
+    if (fnv1a64(bytes) == expected["fnv1a64"].get<std::string>()) continue;
+    // Which part differs: the data section is the file's tail, tensors back to back, each padded to 32.
+    size_t data_bytes = 0;
+    for (const auto& t : expected["tensors"]) data_bytes += padded(tensor_bytes(t["type"], t["shape"]));
+    ASSERT_LE(data_bytes, bytes.size());
+    size_t offset = bytes.size() - data_bytes;
+    ADD_FAILURE() << "the file differs from gguf-py's; header+metadata hash "
+                  << fnv1a64(std::string_view(bytes).substr(0, offset));
+    for (const auto& t : expected["tensors"]) {
+      const size_t n = tensor_bytes(t["type"], t["shape"]);
+      EXPECT_EQ(fnv1a64(std::string_view(bytes).substr(offset, n)), t["fnv1a64"].get<std::string>())
+          << t["name"].get<std::string>();
+      offset += padded(n);
+    }
+  }
+}
+
+TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
+  test::TempDir dir;
+  // A float32 checkpoint: the converter's default outtype, f16.
+  test::CliResult r =
+      test::run_cli({"export", "--base_model", model, "--gguf", "--output_dir", dir.file("d")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir.file("d") + "/model-f16.gguf"));
+
+  r = test::run_cli({"export", "--base_model", model, "--gguf", "q4_k", "--output_dir", dir.file("e")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--gguf 'q4_k', expected f32, f16, bf16 or q8_0"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("e") + "/model-q4_k.gguf"));
+
+  r = test::run_cli({"export", "--base_model", model, "--output_dir", dir.file("f")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--gguf"), std::string::npos) << r.err;
+
+  // What is not written yet is refused by name (this test Llama has Llama 3 RoPE scaling and no tokenizer).
+  r = test::run_cli({"export", "--base_model", test::source_path("tests/model/golden/peft_llama/base"),
+                     "--gguf", "f32", "--output_dir", dir.file("g")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("not written to GGUF yet"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace lt::cli

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Golden GGUF files for `leantune export --gguf` (tests/cli/test_export_gguf.cpp).
+
+For ../shared's tiny real Llama (stories260K-hf: fp32 safetensors, SentencePiece tokenizer.model), writes
+with gguf-py's own GGUFWriter the file llama.cpp's convert_hf_to_gguf.py conventions give, for each type
+f32, f16, bf16 and q8_0:
+  - tensors renamed to llama.cpp's names; q_proj / k_proj rows permuted back to interleaved RoPE pairs
+    (LlamaModel.permute, with num_key_value_heads for K); 1-D tensors f32; 2-D tensors converted by
+    gguf.quants.quantize (q8_0: rows not a multiple of 32 fall back to f16); no output.weight when tied;
+  - the vocabulary as _set_vocab_sentencepiece takes it (IdToPiece, GetScore, the Is* token types), padded
+    with [PADi] to config.json's vocab_size; the special ids config.json gives (SpecialVocab);
+  - the llama.* hyperparameters and general.* keys, in the order leantune writes them.
+The files themselves are not kept: tests/cli/golden/gguf_stories260K.json records, per type, the file's size
+and FNV-1a 64 hash, and per tensor its type, shape and data hash, so a mismatch points at the tensor.
+
+Usage: python3 tools/make_gguf_golden.py [--shared ../shared]
+"""
+import argparse
+import importlib.metadata
+import json
+import os
+import tempfile
+
+import gguf
+import numpy as np
+import sentencepiece
+from safetensors.numpy import load_file
+
+TYPES = {
+    "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
+    "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
+    "bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+    "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+}
+
+
+def fnv1a64(data: bytes) -> str:
+    h = 0xCBF29CE484222325
+    arr = np.frombuffer(data, dtype=np.uint8)
+    for b in arr.tolist():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def tensors_of(model_dir, cfg):
+    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    H, KVH = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    out = [("token_embd.weight", st["model.embed_tokens.weight"])]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        b = f"blk.{l}."
+        out += [
+            (b + "attn_norm.weight", st[p + "input_layernorm.weight"]),
+            (b + "attn_q.weight", permute(st[p + "self_attn.q_proj.weight"], H, H)),
+            (b + "attn_k.weight", permute(st[p + "self_attn.k_proj.weight"], H, KVH)),
+            (b + "attn_v.weight", st[p + "self_attn.v_proj.weight"]),
+            (b + "attn_output.weight", st[p + "self_attn.o_proj.weight"]),
+            (b + "ffn_norm.weight", st[p + "post_attention_layernorm.weight"]),
+            (b + "ffn_gate.weight", st[p + "mlp.gate_proj.weight"]),
+            (b + "ffn_up.weight", st[p + "mlp.up_proj.weight"]),
+            (b + "ffn_down.weight", st[p + "mlp.down_proj.weight"]),
+        ]
+    out.append(("output_norm.weight", st["model.norm.weight"]))
+    if not cfg.get("tie_word_embeddings", False):
+        out.append(("output.weight", st["lm_head.weight"]))
+    return out
+
+
+def write(path, model_dir, cfg, qtype, ftype):
+    w = gguf.GGUFWriter(path, "llama")
+    D, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    HD = cfg.get("head_dim") or D // H
+    w.add_name(os.path.basename(os.path.normpath(model_dir)))
+    w.add_file_type(ftype)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(D)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_rope_dimension_count(HD)
+    w.add_head_count(H)
+    w.add_head_count_kv(cfg.get("num_key_value_heads", H))
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    rope = cfg.get("rope_parameters") or {}
+    w.add_rope_freq_base(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    if HD * H != D:
+        w.add_key_length(HD)
+        w.add_value_length(HD)
+    # _set_vocab_sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
+    tokens, scores, types = [], [], []
+    for i in range(sp.vocab_size()):
+        t = gguf.TokenType.NORMAL
+        if sp.IsUnknown(i):
+            t = gguf.TokenType.UNKNOWN
+        elif sp.IsControl(i):
+            t = gguf.TokenType.CONTROL
+        elif sp.IsUnused(i):
+            t = gguf.TokenType.UNUSED
+        elif sp.IsByte(i):
+            t = gguf.TokenType.BYTE
+        tokens.append(sp.IdToPiece(i).encode("utf-8"))
+        scores.append(sp.GetScore(i))
+        types.append(t)
+    for i in range(len(tokens), cfg["vocab_size"]):
+        tokens.append(f"[PAD{i}]".encode("utf-8"))
+        scores.append(-1000.0)
+        types.append(gguf.TokenType.UNUSED)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    # SpecialVocab: the ids config.json gives (null or absent: none).
+    eos = cfg.get("eos_token_id")
+    eos = eos[0] if isinstance(eos, list) else eos
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(cfg["bos_token_id"])
+    if eos is not None:
+        w.add_eos_token_id(eos)
+    if cfg.get("pad_token_id") is not None:
+        w.add_pad_token_id(cfg["pad_token_id"])
+    for name, t in tensors_of(model_dir, cfg):
+        t = t.astype(np.float32)
+        q = gguf.GGMLQuantizationType.F32 if t.ndim == 1 else qtype
+        try:
+            data = gguf.quants.quantize(t, q)
+        except gguf.QuantError:
+            q = gguf.GGMLQuantizationType.F16
+            data = gguf.quants.quantize(t, q)
+        w.add_tensor(name, data, raw_dtype=q)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def describe(path):
+    reader = gguf.GGUFReader(path)
+    tensors = []
+    for t in reader.tensors:
+        tensors.append({
+            "name": t.name,
+            "type": t.tensor_type.name.lower(),
+            "shape": [int(x) for x in reversed(t.shape.tolist())],
+            "fnv1a64": fnv1a64(bytes(t.data.tobytes())),
+        })
+    with open(path, "rb") as f:
+        data = f.read()
+    return {"bytes": len(data), "fnv1a64": fnv1a64(data), "tensors": tensors}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+    args = ap.parse_args()
+    model_dir = os.path.join(args.shared, "data", "models", "stories260K-hf")
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    golden = {"model": "stories260K-hf", "gguf_py": importlib.metadata.version("gguf"),
+              "files": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (qtype, ftype) in TYPES.items():
+            path = os.path.join(tmp, f"model-{name}.gguf")
+            write(path, model_dir, cfg, qtype, ftype)
+            golden["files"][name] = describe(path)
+    out = os.path.join(os.path.dirname(__file__), "..", "tests", "cli", "golden", "gguf_stories260K.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

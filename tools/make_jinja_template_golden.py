@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Golden renderings of chat templates for leantune's Jinja renderer (tests/data/test_jinja_template.cpp).
+
+For every template under tests/data/golden/chat_templates/ (the chat_template of each family's
+tokenizer_config.json: Llama 2, Llama 3, Qwen2, Mistral, Gemma, Phi-3, and templates that exercise
+whitespace control and namespace()), 50 conversations drawn from a fixed seed (with and without a system
+turn, one to four user/assistant exchanges, contents with surrounding whitespace, newlines, quotes and
+non-ASCII text, sometimes ending on a user turn) are rendered, every other one with add_generation_prompt, by
+transformers' own render_jinja_template (what apply_chat_template calls). A template that raises (roles
+that do not alternate, a system turn Gemma refuses) is recorded as an error with its message.
+Writes tests/data/golden/jinja_templates.json.
+
+Usage: python3 tools/make_jinja_template_golden.py
+"""
+import json
+import os
+import random
+
+import transformers
+from transformers.utils.chat_template_utils import render_jinja_template
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+TEMPLATES = os.path.join(ROOT, "tests", "data", "golden", "chat_templates")
+TEXTS = [
+    "Hello, how are you?", "  padded with spaces  ", "\nstarts with a newline", "ends with a newline\n",
+    "two\n\nparagraphs", "quotes ' and \" inside", "ünïcödé ✓ 日本語", "tabs\tinside", "{{ not a tag }}",
+    "1 + 1 = 2", "", "A longer answer: first, second; third.",
+]
+
+
+def conversation(rng):
+    messages = []
+    if rng.random() < 0.4:
+        messages.append({"role": "system", "content": rng.choice(TEXTS)})
+    turns = rng.randint(1, 4)
+    for t in range(turns):
+        messages.append({"role": "user", "content": rng.choice(TEXTS)})
+        if t + 1 < turns or rng.random() < 0.6:
+            messages.append({"role": "assistant", "content": rng.choice(TEXTS)})
+    return messages
+
+
+def main():
+    rng = random.Random(21)
+    golden = {"transformers": transformers.__version__, "bos_token": "<s>", "eos_token": "</s>", "cases": []}
+    for name in sorted(os.listdir(TEMPLATES)):
+        if not name.endswith(".jinja"):
+            continue
+        with open(os.path.join(TEMPLATES, name)) as f:
+            template = f.read()
+        for i in range(50):
+            messages = conversation(rng)
+            add_generation_prompt = i % 2 == 1
+            if True:
+                case = {"template": name, "messages": messages, "add_generation_prompt": add_generation_prompt}
+                try:
+                    case["expected"] = render_jinja_template(
+                        conversations=[messages], chat_template=template,
+                        add_generation_prompt=add_generation_prompt, bos_token="<s>", eos_token="</s>")[0][0]
+                except Exception as e:  # jinja2.TemplateError from raise_exception
+                    case["error"] = str(e)
+                golden["cases"].append(case)
+    out = os.path.join(ROOT, "tests", "data", "golden", "jinja_templates.json")
+    with open(out, "w") as f:
+        json.dump(golden, f, indent=None, ensure_ascii=False)
+        f.write("\n")
+    print("wrote", out, len(golden["cases"]), "cases")
+
+
+if __name__ == "__main__":
+    main()
