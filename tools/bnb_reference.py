@@ -13,20 +13,35 @@ import torch
 import bitsandbytes  # noqa: F401  (registers the backends)
 
 
-def reference_quantize_blockwise():
+def reference_kernel(op):
+    """bitsandbytes' torch reference kernel of `op` (its "default" registration in backends/default/ops.py)."""
     for obj in gc.get_objects():
         if inspect.isfunction(obj) and obj.__module__ == "bitsandbytes.backends.default.ops" and obj.__name__ == "_":
             try:
                 src = inspect.getsource(obj)
             except OSError:
                 continue
-            if '"bitsandbytes::quantize_blockwise", "default"' in src:
+            if f'"bitsandbytes::{op}", "default"' in src:
                 return obj
-    raise RuntimeError("bitsandbytes' reference quantize_blockwise kernel not found")
+    raise RuntimeError(f"bitsandbytes' reference {op} kernel not found")
+
+
+def reference_quantize_blockwise():
+    return reference_kernel("quantize_blockwise")
 
 
 def use_reference_nested_quantization():
     torch.library.register_kernel("bitsandbytes::quantize_blockwise", "cpu", reference_quantize_blockwise())
+
+
+def use_reference_dequantize_4bit():
+    """bitsandbytes' native CPU dequantize_4bit cuts the codes into rows of the weight's last dimension and
+    takes blocks within a row; its CUDA kernel (and its torch reference) take blocks of the flattened weight,
+    as quantization did. The two agree only when a row is a whole number of blocks (in_features a multiple of
+    64); for smaller rows the CPU kernel scales codes with the wrong block's absmax. The tools register the
+    reference kernel for the cpu device, so Linear4bit's forward and dequantize_4bit compute what the CUDA
+    kernel computes."""
+    torch.library.register_kernel("bitsandbytes::dequantize_4bit", "cpu", reference_kernel("dequantize_4bit"))
 
 
 def cuda_f32_literal(text):

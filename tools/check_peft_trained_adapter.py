@@ -12,6 +12,12 @@ that `leantune eval --adapter` reports (exact-float64 transformers of tools/make
 
 With LEANTUNE_LOSS given, exits non-zero unless the two agree to 1e-12 relative (float64 adapter) or 1e-6
 (a float32 adapter file).
+
+QLoRA: with a 4-bit base (a checkpoint with a bitsandbytes quantization_config, e.g.
+tests/model/golden/qlora_llama/base4), the adapter of `leantune train --adapter qlora --base_model $B4` is
+loaded by PeftModel.from_pretrained over transformers + bitsandbytes' 4-bit model (float32 compute, the
+CUDA kernel's dequantization: tools/bnb_reference.py), and LEANTUNE_LOSS is `leantune eval --adapter` over
+the dequantized base (`leantune dequantize $B4 DEQ --dtype float32`); they must agree to 1e-5 relative.
 """
 
 import json
@@ -30,11 +36,24 @@ import make_golden_models as mg  # noqa: E402
 
 def main():
     base_dir, adapter_dir, data = sys.argv[1:4]
-    mg.patch_exact_float64()
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager")
-    mg.attach_float64_inv_freq(base)
-    model = PeftModel.from_pretrained(base, adapter_dir)
-    model.to(torch.float64)
+    with open(os.path.join(base_dir, "config.json")) as f:
+        four_bit = "quantization_config" in json.load(f)
+    if four_bit:
+        from bnb_reference import use_reference_dequantize_4bit, use_reference_nested_quantization
+        use_reference_nested_quantization()
+        use_reference_dequantize_4bit()
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, device_map="cpu",
+                                                    attn_implementation="eager")
+        for module in base.modules():  # no repacking into the CPU inference kernels' layout
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
+        model = PeftModel.from_pretrained(base, adapter_dir)
+    else:
+        mg.patch_exact_float64()
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager")
+        mg.attach_float64_inv_freq(base)
+        model = PeftModel.from_pretrained(base, adapter_dir)
+        model.to(torch.float64)
     model.eval()
     total, count = 0.0, 0
     with open(data) as f:
@@ -51,7 +70,7 @@ def main():
     print(f"PEFT loss {loss!r} over {count} tokens (adapter file {dtype})")
     if len(sys.argv) > 4:
         expected = float(sys.argv[4])
-        tol = 1e-12 if dtype == torch.float64 else 1e-6
+        tol = 1e-5 if four_bit else 1e-12 if dtype == torch.float64 else 1e-6
         rel = abs(loss - expected) / abs(expected)
         print(f"leantune {expected!r}: relative difference {rel:.3g} (tolerance {tol:g})")
         sys.exit(0 if rel <= tol else 1)

@@ -93,7 +93,10 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
 
 // The memory plan of the run the options describe (fp32 unless --precision; fp64 is the CPU's, bf16 the GPU's
 // with f32 gradients and LoRA masters).
-void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
+// QLoRA (--bits 4 or a 4-bit checkpoint, with --finetune lora): the projections counted in 4 bits, with the
+// checkpoint's double quantization or, for a 16-bit model, the QLoRA recipe's (double quant on).
+void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
+                const std::optional<io::Bnb4Config>& stored) {
   const std::string precision = o.precision_given ? o.precision : "fp32";
   LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16" || precision == "fp16",
            "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)",
@@ -142,6 +145,8 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
         });
   }
   s.optimizer_in_backward = o.optimizer_in_backward;
+  if (o.finetune == "lora" && (stored || o.bits == 4))
+    s.nf4_double_quant = stored ? stored->double_quant : true;
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
   LT_CHECK(sharding && *sharding != dist::Sharding::Zero3,
            "info --plan: --sharding {}, expected none, ddp, zero1 or zero2", o.sharding);
@@ -223,7 +228,7 @@ void run_info(const InfoOptions& o) {
   }
   if (stored || o.bits == 4)
     print_4bit_sizes(cfg, stored, io::dtype_from_torch_name(cfg.dtype_name).value_or(DType::BF16));
-  if (o.plan) print_plan(o, cfg);
+  if (o.plan) print_plan(o, cfg, stored);
 }
 
 }  // namespace
@@ -274,7 +279,8 @@ void register_info_command(CLI::App& app) {
                   "with --plan: none, ddp, zero1 or zero2 (zero1/zero2: 1/world of AdamW's state a rank)");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
-  cmd->add_option("--bits", options->bits, "4: also the bitsandbytes 4-bit (NF4) model's size (16: default)");
+  cmd->add_option("--bits", options->bits,
+                  "4: also the bitsandbytes 4-bit (NF4) model's size, and --plan for QLoRA (16: default)");
   cmd->callback([options] { run_info(*options); });
 }
 

@@ -40,29 +40,6 @@ io::OutputDirOptions check_output_dir(const std::string& in, const std::string& 
   return claim;
 }
 
-// The dtype transformers would quantize from: torch_dtype "auto" keeps the checkpoint's own dtype (what
-// from_pretrained(..., dtype="auto") or an explicit torch_dtype of that dtype gives); transformers without
-// any torch_dtype rounds to float16 first (--torch_dtype float16 reproduces that).
-DType source_dtype(const QuantizeOptions& o, const model::ModelConfig& config) {
-  if (o.torch_dtype != "auto") {
-    auto dt = io::dtype_from_torch_name(o.torch_dtype);
-    LT_CHECK(dt && *dt != DType::F64,
-             "quantize: --torch_dtype '{}', expected auto, bfloat16, float16 or float32", o.torch_dtype);
-    return *dt;
-  }
-  std::optional<DType> dt = io::dtype_from_torch_name(config.dtype_name);
-  if (!dt) {
-    const auto reader = io::CheckpointReader::open(o.model_dir);
-    const std::string first = model::weight_specs(config).front().hf_name;
-    dt = io::to_dtype(reader->entry(first).dtype);
-  }
-  LT_CHECK(dt && (*dt == DType::BF16 || *dt == DType::F16 || *dt == DType::F32),
-           "quantize: {} holds {} weights; bitsandbytes quantizes bfloat16, float16 or float32: pass "
-           "--torch_dtype",
-           o.model_dir, dt ? dtype_name(*dt) : std::string_view("non-floating"));
-  return *dt;
-}
-
 void run_quantize(const QuantizeOptions& o) {
   const io::OutputDirOptions claim = check_output_dir(o.model_dir, o.output_dir, "quantize");
   LT_CHECK(!io::read_bnb4_quantization(o.model_dir).has_value(), "quantize: {} is already a 4-bit checkpoint",
@@ -78,7 +55,8 @@ void run_quantize(const QuantizeOptions& o) {
   quant.compute_dtype = *compute;
 
   const model::ModelConfig config = model::load_model_config(o.model_dir);
-  const DType dtype = source_dtype(o, config);
+  const DType dtype =
+      io::quantization_source_dtype(o.model_dir, config, o.torch_dtype, "quantize: --torch_dtype");
   Arena arena("quantize", HostMemory::instance(), model::weights_bytes(config, dtype));
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
   io::load_hf_weights(o.model_dir, config, weights);

@@ -7,24 +7,14 @@
 #include "core/error.h"
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
+#include "model/nf4_weights.h"
 
 namespace lt::io {
 namespace fs = std::filesystem;
 
 bool is_quantized_kind(model::WeightKind kind) {
-  using K = model::WeightKind;
-  switch (kind) {
-    case K::AttnQ:
-    case K::AttnK:
-    case K::AttnV:
-    case K::AttnO:
-    case K::FfnGate:
-    case K::FfnUp:
-    case K::FfnDown:
-      return true;
-    default:
-      return false;
-  }
+  return model::projection_of(kind).has_value();
 }
 
 namespace {
@@ -140,6 +130,26 @@ int64_t bnb4_model_bytes(const model::ModelConfig& config, const Bnb4Config& qua
     bytes += quant.double_quant ? blocks + ops::nested_blocks(blocks) * 4 + 256 * 4 : blocks * 4;
   }
   return bytes;
+}
+
+DType quantization_source_dtype(const std::string& model_dir, const model::ModelConfig& config,
+                                const std::string& torch_dtype, const std::string& who) {
+  if (torch_dtype != "auto") {
+    const std::optional<DType> dt = dtype_from_torch_name(torch_dtype);
+    LT_CHECK(dt && *dt != DType::F64, "{} is '{}', expected auto, bfloat16, float16 or float32", who,
+             torch_dtype);
+    return *dt;
+  }
+  std::optional<DType> dt = dtype_from_torch_name(config.dtype_name);
+  if (!dt) {
+    const auto reader = CheckpointReader::open(model_dir);
+    const std::string first = model::weight_specs(config).front().hf_name;
+    dt = to_dtype(reader->entry(first).dtype);
+  }
+  LT_CHECK(dt && (*dt == DType::BF16 || *dt == DType::F16 || *dt == DType::F32),
+           "{} is auto, but {} holds {} weights; bitsandbytes quantizes bfloat16, float16 or float32: set it",
+           who, model_dir, dt ? dtype_name(*dt) : std::string_view("non-floating"));
+  return *dt;
 }
 
 }  // namespace lt::io

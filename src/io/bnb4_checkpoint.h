@@ -48,10 +48,11 @@ Bnb4Weights quantize_projections(const model::ModelConfig& config, const model::
                                  const Bnb4Config& quant);
 
 // Reads the 4-bit checkpoint in `dir`: the unquantized tensors into `weights` (allocated for `config`, any
-// floating dtype), and the projections as stored. With `dequantize`, each projection of `weights` also gets
-// its dequantized values (code * absmax in f32, one rounding to weights.dtype; f64 widens that f32 exactly).
-// Every tensor and quant-state field is checked: a missing or surplus tensor, a shape, dtype, block size,
-// code table or quant type that is not what the config says is refused naming the tensor.
+// floating dtype; without `dequantize` its projections may be empty tensors), and the projections as stored.
+// With `dequantize`, each projection of `weights` also gets its dequantized values (code * absmax in f32, one
+// rounding to weights.dtype; f64 widens that f32 exactly). Every tensor and quant-state field is checked: a
+// missing or surplus tensor, a shape, dtype, block size, code table or quant type that is not what the config
+// says is refused naming the tensor.
 Bnb4Weights load_bnb4_checkpoint(const std::string& dir, const model::ModelConfig& config,
                                  model::ModelWeights& weights, bool dequantize);
 
@@ -61,6 +62,14 @@ Bnb4Weights load_bnb4_checkpoint(const std::string& dir, const model::ModelConfi
 std::vector<std::string> save_bnb4_checkpoint(const std::string& dir, const model::ModelConfig& config,
                                               const model::ModelWeights& weights,
                                               const Bnb4Weights& quantized);
+
+// The dtype transformers would quantize the checkpoint in `model_dir` from: `torch_dtype` "auto" keeps the
+// checkpoint's own dtype (config.json's torch_dtype/dtype, else its first tensor's), as
+// from_pretrained(..., dtype="auto") or an explicit dtype of that kind does; otherwise "bfloat16",
+// "float16" or "float32" (transformers called with no dtype rounds to float16 first). `who` starts the
+// message of a refusal (e.g. "quantize: --torch_dtype").
+DType quantization_source_dtype(const std::string& model_dir, const model::ModelConfig& config,
+                                const std::string& torch_dtype, const std::string& who);
 
 // Bytes of the quantized model: 4-bit projections with their scales, everything else at `plain_dtype`.
 int64_t bnb4_model_bytes(const model::ModelConfig& config, const Bnb4Config& quant, DType plain_dtype);

@@ -167,6 +167,11 @@ Bnb4Weights load_bnb4_checkpoint(const std::string& dir, const model::ModelConfi
   out.quant = *quant;
   for (const model::WeightSpec& spec : model::weight_specs(config)) {
     Tensor& dst = model::weight_of(weights, spec);
+    // Without dequantize, a projection may have no dense tensor (QLoRA keeps it in 4 bits).
+    if (!dequantize && dst.empty() && is_quantized_kind(spec.kind)) {
+      out.projections.emplace(spec.hf_name, reader.read_projection(spec));
+      continue;
+    }
     LT_CHECK(!dst.empty() && dst.device == Device::CPU && dst.numel() == spec.numel(),
              "loading {}: weight '{}' has no host tensor of {} elements to load into", dir, spec.hf_name,
              spec.numel());

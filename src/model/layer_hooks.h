@@ -2,7 +2,8 @@
 // where a layer's weights and gradients may be made resident and released. Both decoders call them at the
 // same points, so a hook means the same in whole-sequence and chunked runs:
 //   before_forward(l)   right before layer l runs forward (once per chunk): its weights must be usable
-//                       (where NF4 dequantization or a ZeRO-3 gather will run);
+//                       (where a ZeRO-3 gather will run; QLoRA's NF4 weights are dequantized per
+//                       projection instead, model/nf4_weights.h says why);
 //   before_backward(l)  right before layer l's recompute and backward (once per chunk);
 //   after_backward(l)   after layer l's last backward of the step (the last chunk's): its parameter
 //                       gradients are complete and nothing later in this backward reads its weights or

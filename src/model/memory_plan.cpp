@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "model/nf4_weights.h"
 #include "model/schedule.h"
 #include "model/shared_layer_grads.h"
 
@@ -116,7 +117,13 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
 
   // What the trainer allocates (trainer.cpp): weights, gradients of the trainable weights, LoRA adapters and
   // their gradients, AdamW's moments (std::vector, two per trainable element).
-  add("weights", MemoryCategory::Weights, weights_bytes(config, s.dtype));
+  if (s.nf4_double_quant) {  // QLoRA: the dense rest, the 4-bit projections, the scratch they compute from
+    add("weights", MemoryCategory::Weights, weights_bytes(config, s.dtype, dense_under_qlora));
+    add("weights.nf4", MemoryCategory::Weights, nf4_storage_bytes(config, *s.nf4_double_quant));
+    add("weights.nf4_dequantized", MemoryCategory::Workspace, nf4_scratch_bytes(config, s.dtype));
+  } else {
+    add("weights", MemoryCategory::Weights, weights_bytes(config, s.dtype));
+  }
   const std::vector<LoraSpec> no_lora;
   const std::vector<LoraSpec>& lora = s.method == FinetuneMethod::Lora ? s.lora : no_lora;
   if (s.method != FinetuneMethod::Lora && s.master_weights)

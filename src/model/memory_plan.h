@@ -61,8 +61,11 @@ struct MemoryPlanSettings {
   FinetuneMethod method = FinetuneMethod::Full;
   TrainableFn trainable = train_all;  // Partial: which weights train (Full trains all; LoRA none)
   std::vector<LoraSpec> lora;         // Lora: the adapters
-  DType state_dtype = DType::F32;     // AdamW moments (f64 for float64 runs)
-  int64_t loss_token_block = 256;     // ChunkedOptions: the fused loss's tile
+  // QLoRA (Lora): the projections held in 4 bits (model/nf4_weights.h), with (true) or without double
+  // quantization of their scales, and one projection's dequantization scratch; nullopt: dense weights.
+  std::optional<bool> nf4_double_quant;
+  DType state_dtype = DType::F32;  // AdamW moments (f64 for float64 runs)
+  int64_t loss_token_block = 256;  // ChunkedOptions: the fused loss's tile
   int64_t loss_vocab_block = 4096;
 };
 

@@ -10,8 +10,10 @@ namespace lt::model {
 
 namespace {
 
-// The dense (out, in) weight to compute with; other formats are refused until their path lands.
-const Tensor& dense(const ProjWeight& pw, ProjId id) {
+// The dense (out, in) weight to compute with: the tensor itself, or the 4-bit weight dequantized into the
+// shared scratch (valid until the next projection's). A shard is refused until its path lands.
+Tensor resident(const ProjWeight& pw, ProjId id) {
+  if (pw.format == WeightFormat::Nf4) return dequantize_to_scratch(*pw.nf4, *pw.nf4_scratch);
   LT_CHECK(pw.format == WeightFormat::Dense, "projection {}: weight format {} is not supported yet", int(id),
            int(pw.format));
   return pw.weight;
@@ -21,9 +23,8 @@ ops::LinearParams linear_params(const Tensor& x, const Tensor& w) {
   return {.rows = x.dim(0), .in = w.dim(1), .out = w.dim(0)};
 }
 
-}  // namespace
-
-ProjWeight proj_weight(const LayerWeights& w, ProjId id) {
+// The tensors the layer holds for projection `id` (its matrix is empty when it is held in 4 bits).
+ProjWeight held(const LayerWeights& w, ProjId id) {
   switch (id) {
     case ProjId::Q:
       return {.weight = w.attn_q, .bias = w.attn_q_bias};
@@ -43,14 +44,27 @@ ProjWeight proj_weight(const LayerWeights& w, ProjId id) {
   LT_FAIL("unknown projection {}", int(id));
 }
 
+}  // namespace
+
+ProjWeight proj_weight(const LayerWeights& w, ProjId id) {
+  ProjWeight pw = held(w, id);
+  if (w.nf4 != nullptr) {
+    pw.format = WeightFormat::Nf4;
+    pw.nf4 = &w.nf4->proj[id];
+    pw.nf4_scratch = w.nf4->scratch;
+  }
+  return pw;
+}
+
 void proj_forward(const LayerProjs& p, ProjId id, Tensor x, Tensor y, Tensor residual) {
   const bool adapter_wrote =
       lora_forward(p.lora, p.layer, id, p.chunk, x, p.lora_t[id], y, LoraInto::Write, residual);
   if (y.empty()) return;
   const ProjWeight pw = proj_weight(p.weights, id);
-  ops::LinearParams lp = linear_params(x, dense(pw, id));
+  const Tensor w = resident(pw, id);
+  ops::LinearParams lp = linear_params(x, w);
   lp.accumulate_y = adapter_wrote;
-  ops::linear_forward(lp, y, x, pw.weight, pw.bias, adapter_wrote ? Tensor() : residual);
+  ops::linear_forward(lp, y, x, w, pw.bias, adapter_wrote ? Tensor() : residual);
 }
 
 void projs_forward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> ys) {
@@ -61,9 +75,10 @@ void projs_forward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, s
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ys[i].empty()) continue;
     const ProjWeight pw = proj_weight(p.weights, ids[i]);
-    ops::LinearParams lp = linear_params(x, dense(pw, ids[i]));
+    const Tensor w = resident(pw, ids[i]);
+    ops::LinearParams lp = linear_params(x, w);
     lp.accumulate_y = adapter_wrote[i];
-    ops::linear_forward(lp, ys[i], x, pw.weight, pw.bias);
+    ops::linear_forward(lp, ys[i], x, w, pw.bias);
   }
 }
 
@@ -72,9 +87,10 @@ void proj_backward(const LayerProjs& p, ProjId id, Tensor x, Tensor dy, Tensor d
   const bool adapter_wrote =
       lora_backward(p.lora, p.layer, id, p.chunk, x, p.lora_t[id], dy, dx, LoraInto::Write);
   const ProjWeight pw = proj_weight(p.weights, id), pg = proj_weight(*p.grads, id);
-  ops::LinearParams lp = linear_params(x, dense(pw, id));
+  const Tensor w = resident(pw, id);
+  ops::LinearParams lp = linear_params(x, w);
   lp.accumulate_dx = adapter_wrote;
-  ops::linear_backward(lp, dx, pg.weight, pg.bias, dy, x, pw.weight);
+  ops::linear_backward(lp, dx, pg.weight, pg.bias, dy, x, w);
 }
 
 void projs_backward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> dys,
@@ -86,9 +102,10 @@ void projs_backward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, 
   bool dx_written = lora_backward_shared(p.lora, p.layer, ids, p.chunk, x, ts, dys, dx, LoraInto::Write);
   for (size_t i = 0; i < ids.size(); ++i) {
     const ProjWeight pw = proj_weight(p.weights, ids[i]), pg = proj_weight(*p.grads, ids[i]);
-    ops::LinearParams lp = linear_params(x, dense(pw, ids[i]));
+    const Tensor w = resident(pw, ids[i]);
+    ops::LinearParams lp = linear_params(x, w);
     lp.accumulate_dx = dx_written;
-    ops::linear_backward(lp, dx, pg.weight, pg.bias, dys[i], x, pw.weight);
+    ops::linear_backward(lp, dx, pg.weight, pg.bias, dys[i], x, w);
     dx_written = true;
   }
 }

@@ -12,19 +12,24 @@
 
 #include "core/tensor.h"
 #include "model/decoder.h"
+#include "model/nf4_weights.h"
 #include "model/proj_id.h"
 #include "model/weights.h"
 
 namespace lt::model {
 
-// How a projection's base weight is held. Only Dense computes today; the others are the slots where NF4
-// (dequantized at the layer's before_forward hook) and a ZeRO-3 shard (gathered there) will plug in.
+// How a projection's base weight is held: Dense (a tensor of the compute dtype), Nf4 (QLoRA's 4-bit weight,
+// dequantized into the shared scratch right before each GEMM that reads it: model/nf4_weights.h says why
+// there), Shard (the slot where a ZeRO-3 shard, gathered at the layer's before_forward hook, will plug in;
+// refused until then).
 enum class WeightFormat : uint8_t { Dense, Nf4, Shard };
 
 struct ProjWeight {
   WeightFormat format = WeightFormat::Dense;
-  Tensor weight;  // Dense: (out, in)
-  Tensor bias;    // (out) or empty
+  Tensor weight;                            // Dense: (out, in)
+  Tensor bias;                              // (out) or empty
+  const Nf4Proj* nf4 = nullptr;             // Nf4: the 4-bit weight
+  const Nf4Scratch* nf4_scratch = nullptr;  // Nf4: where it is dequantized
 };
 
 // The projection `id` of a layer's weights (or of its gradients: empty tensors for frozen ones).

@@ -153,17 +153,18 @@ const Tensor& head_weight(const ModelConfig& config, const ModelWeights& weights
   return config.tie_word_embeddings ? weights.embed : weights.lm_head;
 }
 
-size_t weights_bytes(const ModelConfig& config, DType dtype) {
-  return grads_bytes(config, dtype, train_all);
+size_t weights_bytes(const ModelConfig& config, DType dtype, const TrainableFn& present) {
+  return grads_bytes(config, dtype, present);
 }
 
-ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena) {
+ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena,
+                              const TrainableFn& present) {
   LT_CHECK(is_floating(dtype), "model weights: dtype {} is not a floating dtype", dtype_name(dtype));
   ModelWeights w;
   w.dtype = dtype;
   w.layers.resize(size_t(config.num_layers));
   for (const WeightSpec& spec : weight_specs(config))
-    weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
+    if (present(spec)) weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
   return w;
 }
 

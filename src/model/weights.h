@@ -40,6 +40,8 @@ enum class WeightKind : uint8_t {
   LmHead,
 };
 
+struct Nf4Layer;  // model/nf4_weights.h
+
 struct LayerWeights {
   Tensor attn_norm;      // (D)
   Tensor attn_q;         // (H*HD, D)
@@ -59,6 +61,9 @@ struct LayerWeights {
   Tensor ffn_up_bias;    // (F) or empty
   Tensor ffn_down;       // (D, F)
   Tensor ffn_down_bias;  // (D) or empty
+  // QLoRA: the layer's projection matrices held in 4 bits (their tensors above are then empty); proj.h
+  // dequantizes each right before its GEMM. nullptr: dense (and always for gradients).
+  const Nf4Layer* nf4 = nullptr;
 };
 
 struct ModelWeights {
@@ -90,18 +95,21 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& config);
 Tensor& weight_of(ModelWeights& weights, const WeightSpec& spec);
 const Tensor& weight_of(const ModelWeights& weights, const WeightSpec& spec);
 
+// Decides which weights train; the default trains everything (full fine-tuning). Also the `present`
+// filter of the weights' allocation (QLoRA holds the projections elsewhere, in 4 bits).
+using TrainableFn = std::function<bool(const WeightSpec&)>;
+bool train_all(const WeightSpec& spec);
+
 // Bytes that allocate_weights takes from an arena (each tensor aligned to 256 bytes, as Arena does).
-size_t weights_bytes(const ModelConfig& config, DType dtype);
+size_t weights_bytes(const ModelConfig& config, DType dtype, const TrainableFn& present = train_all);
 // Refuses, before anything is allocated, weights of `config` in `dtype` larger than the memory of `device`
 // (the host: its physical memory; a GPU: its total memory), naming `source` (the model directory) and the
 // sizes that make them.
 void check_weights_fit(const ModelConfig& config, DType dtype, Device device, const std::string& source);
-// All weights of `config` in `dtype`, uninitialized.
-ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena);
-
-// Decides which weights train; the default trains everything (full fine-tuning).
-using TrainableFn = std::function<bool(const WeightSpec&)>;
-bool train_all(const WeightSpec& spec);
+// The weights of `config` that `present` selects (all by default) in `dtype`, uninitialized; the others are
+// empty tensors.
+ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena,
+                              const TrainableFn& present = train_all);
 
 size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable = train_all);
 // Gradient tensors for the trainable weights (zeroed), empty Tensors for the frozen ones.

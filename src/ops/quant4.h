@@ -57,8 +57,8 @@ uint8_t quantize8_value(const float* map /*256*/, float scaled);
 // quant4_blocks(n) floats. absmax = max|x| per block, inv = 1.0f / absmax, code = quantize4_value(x * inv).
 void quantize_4bit_cpu(DType x_dtype, const void* x, int64_t n, Quant4Type type, uint8_t* packed,
                        float* absmax);
-// out (n elements of F32, BF16 or F16) = (out dtype)(code_value[nibble] * absmax[block]): one f32 product,
-// one rounding.
+// out (n elements of F32, BF16, F16, or F64: exact) = (out dtype)(code_value[nibble] * absmax[block]): one
+// f32 product, one rounding.
 void dequantize_4bit_cpu(const uint8_t* packed, const float* absmax, int64_t n, Quant4Type type,
                          DType out_dtype, void* out);
 

@@ -18,6 +18,7 @@
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "train/config_enums.h"
+#include "train/qlora_model.h"
 
 namespace lt::train {
 
@@ -246,6 +247,13 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
     same("lora_dropout", now.lora_dropout, saved.lora_dropout);
     same("use_rslora", now.use_rslora, saved.use_rslora);
     same("init_adapter", now.init_adapter, saved.init_adapter);
+    // QLoRA: the base the adapters were trained over (a resumed run quantizes it again: the same bytes).
+    same("qlora (adapter qlora, bits 4 or load_in_4bit)", is_qlora(now), is_qlora(saved));
+    if (is_qlora(now)) {
+      same("bnb_4bit_quant_type", now.bnb_4bit_quant_type, saved.bnb_4bit_quant_type);
+      same("bnb_4bit_use_double_quant", now.bnb_4bit_use_double_quant, saved.bnb_4bit_use_double_quant);
+      same("torch_dtype", now.torch_dtype, saved.torch_dtype);
+    }
     same("lora_target_modules", fmt::format("[{}]", fmt::join(now.lora_target_modules, ", ")),
          fmt::format("[{}]", fmt::join(saved.lora_target_modules, ", ")));
   }

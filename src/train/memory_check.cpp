@@ -9,6 +9,7 @@
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
 #include "train/data_parallel.h"
+#include "train/qlora_model.h"
 #include "train/run_setup.h"
 #include "train/trainable.h"
 
@@ -33,6 +34,7 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.method = finetune_of(config);
   if (s.method == Finetune::Partial) s.trainable = trainable_fn(config, model);
   if (s.method == Finetune::Lora) s.lora = lora;
+  if (is_qlora(config)) s.nf4_double_quant = config.bnb_4bit_use_double_quant;
   return s;
 }
 
@@ -84,7 +86,7 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
   size_t limit = size_t(config.memory_limit);
   if (limit == 0 && device != Device::CPU) {
     const ops::DeviceMemoryInfo info = ops::device_memory_info(device);
-    limit = info.free_bytes + model::weights_bytes(model, dtype);
+    limit = info.free_bytes + plan.bytes(model::MemoryCategory::Weights);
   }
   model::check_plan_fits(plan, limit);
   return plan;

@@ -10,6 +10,7 @@
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "train/config_enums.h"
+#include "train/qlora_model.h"
 
 namespace lt::train {
 
@@ -45,16 +46,19 @@ void check_device_precision(const std::string& device_name, const std::string& p
 
 void check_engine_settings(const TrainConfig& c) {
   check_device_precision(c.device, c.precision, "config");
-  // `leantune quantize` / `dequantize` handle NF4 checkpoints today; training over them waits for the
-  // decoder's projection interface (issue #16's Proj seam) to take 4-bit weights.
-  constexpr const char* kNotYet =
-      "QLoRA training over NF4 base weights is not implemented yet (needs #16's Proj seam); `leantune "
-      "quantize` writes and `leantune dequantize` reads 4-bit checkpoints today";
-  LT_CHECK(finetune_of(c) != Finetune::Lora || adapter_of(c) == Adapter::Lora,
-           "config: 'adapter' is '{}': {}; expected lora", c.adapter, kNotYet);
   LT_CHECK(c.bits == 16 || c.bits == 4, "config: 'bits' is {}, expected 16 or 4", c.bits);
-  LT_CHECK(c.bits != 4, "config: 'bits' is 4: {}; expected 16", kNotYet);
-  LT_CHECK(!c.load_in_4bit, "config: 'load_in_4bit' is true: {}; expected false", kNotYet);
+  // QLoRA (train/qlora_model.h) trains adapters over a frozen 4-bit base: LoRA only.
+  if (is_qlora(c)) qlora_options(c);  // its keys checked before any work
+  if (finetune_of(c) != Finetune::Lora) {
+    LT_CHECK(c.bits == 16,
+             "config: 'bits' is 4 but finetune is {}; 4-bit base weights train LoRA adapters "
+             "(finetune: lora)",
+             c.finetune);
+    LT_CHECK(!c.load_in_4bit,
+             "config: 'load_in_4bit' is true but finetune is {}; 4-bit base weights train "
+             "LoRA adapters (finetune: lora)",
+             c.finetune);
+  }
 }
 
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {

@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/lora.h"
+#include "model/nf4_weights.h"
 #include "model/weights.h"
 #include "train/train_config.h"
 
@@ -56,6 +57,10 @@ struct LoadedModel {
   Device device = Device::CPU;
   std::unique_ptr<Arena> arena;  // holds the weights, on `device`
   model::ModelWeights weights;
+  // QLoRA (train/qlora_model.h): the projections in 4 bits and their dequantization scratch, on `device`;
+  // weights' layers point at them and their projection tensors are empty. Null otherwise.
+  std::unique_ptr<Arena> nf4_arena;
+  std::unique_ptr<model::Nf4Weights> nf4;
 };
 
 // Refuses an adapter directory given where a model is expected, pointing to --adapter.

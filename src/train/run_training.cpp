@@ -14,6 +14,7 @@
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
 #include "train/lr_schedule.h"
+#include "train/qlora_model.h"
 #include "train/trainable.h"
 
 namespace lt::train {
@@ -67,7 +68,12 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
     run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
   const Device device = run_device(config.device);
-  LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
+  std::string qlora_summary;
+  LoadedModel model =
+      is_qlora(config)
+          ? load_qlora_model(config.base_model, qlora_options(config), dtype, config.random_init,
+                             uint64_t(config.seed), device, &qlora_summary)
+          : load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer =
@@ -126,6 +132,9 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                  fmt::join(trainer.adapter_config()->target_modules, ", "),
                  config.init_adapter.empty() ? fmt::format("fresh init (seed {})", config.seed)
                                              : "continuing " + config.init_adapter);
+    if (!qlora_summary.empty())
+      fmt::print(hooks.out, "{}; each dequantized to {} right before its GEMM\n", qlora_summary,
+                 dtype_name(dtype));
   }
   TrainResult result = trainer.run(hooks);
   if (!quiet && !result.interrupted)

@@ -38,9 +38,16 @@ struct TrainConfig {
   // What is trained.
   std::string finetune = "lora";  // lora | full | partial
   std::string adapter = "lora";   // lora | qlora (NF4 base weights), with finetune lora
-  int64_t bits = 16;              // base weights' bits: 16, or 4 (QLoRA; refused until the decoder takes NF4)
+  int64_t bits = 16;              // base weights' bits: 16, or 4 (QLoRA, as adapter: qlora)
   bool load_in_4bit = false;      // transformers' spelling of bits: 4
-  std::string init_adapter;       // PEFT adapter directory to start LoRA from ("" = fresh)
+  // QLoRA's quantization (BitsAndBytesConfig's names; the defaults are the QLoRA recipe's): the code, the
+  // 8-bit quantization of the block scales, the compute dtype (auto: precision's; else it must be it) and
+  // the dtype a 16/32-bit base_model is quantized from (auto: its own).
+  std::string bnb_4bit_quant_type = "nf4";  // nf4 | fp4
+  bool bnb_4bit_use_double_quant = true;
+  std::string bnb_4bit_compute_dtype = "auto";
+  std::string torch_dtype = "auto";  // auto | bfloat16 | float16 | float32
+  std::string init_adapter;          // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
   std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern

@@ -25,6 +25,7 @@
 #include "train/model_batch.h"
 #include "train/progress.h"
 #include "train/rank_zero.h"
+#include "train/qlora_model.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 
@@ -71,6 +72,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
+  LT_CHECK(is_qlora(config_) == (model_.nf4 != nullptr),
+           "config: a QLoRA run (adapter qlora, bits 4 or load_in_4bit) needs its base in 4 bits "
+           "(train/qlora_model.h's load_qlora_model) and only such a run takes one; the model given is {}",
+           model_.nf4 ? "4-bit" : "dense");
   plan_ = resolve_run_plan(config_, model_.device, model_.dtype);
   ops::set_kernel_options(plan_.kernels);
   if (model_.device == Device::CUDA) ops::set_allow_tf32(plan_.tf32);
@@ -140,9 +145,12 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t rows = config_.micro_batch_size;
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
-  // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
+  // The memory plan of the run (refused here, before any step, when it exceeds memory_limit); a 4-bit
+  // checkpoint's projections are planned with their own double quantization.
+  TrainConfig planned = config_;
+  if (model_.nf4) planned.bnb_4bit_use_double_quant = model_.nf4->double_quant;
   memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
-      config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
+      planned, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
   resolve_attention_offload(plan_, config_, mc, model_.dtype, rows, tokens);
   const std::optional<model::Recompute> recompute = recompute_policy(config_);
   activations_ = std::make_unique<Arena>(

@@ -158,18 +158,9 @@ TEST(OptimizerInBackwardRun, ResumedEqualsUninterrupted) {
 
   TrainConfig part = base;
   part.output_dir = dir.file("resumed");
-  install_stop_handlers();
-  TrainerHooks interrupt = test::quiet_hooks();
-  interrupt.on_step = [](const StepMetrics& m) {
-    if (m.step == 2) std::raise(SIGINT);
-  };
-  const TrainResult first = run_training(part, interrupt);
-  clear_stop_request();
-  std::signal(SIGINT, SIG_DFL);
+  const auto [first, second] = test::run_interrupted_then_resumed(part, 2);
   ASSERT_TRUE(first.interrupted);
   ASSERT_EQ(first.losses.size(), 2u);
-  part.resume = "latest";
-  const TrainResult second = run_training(part, test::quiet_hooks());
   std::vector<double> resumed = first.losses;
   resumed.insert(resumed.end(), second.losses.begin(), second.losses.end());
   EXPECT_EQ(resumed, straight.losses);

@@ -2,6 +2,7 @@
 // dataset written into a TempDir, and a TrainConfig that trains on them on CPU.
 #pragma once
 
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +11,8 @@
 #include "core/philox.h"
 #include "io/safetensors.h"
 #include "train/train_config.h"
+#include "train/run_training.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace lt::test {
@@ -79,6 +82,25 @@ inline train::TrainerHooks quiet_hooks() {
   train::TrainerHooks h;
   h.quiet = true;
   return h;
+}
+
+// `config` run until a SIGINT raised after step `stop_after` (the trainer finishes the step, writes a
+// checkpoint and returns), then resumed from its latest checkpoint: the two parts' results. The first part
+// must have been interrupted after `stop_after` steps.
+inline std::pair<train::TrainResult, train::TrainResult> run_interrupted_then_resumed(train::TrainConfig config,
+                                                                                     int64_t stop_after) {
+  train::install_stop_handlers();
+  train::TrainerHooks interrupt = quiet_hooks();
+  interrupt.on_step = [stop_after](const train::StepMetrics& m) {
+    if (m.step == stop_after) std::raise(SIGINT);
+  };
+  train::TrainResult first = train::run_training(config, interrupt);
+  train::clear_stop_request();
+  std::signal(SIGINT, SIG_DFL);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.losses.size(), size_t(stop_after));
+  config.resume = "latest";
+  return {std::move(first), train::run_training(config, quiet_hooks())};
 }
 
 // Every tensor of a safetensors checkpoint directory, converted to double.

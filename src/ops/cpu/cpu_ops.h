@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "ops/quant4.h"
 
 namespace lt::ops::cpu {
 
@@ -51,5 +52,8 @@ void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
                 Tensor param_copy);
 double grad_norm_squared(Tensor grad);
 std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
+
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
 
 }  // namespace lt::ops::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/quant4_code.h"
 
 namespace lt::ops {
@@ -39,8 +40,11 @@ void store_float(DType dtype, void* out, int64_t i, float v) {
     case DType::F16:
       static_cast<fp16*>(out)[i] = to_fp16(v);
       return;
+    case DType::F64:  // the f32 product widened exactly (the CPU's float64 reference runs)
+      static_cast<double*>(out)[i] = double(v);
+      return;
     default:
-      LT_FAIL("4-bit dequantization: output dtype {} is not f32, bf16 or f16", dtype_name(dtype));
+      LT_FAIL("4-bit dequantization: output dtype {} is not f64, f32, bf16 or f16", dtype_name(dtype));
   }
 }
 
@@ -168,3 +172,18 @@ void dequantize_absmax_cpu(const uint8_t* q, const float* nested_absmax, const f
 }
 
 }  // namespace lt::ops
+
+namespace lt::ops::cpu {
+
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
+  dequantize_4bit_cpu(static_cast<const uint8_t*>(packed.data), static_cast<const float*>(absmax.data),
+                      out.numel(), type, out.dtype, out.data);
+}
+
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax) {
+  dequantize_absmax_cpu(static_cast<const uint8_t*>(q.data), static_cast<const float*>(nested_absmax.data),
+                        static_cast<const float*>(map.data), offset, absmax.numel(),
+                        static_cast<float*>(absmax.data));
+}
+
+}  // namespace lt::ops::cpu

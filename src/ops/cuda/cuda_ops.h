@@ -20,6 +20,7 @@
 
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "ops/quant4.h"
 
 namespace lt::ops::cuda {
 
@@ -105,6 +106,10 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 // the last check (then clears it).
 void check_device_errors();
 
+// 4-bit weights (ops/quant4.h): out f32, bf16 or f16.
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
+
 }  // namespace lt::ops::cuda
 
 // ops/device.h's services on the GPU (ops/cuda/transfer.cpp). copy_bytes moves dst.bytes() == src.bytes()
@@ -132,4 +137,8 @@ class TransferStream {
   std::vector<void*> done_;  // cudaEvent_t per ticket
   void* ready_ = nullptr;    // cudaEvent_t: the compute stream's point a copy waits for
 };
+// 4-bit weights (ops/quant4.h): out f32, bf16 or f16.
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
+
 }  // namespace lt::ops::cuda

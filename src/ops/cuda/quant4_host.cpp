@@ -1,0 +1,22 @@
+// The CUDA twins of ops/quant4.h's tensor functions: the public dispatchers checked shapes, devices and
+// the code/scale dtypes; these check the output dtype the kernels write and launch on the current stream.
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/quant4_launch.h"
+#include "ops/cuda/stream.h"
+
+namespace lt::ops::cuda {
+
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
+  LT_CHECK(out.dtype == DType::F32 || out.dtype == DType::BF16 || out.dtype == DType::F16,
+           "dequantize_4bit on CUDA: output dtype {}, expected f32, bf16 or f16", dtype_name(out.dtype));
+  launch_dequantize_4bit(static_cast<const uint8_t*>(packed.data), static_cast<const float*>(absmax.data),
+                         out.numel(), type, out.dtype, out.data, current_stream());
+}
+
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax) {
+  launch_dequantize_absmax(static_cast<const uint8_t*>(q.data), static_cast<const float*>(nested_absmax.data),
+                           static_cast<const float*>(map.data), offset, absmax.numel(),
+                           static_cast<float*>(absmax.data), current_stream());
+}
+
+}  // namespace lt::ops::cuda

@@ -1,0 +1,18 @@
+// Dequantization of 4-bit weights (ops/quant4.h's layout) on tensors, on their device: the CPU reference or
+// the CUDA kernels of ops/cuda/quant4.cu (apart from quant4.h, which nvcc compiles and so stays free of
+// Tensor and fmt).
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/quant4.h"
+
+namespace lt::ops {
+
+// out (n elements, F64/F32/BF16/F16 on CPU, F32/BF16/F16 on CUDA) = the weight of packed (U8, (n+1)/2) and
+// absmax (F32, quant4_blocks(n)); n = out.numel().
+void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
+// absmax (F32, blocks) = map[q] * nested_absmax[i / 256] + offset, as dequantize_absmax_cpu; q (U8, blocks),
+// nested_absmax (F32, nested_blocks(blocks)), map (F32, 256).
+void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
+
+}  // namespace lt::ops

@@ -1,0 +1,106 @@
+#include "train/qlora_model.h"
+
+#include <fmt/core.h>
+
+#include "core/error.h"
+#include "io/bnb4_checkpoint.h"
+#include "io/hf_checkpoint.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
+#include "train/config_enums.h"
+
+namespace lt::train {
+
+bool is_qlora(const TrainConfig& c) {
+  return finetune_of(c) == Finetune::Lora &&
+         (adapter_of(c) == Adapter::Qlora || c.bits == 4 || c.load_in_4bit);
+}
+
+QloraOptions qlora_options(const TrainConfig& c) {
+  QloraOptions o;
+  const std::optional<ops::Quant4Type> type = ops::parse_quant4_type(c.bnb_4bit_quant_type);
+  LT_CHECK(type.has_value(), "config: 'bnb_4bit_quant_type' is '{}', expected nf4 or fp4",
+           c.bnb_4bit_quant_type);
+  o.quant_type = *type;
+  o.double_quant = c.bnb_4bit_use_double_quant;
+  o.torch_dtype = c.torch_dtype;
+  if (c.bnb_4bit_compute_dtype != "auto") {
+    const std::optional<DType> compute = io::dtype_from_torch_name(c.bnb_4bit_compute_dtype);
+    const DType run = compute_dtype(c.precision);
+    LT_CHECK(
+        compute.has_value() && *compute == run,
+        "config: 'bnb_4bit_compute_dtype' is '{}' but 'precision' is {}: the projections are dequantized to "
+        "the compute dtype; expected auto or {}",
+        c.bnb_4bit_compute_dtype, c.precision, io::torch_dtype_name(run));
+  }
+  return o;
+}
+
+namespace {
+
+// The dense tensors (all but the projections' matrices) of `host` in `dtype` on `device`, and the 4-bit
+// projections beside them.
+LoadedModel assemble(const model::ModelConfig& config, const model::ModelWeights& host,
+                     const io::Bnb4Weights& quantized, DType dtype, Device device) {
+  LoadedModel m;
+  m.config = config;
+  m.dtype = dtype;
+  m.device = device;
+  MemoryResource& memory = ops::memory_resource(device);
+  m.arena = std::make_unique<Arena>("weights", memory,
+                                    model::weights_bytes(config, dtype, model::dense_under_qlora));
+  m.weights = model::allocate_weights(config, dtype, *m.arena, model::dense_under_qlora);
+  model::copy_weights(config, m.weights, host);  // converted to the compute dtype (exact for wider ones)
+  m.nf4_arena = std::make_unique<Arena>("4-bit weights", memory,
+                                        model::nf4_storage_bytes(config, quantized.quant.double_quant) +
+                                            model::nf4_scratch_bytes(config, dtype));
+  m.nf4 = model::upload_nf4(config, quantized.projections, dtype, *m.nf4_arena);
+  model::attach_nf4(m.weights, *m.nf4);
+  return m;
+}
+
+std::string describe(const io::Bnb4Config& q) {
+  return fmt::format("{}{}", ops::quant4_type_name(q.quant_type), q.double_quant ? " with double quant" : "");
+}
+
+}  // namespace
+
+LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& options, DType dtype,
+                             bool random_init, uint64_t seed, Device device, std::string* summary) {
+  if (!random_init && io::read_bnb4_quantization(model_dir).has_value()) {
+    // A 4-bit checkpoint: its codes as stored (its own quant type and double quantization).
+    const model::ModelConfig config = io::load_bnb4_model_config(model_dir);
+    Arena host("4-bit checkpoint", HostMemory::instance(),
+               model::weights_bytes(config, dtype, model::dense_under_qlora));
+    model::ModelWeights weights = model::allocate_weights(config, dtype, host, model::dense_under_qlora);
+    const io::Bnb4Weights quantized =
+        io::load_bnb4_checkpoint(model_dir, config, weights, /*dequantize=*/false);
+    if (summary)
+      *summary = fmt::format("QLoRA: {} projections of the 4-bit checkpoint {} ({}), as stored",
+                             quantized.projections.size(), model_dir, describe(quantized.quant));
+    return assemble(config, weights, quantized, dtype, device);
+  }
+  const model::ModelConfig config = model::load_model_config(model_dir);
+  // Quantized from the dtype transformers would hold the weights in (bitsandbytes quantizes 16/32-bit
+  // values); random weights are drawn in f32 unless torch_dtype names another.
+  const DType source =
+      random_init && options.torch_dtype == "auto"
+          ? DType::F32
+          : io::quantization_source_dtype(model_dir, config, options.torch_dtype, "config: 'torch_dtype'");
+  model::check_weights_fit(config, source, Device::CPU, model_dir);
+  Arena host("weights to quantize", HostMemory::instance(), model::weights_bytes(config, source));
+  model::ModelWeights weights = model::allocate_weights(config, source, host);
+  if (random_init)
+    model::init_random(config, weights, seed);
+  else
+    io::load_hf_weights(model_dir, config, weights);
+  const io::Bnb4Weights quantized = io::quantize_projections(
+      config, weights,
+      io::Bnb4Config{.quant_type = options.quant_type, .double_quant = options.double_quant});
+  if (summary)
+    *summary = fmt::format("QLoRA: {} projections quantized to {} from {}", quantized.projections.size(),
+                           describe(quantized.quant), io::torch_dtype_name(source));
+  return assemble(config, weights, quantized, dtype, device);
+}
+
+}  // namespace lt::train
