@@ -17,10 +17,8 @@ Dataset load_alpaca(const std::string& path, const Tokenizer& tokenizer, const D
     std::string output = string_field(record, "output");
     std::vector<Segment> segments = render_instruction(options.prompt_template, instruction, input, output);
     bool truncated = false;
-    dataset.examples.push_back(encode_segments(tokenizer, segments, encode, &truncated));
-    dataset.stats.truncated += truncated;
-    dataset.stats.records += 1;
-    account_example(dataset.stats, dataset.examples.back());
+    Example example = encode_segments(tokenizer, segments, encode, &truncated);
+    add_record_example(dataset, std::move(example), truncated);
   });
   finish_dataset(dataset, bad);
   return dataset;

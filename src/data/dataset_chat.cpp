@@ -64,10 +64,8 @@ Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const Dat
     std::vector<ChatMessage> messages = parse_conversation(record);
     std::vector<Segment> segments = render_chat(options.prompt_template, messages);
     bool truncated = false;
-    dataset.examples.push_back(encode_segments(tokenizer, segments, encode, &truncated));
-    dataset.stats.truncated += truncated;
-    dataset.stats.records += 1;
-    account_example(dataset.stats, dataset.examples.back());
+    Example example = encode_segments(tokenizer, segments, encode, &truncated);
+    add_record_example(dataset, std::move(example), truncated);
   });
   finish_dataset(dataset, bad);
   return dataset;

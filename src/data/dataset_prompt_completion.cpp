@@ -53,13 +53,14 @@ Dataset load_prompt_completion(const std::string& path, const Tokenizer& tokeniz
                       "lists of turns",
                       prompt.is_string() ? "string" : "list", completion.is_string() ? "string" : "list"));
     bool truncated = false;
+    Example example;
     if (prompt.is_string()) {
       std::vector<Segment> segments;
       if (!prompt.get_ref<const std::string&>().empty())
         segments.push_back({prompt.get<std::string>(), true, false});
       if (!completion.get_ref<const std::string&>().empty())
         segments.push_back({completion.get<std::string>(), false, false});
-      dataset.examples.push_back(encode_segments(tokenizer, segments, text_encode, &truncated));
+      example = encode_segments(tokenizer, segments, text_encode, &truncated);
     } else {
       LT_CHECK(options.prompt_template != TemplateKind::alpaca,
                "dataset {}: conversational prompt/completion needs a chat template (prompt_template llama3, "
@@ -69,11 +70,9 @@ Dataset load_prompt_completion(const std::string& path, const Tokenizer& tokeniz
         chat_encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
                                          options.train_on_all_turns);
       std::vector<Segment> segments = conversational_segments(options.prompt_template, prompt, completion);
-      dataset.examples.push_back(encode_segments(tokenizer, segments, *chat_encode, &truncated));
+      example = encode_segments(tokenizer, segments, *chat_encode, &truncated);
     }
-    dataset.stats.truncated += truncated;
-    dataset.stats.records += 1;
-    account_example(dataset.stats, dataset.examples.back());
+    add_record_example(dataset, std::move(example), truncated);
   });
   finish_dataset(dataset, bad);
   return dataset;

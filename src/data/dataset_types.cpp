@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "core/error.h"
 
@@ -44,6 +45,13 @@ void account_example(LoadStats& stats, const Example& example) {
   stats.tokens += int64_t(example.input_ids.size());
   stats.label_tokens += labels;
   stats.no_labels += labels == 0;
+}
+
+void add_record_example(Dataset& dataset, Example example, bool truncated) {
+  dataset.examples.push_back(std::move(example));
+  dataset.stats.truncated += truncated;
+  dataset.stats.records += 1;
+  account_example(dataset.stats, dataset.examples.back());
 }
 
 void finish_dataset(Dataset& dataset, const BadRecords& bad) {

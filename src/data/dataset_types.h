@@ -57,6 +57,8 @@ struct Dataset {
 
 // Adds an example's lengths to the stats.
 void account_example(LoadStats& stats, const Example& example);
+// One record encoded into one example: appends it and counts the record, its truncation and its lengths.
+void add_record_example(Dataset& dataset, Example example, bool truncated);
 // Every reader ends with this: records the skip count, prints one line to stderr when records were skipped,
 // and fails when no example is left (an empty dataset is an error naming the file, never a zero-step run).
 void finish_dataset(Dataset& dataset, const BadRecords& bad);
