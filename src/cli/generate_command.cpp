@@ -52,13 +52,14 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
 }
 
 void run_generate(const GenerateOptions& o) {
-  train::check_device_precision(o.device, o.precision, "generate");
+  const Device device = train::parse_device(o.device, "generate");
+  const train::Precision precision = train::parse_precision(o.precision, "generate");
+  train::check_device_precision(device, precision, "generate");
   LT_CHECK(o.prompt.empty() != o.ids.empty(), "generate: give exactly one of '--prompt' and '--ids'");
   LT_CHECK(o.max_new_tokens >= 0, "generate: '--max_new_tokens' is {}, expected >= 0", o.max_new_tokens);
   LT_CHECK(o.temperature >= 0, "generate: '--temperature' is {}, expected >= 0 (0: greedy)", o.temperature);
   LT_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: '--top_p' is {}, expected a value in (0, 1]", o.top_p);
-  const DType dtype = train::compute_dtype(o.precision);
-  const Device device = train::run_device(o.device);
+  const DType dtype = train::compute_dtype(precision);
   // Loaded and merged on the host (in f32 when the GPU computes in bf16 or f16), then moved to the device.
   const DType host_dtype = train::master_dtype(dtype);
   train::LoadedModel model = train::load_model(o.model, host_dtype, o.random_init, uint64_t(o.seed));

@@ -19,13 +19,13 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.batch = rows;
   s.seq_len = tokens;
   s.chunk_size = config.chunk_size;
-  s.recompute = recompute_policy(config);
+  s.recompute = config.recompute;
   s.offload = config.offload_activations;
   s.offload_only = config.offload_only;
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
   s.optimizer_in_backward = config.optimizer_in_backward;
   s.state_dtype = adamw_options(config).state_dtype;
-  s.method = finetune_of(config);
+  s.method = config.finetune;
   if (s.method == Finetune::Partial) s.trainable = trainable_fn(config, model);
   if (s.method == Finetune::Lora) s.lora = lora;
   return s;

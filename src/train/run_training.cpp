@@ -26,9 +26,10 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_paths(config);
   // Claimed before the model and data are read: a refused output_dir costs nothing.
   std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
-  if (finetune_of(config) == Finetune::Lora) run_adapter_config(config);  // init_adapter's layout vs the run's keys
+  if (config.finetune == Finetune::Lora)
+    run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
-  const Device device = run_device(config.device);
+  const Device device = config.device;
   LoadedModel model = load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
@@ -44,9 +45,11 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                "model {} ({} layers, hidden {}, vocab {}), {}, {} on {}; data {}: {} train / {} validation "
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
-               config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
-  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output), comm);
+               config.random_init ? "random init" : "pretrained weights",
+               name_of(kPrecisionNames, config.precision), ops::device_description(device), config.data_path,
+               split.train.size(), split.val.size());
+  Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
+                  comm);
   if (!hooks.quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();

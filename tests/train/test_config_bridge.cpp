@@ -11,8 +11,8 @@ TrainConfig valid() {
   TrainConfig c;
   c.base_model = "models/tiny";
   c.data_path = "data/alpaca.json";
-  c.device = "cpu";
-  c.precision = "fp64";
+  c.device = lt::Device::CPU;
+  c.precision = lt::train::Precision::Fp64;
   validate(c);
   return c;
 }
@@ -26,7 +26,7 @@ TEST(ConfigBridge, OptimizerAndAccumulation) {
   EXPECT_EQ(o.beta2, 0.95);
   EXPECT_EQ(o.weight_decay, 0.1);
   EXPECT_EQ(o.state_dtype, DType::F64);
-  c.precision = "fp32";
+  c.precision = lt::train::Precision::Fp32;
   EXPECT_EQ(adamw_options(c).state_dtype, DType::F32);
 }
 
@@ -38,7 +38,7 @@ TEST(ConfigBridge, ScheduleUsesTheResolvedWarmup) {
   EXPECT_DOUBLE_EQ(s.lr(100), 3e-4);
   c.warmup_steps.reset();
   c.warmup_ratio = 0.07;
-  c.lr_scheduler_type = "cosine";
+  c.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   EXPECT_EQ(lr_schedule(c, 100).warmup_steps(), 8);  // ceil(100 * 0.07) = ceil(7.000000000000001)
 }
 
@@ -52,7 +52,7 @@ TEST(ConfigBridge, AdapterConfig) {
   EXPECT_EQ(a.target_modules, c.lora_target_modules);
   EXPECT_EQ(a.rank_for("model.layers.0.mlp.down_proj"), 4);
   EXPECT_EQ(a.base_model_name_or_path, "models/tiny");
-  c.finetune = "full";
+  c.finetune = lt::model::Finetune::Full;
   EXPECT_THROW(lora_adapter_config(c), Error);
 }
 

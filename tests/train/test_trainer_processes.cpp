@@ -62,7 +62,7 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
 
 TEST(TrainerProcesses, ShardingNamesAreParsedAndRefusedUntilWired) {
   TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
-  EXPECT_EQ(c.sharding, "none");
+  EXPECT_EQ(c.sharding, dist::Sharding::None);
   validate(c);
   for (const auto& [given, canonical] : std::map<std::string, std::string>{{"ddp", "ddp"},
                                                                            {"no_shard", "ddp"},
