@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/arena.h"
+#include "dist/sharding.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
@@ -16,6 +17,7 @@
 #include "model/memory_estimate.h"
 #include "model/memory_plan.h"
 #include "model/param_counts.h"
+#include "train/memory_check.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
 #include "train/trainable.h"
@@ -51,6 +53,8 @@ struct InfoOptions {
   int64_t memory_limit = 0;            // bytes; > 0: refuse a plan over it, as training does
   bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
   int64_t bits = 16;                   // 4: also the sizes of the bitsandbytes 4-bit model
+  int64_t world = 1;                   // --plan: one rank's share among this many (train/memory_check.h)
+  std::string sharding = "none";
 };
 
 std::string rope_summary(const model::ModelConfig& cfg) {
@@ -145,7 +149,12 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg) {
         });
   }
   s.optimizer_in_backward = o.optimizer_in_backward;
-  const model::MemoryPlan plan = model::plan_memory(cfg, s);
+  const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
+  LT_CHECK(sharding && *sharding != dist::Sharding::Zero3,
+           "info --plan: --sharding {}, expected none, ddp, zero1 or zero2", o.sharding);
+  const model::MemoryPlan plan = train::plan_for_rank(model::plan_memory(cfg, s), *sharding, int(o.world),
+                                                      train::largest_trainable_elements(cfg, s));
+  if (o.world > 1) fmt::print("\none rank of {}, sharding {}:", o.world, dist::sharding_name(*sharding));
   fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
   model::check_plan_fits(plan, size_t(o.memory_limit));
 }
@@ -266,6 +275,10 @@ void register_info_command(CLI::App& app) {
       ->transform(CLI::AsSizeValue(true));
   cmd->add_option("--trainable_layers", options->trainable_layers,
                   "with --plan and partial: all, first:N, last:N, 0-3");
+  cmd->add_option("--world", options->world, "with --plan: the plan of one rank among this many processes")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--sharding", options->sharding,
+                  "with --plan: none, ddp, zero1 or zero2 (zero1/zero2: 1/world of AdamW's state a rank)");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
   cmd->add_option("--bits", options->bits, "4: also the bitsandbytes 4-bit (NF4) model's size (16: default)");

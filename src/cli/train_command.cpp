@@ -2,11 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/launch.h"
+#include "dist/mpi_communicator.h"
 #include "train/run_training.h"
 #include "train/stop_signal.h"
 #include "train/train_config.h"
@@ -38,7 +41,17 @@ void run_train(const std::vector<std::string>& args) {
   train::TrainConfig config = train::load_train_config(yaml, overrides);
   train::check_engine_settings(config);
   train::install_stop_handlers();
-  train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
+  const dist::Launch launch = dist::detect_launch();
+  try {
+    train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
+  } catch (const std::exception& e) {
+    // A rank that fails alone would leave the others waiting in a collective (and MPI's finalize would wait
+    // for them): under mpirun its message names the rank, and the whole job stops.
+    if (launch.world_size == 1 || !launch.by_mpi()) throw;
+    fmt::print(stderr, "error: rank {} of {}: {}\n", launch.rank, launch.world_size, e.what());
+    std::fflush(stderr);
+    dist::mpi_abort_all(1);
+  }
 }
 
 }  // namespace

@@ -10,48 +10,18 @@
 #include "core/timer.h"
 #include "model/block_ops.h"
 #include "model/buffer_plan.h"
+#include "model/schedule_steps.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
-namespace {
-
-// A view of `dims` starting `offset` elements into `storage`.
-Tensor view_at(const Tensor& storage, int64_t offset, std::initializer_list<int64_t> dims) {
-  Tensor t(nullptr, storage.dtype, dims, storage.device);
-  if (storage.data) t.data = static_cast<char*>(storage.data) + size_t(offset) * dtype_size(storage.dtype);
-  return t;
-}
-
-void check_batch(const Batch& batch, int64_t B, int64_t T) {
-  for (auto [t, what] :
-       {std::pair{&batch.input_ids, "batch input_ids"}, std::pair{&batch.positions, "batch positions"},
-        std::pair{&batch.labels, "batch labels"}}) {
-    check_shape(*t, {B, T}, what);
-    check_dtype(*t, DType::I32, what);
-    LT_CHECK(t->device == Device::CPU, "{}: on {}, expected host memory", what, device_name(t->device));
-  }
-  if (!batch.segments.empty()) {
-    check_shape(batch.segments, {B, T}, "batch segments");
-    check_dtype(batch.segments, DType::I32, "batch segments");
-  }
-}
-
-}  // namespace
-
 ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                const ChunkedOptions& options, const std::vector<LoraSpec>& lora)
     : config_(config), dtype_(dtype), batch_(batch), tokens_(tokens), options_(options), lora_specs_(lora) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
-           "chunked decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)",
-           dtype_name(dtype));
-  LT_CHECK(batch > 0 && tokens > 0, "chunked decoder: batch {} x tokens {}, both must be positive", batch,
-           tokens);
+  check_schedule_shape(dtype, batch, tokens, options.loss_token_block, options.loss_vocab_block,
+                       "chunked decoder");
   LT_CHECK(options.chunk_size >= 0, "chunked decoder: chunk_size {} must be >= 0 (0 = whole sequence)",
            options.chunk_size);
-  LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
-           "chunked decoder: loss blocks {} x {} must be positive", options.loss_token_block,
-           options.loss_vocab_block);
   LT_CHECK(!options.offload || options.recompute == Recompute::Full,
            "chunked decoder: offload with recompute {}; offloading keeps only the layer inputs in host "
            "memory, which needs recompute full",
@@ -278,11 +248,9 @@ ChunkInfo ChunkedDecoder::chunk_info(int64_t k) const {
 LoraPass ChunkedDecoder::lora_pass(int64_t C, int64_t layer, LoraWeights* grads) const {
   if (!lora_) return {};
   const int64_t N = batch_ * C;
-  return {.weights = &lora_->layers[size_t(layer)],
-          .grads = grads ? &grads->layers[size_t(layer)] : nullptr,
-          .dropout = lora_dropout_,
-          .scratch_in = view_at(lora_scratch_in_, 0, {N, lora_scratch_in_.dim(1)}),
-          .scratch_r = view_at(lora_scratch_r_, 0, {N, lora_scratch_r_.dim(1)})};
+  return layer_lora_pass(lora_, layer, grads, lora_dropout_,
+                         view_at(lora_scratch_in_, 0, {N, lora_scratch_in_.dim(1)}),
+                         view_at(lora_scratch_r_, 0, {N, lora_scratch_r_.dim(1)}));
 }
 
 LayerActivations ChunkedDecoder::layer_views(int64_t k, int64_t layer) const {
@@ -373,98 +341,12 @@ void ChunkedDecoder::loss_backward(const ModelWeights& w, ModelWeights& g, int64
                          d_resid);
 }
 
-Tensor ChunkedDecoder::slot_view(int64_t j) const {
-  const int64_t k = j / (config_.num_layers + 1);
-  return view_at(slots_[size_t(j % 2)], 0, {batch_ * chunk_tokens(k), config_.hidden_size});
-}
-
-Tensor ChunkedDecoder::forward_checkpoint(int64_t k, int64_t l) {
-  if (!transfers_) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
-  const int64_t j = k * (config_.num_layers + 1) + l;
-  // The slot held checkpoint j - 2 (or the last backward's fetch): its copy must be done before the write.
-  if (slot_ticket_[size_t(j % 2)] >= 0) transfers_->compute_waits_for(slot_ticket_[size_t(j % 2)]);
-  return slot_view(j);
-}
-
-void ChunkedDecoder::checkpoint_written(int64_t k, int64_t l) {
-  if (!transfers_) return;
-  const int64_t j = k * (config_.num_layers + 1) + l;
-  slot_ticket_[size_t(j % 2)] =
-      transfers_->copy(chunk_rows(resid_[size_t(l)], k, config_.hidden_size), slot_view(j));
-}
-
-void ChunkedDecoder::fetch_checkpoint(int64_t j) {
-  const int64_t L = config_.num_layers;
-  slot_ticket_[size_t(j % 2)] = transfers_->copy(
-      slot_view(j), chunk_rows(resid_[size_t(j % (L + 1))], j / (L + 1), config_.hidden_size));
-}
-
-Tensor ChunkedDecoder::backward_checkpoint(int64_t k, int64_t l) {
-  if (!transfers_) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
-  const int64_t L = config_.num_layers, j = k * (L + 1) + l;
-  if (j == num_chunks() * (L + 1) - 1) fetch_checkpoint(j);  // the first one backward uses
-  // The next one (j - 1) goes to the other slot, whose last user (j + 1) is queued already: the copy
-  // overlaps use j.
-  if (j > 0) fetch_checkpoint(j - 1);
-  transfers_->compute_waits_for(slot_ticket_[size_t(j % 2)]);
-  return slot_view(j);
-}
-
-void ChunkedDecoder::attention_slot(LayerActivations& a, int64_t k, int64_t l) const {
-  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
-  const size_t slot = size_t((k * config_.num_layers + l) % 2);
-  a.attn_out = view_at(attn_out_slots_[slot], 0, {B, C, H, HD});
-  a.attn_lse = view_at(attn_lse_slots_[slot], 0, {B, H, C});
-}
-
-void ChunkedDecoder::attention_before_write(int64_t k, int64_t l) {
-  const int64_t i = k * config_.num_layers + l;
-  if (attn_ticket_[size_t(i % 2)] >= 0) transfers_->compute_waits_for(attn_ticket_[size_t(i % 2)]);
-}
-
-void ChunkedDecoder::attention_written(int64_t k, int64_t l) {
-  LayerActivations a;
-  attention_slot(a, k, l);
-  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
-  transfers_->copy(chunk_rows(attn_out_host_[size_t(l)], k, H * HD), a.attn_out.reshaped({B * C, H * HD}));
-  // The later ticket: the copies run in order on one queue.
-  attn_ticket_[size_t((k * config_.num_layers + l) % 2)] =
-      transfers_->copy(view_at(attn_lse_host_[size_t(l)], B * H * offsets_[size_t(k)], {B * H * C}),
-                       a.attn_lse.reshaped({B * H * C}));
-}
-
-void ChunkedDecoder::fetch_attention(int64_t i) {
-  const int64_t L = config_.num_layers, k = i / L, l = i % L;
-  LayerActivations a;
-  attention_slot(a, k, l);
-  const int64_t B = batch_, C = chunk_tokens(k), H = config_.num_heads, HD = config_.head_dim;
-  transfers_->copy(a.attn_out.reshaped({B * C, H * HD}), chunk_rows(attn_out_host_[size_t(l)], k, H * HD));
-  attn_ticket_[size_t(i % 2)] =
-      transfers_->copy(a.attn_lse.reshaped({B * H * C}),
-                       view_at(attn_lse_host_[size_t(l)], B * H * offsets_[size_t(k)], {B * H * C}));
-}
-
-void ChunkedDecoder::attention_before_use(int64_t k, int64_t l) {
-  const int64_t L = config_.num_layers, i = k * L + l;
-  if (i == num_chunks() * L - 1) fetch_attention(i);  // the first one backward uses
-  // The next one (i - 1) goes to the other slot, whose last user (i + 1) is queued already.
-  if (i > 0) fetch_attention(i - 1);
-  transfers_->compute_waits_for(attn_ticket_[size_t(i % 2)]);
-}
-
 double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, D = c.hidden_size;
   check_batch(batch, B, T);
-  check_dtype(w.embed, dtype_, "chunked decoder weights");
-  LT_CHECK(label_tokens > 0,
-           "chunked decoder: label token count {} must be positive (tokens with a target in the step)",
-           label_tokens);
-  check_on_device(w.embed, device_, "chunked decoder weights");
-  if (lora) check_lora_layout(*lora, lora_specs_, dtype_, "chunked decoder");
-  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
-           "chunked decoder: LoRA dropout {} outside [0, 1)", dropout.p);
+  check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, "chunked decoder");
   label_tokens_ = label_tokens;
   lora_ = lora;
   lora_dropout_ = dropout;
@@ -527,10 +409,7 @@ double ChunkedDecoder::forward(const ModelWeights& w, const Batch& batch, int64_
 }
 
 void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
-  LT_CHECK(forward_done_, "chunked decoder: backward without a forward since the last backward");
-  LT_CHECK(!lora_grads || lora_,
-           "chunked decoder: LoRA gradients given, but the forward ran without adapters");
-  if (lora_grads) check_lora_grads_layout(*lora_grads, lora_specs_, dtype_, "chunked decoder");
+  check_backward_args(forward_done_, lora_grads, lora_, lora_specs_, dtype_, "chunked decoder");
   forward_done_ = false;
   const ModelConfig& c = config_;
   const int64_t B = batch_, D = c.hidden_size;
@@ -558,19 +437,11 @@ void ChunkedDecoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
         attention_slot(a, k, l);
         attention_before_use(k, l);
       }
-      if (options_.recompute == Recompute::Full)
-        layer_recompute_full(c, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, lora_pass(C, l, nullptr),
-                             offload_attention_);
-      else if (options_.recompute == Recompute::Selective)
-        layer_recompute_selective(c, l, w.layers[size_t(l)], chunk, a, lora_pass(C, l, nullptr));
-      if (options_.recompute == Recompute::Elementwise || options_.recompute == Recompute::Norms)
-        // into the one-chunk buffers every policy has; Norms reads the kept h
-        layer_backward_elementwise(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                                   kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads),
-                                   options_.recompute == Recompute::Norms);
-      else
-        layer_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                       kv_grads_[size_t(l)], a, s, d_resid, lora_pass(C, l, lora_grads));
+      // The per-layer cache keeps the chunk's K/V: Full rebuilds only what backward reads.
+      recompute_and_backward(
+          c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_[size_t(l)], a, s,
+          d_resid, {.policy = options_.recompute, .kv_cached = true, .attention_kept = offload_attention_},
+          lora_pass(C, l, nullptr), lora_pass(C, l, lora_grads));
       if (k == 0) run_hook(hooks_.after_backward, l);  // the layer's last backward of the step
     }
     if (!g.embed.empty())

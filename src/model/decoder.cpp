@@ -7,148 +7,11 @@
 #include <cstring>
 
 #include "model/buffer_plan.h"
+#include "model/schedule_steps.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
-namespace {
-
-void check_batch(const Batch& batch, int64_t B, int64_t T) {
-  check_shape(batch.input_ids, {B, T}, "batch input_ids");
-  check_dtype(batch.input_ids, DType::I32, "batch input_ids");
-  check_shape(batch.positions, {B, T}, "batch positions");
-  check_dtype(batch.positions, DType::I32, "batch positions");
-  check_shape(batch.labels, {B, T}, "batch labels");
-  check_dtype(batch.labels, DType::I32, "batch labels");
-  if (!batch.segments.empty()) {
-    check_shape(batch.segments, {B, T}, "batch segments");
-    check_dtype(batch.segments, DType::I32, "batch segments");
-  }
-}
-
-}  // namespace
-
-// The adapters given to forward/backward must be the ones the activations were planned for.
-void check_lora_layout(const LoraWeights& lora, const std::vector<LoraSpec>& planned, DType dtype,
-                       const char* what) {
-  LT_CHECK(lora.specs.size() == planned.size(), "{}: {} LoRA adapters given, the decoder was planned for {}",
-           what, lora.specs.size(), planned.size());
-  for (size_t i = 0; i < planned.size(); ++i) {
-    const LoraSpec& p = planned[i];
-    LT_CHECK(lora.specs[i].module_path == p.module_path && lora.adapter(p).rank == p.rank,
-             "{}: LoRA adapter {} is {} of rank {}, the decoder was planned for {} of rank {}", what, i,
-             lora.specs[i].module_path, lora.adapter(p).rank, p.module_path, p.rank);
-  }
-  LT_CHECK(lora.dtype == dtype, "{}: LoRA adapters in {}, the compute dtype is {}", what,
-           dtype_name(lora.dtype), dtype_name(dtype));
-}
-
-void check_lora_grads_layout(const LoraWeights& grads, const std::vector<LoraSpec>& planned, DType dtype,
-                             const char* what) {
-  check_lora_layout(grads, planned, grads.dtype, what);
-  LT_CHECK(gradient_dtype_ok(grads.dtype, dtype), "{}: LoRA gradients in {}, the compute dtype is {}", what,
-           dtype_name(grads.dtype), dtype_name(dtype));
-}
-
-void shift_labels(const Batch& batch, Tensor shifted) {
-  const int64_t B = batch.labels.dim(0), T = batch.labels.dim(1);
-  check_shape(shifted, {B, T}, "shifted labels");
-  LT_CHECK(batch.labels.device == Device::CPU && shifted.device == Device::CPU,
-           "shift_labels: labels must be in host memory");
-  const int32_t* labels = batch.labels.ptr<int32_t>("batch labels");
-  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.ptr<int32_t>("batch segments");
-  int32_t* out = shifted.ptr<int32_t>("shifted labels");
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t i = b * T + t;
-      const bool has_next = t + 1 < T && (!segments || segments[i] == segments[i + 1]);
-      out[i] = has_next ? labels[i + 1] : -100;
-    }
-  }
-}
-
-int64_t count_label_tokens(const Batch& batch) {
-  const int64_t B = batch.labels.dim(0), T = batch.labels.dim(1);
-  std::vector<int32_t> shifted(size_t(B * T));
-  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
-  int64_t count = 0;
-  for (int32_t label : shifted) count += label != -100;
-  return count;
-}
-
-DType stats_dtype(DType compute) {
-  return compute == DType::F64 ? DType::F64 : DType::F32;
-}
-
-void check_compute_dtype(Device device, DType dtype, const char* what) {
-  if (device == Device::CPU)
-    LT_CHECK(dtype == DType::F32 || dtype == DType::F64, "{}: compute dtype {} on CPU, expected f32 or f64",
-             what, dtype_name(dtype));
-  else
-    LT_CHECK(dtype == DType::F32 || is_half_float(dtype),
-             "{}: compute dtype {} on CUDA, expected f32, bf16 or f16", what, dtype_name(dtype));
-}
-
-void check_on_device(const Tensor& t, Device device, const char* what) {
-  LT_CHECK(t.device == device, "{}: on {}, the decoder runs on {}", what, device_name(t.device),
-           device_name(device));
-}
-
-bool gradient_dtype_ok(DType grad, DType compute) {
-  return grad == compute || (is_half_float(compute) && grad == DType::F32);
-}
-
-Batch BatchBuffers::upload(const Batch& host) const {
-  const int64_t B = ids.dim(0), T = ids.dim(1);
-  for (const Tensor* t : {&host.input_ids, &host.positions, &host.labels, &host.segments})
-    LT_CHECK(t->empty() || t->device == Device::CPU, "decoder batch: on {}, expected host memory",
-             device_name(t->device));
-  ops::copy(ids, host.input_ids);
-  ops::copy(positions, host.positions);
-  if (!host.segments.empty()) ops::copy(segments, host.segments);
-  return {.input_ids = ids.reshaped({B, T}),
-          .positions = positions.reshaped({B, T}),
-          .segments = host.segments.empty() ? Tensor() : segments.reshaped({B, T}),
-          .labels = host.labels};
-}
-
-std::string_view recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None:
-      return "none";
-    case Recompute::Full:
-      return "full";
-    case Recompute::Selective:
-      return "selective";
-    case Recompute::Elementwise:
-      return "elementwise";
-    case Recompute::Norms:
-      return "norms";
-  }
-  return "?";
-}
-
-std::optional<Recompute> recompute_from_name(std::string_view name) {
-  for (Recompute r :
-       {Recompute::None, Recompute::Full, Recompute::Selective, Recompute::Elementwise, Recompute::Norms})
-    if (recompute_name(r) == name) return r;
-  return std::nullopt;
-}
-
-const std::vector<std::string>& decoder_offload_names() {
-  static const std::vector<std::string> names{"k",        "v",        "attn_rstd", "attn_in", "q",
-                                              "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                              "ffn_rstd", "ffn_in",   "h",         "lora_t"};
-  return names;
-}
-
-void check_offload_names(const std::vector<std::string>& names, const std::string& what) {
-  const std::vector<std::string>& all = decoder_offload_names();
-  for (const std::string& n : names)
-    LT_CHECK(std::find(all.begin(), all.end(), n) != all.end(),
-             "{}: '{}' is not a kept activation; expected some of {}", what, n,
-             fmt::format("{}", fmt::join(all, ", ")));
-}
 
 template <class Alloc, class HostAlloc>
 void Decoder::plan(Alloc& alloc, HostAlloc* offload) {
@@ -340,12 +203,7 @@ Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t 
       lora_specs_(lora) {
   LT_CHECK(!options.head_backward_in_forward || options.fused_loss,
            "decoder: head_backward_in_forward needs the fused loss");
-  LT_CHECK(options.loss_token_block > 0 && options.loss_vocab_block > 0,
-           "decoder: loss blocks {} x {} must be positive", options.loss_token_block,
-           options.loss_vocab_block);
-  LT_CHECK(dtype == DType::F32 || dtype == DType::F64 || is_half_float(dtype),
-           "decoder: compute dtype {}, expected f32, f64 (CPU), bf16 or f16 (CUDA)", dtype_name(dtype));
-  LT_CHECK(batch > 0 && tokens > 0, "decoder: batch {} x tokens {}, both must be positive", batch, tokens);
+  check_schedule_shape(dtype, batch, tokens, options.loss_token_block, options.loss_vocab_block, "decoder");
 }
 
 Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
@@ -383,13 +241,7 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
                         const LoraWeights* lora, const LoraDropout& dropout) {
   const int64_t B = batch_, T = tokens_, N = B * T;
   check_batch(batch, B, T);
-  check_dtype(w.embed, dtype_, "decoder weights");
-  LT_CHECK(label_tokens > 0,
-           "decoder: label token count {} must be positive (tokens with a target in the step)", label_tokens);
-  if (lora) check_lora_layout(*lora, lora_specs_, dtype_, "decoder");
-  LT_CHECK(!lora || dropout.p == 0 || (dropout.p > 0 && dropout.p < 1),
-           "decoder: LoRA dropout {}, expected [0, 1)", dropout.p);
-  check_on_device(w.embed, device_, "decoder weights");
+  check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, "decoder");
   label_tokens_ = label_tokens;
   lora_ = lora;
   lora_dropout_ = dropout;
@@ -429,9 +281,7 @@ double Decoder::forward(const ModelWeights& w, const Batch& batch, int64_t label
 }
 
 void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
-  LT_CHECK(forward_done_, "decoder: backward without a forward since the last backward");
-  LT_CHECK(!lora_grads || lora_, "decoder: LoRA gradients given, but the forward ran without adapters");
-  if (lora_grads) check_lora_grads_layout(*lora_grads, lora_specs_, dtype_, "decoder");
+  check_backward_args(forward_done_, lora_grads, lora_, lora_specs_, dtype_, "decoder");
   forward_done_ = false;
   const int64_t B = batch_, T = tokens_, N = B * T;
   const Batch& batch = device_batch_;
@@ -458,22 +308,13 @@ void Decoder::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora
     ops::zero(kv_grads_.dv);
     run_hook(hooks_.before_backward, l);
     LayerActivations& a = acts_[size_t(l)];
-    if (recompute_ == Recompute::Full)  // rewrites resid_[l + 1] with the values it already holds
-      layer_forward(config_, l, w.layers[size_t(l)], chunk, kv_[size_t(l)], a, resid_[size_t(l + 1)],
-                    lora_pass(l, nullptr));
-    else if (recompute_ == Recompute::Selective)
-      layer_recompute_selective(config_, l, w.layers[size_t(l)], chunk, a, lora_pass(l, nullptr));
-    if (recompute_ == Recompute::Elementwise)
-      layer_backward_elementwise(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                                 kv_grads_, a, scratch_, d_resid_, lora_pass(l, lora_grads));
-    else if (recompute_ == Recompute::Norms) {
-      LayerScratch s = scratch_;
-      if (s.d_attn.empty()) attention_grads_in_h(a.h, s);  // plan(): this layer's h, dead by then
-      layer_backward_elementwise(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
-                                 kv_grads_, a, s, d_resid_, lora_pass(l, lora_grads), true);
-    } else
-      layer_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)], kv_grads_,
-                     a, scratch_, d_resid_, lora_pass(l, lora_grads));
+    LayerScratch s = scratch_;
+    // Norms: plan() left dAttn/dQ to this layer's h when they fit (dead by then).
+    if (recompute_ == Recompute::Norms && s.d_attn.empty()) attention_grads_in_h(a.h, s);
+    // A whole sequence's Full keeps no K/V per layer: the layer re-runs, rewriting resid_[l + 1].
+    recompute_and_backward(config_, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_[size_t(l)],
+                           kv_grads_, a, s, d_resid_, {.policy = recompute_, .output = resid_[size_t(l + 1)]},
+                           lora_pass(l, nullptr), lora_pass(l, lora_grads));
     // Layer l's slot is free now: bring back layer l - 2, which uses it, while layer l - 1 runs.
     if (offloading && l >= 2 && l - 2 <= L - 3) offload_fetch(l - 2);
     run_hook(hooks_.after_backward, l);
@@ -497,12 +338,7 @@ void Decoder::attention_grads_in_h(const Tensor& h, LayerScratch& s) const {
 }
 
 LoraPass Decoder::lora_pass(int64_t layer, LoraWeights* grads) const {
-  if (!lora_) return {};
-  return {.weights = &lora_->layers[size_t(layer)],
-          .grads = grads ? &grads->layers[size_t(layer)] : nullptr,
-          .dropout = lora_dropout_,
-          .scratch_in = lora_scratch_in_,
-          .scratch_r = lora_scratch_r_};
+  return layer_lora_pass(lora_, layer, grads, lora_dropout_, lora_scratch_in_, lora_scratch_r_);
 }
 
 Tensor Decoder::logits() const {

@@ -105,6 +105,12 @@ void AdamW::step(double lr) {
   ops::adamw_step_many(tensors);
 }
 
+void AdamW::set_steps_taken(int64_t steps) {
+  LT_CHECK(steps >= 0, "AdamW: step count {}, expected >= 0", steps);
+  step_ = steps;
+  step_as_double_ = double(steps);
+}
+
 void AdamW::begin_step() {
   ++step_;
   step_as_double_ = double(step_);

@@ -65,6 +65,8 @@ class AdamW {
   void step_params(double lr, std::span<const size_t> indices);
 
   int64_t steps_taken() const { return step_; }
+  // Sets the step count t (a state assembled from elsewhere: the slices of a sharded optimizer).
+  void set_steps_taken(int64_t steps);
   const AdamWOptions& options() const { return options_; }
   const std::vector<ParamGroup>& params() const { return params_; }
   // Re-points the gradient (or parameter) views, e.g. after buffers move; numel and dtype must stay.

@@ -1,9 +1,14 @@
 #include "train/memory_check.h"
 
+#include <fmt/core.h>
+
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
+#include "train/data_parallel.h"
 #include "train/run_setup.h"
 #include "train/trainable.h"
 
@@ -31,11 +36,48 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   return s;
 }
 
+model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
+                                int64_t largest_elements) {
+  if (sharding != dist::Sharding::Zero1 && sharding != dist::Sharding::Zero2) return plan;
+  auto add = [&plan](model::MemoryCategory c, int64_t delta) {
+    plan.by_category[size_t(c)] = size_t(int64_t(plan.by_category[size_t(c)]) + delta);
+    plan.total = size_t(int64_t(plan.total) + delta);
+  };
+  for (model::MemoryPlanRow& row : plan.rows) {
+    if (row.category != model::MemoryCategory::OptimizerState) continue;
+    const size_t share = (row.bytes + size_t(world) - 1) / size_t(world);
+    add(row.category, int64_t(share) - int64_t(row.bytes));
+    row.bytes = share;
+    row.name += fmt::format(" (1/{} of it)", world);
+  }
+  const size_t scratch = DataParallel::scratch_bytes(largest_elements, world);
+  plan.rows.push_back({.name = fmt::format("{} scratch", dist::sharding_name(sharding)),
+                       .category = model::MemoryCategory::Workspace,
+                       .bytes = scratch,
+                       .in_arena = false});
+  add(model::MemoryCategory::Workspace, int64_t(scratch));
+  return plan;
+}
+
+int64_t largest_trainable_elements(const model::ModelConfig& model, const model::MemoryPlanSettings& s) {
+  int64_t largest = 0;
+  if (s.method == model::FinetuneMethod::Lora) {
+    for (const model::LoraSpec& l : s.lora) largest = std::max({largest, l.rank * l.in, l.out * l.rank});
+    return largest;
+  }
+  for (const model::WeightSpec& spec : model::weight_specs(model))
+    if (s.method == model::FinetuneMethod::Full || s.trainable(spec))
+      largest = std::max(largest, spec.numel());
+  return largest;
+}
+
 model::MemoryPlan check_run_memory(const TrainConfig& config, const model::ModelConfig& model, DType dtype,
                                    int64_t rows, int64_t tokens, const std::vector<model::LoraSpec>& lora,
-                                   Device device) {
-  model::MemoryPlan plan =
-      model::plan_memory(model, run_plan_settings(config, model, dtype, rows, tokens, lora, device));
+                                   Device device, int world) {
+  const model::MemoryPlanSettings settings =
+      run_plan_settings(config, model, dtype, rows, tokens, lora, device);
+  model::MemoryPlan plan = plan_for_rank(model::plan_memory(model, settings), config.sharding, world,
+                                         largest_trainable_elements(model, settings));
   // On the GPU, no memory_limit means the memory free now (the weights are already there: they count as
   // free for the plan, which includes them).
   size_t limit = size_t(config.memory_limit);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dist/sharding.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/memory_plan.h"
@@ -24,10 +25,21 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
                                             const std::vector<model::LoraSpec>& lora,
                                             Device device = Device::CPU);
 
+// One rank's share of `plan` among `world` ranks under `sharding` (train/data_parallel.h): zero1 and zero2
+// keep 1/world of AdamW's moments (rounded up) and add the collectives' scratch for the largest trainable
+// tensor of `largest_elements` (DataParallel::scratch_bytes). Gradients stay whole on every rank (zero2
+// reduces only its slices, but the backward still accumulates the whole gradient); none and ddp change
+// nothing.
+model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
+                                int64_t largest_elements);
+// The largest trainable tensor of a plan's settings (full, partial: the trained weights; lora: an adapter).
+int64_t largest_trainable_elements(const model::ModelConfig& model,
+                                   const model::MemoryPlanSettings& settings);
+
 // Plans the run; throws (model::check_plan_fits) when the plan exceeds config.memory_limit (> 0) or, on
 // the GPU without a limit, the device's free memory.
 model::MemoryPlan check_run_memory(const TrainConfig& config, const model::ModelConfig& model, DType dtype,
                                    int64_t rows, int64_t tokens, const std::vector<model::LoraSpec>& lora,
-                                   Device device = Device::CPU);
+                                   Device device = Device::CPU, int world = 1);
 
 }  // namespace lt::train

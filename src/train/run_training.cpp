@@ -7,6 +7,8 @@
 #include "data/batch.h"
 #include "data/dataset_split.h"
 #include "dist/launch.h"
+#include "dist/mpi_communicator.h"
+#include "dist/nccl_communicator.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
@@ -14,18 +16,35 @@
 
 namespace lt::train {
 
+namespace {
+
+// How long a collective may wait for the other ranks before the run stops naming the missing one (a rank
+// that died or hangs); generous, since a rank may be evaluating or loading while the others wait.
+constexpr double kCollectiveTimeoutS = 1800;
+
+}  // namespace
+
+std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device) {
+  if (device == Device::CUDA && launch.launcher != "none")
+    return dist::make_nccl_communicator(launch, kCollectiveTimeoutS);  // world size 1 too: its overhead
+  if (launch.world_size == 1) return nullptr;
+  LT_CHECK(
+      launch.by_mpi() && dist::mpi_available(),
+      "{}: training over {} processes on the CPU runs over MPI; start it with mpirun (this build {} MPI)",
+      dist::describe(launch), launch.world_size, dist::mpi_available() ? "has" : "lacks");
+  return dist::make_mpi_communicator();
+}
+
 TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, dist::Communicator* comm) {
-  if (!comm) {
-    const dist::Launch launch = dist::detect_launch();
-    LT_CHECK(launch.world_size == 1,
-             "{}: training over {} processes is not wired yet (see issue #18); start leantune train as one "
-             "process",
-             dist::describe(launch), launch.world_size);
-  }
   check_engine_settings(config);
+  std::unique_ptr<dist::Communicator> own_comm;
+  if (!comm) {
+    own_comm = join_processes(dist::detect_launch(), config.device);
+    comm = own_comm.get();
+  }
   check_paths(config);
-  // Claimed before the model and data are read: a refused output_dir costs nothing.
-  std::unique_ptr<io::OutputDir> output = claim_output_dir(config);
+  // Claimed before the model and data are read: a refused output_dir costs nothing. Rank 0 alone writes.
+  std::unique_ptr<io::OutputDir> output = comm && !comm->is_main() ? nullptr : claim_output_dir(config);
   if (config.finetune == Finetune::Lora)
     run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
@@ -40,7 +59,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
                                                    uint64_t(config.seed), config.data_path);
   int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;  // padding is never scored nor attended
-  if (!hooks.quiet)
+  const bool quiet = hooks.quiet || (comm && !comm->is_main());
+  if (!quiet)
     fmt::print(hooks.out,
                "model {} ({} layers, hidden {}, vocab {}), {}, {} on {}; data {}: {} train / {} validation "
                "examples\n",
@@ -50,7 +70,12 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                split.train.size(), split.val.size());
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
                   comm);
-  if (!hooks.quiet) {
+  if (!quiet && comm && comm->world_size() > 1)
+    fmt::print(hooks.out,
+               "{} processes over {}, sharding {}; each step's {} micro-batches split among them\n",
+               comm->world_size(), comm->backend(), name_of(kShardingNames, config.sharding),
+               config.batch_size / config.micro_batch_size);
+  if (!quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
     fmt::print(

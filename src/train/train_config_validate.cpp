@@ -69,13 +69,18 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// Every strategy but none needs the schedule's residency hooks and a multi-process trainer, which do not
-// exist yet. (The reader turned FSDP's names into the canonical ones.)
+// zero3 needs the weights gathered through the schedule's residency hooks, which is not wired yet. (The
+// reader turned FSDP's names into the canonical ones.)
 void check_sharding(const TrainConfig& c) {
-  LT_CHECK(
-      c.sharding == dist::Sharding::None,
-      "config: 'sharding' is {}; the sharding strategies are not wired yet (see issue #18), expected none",
-      name_of(kShardingNames, c.sharding));
+  const char* sharding = name_of(kShardingNames, c.sharding);
+  LT_CHECK(c.sharding != dist::Sharding::Zero3,
+           "config: 'sharding' is {}; sharding the weights themselves is not wired yet (see issue #18), "
+           "expected none, ddp, zero1 or zero2",
+           sharding);
+  LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
+           "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
+           "gradients arrive; expected sharding none",
+           sharding);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "train/memory_check.h"
 #include "train/model_batch.h"
 #include "train/progress.h"
+#include "train/rank_zero.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 
@@ -32,6 +33,9 @@ namespace lt::train {
 namespace {
 
 constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
+// How long the other ranks wait for rank 0 to write a checkpoint or the final model (a large model on a
+// slow disk) before they call it lost.
+constexpr double kWriteTimeoutS = 3600;
 
 // The process's peak resident memory on CPU; on the GPU, the device memory in use now (after the step,
 // everything the run holds: arenas, library workspaces, the CUDA context).
@@ -52,17 +56,19 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                  dist::Communicator* comm)
     : config_(config),
       model_(model),
-      output_(output ? std::move(output) : claim_output_dir(config)),
+      output_(std::move(output)),
       train_(std::move(train)),
       val_(std::move(val)),
       pad_id_(pad_id) {
   if (!comm) own_comm_ = std::make_unique<dist::SingleCommunicator>();
   comm_ = comm ? comm : own_comm_.get();
-  // The step below splits micro-batches and reduces counts, loss and gradients over ranks; checkpoints,
-  // logs, optimizer_in_backward and the sharding strategies do not know about ranks yet.
-  LT_CHECK(comm_->world_size() == 1,
-           "training over {} processes is not wired yet (see issue #18); run a single process",
-           comm_->world_size());
+  // Rank 0 alone writes into output_dir (logs, checkpoints, the final model); the others only read it.
+  if (!output_ && comm_->is_main()) output_ = claim_output_dir(config_);
+  LT_CHECK(!config_.optimizer_in_backward ||
+               (comm_->world_size() == 1 && config_.sharding == dist::Sharding::None),
+           "config: optimizer_in_backward steps each layer before the other ranks' gradients arrive; it "
+           "needs one process and sharding none, not {} processes and sharding {}",
+           comm_->world_size(), name_of(kShardingNames, config_.sharding));
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
@@ -100,7 +106,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   AdamWOptions adamw = adamw_options(config_);
   adamw.stochastic_rounding = plan_.stochastic_rounding;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
-  optimizer_ = std::make_unique<AdamW>(std::move(params), adamw);
+  data_parallel_ = std::make_unique<DataParallel>(*comm_, config_.sharding, std::move(params), memory);
+  LT_CHECK(data_parallel_->shards_optimizer() == false || config_.precision != Precision::Fp16 ||
+               config_.sharding == dist::Sharding::Zero1,
+           "config: precision fp16 with sharding {}: the loss scaler's overflow check needs every gradient "
+           "on every rank; use zero1 or ddp",
+           name_of(kShardingNames, config_.sharding));
+  optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
                  config_.precision != Precision::Fp16 && config_.max_grad_norm == 0,
@@ -130,8 +142,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   const int64_t tokens =
       std::max(config_.packing ? pack_len : longest_example(train_), longest_example(val_));
   // The memory plan of the run (refused here, before any step, when it exceeds memory_limit).
-  memory_plan_summary_ = model::format_memory_plan_summary(
-      check_run_memory(config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device));
+  memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
+      config_, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
   const std::optional<model::Recompute> recompute = config_.recompute;
   activations_ = std::make_unique<Arena>(
       "activations", memory,
@@ -143,6 +155,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                 offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size,
                                               recompute, config_.offload_only));
 
+  int64_t trained_elements = 0;
+  for (const ParamGroup& p : data_parallel_->full()) trained_elements += p.param.numel();
+  check_same_run(*comm_,
+                 {{"the training examples", int64_t(train_.size())},
+                  {"micro-batches per step", accum_},
+                  {"the total steps", total_steps_},
+                  {"the trainable elements", trained_elements},
+                  {"the sharding", int64_t(config_.sharding)}},
+                 kWriteTimeoutS);
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
     // A fresh run among another run's checkpoints would mix them up (and rotation could delete its own).
@@ -156,8 +177,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
     check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
-    state_ = load_checkpoint(dir, mc, saved_weights(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
-                             lora_arena_ ? &adapter_config_ : nullptr);
+    // A sharded optimizer's checkpoint holds the whole state (data_parallel.h): loaded whole, then sliced.
+    std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
+    state_ = load_checkpoint(dir, mc, saved_weights(), whole ? *whole : *optimizer_,
+                             lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
+    if (whole) data_parallel_->scatter_state(*whole, *optimizer_);
   }
   if (config_.precision == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
@@ -327,10 +351,9 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
   if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
-  std::vector<Tensor> grad_tensors;
-  for (const ParamGroup& p : optimizer_->params()) grad_tensors.push_back(p.grad);
   // Each rank holds the gradient of its micro-batches over the global denominator: the sum is the step's.
-  for (const Tensor& g : grad_tensors) comm_->all_reduce(g, dist::ReduceOp::Sum);
+  data_parallel_->reduce_gradients();
+  const std::vector<Tensor> grad_tensors = data_parallel_->local_gradients();
   double grad_norm = 0;
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
@@ -339,13 +362,14 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
                     : r.loss;
     if (!scaler_->update(std::isfinite(grad_norm), state_.step + 1)) return {grad_norm, false};
   } else {
-    grad_norm = clip_grad_norm(grad_tensors, config_.max_grad_norm);
+    grad_norm = data_parallel_->clip(config_.max_grad_norm);
     LT_CHECK(std::isfinite(grad_norm) && std::isfinite(r.loss),
              "step {}: the loss ({}) or the gradient norm ({}) is not finite; lower learning_rate or check "
              "the data",
              state_.step + 1, r.loss, grad_norm);
   }
   optimizer_->step(lr);  // also refreshes the compute copies (LoRA's, master weights' working weights)
+  data_parallel_->gather_parameters();
   return {grad_norm, true};
 }
 
@@ -357,10 +381,13 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
 }
 
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
+  // A sharded optimizer is gathered whole on every rank (a collective), and rank 0 writes it.
+  std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
+  if (whole) data_parallel_->gather_state(*optimizer_, *whole);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
                        .weights = &saved_weights(),
-                       .optimizer = optimizer_.get(),
+                       .optimizer = whole ? whole.get() : optimizer_.get(),
                        .schedule = schedule_.get(),
                        .state = state,
                        .write_extra = hooks.write_extra,
@@ -368,20 +395,28 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .adapter = lora_arena_ ? &adapter_config_ : nullptr,
                        .between_rename_and_delete = hooks.between_rename_and_delete,
                        .plan = &plan_};
-  return save_checkpoint(config_.output_dir, c, config_.save_total_limit);
+  std::string path = config_.output_dir + "/" + checkpoint_dir_name(state.step);
+  write_on_rank_zero(
+      *comm_, "a checkpoint",
+      [&] { path = save_checkpoint(config_.output_dir, c, config_.save_total_limit); }, kWriteTimeoutS);
+  return path;
 }
 
 TrainResult Trainer::run(const TrainerHooks& hooks) {
   TrainResult result;
   result.start_step = result.final_step = state_.step;
   result.total_steps = total_steps_;
-  MetricsLog metrics(config_.output_dir, state_.step);
-  io::TensorBoardWriter tensorboard(config_.output_dir + "/runs");
+  // Rank 0 alone prints and writes logs; the other ranks compute the same numbers.
+  std::optional<MetricsLog> metrics;
+  std::optional<io::TensorBoardWriter> tensorboard;
+  if (comm_->is_main()) metrics.emplace(config_.output_dir, state_.step);
+  if (comm_->is_main()) tensorboard.emplace(config_.output_dir + "/runs");
+  const bool quiet = hooks.quiet || !comm_->is_main();
   std::FILE* out = hooks.out;
-  ProgressReporter progress(out, !hooks.quiet && isatty(fileno(out)), total_steps_,
-                            hooks.quiet ? 0 : config_.logging_steps, state_.step);
+  ProgressReporter progress(out, !quiet && isatty(fileno(out)), total_steps_,
+                            quiet ? 0 : config_.logging_steps, state_.step);
   auto say = [&](const std::string& text) {
-    if (!hooks.quiet) progress.message(text);
+    if (!quiet) progress.message(text);
   };
   say(format_run_header(plan_) + "memory plan: " + memory_plan_summary_);
   if (state_.step > 0)
@@ -429,29 +464,29 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                   .peak_memory_bytes = peak_memory_bytes(model_.device),
                   .loss_scale = loss_scale,
                   .skipped = !applied};
-    metrics.log(m);
+    if (metrics) metrics->log(m);
     for (auto [tag, value] : {std::pair<const char*, double>{"train/loss", m.loss},
                               {"train/learning_rate", m.lr},
                               {"train/grad_norm", m.grad_norm},
                               {"train/epoch", m.epoch},
                               {"train/tokens_per_s", m.tokens_per_s}})
-      tensorboard.add_scalar(tag, value, m.step);
-    if (scaler_) tensorboard.add_scalar("train/loss_scale", m.loss_scale, m.step);
+      if (tensorboard) tensorboard->add_scalar(tag, value, m.step);
+    if (scaler_ && tensorboard) tensorboard->add_scalar("train/loss_scale", m.loss_scale, m.step);
     result.losses.push_back(r.loss);
     result.final_step = state_.step;
-    progress.step(m, run_timer.seconds());
+    if (comm_->is_main()) progress.step(m, run_timer.seconds());
     if (hooks.on_step) hooks.on_step(m);
 
     const bool last = state_.step == total_steps_;
     if (!val_.empty() && ((config_.eval_steps > 0 && state_.step % config_.eval_steps == 0) || last)) {
       EvalMetrics e = run_eval(state_.step, state_.epoch);
-      metrics.log(e);
-      tensorboard.add_scalar("eval/loss", e.eval_loss, e.step);
+      if (metrics) metrics->log(e);
+      if (tensorboard) tensorboard->add_scalar("eval/loss", e.eval_loss, e.step);
       result.evals.push_back(e);
       say(fmt::format("eval at step {}: loss {:.4f} over {} tokens ({:.1f} s)", e.step, e.eval_loss,
                       e.eval_tokens, e.eval_s));
     }
-    const bool stop = stop_requested();
+    const bool stop = stop_requested_on_any_rank(*comm_);
     if ((config_.save_steps > 0 && state_.step % config_.save_steps == 0) || last || stop) {
       result.last_checkpoint = write_checkpoint(state_, hooks);
       say(fmt::format("saved {}", result.last_checkpoint));
@@ -465,7 +500,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   }
   progress.finish();
   if (const std::string profile = ops::op_profile_report(); !profile.empty()) say(profile);
-  save_final();
+  write_on_rank_zero(
+      *comm_, "the final model", [&] { save_final(); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
                   config_.output_dir));
   return result;

@@ -12,6 +12,11 @@
 // adapters instead, initialized from the run's seed or loaded from init_adapter. LoRA dropout masks come
 // from (seed, step, micro-batch of the step), so a resumed run draws the same masks. A LoRA run's
 // checkpoints and final output are PEFT adapter directories (adapter_config.json, adapter_model.safetensors).
+//
+// Several processes (`comm` of world size N): each rank runs its contiguous share of every step's
+// micro-batches (dist/rank_split.h), the step's scored tokens and loss are summed over ranks, and the
+// gradients meet the other ranks as `sharding` says (train/data_parallel.h: ddp, zero1, zero2). Rank 0 alone
+// prints and writes into output_dir; every rank reads a checkpoint to resume.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,7 @@
 #include "model/shared_layer_grads.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -78,7 +84,7 @@ class Trainer {
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t total_steps() const { return total_steps_; }
-  const std::vector<ParamGroup>& trainable() const { return optimizer_->params(); }
+  const std::vector<ParamGroup>& trainable() const { return data_parallel_->full(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
@@ -132,7 +138,8 @@ class Trainer {
   model::LoraWeights lora_, lora_grads_;
   std::unique_ptr<Arena> lora_compute_arena_;  // when the compute dtype differs from the master's (GPU bf16)
   model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DataParallel> data_parallel_;  // how the step meets the other ranks (`sharding`)
+  std::unique_ptr<AdamW> optimizer_;             // over data_parallel_->optimizer_groups()
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors

@@ -1,6 +1,8 @@
-// What training does about several processes today: the step's reductions go through the communicator it
-// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed and every strategy but none is
-// refused, and a process started by a multi-process launcher is refused naming it, before any work.
+// Training and its processes, seen from one process: the step's reductions go through the communicator it
+// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed (zero3 refused until wired), the
+// sharded strategies over one process change no bit, and a CPU process that a launcher other than mpirun
+// started as one of several is refused naming it, before any work. The multi-process runs themselves are
+// tests/dist/mpi/test_mpi_training.cpp, under mpirun.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -60,7 +62,7 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
   EXPECT_EQ(comm.elements, 3 * (2 + 1 + parameters));
 }
 
-TEST(TrainerProcesses, ShardingNamesAreParsedAndRefusedUntilWired) {
+TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3IsRefusedUntilWired) {
   TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
   EXPECT_EQ(c.sharding, dist::Sharding::None);
   validate(c);
@@ -68,18 +70,47 @@ TEST(TrainerProcesses, ShardingNamesAreParsedAndRefusedUntilWired) {
                                                                            {"no_shard", "ddp"},
                                                                            {"zero1", "zero1"},
                                                                            {"zero2", "zero2"},
-                                                                           {"shard_grad_op", "zero2"},
-                                                                           {"zero3", "zero3"},
-                                                                           {"full_shard", "zero3"}}) {
+                                                                           {"shard_grad_op", "zero2"}}) {
     TrainConfig s = parse_train_config_yaml("base_model: m\ndata_path: d\nsharding: " + given, "t.yaml");
-    test::expect_error_mentions(
-        [&] { validate(s); }, {"'sharding' is " + canonical, "not wired yet", "issue #18", "expected none"});
+    validate(s);
+    EXPECT_EQ(name_of(kShardingNames, s.sharding), canonical);
   }
+  for (const char* given : {"zero3", "full_shard"}) {
+    TrainConfig s =
+        parse_train_config_yaml(std::string("base_model: m\ndata_path: d\nsharding: ") + given, "t.yaml");
+    test::expect_error_mentions([&] { validate(s); }, {"'sharding' is zero3", "not wired yet", "issue #18",
+                                                       "expected none, ddp, zero1 or zero2"});
+  }
+  TrainConfig in_backward = parse_train_config_yaml(
+      "base_model: m\ndata_path: d\nsharding: zero1\noptimizer_in_backward: true\nbatch_size: 1\n"
+      "micro_batch_size: 1\nmax_grad_norm: 0\n",
+      "t.yaml");
+  test::expect_error_mentions([&] { validate(in_backward); },
+                              {"optimizer_in_backward", "sharding zero1", "expected sharding none"});
   test::expect_error_mentions([] { parse_train_config_yaml("sharding: fsdp\n", "t.yaml"); },
                               {"t.yaml", "sharding", "fsdp", "full_shard"});
 }
 
-TEST(TrainerProcesses, AMultiProcessLaunchIsRefusedBeforeAnyWork) {
+// One process: slices are whole tensors and the collectives copies, so zero1 and zero2 are none's bits.
+TEST(TrainerProcesses, ShardedStrategiesOverOneProcessEqualNoneBitForBit) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  TrainConfig c = test::tiny_train_config(dir.path());
+  c.max_steps = 3;
+  c.max_grad_norm = 1e-3;  // every step clips
+  const TrainResult plain = run_training(c, test::quiet_hooks());
+  for (const char* sharding : {"zero1", "zero2"}) {
+    TrainConfig s = c;
+    apply_overrides(s, {"--sharding", sharding});
+    s.output_dir = dir.file(sharding);
+    const TrainResult r = run_training(s, test::quiet_hooks());
+    EXPECT_EQ(r.losses, plain.losses) << sharding;
+    EXPECT_EQ(test::read_checkpoint_f64(s.output_dir), test::read_checkpoint_f64(c.output_dir)) << sharding;
+  }
+}
+
+TEST(TrainerProcesses, ACpuLaunchThatMpiDidNotStartIsRefusedBeforeAnyWork) {
   test::TempDir dir;
   TrainConfig c = test::tiny_train_config(dir.path());  // no model or data written: refused before
   // The launcher's variables, as torchrun would set them for rank 1 of 2.
@@ -92,7 +123,8 @@ TEST(TrainerProcesses, AMultiProcessLaunchIsRefusedBeforeAnyWork) {
   }
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(v);
   EXPECT_NE(message.find("rank 1 of 2 (local rank 1, launched by torchrun)"), std::string::npos) << message;
-  EXPECT_NE(message.find("training over 2 processes is not wired yet (see issue #18)"), std::string::npos)
+  EXPECT_NE(message.find("training over 2 processes on the CPU runs over MPI; start it with mpirun"),
+            std::string::npos)
       << message;
 }
 

@@ -1,0 +1,189 @@
+#include "train/data_parallel.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/device.h"
+#include "ops/ops.h"
+#include "train/checkpoint.h"
+#include "train/grad_clip.h"
+
+namespace lt::train {
+namespace {
+
+constexpr size_t kWidestElement = 8;  // f64
+constexpr size_t kAlignment = 256;    // the arena's default
+
+// Elements [begin, end) of t, as a 1-D view.
+Tensor flat_range(const Tensor& t, int64_t begin, int64_t end) {
+  return Tensor(static_cast<char*>(t.data) + size_t(begin) * dtype_size(t.dtype), t.dtype, {end - begin},
+                t.device);
+}
+
+Tensor flat(const Tensor& t) {
+  return flat_range(t, 0, t.numel());
+}
+
+}  // namespace
+
+DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
+                           MemoryResource& memory)
+    : comm_(comm), sharding_(sharding), full_(std::move(full)) {
+  LT_CHECK(
+      sharding_ != dist::Sharding::Zero3,
+      "config: 'sharding' is zero3; sharding the weights themselves is not wired yet, expected none, ddp, "
+      "zero1 or zero2");
+  for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
+  if (!shards_optimizer()) return;
+  int64_t largest = 1;
+  for (const ParamGroup& g : full_) largest = std::max(largest, g.param.numel());
+  const int world = comm_.world_size();
+  const size_t part_bytes = scratch_bytes(largest, world) / size_t(world + 1);
+  scratch_ = std::make_unique<Arena>("sharding scratch", memory, scratch_bytes(largest, world) + kAlignment);
+  part_ = scratch_->alloc_bytes("slice", part_bytes, kAlignment);
+  whole_ = scratch_->alloc_bytes("whole", part_bytes * size_t(world), kAlignment);
+}
+
+size_t DataParallel::scratch_bytes(int64_t largest_elements, int world) {
+  const size_t part = size_t((largest_elements + world - 1) / world) * kWidestElement;
+  return part * size_t(world + 1);  // a padded slice and a padded whole
+}
+
+int64_t DataParallel::slice_capacity(size_t index) const {
+  const int64_t world = comm_.world_size();
+  return (full_[index].param.numel() + world - 1) / world;
+}
+
+DataParallel::Slice DataParallel::slice_of(size_t index, int rank) const {
+  const int64_t n = full_[index].param.numel(), c = slice_capacity(index);
+  return {std::min(n, rank * c), std::min(n, (rank + 1) * c)};
+}
+
+Tensor DataParallel::part_scratch(size_t index, DType dtype) const {
+  return Tensor(part_, dtype, {slice_capacity(index)}, scratch_->device());
+}
+
+Tensor DataParallel::whole_scratch(size_t index, DType dtype) const {
+  return Tensor(whole_, dtype, {slice_capacity(index) * comm_.world_size()}, scratch_->device());
+}
+
+std::vector<ParamGroup> DataParallel::optimizer_groups() const {
+  if (!shards_optimizer()) return full_;
+  std::vector<ParamGroup> out;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const auto [begin, end] = mine_[i];
+    if (begin == end) continue;  // a tensor smaller than the world: the lower ranks own it
+    const ParamGroup& g = full_[i];
+    out.push_back(
+        {.name = g.name,
+         .param = flat_range(g.param, begin, end),
+         .grad = flat_range(g.grad, begin, end),
+         .compute_copy = g.compute_copy.empty() ? Tensor{} : flat_range(g.compute_copy, begin, end)});
+  }
+  return out;
+}
+
+void DataParallel::reduce_gradients() {
+  if (sharding_ != dist::Sharding::Zero2) {
+    for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
+    return;
+  }
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const Tensor& grad = full_[i].grad;
+    const Tensor whole = whole_scratch(i, grad.dtype), part = part_scratch(i, grad.dtype);
+    ops::zero(whole);  // the padding past n adds zeros
+    ops::copy(flat_range(whole, 0, grad.numel()), flat(grad));
+    comm_.reduce_scatter(whole, part, dist::ReduceOp::Sum);
+    const auto [begin, end] = mine_[i];
+    if (begin < end) ops::copy(flat_range(grad, begin, end), flat_range(part, 0, end - begin));
+  }
+}
+
+std::vector<Tensor> DataParallel::local_gradients() const {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    if (sharding_ != dist::Sharding::Zero2) {
+      out.push_back(full_[i].grad);
+    } else if (mine_[i].begin < mine_[i].end) {
+      out.push_back(flat_range(full_[i].grad, mine_[i].begin, mine_[i].end));
+    }
+  }
+  return out;
+}
+
+double DataParallel::clip(double max_norm) {
+  if (sharding_ != dist::Sharding::Zero2) return clip_grad_norm(local_gradients(), max_norm);
+  // Each rank's squared norm over its slices, summed over ranks in rank order: the grouping of the sum
+  // differs from one process's, so the norm agrees with it to rounding (and is the same on every rank).
+  const std::vector<Tensor> grads = local_gradients();
+  double squares = 0;
+  for (double s : ops::grad_norms_squared(grads)) squares += s;
+  comm_.all_reduce(Tensor(&squares, DType::F64, {1}), dist::ReduceOp::Sum);
+  const double norm = std::sqrt(squares);
+  LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
+           "max_grad_norm is {}, expected a finite value >= 0 (0 = off)", max_norm);
+  if (max_norm == 0 || !std::isfinite(norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);  // clip_grad_norm's rule (train/grad_clip.h)
+  if (coef < 1.0)
+    for (const Tensor& g : grads) ops::scale_inplace(g, coef);
+  return norm;
+}
+
+void DataParallel::gather_into(size_t index, Tensor whole, Tensor mine) {
+  const Tensor part = part_scratch(index, whole.dtype), gathered = whole_scratch(index, whole.dtype);
+  ops::zero(part);
+  if (mine.numel() > 0) ops::copy(flat_range(part, 0, mine.numel()), flat(mine));
+  comm_.all_gather(part, gathered);
+  ops::copy(flat(whole), flat_range(gathered, 0, whole.numel()));
+}
+
+void DataParallel::gather_parameters() {
+  if (!shards_optimizer()) return;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const ParamGroup& g = full_[i];
+    gather_into(i, g.param, flat_range(g.param, mine_[i].begin, mine_[i].end));
+    // AdamW rounded this rank's slice into the compute copy; the others' arrive as the parameter's bits
+    // and are rounded here the same way (to nearest).
+    if (!g.compute_copy.empty()) ops::copy(flat(g.compute_copy), flat(g.param));
+  }
+}
+
+std::unique_ptr<AdamW> DataParallel::whole_optimizer(const AdamWOptions& options) const {
+  if (!shards_optimizer()) return nullptr;
+  return std::make_unique<AdamW>(full_, options);
+}
+
+void DataParallel::gather_state(AdamW& sharded, AdamW& whole) {
+  LT_CHECK(shards_optimizer(), "gather_state: the optimizer is not sharded");
+  const std::vector<io::NamedTensor> mine = sharded.state_tensors();  // step, then per owned slice m, v
+  const std::vector<io::NamedTensor> all = whole.state_tensors();     // step, then per tensor m, v
+  size_t k = 1;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const bool owned = mine_[i].begin < mine_[i].end;
+    for (size_t moment = 0; moment < 2; ++moment) {
+      const Tensor& target = all[1 + 2 * i + moment].tensor;
+      const Tensor part = owned ? mine[k + moment].tensor : Tensor(nullptr, target.dtype, {0}, target.device);
+      gather_into(i, target, part);
+    }
+    if (owned) k += 2;
+  }
+  whole.set_steps_taken(sharded.steps_taken());
+}
+
+void DataParallel::scatter_state(AdamW& whole, AdamW& sharded) const {
+  LT_CHECK(shards_optimizer(), "scatter_state: the optimizer is not sharded");
+  const std::vector<io::NamedTensor> all = whole.state_tensors();
+  std::vector<io::NamedTensor> slices{all[0]};  // "step"
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const auto [begin, end] = mine_[i];
+    if (begin == end) continue;
+    for (size_t moment = 0; moment < 2; ++moment) {
+      const io::NamedTensor& t = all[1 + 2 * i + moment];
+      slices.push_back({t.name, flat_range(t.tensor, begin, end)});
+    }
+  }
+  std::vector<std::vector<char>> staging;
+  sharded.load_state(on_host(std::move(slices), staging), "the checkpoint's optimizer state");
+}
+
+}  // namespace lt::train

@@ -1,0 +1,89 @@
+// How one optimizer step meets the other ranks of a data-parallel run (`sharding`, dist/sharding.h). Every
+// rank computes the gradient of its own micro-batches over the step's global denominator (trainer.h), so
+// the ranks' gradients add up to the single-process gradient of the whole global batch; then:
+//   none, ddp  every gradient is all-reduced (a rank-ordered sum on MPI, dist/rank_order_sum.h), every rank
+//              clips the same full gradients and runs the same AdamW over every tensor;
+//   zero1      the same all-reduce and clipping, but each rank keeps AdamW's moments (and updates the
+//              parameters) only for its own slice of every tensor; the updated slices are all-gathered;
+//   zero2      the gradients are reduce-scattered instead: a rank receives only the sum of its own slice,
+//              clips with the global norm (the ranks' partial squared norms all-reduced), updates its slice,
+//              and the slices are all-gathered.
+// A tensor of n elements is cut into world_size contiguous slices of ceil(n / world_size) elements (the last
+// ones shorter or empty): rank r owns elements [r*c, min((r+1)*c, n)). AdamW's update is element-wise, so a
+// rank that updates its slice computes exactly the bits a replica would; the sharded strategies equal ddp
+// bit for bit, except that zero2's clipping norm adds the squares in another grouping (rounding only).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/arena.h"
+#include "dist/communicator.h"
+#include "dist/sharding.h"
+#include "train/adamw.h"
+
+namespace lt::train {
+
+class DataParallel {
+ public:
+  // `full`: every trainable tensor of the run (name, parameter, gradient, optional compute copy), in the
+  // trainer's order, all on one device. `sharding` none behaves as ddp (with one process both are a no-op).
+  DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
+               MemoryResource& memory);
+
+  // The scratch a sharded strategy allocates for a largest tensor of `largest_elements` over `world` ranks.
+  static size_t scratch_bytes(int64_t largest_elements, int world);
+
+  bool shards_optimizer() const {
+    return sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2;
+  }
+  const std::vector<ParamGroup>& full() const { return full_; }
+  // What AdamW updates on this rank: the full tensors, or (zero1, zero2) this rank's non-empty slices of
+  // them, named as the full tensors are (so weight decay by name applies alike).
+  std::vector<ParamGroup> optimizer_groups() const;
+
+  // After the step's backward: the gradients summed over ranks (every tensor; zero2: this rank's slices).
+  void reduce_gradients();
+  // The gradients this rank holds after reduce_gradients (what clipping and unscaling touch).
+  std::vector<Tensor> local_gradients() const;
+  // The global gradient norm over every rank's gradients, and clip_grad_norm's scaling of local_gradients()
+  // when max_norm > 0 (train/grad_clip.h).
+  double clip(double max_norm);
+  // After AdamW stepped this rank's slices (zero1, zero2): every rank's slices gathered into the full
+  // parameters and their compute copies. A no-op for none and ddp.
+  void gather_parameters();
+
+  // Sharded strategies: a fresh AdamW over full() (zeroed moments, for checkpoints); nullptr otherwise.
+  std::unique_ptr<AdamW> whole_optimizer(const AdamWOptions& options) const;
+  // Checkpoints of a sharded optimizer hold the whole state, as one process writes it (so that a run
+  // resumes at any world size): `whole` is an AdamW over full(), `sharded` the one over optimizer_groups().
+  // gather_state fills whole from every rank's slices (a collective: every rank calls it);
+  // scatter_state loads this rank's slices from whole.
+  void gather_state(AdamW& sharded, AdamW& whole);
+  void scatter_state(AdamW& whole, AdamW& sharded) const;
+
+ private:
+  struct Slice {
+    int64_t begin = 0, end = 0;  // elements of the full tensor this rank owns
+  };
+  Slice slice_of(size_t index, int rank) const;
+  int64_t slice_capacity(size_t index) const;  // ceil(n / world)
+  // whole (n elements of tensor `index`'s layout) = every rank's `mine` (its slice, slice_of(index, rank)
+  // elements) in rank order: an all-gather of padded slices.
+  void gather_into(size_t index, Tensor whole, Tensor mine);
+  Tensor part_scratch(size_t index, DType dtype) const;   // slice_capacity(index) elements
+  Tensor whole_scratch(size_t index, DType dtype) const;  // world * slice_capacity(index) elements
+
+  dist::Communicator& comm_;
+  dist::Sharding sharding_;
+  std::vector<ParamGroup> full_;
+  std::vector<Slice> mine_;  // this rank's slice of every full tensor
+  // Sharded strategies: room for the largest tensor's padded slice and padded whole, in any dtype (8 bytes
+  // an element at most); the collectives run on these, so no tensor needs an element count world_size
+  // divides.
+  std::unique_ptr<Arena> scratch_;
+  void* part_ = nullptr;
+  void* whole_ = nullptr;
+};
+
+}  // namespace lt::train
