@@ -237,10 +237,12 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("group_by_length", now.group_by_length, saved.group_by_length);
   same("cutoff_len", now.cutoff_len, saved.cutoff_len);
   same("val_set_size", now.val_set_size, saved.val_set_size);
-  same("finetune", now.finetune, saved.finetune);
+  same("finetune", std::string(name_of(model::kFinetuneNames, now.finetune)),
+       std::string(name_of(model::kFinetuneNames, saved.finetune)));
   same("master_weights", now.master_weights, saved.master_weights);
-  same("precision", now.precision, saved.precision);
-  if (finetune_of(now) == Finetune::Lora) {
+  same("precision", std::string(name_of(kPrecisionNames, now.precision)),
+       std::string(name_of(kPrecisionNames, saved.precision)));
+  if (now.finetune == Finetune::Lora) {
     same("lora_r", now.lora_r, saved.lora_r);
     same("lora_alpha", now.lora_alpha, saved.lora_alpha);
     same("lora_dropout", now.lora_dropout, saved.lora_dropout);
