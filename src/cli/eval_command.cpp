@@ -31,20 +31,21 @@ struct EvalOptions {
   int64_t seed = 42;
 };
 
-void run_eval(EvalOptions o) {
-  train::resolve_auto_device(o.device, o.precision);
-  train::check_device_precision(o.device, o.precision, "eval");
+void run_eval(const EvalOptions& o) {
+  Device device = train::parse_device(o.device, "eval");
+  train::Precision precision = train::parse_precision(o.precision, "eval");
+  train::resolve_auto_device(device, precision);
+  train::check_device_precision(device, precision, "eval");
   LT_CHECK(o.micro_batch_size > 0, "eval: '--micro_batch_size' is {}, expected a positive integer",
            o.micro_batch_size);
   LT_CHECK(o.cutoff_len > 0, "eval: '--cutoff_len' is {}, expected a positive integer", o.cutoff_len);
-  const DType dtype = train::compute_dtype(o.precision);
-  const Device device = train::run_device(o.device);
+  const DType dtype = train::compute_dtype(precision);
   train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed), device);
   auto tokenizer = train::load_model_tokenizer(o.model, false, model.config.vocab_size);
   train::TrainConfig c;
   c.cutoff_len = o.cutoff_len;
   c.prompt_template = o.prompt_template;
-  c.dataset_format = o.dataset_format;
+  c.dataset_format = data::data_format_from_name(o.dataset_format);
   c.train_on_inputs = o.train_on_inputs;
   data::Dataset dataset =
       train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));

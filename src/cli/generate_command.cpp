@@ -148,9 +148,11 @@ std::string cut_at_stop(std::string text, const std::vector<std::string>& stop, 
   return text;
 }
 
-void run_generate(GenerateOptions o) {
-  train::resolve_auto_device(o.device, o.precision);
-  train::check_device_precision(o.device, o.precision, "generate");
+void run_generate(const GenerateOptions& o) {
+  Device device = train::parse_device(o.device, "generate");
+  train::Precision precision = train::parse_precision(o.precision, "generate");
+  train::resolve_auto_device(device, precision);
+  train::check_device_precision(device, precision, "generate");
   LT_CHECK(int(!o.prompt.empty()) + int(!o.ids.empty()) + int(!o.prompts_file.empty()) == 1,
            "generate: give exactly one of '--prompt', '--prompts_file' and '--ids'");
   LT_CHECK(o.max_new_tokens >= 0, "generate: '--max_new_tokens' is {}, expected >= 0", o.max_new_tokens);
@@ -160,8 +162,7 @@ void run_generate(GenerateOptions o) {
   LT_CHECK(o.repetition_penalty > 0, "generate: '--repetition_penalty' is {}, expected > 0 (1: none)",
            o.repetition_penalty);
   for (const std::string& s : o.stop) LT_CHECK(!s.empty(), "generate: '--stop' is empty, expected a string");
-  const DType dtype = train::compute_dtype(o.precision);
-  const Device device = train::run_device(o.device);
+  const DType dtype = train::compute_dtype(precision);
   // Loaded and merged on the host (in f32 when the GPU computes in bf16 or f16), then moved to the device.
   const DType host_dtype = train::master_dtype(dtype);
   train::LoadedModel model = train::load_model(o.model, host_dtype, o.random_init, uint64_t(o.seed));

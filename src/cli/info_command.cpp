@@ -26,6 +26,11 @@ namespace lt::cli {
 
 namespace {
 
+constexpr std::span<const EnumName<train::Precision>> kPrecisions(train::kPrecisionNames);
+constexpr std::span<const EnumName<Device>> kDevices(train::kDeviceNames);
+constexpr std::span<const EnumName<model::Finetune>> kFinetunes(model::kFinetuneNames);
+constexpr std::span<const EnumName<std::optional<model::Recompute>>> kRecomputes(train::kRecomputeNames);
+
 struct InfoOptions {
   std::string model_dir;
   int64_t seq_len = 2048;
@@ -97,19 +102,24 @@ void print_memory(const char* title, const model::MemoryEstimate& m) {
 // checkpoint's double quantization or, for a 16-bit model, the QLoRA recipe's (double quant on).
 void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
                 const std::optional<io::Bnb4Config>& stored) {
-  const std::string precision = o.precision_given ? o.precision : "fp32";
-  LT_CHECK(precision == "fp32" || precision == "fp64" || precision == "bf16" || precision == "fp16",
+  const std::string precision_text = o.precision_given ? o.precision : "fp32";
+  const std::optional<train::Precision> precision = find_enum(kPrecisions, precision_text);
+  LT_CHECK(precision,
            "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)",
-           precision);
-  LT_CHECK(o.finetune == "full" || o.finetune == "lora" || o.finetune == "partial",
-           "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
+           precision_text);
+  const std::optional<model::Finetune> finetune = find_enum(kFinetunes, o.finetune);
+  LT_CHECK(finetune, "info --plan: --finetune {} is not one of full, lora, partial", o.finetune);
   model::MemoryPlanSettings s;
-  s.dtype = train::compute_dtype(precision);
+  s.dtype = train::compute_dtype(*precision);
   s.master_dtype = train::master_dtype(s.dtype);
   s.state_dtype = s.dtype == DType::F64 ? DType::F64 : DType::F32;  // AdamW keeps f32 moments below fp64
-  const std::string device = o.device.empty() ? (s.dtype == DType::BF16 ? "cuda" : "cpu") : o.device;
-  LT_CHECK(device == "cpu" || device == "cuda", "info --plan: --device {}, expected cpu or cuda", device);
-  s.device = device == "cuda" ? Device::CUDA : Device::CPU;
+  if (o.device.empty()) {
+    s.device = s.dtype == DType::BF16 ? Device::CUDA : Device::CPU;
+  } else {
+    const std::optional<Device> device = find_enum(kDevices, o.device);
+    LT_CHECK(device, "info --plan: --device {}, expected cpu or cuda", o.device);
+    s.device = *device;
+  }
   s.batch = o.batch;
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
@@ -118,23 +128,20 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
   LT_CHECK(o.offload_only.empty() || (o.offload && o.chunk_size == 0),
            "info --plan: --offload_only needs --offload_activations and a whole-sequence run (chunk_size 0)");
   s.offload_only = o.offload_only;
-  if (o.recompute != "auto") {
-    s.recompute = model::recompute_from_name(o.recompute);
-    LT_CHECK(s.recompute.has_value(),
-             "info --plan: --recompute {} is not one of auto, none, full, selective, elementwise, norms",
-             o.recompute);
-  }
-  if (o.finetune == "full") s.method = model::FinetuneMethod::Full;
-  if (o.finetune == "partial") {
-    s.method = model::FinetuneMethod::Partial;
+  const auto recompute = find_enum(kRecomputes, o.recompute);
+  LT_CHECK(recompute,
+           "info --plan: --recompute {} is not one of auto, none, full, selective, elementwise, norms",
+           o.recompute);
+  s.recompute = *recompute;
+  s.method = *finetune;
+  if (*finetune == model::Finetune::Partial) {
     train::TrainConfig tc;
-    tc.finetune = "partial";
+    tc.finetune = model::Finetune::Partial;
     tc.trainable = o.trainable;
     tc.trainable_layers = o.trainable_layers;
     s.trainable = train::trainable_fn(tc, cfg);
   }
-  if (o.finetune == "lora") {
-    s.method = model::FinetuneMethod::Lora;
+  if (*finetune == model::Finetune::Lora) {
     const std::vector<std::string> targets = o.lora_targets;
     const int64_t r = o.lora_r;
     s.lora = model::lora_specs(
@@ -145,7 +152,7 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
         });
   }
   s.optimizer_in_backward = o.optimizer_in_backward;
-  if (o.finetune == "lora" && (stored || o.bits == 4))
+  if (*finetune == model::Finetune::Lora && (stored || o.bits == 4))
     s.nf4_double_quant = stored ? stored->double_quant : true;
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
   LT_CHECK(sharding && *sharding != dist::Sharding::Zero3,
@@ -204,12 +211,12 @@ void run_info(const InfoOptions& o) {
       fmt::print("  {:<8} {:>6} tensors {:>12}\n", dtype, cb.first, format_bytes(double(cb.second)));
   }
 
-  LT_CHECK(o.precision == "bf16" || o.precision == "fp16" || o.precision == "fp32" || o.precision == "fp64",
-           "info: --precision {} is not one of bf16, fp16, fp32, fp64", o.precision);
+  const std::optional<train::Precision> precision = find_enum(kPrecisions, o.precision);
+  LT_CHECK(precision, "info: --precision {} is not one of bf16, fp16, fp32, fp64", o.precision);
   model::MemoryEstimateSettings s;
   s.batch = o.batch;
   s.seq_len = o.seq_len;
-  s.compute_bytes = o.precision == "fp64" ? 8 : o.precision == "fp32" ? 4 : 2;
+  s.compute_bytes = int64_t(dtype_size(train::compute_dtype(*precision)));
   s.lora_rank = o.lora_r;
   s.lora_targets = o.lora_targets;
   fmt::print("\nMemory at seq_len {} x batch {}, {} compute, AdamW:\n", o.seq_len, o.batch, o.precision);

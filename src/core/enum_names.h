@@ -6,6 +6,7 @@
 //   Precision p = parse_enum(kPrecisionNames, text, "config.yaml line 3: 'precision'");
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,14 @@ std::vector<std::string> enum_names(std::span<const EnumName<E>> table) {
   std::vector<std::string> out;
   for (const EnumName<E>& e : table) out.emplace_back(e.name);
   return out;
+}
+
+// The value named `text`, or nullopt (for a caller that words its own refusal).
+template <class E>
+std::optional<E> find_enum(std::span<const EnumName<E>> table, std::string_view text) {
+  for (const EnumName<E>& e : table)
+    if (text == e.name) return e.value;
+  return std::nullopt;
 }
 
 template <class E>

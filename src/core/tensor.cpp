@@ -4,7 +4,9 @@
 
 namespace lt {
 
-std::string_view device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
+std::string_view device_name(Device device) {
+  return device == Device::CPU ? "cpu" : device == Device::CUDA ? "cuda" : "auto";
+}
 
 Tensor::Tensor(void* data_, DType dtype_, std::initializer_list<int64_t> dims, Device device_)
     : data(data_), dtype(dtype_), device(device_), ndim(int(dims.size())) {

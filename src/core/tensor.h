@@ -13,7 +13,8 @@
 
 namespace lt {
 
-enum class Device : uint8_t { CPU, CUDA };
+// Auto is a configuration's request only ("cuda when usable, else cpu"): resolved before any tensor exists.
+enum class Device : uint8_t { CPU, CUDA, Auto };
 std::string_view device_name(Device device);
 
 struct Tensor {

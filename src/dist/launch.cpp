@@ -3,9 +3,9 @@
 #include <fmt/core.h>
 
 #include <charconv>
-#include <cstdlib>
 
 #include "core/error.h"
+#include "core/process_env.h"
 
 namespace lt::dist {
 namespace {
@@ -68,10 +68,7 @@ Launch detect_launch(const Environment& env) {
 }
 
 Launch detect_launch() {
-  return detect_launch([](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    return value ? std::optional<std::string>(value) : std::nullopt;
-  });
+  return detect_launch(environment_variable);
 }
 
 int gpu_for_rank(const Launch& launch, int visible) {

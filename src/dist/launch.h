@@ -35,7 +35,7 @@ using Environment = std::function<std::optional<std::string>(std::string_view na
 // Throws an Error naming the variable, its value and what was expected when the variables are malformed or
 // contradict each other (a rank outside the world, a world size below 1, a missing local rank).
 Launch detect_launch(const Environment& env);
-// This process's environment (the only place leantune reads launcher variables).
+// This process's environment (through core/process_env.h, the one reader of it).
 Launch detect_launch();
 
 // The GPU a rank uses among the `visible` ones: its local rank; or the only one when the launcher gave each

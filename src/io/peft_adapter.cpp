@@ -22,7 +22,7 @@ std::vector<std::string> projection_paths(const model::ModelConfig& m) {
   std::vector<std::string> paths;
   for (int64_t l = 0; l < m.num_layers; ++l)
     for (int i = 0; i < model::kLoraModuleCount; ++i)
-      paths.push_back(model::lora_module_path(l, model::LoraModule(i)));
+      paths.push_back(model::lora_module_path(m, l, model::LoraModule(i)));
   return paths;
 }
 

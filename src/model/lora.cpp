@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/philox.h"
+#include "model/arch/architecture.h"
 #include "ops/device.h"
 
 namespace lt::model {
@@ -58,9 +59,9 @@ std::optional<LoraModule> lora_module_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string lora_module_path(int64_t layer, LoraModule m) {
-  const bool attention = m == LoraModule::Q || m == LoraModule::K || m == LoraModule::V || m == LoraModule::O;
-  return fmt::format("model.layers.{}.{}.{}", layer, attention ? "self_attn" : "mlp", lora_module_name(m));
+std::string lora_module_path(const ModelConfig& config, int64_t layer, LoraModule m) {
+  const HfTensorNames& names = *architecture_def(config.arch).names;
+  return fmt::format("{}{}.{}", names.layer_prefix, layer, names.proj[m]);
 }
 
 int64_t lora_in_features(const ModelConfig& c, LoraModule m) {
@@ -98,7 +99,7 @@ std::vector<LoraSpec> lora_specs(const ModelConfig& config, const LoraRule& rule
   for (int64_t l = 0; l < config.num_layers; ++l) {
     for (int i = 0; i < kLoraModuleCount; ++i) {
       const LoraModule m = LoraModule(i);
-      std::string path = lora_module_path(l, m);
+      std::string path = lora_module_path(config, l, m);
       std::optional<LoraModuleSetting> s = rule(path);
       if (!s) continue;
       LT_CHECK(s->rank >= 1, "LoRA module {}: rank {}, expected a positive rank", path, s->rank);
@@ -167,7 +168,7 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
       for (int m = 0; m < kLoraModuleCount; ++m) {
         LoraAdapter& a = w.layers[size_t(l)][LoraModule(m)];
         if (!a.present()) continue;
-        const std::string path = lora_module_path(l, LoraModule(m));
+        const std::string path = lora_module_path(config, l, LoraModule(m));
         const int64_t in = lora_in_features(config, LoraModule(m)),
                       out = lora_out_features(config, LoraModule(m));
         if (which == LoraMatrix::A)

@@ -28,8 +28,9 @@ inline constexpr int kLoraModuleCount = kProjCount;
 
 std::string_view lora_module_name(LoraModule m);  // "q_proj", ..., "down_proj"
 std::optional<LoraModule> lora_module_from_name(std::string_view name);
-// The module's name inside the HF model: "model.layers.3.self_attn.q_proj", "model.layers.3.mlp.up_proj".
-std::string lora_module_path(int64_t layer, LoraModule m);
+// The module's name inside the HF model, from the architecture's tensor names (model/arch): for Llama
+// "model.layers.3.self_attn.q_proj", "model.layers.3.mlp.up_proj".
+std::string lora_module_path(const ModelConfig& config, int64_t layer, LoraModule m);
 int64_t lora_in_features(const ModelConfig& config, LoraModule m);   // nn.Linear in_features
 int64_t lora_out_features(const ModelConfig& config, LoraModule m);  // nn.Linear out_features
 

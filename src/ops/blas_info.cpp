@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/process_env.h"
 #include "ops/device.h"
 
 namespace lt::ops::cpu {
@@ -66,8 +67,8 @@ CpuBlasInfo cpu_blas_info() {
   info.library = text.substr(0, text.find(' ', text.find(' ') + 1));
   info.core = core ? core : "unknown";
   info.threads = openblas_get_num_threads();
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  info.forced = forced && *forced;
+  static const bool forced = !environment_variable("OPENBLAS_CORETYPE").value_or("").empty();  // read once
+  info.forced = forced;
   info.hint = blas_core_hint(info.core, cpu_vector_support(), info.forced);
   return info;
 }

@@ -1,11 +1,11 @@
 #include "ops/kernel_options.h"
 
-#include <cstdlib>
 #include <functional>
 #include <span>
 
 #include "core/enum_names.h"
 #include "core/error.h"
+#include "core/process_env.h"
 
 namespace lt::ops {
 namespace {
@@ -116,13 +116,13 @@ std::vector<std::string> kernel_option_keys() {
   return keys;
 }
 
-// The one place in src/ that reads the process environment.
+// Read once, through the process environment's reader (core/process_env.h).
 const std::vector<EnvironmentOverride>& environment_overrides() {
   static const std::vector<EnvironmentOverride> found = [] {
     std::vector<EnvironmentOverride> out;
     for (const Option& o : options_table()) {
-      const char* value = std::getenv(o.variable);
-      if (value && *value) out.push_back({o.variable, o.key, value});
+      const std::string value = environment_variable(o.variable).value_or("");
+      if (!value.empty()) out.push_back({o.variable, o.key, value});
     }
     return out;
   }();

@@ -1,7 +1,7 @@
 // The kernel options: which GPU kernels and tuning the ops take, one struct for every switch. A run sets
 // them once at its start (the trainer, from the configuration's keys: attention, deterministic, gemm_tune,
 // profile_ops); tests set them for a scope (ScopedKernelOptions). Environment variables remain as
-// development overrides of the same options, read once, here and nowhere else in src/ (environment_overrides:
+// development overrides of the same options, read once (environment_overrides, through core/process_env.h:
 // the run header prints the ones that are set). No CUDA types: the CPU build parses and prints them too.
 //
 //   option               environment variable         values (default first)

@@ -238,19 +238,22 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   same("group_by_length", now.group_by_length, saved.group_by_length);
   same("cutoff_len", now.cutoff_len, saved.cutoff_len);
   same("val_set_size", now.val_set_size, saved.val_set_size);
-  same("finetune", now.finetune, saved.finetune);
+  same("finetune", std::string(name_of(model::kFinetuneNames, now.finetune)),
+       std::string(name_of(model::kFinetuneNames, saved.finetune)));
   same("master_weights", now.master_weights, saved.master_weights);
-  same("precision", now.precision, saved.precision);
-  if (finetune_of(now) == Finetune::Lora) {
+  same("precision", std::string(name_of(kPrecisionNames, now.precision)),
+       std::string(name_of(kPrecisionNames, saved.precision)));
+  if (now.finetune == Finetune::Lora) {
     same("lora_r", now.lora_r, saved.lora_r);
     same("lora_alpha", now.lora_alpha, saved.lora_alpha);
     same("lora_dropout", now.lora_dropout, saved.lora_dropout);
     same("use_rslora", now.use_rslora, saved.use_rslora);
     same("init_adapter", now.init_adapter, saved.init_adapter);
     // QLoRA: the base the adapters were trained over (a resumed run quantizes it again: the same bytes).
-    same("qlora (adapter qlora, bits 4 or load_in_4bit)", is_qlora(now), is_qlora(saved));
+    same("bits (4: QLoRA; also adapter qlora or load_in_4bit)", now.bits, saved.bits);
     if (is_qlora(now)) {
-      same("bnb_4bit_quant_type", now.bnb_4bit_quant_type, saved.bnb_4bit_quant_type);
+      same("bnb_4bit_quant_type", std::string(name_of(kQuant4TypeNames, now.bnb_4bit_quant_type)),
+           std::string(name_of(kQuant4TypeNames, saved.bnb_4bit_quant_type)));
       same("bnb_4bit_use_double_quant", now.bnb_4bit_use_double_quant, saved.bnb_4bit_use_double_quant);
       same("torch_dtype", now.torch_dtype, saved.torch_dtype);
     }

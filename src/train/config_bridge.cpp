@@ -23,16 +23,13 @@ AdamWOptions adamw_options(const TrainConfig& c) {
   o.beta2 = c.adam_beta2;
   o.eps = c.adam_epsilon;
   o.weight_decay = c.weight_decay;
-  o.state_dtype = precision_of(c) == Precision::Fp64 ? DType::F64 : DType::F32;
+  o.state_dtype = c.precision == Precision::Fp64 ? DType::F64 : DType::F32;
   return o;
 }
 
 LrSchedule lr_schedule(const TrainConfig& c, int64_t total_steps) {
-  auto type = parse_lr_schedule_type(c.lr_scheduler_type);
-  LT_CHECK(type.has_value(), "config: 'lr_scheduler_type' is '{}', expected constant, linear or cosine",
-           c.lr_scheduler_type);
-  return LrSchedule(*type, c.learning_rate, resolve_warmup_steps(c.warmup_steps, c.warmup_ratio, total_steps),
-                    total_steps);
+  return LrSchedule(c.lr_scheduler_type, c.learning_rate,
+                    resolve_warmup_steps(c.warmup_steps, c.warmup_ratio, total_steps), total_steps);
 }
 
 namespace {
@@ -46,8 +43,8 @@ std::string absolute_base_model(const std::string& base_model) {
 }  // namespace
 
 io::LoraAdapterConfig lora_adapter_config(const TrainConfig& c) {
-  LT_CHECK(finetune_of(c) == Finetune::Lora,
-           "an adapter config needs finetune: lora, the run has finetune: {}", c.finetune);
+  LT_CHECK(c.finetune == Finetune::Lora, "an adapter config needs finetune: lora, the run has finetune: {}",
+           name_of(model::kFinetuneNames, c.finetune));
   io::LoraAdapterConfig a;
   a.base_model_name_or_path = absolute_base_model(c.base_model);
   a.r = c.lora_r;

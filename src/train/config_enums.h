@@ -1,37 +1,92 @@
-// The enumerated keys of a TrainConfig as enums: the name tables (the configuration's accepted values come
-// from them) and the typed reading of a config's value. Past the configuration reader, code compares these
-// enums, never the strings.
+// The enumerated keys of a TrainConfig: each key's enum and its name table. The configuration reader turns
+// text into these enums once (the tables are the accepted values; a key may accept a second spelling of a
+// value, listed after the canonical one, which is what a saved configuration writes); past the reader, code
+// compares enums, never strings.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 
 #include "core/enum_names.h"
 #include "core/tensor.h"
+#include "data/dataset_records.h"
+#include "data/dataset_types.h"
+#include "dist/sharding.h"
+#include "model/decoder.h"
 #include "model/finetune.h"
-#include "train/train_config.h"
+#include "ops/kernel_options.h"
+#include "ops/quant4.h"
+#include "train/lr_schedule.h"
 
 namespace lt::train {
 
 using model::Finetune;
 
-enum class Precision : uint8_t { Fp64, Fp32, Bf16, Fp16 };
+// Auto: a configuration's request (bf16 on cuda, fp32 on cpu), resolved with the device by
+// resolve_auto_device (run_setup.h) before anything computes.
+enum class Precision : uint8_t { Fp64, Fp32, Bf16, Fp16, Auto };
 inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::Fp64, "fp64"},
                                                           {Precision::Fp32, "fp32"},
                                                           {Precision::Bf16, "bf16"},
                                                           {Precision::Fp16, "fp16"}};
 inline constexpr EnumName<Device> kDeviceNames[] = {{Device::CPU, "cpu"}, {Device::CUDA, "cuda"}};
-// The adapter kind with finetune lora: lora over dense base weights, qlora over NF4 ones.
-enum class Adapter : uint8_t { Lora, Qlora };
-inline constexpr EnumName<Adapter> kAdapterNames[] = {{Adapter::Lora, "lora"}, {Adapter::Qlora, "qlora"}};
+// What a configuration or the command line may ask for: the concrete names above, and auto first.
+inline constexpr EnumName<Precision> kPrecisionRequestNames[] = {{Precision::Auto, "auto"},
+                                                                 {Precision::Fp64, "fp64"},
+                                                                 {Precision::Fp32, "fp32"},
+                                                                 {Precision::Bf16, "bf16"},
+                                                                 {Precision::Fp16, "fp16"}};
+inline constexpr EnumName<Device> kDeviceRequestNames[] = {
+    {Device::Auto, "auto"}, {Device::CPU, "cpu"}, {Device::CUDA, "cuda"}};
+inline constexpr EnumName<LrScheduleType> kLrScheduleNames[] = {{LrScheduleType::Constant, "constant"},
+                                                                {LrScheduleType::Linear, "linear"},
+                                                                {LrScheduleType::Cosine, "cosine"}};
+inline constexpr EnumName<data::DataFormat> kDatasetFormatNames[] = {
+    {data::DataFormat::auto_detect, "auto"},
+    {data::DataFormat::alpaca, "alpaca"},
+    {data::DataFormat::chat, "chat"},
+    {data::DataFormat::chat, "sharegpt"},
+    {data::DataFormat::chat, "messages"},
+    {data::DataFormat::text, "text"},
+    {data::DataFormat::prompt_completion, "prompt_completion"},
+    {data::DataFormat::pretokenized, "pretokenized"}};
+inline constexpr EnumName<data::OnBadRecord> kOnBadRecordNames[] = {{data::OnBadRecord::error, "error"},
+                                                                    {data::OnBadRecord::skip, "skip"}};
+// nullopt (auto): the schedule's default, none for whole sequences and full for chunked ones.
+inline constexpr EnumName<std::optional<model::Recompute>> kRecomputeNames[] = {
+    {std::nullopt, "auto"},
+    {model::Recompute::None, "none"},
+    {model::Recompute::Full, "full"},
+    {model::Recompute::Selective, "selective"},
+    {model::Recompute::Elementwise, "elementwise"},
+    {model::Recompute::Norms, "norms"}};
+// The configuration's names for the attention kernels (the environment override also takes tc and simt).
+inline constexpr EnumName<ops::AttentionKernelRequest> kAttentionNames[] = {
+    {ops::AttentionKernelRequest::Auto, "auto"},
+    {ops::AttentionKernelRequest::Cudnn, "cudnn"},
+    {ops::AttentionKernelRequest::TensorCore, "leantune"}};
+inline constexpr EnumName<ops::ProfileOps> kProfileOpsNames[] = {
+    {ops::ProfileOps::Off, "off"}, {ops::ProfileOps::Ops, "ops"}, {ops::ProfileOps::Shapes, "shapes"}};
+// bitsandbytes' 4-bit codes (BitsAndBytesConfig's bnb_4bit_quant_type).
+inline constexpr EnumName<ops::Quant4Type> kQuant4TypeNames[] = {{ops::Quant4Type::NF4, "nf4"},
+                                                                 {ops::Quant4Type::FP4, "fp4"}};
+// DeepSpeed's stage names, then PyTorch FSDP's names for the same strategies (dist/sharding.h).
+inline constexpr EnumName<dist::Sharding> kShardingNames[] = {
+    {dist::Sharding::None, "none"},           {dist::Sharding::Ddp, "ddp"},
+    {dist::Sharding::Zero1, "zero1"},         {dist::Sharding::Zero2, "zero2"},
+    {dist::Sharding::Zero3, "zero3"},         {dist::Sharding::Ddp, "no_shard"},
+    {dist::Sharding::Zero2, "shard_grad_op"}, {dist::Sharding::Zero3, "full_shard"}};
 
-// A config's value as its enum; a value outside the table (a config that skipped validation) is refused
-// naming the key.
-Finetune finetune_of(const TrainConfig& config);
-Precision precision_of(const TrainConfig& config);
-Device device_of(const TrainConfig& config);
-Adapter adapter_of(const TrainConfig& config);
-// The same for a value given alone (eval and generate take precision and device without a TrainConfig).
+// A table's canonical name for `value`.
+template <class E, size_t N>
+const char* name_of(const EnumName<E> (&table)[N], E value) {
+  return enum_name(std::span<const EnumName<E>>(table), value);
+}
+
+// Precision and device given alone (eval and generate take them without a TrainConfig; auto accepted);
+// `who` starts the message.
 Precision parse_precision(const std::string& text, const std::string& who);
 Device parse_device(const std::string& text, const std::string& who);
 

@@ -25,13 +25,13 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.batch = rows;
   s.seq_len = tokens;
   s.chunk_size = config.chunk_size;
-  s.recompute = recompute_policy(config);
+  s.recompute = config.recompute;
   s.offload = config.offload_activations;
   s.offload_only = config.offload_only;
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
   s.optimizer_in_backward = config.optimizer_in_backward;
   s.state_dtype = adamw_options(config).state_dtype;
-  s.method = finetune_of(config);
+  s.method = config.finetune;
   if (s.method == Finetune::Partial) s.trainable = trainable_fn(config, model);
   if (s.method == Finetune::Lora) s.lora = lora;
   if (is_qlora(config)) s.nf4_double_quant = config.bnb_4bit_use_double_quant;
@@ -78,9 +78,8 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
                                    Device device, int world) {
   const model::MemoryPlanSettings settings =
       run_plan_settings(config, model, dtype, rows, tokens, lora, device);
-  model::MemoryPlan plan =
-      plan_for_rank(model::plan_memory(model, settings), *dist::parse_sharding(config.sharding), world,
-                    largest_trainable_elements(model, settings));
+  model::MemoryPlan plan = plan_for_rank(model::plan_memory(model, settings), config.sharding, world,
+                                         largest_trainable_elements(model, settings));
   // On the GPU, no memory_limit means the memory free now (the weights are already there: they count as
   // free for the plan, which includes them).
   size_t limit = size_t(config.memory_limit);

@@ -12,16 +12,13 @@
 namespace lt::train {
 
 bool is_qlora(const TrainConfig& c) {
-  return finetune_of(c) == Finetune::Lora &&
-         (adapter_of(c) == Adapter::Qlora || c.bits == 4 || c.load_in_4bit);
+  // adapter: qlora and load_in_4bit: true are read as bits: 4 (train_config_fields.cpp).
+  return c.finetune == Finetune::Lora && c.bits == 4;
 }
 
 QloraOptions qlora_options(const TrainConfig& c) {
   QloraOptions o;
-  const std::optional<ops::Quant4Type> type = ops::parse_quant4_type(c.bnb_4bit_quant_type);
-  LT_CHECK(type.has_value(), "config: 'bnb_4bit_quant_type' is '{}', expected nf4 or fp4",
-           c.bnb_4bit_quant_type);
-  o.quant_type = *type;
+  o.quant_type = c.bnb_4bit_quant_type;
   o.double_quant = c.bnb_4bit_use_double_quant;
   o.torch_dtype = c.torch_dtype;
   if (c.bnb_4bit_compute_dtype != "auto") {
@@ -31,7 +28,7 @@ QloraOptions qlora_options(const TrainConfig& c) {
         compute.has_value() && *compute == run,
         "config: 'bnb_4bit_compute_dtype' is '{}' but 'precision' is {}: the projections are dequantized to "
         "the compute dtype; expected auto or {}",
-        c.bnb_4bit_compute_dtype, c.precision, io::torch_dtype_name(run));
+        c.bnb_4bit_compute_dtype, name_of(kPrecisionNames, c.precision), io::torch_dtype_name(run));
   }
   return o;
 }

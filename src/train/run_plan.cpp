@@ -10,8 +10,8 @@ namespace lt::train {
 
 ops::KernelOptions kernel_options_from_config(const TrainConfig& config) {
   ops::KernelOptions o;
-  ops::set_kernel_option(o, "attention", config.attention, "config");
-  ops::set_kernel_option(o, "profile_ops", config.profile_ops, "config");
+  o.attention = config.attention;
+  o.profile_ops = config.profile_ops;
   o.deterministic = config.deterministic;
   o.gemm_tune = config.gemm_tune;
   return o;
@@ -24,11 +24,12 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
   p.compute_dtype = compute_dtype;
   p.gradient_dtype = master_dtype(compute_dtype);
   if (keeps_master_weights(config)) p.master_weights = wide_master_dtype(compute_dtype);
-  p.stochastic_rounding = compute_dtype == DType::BF16;  // only bf16 tensors AdamW updates in place round so
+  // Only bf16 tensors that AdamW updates in place can round so (validate refuses true otherwise).
+  p.stochastic_rounding = config.stochastic_rounding.value_or(compute_dtype == DType::BF16);
   p.loss_scaling = compute_dtype == DType::F16;
   p.tf32 = config.tf32;
   p.accumulation_steps = gradient_accumulation_steps(config);
-  p.recompute = recompute_policy(config);
+  p.recompute = config.recompute;
   const model::Recompute runs =
       p.recompute.value_or(config.chunk_size > 0 ? model::Recompute::Full : model::Recompute::None);
   p.recompute_resolved = std::string(model::recompute_name(runs));
@@ -48,7 +49,7 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
 void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const model::ModelConfig& model,
                                DType dtype, int64_t rows, int64_t tokens) {
   const model::ScheduleOptions schedule{.chunk_size = config.chunk_size,
-                                        .recompute = recompute_policy(config),
+                                        .recompute = config.recompute,
                                         .offload = config.offload_activations,
                                         .offload_only = config.offload_only};
   plan.offload_attention = model::default_attention_offload(model, dtype, rows, tokens, schedule);

@@ -42,7 +42,7 @@ struct RunPlan {
   bool operator==(const RunPlan&) const = default;
 };
 
-// `config` is validated; `device` and `compute_dtype` are the run's (run_device, compute_dtype).
+// `config` is validated; `device` and `compute_dtype` are the run's (config.device, compute_dtype).
 RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype);
 
 // Decides, once for the run's largest micro-batch (rows x tokens), whether a chunked run that offloads its

@@ -16,14 +16,14 @@ namespace lt::train {
 
 namespace fs = std::filesystem;
 
-void resolve_auto_device(std::string& device, std::string& precision) {
-  if (device == "auto") device = ops::cuda_available() ? "cuda" : "cpu";
-  if (precision == "auto") precision = device == "cuda" ? "bf16" : "fp32";
+void resolve_auto_device(Device& device, Precision& precision) {
+  if (device == Device::Auto) device = ops::cuda_available() ? Device::CUDA : Device::CPU;
+  if (precision == Precision::Auto) precision = device == Device::CUDA ? Precision::Bf16 : Precision::Fp32;
 }
 
-void check_device_precision(const std::string& device_name, const std::string& precision_name,
-                            const std::string& who) {
-  if (parse_device(device_name, who) == Device::CUDA) {
+void check_device_precision(Device device, Precision precision, const std::string& who) {
+  const char* precision_name = name_of(kPrecisionRequestNames, precision);
+  if (device == Device::CUDA) {
     LT_CHECK(ops::cuda_available(), "{}: 'device' is cuda, but {}; set --device cpu", who,
 #if defined(LT_HAVE_CUDA)
              "no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)"
@@ -32,13 +32,12 @@ void check_device_precision(const std::string& device_name, const std::string& p
 #endif
     );
     LT_CHECK(
-        parse_precision(precision_name, who) != Precision::Fp64,
+        precision != Precision::Fp64,
         "{}: 'precision' is '{}' with device cuda; the GPU engine computes in bf16, fp16 or fp32 (fp64 is "
         "the CPU's)",
         who, precision_name);
     return;
   }
-  const Precision precision = parse_precision(precision_name, who);
   LT_CHECK(precision == Precision::Fp64 || precision == Precision::Fp32,
            "{}: 'precision' is '{}', but on device cpu the engine computes in fp64 or fp32", who,
            precision_name);
@@ -46,19 +45,9 @@ void check_device_precision(const std::string& device_name, const std::string& p
 
 void check_engine_settings(const TrainConfig& c) {
   check_device_precision(c.device, c.precision, "config");
-  LT_CHECK(c.bits == 16 || c.bits == 4, "config: 'bits' is {}, expected 16 or 4", c.bits);
-  // QLoRA (train/qlora_model.h) trains adapters over a frozen 4-bit base: LoRA only.
-  if (is_qlora(c)) qlora_options(c);  // its keys checked before any work
-  if (finetune_of(c) != Finetune::Lora) {
-    LT_CHECK(c.bits == 16,
-             "config: 'bits' is 4 but finetune is {}; 4-bit base weights train LoRA adapters "
-             "(finetune: lora)",
-             c.finetune);
-    LT_CHECK(!c.load_in_4bit,
-             "config: 'load_in_4bit' is true but finetune is {}; 4-bit base weights train "
-             "LoRA adapters (finetune: lora)",
-             c.finetune);
-  }
+  // QLoRA (train/qlora_model.h) trains adapters over a frozen 4-bit base; validate() refused bits 4 with
+  // another finetune. Its keys are checked here, before any work.
+  if (is_qlora(c)) qlora_options(c);
 }
 
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
@@ -78,7 +67,11 @@ std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
 }
 
 DType compute_dtype(const std::string& precision) {
-  switch (parse_precision(precision, "config")) {
+  return compute_dtype(parse_precision(precision, "config"));
+}
+
+DType compute_dtype(Precision precision) {
+  switch (precision) {
     case Precision::Fp64:
       return DType::F64;
     case Precision::Fp32:
@@ -87,21 +80,11 @@ DType compute_dtype(const std::string& precision) {
       return DType::BF16;
     case Precision::Fp16:
       return DType::F16;
+    case Precision::Auto:
+      break;  // resolve_auto_device picks a concrete precision first
   }
-  LT_FAIL("config: 'precision' is '{}'", precision);
-}
-
-std::optional<model::Recompute> recompute_policy(const TrainConfig& c) {
-  if (c.recompute == "auto") return std::nullopt;
-  const std::optional<model::Recompute> r = model::recompute_from_name(c.recompute);
-  LT_CHECK(r.has_value(),
-           "config: 'recompute' is '{}', expected auto, none, full, selective, elementwise or norms",
-           c.recompute);
-  return r;
-}
-
-Device run_device(const std::string& device) {
-  return parse_device(device, "config");
+  LT_FAIL("config: 'precision' is {}, expected a resolved precision (fp64, fp32, bf16 or fp16)",
+          name_of(kPrecisionRequestNames, precision));
 }
 
 DType master_dtype(DType compute) {
@@ -115,7 +98,7 @@ DType wide_master_dtype(DType compute) {
 }
 
 bool keeps_master_weights(const TrainConfig& c) {
-  return finetune_of(c) != Finetune::Lora && (c.master_weights || precision_of(c) == Precision::Fp16);
+  return c.finetune != Finetune::Lora && (c.master_weights || c.precision == Precision::Fp16);
 }
 
 void check_not_adapter_dir(const std::string& model_dir) {
@@ -203,14 +186,14 @@ std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_d
 
 data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& model_dir) {
   data::DatasetOptions o;
-  o.format = data::data_format_from_name(c.dataset_format);
+  o.format = c.dataset_format;
   o.prompt_template = c.prompt_template == "auto" ? data::detect_template(model_dir)
                                                   : data::template_from_name(c.prompt_template);
   o.cutoff_len = c.cutoff_len;
   o.train_on_inputs = c.train_on_inputs;
   o.train_on_all_turns = c.train_on_all_turns;
   o.keep_empty_examples = c.keep_empty_examples;
-  o.on_bad_record = data::on_bad_record_from_name(c.on_bad_record);
+  o.on_bad_record = c.on_bad_record;
   return o;
 }
 

@@ -31,17 +31,14 @@ void check_engine_settings(const TrainConfig& config);
 // checkpoints is the usual case), or holds others' files without overwrite_output_dir; held (locked) for
 // the run.
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& config);
-// device "auto": cuda when this build has a usable GPU, else cpu; then precision "auto": bf16 on cuda,
+// Device::Auto: cuda when this build has a usable GPU, else cpu; then Precision::Auto: bf16 on cuda,
 // fp32 on cpu (what a newcomer's run should compute in). Other values are left as they are.
-void resolve_auto_device(std::string& device, std::string& precision);
+void resolve_auto_device(Device& device, Precision& precision);
 // The device/precision pair alone (what eval and generate check); `who` starts the message.
-void check_device_precision(const std::string& device, const std::string& precision, const std::string& who);
-// "fp64" -> F64, "fp32" -> F32, "bf16" -> BF16, "fp16" -> F16 (after check_engine_settings).
+void check_device_precision(Device device, Precision precision, const std::string& who);
+// Fp64 -> F64, Fp32 -> F32, Bf16 -> BF16, Fp16 -> F16; the text form for a command-line value.
+DType compute_dtype(Precision precision);
 DType compute_dtype(const std::string& precision);
-// The run's recompute policy; auto: none (the decoders' default: None whole-sequence, Full chunked).
-std::optional<model::Recompute> recompute_policy(const TrainConfig& config);
-// "cpu" -> CPU, "cuda" -> CUDA.
-Device run_device(const std::string& device);
 // The dtype of trained tensors' masters and gradients for a compute dtype: the GPU's bf16 policy keeps
 // LoRA adapters and every parameter gradient in f32; otherwise the compute dtype itself.
 DType master_dtype(DType compute);

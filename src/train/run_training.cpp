@@ -58,16 +58,16 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_engine_settings(config);
   std::unique_ptr<dist::Communicator> own_comm;
   if (!comm) {
-    own_comm = join_processes(dist::detect_launch(), run_device(config.device));
+    own_comm = join_processes(dist::detect_launch(), config.device);
     comm = own_comm.get();
   }
   check_paths(config);
   // Claimed before the model and data are read: a refused output_dir costs nothing. Rank 0 alone writes.
   std::unique_ptr<io::OutputDir> output = comm && !comm->is_main() ? nullptr : claim_output_dir(config);
-  if (finetune_of(config) == Finetune::Lora)
+  if (config.finetune == Finetune::Lora)
     run_adapter_config(config);  // init_adapter's layout vs the run's keys
   const DType dtype = compute_dtype(config.precision);
-  const Device device = run_device(config.device);
+  const Device device = config.device;
   std::string qlora_summary;
   LoadedModel model =
       is_qlora(config)
@@ -97,17 +97,19 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                "model {} ({} layers, hidden {}, vocab {}), {}, {} on {}; data {}: {} train / {} validation "
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
-               config.random_init ? "random init" : "pretrained weights", config.precision,
-               ops::device_description(device), config.data_path, split.train.size(), split.val.size());
+               config.random_init ? "random init" : "pretrained weights",
+               name_of(kPrecisionNames, config.precision), ops::device_description(device), config.data_path,
+               split.train.size(), split.val.size());
   if (!quiet) fmt::print(hooks.out, "data: {}\n", data_report);
   if (!quiet && !eval_report.empty())
     fmt::print(hooks.out, "eval data {}: {}\n", config.eval_data_path, eval_report);
   Trainer trainer(config, model, std::move(split.train), std::move(split.val), pad_id, std::move(output),
                   comm);
   if (!quiet && comm && comm->world_size() > 1)
-    fmt::print(
-        hooks.out, "{} processes over {}, sharding {}; each step's {} micro-batches split among them\n",
-        comm->world_size(), comm->backend(), config.sharding, config.batch_size / config.micro_batch_size);
+    fmt::print(hooks.out,
+               "{} processes over {}, sharding {}; each step's {} micro-batches split among them\n",
+               comm->world_size(), comm->backend(), name_of(kShardingNames, config.sharding),
+               config.batch_size / config.micro_batch_size);
   if (!quiet) {
     int64_t parameters = 0;
     for (const ParamGroup& p : trainer.trainable()) parameters += p.param.numel();
@@ -119,7 +121,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
     const int64_t warmup =
         resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, trainer.total_steps());
     fmt::print(hooks.out, "schedule: {} from learning_rate {} after {} warmup steps, weight_decay {}\n",
-               config.lr_scheduler_type, config.learning_rate, warmup, config.weight_decay);
+               name_of(kLrScheduleNames, config.lr_scheduler_type), config.learning_rate, warmup,
+               config.weight_decay);
     // A warmup as long as the run never reaches the asked learning rate: say so rather than train slowly.
     if (warmup >= trainer.total_steps() && warmup > 0)
       fmt::print(stderr,

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "train/config_enums.h"
+
 namespace lt::train {
 
 struct TrainConfig {
@@ -36,18 +38,18 @@ struct TrainConfig {
   bool group_by_length = false;
 
   // What is trained.
-  std::string finetune = "lora";  // lora | full | partial
-  std::string adapter = "lora";   // lora | qlora (NF4 base weights), with finetune lora
-  int64_t bits = 16;              // base weights' bits: 16, or 4 (QLoRA, as adapter: qlora)
-  bool load_in_4bit = false;      // transformers' spelling of bits: 4
+  Finetune finetune = Finetune::Lora;
+  // Base weights' bits: 16, or 4 (NF4, QLoRA: LoRA over 4-bit weights). Also spelled `load_in_4bit: true`
+  // (transformers) and `adapter: qlora`; those keys are read as this one.
+  int64_t bits = 16;
   // QLoRA's quantization (BitsAndBytesConfig's names; the defaults are the QLoRA recipe's): the code, the
   // 8-bit quantization of the block scales, the compute dtype (auto: precision's; else it must be it) and
   // the dtype a 16/32-bit base_model is quantized from (auto: its own).
-  std::string bnb_4bit_quant_type = "nf4";  // nf4 | fp4
+  ops::Quant4Type bnb_4bit_quant_type = ops::Quant4Type::NF4;
   bool bnb_4bit_use_double_quant = true;
-  std::string bnb_4bit_compute_dtype = "auto";
-  std::string torch_dtype = "auto";  // auto | bfloat16 | float16 | float32
-  std::string init_adapter;          // PEFT adapter directory to start LoRA from ("" = fresh)
+  std::string bnb_4bit_compute_dtype = "auto";  // auto | bfloat16 | float16 | float32 | float64
+  std::string torch_dtype = "auto";             // auto | bfloat16 | float16 | float32
+  std::string init_adapter;  // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
   std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern
@@ -61,44 +63,48 @@ struct TrainConfig {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
-  double max_grad_norm = 1.0;                // 0: no clipping
-  std::string lr_scheduler_type = "linear";  // constant | linear | cosine
-  std::optional<int64_t> warmup_steps;       // 0 (HF's default) when neither warmup key is given
-  std::optional<double> warmup_ratio;        // in [0, 1): ceil(ratio * total steps)
+  double max_grad_norm = 1.0;  // 0: no clipping
+  LrScheduleType lr_scheduler_type = LrScheduleType::Linear;
+  std::optional<int64_t> warmup_steps;  // 0 (HF's default) when neither warmup key is given
+  std::optional<double> warmup_ratio;   // in [0, 1): ceil(ratio * total steps)
 
   // Data.
   bool shuffle = true;
   int64_t seed = 42;
   std::string prompt_template = "alpaca";
-  std::string dataset_format = "auto";  // auto | alpaca | chat | sharegpt | text | prompt_completion | ...
+  // auto: detected from the file (alpaca, chat, text, prompt_completion, pretokenized).
+  data::DataFormat dataset_format = data::DataFormat::auto_detect;
   bool packing = false;
-  std::string on_bad_record = "error";  // error | skip
+  data::OnBadRecord on_bad_record = data::OnBadRecord::error;
 
   // Engine.
-  std::string precision = "auto";    // auto (bf16 on a GPU, fp32 on the CPU) | fp64 | fp32 | bf16 | fp16
-  std::string device = "auto";       // auto (cuda when a GPU is usable, else cpu) | cpu | cuda
-  int64_t chunk_size = 0;            // tokens per chunk (0: the whole sequence at once)
-  int64_t memory_limit = 0;          // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
-  std::string recompute = "auto";    // auto | none | full | selective | elementwise | norms (decoder.h)
+  Precision precision = Precision::Auto;  // auto: bf16 on a GPU, fp32 on the CPU (resolved by validate)
+  Device device = Device::Auto;           // auto: cuda when a GPU is usable, else cpu (resolved by validate)
+  int64_t chunk_size = 0;                 // tokens per chunk (0: the whole sequence at once)
+  int64_t memory_limit = 0;               // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
+  std::optional<model::Recompute> recompute;  // nullopt (auto): none whole-sequence, full chunked
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                      // device cuda, precision fp32: GEMMs in TF32
-  std::string attention = "auto";         // device cuda: auto (cuDNN when it loads) | cudnn | leantune
-  bool deterministic = false;       // device cuda: bit-reproducible steps (attention on leantune's kernels)
-  bool gemm_tune = false;           // device cuda: time cuBLASLt's candidate algorithms per GEMM shape
-  std::string profile_ops = "off";  // device cuda: per-op GPU time at the end: off | ops | shapes
-  bool master_weights = false;      // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
+  ops::AttentionKernelRequest attention = ops::AttentionKernelRequest::Auto;  // device cuda
+  bool deterministic = false;  // device cuda: bit-reproducible steps (attention on leantune's kernels)
+  bool gemm_tune = false;      // device cuda: time cuBLASLt's candidate algorithms per GEMM shape
+  ops::ProfileOps profile_ops = ops::ProfileOps::Off;  // device cuda: per-op GPU time at the end
+  // AdamW's rounding of bf16 weights it updates in place (no masters): nullopt (auto) resolves to true
+  // with precision bf16 (round-to-nearest would lose updates smaller than half a bf16 ulp).
+  std::optional<bool> stochastic_rounding;
+  bool master_weights = false;         // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   bool optimizer_in_backward = false;  // full/partial: AdamW steps each layer right after its backward
-  std::string sharding = "none";       // none | ddp | zero1 | zero2 | zero3 (FSDP's names: dist/sharding.h)
-  double loss_scale_init = 65536;      // fp16: the dynamic loss scale's start
-  int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
+  dist::Sharding sharding = dist::Sharding::None;  // FSDP's names accepted: dist/sharding.h
+  double loss_scale_init = 65536;                  // fp16: the dynamic loss scale's start
+  int64_t loss_scale_growth_interval = 2000;       // fp16: finite steps in a row before the scale doubles
 
   // Checkpoints, evaluation, logging.
   int64_t save_steps = 200;      // 0: only at the end
   int64_t save_total_limit = 3;  // 0: keep all
   int64_t eval_steps = 200;      // 0: only at the end
   int64_t logging_steps = 10;
-  std::string resume;                 // "" | latest | checkpoint directory
+  std::string resume;                 // "" | latest | auto | checkpoint directory
   bool overwrite_output_dir = false;  // also write into an output_dir holding others' files (io/output_dir.h)
 
   bool operator==(const TrainConfig&) const = default;

@@ -69,22 +69,18 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// FSDP's names become the canonical ones; zero3 needs the weights gathered through the schedule's
-// residency hooks, which is not wired yet.
-void check_sharding(TrainConfig& c) {
-  const std::optional<dist::Sharding> sharding = dist::parse_sharding(c.sharding);
-  LT_CHECK(sharding, "config: 'sharding' is '{}', expected one of {}", c.sharding,
-           fmt::join(dist::sharding_spellings(), ", "));
-  const std::string given = c.sharding;
-  c.sharding = std::string(dist::sharding_name(*sharding));
-  LT_CHECK(*sharding != dist::Sharding::Zero3,
-           "config: 'sharding' is {}{}; sharding the weights themselves is not wired yet (see issue #18), "
+// zero3 needs the weights gathered through the schedule's residency hooks, which is not wired yet. (The
+// reader turned FSDP's names into the canonical ones.)
+void check_sharding(const TrainConfig& c) {
+  const char* sharding = name_of(kShardingNames, c.sharding);
+  LT_CHECK(c.sharding != dist::Sharding::Zero3,
+           "config: 'sharding' is {}; sharding the weights themselves is not wired yet (see issue #18), "
            "expected none, ddp, zero1 or zero2",
-           c.sharding, given == c.sharding ? "" : fmt::format(" ('{}')", given));
-  LT_CHECK(!c.optimizer_in_backward || *sharding == dist::Sharding::None,
+           sharding);
+  LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
            "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
            "gradients arrive; expected sharding none",
-           c.sharding);
+           sharding);
 }
 
 }  // namespace
@@ -157,20 +153,24 @@ void validate(TrainConfig& c) {
   positive("logging_steps", c.logging_steps);
 
   resolve_auto_device(c.device, c.precision);
-  const Device device = device_of(c);
-  const Precision precision = precision_of(c);
-  const Finetune finetune = finetune_of(c);
+  const Device device = c.device;
+  const Precision precision = c.precision;
+  const Finetune finetune = c.finetune;
+  // The values' names, for the messages.
+  const char* precision_name = name_of(kPrecisionNames, precision);
+  const char* device_name = name_of(kDeviceNames, device);
+  const char* finetune_name = name_of(model::kFinetuneNames, finetune);
   LT_CHECK(
       !(device == Device::CPU && (precision == Precision::Bf16 || precision == Precision::Fp16)),
       "config: 'precision' is {} with device cpu, expected fp32 or fp64 (the CPU engine computes in float "
       "or double)",
-      c.precision);
+      precision_name);
 
   LT_CHECK(
       !c.tf32 || (device == Device::CUDA && precision == Precision::Fp32),
       "config: 'tf32' is true with device {} and precision {}; TF32 applies to device cuda with precision "
       "fp32",
-      c.device, c.precision);
+      device_name, precision_name);
   LT_CHECK(
       !c.master_weights || finetune != Finetune::Lora,
       "config: 'master_weights' is true with finetune lora; LoRA adapters always train in f32 (or the CPU "
@@ -180,7 +180,7 @@ void validate(TrainConfig& c) {
           (precision == Precision::Fp32 && device == Device::CPU),
       "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
       "fp32 on the CPU), and nothing is wider than fp64",
-      c.precision, c.device);
+      precision_name, device_name);
   if (c.optimizer_in_backward) {
     // Each layer is updated as soon as its backward ends: nothing may need the whole gradient first.
     LT_CHECK(finetune != Finetune::Lora,
@@ -209,16 +209,15 @@ void validate(TrainConfig& c) {
         "gradients overflow, which it knows only after the whole backward: use bf16 (or fp32)");
   }
   LT_CHECK(
-      device == Device::CUDA || kernel_options_from_config(c).attention == ops::AttentionKernelRequest::Auto,
+      device == Device::CUDA || c.attention == ops::AttentionKernelRequest::Auto,
       "config: 'attention' is {} with device {}; the attention backends (cuDNN's or leantune's GPU kernels) "
       "are for device cuda",
-      c.attention, c.device);
-  const ops::KernelOptions kernels = kernel_options_from_config(c);
+      name_of(kAttentionNames, c.attention), device_name);
   LT_CHECK(
-      device == Device::CUDA || (!kernels.gemm_tune && kernels.profile_ops == ops::ProfileOps::Off),
+      device == Device::CUDA || (!c.gemm_tune && c.profile_ops == ops::ProfileOps::Off),
       "config: 'gemm_tune' is {} and 'profile_ops' is {} with device {}; they tune and time GPU kernels, "
       "for device cuda",
-      c.gemm_tune, c.profile_ops, c.device);
+      c.gemm_tune, name_of(kProfileOpsNames, c.profile_ops), device_name);
   // The loss scaler exists only for fp16: its keys elsewhere would be silently meaningless.
   const TrainConfig defaults;
   LT_CHECK(
@@ -226,7 +225,7 @@ void validate(TrainConfig& c) {
                                        c.loss_scale_growth_interval == defaults.loss_scale_growth_interval),
       "config: 'loss_scale_init'/'loss_scale_growth_interval' are set with precision {}; dynamic loss "
       "scaling exists only for precision fp16",
-      c.precision);
+      precision_name);
   LT_CHECK(c.loss_scale_init >= 1 && std::isfinite(c.loss_scale_init),
            "config: 'loss_scale_init' is {}, expected a finite value >= 1 (e.g. 65536)", c.loss_scale_init);
   positive("loss_scale_growth_interval", c.loss_scale_growth_interval);
@@ -238,11 +237,11 @@ void validate(TrainConfig& c) {
       fmt::format("{}", fmt::join(c.offload_only, ", ")), c.offload_activations, c.chunk_size);
   model::check_offload_names(c.offload_only, "config: 'offload_only'");
   LT_CHECK(!(c.offload_activations && c.chunk_size > 0 &&
-             recompute_policy(c).value_or(model::Recompute::Full) != model::Recompute::Full),
+             c.recompute.value_or(model::Recompute::Full) != model::Recompute::Full),
            "config: 'offload_activations' is true with chunk_size {} and recompute {}; chunked training "
            "offloads the layer inputs (its checkpoints), which needs recompute full (or auto): set recompute "
            "full, or offload_activations false",
-           c.chunk_size, c.recompute);
+           c.chunk_size, name_of(kRecomputeNames, c.recompute));
 
   // LoRA keys: ranges always, and only meaningful with finetune lora.
   positive("lora_r", c.lora_r);
@@ -279,14 +278,26 @@ void validate(TrainConfig& c) {
         {"lora_rank_pattern", !c.lora_rank_pattern.empty(), "non-empty"},
         {"lora_alpha_pattern", !c.lora_alpha_pattern.empty(), "non-empty"},
         {"init_adapter", !c.init_adapter.empty(), c.init_adapter},
-        {"adapter", c.adapter != d.adapter, c.adapter},
     };
     for (const LoraKey& k : lora_keys)
       LT_CHECK(!k.changed,
                "config: '{}' is {} but finetune is {}; LoRA settings need finetune: lora (expected "
                "'{}' left at its default)",
-               k.key, k.value, c.finetune, k.key);
+               k.key, k.value, finetune_name, k.key);
   }
+
+  // The base weights' bits (also spelled load_in_4bit: true and adapter: qlora, read as bits: 4).
+  LT_CHECK(c.bits == 16 || c.bits == 4, "config: 'bits' is {}, expected 16 or 4", c.bits);
+  LT_CHECK(c.bits == 16 || finetune == Finetune::Lora,
+           "config: 'bits' is 4 (also set by 'load_in_4bit' true or 'adapter' qlora) but finetune is {}; "
+           "4-bit base weights are frozen, so only LoRA adapters over them train (expected finetune: lora, "
+           "or bits 16)",
+           finetune_name);
+  LT_CHECK(
+      !c.stochastic_rounding.value_or(false) || precision == Precision::Bf16,
+      "config: 'stochastic_rounding' is true with precision {}; it rounds the f32 update of a bf16 weight "
+      "to bf16, expected precision bf16 (or stochastic_rounding auto)",
+      precision_name);
 
   // Partial fine-tuning: which groups, which layers.
   for (const auto& g : c.trainable)
@@ -300,11 +311,11 @@ void validate(TrainConfig& c) {
   } else {
     LT_CHECK(c.trainable.empty(),
              "config: 'trainable' is [{}] but finetune is {}; it needs finetune: partial",
-             fmt::join(c.trainable, ", "), c.finetune);
+             fmt::join(c.trainable, ", "), finetune_name);
     LT_CHECK(c.trainable_layers == "all",
              "config: 'trainable_layers' is '{}' but finetune is {}; it needs "
              "finetune: partial",
-             c.trainable_layers, c.finetune);
+             c.trainable_layers, finetune_name);
   }
   parse_layer_spec(c.trainable_layers);  // the syntax now; the range once the model is known
 }

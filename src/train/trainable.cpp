@@ -38,7 +38,7 @@ const char* group_of(WeightKind kind) {
 }  // namespace
 
 model::TrainableFn trainable_fn(const TrainConfig& config, const model::ModelConfig& model) {
-  const Finetune finetune = finetune_of(config);
+  const Finetune finetune = config.finetune;
   if (finetune == Finetune::Full) return model::train_all;
   if (finetune == Finetune::Lora)
     return [](const model::WeightSpec&) { return false; };  // the base is frozen

@@ -65,10 +65,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   comm_ = comm ? comm : own_comm_.get();
   // Rank 0 alone writes into output_dir (logs, checkpoints, the final model); the others only read it.
   if (!output_ && comm_->is_main()) output_ = claim_output_dir(config_);
-  LT_CHECK(!config_.optimizer_in_backward || (comm_->world_size() == 1 && config_.sharding == "none"),
+  LT_CHECK(!config_.optimizer_in_backward ||
+               (comm_->world_size() == 1 && config_.sharding == dist::Sharding::None),
            "config: optimizer_in_backward steps each layer before the other ranks' gradients arrive; it "
            "needs one process and sharding none, not {} processes and sharding {}",
-           comm_->world_size(), config_.sharding);
+           comm_->world_size(), name_of(kShardingNames, config_.sharding));
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
   const model::TrainableFn trainable = trainable_fn(config_, mc);
@@ -97,7 +98,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                  : trainable_tensors(mc, model_.weights, grads_);
-  if (finetune_of(config_) == Finetune::Lora) {
+  if (config_.finetune == Finetune::Lora) {
     setup_lora();
     for (ParamGroup& p :
          lora_param_groups(lora_, lora_grads_, lora_compute_arena_ ? &lora_compute_ : nullptr))
@@ -105,21 +106,21 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   LT_CHECK(!params.empty(),
            "config: finetune {} with trainable [{}] and trainable_layers '{}' trains no tensor",
-           config_.finetune, fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
+           name_of(model::kFinetuneNames, config_.finetune),
+           fmt::format("{}", fmt::join(config_.trainable, ", ")), config_.trainable_layers);
   AdamWOptions adamw = adamw_options(config_);
   adamw.stochastic_rounding = plan_.stochastic_rounding;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
-  data_parallel_ = std::make_unique<DataParallel>(*comm_, *dist::parse_sharding(config_.sharding),
-                                                  std::move(params), memory);
-  LT_CHECK(data_parallel_->shards_optimizer() == false || precision_of(config_) != Precision::Fp16 ||
-               config_.sharding == "zero1",
+  data_parallel_ = std::make_unique<DataParallel>(*comm_, config_.sharding, std::move(params), memory);
+  LT_CHECK(data_parallel_->shards_optimizer() == false || config_.precision != Precision::Fp16 ||
+               config_.sharding == dist::Sharding::Zero1,
            "config: precision fp16 with sharding {}: the loss scaler's overflow check needs every gradient "
            "on every rank; use zero1 or ddp",
-           config_.sharding);
+           name_of(kShardingNames, config_.sharding));
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
-                 precision_of(config_) != Precision::Fp16 && config_.max_grad_norm == 0,
+                 config_.precision != Precision::Fp16 && config_.max_grad_norm == 0,
              "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
              "micro_batch_size, no fp16 and max_grad_norm 0 (validate() refuses the others)");
     in_backward_ = std::make_unique<OptimizerInBackward>(mc, *optimizer_, shared_grads_);
@@ -152,7 +153,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
       planned, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
   resolve_attention_offload(plan_, config_, mc, model_.dtype, rows, tokens);
-  const std::optional<model::Recompute> recompute = recompute_policy(config_);
+  const std::optional<model::Recompute> recompute = config_.recompute;
   activations_ = std::make_unique<Arena>(
       "activations", memory,
       activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute,
@@ -170,7 +171,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                   {"micro-batches per step", accum_},
                   {"the total steps", total_steps_},
                   {"the trainable elements", trained_elements},
-                  {"the sharding", int64_t(*dist::parse_sharding(config_.sharding))}},
+                  {"the sharding", int64_t(config_.sharding)}},
                  kWriteTimeoutS);
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -191,7 +192,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                              lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
     if (whole) data_parallel_->scatter_state(*whole, *optimizer_);
   }
-  if (precision_of(config_) == Precision::Fp16) {
+  if (config_.precision == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
         .initial_scale = config_.loss_scale_init, .growth_interval = config_.loss_scale_growth_interval});
     if (state_.loss_scale > 0) scaler_->restore(state_.loss_scale, state_.loss_scale_good_steps);
@@ -327,7 +328,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
                                      .micro_batch = mine.begin - first + int64_t(i)};  // index in the step
     // One schedule for whole sequences (chunk_size 0) and chunks (same gradients, O(C) memory).
     const model::ScheduleOptions options{.chunk_size = config_.chunk_size,
-                                         .recompute = recompute_policy(config_),
+                                         .recompute = config_.recompute,
                                          .offload = offload_arena_ != nullptr,
                                          .offload_only = config_.offload_only,
                                          .offload_attention = plan_.offload_attention,

@@ -163,9 +163,8 @@ TEST(ChunkedOffloadCuda, TrainerRunIsUnchanged) {
   for (const std::string finetune : {"full", "lora"}) {
     for (const std::string precision : {"bf16", "fp32"}) {
       train::TrainConfig c = tiny_train_config(dir.path(), finetune + precision);
-      c.finetune = finetune;
-      c.device = "cuda";
-      c.precision = precision;
+      train::apply_overrides(c, {"--finetune", finetune, "--precision", precision});
+      c.device = lt::Device::CUDA;
       c.chunk_size = 3;
       c.max_steps = 4;
       c.val_set_size = 4;

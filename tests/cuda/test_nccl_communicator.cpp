@@ -97,8 +97,8 @@ TEST(NcclCommunicator, TrainingThroughItEqualsTheSingleProcessRun) {
   write_tiny_model_dir(dir.file("model"));
   write_tiny_dataset(dir.file("data.jsonl"), 14);
   train::TrainConfig c = tiny_train_config(dir.path());
-  c.device = "cuda";
-  c.precision = "bf16";
+  c.device = lt::Device::CUDA;
+  c.precision = lt::train::Precision::Bf16;
   c.max_steps = 4;
   c.batch_size = 4;
   c.micro_batch_size = 2;

@@ -38,10 +38,10 @@ struct GpuRun {
 GpuRun run(const TempDir& dir, const GpuVariant& v, bool in_backward) {
   train::TrainConfig c = tiny_train_config(dir.path(), v.name + (in_backward ? "-in" : "-end"));
   c.base_model = dir.file(v.tied ? "model-tied" : "model");
-  c.device = "cuda";
-  c.precision = "bf16";
+  c.device = lt::Device::CUDA;
+  c.precision = lt::train::Precision::Bf16;
   c.master_weights = v.master_weights;
-  c.recompute = v.recompute;
+  train::apply_overrides(c, {"--recompute", v.recompute});
   c.deterministic = v.deterministic;
   c.batch_size = c.micro_batch_size = 2;
   c.max_steps = 4;
@@ -51,7 +51,7 @@ GpuRun run(const TempDir& dir, const GpuVariant& v, bool in_backward) {
   c.weight_decay = 0.1;
   c.optimizer_in_backward = in_backward;
   if (v.partial) {
-    c.finetune = "partial";
+    c.finetune = lt::model::Finetune::Partial;
     c.trainable = {"attention", "mlp", "norms", "lm_head"};
     c.trainable_layers = "1";
   }

@@ -12,6 +12,8 @@
 #include "model/nf4_weights.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "train/run_setup.h"
+#include "train/config_enums.h"
 #include "train/qlora_model.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
@@ -60,8 +62,8 @@ TEST(CudaQlora, StepLossesMatchTheCpuFloat64Run) {
   for (const bool double_quant : {true, false})
     for (const int64_t chunk : {0, 4}) {
       train::TrainConfig c = tiny_train_config(dir.path());
-      c.finetune = "lora";
-      c.adapter = "qlora";
+      c.finetune = model::Finetune::Lora;
+      c.bits = 4;
       c.bnb_4bit_use_double_quant = double_quant;
       c.chunk_size = chunk;
       c.max_steps = 5;
@@ -74,20 +76,21 @@ TEST(CudaQlora, StepLossesMatchTheCpuFloat64Run) {
       train::TrainConfig cpu_c = c;
       cpu_c.output_dir = c.output_dir + "-cpu-" + tag;
       const std::vector<double> cpu = train::run_training(cpu_c, quiet_hooks()).losses;
-      for (const std::string precision : {"fp32", "bf16"}) {
+      for (const train::Precision precision : {train::Precision::Fp32, train::Precision::Bf16}) {
         train::TrainConfig g = c;
-        g.device = "cuda";
+        g.device = Device::CUDA;
         g.precision = precision;
-        g.output_dir = c.output_dir + "-" + precision + "-" + tag;
+        const std::string precision_name = train::name_of(train::kPrecisionNames, precision);
+        g.output_dir = c.output_dir + "-" + precision_name + "-" + tag;
         const std::vector<double> gpu = train::run_training(g, quiet_hooks()).losses;
         ASSERT_EQ(gpu.size(), cpu.size());
         Worst w;
         for (size_t i = 0; i < cpu.size(); ++i)
           w.error = std::max(w.error, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
         w.output = "step loss";
-        const DType dt = precision == "fp32" ? DType::F32 : DType::BF16;
+        const DType dt = train::compute_dtype(precision);
         report("train qlora --device cuda", dt, tag, w, tolerance(dt));
-        EXPECT_LE(w.error, tolerance(dt)) << tag << " " << precision;
+        EXPECT_LE(w.error, tolerance(dt)) << tag << " " << precision_name;
       }
     }
 }

@@ -4,8 +4,8 @@
 // deterministic, bf16 stochastic rounding is keyed by step).
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 #include "parity_support.h"
@@ -18,7 +18,7 @@ namespace {
 
 train::TrainConfig gpu_test_config(const TempDir& dir, const std::string& finetune, int64_t chunk) {
   train::TrainConfig c = tiny_train_config(dir.path());
-  c.finetune = finetune;
+  train::apply_overrides(c, {"--finetune", finetune});
   c.chunk_size = chunk;
   c.max_steps = 6;
   c.batch_size = 4;
@@ -36,9 +36,8 @@ train::TrainConfig gpu_test_config(const TempDir& dir, const std::string& finetu
 
 std::vector<double> losses_of(train::TrainConfig c, const std::string& device, const std::string& precision,
                               const std::string& out) {
-  c.device = device;
   c.tf32 = precision == "tf32";
-  c.precision = c.tf32 ? "fp32" : precision;
+  train::apply_overrides(c, {"--device", device, "--precision", c.tf32 ? "fp32" : precision});
   c.output_dir = c.output_dir + "-" + out;
   return train::run_training(c, quiet_hooks()).losses;
 }
@@ -59,10 +58,13 @@ TEST(TrainerCuda, StepLossesMatchTheCpuRun) {
         // TF32 (~1e-3) is held to bf16's 1e-2; fp16 (with its loss scaler) to its own 5e-3.
         const DType dt = precision == "fp32" ? DType::F32 : precision == "fp16" ? DType::F16 : DType::BF16;
         double worst = 0;
-        for (size_t i = 0; i < cpu.size(); ++i) worst = std::max(worst, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
-        std::printf("TRAIN   %-6s chunk %-2lld %-5s steps %zu  first loss cpu %.6f gpu %.6f  last cpu %.6f gpu %.6f\n",
-                    finetune.c_str(), (long long)chunk, precision.c_str(), cpu.size(), cpu.front(), gpu.front(),
-                    cpu.back(), gpu.back());
+        for (size_t i = 0; i < cpu.size(); ++i)
+          worst = std::max(worst, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
+        std::printf(
+            "TRAIN   %-6s chunk %-2lld %-5s steps %zu  first loss cpu %.6f gpu %.6f  last cpu %.6f gpu "
+            "%.6f\n",
+            finetune.c_str(), (long long)chunk, precision.c_str(), cpu.size(), cpu.front(), gpu.front(),
+            cpu.back(), gpu.back());
         Worst w;
         w.error = worst;
         w.output = "step loss";
@@ -84,7 +86,8 @@ TEST(TrainerCuda, MasterWeightsMatchTheCpuRun) {
   const std::vector<double> gpu = losses_of(c, "cuda", "bf16", "masters-bf16");
   ASSERT_EQ(gpu.size(), cpu.size());
   Worst w;
-  for (size_t i = 0; i < cpu.size(); ++i) w.error = std::max(w.error, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
+  for (size_t i = 0; i < cpu.size(); ++i)
+    w.error = std::max(w.error, std::fabs(gpu[i] - cpu[i]) / std::fabs(cpu[i]));
   w.output = "step loss";
   report("train --master_weights", DType::BF16, "full chunk 0", w, tolerance(DType::BF16));
 }
@@ -100,8 +103,8 @@ TEST(TrainerCuda, Fp16SkipsOverflowingStepsWithoutTouchingTheWeights) {
   write_tiny_dataset(dir.file("data.jsonl"), 1);
   for (const std::string finetune : {"full", "lora"}) {
     train::TrainConfig c = gpu_test_config(dir, finetune, 0);
-    c.device = "cuda";
-    c.precision = "fp16";
+    c.device = lt::Device::CUDA;
+    c.precision = lt::train::Precision::Fp16;
     c.max_steps = 12;
     c.warmup_steps = 0;
     c.loss_scale_init = 16777216.0;  // 2^24
@@ -150,9 +153,9 @@ TEST(TrainerCuda, ResumedRunEqualsUninterrupted) {
   for (const std::string run : {"full", "lora", "full-fp16"}) {
     const std::string finetune = run == "lora" ? "lora" : "full";
     train::TrainConfig base = gpu_test_config(dir, finetune, 4);
-    base.device = "cuda";
-    base.precision = run == "full-fp16" ? "fp16" : "bf16";
-    if (base.precision == "fp16") base.loss_scale_growth_interval = 3;
+    base.device = lt::Device::CUDA;
+    base.precision = run == "full-fp16" ? train::Precision::Fp16 : train::Precision::Bf16;
+    if (base.precision == lt::train::Precision::Fp16) base.loss_scale_growth_interval = 3;
     train::TrainConfig straight_c = base;
     straight_c.output_dir = dir.file("straight-" + run);
     const train::TrainResult straight = train::run_training(straight_c, quiet_hooks());
@@ -180,8 +183,9 @@ TEST(TrainerCuda, ResumedRunEqualsUninterrupted) {
       std::printf("RESUME  %-6s step %zu: straight %.9g resumed %.9g\n", finetune.c_str(), i + 1,
                   straight.losses[i], resumed[i]);
     }
-    std::printf("RESUME  %-9s %s chunk 4: %zu steps, bit-identical losses: %s\n", run.c_str(), base.precision.c_str(),
-                resumed.size(), resumed == straight.losses ? "yes" : "NO");
+    std::printf("RESUME  %-9s %s chunk 4: %zu steps, bit-identical losses: %s\n", run.c_str(),
+                train::name_of(train::kPrecisionNames, base.precision), resumed.size(),
+                resumed == straight.losses ? "yes" : "NO");
   }
 }
 

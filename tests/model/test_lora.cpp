@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "lora_test_util.h"
+#include "model/arch/architecture.h"
 #include "model/lora_layer.h"
 #include "model/lora_merge.h"
 #include "support/test_support.h"
@@ -255,3 +257,30 @@ TEST(LoraDecoder, RefusesAdaptersItWasNotPlannedFor) {
 
 }  // namespace
 }  // namespace lt
+
+namespace lt::model {
+namespace {
+
+// An adapter's module path is its base projection's weight name without ".weight", for every registered
+// architecture (the names come from the architecture's file), and its features are that weight's shape.
+TEST(LoraSpecs, ModulePathsAreTheArchitecturesProjectionNames) {
+  for (const ArchitectureDef* def : architectures()) {
+    SCOPED_TRACE(def->class_name);
+    ModelConfig c = test::tiny_config(false);
+    c.arch = def->arch;
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const WeightSpec& w : weight_specs(c)) shapes[w.hf_name] = w.shape;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int i = 0; i < kLoraModuleCount; ++i) {
+        const LoraModule m = LoraModule(i);
+        const std::string weight = lora_module_path(c, l, m) + ".weight";
+        ASSERT_TRUE(shapes.count(weight)) << weight;
+        EXPECT_EQ(shapes[weight], (std::vector<int64_t>{lora_out_features(c, m), lora_in_features(c, m)}))
+            << weight;
+        EXPECT_TRUE(weight.find(std::string(def->names->proj[m])) != std::string::npos) << weight;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace lt::model

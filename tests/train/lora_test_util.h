@@ -15,7 +15,7 @@ namespace lt::test {
 // Adapters on q, v and down_proj (attention and MLP), r 4, alpha 8, dropout 0.1, weight decay on.
 inline train::TrainConfig tiny_lora_config(const std::string& root, const std::string& output = "out") {
   train::TrainConfig c = tiny_train_config(root, output);
-  c.finetune = "lora";
+  c.finetune = lt::model::Finetune::Lora;
   c.lora_r = 4;
   c.lora_alpha = 8;
   c.lora_dropout = 0.1;

@@ -19,11 +19,12 @@ namespace lt::train {
 namespace {
 
 std::map<std::string, std::vector<double>> final_weights(const TrainConfig& c) {
-  return test::read_checkpoint_f64(c.finetune == "lora" ? c.output_dir + "/adapter_model.safetensors"
-                                                        : c.output_dir);
+  return test::read_checkpoint_f64(
+      c.finetune == lt::model::Finetune::Lora ? c.output_dir + "/adapter_model.safetensors" : c.output_dir);
 }
 
-// Bit for bit whatever OpenBLAS's kernels: offload moves bytes between arenas; both runs make the same BLAS calls.
+// Bit for bit whatever OpenBLAS's kernels: offload moves bytes between arenas; both runs make the same BLAS
+// calls.
 void expect_offload_changes_nothing(TrainConfig c, const std::vector<int64_t>& chunks) {
   TrainerHooks quiet{.quiet = true};
   const std::string base_dir = c.output_dir;
@@ -61,7 +62,7 @@ TEST(ChunkedOffloadTrainer, LoraWithDropoutAndPackingGivesTheSameRun) {
   test::write_tiny_model_dir(dir.file("model"), /*tied=*/true);
   test::write_tiny_dataset(dir.file("data.jsonl"), 16);
   TrainConfig c = test::tiny_train_config(dir.path(), "lora");
-  c.finetune = "lora";
+  c.finetune = lt::model::Finetune::Lora;
   c.lora_r = 4;
   c.lora_alpha = 8;
   c.lora_dropout = 0.1;
@@ -78,8 +79,8 @@ TEST(ChunkedOffloadTrainer, LoraWithDropoutAndPackingGivesTheSameRun) {
 TEST(ChunkedOffloadTrainer, MemoryPlanCountsTheHostCheckpoints) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
   TrainConfig c;
-  c.finetune = "full";
-  c.precision = "fp32";
+  c.finetune = lt::model::Finetune::Full;
+  c.precision = lt::train::Precision::Fp32;
   c.chunk_size = 4;
   c.offload_activations = true;
   const model::MemoryPlan offloaded = check_run_memory(c, mc, DType::F32, 2, 64, {});
@@ -94,8 +95,8 @@ TEST(ChunkedOffloadTrainer, MemoryPlanCountsTheHostCheckpoints) {
   // (2 * 4, D) checkpoint slots, and two attention slots in place of the one-chunk attention buffers.
   const int64_t HHD = mc.num_heads * mc.head_dim;
   const size_t checkpoints = size_t(mc.num_layers + 1) * aligned(size_t(2 * 64 * mc.hidden_size) * 4);
-  const size_t attention = size_t(mc.num_layers) * (aligned(size_t(2 * 64 * HHD) * 4) +
-                                                    aligned(size_t(2 * mc.num_heads * 64) * 4));
+  const size_t attention = size_t(mc.num_layers) *
+                           (aligned(size_t(2 * 64 * HHD) * 4) + aligned(size_t(2 * mc.num_heads * 64) * 4));
   const size_t chunk_attention = aligned(size_t(2 * 4 * HHD) * 4) + aligned(size_t(2 * mc.num_heads * 4) * 4);
   const size_t slots = 2 * aligned(size_t(2 * 4 * mc.hidden_size) * 4) + chunk_attention;
   EXPECT_EQ(offloaded.host_offload, checkpoints + attention + model::kArenaAlignment);

@@ -17,8 +17,8 @@ namespace {
 
 // The final weights of a run: the model (full fine-tuning) or the PEFT adapter file (LoRA).
 std::map<std::string, std::vector<double>> final_weights(const TrainConfig& c) {
-  return test::read_checkpoint_f64(c.finetune == "lora" ? c.output_dir + "/adapter_model.safetensors"
-                                                        : c.output_dir);
+  return test::read_checkpoint_f64(
+      c.finetune == lt::model::Finetune::Lora ? c.output_dir + "/adapter_model.safetensors" : c.output_dir);
 }
 
 void expect_chunked_equals_whole(const TrainConfig& whole, const std::vector<int64_t>& chunks) {
@@ -33,7 +33,8 @@ void expect_chunked_equals_whole(const TrainConfig& whole, const std::vector<int
     TrainResult b = run_training(chunked, quiet);
     ASSERT_EQ(a.losses.size(), b.losses.size());
     for (size_t i = 0; i < a.losses.size(); ++i)
-      EXPECT_NEAR(b.losses[i], a.losses[i], 1e-10 * std::abs(a.losses[i])) << "step " << i + 1 << " C=" << chunk;
+      EXPECT_NEAR(b.losses[i], a.losses[i], 1e-10 * std::abs(a.losses[i]))
+          << "step " << i + 1 << " C=" << chunk;
     ASSERT_EQ(a.evals.size(), b.evals.size());
     for (size_t i = 0; i < a.evals.size(); ++i)
       EXPECT_NEAR(b.evals[i].eval_loss, a.evals[i].eval_loss, 1e-10 * std::abs(a.evals[i].eval_loss));
@@ -63,7 +64,7 @@ TEST(ChunkedTrainer, LoraWithPackingEqualsWholeSequences) {
   test::write_tiny_model_dir(dir.file("model"), /*tied=*/true);
   test::write_tiny_dataset(dir.file("data.jsonl"), 16);
   TrainConfig c = test::tiny_train_config(dir.path(), "whole");
-  c.finetune = "lora";
+  c.finetune = lt::model::Finetune::Lora;
   c.lora_r = 4;
   c.lora_alpha = 8;
   c.lora_dropout = 0.1;

@@ -13,8 +13,8 @@ TrainConfig valid() {
   TrainConfig c;
   c.base_model = "models/tiny";
   c.data_path = "data/alpaca.json";
-  c.device = "cpu";
-  c.precision = "fp64";
+  c.device = lt::Device::CPU;
+  c.precision = lt::train::Precision::Fp64;
   validate(c);
   return c;
 }
@@ -28,7 +28,7 @@ TEST(ConfigBridge, OptimizerAndAccumulation) {
   EXPECT_EQ(o.beta2, 0.95);
   EXPECT_EQ(o.weight_decay, 0.1);
   EXPECT_EQ(o.state_dtype, DType::F64);
-  c.precision = "fp32";
+  c.precision = lt::train::Precision::Fp32;
   EXPECT_EQ(adamw_options(c).state_dtype, DType::F32);
 }
 
@@ -40,7 +40,7 @@ TEST(ConfigBridge, ScheduleUsesTheResolvedWarmup) {
   EXPECT_DOUBLE_EQ(s.lr(0), 3e-4);
   c.warmup_steps.reset();
   c.warmup_ratio = 0.07;
-  c.lr_scheduler_type = "cosine";
+  c.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   EXPECT_EQ(lr_schedule(c, 100).warmup_steps(), 8);  // ceil(100 * 0.07) = ceil(7.000000000000001)
 }
 
@@ -55,7 +55,7 @@ TEST(ConfigBridge, AdapterConfig) {
   EXPECT_EQ(a.rank_for("model.layers.0.mlp.down_proj"), 4);
   // Absolute, so that AutoPeftModelForCausalLM finds the base from another working directory.
   EXPECT_EQ(a.base_model_name_or_path, (std::filesystem::current_path() / "models/tiny").string());
-  c.finetune = "full";
+  c.finetune = lt::model::Finetune::Full;
   EXPECT_THROW(lora_adapter_config(c), Error);
 }
 

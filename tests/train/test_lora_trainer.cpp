@@ -28,17 +28,18 @@ namespace fs = std::filesystem;
 
 class LoraResume : public ::testing::TestWithParam<const char*> {};
 
-// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted
+// ones.
 TEST_P(LoraResume, InterruptedThenResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 9);
   TrainConfig base = test::tiny_lora_config(dir.path());
-  base.precision = GetParam();
+  base.precision = parse_precision(GetParam(), "test");
   base.max_steps = 7;  // 7 train examples: 4 micro-batches, 2 steps per epoch; the stop lands mid-epoch
   base.val_set_size = 2;
   base.eval_steps = 3;
-  base.lr_scheduler_type = "cosine";
+  base.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   TrainerHooks quiet{.quiet = true};
 
   TrainConfig full = base;
@@ -186,7 +187,7 @@ TEST(LoraTrainer, InitAdapterContinuesFromASavedAdapter) {
   // One step over all 8 examples in one micro-batch: its loss is the mean token CE of the whole data
   // under the base + the saved adapter, which evaluate() computes independently.
   TrainConfig second = test::tiny_train_config(dir.path(), "second");
-  second.finetune = "lora";
+  second.finetune = lt::model::Finetune::Lora;
   second.init_adapter = first.output_dir;  // lora_r / alpha / targets left at defaults: the adapter's kept
   second.lora_dropout = 0;
   second.batch_size = 8;

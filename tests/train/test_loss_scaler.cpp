@@ -82,13 +82,14 @@ TEST(LossScaler, NonFiniteGradientsAreReportedAndLeftAlone) {
 
 TEST(LossScaler, KeysOnlyForFp16AndFp16KeepsMasters) {
   TrainConfig c;
-  c.base_model = "m";
-  c.data_path = "d";
-  c.device = "cuda";
-  c.precision = "bf16";
+  // std::string, not a literal: GCC 12's -Wrestrict misfires on the inlined char* assignment here.
+  c.base_model = std::string("m");
+  c.data_path = std::string("d");
+  c.device = lt::Device::CUDA;
+  c.precision = lt::train::Precision::Bf16;
   c.loss_scale_init = 1024;
   test::expect_error_mentions([&] { validate(c); }, {"loss_scale_init", "bf16", "fp16"});
-  c.precision = "fp16";
+  c.precision = lt::train::Precision::Fp16;
   validate(c);
   c.loss_scale_init = 0.5;
   test::expect_error_mentions([&] { validate(c); }, {"loss_scale_init", "0.5"});
@@ -97,10 +98,10 @@ TEST(LossScaler, KeysOnlyForFp16AndFp16KeepsMasters) {
   test::expect_error_mentions([&] { validate(c); }, {"loss_scale_growth_interval"});
   c.loss_scale_growth_interval = 10;
 
-  c.finetune = "full";
+  c.finetune = lt::model::Finetune::Full;
   c.lora_r = TrainConfig{}.lora_r;
   EXPECT_TRUE(keeps_master_weights(c)) << "fp16 full fine-tuning always keeps f32 masters";
-  c.precision = "bf16";
+  c.precision = lt::train::Precision::Bf16;
   c.loss_scale_init = TrainConfig{}.loss_scale_init;
   c.loss_scale_growth_interval = TrainConfig{}.loss_scale_growth_interval;
   EXPECT_FALSE(keeps_master_weights(c));

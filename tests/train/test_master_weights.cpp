@@ -17,14 +17,15 @@ namespace {
 
 TrainConfig master_config(const test::TempDir& dir, const std::string& out) {
   TrainConfig c = test::tiny_train_config(dir.path(), out);
-  c.precision = "fp32";
+  c.precision = lt::train::Precision::Fp32;
   c.master_weights = true;
   c.max_steps = 6;
-  c.lr_scheduler_type = "cosine";
+  c.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   return c;
 }
 
-// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted
+// ones.
 TEST(MasterWeights, ResumedRunEqualsUninterruptedAndCheckpointsHoldTheMasters) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
@@ -85,8 +86,8 @@ TEST(MasterWeights, RefusedWithLoraAndWithFp64) {
   test::write_tiny_dataset(dir.file("data.jsonl"), 4);
   for (const char* what : {"lora", "fp64"}) {
     TrainConfig c = master_config(dir, what);
-    if (std::string(what) == "lora") c.finetune = "lora";
-    if (std::string(what) == "fp64") c.precision = "fp64";
+    if (std::string(what) == "lora") c.finetune = lt::model::Finetune::Lora;
+    if (std::string(what) == "fp64") c.precision = lt::train::Precision::Fp64;
     try {
       validate(c);
       ADD_FAILURE() << "master_weights accepted with " << what;

@@ -19,10 +19,10 @@ using model::MemoryCategory;
 TEST(MemoryCheck, PlanFollowsTheTrainConfig) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
   train::TrainConfig c;
-  c.finetune = "partial";
+  c.finetune = lt::model::Finetune::Partial;
   c.trainable = {"mlp"};
   c.trainable_layers = "last:1";
-  c.precision = "fp64";
+  c.precision = lt::train::Precision::Fp64;
   c.chunk_size = 4;
   const model::MemoryPlan partial = train::check_run_memory(c, mc, DType::F64, 2, 16, {});
   EXPECT_EQ(partial.bytes(MemoryCategory::Gradients),
@@ -35,13 +35,13 @@ TEST(MemoryCheck, PlanFollowsTheTrainConfig) {
   EXPECT_EQ(partial.bytes(MemoryCategory::OptimizerState), size_t(trained) * 2 * 8);  // f64 moments
   EXPECT_EQ(partial.settings.chunk_size, 4);
 
-  c.finetune = "full";
-  c.precision = "fp32";
+  c.finetune = lt::model::Finetune::Full;
+  c.precision = lt::train::Precision::Fp32;
   const model::MemoryPlan full = train::check_run_memory(c, mc, DType::F32, 2, 16, {});
   EXPECT_EQ(full.bytes(MemoryCategory::Gradients), model::grads_bytes(mc, DType::F32));
   EXPECT_EQ(full.bytes(MemoryCategory::TrainableWeights), 0u);
 
-  c.finetune = "lora";
+  c.finetune = lt::model::Finetune::Lora;
   const std::vector<model::LoraSpec> specs = model::lora_specs(
       mc, [](const std::string&) { return model::LoraModuleSetting{.rank = 2, .alpha = 4}; });
   const model::MemoryPlan lora = train::check_run_memory(c, mc, DType::F32, 2, 16, specs);
@@ -67,8 +67,8 @@ TEST(MemoryCheck, OptimizerInBackwardPlansOneLayersGradients) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
   ASSERT_GE(mc.num_layers, 2);
   train::TrainConfig c;
-  c.finetune = "full";
-  c.precision = "fp32";
+  c.finetune = lt::model::Finetune::Full;
+  c.precision = lt::train::Precision::Fp32;
   const model::MemoryPlan end = train::check_run_memory(c, mc, DType::F32, 2, 16, {});
   c.optimizer_in_backward = true;
   const model::MemoryPlan in = train::check_run_memory(c, mc, DType::F32, 2, 16, {});

@@ -34,7 +34,7 @@ struct Variant {
 
 TrainConfig variant_config(const test::TempDir& dir, const Variant& v, bool in_backward) {
   TrainConfig c = test::tiny_train_config(dir.path(), std::string(v.name) + (in_backward ? "-in" : "-end"));
-  c.precision = v.precision;
+  apply_overrides(c, {"--precision", v.precision});
   c.master_weights = v.master_weights;
   c.batch_size = c.micro_batch_size = 2;
   c.max_grad_norm = 0;
@@ -44,7 +44,7 @@ TrainConfig variant_config(const test::TempDir& dir, const Variant& v, bool in_b
   c.warmup_steps = 0;  // every step updates
   c.optimizer_in_backward = in_backward;
   if (!v.trainable.empty()) {
-    c.finetune = "partial";
+    c.finetune = lt::model::Finetune::Partial;
     c.trainable = v.trainable;
     c.trainable_layers = v.layers;
   }
@@ -94,7 +94,8 @@ void PrintTo(const Variant& v, std::ostream* os) {
 
 class OptimizerInBackward : public ::testing::TestWithParam<Variant> {};
 
-// Bit for bit whatever OpenBLAS's kernels: the update moves into backward; the gradients come from the same BLAS calls.
+// Bit for bit whatever OpenBLAS's kernels: the update moves into backward; the gradients come from the same
+// BLAS calls.
 TEST_P(OptimizerInBackward, BitIdenticalToTheEndOfStepOptimizer) {
   const Variant& v = GetParam();
   test::TempDir dir;
@@ -143,14 +144,15 @@ INSTANTIATE_TEST_SUITE_P(
                 .layers = "0"}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
-// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones.
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted
+// ones.
 TEST(OptimizerInBackwardRun, ResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 10);
   TrainConfig base = variant_config(dir, Variant{.name = "resume", .precision = "fp32"}, true);
   base.max_steps = 5;
-  base.lr_scheduler_type = "cosine";
+  base.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   TrainConfig straight_config = base;
   straight_config.output_dir = dir.file("straight");
   const RunOut straight = train(straight_config);
@@ -185,7 +187,7 @@ TEST(OptimizerInBackwardRun, NonFiniteStepStopsWithTheEndOfStepError) {
     TrainConfig c = variant_config(dir, Variant{.name = "blowup", .precision = "fp32"}, in_backward);
     c.learning_rate = 1e30;
     c.warmup_steps = 0;
-    c.lr_scheduler_type = "constant";
+    c.lr_scheduler_type = lt::train::LrScheduleType::Constant;
     test::expect_error_mentions([&] { train(c); },
                                 {"step 2: the loss", "is not finite", "lower learning_rate"});
   }
@@ -203,9 +205,10 @@ TEST(OptimizerInBackwardRun, RefusedCombinationsNameTheirKey) {
       {[](TrainConfig& c) { c.batch_size = 4; },
        {"optimizer_in_backward", "batch_size 4 and micro_batch_size 2", "gradient accumulation"}},
       {[](TrainConfig& c) { c.chunk_size = 4; }, {"optimizer_in_backward", "chunk_size 4", "chunk_size: 0"}},
-      {[](TrainConfig& c) { c.device = "cuda", c.precision = "fp16"; },
+      {[](TrainConfig& c) { c.device = lt::Device::CUDA, c.precision = lt::train::Precision::Fp16; },
        {"optimizer_in_backward", "precision fp16", "loss scaler"}},
-      {[](TrainConfig& c) { c.finetune = "lora"; }, {"optimizer_in_backward", "finetune lora"}},
+      {[](TrainConfig& c) { c.finetune = lt::model::Finetune::Lora; },
+       {"optimizer_in_backward", "finetune lora"}},
   };
   for (const Refusal& r : refusals) {
     TrainConfig c = variant_config(dir, Variant{.name = "refused", .precision = "fp32"}, true);

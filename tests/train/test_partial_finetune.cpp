@@ -25,7 +25,7 @@ TEST_P(PartialFinetune, FrozenTensorsStayIdenticalAndHoldNoGradient) {
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 8);
   TrainConfig c = test::tiny_train_config(dir.path());
-  c.finetune = "partial";
+  c.finetune = lt::model::Finetune::Partial;
   c.trainable = k.trainable;
   c.trainable_layers = k.layers;
   c.max_steps = 2;

@@ -37,10 +37,10 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
   c.init_adapter = test::source_path(g["init_adapter"].get<std::string>());
   c.data_path = golden_dir + "/data.jsonl";
   c.output_dir = dir.file("out");
-  c.finetune = "lora";
+  c.finetune = lt::model::Finetune::Lora;
   c.lora_dropout = 0;
-  c.device = "cpu";
-  c.precision = k.precision;
+  c.device = lt::Device::CPU;
+  apply_overrides(c, {"--precision", k.precision});
   c.shuffle = false;
   c.val_set_size = 0;
   c.batch_size = g["batch_size"];
@@ -48,7 +48,7 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
   c.max_steps = g["max_steps"];
   c.learning_rate = g["learning_rate"];
   c.warmup_steps = g["warmup_steps"].get<int64_t>();
-  c.lr_scheduler_type = g["lr_scheduler_type"];
+  apply_overrides(c, {"--lr_scheduler_type", g["lr_scheduler_type"].get<std::string>()});
   c.weight_decay = g["weight_decay"];
   c.adam_beta1 = g["adam_beta1"];
   c.adam_beta2 = g["adam_beta2"];

@@ -19,6 +19,7 @@
 #include "train/qlora_model.h"
 #include "support/test_support.h"
 #include "train/checkpoint.h"
+#include "train/config_enums.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
 
@@ -50,7 +51,7 @@ TrainConfig lora_config(const test::TempDir& dir, const std::string& base, const
   TrainConfig c = test::tiny_train_config(dir.path(), out);
   c.base_model = dir.file(base);
   c.random_init = false;
-  c.finetune = "lora";
+  c.finetune = model::Finetune::Lora;
   c.lora_r = 4;
   c.lora_alpha = 8;
   c.lora_dropout = 0.1;  // the masks come from (seed, step, micro-batch): the same in both runs
@@ -71,9 +72,9 @@ std::map<std::string, std::vector<uint8_t>> adapter_bytes(const std::string& dir
 
 struct Setting {
   const char* name;
-  const char* precision;
+  Precision precision;
   int64_t chunk_size;
-  const char* recompute;
+  std::optional<model::Recompute> recompute;  // nullopt: auto
 };
 
 class QloraTrainer : public ::testing::TestWithParam<Setting> {};
@@ -82,7 +83,7 @@ TEST_P(QloraTrainer, EqualsLoraOverTheDequantizedBase) {
   test::TempDir dir;
   write_bases(dir);
   TrainConfig qlora = lora_config(dir, "base", "qlora");
-  qlora.adapter = "qlora";
+  qlora.bits = 4;
   TrainConfig dense = lora_config(dir, "dequantized", "lora");
   for (TrainConfig* c : {&qlora, &dense}) {
     c->precision = GetParam().precision;
@@ -102,9 +103,11 @@ TEST_P(QloraTrainer, EqualsLoraOverTheDequantizedBase) {
 
 INSTANTIATE_TEST_SUITE_P(
     Settings, QloraTrainer,
-    ::testing::Values(Setting{"fp64", "fp64", 0, "auto"}, Setting{"fp32", "fp32", 0, "auto"},
-                      Setting{"chunked", "fp64", 4, "auto"}, Setting{"recompute_full", "fp64", 0, "full"},
-                      Setting{"recompute_selective", "fp32", 0, "selective"}),
+    ::testing::Values(Setting{"fp64", Precision::Fp64, 0, std::nullopt},
+                      Setting{"fp32", Precision::Fp32, 0, std::nullopt},
+                      Setting{"chunked", Precision::Fp64, 4, std::nullopt},
+                      Setting{"recompute_full", Precision::Fp64, 0, model::Recompute::Full},
+                      Setting{"recompute_selective", Precision::Fp32, 0, model::Recompute::Selective}),
     [](const ::testing::TestParamInfo<Setting>& info) { return std::string(info.param.name); });
 
 // The same run over `leantune quantize`'s kind of 4-bit checkpoint (the codes read as stored) and over the
@@ -123,7 +126,7 @@ TEST(QloraTrainer, FourBitCheckpointTrainsAsQuantizedOnLoad) {
   }
   TrainConfig on_load = lora_config(dir, "base", "on_load");
   TrainConfig stored = lora_config(dir, "base4", "stored");
-  on_load.adapter = stored.adapter = "qlora";
+  on_load.bits = stored.bits = 4;
   const TrainResult a = run_training(on_load, test::quiet_hooks());
   const TrainResult b = run_training(stored, test::quiet_hooks());
   EXPECT_EQ(a.losses, b.losses);
@@ -134,7 +137,7 @@ TEST(QloraTrainer, InterruptedThenResumedEqualsUninterrupted) {
   test::TempDir dir;
   write_bases(dir);
   TrainConfig base = lora_config(dir, "base", "full");
-  base.adapter = "qlora";
+  base.bits = 4;
   base.max_steps = 4;
   TrainConfig full = base;
   const TrainResult straight = run_training(full, test::quiet_hooks());
@@ -154,7 +157,7 @@ TEST(QloraTrainer, InterruptedThenResumedEqualsUninterrupted) {
 
   // Resuming with another quantization is refused naming the key.
   TrainConfig other = part;
-  other.bnb_4bit_quant_type = "fp4";
+  other.bnb_4bit_quant_type = ops::Quant4Type::FP4;
   other.resume = part.output_dir + "/checkpoint-2";
   other.output_dir = dir.file("other");
   test::expect_error_mentions([&] { run_training(other, test::quiet_hooks()); }, {"bnb_4bit_quant_type"});

@@ -16,20 +16,20 @@ using model::MemoryCategory;
 TEST(RankMemoryPlan, Zero1AndZero2KeepAShareOfTheOptimizerStateAndAddTheirScratch) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
   train::TrainConfig c;
-  c.finetune = "full";
-  c.precision = "fp32";
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
   const model::MemoryPlan one = train::check_run_memory(c, mc, DType::F32, 2, 16, {});
   int64_t largest = 0;
   for (const model::WeightSpec& spec : model::weight_specs(mc)) largest = std::max(largest, spec.numel());
   EXPECT_EQ(train::largest_trainable_elements(mc, one.settings), largest);
 
   for (const char* sharding : {"none", "ddp"}) {
-    c.sharding = sharding;
+    train::apply_overrides(c, {"--sharding", sharding});
     const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
     EXPECT_EQ(rank.total, one.total) << sharding;
   }
   for (const char* sharding : {"zero1", "zero2"}) {
-    c.sharding = sharding;
+    train::apply_overrides(c, {"--sharding", sharding});
     const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
     const size_t moments = one.bytes(MemoryCategory::OptimizerState);  // two rows of moments/2 bytes
     EXPECT_EQ(rank.bytes(MemoryCategory::OptimizerState), 2 * ((moments / 2 + 3) / 4)) << sharding;

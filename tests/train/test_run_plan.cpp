@@ -23,9 +23,8 @@ TrainConfig config_of(const std::string& finetune, const std::string& precision)
   TrainConfig c;
   c.base_model = "m";
   c.data_path = "d";
-  c.finetune = finetune;
-  c.precision = precision;
-  c.device = "cpu";
+  apply_overrides(c, {"--finetune", finetune, "--precision", precision});
+  c.device = lt::Device::CPU;
   return c;
 }
 
@@ -37,6 +36,19 @@ TEST(RunPlan, Bf16FullFineTuningRoundsStochasticallyWithF32Gradients) {
   EXPECT_FALSE(p.loss_scaling);
   EXPECT_EQ(entry(p, "stochastic_rounding"), "true");
   EXPECT_EQ(entry(p, "master_weights"), "none");
+}
+
+// stochastic_rounding is a key whose auto resolves by precision; an explicit false turns it off for bf16.
+TEST(RunPlan, StochasticRoundingKeyResolvesAutoAndHonoursFalse) {
+  TrainConfig c = config_of("full", "bf16");
+  EXPECT_FALSE(c.stochastic_rounding.has_value());  // auto
+  apply_overrides(c, {"--stochastic_rounding", "false"});
+  const RunPlan off = resolve_run_plan(c, Device::CPU, DType::BF16);
+  EXPECT_FALSE(off.stochastic_rounding);
+  EXPECT_EQ(entry(off, "stochastic_rounding"), "false");
+  apply_overrides(c, {"--stochastic_rounding", "auto"});
+  EXPECT_TRUE(resolve_run_plan(c, Device::CPU, DType::BF16).stochastic_rounding);
+  EXPECT_FALSE(resolve_run_plan(config_of("full", "fp32"), Device::CPU, DType::F32).stochastic_rounding);
 }
 
 TEST(RunPlan, Fp16KeepsF32MastersAndScalesTheLoss) {
@@ -62,7 +74,7 @@ TEST(RunPlan, RecomputeAutoIsResolvedPerSchedule) {
   EXPECT_EQ(resolve_run_plan(c, Device::CPU, DType::F32).recompute_resolved, "none");
   c.chunk_size = 64;
   EXPECT_EQ(resolve_run_plan(c, Device::CPU, DType::F32).recompute_resolved, "full");
-  c.recompute = "selective";
+  c.recompute = lt::model::Recompute::Selective;
   EXPECT_EQ(resolve_run_plan(c, Device::CPU, DType::F32).recompute_resolved, "selective");
 }
 
@@ -80,10 +92,10 @@ TEST(RunPlan, OffloadIsNamed) {
 
 TEST(RunPlan, KernelOptionsComeFromTheConfigurationKeys) {
   TrainConfig c = config_of("lora", "bf16");
-  c.attention = "leantune";
+  c.attention = lt::ops::AttentionKernelRequest::TensorCore;
   c.deterministic = true;
   c.gemm_tune = true;
-  c.profile_ops = "shapes";
+  c.profile_ops = lt::ops::ProfileOps::Shapes;
   const ops::KernelOptions o = kernel_options_from_config(c);
   EXPECT_EQ(o.attention, ops::AttentionKernelRequest::TensorCore);
   EXPECT_TRUE(o.deterministic);

@@ -2,6 +2,7 @@
 // trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -19,8 +20,8 @@ TrainConfig base() {
   TrainConfig c;
   c.base_model = "models/tiny";
   c.data_path = "data/alpaca.json";
-  c.device = "cpu";
-  c.precision = "fp32";
+  c.device = lt::Device::CPU;
+  c.precision = lt::train::Precision::Fp32;
   return c;
 }
 
@@ -70,21 +71,22 @@ TEST(TrainConfig, DefaultsFollowAlpacaLoraAndHfTrainer) {
 // trains on the CPU in fp32 with no flag; explicit values stay as given.
 TEST(TrainConfig, AutoDeviceAndPrecisionResolveFromTheMachine) {
   TrainConfig c;
-  EXPECT_EQ(c.device, "auto");
-  EXPECT_EQ(c.precision, "auto");
+  EXPECT_EQ(c.device, lt::Device::Auto);
+  EXPECT_EQ(c.precision, Precision::Auto);
   c.base_model = "m";
   c.data_path = "d";
   validate(c);
   const bool gpu = ops::cuda_available();
-  EXPECT_EQ(c.device, gpu ? "cuda" : "cpu");
-  EXPECT_EQ(c.precision, gpu ? "bf16" : "fp32");
-  std::string device = "cpu", precision = "auto";
+  EXPECT_EQ(c.device, gpu ? lt::Device::CUDA : lt::Device::CPU);
+  EXPECT_EQ(c.precision, gpu ? Precision::Bf16 : Precision::Fp32);
+  lt::Device device = lt::Device::CPU;
+  Precision precision = Precision::Auto;
   resolve_auto_device(device, precision);
-  EXPECT_EQ(precision, "fp32");
-  device = "cpu";
-  precision = "fp64";
+  EXPECT_EQ(precision, Precision::Fp32);
+  device = lt::Device::CPU;
+  precision = Precision::Fp64;
   resolve_auto_device(device, precision);
-  EXPECT_EQ(precision, "fp64");
+  EXPECT_EQ(precision, Precision::Fp64);
 }
 
 // Lists come space- or comma-separated; PEFT's all-linear names every projection.
@@ -169,7 +171,7 @@ TEST(TrainConfig, YamlRoundTripIsIdentical) {
   c.use_rslora = true;
   c.warmup_ratio = 0.07;
   c.memory_limit = 123456789;
-  c.lr_scheduler_type = "cosine";
+  c.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   validate(c);
   std::string yaml = to_yaml(c);
   TrainConfig back = parse_train_config_yaml(yaml, "saved");
@@ -182,7 +184,7 @@ TEST(TrainConfig, YamlRoundTripIsIdentical) {
   EXPECT_EQ(load_train_config(tmp.file("config.yaml"), {}), c);
   // A full fine-tuning run's saved config (all LoRA keys at their defaults) loads back too.
   TrainConfig full = base();
-  full.finetune = "full";
+  full.finetune = lt::model::Finetune::Full;
   validate(full);
   EXPECT_EQ(parse_train_config_yaml(to_yaml(full), "saved"), full);
 }
@@ -214,7 +216,7 @@ TEST(TrainConfig, CommandLineOverrides) {
   EXPECT_TRUE(c.group_by_length);  // a lone boolean flag means true
   EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj", "o_proj"}));
   EXPECT_FALSE(c.train_on_inputs);
-  EXPECT_EQ(c.lr_scheduler_type, "cosine");
+  EXPECT_EQ(c.lr_scheduler_type, LrScheduleType::Cosine);
   EXPECT_EQ(c.lora_alpha_pattern.size(), 1u);
   EXPECT_FALSE(c.warmup_steps.has_value());
   EXPECT_EQ(c.warmup_ratio, 0.1);
@@ -374,10 +376,45 @@ TEST(TrainConfig, RefusesImpossibleCombinations) {
       c = base();
       apply_overrides(c, {"--offload_activations", offload, "--recompute", recompute});
       EXPECT_NO_THROW(validate(c)) << recompute << " offload " << offload;
-      const std::optional<model::Recompute> policy = recompute_policy(c);
+      const std::optional<model::Recompute> policy = c.recompute;
       ASSERT_TRUE(policy.has_value()) << recompute;
       EXPECT_EQ(model::recompute_name(*policy), recompute);
     }
+}
+
+// One concept, one key: the base weights' bits. transformers' load_in_4bit and the older adapter: qlora are
+// read as bits: 4 (and their defaults as nothing); a saved configuration writes bits alone and loads back.
+TEST(TrainConfig, BitsAliasesAreReadAsBits) {
+  for (const std::string& yaml :
+       {std::string("bits: 4\n"), std::string("load_in_4bit: true\n"), std::string("adapter: qlora\n")}) {
+    const TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n" + yaml, "t.yaml");
+    EXPECT_EQ(c.bits, 4) << yaml;
+    const std::string saved = to_yaml(c);
+    EXPECT_EQ(saved.find("load_in_4bit"), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("\nadapter:"), std::string::npos) << saved;
+    EXPECT_EQ(parse_train_config_yaml(saved, "saved.yaml"), c);
+  }
+  TrainConfig c = base();
+  apply_overrides(c, {"--adapter", "lora", "--load_in_4bit", "false"});
+  EXPECT_EQ(c.bits, 16);
+  apply_overrides(c, {"--load_in_4bit"});  // a lone boolean flag
+  EXPECT_EQ(c.bits, 4);
+  expect_refused({"--adapter", "qlora4"}, {"adapter", "qlora4", "lora, qlora"});
+  expect_refused({"--bits", "8"}, {"bits", "8", "16 or 4"});
+  expect_refused({"--finetune", "partial", "--trainable", "norms", "--load_in_4bit"},
+                 {"bits", "load_in_4bit", "partial"});
+  const std::vector<std::string> keys = train_config_keys();
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "adapter"), 0);
+  EXPECT_NE(train_config_help().find("  load_in_4bit "), std::string::npos);
+}
+
+TEST(TrainConfig, StochasticRoundingIsForBf16) {
+  expect_refused({"--stochastic_rounding", "true"}, {"stochastic_rounding", "true", "fp32", "bf16"});
+  expect_refused({"--stochastic_rounding", "sometimes"}, {"stochastic_rounding", "sometimes", "auto"});
+  TrainConfig c = base();
+  apply_overrides(c, {"--stochastic_rounding", "false"});
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(parse_train_config_yaml(to_yaml(c), "saved.yaml"), c);
 }
 
 TEST(TrainConfig, TrainableLayers) {

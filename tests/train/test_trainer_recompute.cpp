@@ -10,7 +10,8 @@
 namespace lt::train {
 namespace {
 
-// Bit for bit whatever OpenBLAS's kernels: a recompute repeats the forward's BLAS calls with the same shapes and values.
+// Bit for bit whatever OpenBLAS's kernels: a recompute repeats the forward's BLAS calls with the same shapes
+// and values.
 TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
@@ -29,9 +30,8 @@ TEST(TrainerRecompute, EveryPolicyGivesTheSameLosses) {
                                    policy == "elementwise+offload" || policy == "norms+offload";
         if (offload && (chunk > 0) == whole_offload) continue;
         TrainConfig c = test::tiny_train_config(dir.path(), finetune + std::to_string(chunk) + policy);
-        c.finetune = finetune;
+        apply_overrides(c, {"--finetune", finetune, "--recompute", policy.substr(0, policy.find('+'))});
         c.chunk_size = chunk;
-        c.recompute = policy.substr(0, policy.find('+'));
         c.offload_activations = offload;
         c.max_steps = 4;
         c.lora_dropout = finetune == "lora" ? 0.2 : 0.0;
@@ -49,8 +49,8 @@ TEST(TrainerRecompute, UnknownPolicyIsRefusedNamingTheKey) {
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 4);
   TrainConfig c = test::tiny_train_config(dir.path());
-  c.recompute = "sometimes";
   try {
+    apply_overrides(c, {"--recompute", "sometimes"});  // the reader is where text becomes a policy
     run_training(c, test::quiet_hooks());
     ADD_FAILURE() << "recompute: sometimes was accepted";
   } catch (const Error& e) {

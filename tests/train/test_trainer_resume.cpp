@@ -25,20 +25,20 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 class TrainerResume : public ::testing::TestWithParam<const char*> {};
 
-// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted ones (same
-// shapes, same restored values, same order).
+// Bit for bit whatever OpenBLAS's kernels: the resumed steps make the same BLAS calls as the uninterrupted
+// ones (same shapes, same restored values, same order).
 TEST_P(TrainerResume, InterruptedThenResumedEqualsUninterrupted) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
   test::write_tiny_dataset(dir.file("data.jsonl"), 9);
   TrainConfig base = test::tiny_train_config(dir.path());
-  base.precision = GetParam();
+  base.precision = parse_precision(GetParam(), "test");
   base.batch_size = 4;
   base.micro_batch_size = 2;
   base.max_steps = 7;  // 7 train examples: 4 micro-batches, 2 steps per epoch; the stop lands mid-epoch
   base.val_set_size = 2;
   base.eval_steps = 3;
-  base.lr_scheduler_type = "cosine";
+  base.lr_scheduler_type = lt::train::LrScheduleType::Cosine;
   TrainerHooks quiet{.quiet = true};
 
   TrainConfig full = base;

@@ -62,9 +62,9 @@ inline train::TrainConfig tiny_train_config(const std::string& root, const std::
   c.data_path = root + "/data.jsonl";
   c.output_dir = root + "/" + output;
   c.random_init = true;
-  c.finetune = "full";
-  c.device = "cpu";
-  c.precision = "fp64";
+  c.finetune = lt::model::Finetune::Full;
+  c.device = lt::Device::CPU;
+  c.precision = lt::train::Precision::Fp64;
   c.batch_size = 4;
   c.micro_batch_size = 2;
   c.num_epochs = 1;

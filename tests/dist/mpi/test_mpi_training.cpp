@@ -121,7 +121,7 @@ TEST_P(MpiTraining, EveryStrategyEqualsOneProcessOnTheSameGlobalBatch) {
   for (const std::string sharding : {"ddp", "zero1", "zero2"}) {
     SCOPED_TRACE(sharding);
     TrainConfig c = base_config(dir.path(), finetune);
-    c.sharding = sharding;
+    apply_overrides(c, {"--sharding", sharding});
     c.save_steps = 2;  // checkpoints gather a sharded optimizer: a collective inside the run
     // Rank 0's output_dir is the run's; the others are pointed elsewhere to show they never write one.
     c.output_dir =
@@ -165,7 +165,7 @@ TEST_P(MpiTraining, ResumeAtTheSameAndAtAnotherWorldSizeEqualsTheUninterruptedRu
   for (const std::string sharding : {"ddp", "zero1", "zero2"}) {
     SCOPED_TRACE(sharding);
     TrainConfig straight = base_config(dir.path(), finetune);
-    straight.sharding = sharding;
+    apply_overrides(straight, {"--sharding", sharding});
     straight.save_steps = 2;
     straight.output_dir = dir.file(sharding);
     const TrainResult whole = run_training(straight, test::quiet_hooks(), comm.get());
@@ -201,7 +201,7 @@ TEST(MpiTrainingSetup, RanksThatWouldRunDifferentStepsAreStoppedBeforeTheFirst) 
   }
   comm->barrier();
   TrainConfig c = base_config(dir.path(), "full");
-  c.sharding = "ddp";
+  c.sharding = dist::Sharding::Ddp;
   c.output_dir = dir.file("mismatch");
   if (comm->rank() == 1) c.max_steps = 3;
   std::string message;
