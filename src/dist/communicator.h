@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -29,6 +30,11 @@ class Communicator {
 
   // t = op over ranks of every rank's t (in place).
   virtual void all_reduce(Tensor t, ReduceOp op) = 0;
+  // all_reduce of each tensor, in order; an implementation may launch them together (NCCL: one group, so
+  // a step's hundreds of gradient tensors cost one launch and one completion check, not one each).
+  virtual void all_reduce_many(const std::vector<Tensor>& tensors, ReduceOp op) {
+    for (const Tensor& t : tensors) all_reduce(t, op);
+  }
   // in: (world_size * n) elements, out: n. Rank r's out = op over ranks of their in[r*n, (r+1)*n).
   virtual void reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
   // in: n elements, out: (world_size * n). out[r*n, (r+1)*n) = rank r's in, on every rank.

@@ -85,7 +85,9 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
 
 void DataParallel::reduce_gradients() {
   if (sharding_ != dist::Sharding::Zero2) {
-    for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
+    std::vector<Tensor> grads;
+    for (const ParamGroup& g : full_) grads.push_back(g.grad);
+    comm_.all_reduce_many(grads, dist::ReduceOp::Sum);
     return;
   }
   for (size_t i = 0; i < full_.size(); ++i) {
