@@ -30,6 +30,8 @@ struct DeviceInfo {
   size_t free_bytes = 0, total_bytes = 0;
 };
 int device_count();  // 0 when no GPU or no driver
-DeviceInfo device_info(int device = 0);
+// `device` -1: the current device (a rank of a multi-GPU run made its own GPU current; dist/launch.h). The
+// current device is left as it was.
+DeviceInfo device_info(int device = -1);
 
 }  // namespace lt::ops::cuda
