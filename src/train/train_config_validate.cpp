@@ -78,6 +78,8 @@ void check_sharding(const TrainConfig& c) {
            "config: 'sharding' is {} with {}; zero3 does not shard master weights yet, expected "
            "master_weights false and precision other than fp16 (or sharding zero2)",
            sharding, c.precision == Precision::Fp16 ? "precision fp16" : "master_weights true");
+  LT_CHECK(c.ddp_timeout > 0 && std::isfinite(c.ddp_timeout),
+           "config: 'ddp_timeout' is {}, expected a positive number of seconds", c.ddp_timeout);
   LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
            "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
            "gradients arrive; expected sharding none",
