@@ -1,6 +1,5 @@
-#include "ops/cuda/device_memory.h"
-
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_memory.h"
 
 namespace lt::ops::cuda {
 
@@ -10,17 +9,14 @@ void* DeviceMemory::allocate(size_t bytes) {
   if (err != cudaSuccess) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw OutOfMemory(
-        fmt::format("cudaMalloc of {} failed ({}); the GPU has {} free of {}", format_bytes(double(bytes)),
-                    cudaGetErrorString(err), format_bytes(double(free_b)), format_bytes(double(total_b))),
-        __FILE__, __LINE__);
+    throw OutOfMemory(fmt::format("cudaMalloc of {} failed ({}); the GPU has {} free of {}", format_bytes(double(bytes)),
+                                  cudaGetErrorString(err), format_bytes(double(free_b)), format_bytes(double(total_b))),
+                      __FILE__, __LINE__);
   }
   return p;
 }
 
-void DeviceMemory::deallocate(void* ptr, size_t) {
-  cudaFree(ptr);
-}
+void DeviceMemory::deallocate(void* ptr, size_t) { cudaFree(ptr); }
 
 DeviceMemory& DeviceMemory::instance() {
   static DeviceMemory memory;
@@ -37,9 +33,7 @@ void* PinnedHostMemory::allocate(size_t bytes) {
   return p;
 }
 
-void PinnedHostMemory::deallocate(void* ptr, size_t) {
-  cudaFreeHost(ptr);
-}
+void PinnedHostMemory::deallocate(void* ptr, size_t) { cudaFreeHost(ptr); }
 
 PinnedHostMemory& PinnedHostMemory::instance() {
   static PinnedHostMemory memory;
@@ -52,10 +46,13 @@ int device_count() {
   return n;
 }
 
+DeviceInfo device_info() {
+  int device = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&device));
+  return device_info(device);
+}
+
 DeviceInfo device_info(int device) {
-  int current = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&current));
-  if (device < 0) device = current;
   cudaDeviceProp prop{};
   LT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   DeviceInfo info;
@@ -63,13 +60,14 @@ DeviceInfo device_info(int device) {
   info.major = prop.major;
   info.minor = prop.minor;
   info.sm_count = prop.multiProcessorCount;
-  // cudaMemGetInfo reports the current device. Switching for good would move this process's later
-  // allocations and kernels to `device`: a rank of a multi-GPU run would then compute on another rank's GPU
-  // while its NCCL communicator stays on its own.
+  // cudaMemGetInfo reports the current device: switch to `device` for it and back, since the current device
+  // is where this thread's later allocations and kernels go.
+  int current = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&current));
   LT_CUDA_CHECK(cudaSetDevice(device));
-  const cudaError_t queried = cudaMemGetInfo(&info.free_bytes, &info.total_bytes);
+  const cudaError_t got = cudaMemGetInfo(&info.free_bytes, &info.total_bytes);
   LT_CUDA_CHECK(cudaSetDevice(current));
-  LT_CUDA_CHECK(queried);
+  LT_CUDA_CHECK(got);
   return info;
 }
 
