@@ -12,7 +12,12 @@
 # median tokens/s over the steps after the first two.
 # Usage: tools/gpu_dist_checks.sh [LEANTUNE]   (default .carry/leantune, else build/cuda/bin/leantune)
 # STEPS (default 12), HIDDEN (default 1024), LAYERS (default 8), SEQ (default 512); logs under $OUT.
+# DDP_TIMEOUT (default 240): each rank's ddp_timeout, below the 600 s limit of a run, so a stuck start-up or
+# collective ends in the rank's own message; set NCCL_DEBUG=INFO to see NCCL's start-up in the logs.
+# A run past its limit gets SIGTERM, which leantune takes as "stop after this step", so SIGKILL follows 30 s
+# later (timeout -k) for a rank stuck inside a step.
 set -uo pipefail
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines (also for every child)
 lt=${1:-}
 [[ -z "$lt" && -x .carry/leantune ]] && lt=.carry/leantune
 [[ -z "$lt" ]] && lt=build/cuda/bin/leantune
@@ -62,7 +67,7 @@ status=0
 run() {  # NAME then the command (its output_dir is $work/NAME)
   local name=$1
   shift
-  timeout 600 "$@" > "$out/$name.log" 2>&1
+  timeout -k 30 600 "$@" > "$out/$name.log" 2>&1
   local rc=$?
   [[ $rc -ne 0 ]] && status=1 && echo "$name: exit $rc (log $out/$name.log)"
 }
@@ -70,7 +75,8 @@ torchrun_like() {  # NAME WORLD SHARDING: WORLD processes with torchrun's variab
   local name=$1 world=$2 sharding=$3 pids=() rank
   for ((rank = 0; rank < world; rank++)); do
     RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
-      timeout 600 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
+      timeout -k 30 600 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
+      --ddp_timeout "${DDP_TIMEOUT:-240}" \
       > "$out/$name.rank$rank.log" 2>&1 &
     pids+=($!)
   done
@@ -84,7 +90,8 @@ torchrun_like nccl-w1 1 none
 torchrun_like ddp-w2 2 ddp
 torchrun_like zero1-w2 2 zero1
 torchrun_like zero2-w2 2 zero2
-names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2"
+torchrun_like zero3-w2 2 zero3
+names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp

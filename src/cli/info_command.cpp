@@ -155,10 +155,10 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
   if (*finetune == model::Finetune::Lora && (stored || o.bits == 4))
     s.nf4_double_quant = stored ? stored->double_quant : true;
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
-  LT_CHECK(sharding && *sharding != dist::Sharding::Zero3,
-           "info --plan: --sharding {}, expected none, ddp, zero1 or zero2", o.sharding);
-  const model::MemoryPlan plan = train::plan_for_rank(model::plan_memory(cfg, s), *sharding, int(o.world),
-                                                      train::largest_trainable_elements(cfg, s));
+  LT_CHECK(sharding.has_value(), "info --plan: --sharding {}, expected none, ddp, zero1, zero2 or zero3",
+           o.sharding);
+  const model::MemoryPlan plan =
+      train::plan_for_rank(model::plan_memory(cfg, s), *sharding, int(o.world), cfg, s);
   if (o.world > 1) fmt::print("\none rank of {}, sharding {}:", o.world, dist::sharding_name(*sharding));
   fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
   model::check_plan_fits(plan, size_t(o.memory_limit));

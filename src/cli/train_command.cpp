@@ -49,6 +49,9 @@ void run_train(const std::vector<std::string>& args) {
                                            : "no checkpoint in output_dir, starting fresh");
   }
   train::check_engine_settings(config);
+  // Line by line even into a file: a rank's log shows how far it got when a launcher or a time limit kills
+  // it (a block-buffered stdout loses its last lines with the process).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   train::install_stop_handlers();
   const dist::Launch launch = dist::detect_launch();
   try {

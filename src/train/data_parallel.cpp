@@ -29,10 +29,7 @@ Tensor flat(const Tensor& t) {
 DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
                            MemoryResource& memory)
     : comm_(comm), sharding_(sharding), full_(std::move(full)) {
-  LT_CHECK(
-      sharding_ != dist::Sharding::Zero3,
-      "config: 'sharding' is zero3; sharding the weights themselves is not wired yet, expected none, ddp, "
-      "zero1 or zero2");
+  layer_shard_.assign(full_.size(), nullptr);
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (!shards_optimizer()) return;
   int64_t largest = 1;
@@ -74,6 +71,12 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
     const auto [begin, end] = mine_[i];
     if (begin == end) continue;  // a tensor smaller than the world: the lower ranks own it
     const ParamGroup& g = full_[i];
+    if (const Zero3Layers::Shard* s = layer_shard_[i]) {
+      out.push_back({.name = g.name,
+                     .param = flat_range(s->param, 0, s->owned),
+                     .grad = flat_range(s->grad, 0, s->owned)});
+      continue;
+    }
     out.push_back(
         {.name = g.name,
          .param = flat_range(g.param, begin, end),
@@ -83,14 +86,32 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
   return out;
 }
 
+void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved,
+                                 AdamW& optimizer) {
+  LT_CHECK(sharding_ == dist::Sharding::Zero3, "attach_layers: sharding is not zero3");
+  layers_ = &layers;
+  for (ParamGroup& g : full_) {
+    for (const ParamGroup& m : moved)
+      if (m.name == g.name) g = m;
+  }
+  for (size_t i = 0; i < full_.size(); ++i)
+    for (const Zero3Layers::Shard& s : layers.shards())
+      if (s.spec.hf_name == full_[i].name) layer_shard_[i] = &s;
+  const std::vector<ParamGroup> groups = optimizer_groups();
+  LT_CHECK(groups.size() == optimizer.params().size(), "attach_layers: {} groups, the optimizer has {}",
+           groups.size(), optimizer.params().size());
+  for (size_t k = 0; k < groups.size(); ++k) optimizer.rebind(k, groups[k].param, groups[k].grad);
+}
+
 void DataParallel::reduce_gradients() {
-  if (sharding_ != dist::Sharding::Zero2) {
+  if (!reduce_scatters()) {
     std::vector<Tensor> grads;
     for (const ParamGroup& g : full_) grads.push_back(g.grad);
     comm_.all_reduce_many(grads, dist::ReduceOp::Sum);
     return;
   }
   for (size_t i = 0; i < full_.size(); ++i) {
+    if (layer_shard_[i]) continue;  // reduce-scattered layer by layer during the backward
     const Tensor& grad = full_[i].grad;
     const Tensor whole = whole_scratch(i, grad.dtype), part = part_scratch(i, grad.dtype);
     ops::zero(whole);  // the padding past n adds zeros
@@ -104,7 +125,9 @@ void DataParallel::reduce_gradients() {
 std::vector<Tensor> DataParallel::local_gradients() const {
   std::vector<Tensor> out;
   for (size_t i = 0; i < full_.size(); ++i) {
-    if (sharding_ != dist::Sharding::Zero2) {
+    if (const Zero3Layers::Shard* s = layer_shard_[i]) {
+      if (s->owned > 0) out.push_back(flat_range(s->grad, 0, s->owned));
+    } else if (!reduce_scatters()) {
       out.push_back(full_[i].grad);
     } else if (mine_[i].begin < mine_[i].end) {
       out.push_back(flat_range(full_[i].grad, mine_[i].begin, mine_[i].end));
@@ -114,7 +137,7 @@ std::vector<Tensor> DataParallel::local_gradients() const {
 }
 
 double DataParallel::clip(double max_norm) {
-  if (sharding_ != dist::Sharding::Zero2) return clip_grad_norm(local_gradients(), max_norm);
+  if (!reduce_scatters()) return clip_grad_norm(local_gradients(), max_norm);
   // Each rank's squared norm over its slices, summed over ranks in rank order: the grouping of the sum
   // differs from one process's, so the norm agrees with it to rounding (and is the same on every rank).
   const std::vector<Tensor> grads = local_gradients();
@@ -141,7 +164,9 @@ void DataParallel::gather_into(size_t index, Tensor whole, Tensor mine) {
 
 void DataParallel::gather_parameters() {
   if (!shards_optimizer()) return;
+  if (layers_) layers_->weights_changed();  // updated in place, gathered by the next step's hooks
   for (size_t i = 0; i < full_.size(); ++i) {
+    if (layer_shard_[i]) continue;
     const ParamGroup& g = full_[i];
     gather_into(i, g.param, flat_range(g.param, mine_[i].begin, mine_[i].end));
     // AdamW rounded this rank's slice into the compute copy; the others' arrive as the parameter's bits

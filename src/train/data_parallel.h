@@ -7,7 +7,10 @@
 //              parameters) only for its own slice of every tensor; the updated slices are all-gathered;
 //   zero2      the gradients are reduce-scattered instead: a rank receives only the sum of its own slice,
 //              clips with the global norm (the ranks' partial squared norms all-reduced), updates its slice,
-//              and the slices are all-gathered.
+//              and the slices are all-gathered;
+//   zero3      zero2, but the trained layer tensors themselves are sharded (train/zero3_layers.h): their
+//              gradients arrive reduce-scattered during the backward and AdamW updates the slices in place
+//              (nothing to gather after the step); model-level tensors and LoRA adapters as zero2.
 // A tensor of n elements is cut into world_size contiguous slices of ceil(n / world_size) elements (the last
 // ones shorter or empty): rank r owns elements [r*c, min((r+1)*c, n)). AdamW's update is element-wise, so a
 // rank that updates its slice computes exactly the bits a replica would; the sharded strategies equal ddp
@@ -21,6 +24,7 @@
 #include "dist/communicator.h"
 #include "dist/sharding.h"
 #include "train/adamw.h"
+#include "train/zero3_layers.h"
 
 namespace lt::train {
 
@@ -34,9 +38,14 @@ class DataParallel {
   // The scratch a sharded strategy allocates for a largest tensor of `largest_elements` over `world` ranks.
   static size_t scratch_bytes(int64_t largest_elements, int world);
 
-  bool shards_optimizer() const {
-    return sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2;
+  bool shards_optimizer() const { return sharding_ == dist::Sharding::Zero1 || reduce_scatters(); }
+  bool reduce_scatters() const {
+    return sharding_ == dist::Sharding::Zero2 || sharding_ == dist::Sharding::Zero3;
   }
+  // zero3, once `layers` took over the trained layer tensors (moving every tensor): `moved` is the
+  // trainer's list over the moved tensors (trainable_tensors; LoRA's adapters did not move), and the
+  // optimizer over optimizer_groups() is re-pointed at the layers' slices.
+  void attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved, AdamW& optimizer);
   const std::vector<ParamGroup>& full() const { return full_; }
   // What AdamW updates on this rank: the full tensors, or (zero1, zero2) this rank's non-empty slices of
   // them, named as the full tensors are (so weight decay by name applies alike).
@@ -78,6 +87,9 @@ class DataParallel {
   dist::Sharding sharding_;
   std::vector<ParamGroup> full_;
   std::vector<Slice> mine_;  // this rank's slice of every full tensor
+  // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
+  std::vector<const Zero3Layers::Shard*> layer_shard_;
+  Zero3Layers* layers_ = nullptr;
   // Sharded strategies: room for the largest tensor's padded slice and padded whole, in any dtype (8 bytes
   // an element at most); the collectives run on these, so no tensor needs an element count world_size
   // divides.

@@ -12,6 +12,7 @@
 #include "train/qlora_model.h"
 #include "train/run_setup.h"
 #include "train/trainable.h"
+#include "train/zero3_layers.h"
 
 namespace lt::train {
 
@@ -41,7 +42,9 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
 
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 int64_t largest_elements) {
-  if (sharding != dist::Sharding::Zero1 && sharding != dist::Sharding::Zero2) return plan;
+  if (sharding != dist::Sharding::Zero1 && sharding != dist::Sharding::Zero2 &&
+      sharding != dist::Sharding::Zero3)
+    return plan;
   auto add = [&plan](model::MemoryCategory c, int64_t delta) {
     plan.by_category[size_t(c)] = size_t(int64_t(plan.by_category[size_t(c)]) + delta);
     plan.total = size_t(int64_t(plan.total) + delta);
@@ -62,6 +65,57 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   return plan;
 }
 
+model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
+                                const model::ModelConfig& model, const model::MemoryPlanSettings& s) {
+  plan = plan_for_rank(std::move(plan), sharding, world, largest_trainable_elements(model, s));
+  if (sharding != dist::Sharding::Zero3 || s.method == model::FinetuneMethod::Lora) return plan;
+  const model::TrainableFn trainable =
+      s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;
+  const model::TrainableFn layer_trained = [&](const model::WeightSpec& spec) {
+    return spec.layer >= 0 && trainable(spec);
+  };
+  const DType grad_dtype = s.master_dtype.value_or(s.dtype);
+  const Zero3Layers::Footprint f = Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world);
+  // The trained layer tensors' whole weights and gradients give way to this rank's slices.
+  const size_t whole_weights = model::weights_bytes(model, s.dtype, layer_trained);
+  const size_t whole_grads = model::grads_bytes(model, grad_dtype, layer_trained);
+  auto account = [&plan](const model::MemoryPlanRow& row, int64_t delta) {
+    plan.by_category[size_t(row.category)] = size_t(int64_t(plan.by_category[size_t(row.category)]) + delta);
+    plan.total = size_t(int64_t(plan.total) + delta);
+    if (row.in_arena) plan.arena_total = size_t(int64_t(plan.arena_total) + delta);
+  };
+  // A row whose trained layer tensors shrink from `whole` to `slices` bytes, followed by zero3's own buffer.
+  struct Resliced {
+    const char* row;
+    size_t whole, slices;
+    const char* buffer;
+    size_t buffer_bytes;
+  };
+  const Resliced resliced[] = {{"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
+                               {"weight grads", whole_grads, f.grad_slices,
+                                "zero3 gradient buffer (1 layer) and scatter scratch", f.grad_buffer}};
+  std::vector<model::MemoryPlanRow> rows;
+  for (model::MemoryPlanRow row : plan.rows) {
+    const Resliced* r = nullptr;
+    for (const Resliced& candidate : resliced)
+      if (row.name == candidate.row) r = &candidate;
+    if (!r) {
+      rows.push_back(row);
+      continue;
+    }
+    account(row, int64_t(r->slices) - int64_t(r->whole));
+    row.bytes = row.bytes - r->whole + r->slices;
+    row.name = fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
+    rows.push_back(row);
+    if (r->buffer_bytes == 0) continue;
+    rows.push_back(
+        {.name = r->buffer, .category = row.category, .bytes = r->buffer_bytes, .in_arena = row.in_arena});
+    account(rows.back(), int64_t(r->buffer_bytes));
+  }
+  plan.rows = std::move(rows);
+  return plan;
+}
+
 int64_t largest_trainable_elements(const model::ModelConfig& model, const model::MemoryPlanSettings& s) {
   int64_t largest = 0;
   if (s.method == model::FinetuneMethod::Lora) {
@@ -79,8 +133,8 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
                                    Device device, int world) {
   const model::MemoryPlanSettings settings =
       run_plan_settings(config, model, dtype, rows, tokens, lora, device);
-  model::MemoryPlan plan = plan_for_rank(model::plan_memory(model, settings), config.sharding, world,
-                                         largest_trainable_elements(model, settings));
+  model::MemoryPlan plan =
+      plan_for_rank(model::plan_memory(model, settings), config.sharding, world, model, settings);
   // On the GPU, no memory_limit means the memory free now (the weights are already there: they count as
   // free for the plan, which includes them).
   size_t limit = size_t(config.memory_limit);

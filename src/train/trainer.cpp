@@ -24,8 +24,8 @@
 #include "train/memory_check.h"
 #include "train/model_batch.h"
 #include "train/progress.h"
-#include "train/rank_zero.h"
 #include "train/qlora_model.h"
+#include "train/rank_zero.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 
@@ -199,6 +199,17 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   refresh_lora_compute();
   refresh_working_weights();
+  if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
+    zero3_ = std::make_unique<Zero3Layers>(*comm_, mc, model_.weights, model_.arena, grads_, grad_arena_);
+    data_parallel_->attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
+  }
+}
+
+model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
+  if (!zero3_) return saved_weights();
+  holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
+                                   zero3_->gather_whole_bytes());
+  return zero3_->gather_whole(*holder);
 }
 
 void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
@@ -272,7 +283,7 @@ void Trainer::setup_lora() {
   model::copy_lora(lora_, host.weights);
 }
 
-void Trainer::save_final() {
+void Trainer::save_final(const model::ModelWeights& weights) {
   if (lora_arena_) {
     // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in.
     const std::string staging = output_->make_staging();
@@ -287,10 +298,10 @@ void Trainer::save_final() {
   }
   const io::HfSaveOptions options{.dtype = model_.dtype};
   if (model_.device == Device::CPU) {
-    train::save_final_model(*output_, config_.base_model, model_.config, model_.weights, options);
+    train::save_final_model(*output_, config_.base_model, model_.config, weights, options);
     return;
   }
-  const model::HostWeights host = model::host_copy(model_.config, model_.weights);
+  const model::HostWeights host = model::host_copy(model_.config, weights);
   train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options);
 }
 
@@ -318,7 +329,15 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     model::zero_grads(model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(lora_grads_);
-  for (size_t i = 0; i < batches.size(); ++i) {
+  if (zero3_) zero3_->begin_step();
+  // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
+  const size_t rounds =
+      zero3_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
+  for (size_t i = 0; i < rounds; ++i) {
+    if (i >= batches.size()) {
+      zero3_->pad_round(zero3_->round_chunks(0));
+      continue;
+    }
     ModelBatch& batch = batches[i];
     const Arena::Mark mark = activations_->mark();
     const Arena::Mark offload_mark = offload_arena_ ? offload_arena_->mark() : Arena::Mark{0, 0};
@@ -342,13 +361,17 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     if (in_backward_)
       schedule->set_layer_hooks(
           {.after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
+    if (zero3_) schedule->set_layer_hooks(zero3_->hooks());
+    const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
     Timer forward;
     r.loss += schedule->forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
     r.forward_s += forward.seconds();
+    if (zero3_) zero3_->pad_passes(round_chunks - schedule->num_chunks());
     if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
     Timer backward;
     schedule->backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
+    if (zero3_) zero3_->finish_micro_batch();
     ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
     r.backward_s += backward.seconds();
     schedule.reset();  // its buffers go back to the arenas below
@@ -384,8 +407,9 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
+  std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
   EvalResult e =
-      evaluate(model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
+      evaluate(model_.config, model_.dtype, whole_weights(gathered), val_, config_.micro_batch_size, pad_id_,
                *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get());
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
@@ -394,9 +418,11 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
   // A sharded optimizer is gathered whole on every rank (a collective), and rank 0 writes it.
   std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
   if (whole) data_parallel_->gather_state(*optimizer_, *whole);
+  std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
+  const model::ModelWeights weights = whole_weights(gathered);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
-                       .weights = &saved_weights(),
+                       .weights = &weights,
                        .optimizer = whole ? whole.get() : optimizer_.get(),
                        .schedule = schedule_.get(),
                        .state = state,
@@ -510,8 +536,10 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   }
   progress.finish();
   if (const std::string profile = ops::op_profile_report(); !profile.empty()) say(profile);
+  std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
+  const model::ModelWeights whole = whole_weights(gathered);
   write_on_rank_zero(
-      *comm_, "the final model", [&] { save_final(); }, kWriteTimeoutS);
+      *comm_, "the final model", [&] { save_final(whole); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
                   config_.output_dir));
   return result;

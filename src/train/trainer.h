@@ -111,7 +111,9 @@ class Trainer {
   void refresh_working_weights();
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
-  void save_final();
+  void save_final(const model::ModelWeights& weights);
+  // The whole trained weights (a collective under zero3: the layers gathered into `holder`).
+  model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder);
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
@@ -139,6 +141,7 @@ class Trainer {
   std::unique_ptr<Arena> lora_compute_arena_;  // when the compute dtype differs from the master's (GPU bf16)
   model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
   std::unique_ptr<DataParallel> data_parallel_;  // how the step meets the other ranks (`sharding`)
+  std::unique_ptr<Zero3Layers> zero3_;            // zero3 with trained layer tensors: their slices
   std::unique_ptr<AdamW> optimizer_;             // over data_parallel_->optimizer_groups()
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;

@@ -1,11 +1,13 @@
 // Training and its processes, seen from one process: the step's reductions go through the communicator it
-// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed (zero3 refused until wired), the
-// sharded strategies over one process change no bit, and a CPU process that a launcher other than mpirun
-// started as one of several is refused naming it, before any work. The multi-process runs themselves are
-// tests/dist/mpi/test_mpi_training.cpp, under mpirun.
+// is given (counted here), FSDP's and ZeRO's `sharding` names are parsed (zero3 with master weights
+// refused), the sharded strategies over one process change no bit (zero3: to rounding), and a CPU process
+// that a launcher other than mpirun started as one of several is refused naming it, before any work. The
+// multi-process runs themselves are tests/dist/mpi/test_mpi_training.cpp, under mpirun.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "dist/single_communicator.h"
@@ -62,7 +64,7 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
   EXPECT_EQ(comm.elements, 3 * (2 + 1 + parameters));
 }
 
-TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3IsRefusedUntilWired) {
+TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3WithMasterWeightsIsRefused) {
   TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
   EXPECT_EQ(c.sharding, dist::Sharding::None);
   validate(c);
@@ -70,17 +72,23 @@ TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3IsRefusedUntilWired) {
                                                                            {"no_shard", "ddp"},
                                                                            {"zero1", "zero1"},
                                                                            {"zero2", "zero2"},
-                                                                           {"shard_grad_op", "zero2"}}) {
+                                                                           {"shard_grad_op", "zero2"},
+                                                                           {"zero3", "zero3"},
+                                                                           {"full_shard", "zero3"}}) {
     TrainConfig s = parse_train_config_yaml("base_model: m\ndata_path: d\nsharding: " + given, "t.yaml");
     validate(s);
     EXPECT_EQ(name_of(kShardingNames, s.sharding), canonical);
   }
   for (const char* given : {"zero3", "full_shard"}) {
-    TrainConfig s =
-        parse_train_config_yaml(std::string("base_model: m\ndata_path: d\nsharding: ") + given, "t.yaml");
-    test::expect_error_mentions([&] { validate(s); }, {"'sharding' is zero3", "not wired yet", "issue #18",
-                                                       "expected none, ddp, zero1 or zero2"});
+    TrainConfig s = parse_train_config_yaml(
+        std::string("base_model: m\ndata_path: d\nfinetune: full\nmaster_weights: true\nsharding: ") + given,
+        "t.yaml");
+    test::expect_error_mentions([&] { validate(s); }, {"'sharding' is zero3 with master_weights true",
+                                                       "does not shard master weights yet"});
   }
+  TrainConfig lora =
+      parse_train_config_yaml("base_model: m\ndata_path: d\nfinetune: lora\nsharding: zero3\n", "t.yaml");
+  validate(lora);  // LoRA keeps no master weights of the base
   TrainConfig in_backward = parse_train_config_yaml(
       "base_model: m\ndata_path: d\nsharding: zero1\noptimizer_in_backward: true\nbatch_size: 1\n"
       "micro_batch_size: 1\nmax_grad_norm: 0\n",
@@ -107,6 +115,26 @@ TEST(TrainerProcesses, ShardedStrategiesOverOneProcessEqualNoneBitForBit) {
     const TrainResult r = run_training(s, test::quiet_hooks());
     EXPECT_EQ(r.losses, plain.losses) << sharding;
     EXPECT_EQ(test::read_checkpoint_f64(s.output_dir), test::read_checkpoint_f64(c.output_dir)) << sharding;
+  }
+  // zero3 over one process: the layers' gradients of each micro-batch are added to the slice (here the
+  // whole tensor) after its backward, where one process accumulates them inside the GEMMs: rounding only.
+  TrainConfig s = c;
+  apply_overrides(s, {"--sharding", "zero3"});
+  s.output_dir = dir.file("zero3");
+  const TrainResult r = run_training(s, test::quiet_hooks());
+  ASSERT_EQ(r.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], plain.losses[i], 1e-12 * plain.losses[i]);
+  const auto got = test::read_checkpoint_f64(s.output_dir), want = test::read_checkpoint_f64(c.output_dir);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want) {
+    ASSERT_EQ(got.at(name).size(), w.size()) << name;
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      scale = std::max(scale, std::abs(w[i]));
+      diff = std::max(diff, std::abs(got.at(name)[i] - w[i]));
+    }
+    EXPECT_LE(diff, 1e-12 * scale) << name;
   }
 }
 

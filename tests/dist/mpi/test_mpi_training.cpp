@@ -1,7 +1,7 @@
 // Data-parallel training under `mpirun -np 2` and `-np 4` equals one process on the same global batch, in
-// float64: every step's loss and the final weights (or LoRA adapter) within 1e-12 relative, for ddp, zero1
-// and zero2, full fine-tuning and LoRA, with gradient accumulation (4 micro-batches a step, split among the
-// ranks) and clipping by the global norm (max_grad_norm far below the norm, so every step clips).
+// float64: every step's loss and the final weights (or LoRA adapter) within 1e-12 relative, for ddp, zero1,
+// zero2 and zero3, full fine-tuning and LoRA, with gradient accumulation (4 micro-batches a step, split among
+// the ranks) and clipping by the global norm (max_grad_norm far below the norm, so every step clips).
 //
 // Why not bit for bit: one process adds the micro-batches' gradients into one buffer as it goes
 // (((g0 + g1) + g2) + g3, partly inside the BLAS's accumulating GEMMs), while the ranks add their own
@@ -118,7 +118,7 @@ TEST_P(MpiTraining, EveryStrategyEqualsOneProcessOnTheSameGlobalBatch) {
     reference = run_training(single, test::quiet_hooks(), &one);
   }
   std::map<std::string, std::vector<double>> ddp_weights;
-  for (const std::string sharding : {"ddp", "zero1", "zero2"}) {
+  for (const std::string sharding : {"ddp", "zero1", "zero2", "zero3"}) {
     SCOPED_TRACE(sharding);
     TrainConfig c = base_config(dir.path(), finetune);
     apply_overrides(c, {"--sharding", sharding});
@@ -162,7 +162,7 @@ TEST_P(MpiTraining, ResumeAtTheSameAndAtAnotherWorldSizeEqualsTheUninterruptedRu
     run_training(single, test::quiet_hooks(), &one);
   }
   comm->barrier();
-  for (const std::string sharding : {"ddp", "zero1", "zero2"}) {
+  for (const std::string sharding : {"ddp", "zero1", "zero2", "zero3"}) {
     SCOPED_TRACE(sharding);
     TrainConfig straight = base_config(dir.path(), finetune);
     apply_overrides(straight, {"--sharding", sharding});
@@ -188,6 +188,47 @@ TEST_P(MpiTraining, ResumeAtTheSameAndAtAnotherWorldSizeEqualsTheUninterruptedRu
     expect_close(final_tensors(other.output_dir, finetune), final_tensors(straight.output_dir, finetune),
                  kTolerance);
   }
+}
+
+// zero3 where the ranks' schedules differ: 3 micro-batches a step (2 + 1 on two ranks; 1 + 1 + 1 + none on
+// four), chunks of 4 tokens over examples of 3 to 12 (1 to 3 chunks a micro-batch), so ranks pad their
+// rounds with gathers and zero reduce-scatters (train/zero3_layers.h); an evaluation every 2 steps gathers
+// the whole model. Losses, evaluation losses and final weights equal one process within 1e-12.
+TEST_P(MpiTraining, Zero3WithChunksAndAnUnevenSplitEqualsOneProcess) {
+  const std::string finetune = GetParam();
+  std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
+  SharedDir dir(*comm);
+  if (comm->is_main()) {
+    test::write_tiny_model_dir(dir.file("model"));
+    test::write_tiny_dataset(dir.file("data.jsonl"), 20);
+  }
+  comm->barrier();
+  auto config = [&](const std::string& name) {
+    TrainConfig c = base_config(dir.path(), finetune);
+    c.batch_size = 3;
+    c.chunk_size = 4;
+    c.val_set_size = 2;
+    c.eval_steps = 2;
+    c.output_dir = dir.file(name);
+    return c;
+  };
+  TrainResult reference;
+  if (comm->is_main()) {
+    dist::SingleCommunicator one;
+    reference = run_training(config("single"), test::quiet_hooks(), &one);
+  }
+  TrainConfig c = config(comm->is_main() ? "zero3" : "zero3-rank" + std::to_string(comm->rank()));
+  c.sharding = dist::Sharding::Zero3;
+  const TrainResult r = run_training(c, test::quiet_hooks(), comm.get());
+  ASSERT_EQ(r.losses.size(), 4u);
+  if (!comm->is_main()) return;
+  expect_losses_close(r.losses, reference.losses, kTolerance);
+  ASSERT_EQ(r.evals.size(), reference.evals.size());
+  for (size_t i = 0; i < r.evals.size(); ++i)
+    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
+              kTolerance * std::abs(reference.evals[i].eval_loss));
+  expect_close(final_tensors(c.output_dir, finetune), final_tensors(dir.file("single"), finetune),
+               kTolerance);
 }
 
 // Ranks started with different settings would run different collectives: refused on every rank before the

@@ -1,0 +1,247 @@
+#include "train/zero3_layers.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/device.h"
+#include "ops/ops.h"
+
+namespace lt::train {
+namespace {
+
+constexpr size_t kAlignment = 256;  // the arena's default
+
+size_t aligned(size_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t capacity_of(int64_t n, int world) {
+  return (n + world - 1) / world;
+}
+
+Tensor flat(void* data, DType dtype, int64_t n, Device device) {
+  return Tensor(data, dtype, {n}, device);
+}
+
+// `like` (shape, dtype, device) at `data`.
+Tensor moved(const Tensor& like, void* data) {
+  Tensor t = like;
+  t.data = data;
+  return t;
+}
+
+bool sharded(const model::WeightSpec& spec, const model::ModelWeights& grads) {
+  return spec.layer >= 0 && !model::weight_of(grads, spec).empty();
+}
+
+}  // namespace
+
+bool Zero3Layers::shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable) {
+  for (const model::WeightSpec& spec : model::weight_specs(config))
+    if (spec.layer >= 0 && trainable(spec)) return true;
+  return false;
+}
+
+Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, DType dtype, DType grad_dtype,
+                                              const model::TrainableFn& trainable, int world) {
+  Footprint f;
+  std::vector<size_t> slot(size_t(config.num_layers), 0), grad(size_t(config.num_layers), 0);
+  for (const model::WeightSpec& spec : model::weight_specs(config)) {
+    if (spec.layer < 0 || !trainable(spec)) continue;
+    const int64_t c = capacity_of(spec.numel(), world);
+    f.slices += aligned(size_t(c) * dtype_size(dtype));
+    f.grad_slices += aligned(size_t(c) * dtype_size(grad_dtype));
+    slot[size_t(spec.layer)] += aligned(size_t(c * world) * dtype_size(dtype));
+    grad[size_t(spec.layer)] += aligned(size_t(c * world) * dtype_size(grad_dtype));
+    f.grad_buffer = std::max(f.grad_buffer, aligned(size_t(c) * dtype_size(grad_dtype)));  // scratch
+  }
+  f.slots = 2 * *std::max_element(slot.begin(), slot.end());
+  f.grad_buffer += *std::max_element(grad.begin(), grad.end());
+  return f;
+}
+
+Zero3Layers::Zero3Layers(dist::Communicator& comm, const model::ModelConfig& config,
+                         model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
+                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena)
+    : comm_(comm), config_(config), weights_(weights), grad_dtype_(grads.dtype) {
+  const int world = comm.world_size();
+  const DType dtype = weights.dtype;
+  const Device device = weights_arena->device();
+  const std::vector<model::WeightSpec> specs = model::weight_specs(config);
+  by_layer_.resize(size_t(config.num_layers));
+  std::vector<size_t> slot_used(size_t(config.num_layers), 0), grad_used(size_t(config.num_layers), 0);
+  size_t weight_bytes = 0, grad_bytes = 0, slot_bytes = 0, buffer_bytes = 0;
+  int64_t largest = 1;
+  for (const model::WeightSpec& spec : specs) {
+    const Tensor& w = model::weight_of(weights, spec);
+    const Tensor& g = model::weight_of(grads, spec);
+    if (!sharded(spec, grads)) {
+      if (!w.empty()) weight_bytes += aligned(w.bytes());
+      if (!g.empty()) grad_bytes += aligned(g.bytes());
+      continue;
+    }
+    Shard s{.spec = spec, .numel = spec.numel(), .capacity = capacity_of(spec.numel(), world)};
+    s.owned = std::clamp<int64_t>(s.numel - comm.rank() * s.capacity, 0, s.capacity);
+    size_t& slot = slot_used[size_t(spec.layer)];
+    size_t& buffer = grad_used[size_t(spec.layer)];
+    s.slot_offset = slot;
+    s.grad_offset = buffer;
+    slot += aligned(size_t(s.capacity * world) * dtype_size(dtype));
+    buffer += aligned(size_t(s.capacity * world) * dtype_size(grad_dtype_));
+    slot_bytes = std::max(slot_bytes, slot);
+    buffer_bytes = std::max(buffer_bytes, buffer);
+    weight_bytes += aligned(size_t(s.capacity) * dtype_size(dtype));
+    grad_bytes += aligned(size_t(s.capacity) * dtype_size(grad_dtype_));
+    largest = std::max(largest, s.capacity);
+    by_layer_[size_t(spec.layer)].push_back(shards_.size());
+    shards_.push_back(std::move(s));
+  }
+  MemoryResource& memory = ops::memory_resource(device);
+  auto new_weights = std::make_unique<Arena>("weights (zero3 slices)", memory,
+                                             weight_bytes + 2 * aligned(slot_bytes) + kAlignment);
+  auto new_grads = std::make_unique<Arena>(
+      "grads (zero3 slices)", memory,
+      grad_bytes + aligned(buffer_bytes) + aligned(size_t(largest) * dtype_size(grad_dtype_)) + kAlignment);
+  // Neither needs zeroing: a gather writes a tensor's whole region (the slices' padding is zero), and
+  // before_backward zeroes a layer's gradient regions.
+  for (void*& slot : slots_)
+    slot = new_weights->alloc_bytes("zero3 gather slot", std::max<size_t>(slot_bytes, 1));
+  grad_buffer_ = new_grads->alloc_bytes("zero3 gradient buffer", std::max<size_t>(buffer_bytes, 1));
+  scatter_scratch_ =
+      flat(new_grads->alloc_bytes("zero3 reduce-scatter scratch", size_t(largest) * dtype_size(grad_dtype_)),
+           grad_dtype_, largest, device);
+  // Every tensor moves: the slices are cut from the whole tensors, the others copied whole.
+  model::ModelWeights w_new = weights, g_new = grads;
+  size_t next = 0;
+  for (const model::WeightSpec& spec : specs) {
+    const Tensor& w = model::weight_of(weights, spec);
+    const Tensor& g = model::weight_of(grads, spec);
+    if (!sharded(spec, grads)) {
+      if (!w.empty()) {
+        model::weight_of(w_new, spec) = moved(w, new_weights->alloc_bytes(spec.hf_name, w.bytes()));
+        ops::copy(model::weight_of(w_new, spec), w);
+      }
+      if (!g.empty()) {
+        model::weight_of(g_new, spec) = moved(g, new_grads->alloc_bytes(spec.hf_name, g.bytes()));
+        ops::copy(model::weight_of(g_new, spec), g);
+      }
+      continue;
+    }
+    Shard& s = shards_[next++];
+    s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
+                   s.capacity, device);
+    s.grad = flat(new_grads->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)),
+                  grad_dtype_, s.capacity, device);
+    ops::zero(s.param);
+    ops::zero(s.grad);
+    if (s.owned > 0) {
+      const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
+      ops::copy(flat(s.param.data, dtype, s.owned, device),
+                flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
+    }
+    model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[spec.layer % 2]) + s.slot_offset);
+    model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffer_) + s.grad_offset);
+  }
+  ops::synchronize(device);  // the copies read the old arenas, released below
+  weights = w_new;
+  grads = g_new;
+  weights_arena = std::move(new_weights);
+  grads_arena = std::move(new_grads);
+}
+
+Tensor Zero3Layers::slot_view(const Shard& s, int64_t layer) const {
+  return flat(static_cast<char*>(slots_[layer % 2]) + s.slot_offset, weights_.dtype,
+              s.capacity * comm_.world_size(), s.param.device);
+}
+
+Tensor Zero3Layers::grad_view(const Shard& s) const {
+  return flat(static_cast<char*>(grad_buffer_) + s.grad_offset, grad_dtype_, s.capacity * comm_.world_size(),
+              s.grad.device);
+}
+
+void Zero3Layers::gather(int64_t layer) {
+  int64_t& resident = resident_[layer % 2];
+  if (resident == layer) return;  // the same on every rank: the hook sequences are equal
+  for (size_t i : by_layer_[size_t(layer)]) comm_.all_gather(shards_[i].param, slot_view(shards_[i], layer));
+  resident = layer;
+}
+
+void Zero3Layers::flush() {
+  if (pending_ < 0) return;
+  for (size_t i : by_layer_[size_t(pending_)]) {
+    const Shard& s = shards_[i];
+    const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
+    comm_.reduce_scatter(grad_view(s), part, dist::ReduceOp::Sum);
+    ops::add_inplace(s.grad, part);
+  }
+  pending_ = -1;
+}
+
+void Zero3Layers::before_backward(int64_t layer) {
+  flush();  // the previous layer's (or chunk's) gradient leaves the buffer
+  gather(layer);
+  for (size_t i : by_layer_[size_t(layer)]) ops::zero(grad_view(shards_[i]));
+  pending_ = layer;
+}
+
+model::LayerHooks Zero3Layers::hooks() {
+  return {.before_forward = [this](int64_t l) { gather(l); },
+          .before_backward = [this](int64_t l) { before_backward(l); },
+          .after_backward =
+              [this](int64_t l) {
+                if (l >= 0) flush();
+              }};
+}
+
+void Zero3Layers::begin_step() {
+  for (const Shard& s : shards_) ops::zero(s.grad);
+}
+
+int64_t Zero3Layers::round_chunks(int64_t mine) {
+  double own = double(mine);
+  std::vector<double> all(size_t(comm_.world_size()), 0.0);
+  comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
+  return int64_t(*std::max_element(all.begin(), all.end()));
+}
+
+void Zero3Layers::pad_passes(int64_t passes) {
+  // The hooks' order in the schedule (schedule_engine.cpp): every chunk's forward runs the layers up, every
+  // chunk's backward runs them down.
+  for (int64_t p = 0; p < passes; ++p)
+    for (int64_t l = 0; l < config_.num_layers; ++l) gather(l);
+  for (int64_t p = 0; p < passes; ++p)
+    for (int64_t l = config_.num_layers - 1; l >= 0; --l) before_backward(l);
+}
+
+void Zero3Layers::pad_round(int64_t passes) {
+  pad_passes(passes);
+  finish_micro_batch();
+}
+
+void Zero3Layers::finish_micro_batch() {
+  flush();
+}
+
+void Zero3Layers::weights_changed() {
+  resident_[0] = resident_[1] = -1;
+}
+
+size_t Zero3Layers::gather_whole_bytes() const {
+  size_t bytes = kAlignment;
+  for (const Shard& s : shards_)
+    bytes += aligned(size_t(s.capacity * comm_.world_size()) * dtype_size(weights_.dtype));
+  return bytes;
+}
+
+model::ModelWeights Zero3Layers::gather_whole(Arena& arena) {
+  model::ModelWeights out = weights_;
+  for (const Shard& s : shards_) {
+    const size_t bytes = size_t(s.capacity * comm_.world_size()) * dtype_size(weights_.dtype);
+    Tensor& t = model::weight_of(out, s.spec);
+    t = moved(t, arena.alloc_bytes(s.spec.hf_name, bytes));
+    comm_.all_gather(s.param, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
+  }
+  return out;
+}
+
+}  // namespace lt::train
