@@ -3,6 +3,7 @@
 // config loader refuses it (check_block_supported); a config built in code with one fails loudly.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/error.h"
@@ -73,6 +74,21 @@ inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t
   LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
            position_kind_name(c.block.positions));
   ops::rope_backward(c.rope_params(rows, heads), dx, positions);
+}
+
+// Layer `layer`'s attention: `q_len` queries at q_offset of each of `batch` rows against `kv_len` keys,
+// causal within the layer's sliding window, the scores scaled by 1 / sqrt(head_dim).
+inline ops::AttentionParams block_attention_params(const ModelConfig& c, int64_t layer, int64_t batch,
+                                                   int64_t q_len, int64_t kv_len, int64_t q_offset) {
+  return {.batch = batch,
+          .q_len = q_len,
+          .kv_len = kv_len,
+          .heads = c.num_heads,
+          .kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .q_offset = q_offset,
+          .window = c.window_for_layer(layer),
+          .scale = 1.0 / std::sqrt(double(c.head_dim))};
 }
 
 }  // namespace lt::model

@@ -3,6 +3,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "model/schedule.h"
 
 namespace lt::model {
 
@@ -17,28 +18,30 @@ bool attention_offload_fits(const ModelConfig& config, DType dtype, int64_t batc
   return with_attention <= 0.5 * double(host_memory_bytes);
 }
 
-EngineOptions chunked_engine_options(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                     const ChunkedOptions& o) {
+namespace {
+
+// A chunked run's options as the schedule's (engine_options maps them): chunk_size 0 is one chunk of all T
+// tokens in the chunked plan, and offload puts the residual checkpoints in host memory.
+ScheduleOptions as_schedule_options(int64_t tokens, const ChunkedOptions& o) {
   using AttentionOffload = ChunkedOptions::AttentionOffload;
-  LT_CHECK(
-      o.offload || o.offload_attention != AttentionOffload::On,
-      "chunked decoder: offload_attention is on without offload (the attention outputs go to host memory "
-      "only beside the offloaded checkpoints)");
-  const bool attention =
-      o.offload && (o.offload_attention == AttentionOffload::On ||
-                    (o.offload_attention == AttentionOffload::Auto &&
-                     attention_offload_fits(config, dtype, batch, tokens, physical_host_memory_bytes())));
-  return {.chunk_size = o.chunk_size,
+  return {.chunk_size = o.chunk_size == 0 ? tokens : o.chunk_size,
           .recompute = o.recompute,
+          .offload = o.offload,
+          .offload_only = {},
+          .offload_attention = o.offload_attention == AttentionOffload::Auto
+                                   ? std::nullopt
+                                   : std::optional<bool>(o.offload_attention == AttentionOffload::On),
           .fused_loss = o.fused_loss,
           .loss_token_block = o.loss_token_block,
-          .loss_vocab_block = o.loss_vocab_block,
-          .offload_checkpoints = o.offload,
-          .offload_attention = attention,
-          .offload_kept = false,
-          .offload_only = {},
-          .chunked_plan = true};
+          .loss_vocab_block = o.loss_vocab_block};
 }
+
+EngineOptions chunked_engine_options(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                                     const ChunkedOptions& o) {
+  return engine_options(config, dtype, batch, tokens, as_schedule_options(tokens, o));
+}
+
+}  // namespace
 
 size_t ChunkedDecoder::arena_bytes(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                                    const ChunkedOptions& options, const std::vector<LoraSpec>& lora) {

@@ -82,10 +82,6 @@ struct ChunkedOptions {
 bool attention_offload_fits(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                             size_t host_memory_bytes);
 
-// The engine settings of a chunked run (Auto resolved with physical_host_memory_bytes()).
-EngineOptions chunked_engine_options(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                     const ChunkedOptions& options);
-
 class ChunkedDecoder : public ScheduleEngine {
  public:
   // With LoRA, `lora` is the adapters' layout (as for Decoder).

@@ -20,9 +20,6 @@
 
 namespace lt::model {
 
-// The engine settings of a whole-sequence run; `offload`: the kept activations in host memory.
-EngineOptions whole_engine_options(const DecoderOptions& options, bool offload);
-
 class Decoder : public ScheduleEngine {
  public:
   // Bytes the constructor takes from the arena (alignment included), the offload arena's (0 without

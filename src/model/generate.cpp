@@ -7,7 +7,9 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "model/block_ops.h"
+#include "model/buffer_plan.h"
 #include "model/sampling.h"
+#include "model/schedule_steps.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 
@@ -17,36 +19,53 @@ namespace {
 
 constexpr uint64_t kSamplingStream = 0x6E4E7A7Eull;
 
-// Element counts of every buffer, in allocation order (arena_bytes and the constructor agree on it).
-struct Sizes {
-  int64_t kv, x, q, kvc, f, stats, lse, logits;
-  Sizes(const ModelConfig& c, int64_t T)
-      : kv(T * c.kv_dim()),
-        x(T * c.hidden_size),
-        q(T * c.q_dim()),
-        kvc(T * c.kv_dim()),
-        f(T * c.intermediate_size),
-        stats(T),
-        lse(c.num_heads * T),
-        logits(c.vocab_size) {}
-};
+// The decoder's buffers for T positions in allocation order; `alloc` counts them (ByteCounter) or takes
+// them from the arena (ArenaAllocator).
+template <class Alloc>
+KvCacheDecoder::Buffers plan_buffers(const ModelConfig& c, DType dtype, int64_t T, Alloc& alloc) {
+  const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
+                KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType st = stats_dtype(dtype);
+  KvCacheDecoder::Buffers b;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    b.k.push_back(alloc("kv_cache.k", dtype, {1, T, KVH, HD}));
+    b.v.push_back(alloc("kv_cache.v", dtype, {1, T, KVH, HD}));
+  }
+  b.x0 = alloc("x0", dtype, {T, D});
+  b.x1 = alloc("x1", dtype, {T, D});
+  b.attn_in = alloc("attn_in", dtype, {T, D});
+  b.q = alloc("q", dtype, {T, H * HD});
+  b.k_chunk = alloc("k_chunk", dtype, {T, KVH * HD});
+  b.v_chunk = alloc("v_chunk", dtype, {T, KVH * HD});
+  b.attn_out = alloc("attn_out", dtype, {T, H * HD});
+  b.mid = alloc("mid", dtype, {T, D});
+  b.ffn_in = alloc("ffn_in", dtype, {T, D});
+  b.gate = alloc("gate", dtype, {T, F});
+  b.up = alloc("up", dtype, {T, F});
+  b.h = alloc("h", dtype, {T, F});
+  b.attn_rstd = alloc("attn_rstd", st, {T});
+  b.ffn_rstd = alloc("ffn_rstd", st, {T});
+  b.attn_lse = alloc("attn_lse", st, {H * T});
+  b.final_rstd = alloc("final_rstd", st, {1});
+  b.final_x = alloc("final_x", dtype, {1, D});
+  b.logits = alloc("logits", dtype, {1, V});
+  b.ids = alloc("ids", DType::I32, {T});
+  b.positions = alloc("positions", DType::I32, {T});
+  if (c.block.qk_norm) {
+    b.q_raw = alloc("q_raw", dtype, {T, H * HD});
+    b.k_raw = alloc("k_raw", dtype, {T, KVH * HD});
+    b.q_rstd = alloc("q_rstd", st, {T * H});
+    b.k_rstd = alloc("k_rstd", st, {T * KVH});
+  }
+  return b;
+}
 
 }  // namespace
 
 size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T) {
-  const Sizes s(c, T);
-  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(dtype));
-  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  size_t total = 2 * size_t(c.num_layers) * aligned(size_t(s.kv) * e);
-  for (int64_t n : {s.x, s.x, s.x, s.q, s.kvc, s.kvc, s.q, s.x, s.x, s.f, s.f, s.f})
-    total += aligned(size_t(n) * e);
-  total += 2 * aligned(size_t(s.stats) * st) + aligned(size_t(s.lse) * st);
-  total += aligned(st) + aligned(size_t(c.hidden_size) * e) + aligned(size_t(s.logits) * e);
-  total += 2 * aligned(size_t(T) * sizeof(int32_t));  // ids, positions
-  if (c.block.qk_norm)
-    total += aligned(size_t(s.q) * e) + aligned(size_t(s.kvc) * e) + aligned(size_t(T * c.num_heads) * st) +
-             aligned(size_t(T * c.num_kv_heads) * st);
-  return total;
+  ByteCounter counter;
+  plan_buffers(c, dtype, T, counter);
+  return counter.bytes;
 }
 
 KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWeights& weights, int64_t T,
@@ -55,46 +74,8 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   check_compute_dtype(device_, dtype, "generate");
   check_on_device(weights.embed, device_, "generate: weights");
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
-  const Sizes s(c, T);
-  const size_t e = dtype_size(dtype), st = dtype_size(stats_dtype(dtype));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    k_.push_back(a.alloc_bytes("kv_cache.k", size_t(s.kv) * e));
-    v_.push_back(a.alloc_bytes("kv_cache.v", size_t(s.kv) * e));
-  }
-  x0_ = a.alloc_bytes("x0", size_t(s.x) * e);
-  x1_ = a.alloc_bytes("x1", size_t(s.x) * e);
-  attn_in_ = a.alloc_bytes("attn_in", size_t(s.x) * e);
-  q_ = a.alloc_bytes("q", size_t(s.q) * e);
-  k_chunk_ = a.alloc_bytes("k_chunk", size_t(s.kvc) * e);
-  v_chunk_ = a.alloc_bytes("v_chunk", size_t(s.kvc) * e);
-  attn_out_ = a.alloc_bytes("attn_out", size_t(s.q) * e);
-  mid_ = a.alloc_bytes("mid", size_t(s.x) * e);
-  ffn_in_ = a.alloc_bytes("ffn_in", size_t(s.x) * e);
-  gate_ = a.alloc_bytes("gate", size_t(s.f) * e);
-  up_ = a.alloc_bytes("up", size_t(s.f) * e);
-  h_ = a.alloc_bytes("h", size_t(s.f) * e);
-  attn_rstd_ = a.alloc_bytes("attn_rstd", size_t(s.stats) * st);
-  ffn_rstd_ = a.alloc_bytes("ffn_rstd", size_t(s.stats) * st);
-  attn_lse_ = a.alloc_bytes("attn_lse", size_t(s.lse) * st);
-  final_rstd_ = a.alloc_bytes("final_rstd", st);
-  final_x_ = a.alloc_bytes("final_x", size_t(c.hidden_size) * e);
-  logits_ = a.alloc_bytes("logits", size_t(s.logits) * e);
-  ids_ = a.alloc_bytes("ids", size_t(T) * sizeof(int32_t));
-  positions_ = a.alloc_bytes("positions", size_t(T) * sizeof(int32_t));
-  if (c.block.qk_norm) {
-    q_raw_ = a.alloc_bytes("q_raw", size_t(s.q) * e);
-    k_raw_ = a.alloc_bytes("k_raw", size_t(s.kvc) * e);
-    q_rstd_ = a.alloc_bytes("q_rstd", size_t(T * c.num_heads) * st);
-    k_rstd_ = a.alloc_bytes("k_rstd", size_t(T * c.num_kv_heads) * st);
-  }
-}
-
-Tensor KvCacheDecoder::rows(void* base, int64_t n, int64_t width) const {
-  return at(base, dtype_, {n, width});
-}
-
-Tensor KvCacheDecoder::at(void* base, DType dtype, std::initializer_list<int64_t> dims) const {
-  return Tensor(base, dtype, dims, device_);
+  ArenaAllocator allocator{a};
+  b_ = plan_buffers(c, dtype, T, allocator);
 }
 
 std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
@@ -103,44 +84,43 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   const int64_t H = c.num_heads, KVH = c.num_kv_heads, HD = c.head_dim, S = length_ + C;
   LT_CHECK(C > 0, "generate: an empty chunk");
   LT_CHECK(S <= max_tokens_, "generate: {} tokens do not fit the KV cache of {} positions", S, max_tokens_);
-  const DType st = stats_dtype(dtype_);
   std::vector<int32_t> positions(static_cast<size_t>(C));  // (C) host
   for (int64_t i = 0; i < C; ++i) positions[size_t(i)] = int32_t(length_ + i);
-  Tensor id_view = at(ids_, DType::I32, {C});
+  Tensor id_view = view_at(b_.ids, 0, {C});
   ops::copy(id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {C}));
-  ops::copy(at(positions_, DType::I32, {C}), Tensor(positions.data(), DType::I32, {C}));
-  Tensor x = rows(x0_, C, D), y = rows(x1_, C, D);
+  ops::copy(view_at(b_.positions, 0, {C}), Tensor(positions.data(), DType::I32, {C}));
+  Tensor x = view_at(b_.x0, 0, {C, D}), y = view_at(b_.x1, 0, {C, D});
   ops::embedding_forward({.tokens = C, .dim = D, .vocab = V}, x, id_view, weights_.embed);
 
   const ChunkInfo chunk{.batch = 1,
                         .tokens = C,
                         .q_offset = length_,
-                        .positions = at(positions_, DType::I32, {1, C}),
+                        .positions = view_at(b_.positions, 0, {1, C}),
                         .q_segments = Tensor()};
   const bool qk_norm = c.block.qk_norm;
   LayerActivations acts{.x = x,
-                        .attn_rstd = at(attn_rstd_, st, {C}),
-                        .attn_in = rows(attn_in_, C, D),
-                        .q = at(q_, dtype_, {1, C, H, HD}),
-                        .k = at(k_chunk_, dtype_, {1, C, KVH, HD}),
-                        .v = at(v_chunk_, dtype_, {1, C, KVH, HD}),
-                        .attn_out = at(attn_out_, dtype_, {1, C, H, HD}),
-                        .attn_lse = at(attn_lse_, st, {1, H, C}),
-                        .mid = rows(mid_, C, D),
-                        .ffn_rstd = at(ffn_rstd_, st, {C}),
-                        .ffn_in = rows(ffn_in_, C, D),
-                        .gate = rows(gate_, C, F),
-                        .up = rows(up_, C, F),
-                        .h = rows(h_, C, F),
-                        .q_raw = qk_norm ? rows(q_raw_, C, H * HD) : Tensor(),
-                        .k_raw = qk_norm ? rows(k_raw_, C, KVH * HD) : Tensor(),
-                        .q_rstd = qk_norm ? at(q_rstd_, st, {C * H}) : Tensor(),
-                        .k_rstd = qk_norm ? at(k_rstd_, st, {C * KVH}) : Tensor(),
+                        .attn_rstd = view_at(b_.attn_rstd, 0, {C}),
+                        .attn_in = view_at(b_.attn_in, 0, {C, D}),
+                        .q = view_at(b_.q, 0, {1, C, H, HD}),
+                        .k = view_at(b_.k_chunk, 0, {1, C, KVH, HD}),
+                        .v = view_at(b_.v_chunk, 0, {1, C, KVH, HD}),
+                        .attn_out = view_at(b_.attn_out, 0, {1, C, H, HD}),
+                        .attn_lse = view_at(b_.attn_lse, 0, {1, H, C}),
+                        .mid = view_at(b_.mid, 0, {C, D}),
+                        .ffn_rstd = view_at(b_.ffn_rstd, 0, {C}),
+                        .ffn_in = view_at(b_.ffn_in, 0, {C, D}),
+                        .gate = view_at(b_.gate, 0, {C, F}),
+                        .up = view_at(b_.up, 0, {C, F}),
+                        .h = view_at(b_.h, 0, {C, F}),
+                        .q_raw = qk_norm ? view_at(b_.q_raw, 0, {C, H * HD}) : Tensor(),
+                        .k_raw = qk_norm ? view_at(b_.k_raw, 0, {C, KVH * HD}) : Tensor(),
+                        .q_rstd = qk_norm ? view_at(b_.q_rstd, 0, {C * H}) : Tensor(),
+                        .k_rstd = qk_norm ? view_at(b_.k_rstd, 0, {C * KVH}) : Tensor(),
                         .lora_t = {}};  // no adapters: generate from a merged model
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.
-    const KvContext kv{.k = at(k_[size_t(l)], dtype_, {1, S, KVH, HD}),
-                       .v = at(v_[size_t(l)], dtype_, {1, S, KVH, HD}),
+    const KvContext kv{.k = view_at(b_.k[size_t(l)], 0, {1, S, KVH, HD}),
+                       .v = view_at(b_.v[size_t(l)], 0, {1, S, KVH, HD}),
                        .k_segments = Tensor()};
     layer_forward(c, l, weights_.layers[size_t(l)], chunk, kv, acts, y);
     std::swap(x, y);
@@ -149,12 +129,11 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   length_ = S;
 
   Tensor last = x.slice_rows(C - 1, C);  // (1, D)
-  Tensor xn = at(final_x_, dtype_, {1, D});
-  block_norm_forward(c, 1, xn, at(final_rstd_, st, {1}), last, weights_.final_norm);
-  Tensor logits = at(logits_, dtype_, {1, V});
-  ops::linear_forward({.rows = 1, .in = D, .out = V}, logits, xn, head_weight(c, weights_), Tensor());
+  block_norm_forward(c, 1, b_.final_x, b_.final_rstd, last, weights_.final_norm);
+  ops::linear_forward({.rows = 1, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
+                      Tensor());
   std::vector<double> out(static_cast<size_t>(V));  // (V) host
-  ops::copy(Tensor(out.data(), DType::F64, {V}), logits.reshaped({V}));
+  ops::copy(Tensor(out.data(), DType::F64, {V}), b_.logits.reshaped({V}));
   return out;
 }
 

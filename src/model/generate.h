@@ -1,6 +1,8 @@
 // Inference with a KV cache on top of the training decoder's per-chunk layer_forward: the prompt runs as
 // one chunk (q_offset 0), then each new token is a chunk of one at q_offset = tokens so far, attending to
-// the cached post-RoPE K/V of every earlier position. Batch of one row; host memory.
+// the cached post-RoPE K/V of every earlier position. Batch of one row; the arena's device. Its buffers are
+// planned once (plan_buffers in generate.cpp) and the plan runs twice, to size the arena and to take the
+// buffers, as the schedule engine's do.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,21 @@ class KvCacheDecoder {
  public:
   // Room for `max_tokens` positions (prompt + generated); buffers come from `arena`.
   static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens);
+
+  // Every buffer, sized for max_tokens rows T; a chunk of C tokens uses the first C rows.
+  struct Buffers {
+    std::vector<Tensor> k, v;             // L of (1, T, KVH, HD): the cache
+    Tensor x0, x1, attn_in, mid, ffn_in;  // (T, D) each
+    Tensor q, attn_out;                   // (T, H*HD)
+    Tensor k_chunk, v_chunk;              // (T, KVH*HD)
+    Tensor gate, up, h;                   // (T, F)
+    Tensor attn_rstd, ffn_rstd;           // (T) stats dtype
+    Tensor attn_lse;                      // (H*T) stats dtype
+    Tensor final_rstd, final_x, logits;   // (1), (1, D), (1, V): the last token's
+    Tensor ids, positions;                // (T) i32: one chunk's ids and positions, on the device
+    Tensor q_raw, k_raw, q_rstd, k_rstd;  // BlockSpec::qk_norm only: (T, H*HD), (T, KVH*HD), (T*H), (T*KVH)
+  };
+
   KvCacheDecoder(const ModelConfig& config, DType dtype, const ModelWeights& weights, int64_t max_tokens,
                  Arena& arena);
 
@@ -29,20 +46,12 @@ class KvCacheDecoder {
   int64_t capacity() const { return max_tokens_; }
 
  private:
-  Tensor rows(void* base, int64_t n, int64_t width) const;  // (n, width) view of a buffer
-  Tensor at(void* base, DType dtype, std::initializer_list<int64_t> dims) const;  // on the decoder's device
-
   const ModelConfig& config_;
   DType dtype_;
   Device device_;  // the arena's; the weights must be there too
   const ModelWeights& weights_;
   int64_t max_tokens_, length_ = 0;
-  std::vector<void*> k_, v_;  // L of (1, max_tokens, KVH, HD)
-  void *x0_, *x1_, *attn_in_, *q_, *k_chunk_, *v_chunk_, *attn_out_, *mid_, *ffn_in_, *gate_, *up_, *h_;
-  void *attn_rstd_, *ffn_rstd_, *attn_lse_, *final_rstd_, *final_x_, *logits_;
-  void *q_raw_ = nullptr, *k_raw_ = nullptr, *q_rstd_ = nullptr, *k_rstd_ = nullptr;  // BlockSpec::qk_norm
-  void* ids_ = nullptr;        // (max_tokens) i32: one chunk's ids, on the device
-  void* positions_ = nullptr;  // (max_tokens) i32: their positions
+  Buffers b_;
 };
 
 struct SamplingOptions {

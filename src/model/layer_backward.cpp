@@ -56,15 +56,7 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)).
   proj_backward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), d_resid, s.d_attn.reshaped({N, H * HD}));
-  const ops::AttentionParams attn{.batch = B,
-                                  .q_len = C,
-                                  .kv_len = S,
-                                  .heads = H,
-                                  .kv_heads = KVH,
-                                  .head_dim = HD,
-                                  .q_offset = chunk.q_offset,
-                                  .window = c.window_for_layer(layer),
-                                  .scale = 1.0 / std::sqrt(double(HD))};
+  const ops::AttentionParams attn = block_attention_params(c, layer, B, C, S, chunk.q_offset);
   ops::attention_backward(attn, s.d_q, kv_grads.dk, kv_grads.dv, s.d_attn, a.attn_out, a.attn_lse, a.q, kv.k,
                           kv.v, chunk.q_segments, kv.k_segments);
   // The chunk's own positions now hold their complete dK/dV (later chunks added theirs first).

@@ -88,15 +88,7 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
     append_chunk_rows(kv.v, a.v, chunk.q_offset);
   }
 
-  const ops::AttentionParams attn{.batch = B,
-                                  .q_len = C,
-                                  .kv_len = S,
-                                  .heads = H,
-                                  .kv_heads = KVH,
-                                  .head_dim = HD,
-                                  .q_offset = chunk.q_offset,
-                                  .window = c.window_for_layer(layer),
-                                  .scale = 1.0 / std::sqrt(double(HD))};
+  const ops::AttentionParams attn = block_attention_params(c, layer, B, C, S, chunk.q_offset);
   if (!attention_kept)
     ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 

@@ -8,6 +8,21 @@
 
 namespace lt::model {
 
+namespace {
+
+// The fused head over the N rows of x (N, D): `grad_scale` = 1 / label tokens of the step for its backward.
+ops::FusedLinearCrossEntropyParams fused_head_params(const ModelConfig& c, int64_t rows, double grad_scale,
+                                                     int64_t token_block, int64_t vocab_block) {
+  return {.rows = rows,
+          .dim = c.hidden_size,
+          .vocab = c.vocab_size,
+          .grad_scale = grad_scale,
+          .token_block = token_block,
+          .vocab_block = vocab_block};
+}
+
+}  // namespace
+
 double lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a) {
   const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
   check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
@@ -28,23 +43,17 @@ void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights&
 
 double fused_lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
                              int64_t token_block, int64_t vocab_block) {
-  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  const int64_t N = a.x.dim(0);
   block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
-  const ops::FusedLinearCrossEntropyParams p{
-      .rows = N, .dim = D, .vocab = c.vocab_size, .token_block = token_block, .vocab_block = vocab_block};
+  const ops::FusedLinearCrossEntropyParams p = fused_head_params(c, N, 1.0, token_block, vocab_block);
   return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
 }
 
 void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
                             double grad_scale, int64_t token_block, int64_t vocab_block, Tensor d_xn,
                             Tensor d_resid) {
-  const int64_t N = a.x.dim(0), D = c.hidden_size;
-  const ops::FusedLinearCrossEntropyParams p{.rows = N,
-                                             .dim = D,
-                                             .vocab = c.vocab_size,
-                                             .grad_scale = grad_scale,
-                                             .token_block = token_block,
-                                             .vocab_block = vocab_block};
+  const int64_t N = a.x.dim(0);
+  const ops::FusedLinearCrossEntropyParams p = fused_head_params(c, N, grad_scale, token_block, vocab_block);
   ops::fused_linear_cross_entropy_backward(p, d_xn, head_weight(c, g), a.xn, head_weight(c, w), a.lse,
                                            a.labels);
   final_norm_backward(c, w, g, a, d_xn, d_resid);
@@ -53,14 +62,9 @@ void fused_lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWe
 double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
                                       double grad_scale, int64_t token_block, int64_t vocab_block,
                                       Tensor d_xn, Tensor d_head) {
-  const int64_t N = a.x.dim(0), D = c.hidden_size;
+  const int64_t N = a.x.dim(0);
   block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
-  const ops::FusedLinearCrossEntropyParams p{.rows = N,
-                                             .dim = D,
-                                             .vocab = c.vocab_size,
-                                             .grad_scale = grad_scale,
-                                             .token_block = token_block,
-                                             .vocab_block = vocab_block};
+  const ops::FusedLinearCrossEntropyParams p = fused_head_params(c, N, grad_scale, token_block, vocab_block);
   return ops::fused_linear_cross_entropy_forward_backward(p, a.losses, a.lse, d_xn, d_head, a.xn,
                                                           head_weight(c, w), a.labels);
 }

@@ -9,9 +9,6 @@
 
 namespace lt::model {
 
-namespace {
-
-// The engine settings ScheduleOptions resolve to.
 EngineOptions engine_options(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
                              const ScheduleOptions& o) {
   const bool attention =
@@ -33,6 +30,8 @@ EngineOptions engine_options(const ModelConfig& config, DType dtype, int64_t bat
           .offload_only = o.offload_only,
           .chunked_plan = o.chunked()};
 }
+
+namespace {
 
 const char* engine_name(const ScheduleOptions& o) {
   return o.chunked() ? "chunked decoder" : "decoder";

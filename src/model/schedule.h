@@ -18,6 +18,11 @@
 
 namespace lt::model {
 
+// The engine settings ScheduleOptions resolve to: the one mapping, which Decoder and ChunkedDecoder reach
+// too by stating their options as ScheduleOptions.
+EngineOptions engine_options(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+                             const ScheduleOptions& options);
+
 // The options of the engine's two plans (decoder.h, chunked_decoder.h) the schedule options amount to.
 DecoderOptions whole_options(const ScheduleOptions& o);
 ChunkedOptions chunked_options(const ScheduleOptions& o);

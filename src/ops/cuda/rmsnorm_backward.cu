@@ -1,0 +1,137 @@
+// RMSNorm backward (launch.h): a fixed number of blocks (a constant per kernel, not the GPU's) walk the rows
+// with a stride; each computes its rows' dx and sums dy * x * rstd into its own f32 partial row of dw
+// (rmsnorm_backward_kernels.cuh). A second kernel sums the partial rows into dw in a fixed tree, independent
+// of the GPU too (rmsnorm_column_sum.cuh). No atomic adds of values anywhere, so dw has the same bits from
+// run to run. The fast path (D a multiple of the 16-byte pack, every pointer 16-byte aligned, at most
+// kMaxPacks packs per thread) reads dy and x once per row, keeps w and its dw columns in registers for all
+// its rows and writes its partial row once at the end. The default backward (pair) halves the partial rows at
+// the same occupancy: blocks of two halves of 256 threads, each half a single block's work, add their dw
+// columns in shared memory into one partial row; the column sum is a programmatic dependent launch of a
+// float4 kernel, so its launch overlaps the backward's tail. Other rows go through the general kernels (packs
+// or element by element, partial dw rows in memory). dw may be f32 under 16-bit inputs. The kernel options
+// choose among the variants (rmsnorm_select.h).
+#include <map>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_common.cuh"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/rmsnorm_backward_kernels.cuh"
+#include "ops/cuda/rmsnorm_column_sum.cuh"
+#include "ops/cuda/rmsnorm_common.cuh"
+#include "ops/cuda/rmsnorm_select.h"
+
+namespace lt::ops::cuda {
+
+namespace {
+
+constexpr int64_t kBackwardBlocks = 528;  // 4 blocks of 256 threads per SM of an H100/H200
+
+// How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) the current device holds at
+// once; queried once per (thread, device, kernel, threads).
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel, int threads) {
+  int device = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<std::tuple<int, const void*, int>, int64_t> cache;
+  const std::tuple<int, const void*, int> key{device, reinterpret_cast<const void*>(kernel), threads};
+  const auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  int per_sm = 0, sms = 0;
+  LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return cache[key] = int64_t(per_sm) * sms;
+}
+
+// The pair kernel's grid for `rows` rows (a half per row up to kGridSms * backward_regs_blocks_per_sm(K)
+// halves: 264 blocks of 2 x 256 threads at D <= 4096 in 16-bit), or 0 where this GPU does not hold that many
+// of its blocks at once (the caller then takes single-pdl).
+template <class T>
+int64_t pair_blocks(const RegShape& shape, int64_t rows) {
+  int64_t blocks = 0;
+  with_packs(shape.packs_per_thread, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    const int64_t halves = kGridSms * backward_regs_blocks_per_sm(K);
+    const int64_t wanted = rows < halves ? (rows + 1) / 2 : halves / 2;
+    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * kThreads) >= wanted) blocks = wanted;
+  });
+  return blocks;
+}
+
+}  // namespace
+
+void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
+                             const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+                             cudaStream_t s) {
+  if (rows == 0) return;
+  const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
+  dispatch_compute(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
+    const RegShape shape =
+        packed && request != RmsNormBackwardKernel::General ? reg_shape(dim / kPack<T>) : RegShape{};
+    const int64_t grid = shape.packs_per_thread > 0
+                             ? kGridSms * backward_regs_blocks_per_sm(shape.packs_per_thread)
+                             : kBackwardBlocks;
+    // The pair kernel's blocks (0: not requested, or not one wave here: single-pdl instead).
+    const int64_t paired = request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0
+                               ? pair_blocks<T>(shape, rows)
+                               : 0;
+    const int64_t blocks = paired > 0 ? paired : rows < grid ? rows : grid;
+    float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
+    if (dw)
+      LT_CUDA_CHECK(
+          cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(blocks * dim) * sizeof(float), s));
+    if (shape.packs_per_thread > 0) {
+      with_packs(shape.packs_per_thread, [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        T* dx_t = static_cast<T*>(dx);
+        const T *dy_t = static_cast<const T*>(dy), *x_t = static_cast<const T*>(x),
+                *w_t = static_cast<const T*>(w);
+        if (paired > 0)
+          rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), dim3(kThreads, 2), 0, s>>>(
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+        else
+          rmsnorm_backward_regs_kernel<T, K><<<unsigned(blocks), shape.threads, 0, s>>>(
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+      });
+    } else {
+      rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
+          static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
+          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
+    }
+    LT_CUDA_CHECK_LAUNCH();
+    if (dw) {
+      // The register kernels' partial rows (D % 4 == 0, aligned) are summed by the dependent launch.
+      const bool quads = shape.packs_per_thread > 0;
+      const auto reduce = [&](auto* dw_t) {
+        if (quads)
+          launch_column_reduce_quads(dw_t, partial, blocks, dim, s);
+        else
+          launch_column_reduce(dw_t, partial, blocks, dim, s);
+      };
+      if (dw_dt == DType::F32)
+        reduce(static_cast<float*>(dw));
+      else
+        reduce(static_cast<T*>(dw));
+      LT_CUDA_CHECK(cudaFreeAsync(partial, s));
+    }
+  });
+}
+
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim) {
+  const RegShape shape = reg_shape(dim / kPack<bf16>);
+  RmsNormBackwardOccupancy result;
+  with_packs(shape.packs_per_thread, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    result.grid = kGridSms * backward_regs_blocks_per_sm(K);
+    result.resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K>, shape.threads);
+    result.pair_grid = result.grid / 2;
+    result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
+  });
+  return result;
+}
+
+}  // namespace lt::ops::cuda
