@@ -111,7 +111,7 @@ class Trainer {
   void refresh_working_weights();
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
-  void save_final();
+  void save_final(const TrainResult& result);
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
