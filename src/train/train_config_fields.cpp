@@ -99,6 +99,10 @@ const std::vector<Field>& fields() {
       {"trainable_layers", &C::trainable_layers, "finetune partial: all | first:N | last:N | 0-3,10"},
       {"random_init", &C::random_init, "random base weights instead of loading them"},
       {"max_steps", &C::max_steps, "optimizer steps (0: num_epochs decides)"},
+      choice(
+          "optim", &C::optim, kOptimNames,
+          "optimizer: adamw_torch (torch.optim.AdamW) or adamw_8bit (bitsandbytes' AdamW with 8-bit state; "
+          "adamw_bnb_8bit, paged_adamw_8bit accepted)"),
       {"weight_decay", &C::weight_decay, "AdamW decoupled weight decay"},
       {"adam_beta1", &C::adam_beta1, "AdamW beta1"},
       {"adam_beta2", &C::adam_beta2, "AdamW beta2"},
@@ -134,6 +138,9 @@ const std::vector<Field>& fields() {
       choice("sharding", &C::sharding, kShardingNames,
              "several processes: what each rank holds (ddp: replicas; zero1/2/3: optimizer state, gradients, "
              "weights sharded; FSDP's no_shard, shard_grad_op, full_shard accepted)"),
+      {"ddp_timeout", &C::ddp_timeout,
+       "several processes: seconds a rank waits for the others (start-up, each collective) before the run "
+       "stops naming the missing rank"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},
