@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
-                libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev \
+                libfmt-dev libopenblas-dev libpcre2-dev libutf8proc-dev libcsv-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev openmpi-bin libopenmpi-dev
 
 # `make fuzz` also needs clang and its libFuzzer runtime.

@@ -134,6 +134,14 @@ def main(out):
         {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}).encode())
     write(f"{out}/dataset_records/bad.jsonl", b"\x01{\"instruction\": 3}\nnot json\n\n[1, 2]\n")
 
+    # CSV dataset records (data/csv_records.h): first byte odd -> tab-separated, even -> comma-separated
+    write(f"{out}/csv_records/alpaca.csv",
+          b"\x00\xef\xbb\xbfinstruction,input,output\r\nSay hi,,hi\r\n\"Add, \"\"two\"\"\",\"1\n2\",3\r\n")
+    write(f"{out}/csv_records/alpaca.tsv", b"\x01instruction\tinput\toutput\nSay hi\t \thi\n\nAdd\t1 2\t3")
+    write(f"{out}/csv_records/bad_rows.csv", b"\x00instruction,output\na,b,c\nonly\nok,fine\n")
+    write(f"{out}/csv_records/bad_quote.csv", b"\x00instruction,output\nx\"y,z\n\"open,end\n")
+    write(f"{out}/csv_records/bad_header.csv", b"\x00a,a\n1,2\n")
+
     # adapter_config.json
     base = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 8, "lora_alpha": 16, "lora_dropout": 0.05,
             "target_modules": ["q_proj", "v_proj"], "bias": "none", "use_rslora": False}

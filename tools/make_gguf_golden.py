@@ -127,7 +127,12 @@ def write(path, model_dir, cfg, qtype, ftype):
         w.add_eos_token_id(eos)
     if cfg.get("pad_token_id") is not None:
         w.add_pad_token_id(cfg["pad_token_id"])
-    for name, t in tensors_of(model_dir, cfg):
+    add_tensors_and_close(w, tensors_of(model_dir, cfg), qtype)
+
+
+def add_tensors_and_close(w, tensors, qtype):
+    """The converter's tensor types: 1-D f32, others `qtype` (f16 where q8_0 cannot take the rows)."""
+    for name, t in tensors:
         t = t.astype(np.float32)
         q = gguf.GGMLQuantizationType.F32 if t.ndim == 1 else qtype
         try:

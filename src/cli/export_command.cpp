@@ -16,6 +16,7 @@
 #include "model/lora_merge.h"
 #include "model/weights.h"
 #include "train/final_model.h"
+#include "train/model_card.h"
 #include "train/run_setup.h"
 
 namespace lt::cli {
@@ -119,7 +120,12 @@ void run_export(const ExportOptions& o) {
   model::merge_lora(config, weights, lora);
 
   io::OutputDir out(o.output_dir, claim);
-  const std::vector<std::string> written = train::save_final_model(out, o.base_model, config, weights, save);
+  const std::vector<std::string> written =
+      train::save_final_model(out, o.base_model, config, weights, save,
+                              train::merged_model_card(o.base_model, o.adapter,
+                                                       save.dtype ? std::string(dtype_name(*save.dtype))
+                                                       : config.dtype_name.empty() ? "the stored dtype"
+                                                                                   : config.dtype_name));
   fmt::print(
       "merged {} LoRA adapters (r {}..{}) into {} -> {}\n", specs.size(),
       std::min_element(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.rank < b.rank; })->rank,

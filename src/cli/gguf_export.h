@@ -14,8 +14,14 @@
 //     token types as the converter takes them from sentencepiece, padded with [PADi] up to config.json's
 //     vocab_size), config.json's special ids, add_bos/add_eos from tokenizer_config.json, and its
 //     chat_template.
-// Not yet, refused by name: other architectures (Qwen2's "qwen2" layout), Llama 3 RoPE scaling (needs the
-// rope_freqs tensor), tokenizers other than SentencePiece (GPT-2-style BPE needs tokenizer.ggml.pre).
+// Qwen2ForCausalLM and Qwen3ForCausalLM as the converter's Qwen2Model / Qwen3Model lay them out
+// (gguf_export_qwen.cpp): architecture "qwen2" / "qwen3" with {arch}.* hyperparameters (key/value_length
+// for Qwen3, whose config.json names head_dim), Q and K as stored (llama.cpp runs Qwen's RoPE in HF's NEOX
+// layout), the q/k/v biases as attn_q.bias / attn_k.bias / attn_v.bias, Qwen3's attn_q_norm / attn_k_norm;
+// the vocabulary from tokenizer.json as _set_vocab_gpt2 takes it (tokenizer.ggml.model "gpt2", pre
+// "qwen2", tokens in id order with added special tokens CONTROL, the merges).
+// Not yet, refused by name: other architectures, Llama 3 RoPE scaling (needs the rope_freqs tensor),
+// Llama-family tokenizers other than SentencePiece.
 #pragma once
 
 #include <string>
@@ -34,5 +40,8 @@ io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConf
 // read) to `path`.
 void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                       const model::ModelWeights& weights, io::GgmlType type);
+// The Qwen2 / Qwen3 part of write_gguf_model.
+void write_qwen_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
+                     const model::ModelWeights& weights, io::GgmlType type);
 
 }  // namespace lt::cli

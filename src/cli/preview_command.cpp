@@ -53,8 +53,7 @@ void run_preview(std::vector<std::string> args) {
   const model::ModelConfig model = model::load_model_config(config.base_model);
   std::unique_ptr<data::Tokenizer> tokenizer =
       train::load_model_tokenizer(config.base_model, true, model.vocab_size);
-  const data::Dataset dataset = train::load_examples(config.data_path, tokenizer.get(), model,
-                                                     train::dataset_options(config, config.base_model));
+  const data::Dataset dataset = train::load_training_data(config, tokenizer.get(), model);
   fmt::print("data: {}\n", data::describe_dataset(dataset, config.cutoff_len));
   for (int64_t i = 0; i < count && size_t(i) < dataset.examples.size(); ++i) {
     const data::Example& e = dataset.examples[size_t(i)];

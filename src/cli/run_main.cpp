@@ -15,6 +15,7 @@
 #include "cli/train_command.h"
 #include "cli/verify_command.h"
 #include "core/error.h"
+#include "core/version.h"
 
 namespace lt::cli {
 
@@ -23,7 +24,7 @@ int run_main(int argc, char** argv) {
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("--verbose", verbose, "show where in leantune an error was raised");
-  app.set_version_flag("--version", "leantune 0.1.0");
+  app.set_version_flag("--version", std::string("leantune ") + lt::kLeantuneVersion);
   register_info_command(app);
   register_verify_command(app);
   register_export_command(app);

@@ -1,10 +1,18 @@
 #include "data/dataset_alpaca.h"
 
+#include "data/dataset_chat.h"
 #include "data/encode_segments.h"
 
 namespace lt::data {
 
 Dataset load_alpaca(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
+  if (options.model_template)
+    return load_with_model_template(path, tokenizer, options, [](const nlohmann::json& record) {
+      require_object(record);
+      return instruction_as_chat(string_field(record, "instruction"),
+                                 string_field(record, "input", /*optional=*/true),
+                                 string_field(record, "output"));
+    });
   EncodeOptions encode =
       encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_inputs);
   Dataset dataset;

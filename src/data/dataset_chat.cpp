@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "core/error.h"
 #include "data/encode_segments.h"
+#include "data/model_template.h"
 
 namespace lt::data {
 namespace {
@@ -43,6 +46,34 @@ std::vector<ChatMessage> parse_turns(const nlohmann::json& list, const char* lis
   return messages;
 }
 
+Dataset load_with_model_template(
+    const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options,
+    const std::function<std::vector<ChatMessage>(const nlohmann::json&)>& conversation_of) {
+  const ModelTemplate& tmpl = *options.model_template;
+  LT_CHECK(options.cutoff_len >= 2,
+           "cutoff_len is {}, expected at least 2 (one token to read, one to predict)", options.cutoff_len);
+  // As apply_chat_template(tokenize=True): the template writes BOS/EOS itself, nothing is added.
+  EncodeOptions encode;
+  encode.cutoff_len = options.cutoff_len;
+  encode.train_on_inputs = options.train_on_all_turns;
+  encode.spanning_token_is_target = true;
+  Dataset dataset;
+  dataset.source = path;
+  BadRecords bad(options.on_bad_record);
+  std::set<std::string> missing;
+  for_each_json_record(path, bad, [&](const std::string&, const nlohmann::json& record) {
+    std::vector<Segment> segments = render_with_model_template(tmpl, tokenizer, conversation_of(record));
+    if (dataset.examples.size() < 64)  // the markers a template writes show in its first renderings
+      for (const Segment& s : segments) collect_missing_markers(s.text, tokenizer, missing);
+    bool truncated = false;
+    Example example = encode_segments(tokenizer, segments, encode, &truncated);
+    add_record_example(dataset, std::move(example), truncated);
+  });
+  warn_missing_markers(tmpl, missing);
+  finish_dataset(dataset, bad);
+  return dataset;
+}
+
 std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
   require_object(record);
   bool sharegpt = !record.contains("messages") && record.contains("conversations");
@@ -53,8 +84,12 @@ std::vector<ChatMessage> parse_conversation(const nlohmann::json& record) {
 }
 
 Dataset load_chat(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options) {
-  LT_CHECK(options.prompt_template != TemplateKind::alpaca,
-           "dataset {}: chat data needs a chat template (llama3, chatml or plain), not alpaca", path);
+  if (options.model_template) return load_with_model_template(path, tokenizer, options, parse_conversation);
+  LT_CHECK(
+      options.prompt_template != TemplateKind::alpaca,
+      "dataset {}: chat data needs a chat template: prompt_template llama3, chatml or plain, a chat_template "
+      "file, or prompt_template auto with a model that has its own; not alpaca",
+      path);
   EncodeOptions encode =
       encode_options_for(options.prompt_template, tokenizer, options.cutoff_len, options.train_on_all_turns);
   Dataset dataset;

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "data/csv_records.h"
 #include "data/dataset_alpaca.h"
 #include "data/dataset_chat.h"
 #include "data/dataset_pretokenized.h"
@@ -40,11 +41,12 @@ DataFormat detect_data_format(const std::string& path) {
   LT_CHECK(std::filesystem::is_regular_file(path), "dataset {}: no such file", path);
   std::string ext = lower_extension(path);
   if (ext == ".txt" || ext == ".text" || ext == ".md") return DataFormat::text;
-  LT_CHECK(
-      ext == ".json" || ext == ".jsonl" || ext == ".ndjson",
-      "dataset {}: cannot tell the format from the extension '{}': expected .json, .jsonl, .ndjson or .txt, "
-      "or give the format explicitly",
-      path, ext);
+  LT_CHECK(ext == ".json" || ext == ".jsonl" || ext == ".ndjson" || ext == ".csv" || ext == ".tsv",
+           "dataset {}: cannot tell the format from the extension '{}': expected .json, .jsonl, .ndjson, "
+           ".csv, .tsv "
+           "or .txt, "
+           "or give the format explicitly",
+           path, ext);
   std::optional<DataFormat> found;
   // Stop at the first object; bad lines before it are left to the reader's on_bad_record handling.
   struct Found {};
@@ -57,7 +59,8 @@ DataFormat detect_data_format(const std::string& path) {
     });
   } catch (const Found&) {
   }
-  LT_CHECK(found.has_value(), "dataset {}: no JSON object record found, so the dataset is empty", path);
+  LT_CHECK(found.has_value(), "dataset {}: no record found ({}), so the dataset is empty", path,
+           is_csv_path(path) ? "no row after the header" : "no JSON object");
   return *found;
 }
 

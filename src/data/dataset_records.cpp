@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
+#include "data/csv_records.h"
 
 namespace lt::data {
 
@@ -25,6 +26,18 @@ void BadRecords::report(const std::string& where, const std::string& what) {
   ++skipped_;
 }
 
+void visit_record(const std::string& where, const nlohmann::json& record, BadRecords& bad,
+                  const std::function<void(const std::string&, const nlohmann::json&)>& visit) {
+  try {
+    visit(where, record);
+  } catch (const RecordError& e) {
+    bad.report(where, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // A converter's json access that slipped past its own checks still names the record.
+    bad.report(where, fmt::format("bad value ({})", json_error_detail(e)));
+  }
+}
+
 bool is_jsonl_path(const std::string& path) {
   auto ends_with = [&](std::string_view suffix) {
     return path.size() >= suffix.size() &&
@@ -39,18 +52,6 @@ namespace {
 constexpr uint64_t kMaxRecordBytes = uint64_t(16) << 20;
 // A .json dataset is parsed whole: its size is bounded instead.
 constexpr uint64_t kMaxJsonDatasetBytes = uint64_t(4) << 30;
-
-void visit_checked(const std::string& where, const nlohmann::json& record, BadRecords& bad,
-                   const std::function<void(const std::string&, const nlohmann::json&)>& visit) {
-  try {
-    visit(where, record);
-  } catch (const RecordError& e) {
-    bad.report(where, e.what());
-  } catch (const nlohmann::json::exception& e) {
-    // A converter's json access that slipped past its own checks still names the record.
-    bad.report(where, fmt::format("bad value ({})", json_error_detail(e)));
-  }
-}
 
 // nlohmann's parse message without its "[json.exception...] parse error at line 1, column 5: " prefix,
 // whose line is the line within the parsed string, not the file's.
@@ -74,6 +75,10 @@ int64_t line_of(const std::string& text, size_t byte) {
 void for_each_json_record(
     const std::string& path, BadRecords& bad,
     const std::function<void(const std::string& where, const nlohmann::json& record)>& visit) {
+  if (is_csv_path(path)) {
+    for_each_csv_record(path, bad, visit);
+    return;
+  }
   if (is_jsonl_path(path)) {
     std::unique_ptr<std::FILE, decltype(&std::fclose)> in(open_input_stream(path), &std::fclose);
     BoundedLineReader reader(in.get(), kMaxRecordBytes);
@@ -103,7 +108,7 @@ void for_each_json_record(
         bad.report(where, fmt::format("invalid JSON: {}", json_error_detail(e)));
         continue;
       }
-      visit_checked(where, record, bad, visit);
+      visit_record(where, record, bad, visit);
     }
     LT_CHECK(!std::ferror(in.get()), "dataset {}: read error", path);
     return;
@@ -127,7 +132,7 @@ void for_each_json_record(
   LT_CHECK(all.is_array(), "dataset {}: expected a JSON array of records, found a JSON {}", path,
            all.type_name());
   for (size_t i = 0; i < all.size(); ++i)
-    visit_checked(fmt::format("{} record {}", path, i), all[i], bad, visit);
+    visit_record(fmt::format("{} record {}", path, i), all[i], bad, visit);
 }
 
 void require_object(const nlohmann::json& record) {

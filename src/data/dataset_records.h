@@ -40,7 +40,12 @@ class BadRecords {
 
 bool is_jsonl_path(const std::string& path);  // .jsonl or .ndjson
 
-// Calls visit(where, record) for every record of `path` (JSONL or JSON array, by extension). Invalid JSON
+// visit(where, record), a RecordError (or a json access error) it throws reported to `bad`.
+void visit_record(const std::string& where, const nlohmann::json& record, BadRecords& bad,
+                  const std::function<void(const std::string&, const nlohmann::json&)>& visit);
+
+// Calls visit(where, record) for every record of `path` (JSONL, JSON array or CSV (data/csv_records.h), by
+// extension). Invalid JSON
 // lines and RecordError thrown by `visit` go to `bad`.
 void for_each_json_record(
     const std::string& path, BadRecords& bad,

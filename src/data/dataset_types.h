@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,14 @@ enum class TextSplit {
   line,       // every non-blank line is a document
 };
 
+struct ModelTemplate;  // data/model_template.h
+
 struct DatasetOptions {
   DataFormat format = DataFormat::auto_detect;
   TemplateKind prompt_template = TemplateKind::alpaca;
+  // When set, chat and instruction records are rendered by this Jinja template (the model's own under
+  // prompt_template auto, or the chat_template key) instead of `prompt_template`.
+  std::shared_ptr<const ModelTemplate> model_template;
   int64_t cutoff_len = 256;      // tokens per example, BOS/EOS included (alpaca-lora's default)
   bool train_on_inputs = false;  // false: no loss on prompts (instruction, prompt/completion data)
   // Chat data trains on assistant turns only, as axolotl, torchtune and TRL's assistant_only_loss do;

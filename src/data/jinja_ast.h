@@ -41,14 +41,14 @@ struct Node;
 using Body = std::vector<std::unique_ptr<Node>>;
 
 struct Node {
-  enum class Kind { Text, Output, If, For, Set };
+  enum class Kind { Text, Output, If, For, Set, Generation };
   Kind kind;
   std::string text;                                // Text
   ExprPtr expr;                                    // Output; Set value; For iterable
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (condition or null for else, body)
   std::vector<std::string> targets;                // For loop variables; Set: name or {namespace, attr}
   ExprPtr filter;                                  // For: trailing `if` (may be null)
-  Body body, else_body;                            // For
+  Body body, else_body;                            // For; Generation: body
   size_t pos = 0;
 };
 

@@ -333,10 +333,6 @@ class TemplateParser {
         end_parser = std::move(parser);
         return out;
       }
-      if (keyword == "generation" || keyword == "endgeneration") {
-        parser->expect_end();  // transformers' assistant-mask markers: no output of their own
-        continue;
-      }
       out.push_back(statement(keyword, *parser, piece.pos));
     }
     LT_CHECK(ends.empty(), "chat template: '{}' expected before the end of the template",
@@ -394,6 +390,15 @@ class TemplateParser {
       end_parser->expect_end();
       return n;
     }
+    if (keyword == "generation") {
+      // transformers' assistant-mask markers (its AssistantTracker extension): no output of their own; the
+      // renderer records where the body's output starts and ends.
+      n->kind = Node::Kind::Generation;
+      parser.expect_end();
+      n->body = body({"endgeneration"}, end, end_parser);
+      end_parser->expect_end();
+      return n;
+    }
     if (keyword == "set") {
       n->kind = Node::Kind::Set;
       n->targets.push_back(parser.expect_name());
@@ -406,8 +411,8 @@ class TemplateParser {
       parser.expect_end();
       return n;
     }
-    LT_FAIL("chat template: the statement '{}' at offset {} is not supported (if, for, set are)", keyword,
-            pos);
+    LT_FAIL("chat template: the statement '{}' at offset {} is not supported (if, for, set, generation are)",
+            keyword, pos);
   }
 
   std::vector<Piece> p_;

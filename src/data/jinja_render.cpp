@@ -61,9 +61,20 @@ class Renderer {
       case Node::Kind::For:
         exec_for(n, out);
         return;
+      case Node::Kind::Generation: {
+        const size_t begin = out.size();
+        run(n.body, out);
+        generation_.emplace_back(begin, out.size());
+        return;
+      }
     }
   }
 
+ public:
+  // The [begin, end) byte ranges of the output written inside {% generation %} blocks, in order.
+  std::vector<std::pair<size_t, size_t>> generation_;
+
+ private:
   void exec_for(const Node& n, std::string& out) {
     Value seq = eval(*n.expr);
     std::vector<json> items;
@@ -433,11 +444,34 @@ class Renderer {
 }  // namespace
 
 std::string render_jinja(std::string_view source, const nlohmann::json& context) {
+  return JinjaTemplate(source).render(context).text;
+}
+
+JinjaTemplate::JinjaTemplate(std::string_view source)
+    : body_(std::make_shared<const Body>(jinja::parse_template(source))) {}
+
+namespace {
+bool has_generation(const Body& body) {
+  for (const auto& n : body) {
+    if (n->kind == Node::Kind::Generation) return true;
+    for (const auto& [cond, b] : n->branches)
+      if (has_generation(b)) return true;
+    if (has_generation(n->body) || has_generation(n->else_body)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool JinjaTemplate::has_generation_blocks() const {
+  return has_generation(*body_);
+}
+
+RenderedTemplate JinjaTemplate::render(const nlohmann::json& context) const {
   LT_CHECK(context.is_object(), "chat template: the context must be a JSON object");
-  const Body body = jinja::parse_template(source);
   Renderer renderer(context);
-  std::string out;
-  renderer.run(body, out);
+  RenderedTemplate out;
+  renderer.run(*body_, out.text);
+  out.generation = std::move(renderer.generation_);
   return out;
 }
 

@@ -30,16 +30,14 @@ std::string trimmed(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
-// Instruction records under a chat template: one user turn (instruction, blank line, input) and one
-// assistant turn.
+}  // namespace
+
 std::vector<ChatMessage> instruction_as_chat(std::string_view instruction, std::string_view input,
                                              std::string_view output) {
   std::string user(instruction);
   if (!input.empty()) user += "\n\n" + std::string(input);
   return {{"user", std::move(user)}, {"assistant", std::string(output)}};
 }
-
-}  // namespace
 
 TemplateKind template_from_name(std::string_view name) {
   if (name == "alpaca") return TemplateKind::alpaca;

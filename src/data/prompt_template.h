@@ -59,6 +59,10 @@ std::string alpaca_prompt(std::string_view instruction, std::string_view input);
 
 std::vector<Segment> render_instruction(TemplateKind kind, std::string_view instruction,
                                         std::string_view input, std::string_view output);
+// Instruction records under a chat template: one user turn (instruction, blank line, input) and one
+// assistant turn.
+std::vector<ChatMessage> instruction_as_chat(std::string_view instruction, std::string_view input,
+                                             std::string_view output);
 // Messages must have known roles (checked by the reader); assistant turns are the targets. The alpaca
 // template cannot render conversations (error).
 std::vector<Segment> render_chat(TemplateKind kind, const std::vector<ChatMessage>& messages);

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -231,6 +232,8 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
              fmt::format("{}", a), dir, fmt::format("{}", b));
   };
   same("data_path", now.data_path, saved.data_path);
+  same("datasets", fmt::format("{}", fmt::join(now.datasets, ", ")),
+       fmt::format("{}", fmt::join(saved.datasets, ", ")));
   same("seed", now.seed, saved.seed);
   same("shuffle", now.shuffle, saved.shuffle);
   same("batch_size", now.batch_size, saved.batch_size);

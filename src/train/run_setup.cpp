@@ -4,7 +4,9 @@
 
 #include "core/error.h"
 #include "data/dataset_load.h"
+#include "data/dataset_mix.h"
 #include "data/dataset_pretokenized.h"
+#include "data/model_template.h"
 #include "io/hf_checkpoint.h"
 #include "io/peft_adapter.h"
 #include "model/weights_transfer.h"
@@ -51,7 +53,9 @@ void check_engine_settings(const TrainConfig& c) {
 }
 
 std::unique_ptr<io::OutputDir> claim_output_dir(const TrainConfig& c) {
-  std::vector<io::OutputInput> inputs = {{"base_model", c.base_model}, {"data_path", c.data_path}};
+  std::vector<io::OutputInput> inputs = {{"base_model", c.base_model}};
+  for (const std::string& path : dataset_paths(c))
+    inputs.push_back({c.datasets.empty() ? "data_path" : "datasets", path});
   if (!c.eval_data_path.empty()) inputs.push_back({"eval_data_path", c.eval_data_path});
   if (!c.init_adapter.empty()) inputs.push_back({"init_adapter", c.init_adapter});
   if (!c.resume.empty() && c.resume != "latest" && c.resume != "auto") {
@@ -187,8 +191,24 @@ std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_d
 data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& model_dir) {
   data::DatasetOptions o;
   o.format = c.dataset_format;
-  o.prompt_template = c.prompt_template == "auto" ? data::detect_template(model_dir)
-                                                  : data::template_from_name(c.prompt_template);
+  if (!c.chat_template.empty()) {
+    o.model_template = data::load_template_file(c.chat_template);
+  } else if (c.prompt_template == "auto") {
+    o.model_template = data::load_model_template(model_dir);
+  }
+  if (c.prompt_template != "auto") {
+    o.prompt_template = data::template_from_name(c.prompt_template);
+  } else if (!o.model_template) {
+    o.prompt_template = data::detect_template(model_dir);  // no template: alpaca
+  } else {
+    // Chat and instruction records go through the model's template; the built-in kind is what the
+    // remaining formats (conversational prompt/completion) use, when the template is one it knows.
+    try {
+      o.prompt_template = data::detect_template(model_dir);
+    } catch (const Error&) {
+      o.prompt_template = data::TemplateKind::alpaca;
+    }
+  }
   o.cutoff_len = c.cutoff_len;
   o.train_on_inputs = c.train_on_inputs;
   o.train_on_all_turns = c.train_on_all_turns;
@@ -213,6 +233,24 @@ data::Dataset load_examples(const std::string& path, const data::Tokenizer* toke
   data::DatasetOptions o = options;
   o.format = format;
   return data::load_dataset(path, *tokenizer, o);
+}
+
+}  // namespace lt::train
+
+namespace lt::train {
+
+data::Dataset load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
+                                 const model::ModelConfig& model) {
+  const data::DatasetOptions options = dataset_options(c, c.base_model);
+  if (c.datasets.empty()) return load_examples(c.data_path, tokenizer, model, options);
+  std::vector<data::WeightedDataset> parts;
+  for (const std::string& path : c.datasets) {
+    double weight = 1.0;
+    for (const auto& [file, w] : c.dataset_weights)
+      if (file == path) weight = w;
+    parts.push_back({load_examples(path, tokenizer, model, options), weight});
+  }
+  return data::mix_datasets(std::move(parts), uint64_t(c.seed));
 }
 
 }  // namespace lt::train

@@ -91,5 +91,8 @@ std::unique_ptr<data::Tokenizer> load_model_tokenizer(const std::string& model_d
 data::Dataset load_examples(const std::string& path, const data::Tokenizer* tokenizer,
                             const model::ModelConfig& model, const data::DatasetOptions& options);
 data::DatasetOptions dataset_options(const TrainConfig& config, const std::string& model_dir);
+// The training set: data_path, or the `datasets` files joined by their dataset_weights (data/dataset_mix.h).
+data::Dataset load_training_data(const TrainConfig& config, const data::Tokenizer* tokenizer,
+                                 const model::ModelConfig& model);
 
 }  // namespace lt::train

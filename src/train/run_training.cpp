@@ -84,11 +84,10 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer =
       load_model_tokenizer(config.base_model, false, model.config.vocab_size);
-  data::Dataset dataset = load_examples(config.data_path, tokenizer.get(), model.config,
-                                        dataset_options(config, config.base_model));
+  data::Dataset dataset = load_training_data(config, tokenizer.get(), model.config);
   const std::string data_report = data::describe_dataset(dataset, config.cutoff_len);
   data::SplitExamples split = data::split_examples(std::move(dataset.examples), double(config.val_set_size),
-                                                   uint64_t(config.seed), config.data_path);
+                                                   uint64_t(config.seed), dataset.source);
   std::string eval_report;
   if (!config.eval_data_path.empty()) {
     data::Dataset eval = load_examples(config.eval_data_path, tokenizer.get(), model.config,
@@ -104,7 +103,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                "examples\n",
                config.base_model, model.config.num_layers, model.config.hidden_size, model.config.vocab_size,
                config.random_init ? "random init" : "pretrained weights",
-               name_of(kPrecisionNames, config.precision), ops::device_description(device), config.data_path,
+               name_of(kPrecisionNames, config.precision), ops::device_description(device), dataset.source,
                split.train.size(), split.val.size());
   if (!quiet) fmt::print(hooks.out, "data: {}\n", data_report);
   if (!quiet && !eval_report.empty())

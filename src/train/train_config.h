@@ -18,8 +18,12 @@ namespace lt::train {
 
 struct TrainConfig {
   // alpaca-lora's keys.
-  std::string base_model;      // HF model directory (required)
-  std::string data_path;       // dataset file (required)
+  std::string base_model;  // HF model directory (required)
+  std::string data_path;   // dataset file (required unless `datasets` lists several)
+  // Several dataset files joined (data/dataset_mix.h), instead of data_path; dataset_weights: file -> weight
+  // (default 1: concatenation).
+  std::vector<std::string> datasets;
+  std::vector<std::pair<std::string, double>> dataset_weights;
   std::string eval_data_path;  // a separate evaluation file ("" = none; then val_set_size may split one off)
   std::string output_dir = "./lora-alpaca";
   int64_t batch_size = 128;      // sequences per optimizer step
@@ -49,7 +53,7 @@ struct TrainConfig {
   bool bnb_4bit_use_double_quant = true;
   std::string bnb_4bit_compute_dtype = "auto";  // auto | bfloat16 | float16 | float32 | float64
   std::string torch_dtype = "auto";             // auto | bfloat16 | float16 | float32
-  std::string init_adapter;  // PEFT adapter directory to start LoRA from ("" = fresh)
+  std::string init_adapter;                     // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
   std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern
@@ -73,6 +77,9 @@ struct TrainConfig {
   bool shuffle = true;
   int64_t seed = 42;
   std::string prompt_template = "alpaca";
+  // A Jinja chat template file (.jinja) for chat and instruction data, in place of the model's own
+  // (prompt_template auto) or a built-in one: e.g. TRL's training variant with {% generation %} blocks.
+  std::string chat_template;
   // auto: detected from the file (alpaca, chat, text, prompt_completion, pretokenized).
   data::DataFormat dataset_format = data::DataFormat::auto_detect;
   bool packing = false;
@@ -125,6 +132,8 @@ TrainConfig parse_train_config_yaml(const std::string& yaml_text, const std::str
 // lists as YAML flow ("[q_proj, v_proj]") or comma lists ("q_proj,v_proj"), maps as YAML flow.
 void apply_overrides(TrainConfig& config, const std::vector<std::string>& args);
 void validate(TrainConfig& config);
+// The training dataset files: data_path, or the `datasets` list.
+std::vector<std::string> dataset_paths(const TrainConfig& c);
 // Existence of base_model, data_path, init_adapter and a resume directory (not "latest").
 void check_paths(const TrainConfig& config);
 

@@ -46,6 +46,8 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"base_model", &C::base_model, "HF model directory (config.json + safetensors)"},
       {"data_path", &C::data_path, "dataset file"},
+      {"datasets", &C::datasets, "several dataset files joined, instead of data_path"},
+      {"dataset_weights", &C::dataset_weights, "file: weight for datasets (default 1: concatenation)"},
       {"eval_data_path", &C::eval_data_path, "a separate evaluation dataset file (instead of val_set_size)"},
       {"output_dir", &C::output_dir, "where checkpoints, the adapter and metrics go"},
       {"batch_size", &C::batch_size, "sequences per optimizer step"},
@@ -112,7 +114,8 @@ const std::vector<Field>& fields() {
       {"warmup_ratio", &C::warmup_ratio, "warmup as a fraction of the total steps"},
       {"shuffle", &C::shuffle, "shuffle the training records each epoch"},
       {"seed", &C::seed, "seed of every random choice"},
-      {"prompt_template", &C::prompt_template, "prompt template name"},
+      {"prompt_template", &C::prompt_template, "prompt template name (auto: the model's own chat template)"},
+      {"chat_template", &C::chat_template, "a Jinja chat template file for chat and instruction data"},
       choice("dataset_format", &C::dataset_format, kDatasetFormatNames, "dataset layout"),
       {"packing", &C::packing, "pack several records into one sequence"},
       choice("on_bad_record", &C::on_bad_record, kOnBadRecordNames, "what a broken dataset record does"),

@@ -1,5 +1,7 @@
 // TrainConfig checks: ranges, the combinations that cannot work, and the warmup default. Every message
 // names the key, the value and what is expected, so a run never starts on a configuration it cannot honour.
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -112,7 +114,15 @@ std::vector<int64_t> resolve_trainable_layers(const std::string& spec, int64_t n
 
 void validate(TrainConfig& c) {
   LT_CHECK(!c.base_model.empty(), "config: 'base_model' is required (a Hugging Face model directory)");
-  LT_CHECK(!c.data_path.empty(), "config: 'data_path' is required (the dataset file)");
+  LT_CHECK(!c.data_path.empty() || !c.datasets.empty(),
+           "config: 'data_path' is required (the dataset file), or 'datasets' (several files)");
+  LT_CHECK(
+      c.data_path.empty() || c.datasets.empty(),
+      "config: both 'data_path' and 'datasets' are set; expected one (list data_path's file in datasets)");
+  for (const auto& [file, weight] : c.dataset_weights)
+    LT_CHECK(std::find(c.datasets.begin(), c.datasets.end(), file) != c.datasets.end(),
+             "config: 'dataset_weights' names '{}', which is not in 'datasets' ({})", file,
+             fmt::join(c.datasets, ", "));
   LT_CHECK(!c.output_dir.empty(), "config: 'output_dir' is empty, expected a directory");
 
   positive("batch_size", c.batch_size);
@@ -335,12 +345,17 @@ void validate(TrainConfig& c) {
   parse_layer_spec(c.trainable_layers);  // the syntax now; the range once the model is known
 }
 
+std::vector<std::string> dataset_paths(const TrainConfig& c) {
+  return c.datasets.empty() ? std::vector<std::string>{c.data_path} : c.datasets;
+}
+
 void check_paths(const TrainConfig& c) {
   namespace fs = std::filesystem;
   LT_CHECK(fs::exists(c.base_model),
            "config: 'base_model' is '{}', which does not exist; expected a model directory", c.base_model);
-  LT_CHECK(fs::exists(c.data_path),
-           "config: 'data_path' is '{}', which does not exist; expected a dataset file", c.data_path);
+  for (const std::string& path : dataset_paths(c))
+    LT_CHECK(fs::exists(path), "config: '{}' names '{}', which does not exist; expected a dataset file",
+             c.datasets.empty() ? "data_path" : "datasets", path);
   if (!c.eval_data_path.empty())
     LT_CHECK(fs::exists(c.eval_data_path),
              "config: 'eval_data_path' is '{}', which does not exist; expected a dataset file",

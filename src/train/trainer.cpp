@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "train/grad_clip.h"
 #include "train/memory_check.h"
 #include "train/model_batch.h"
+#include "train/model_card.h"
 #include "train/progress.h"
 #include "train/qlora_model.h"
 #include "train/rank_zero.h"
@@ -71,7 +73,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
            "needs one process and sharding none, not {} processes and sharding {}",
            comm_->world_size(), name_of(kShardingNames, config_.sharding));
   const model::ModelConfig& mc = model_.config;
-  LT_CHECK(!train_.empty(), "{}: no training examples", config_.data_path);
+  LT_CHECK(!train_.empty(), "{}: no training examples", fmt::join(dataset_paths(config_), " + "));
   const model::TrainableFn trainable = trainable_fn(config_, mc);
   LT_CHECK(is_qlora(config_) == (model_.nf4 != nullptr),
            "config: a QLoRA run (adapter qlora, bits 4 or load_in_4bit) needs its base in 4 bits "
@@ -283,9 +285,23 @@ void Trainer::setup_lora() {
   model::copy_lora(lora_, host.weights);
 }
 
-void Trainer::save_final(const model::ModelWeights& weights) {
+void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& result) {
+  TrainingCard card;
+  card.config = &config_;
+  card.adapter = lora_arena_ != nullptr;
+  card.steps = result.final_step;
+  if (!result.losses.empty()) {
+    card.first_train_loss = result.losses.front();
+    card.final_train_loss = result.losses.back();
+  }
+  if (!result.evals.empty()) {
+    card.final_eval_loss = result.evals.back().eval_loss;
+    card.final_eval_step = result.evals.back().step;
+  }
+  const std::string model_card = training_model_card(card);
   if (lora_arena_) {
-    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in.
+    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in,
+    // with the base's tokenizer files and a model card beside it.
     const std::string staging = output_->make_staging();
     if (model_.device == Device::CPU) {
       io::save_peft_adapter(staging, model_.config, adapter_config_, lora_, lora_.dtype);
@@ -293,16 +309,19 @@ void Trainer::save_final(const model::ModelWeights& weights) {
       const model::HostLora host = model::host_copy(model_.config, lora_);
       io::save_peft_adapter(staging, model_.config, adapter_config_, host.weights, lora_.dtype);
     }
-    output_->publish(staging, {io::kAdapterWeightsFile, io::kAdapterConfigFile});
+    std::vector<std::string> written = {io::kAdapterWeightsFile, io::kAdapterConfigFile};
+    for (std::string& name : write_companion_files(staging, config_.base_model, model_card))
+      written.push_back(std::move(name));
+    output_->publish(staging, written);
     return;
   }
   const io::HfSaveOptions options{.dtype = model_.dtype};
   if (model_.device == Device::CPU) {
-    train::save_final_model(*output_, config_.base_model, model_.config, weights, options);
+    train::save_final_model(*output_, config_.base_model, model_.config, weights, options, model_card);
     return;
   }
   const model::HostWeights host = model::host_copy(model_.config, weights);
-  train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options);
+  train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options, model_card);
 }
 
 Trainer::~Trainer() = default;
@@ -539,7 +558,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
   const model::ModelWeights whole = whole_weights(gathered);
   write_on_rank_zero(
-      *comm_, "the final model", [&] { save_final(whole); }, kWriteTimeoutS);
+      *comm_, "the final model", [&] { save_final(whole, result); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",
                   config_.output_dir));
   return result;

@@ -111,7 +111,7 @@ class Trainer {
   void refresh_working_weights();
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
-  void save_final(const model::ModelWeights& weights);
+  void save_final(const model::ModelWeights& weights, const TrainResult& result);
   // The whole trained weights (a collective under zero3: the layers gathered into `holder`).
   model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder);
   EvalMetrics run_eval(int64_t step, double epoch);

@@ -2,7 +2,8 @@
 // a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
-// Bad arguments are refused.
+// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py). Bad arguments are
+// refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,14 +42,13 @@ size_t tensor_bytes(const std::string& type, const nlohmann::json& shape) {
   return count * 2;
 }
 
-TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
-  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
-  const nlohmann::json golden =
-      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_stories260K.json")));
-  test::TempDir dir;
-  for (const auto& [type, expected] : golden["files"].items()) {
+// Exports `model` as each type of `files` (the golden's per-type entries) and compares the bytes; a mismatch
+// names the tensor.
+void expect_equal_to_gguf_py(const std::string& model, const nlohmann::json& files,
+                             const test::TempDir& dir) {
+  for (const auto& [type, expected] : files.items()) {
     SCOPED_TRACE(type);
-    const std::string out = dir.file(type);
+    const std::string out = dir.file(fs::path(model).filename().string() + "-" + type);
     test::CliResult r = test::run_cli({"export", "--base_model", model, "--gguf", type, "--output_dir", out});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string path = out + "/model-" + type + ".gguf";
@@ -69,6 +69,35 @@ TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
           << t["name"].get<std::string>();
       offset += padded(n);
     }
+  }
+}
+
+TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_stories260K.json")));
+  test::TempDir dir;
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// Qwen2 (q/k/v biases, tied embeddings) and Qwen3 (q/k norms, head_dim with H * HD != D, an lm_head) with a
+// GPT-2-style BPE tokenizer.json: byte-identical to gguf-py under the converter's Qwen2Model / Qwen3Model
+// conventions, whose f32 tensors tools/make_gguf_qwen_golden.py checked equal to the HF checkpoint with
+// gguf's GGUFReader. The fixtures lack tokenizer.json (a ../shared file): it is put beside a copy.
+TEST(ExportGguf, QwenFamiliesEqualGgufPyWithTheirBpeVocabulary) {
+  LT_REQUIRE_SHARED(tokenizer, "data/tokenizers/tiny/qwen_style_tokenizer.json");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_qwen.json")));
+  ASSERT_EQ(golden["models"].size(), 2u);
+  test::TempDir dir;
+  for (const auto& [arch, entry] : golden["models"].items()) {
+    SCOPED_TRACE(arch);
+    const std::string fixture = test::source_path(entry["fixture"].get<std::string>());
+    const std::string model =
+        dir.file(fs::path(fixture).filename().string());  // general.name: the dir's name
+    fs::copy(fixture, model);
+    fs::copy_file(tokenizer, model + "/tokenizer.json");
+    expect_equal_to_gguf_py(model, entry["files"], dir);
   }
 }
 

@@ -1,11 +1,14 @@
 // LoRA through the commands: `train --finetune lora` writes a PEFT adapter into output_dir; `eval --adapter`
 // gives the loss of the `export --merge`d model (float64: to rounding) and differs from the base's;
-// `generate --adapter` continues a prompt as the merged model does; bad adapter arguments are refused.
+// both get a README.md model card; `generate --adapter` continues a prompt as the merged model does; bad
+// adapter arguments are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/cli_test_util.h"
 #include "support/test_support.h"
@@ -14,6 +17,14 @@ namespace lt::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 double eval_loss(const test::CliResult& r) {
   EXPECT_EQ(r.code, 0) << r.err;
@@ -73,6 +84,17 @@ TEST(LoraCommands, EvalWithAdapterEqualsTheMergedModel) {
   r = test::run_cli({"export", "--base_model", base, "--adapter", dir.file("lora"), "--merge", "--output_dir",
                      dir.file("merged"), "--dtype", "float64"});
   ASSERT_EQ(r.code, 0) << r.err;
+  // Model cards beside the adapter (its training, its final losses) and the merged model.
+  const std::string card = read_text(dir.file("lora/README.md"));
+  EXPECT_NE(card.find("library_name: peft"), std::string::npos) << card;
+  EXPECT_NE(card.find("base_model: \"" + fs::absolute(base).lexically_normal().string() + "\""),
+            std::string::npos)
+      << card;
+  EXPECT_NE(card.find("(lora fine-tuning, 6 steps)"), std::string::npos) << card;
+  EXPECT_NE(card.find("| train, last step | "), std::string::npos) << card;
+  EXPECT_NE(card.find("lora_r: 4"), std::string::npos) << card;
+  const std::string merged_card = read_text(dir.file("merged/README.md"));
+  EXPECT_NE(merged_card.find("with a LoRA adapter merged"), std::string::npos) << merged_card;
   const double merged = eval_loss(
       test::run_cli({"eval", "--model", dir.file("merged"), "--data", data, "--precision", "fp64"}));
   EXPECT_NEAR(adapted, merged, 1e-12 * merged);

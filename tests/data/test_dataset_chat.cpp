@@ -157,9 +157,14 @@ TEST(DatasetChat, FormatDetection) {
   write_file(dir.file("g.jsonl"), "{\"question\": \"x\", \"answer\": \"y\"}\n");
   std::string message = error_message([&] { detect_data_format(dir.file("g.jsonl")); });
   EXPECT_TRUE(contains(message, "fields (answer, question)")) << message;
-  write_file(dir.file("f.csv"), "a,b");
-  message = error_message([&] { detect_data_format(dir.file("f.csv")); });
-  EXPECT_TRUE(contains(message, "'.csv'")) << message;
+  write_file(dir.file("f.parquet"), "a,b");  // Parquet is not read (docs/TRAINING.md says why)
+  message = error_message([&] { detect_data_format(dir.file("f.parquet")); });
+  EXPECT_TRUE(contains(message, "'.parquet'")) << message;
+  write_file(dir.file("h.csv"), "prompt,completion\nx,y\n");  // CSV rows are records (data/csv_records.h)
+  EXPECT_EQ(detect_data_format(dir.file("h.csv")), DataFormat::prompt_completion);
+  write_file(dir.file("i.tsv"), "a\tb");
+  message = error_message([&] { detect_data_format(dir.file("i.tsv")); });
+  EXPECT_TRUE(contains(message, "no record found (no row after the header)")) << message;
   message = error_message([&] { detect_data_format(dir.file("nope.json")); });
   EXPECT_TRUE(contains(message, "no such file")) << message;
   EXPECT_EQ(data_format_from_name("sharegpt"), DataFormat::chat);

@@ -16,21 +16,15 @@
 namespace lt::data {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(JinjaTemplate, RendersEveryFamilysTemplateAsTransformers) {
   const nlohmann::json golden =
-      nlohmann::json::parse(read_text(lt::test::source_path("tests/data/golden/jinja_templates.json")));
+      nlohmann::json::parse(test::read_text(lt::test::source_path("tests/data/golden/jinja_templates.json")));
   ASSERT_GE(golden["cases"].size(), 400u);
   std::map<std::string, int> per_template;
   for (const auto& c : golden["cases"]) {
     const std::string name = c["template"];
-    const std::string source = read_text(lt::test::source_path("tests/data/golden/chat_templates/" + name));
+    const std::string source =
+        test::read_text(lt::test::source_path("tests/data/golden/chat_templates/" + name));
     const nlohmann::json context{{"messages", c["messages"]},
                                  {"add_generation_prompt", c["add_generation_prompt"]},
                                  {"bos_token", golden["bos_token"]},

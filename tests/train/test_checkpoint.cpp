@@ -110,9 +110,10 @@ TEST(Checkpoint, RotationInterruptedBetweenRenameAndDeleteLeavesNoListedPartialC
   EXPECT_EQ(r.start_step, 2);
   EXPECT_EQ(r.final_step, 3);
   EXPECT_FALSE(fs::exists(doomed));
-  EXPECT_EQ(entries_of(c.output_dir),
-            (std::vector<std::string>{".leantune", "checkpoint-3", "config.json", "metrics.jsonl",
-                                      "model.safetensors", "runs"}));
+  EXPECT_EQ(
+      entries_of(c.output_dir),
+      (std::vector<std::string>{".leantune", "README.md", "checkpoint-3", "config.json", "metrics.jsonl",
+                                "model.safetensors", "runs"}));  // README.md: the model card
 }
 
 TEST(Checkpoint, FailedWriteLeavesNoCheckpointDirectory) {
