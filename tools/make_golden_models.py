@@ -43,20 +43,23 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralF
 from transformers.models.llama import modeling_llama
 from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
+from transformers.models.phi3 import modeling_phi3
 from transformers.models.qwen3 import modeling_qwen3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "model", "golden")
-MODULES = (modeling_llama, modeling_qwen2, modeling_mistral, modeling_qwen3)
+MODULES = (modeling_llama, modeling_qwen2, modeling_mistral, modeling_qwen3, modeling_phi3)
 
 
 # ---- exact float64 patches ---------------------------------------------------------------------------
 def inv_freq_float64(config):
-    """inv_freq in float64 by transformers' default / llama3 rules."""
+    """inv_freq in float64 by transformers' default / llama3 rules, over the rotary dims
+    (int(head_dim * partial_rotary_factor), Phi-3's partial rotary; all of head_dim by default)."""
     rope = config.rope_parameters
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dim = int(head_dim * rope.get("partial_rotary_factor", 1.0))
     base = rope["rope_theta"]
-    inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
     if rope["rope_type"] == "llama3":
         factor, low_ff, high_ff = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
         orig = rope["original_max_position_embeddings"]
@@ -152,6 +155,14 @@ MODELS = {
                     sliding_window=4, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
 }
 B, T = 2, 10
+
+
+def common_sized_by_case():
+    """COMMON without the sizes, for cases that give hidden_size and intermediate_size themselves."""
+    c = dict(COMMON)
+    for key in ("hidden_size", "intermediate_size"):
+        c.pop(key)
+    return c
 SHORT = 7  # row 1 holds SHORT real tokens then right padding
 
 

@@ -36,13 +36,6 @@ PEFT = dict(cls=Qwen3ForCausalLM, config_cls=Qwen3Config, seed=33,
             lora=dict(r=4, lora_alpha=8, target_modules=pg.ALL, use_rslora=False))
 
 
-def common():
-    c = dict(mg.COMMON)
-    for key in ("hidden_size", "intermediate_size"):
-        c.pop(key)
-    return c
-
-
 def check_layer_windows(name, _window):
     """The eager masks, one per layer in order: layer 0 causal, layer 1 cut to the last 4 keys."""
     assert len(mg.CAPTURED_MASKS) == 2, (name, len(mg.CAPTURED_MASKS))
@@ -58,7 +51,7 @@ original_check = mg.check_sliding_window
 
 def main():
     torch.use_deterministic_algorithms(True)
-    mg.COMMON = common()
+    mg.COMMON = mg.common_sized_by_case()
     mg.patch_exact_float64()
     assert modeling_qwen3.Qwen3RMSNorm.forward is mg.rmsnorm_forward_exact
     mg.check_sliding_window = check_layer_windows

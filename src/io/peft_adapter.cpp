@@ -35,8 +35,8 @@ std::vector<model::LoraSpec> lora_specs(const model::ModelConfig& m, const LoraA
     for (const std::string& p : paths) found = found || p == target || p.ends_with("." + target);
     LT_CHECK(found,
              "adapter config: target module '{}' is none of the model's projections; leantune puts LoRA on "
-             "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
-             target);
+             "{}",
+             target, model::lora_target_list(m));
   }
   model::LoraRule rule = [&config](const std::string& path) -> std::optional<model::LoraModuleSetting> {
     if (!config.targets(path)) return std::nullopt;

@@ -69,13 +69,11 @@ void check_block_supported(const BlockSpec& s, int64_t head_dim, const std::stri
   LT_CHECK(s.positions == PositionKind::Rope,
            "{}: {} position encoding is not supported yet (supported: rope)", source,
            position_kind_name(s.positions));
-  LT_CHECK(s.rotary_dim == 0 || s.rotary_dim == head_dim,
-           "{}: partial rotary embeddings (rotary_dim {} of head_dim {}) are not supported yet", source,
+  LT_CHECK(s.rotary_dim >= 0 && s.rotary_dim <= head_dim && s.rotary_dim % 2 == 0,
+           "{}: rotary_dim {} of head_dim {}: expected an even number of dims of the head", source,
            s.rotary_dim, head_dim);
   LT_CHECK(s.residual == ResidualKind::Sequential,
            "{}: the parallel residual is not supported yet (supported: sequential)", source);
-  LT_CHECK(!s.fused_qkv, "{}: fused qkv weights are not supported yet", source);
-  LT_CHECK(!s.fused_gate_up, "{}: fused gate_up weights are not supported yet", source);
   LT_CHECK(s.embedding_scale == 1.0, "{}: an embedding scale ({}) is not supported yet", source,
            s.embedding_scale);
   LT_CHECK(s.logit_softcap == 0.0, "{}: a logit soft-cap ({}) is not supported yet", source, s.logit_softcap);

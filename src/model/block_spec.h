@@ -40,8 +40,11 @@ struct BlockSpec {
   // q and k each normalized per head (an RMSNorm over head_dim with its own (HD) weight) before positions
   // (Qwen3's q_norm / k_norm); the norm kind is the block's.
   bool qk_norm = false;
-  bool fused_qkv = false;      // one (q+k+v, D) weight on disk instead of three
-  bool fused_gate_up = false;  // one (2F, D) weight on disk instead of two
+  // Fused projections (Phi-3): one (q+k+v, D) weight and one LoRA module instead of three, one (2F, D)
+  // instead of gate and up. The block computes the parts as usual: their weights are row blocks of the fused
+  // one (model/weights.h) and a fused adapter is one A shared by the parts with B split by rows (lora.h).
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
   // The biases (q/k/v, o, MLP) are ModelConfig's qkv_bias / o_bias / mlp_bias: they decide tensor shapes
   // everywhere a weight is listed, and the architecture file sets them from its keys.
   double embedding_scale = 1.0;  // embeddings multiplied by this (Gemma: sqrt(D)); 1 = none
@@ -57,7 +60,7 @@ std::string_view residual_kind_name(ResidualKind k);  // "sequential", "parallel
 std::string describe_block(const BlockSpec& spec);
 
 // Throws lt::Error "<source>: <choice> is not supported yet" for a choice whose ops have not landed (today:
-// everything but RMS, SwiGLU, full RoPE, sequential residual, unfused weights, no scale or soft-cap).
+// everything but RMS, SwiGLU, RoPE (full or partial), sequential residual, no scale or soft-cap).
 void check_block_supported(const BlockSpec& spec, int64_t head_dim, const std::string& source);
 
 }  // namespace lt::model

@@ -12,7 +12,8 @@
 // - RoPE: rope_scaling (legacy) wins over rope_parameters (v5) as in transformers; rope_theta inside the
 //   dict wins over the top-level key; absent everywhere -> 10000. Types "default" and "llama3" only.
 // Refused because they would change the math and leantune does not support them: a quantization_config,
-// non-zero attention_dropout (leantune trains without dropout), partial_rotary_factor != 1, other rope types,
+// non-zero attention_dropout (leantune trains without dropout), partial_rotary_factor != 1 (but in Phi-3),
+// other rope types,
 // and any BlockSpec choice whose ops have not landed (check_block_supported). Accepted and ignored because
 // they do not change the math: pretraining_tp (splits matmuls, same result), use_cache, initializer_range,
 // use_mrope (Qwen2ForCausalLM ignores it), transformers_version, _name_or_path, and any unknown key.
@@ -67,6 +68,23 @@ void read_architecture(const FieldReader& r, const std::string& source, ModelCon
   cfg.model_type = found->model_type;
 }
 
+// partial_rotary_factor (top level or in the RoPE dict): the leading int(head_dim * factor) dims of each head
+// rotate (Phi3Config; BlockSpec::rotary_dim). Families whose attention rotates the whole head refuse it.
+void read_partial_rotary(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
+  if (!r.has("partial_rotary_factor")) return;
+  const double factor = r.number("partial_rotary_factor");
+  if (factor == 1.0) return;
+  LT_CHECK(architecture_def(cfg.arch).partial_rotary,
+           "{}: field '{}' is {}: partial rotary embeddings are not supported for {} (expected 1.0)", source,
+           r.name("partial_rotary_factor"), factor, cfg.architecture_name);
+  const auto rotary = int64_t(double(cfg.head_dim) * factor);  // transformers' int(head_dim * factor)
+  LT_CHECK(factor > 0 && factor < 1 && rotary >= 2 && rotary % 2 == 0,
+           "{}: field '{}' is {}: expected a factor in (0, 1] giving an even number of rotary dims (head_dim "
+           "{} x {} = {})",
+           source, r.name("partial_rotary_factor"), factor, cfg.head_dim, factor, rotary);
+  cfg.block.rotary_dim = rotary;
+}
+
 void read_rope(const FieldReader& top, const std::string& source, ModelConfig& cfg) {
   // transformers: `rope_parameters = rope_scaling or rope_parameters`; a file carrying both with different
   // contents is ambiguous, so it is refused rather than resolved silently.
@@ -79,10 +97,7 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
     if (dict_key == nullptr) dict_key = "rope_parameters";
   }
   double top_theta = top.number_or("rope_theta", 10000.0);
-  LT_CHECK(
-      !top.has("partial_rotary_factor") || top.number("partial_rotary_factor") == 1.0,
-      "{}: field 'partial_rotary_factor' is {}: partial rotary embeddings are not supported (expected 1.0)",
-      source, top.has("partial_rotary_factor") ? top.at("partial_rotary_factor").dump() : "");
+  read_partial_rotary(top, source, cfg);
 
   cfg.rope_theta = top_theta;
   cfg.rope_type = ops::RopeType::Default;
@@ -107,10 +122,7 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   cfg.rope_theta = r.number_or("rope_theta", top_theta);
   LT_CHECK(cfg.rope_theta > 0, "{}: field '{}' is {}, expected a positive number", source,
            r.has("rope_theta") ? r.name("rope_theta") : "rope_theta", cfg.rope_theta);
-  LT_CHECK(!r.has("partial_rotary_factor") || r.number("partial_rotary_factor") == 1.0,
-           "{}: field '{}' is {}: partial rotary embeddings are not supported (expected 1.0)", source,
-           r.name("partial_rotary_factor"),
-           r.has("partial_rotary_factor") ? dict["partial_rotary_factor"].dump() : "");
+  read_partial_rotary(r, source, cfg);
 
   if (type == "default") return;
   LT_CHECK(type == "llama3", "{}: field '{}' is \"{}\": RoPE type not supported (supported: default, llama3)",
@@ -153,7 +165,9 @@ void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig
   cfg.pad_token_id = read_token_id(r, source, "pad_token_id", cfg.vocab_size);
   cfg.eos_token_ids.clear();
   if (!r.has("eos_token_id")) {
-    if (!r.is_null("eos_token_id") && llama_defaults && cfg.vocab_size > 2) cfg.eos_token_ids.push_back(2);
+    const int64_t eos = architecture_def(cfg.arch).default_eos;
+    if (!r.is_null("eos_token_id") && llama_defaults && cfg.vocab_size > eos)
+      cfg.eos_token_ids.push_back(eos);
     return;
   }
   const json& eos = r.at("eos_token_id");
@@ -281,6 +295,7 @@ ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
   p.heads = heads;
   p.head_dim = head_dim;
   p.theta = rope_theta;
+  p.rotary_dim = block.rotary_dim;
   p.type = rope_type;
   p.factor = rope_factor;
   p.low_freq_factor = rope_low_freq_factor;

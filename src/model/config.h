@@ -14,7 +14,7 @@
 
 namespace lt::model {
 
-enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3 };
+enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;

@@ -17,6 +17,8 @@ json optional_id(const std::optional<int64_t>& id) {
 
 void put_rope(const ModelConfig& cfg, json& j) {
   j["rope_theta"] = cfg.rope_theta;
+  if (cfg.block.rotary_dim > 0 && cfg.block.rotary_dim != cfg.head_dim)
+    j["partial_rotary_factor"] = double(cfg.block.rotary_dim) / double(cfg.head_dim);
   if (cfg.rope_dict_key.empty() && cfg.rope_type == ops::RopeType::Default) return;
   json dict = {{"rope_type", rope_type_name(cfg.rope_type)}, {"rope_theta", cfg.rope_theta}};
   if (cfg.rope_type == ops::RopeType::Llama3) {
@@ -29,7 +31,7 @@ void put_rope(const ModelConfig& cfg, json& j) {
 }
 
 void put_windows(const ModelConfig& cfg, json& j) {
-  if (cfg.arch == Architecture::Mistral) {
+  if (cfg.arch == Architecture::Mistral || cfg.arch == Architecture::Phi3) {
     const int64_t w = cfg.window_for_layer(0);
     j["sliding_window"] = w > 0 ? json(w) : json(nullptr);
     return;

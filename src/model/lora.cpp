@@ -1,5 +1,7 @@
 #include "model/lora.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -59,9 +61,30 @@ std::optional<LoraModule> lora_module_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+bool fused_qkv_part(const ModelConfig& c, LoraModule m) {
+  return c.block.fused_qkv && (m == LoraModule::Q || m == LoraModule::K || m == LoraModule::V);
+}
+bool fused_gate_up_part(const ModelConfig& c, LoraModule m) {
+  return c.block.fused_gate_up && (m == LoraModule::Gate || m == LoraModule::Up);
+}
+}  // namespace
+
 std::string lora_module_path(const ModelConfig& config, int64_t layer, LoraModule m) {
   const HfTensorNames& names = *architecture_def(config.arch).names;
-  return fmt::format("{}{}.{}", names.layer_prefix, layer, names.proj[m]);
+  const char* module = fused_qkv_part(config, m)       ? names.qkv
+                       : fused_gate_up_part(config, m) ? names.gate_up
+                                                       : names.proj[m];
+  return fmt::format("{}{}.{}", names.layer_prefix, layer, module);
+}
+
+std::vector<LoraModule> lora_module_parts(const ModelConfig& config, LoraModule m) {
+  if (fused_qkv_part(config, m))
+    return m == LoraModule::Q ? std::vector{LoraModule::Q, LoraModule::K, LoraModule::V}
+                              : std::vector<LoraModule>{};
+  if (fused_gate_up_part(config, m))
+    return m == LoraModule::Gate ? std::vector{LoraModule::Gate, LoraModule::Up} : std::vector<LoraModule>{};
+  return {m};
 }
 
 int64_t lora_in_features(const ModelConfig& c, LoraModule m) {
@@ -76,6 +99,14 @@ int64_t lora_in_features(const ModelConfig& c, LoraModule m) {
 }
 
 int64_t lora_out_features(const ModelConfig& c, LoraModule m) {
+  const std::vector<LoraModule> parts = lora_module_parts(c, m);
+  if (parts.size() <= 1) return lora_part_out_features(c, m);
+  int64_t out = 0;
+  for (LoraModule p : parts) out += lora_part_out_features(c, p);
+  return out;
+}
+
+int64_t lora_part_out_features(const ModelConfig& c, LoraModule m) {
   switch (m) {
     case LoraModule::Q:
       return c.q_dim();
@@ -99,6 +130,7 @@ std::vector<LoraSpec> lora_specs(const ModelConfig& config, const LoraRule& rule
   for (int64_t l = 0; l < config.num_layers; ++l) {
     for (int i = 0; i < kLoraModuleCount; ++i) {
       const LoraModule m = LoraModule(i);
+      if (lora_module_parts(config, m).empty()) continue;  // a later part of a fused module
       std::string path = lora_module_path(config, l, m);
       std::optional<LoraModuleSetting> s = rule(path);
       if (!s) continue;
@@ -114,10 +146,9 @@ std::vector<LoraSpec> lora_specs(const ModelConfig& config, const LoraRule& rule
                        .module_path = std::move(path)});
     }
   }
-  LT_CHECK(
-      !specs.empty(),
-      "LoRA: no module of the model is targeted (modules are named like model.layers.0.self_attn.q_proj; "
-      "targets are q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+  LT_CHECK(!specs.empty(),
+           "LoRA: no module of the model is targeted (modules are named like {}; targets are {})",
+           lora_module_path(config, 0, LoraModule::Q), lora_target_list(config));
   return specs;
 }
 
@@ -156,10 +187,16 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
     LT_CHECK(s.in == lora_in_features(config, s.module) && s.out == lora_out_features(config, s.module),
              "LoRA module {}: ({} -> {}) features, the model's projection has ({} -> {})", s.module_path,
              s.in, s.out, lora_in_features(config, s.module), lora_out_features(config, s.module));
+    const std::vector<LoraModule> parts = lora_module_parts(config, s.module);
+    LT_CHECK(!parts.empty(), "LoRA module {}: {} is a part of a fused module, not a module", s.module_path,
+             lora_module_name(s.module));
     LoraAdapter& a = w.adapter(s);
     LT_CHECK(!a.present(), "LoRA module {} is listed twice", s.module_path);
     a.rank = s.rank;
     a.scaling = s.scaling;
+    a.parts = int(parts.size());
+    for (size_t i = 0; i < parts.size() && parts.size() > 1; ++i)
+      a.part_out[i] = lora_part_out_features(config, parts[i]);
   }
   // Per layer every A first (module order), then every B: the A's of modules that share an input (q/k/v,
   // gate/up) are then adjacent, so that lora_layer.cpp can run them as one stacked GEMM.
@@ -223,6 +260,17 @@ std::vector<LoraTensor> lora_tensors(LoraWeights& weights, LoraWeights& grads) {
     }
   }
   return out;
+}
+
+std::string lora_target_list(const ModelConfig& config) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kLoraModuleCount; ++i) {
+    const LoraModule m = LoraModule(i);
+    if (lora_module_parts(config, m).empty()) continue;
+    const std::string path = lora_module_path(config, 0, m);
+    names.push_back(path.substr(path.rfind('.') + 1));
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 uint64_t lora_dropout_stream(const LoraDropout& d, int64_t layer, LoraModule m, int64_t row) {

@@ -30,9 +30,21 @@ std::string_view lora_module_name(LoraModule m);  // "q_proj", ..., "down_proj"
 std::optional<LoraModule> lora_module_from_name(std::string_view name);
 // The module's name inside the HF model, from the architecture's tensor names (model/arch): for Llama
 // "model.layers.3.self_attn.q_proj", "model.layers.3.mlp.up_proj".
+// A fused projection's parts share their module: "model.layers.3.self_attn.qkv_proj" for q, k and v.
 std::string lora_module_path(const ModelConfig& config, int64_t layer, LoraModule m);
-int64_t lora_in_features(const ModelConfig& config, LoraModule m);   // nn.Linear in_features
-int64_t lora_out_features(const ModelConfig& config, LoraModule m);  // nn.Linear out_features
+// The projections one PEFT module computes, from m on: {m} for a plain projection; {Q, K, V} for Q and
+// {Gate, Up} for Gate when the block fuses them (BlockSpec::fused_qkv / fused_gate_up); empty for K, V and Up
+// there (parts of a module that starts before them).
+std::vector<LoraModule> lora_module_parts(const ModelConfig& config, LoraModule m);
+// The model's LoRA target names, comma separated: "q_proj, k_proj, ..., down_proj" or, fused (Phi-3),
+// "qkv_proj, o_proj, gate_up_proj, down_proj".
+std::string lora_target_list(const ModelConfig& config);
+int64_t lora_in_features(const ModelConfig& config, LoraModule m);  // nn.Linear in_features
+// nn.Linear out_features of the module starting at m: the sum over its parts' outputs (q + k + v for a
+// fused qkv_proj), else the projection's own.
+int64_t lora_out_features(const ModelConfig& config, LoraModule m);
+// The output features of projection m alone (a part of a fused module: its rows of the module's B).
+int64_t lora_part_out_features(const ModelConfig& config, LoraModule m);
 
 // One module's rank and alpha, as adapter_config.json resolves them (patterns applied).
 struct LoraModuleSetting {
@@ -65,11 +77,17 @@ enum class LoraMatrix : uint8_t { A, B };
 // PEFT's key in adapter_model.safetensors: "base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight".
 std::string lora_tensor_name(const LoraSpec& spec, LoraMatrix which);
 
+// A fused module (PEFT's LoRA on Phi-3's qkv_proj / gate_up_proj) is ONE adapter held at its first
+// projection: A (r, in) shared by the parts and B (out_1 + out_2 [+ out_3], r), whose row blocks are the
+// parts' B's (part_out says how many rows each); the other parts hold none. Its t = x A^T is computed once
+// and A's gradient sums the parts' contributions, as one nn.Linear would (lora_layer.h).
 struct LoraAdapter {
   int64_t rank = 0;  // 0: this module has no adapter
   double scaling = 0;
-  Tensor a;  // (r, in); empty for a frozen gradient
-  Tensor b;  // (out, r)
+  Tensor a;                           // (r, in); empty for a frozen gradient
+  Tensor b;                           // (out, r)
+  int parts = 1;                      // projections its B covers, from its own on
+  std::array<int64_t, 3> part_out{};  // rows of B per part (parts > 1)
   bool present() const { return rank > 0; }
 };
 

@@ -79,40 +79,54 @@ bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
   return true;
 }
 
-bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                   Tensor t, Tensor dy, Tensor dx, LoraInto into) {
-  const LoraAdapter* ad = adapter_of(lora, m);
-  if (!ad) return false;
-  const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
-  Tensor da, db;
-  if (lora.grads) {
-    const LoraAdapter& g = (*lora.grads)[m];
-    LT_CHECK(g.rank == r || !g.present(), "LoRA gradients of layer {} {}: rank {}, the adapter's is {}",
-             layer, lora_module_name(m), g.rank, r);
-    da = g.a;
-    db = g.b;
-  }
-  Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
-  ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, db, Tensor(), dy, t,
-                       ad->b);
+namespace {
+
+// From dt (N, r), the gradient of t = dropout(x) A^T: dA += dt^T dropout(x) (da empty: frozen) and dx gets
+// dropout'(dt A) as `into` says. The dropout mask is module m's.
+void input_side_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk,
+                         const LoraAdapter& ad, Tensor da, Tensor x, Tensor dt, Tensor dx, LoraInto into) {
+  const int64_t N = chunk.batch * chunk.tokens, in = ad.a.dim(1), r = ad.rank;
   if (lora.dropout.p <= 0) {
     ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = into == LoraInto::Add}, dx, da,
-                         Tensor(), dt, x, ad->a);
-    return true;
+                         Tensor(), dt, x, ad.a);
+    return;
   }
   // The masked input for dA, then the same scratch for the masked input's gradient.
   Tensor scratch = scratch_view(lora.scratch_in, N, in, "dropout input");  // (N, in)
   if (!da.empty()) {
     ops::cast(scratch, x);
     dropout_in_place(scratch, lora.dropout, layer, m, chunk);
-    ops::linear_backward({.rows = N, .in = in, .out = r}, Tensor(), da, Tensor(), dt, scratch, ad->a);
+    ops::linear_backward({.rows = N, .in = in, .out = r}, Tensor(), da, Tensor(), dt, scratch, ad.a);
   }
-  ops::linear_backward({.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad->a);
+  ops::linear_backward({.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad.a);
   dropout_in_place(scratch, lora.dropout, layer, m, chunk);
   if (into == LoraInto::Add)
     ops::add_inplace(dx, scratch);
   else
     ops::cast(dx, scratch);
+}
+
+// The gradient tensors of module m's adapter (empty when there are none or they are frozen).
+LoraAdapter grads_of(const LoraPass& lora, int64_t layer, LoraModule m, const LoraAdapter& ad) {
+  if (!lora.grads) return {};
+  const LoraAdapter& g = (*lora.grads)[m];
+  LT_CHECK(g.rank == ad.rank || !g.present(), "LoRA gradients of layer {} {}: rank {}, the adapter's is {}",
+           layer, lora_module_name(m), g.rank, ad.rank);
+  return g;
+}
+
+}  // namespace
+
+bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
+                   Tensor t, Tensor dy, Tensor dx, LoraInto into) {
+  const LoraAdapter* ad = adapter_of(lora, m);
+  if (!ad) return false;
+  const int64_t N = chunk.batch * chunk.tokens, out = ad->b.dim(0), r = ad->rank;
+  const LoraAdapter g = grads_of(lora, layer, m, *ad);
+  Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
+  ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, g.b, Tensor(), dy, t,
+                       ad->b);
+  input_side_backward(lora, layer, m, chunk, *ad, g.a, x, dt, dx, into);
   return true;
 }
 
@@ -168,6 +182,57 @@ std::optional<Stacked> stacked(const LoraPass& lora, std::span<const LoraModule>
   return s;
 }
 
+// The one adapter of a fused module whose parts are `modules` (lora.h: held at the first part), or nullptr.
+const LoraAdapter* fused_adapter(const LoraPass& lora, std::span<const LoraModule> modules) {
+  const LoraAdapter* ad = modules.empty() ? nullptr : adapter_of(lora, modules[0]);
+  if (!ad || ad->parts == 1) return nullptr;
+  LT_CHECK(size_t(ad->parts) == modules.size(),
+           "LoRA: the fused adapter at {} covers {} projections, {} were given", lora_module_name(modules[0]),
+           ad->parts, modules.size());
+  return ad;
+}
+
+// Part i's rows of a fused adapter's B (or of its gradient `b`): (part_out[i], r).
+Tensor part_rows(const LoraAdapter& ad, const Tensor& b, size_t i) {
+  int64_t begin = 0;
+  for (size_t j = 0; j < i; ++j) begin += ad.part_out[j];
+  return b.slice_rows(begin, begin + ad.part_out[i]);
+}
+
+// A fused module's forward: t = dropout(x) A^T once (into ts[0], the first part's), then each part's output
+// y_i = scaling t B_i^T, B_i its rows of B.
+std::vector<bool> fused_forward(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+                                const LoraAdapter& ad, const ChunkInfo& chunk, Tensor x,
+                                std::span<const Tensor> ts, std::span<const Tensor> ys, LoraInto into) {
+  const int64_t N = chunk.batch * chunk.tokens;
+  lora_forward(lora, layer, modules[0], chunk, x, ts[0], Tensor());
+  std::vector<bool> wrote(modules.size(), false);
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (ys[i].empty()) continue;
+    LoraAdapter part = ad;
+    part.b = part_rows(ad, ad.b, i);
+    check_shape(ys[i], {N, part.b.dim(0)}, "LoRA output of a fused module's part");
+    lora_output(part, N, ts[0], ys[i], into, Tensor());
+    wrote[i] = true;
+  }
+  return wrote;
+}
+
+// Its backward: dt = sum_i scaling dy_i B_i (the shared A's input gradient sums the parts', as one
+// nn.Linear's does), dB_i += scaling dy_i^T t, then dA and dx from dt once.
+void fused_backward(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
+                    const LoraAdapter& ad, const ChunkInfo& chunk, Tensor x, Tensor t,
+                    std::span<const Tensor> dys, Tensor dx, LoraInto into) {
+  const int64_t N = chunk.batch * chunk.tokens, r = ad.rank;
+  const LoraAdapter g = grads_of(lora, layer, modules[0], ad);
+  Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
+  for (size_t i = 0; i < modules.size(); ++i)
+    ops::linear_backward(
+        {.rows = N, .in = r, .out = ad.part_out[i], .out_scale = ad.scaling, .accumulate_dx = i > 0}, dt,
+        g.b.empty() ? Tensor() : part_rows(ad, g.b, i), Tensor(), dys[i], t, part_rows(ad, ad.b, i));
+  input_side_backward(lora, layer, modules[0], chunk, ad, g.a, x, dt, dx, into);
+}
+
 }  // namespace
 
 bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool backward) {
@@ -179,6 +244,8 @@ std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
                                       std::span<const Tensor> ts, std::span<const Tensor> ys, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && ys.size() == modules.size(),
            "lora_forward_shared: {} modules, {} t and {} outputs", modules.size(), ts.size(), ys.size());
+  if (const LoraAdapter* fused = fused_adapter(lora, modules))
+    return fused_forward(lora, layer, modules, *fused, chunk, x, ts, ys, into);
   std::vector<bool> wrote(modules.size(), false);
   const std::optional<Stacked> s = stacked(lora, modules, false);
   if (!s) {
@@ -209,6 +276,10 @@ bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const L
   LT_CHECK(ts.size() == modules.size() && dys.size() == modules.size(),
            "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(),
            dys.size());
+  if (const LoraAdapter* fused = fused_adapter(lora, modules)) {
+    fused_backward(lora, layer, modules, *fused, chunk, x, ts[0], dys, dx, into);
+    return true;
+  }
   const std::optional<Stacked> s = stacked(lora, modules, true);
   if (!s) {
     bool wrote = false;  // Write: the first adapter writes dx, the others add into it

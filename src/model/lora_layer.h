@@ -30,11 +30,12 @@ bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
 bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
                    Tensor t, Tensor dy, Tensor dx, LoraInto into = LoraInto::Add);
 
-// The adapters of projections that share their input x (q/k/v, gate/up), forward: with no dropout and their
-// A's back to back (allocate_lora's layout), x [A_1; A_2; ...]^T is ONE GEMM (x read once), split into each
-// t_i (lora.scratch_in holds the stacked (N, sum r)); then each y_i gets scaling_i t_i B_i^T. Otherwise one
-// lora_forward per module. The same values either way; an empty y_i: t_i only. Returns, per module, whether
-// its y was touched.
+// The adapters of projections that share their input x (q/k/v, gate/up), forward (for a fused module, one
+// adapter whose parts these are: t = x A^T once into ts[0], then each part's y_i from its rows of B): with no
+// dropout and their A's back to back (allocate_lora's layout), x [A_1; A_2; ...]^T is ONE GEMM (x read once),
+// split into each t_i (lora.scratch_in holds the stacked (N, sum r)); then each y_i gets scaling_i t_i B_i^T.
+// Otherwise one lora_forward per module. The same values either way; an empty y_i: t_i only. Returns, per
+// module, whether its y was touched.
 std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
                                       std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
                                       std::span<const Tensor> ts, std::span<const Tensor> ys,

@@ -36,7 +36,12 @@ void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeig
   const size_t elem = dtype_size(lora.dtype);
   for (const LoraSpec& s : lora.specs) {
     const LoraAdapter& ad = lora.adapter(s);
-    Tensor& w = projection_weight(weights.layers[size_t(s.layer)], s.module);
+    LayerWeights& layer = weights.layers[size_t(s.layer)];
+    // A fused module's adapter merges into the fused weight (B's row blocks are its parts').
+    const bool fused = lora_module_parts(config, s.module).size() > 1;
+    Tensor& w = !fused                      ? projection_weight(layer, s.module)
+                : s.module == LoraModule::Q ? layer.attn_qkv
+                                            : layer.ffn_gate_up;
     check_shape(w, {s.out, s.in}, s.module_path + ".weight (merge target)");
     check_shape(ad.a, {s.rank, s.in}, s.module_path + ".lora_A");
     check_shape(ad.b, {s.out, s.rank}, s.module_path + ".lora_B");

@@ -46,6 +46,9 @@ ProjectionShape projection_shape(const ModelConfig& cfg, const std::string& modu
   if (module == "o_proj") return {cfg.q_dim(), D};
   if (module == "gate_proj" || module == "up_proj") return {D, F};
   if (module == "down_proj") return {F, D};
+  // Fused modules (Phi-3): one adapter over the parts.
+  if (module == "qkv_proj" && cfg.block.fused_qkv) return {D, cfg.q_dim() + 2 * cfg.kv_dim()};
+  if (module == "gate_up_proj" && cfg.block.fused_gate_up) return {D, 2 * F};
   LT_FAIL("LoRA target module '{}' is not a projection of the model (expected one of {})", module,
           fmt::join(lora_target_names(), ", "));
 }

@@ -60,6 +60,17 @@ ModelConfig tiny_random_config(Architecture arch, uint64_t seed) {
       c.rope_theta = 1000000.0;
       c.layer_window = {0, uniform_int(seed, 1, 8, 2, 5)};
       break;
+    case Architecture::Phi3: {
+      c.architecture_name = "Phi3ForCausalLM";
+      c.model_type = "phi3";
+      c.block.fused_qkv = c.block.fused_gate_up = true;
+      c.block.rotary_dim = c.head_dim > 2 ? c.head_dim - 2 : 0;  // partial rotary (Phi-4-mini's kind)
+      c.tie_word_embeddings = uniform_int(seed, 1, 6, 0, 1) == 1;
+      c.rope_theta = 10000.0;
+      const int64_t window = uniform_int(seed, 1, 8, 1, 5);  // 1 stands for none (Phi-3-mini-4k has one)
+      c.layer_window.assign(2, window == 1 ? 0 : window);
+      break;
+    }
     case Architecture::Mistral:
       c.architecture_name = "MistralForCausalLM";
       c.model_type = "mistral";

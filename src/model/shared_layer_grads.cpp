@@ -65,6 +65,7 @@ SharedLayerGrads allocate_shared_layer_grads(const ModelConfig& config, DType dt
     }
     weight_of(out.grads, spec) = t;
   }
+  bind_fused_parts(config, out.grads);
   zero_shared_layer_grads(config, out);
   return out;
 }

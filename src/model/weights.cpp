@@ -58,6 +58,10 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t QD = c.q_dim(), KVD = c.kv_dim();
   const HfTensorNames& names = *architecture_def(c.arch).names;
+  LT_CHECK(!c.block.fused_qkv || (names.qkv != nullptr && !c.qkv_bias),
+           "{}: fused qkv weights need the family's fused name and no q/k/v biases", c.architecture_name);
+  LT_CHECK(!c.block.fused_gate_up || (names.gate_up != nullptr && !c.mlp_bias),
+           "{}: fused gate_up weights need the family's fused name and no MLP biases", c.architecture_name);
   std::vector<WeightSpec> specs;
   specs.push_back({WeightKind::Embed, -1, names.embed, {V, D}});
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -71,17 +75,25 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
       if (bias) specs.push_back({bias_kind, l, p + names.proj[id] + ".bias", {out}});
     };
     norm(WeightKind::AttnNorm, names.attn_norm);
-    proj(ProjId::Q, WeightKind::AttnQ, WeightKind::AttnQBias, c.qkv_bias, QD, D);
-    proj(ProjId::K, WeightKind::AttnK, WeightKind::AttnKBias, c.qkv_bias, KVD, D);
-    proj(ProjId::V, WeightKind::AttnV, WeightKind::AttnVBias, c.qkv_bias, KVD, D);
+    if (c.block.fused_qkv) {
+      specs.push_back({WeightKind::AttnQkv, l, p + names.qkv + ".weight", {QD + 2 * KVD, D}});
+    } else {
+      proj(ProjId::Q, WeightKind::AttnQ, WeightKind::AttnQBias, c.qkv_bias, QD, D);
+      proj(ProjId::K, WeightKind::AttnK, WeightKind::AttnKBias, c.qkv_bias, KVD, D);
+      proj(ProjId::V, WeightKind::AttnV, WeightKind::AttnVBias, c.qkv_bias, KVD, D);
+    }
     proj(ProjId::O, WeightKind::AttnO, WeightKind::AttnOBias, c.o_bias, D, QD);
     if (c.block.qk_norm) {
       specs.push_back({WeightKind::AttnQNorm, l, p + names.q_norm + ".weight", {c.head_dim}});
       specs.push_back({WeightKind::AttnKNorm, l, p + names.k_norm + ".weight", {c.head_dim}});
     }
     norm(WeightKind::FfnNorm, names.ffn_norm);
-    proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
-    proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
+    if (c.block.fused_gate_up) {
+      specs.push_back({WeightKind::FfnGateUp, l, p + names.gate_up + ".weight", {2 * F, D}});
+    } else {
+      proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
+      proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
+    }
     proj(ProjId::Down, WeightKind::FfnDown, WeightKind::FfnDownBias, c.mlp_bias, D, F);
   }
   specs.push_back({WeightKind::FinalNorm, -1, names.final_norm, {D}});
@@ -144,6 +156,10 @@ Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
       return l.ffn_down;
     case WeightKind::FfnDownBias:
       return l.ffn_down_bias;
+    case WeightKind::AttnQkv:
+      return l.attn_qkv;
+    case WeightKind::FfnGateUp:
+      return l.ffn_gate_up;
     default:
       LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
   }
@@ -165,7 +181,23 @@ ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& are
   w.layers.resize(size_t(config.num_layers));
   for (const WeightSpec& spec : weight_specs(config))
     if (present(spec)) weight_of(w, spec) = alloc_tensor(arena, spec, dtype, "");
+  bind_fused_parts(config, w);
   return w;
+}
+
+void bind_fused_parts(const ModelConfig& config, ModelWeights& w) {
+  const int64_t QD = config.q_dim(), KVD = config.kv_dim(), F = config.intermediate_size;
+  for (LayerWeights& l : w.layers) {
+    if (config.block.fused_qkv && !l.attn_qkv.empty()) {
+      l.attn_q = l.attn_qkv.slice_rows(0, QD);
+      l.attn_k = l.attn_qkv.slice_rows(QD, QD + KVD);
+      l.attn_v = l.attn_qkv.slice_rows(QD + KVD, QD + 2 * KVD);
+    }
+    if (config.block.fused_gate_up && !l.ffn_gate_up.empty()) {
+      l.ffn_gate = l.ffn_gate_up.slice_rows(0, F);
+      l.ffn_up = l.ffn_gate_up.slice_rows(F, 2 * F);
+    }
+  }
 }
 
 bool train_all(const WeightSpec&) {
@@ -187,6 +219,7 @@ ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena
   g.layers.resize(size_t(config.num_layers));
   for (const WeightSpec& spec : weight_specs(config))
     if (trainable(spec)) weight_of(g, spec) = alloc_tensor(arena, spec, dtype, "grad.");
+  bind_fused_parts(config, g);
   zero_grads(config, g);
   return g;
 }

@@ -38,6 +38,8 @@ enum class WeightKind : uint8_t {
   FfnDownBias,
   FinalNorm,
   LmHead,
+  AttnQkv,    // BlockSpec::fused_qkv: q, k and v as one weight (their LayerWeights tensors are its rows)
+  FfnGateUp,  // BlockSpec::fused_gate_up: gate and up as one weight
 };
 
 struct Nf4Layer;  // model/nf4_weights.h
@@ -61,6 +63,11 @@ struct LayerWeights {
   Tensor ffn_up_bias;    // (F) or empty
   Tensor ffn_down;       // (D, F)
   Tensor ffn_down_bias;  // (D) or empty
+  // Fused checkpoints (BlockSpec::fused_qkv / fused_gate_up) hold these and the weight table lists them under
+  // their HF names; attn_q/k/v and ffn_gate/up above are then views of their row blocks, so block code,
+  // loading and saving see one layout each. Empty otherwise.
+  Tensor attn_qkv;     // (H*HD + 2*KVH*HD, D): rows q, then k, then v
+  Tensor ffn_gate_up;  // (2F, D): rows gate, then up
   // QLoRA: the layer's projection matrices held in 4 bits (their tensors above are then empty); proj.h
   // dequantizes each right before its GEMM. nullptr: dense (and always for gradients).
   const Nf4Layer* nf4 = nullptr;
@@ -110,6 +117,11 @@ void check_weights_fit(const ModelConfig& config, DType dtype, Device device, co
 // empty tensors.
 ModelWeights allocate_weights(const ModelConfig& config, DType dtype, Arena& arena,
                               const TrainableFn& present = train_all);
+
+// Points the part tensors of fused weights (attn_q/k/v, ffn_gate/up) at the row blocks of attn_qkv /
+// ffn_gate_up, for the layers where those are allocated; allocate_weights and allocate_grads call it, and so
+// must anything that sets the fused tensors itself.
+void bind_fused_parts(const ModelConfig& config, ModelWeights& weights);
 
 size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable = train_all);
 // Gradient tensors for the trainable weights (zeroed), empty Tensors for the frozen ones.

@@ -56,6 +56,15 @@ LoadedModel assemble(const model::ModelConfig& config, const model::ModelWeights
   return m;
 }
 
+// bitsandbytes quantizes a fused qkv_proj / gate_up_proj as one matrix (its double quantization spans the
+// parts), while the 4-bit path here holds one matrix per projection: refused until that layout lands.
+void refuse_fused(const model::ModelConfig& config, const std::string& model_dir) {
+  LT_CHECK(!config.block.fused_qkv && !config.block.fused_gate_up,
+           "{}: QLoRA (bits 4) on {} with fused qkv_proj / gate_up_proj weights is not supported yet; use "
+           "LoRA (bits 16)",
+           model_dir, config.architecture_name);
+}
+
 std::string describe(const io::Bnb4Config& q) {
   return fmt::format("{}{}", ops::quant4_type_name(q.quant_type), q.double_quant ? " with double quant" : "");
 }
@@ -67,6 +76,7 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
   if (!random_init && io::read_bnb4_quantization(model_dir).has_value()) {
     // A 4-bit checkpoint: its codes as stored (its own quant type and double quantization).
     const model::ModelConfig config = io::load_bnb4_model_config(model_dir);
+    refuse_fused(config, model_dir);
     Arena host("4-bit checkpoint", HostMemory::instance(),
                model::weights_bytes(config, dtype, model::dense_under_qlora));
     model::ModelWeights weights = model::allocate_weights(config, dtype, host, model::dense_under_qlora);
@@ -78,6 +88,7 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
     return assemble(config, weights, quantized, dtype, device);
   }
   const model::ModelConfig config = model::load_model_config(model_dir);
+  refuse_fused(config, model_dir);
   // Quantized from the dtype transformers would hold the weights in (bitsandbytes quantizes 16/32-bit
   // values); random weights are drawn in f32 unless torch_dtype names another.
   const DType source =

@@ -20,6 +20,8 @@ namespace {
 
 const std::vector<std::string> kLoraModules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
+// Phi-3's fused modules (one adapter each over q/k/v and over gate/up), accepted beside them.
+const std::vector<std::string> kFusedLoraModules = {"qkv_proj", "gate_up_proj"};
 const std::vector<std::string> kTrainableGroups = {"embed_tokens", "attention", "mlp", "norms", "lm_head"};
 
 void positive(const char* key, int64_t v) {
@@ -265,9 +267,10 @@ void validate(TrainConfig& c) {
   LT_CHECK(!c.lora_target_modules.empty(), "config: 'lora_target_modules' is empty, expected some of {}",
            fmt::join(kLoraModules, ", "));
   for (const auto& m : c.lora_target_modules)
-    LT_CHECK(std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end(),
-             "config: 'lora_target_modules' has '{}', expected names among {}", m,
-             fmt::join(kLoraModules, ", "));
+    LT_CHECK(std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end() ||
+                 std::find(kFusedLoraModules.begin(), kFusedLoraModules.end(), m) != kFusedLoraModules.end(),
+             "config: 'lora_target_modules' has '{}', expected names among {} (or {} for fused models)", m,
+             fmt::join(kLoraModules, ", "), fmt::join(kFusedLoraModules, ", "));
   for (const auto& [k, v] : c.lora_rank_pattern)
     LT_CHECK(v > 0, "config: 'lora_rank_pattern' entry '{}' is {}, expected a positive rank", k, v);
   for (const auto& [k, v] : c.lora_alpha_pattern)

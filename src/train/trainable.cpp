@@ -23,6 +23,7 @@ const char* group_of(WeightKind kind) {
     case WeightKind::FfnNorm:
     case WeightKind::FinalNorm:
       return "norms";
+    case WeightKind::FfnGateUp:
     case WeightKind::FfnGate:
     case WeightKind::FfnGateBias:
     case WeightKind::FfnUp:

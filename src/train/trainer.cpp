@@ -229,6 +229,7 @@ void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
     ops::copy(m, model::weight_of(model_.weights, spec));
     model::weight_of(masters_, spec) = m;
   }
+  model::bind_fused_parts(mc, masters_);
 }
 
 model::ModelWeights& Trainer::saved_weights() {

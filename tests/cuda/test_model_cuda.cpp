@@ -169,6 +169,14 @@ model::ModelConfig config_named(const std::string& name) {
   if (name == "tiny-tied") return tiny_config(true);
   model::ModelConfig c = llama_shaped_config();
   if (name == "qwen3") c.block.qk_norm = true;  // per-head q/k norms: rmsnorm over rows of head_dim
+  if (name == "phi3") {  // fused qkv / gate_up (row views, one adapter each), 48 of 64 dims rotating
+    c.arch = model::Architecture::Phi3;
+    c.architecture_name = "Phi3ForCausalLM";
+    c.model_type = "phi3";
+    c.block.fused_qkv = c.block.fused_gate_up = true;
+    c.block.rotary_dim = 48;
+    c.layer_window = {0, 5};
+  }
   return c;
 }
 
@@ -181,18 +189,18 @@ class ModelStepCuda : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
   const Case k = GetParam();
   check_against_cpu(config_named(k.model), k, DType::F32);
-  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3")
+  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3" || std::string(k.model) == "phi3")
     check_against_cpu(config_named(k.model), k, DType::BF16);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelStepCuda,
-                         ::testing::Values(Case{"tiny", false, 0, 0}, Case{"tiny-tied", false, 0, 0},
-                                           Case{"tiny", false, 0, 3}, Case{"tiny", true, 0, 0},
-                                           Case{"tiny", true, 0.25, 0}, Case{"tiny", true, 0.25, 2},
-                                           Case{"llama", false, 0, 0}, Case{"llama", false, 0, 4},
-                                           Case{"llama", true, 0.1, 0}, Case{"llama", true, 0.1, 3},
-                                           Case{"qwen3", false, 0, 0}, Case{"qwen3", false, 0, 4},
-                                           Case{"qwen3", true, 0.1, 3}));
+INSTANTIATE_TEST_SUITE_P(
+    Models, ModelStepCuda,
+    ::testing::Values(Case{"tiny", false, 0, 0}, Case{"tiny-tied", false, 0, 0}, Case{"tiny", false, 0, 3},
+                      Case{"tiny", true, 0, 0}, Case{"tiny", true, 0.25, 0}, Case{"tiny", true, 0.25, 2},
+                      Case{"llama", false, 0, 0}, Case{"llama", false, 0, 4}, Case{"llama", true, 0.1, 0},
+                      Case{"llama", true, 0.1, 3}, Case{"qwen3", false, 0, 0}, Case{"qwen3", false, 0, 4},
+                      Case{"qwen3", true, 0.1, 3}, Case{"phi3", false, 0, 0}, Case{"phi3", false, 0, 4},
+                      Case{"phi3", true, 0.1, 0}, Case{"phi3", true, 0.1, 3}));
 
 // Chunked == whole on the GPU itself, in each GPU dtype.
 TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {

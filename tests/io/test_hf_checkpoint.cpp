@@ -234,6 +234,32 @@ TEST(HfCheckpoint, SaveThenLoadRoundTripsThroughShards) {
   EXPECT_EQ(entries, std::vector<std::string>{"saved"}) << "no staging or previous directory remains";
 }
 
+// Phi-3's fused qkv_proj / gate_up_proj come back under their fused names with transformers' bytes: the
+// saved file holds exactly the tensors of the checkpoint transformers wrote (tools/make_phi3_golden.py).
+TEST(HfCheckpoint, Phi3SavesTheFusedNamesBack) {
+  test::TempDir tmp;
+  Loaded m = load(golden_dir("phi3"));  // f32 storage
+  const std::string dir = tmp.file("saved");
+  io::save_hf_checkpoint(dir, m.config, m.weights, {.dtype = DType::F32});
+  auto theirs = io::SafetensorsFile::open(golden_dir("phi3") + "/model.safetensors");
+  auto ours = io::SafetensorsFile::open(dir + "/model.safetensors");
+  ASSERT_EQ(ours->entries().size(), theirs->entries().size());
+  for (const io::SafetensorsEntry& e : theirs->entries()) {
+    const io::SafetensorsEntry* o = ours->find(e.name);
+    ASSERT_NE(o, nullptr) << e.name;
+    EXPECT_EQ(o->shape, e.shape) << e.name;
+    EXPECT_EQ(std::memcmp(o->data, e.data, size_t(e.numel()) * 4), 0) << e.name;
+  }
+  EXPECT_NE(ours->find("model.layers.0.self_attn.qkv_proj.weight"), nullptr);
+  EXPECT_NE(ours->find("model.layers.1.mlp.gate_up_proj.weight"), nullptr);
+  nlohmann::json config = read_json(dir + "/config.json");
+  EXPECT_EQ(config["architectures"][0], "Phi3ForCausalLM");
+  EXPECT_EQ(config["model_type"], "phi3");
+  EXPECT_EQ(config["sliding_window"], 4);
+  EXPECT_EQ(config["partial_rotary_factor"], 0.5);
+  expect_same_weights(load(dir), m);
+}
+
 TEST(HfCheckpoint, LoadsIntoFloat32LikeFloat64) {
   for (const std::string name : {"llama", "qwen2", "mistral"}) {  // bf16, f32 and f16 storage
     Loaded a = load(golden_dir(name), DType::F64), b = load(golden_dir(name), DType::F32);

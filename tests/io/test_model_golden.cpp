@@ -83,7 +83,8 @@ ParityResult run_parity(const std::string& name, DType dtype) {
                      .positions = Tensor(positions.data(), DType::I32, {B, T}),
                      .segments = Tensor(),
                      .labels = Tensor(labels.data(), DType::I32, {B, T})};
-  Arena act_arena("activations", HostMemory::instance(), model::Decoder::arena_bytes(config, dtype, B, T, {}, model::DecoderOptions::plain_head()));
+  Arena act_arena("activations", HostMemory::instance(),
+                  model::Decoder::arena_bytes(config, dtype, B, T, {}, model::DecoderOptions::plain_head()));
   model::Decoder decoder(config, dtype, B, T, act_arena, {}, model::DecoderOptions::plain_head());
   const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch));
 
@@ -153,6 +154,12 @@ TEST(ModelGolden, Qwen3Float64) {
 TEST(ModelGolden, Qwen3Float32) {
   expect_parity("qwen3", DType::F32, 1e-5);
 }
+TEST(ModelGolden, Phi3FusedPartialRotaryFloat64) {
+  expect_parity("phi3", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Phi3FusedPartialRotaryFloat32) {
+  expect_parity("phi3", DType::F32, 1e-5);
+}
 
 // The golden configs are what the tests claim: llama3 scaling, biases + tying, a window shorter than T.
 TEST(ModelGolden, ConfigsExerciseTheFeatures) {
@@ -174,6 +181,21 @@ TEST(ModelGolden, ConfigsExerciseTheFeatures) {
   EXPECT_LT(qwen3.num_kv_heads, qwen3.num_heads);
   EXPECT_EQ(qwen3.window_for_layer(0), 0);
   EXPECT_EQ(qwen3.window_for_layer(1), 4);
+  // Phi-3: fused qkv_proj / gate_up_proj (the weight table holds them under their HF names), 4 of the 8
+  // dims of each head rotate, a window of 4 on every layer.
+  model::ModelConfig phi3 = model::load_model_config(test::source_path("tests/model/golden/phi3"));
+  EXPECT_TRUE(phi3.block.fused_qkv && phi3.block.fused_gate_up);
+  EXPECT_EQ(phi3.block.rotary_dim, 4);
+  EXPECT_EQ(phi3.head_dim, 8);
+  EXPECT_LT(phi3.num_kv_heads, phi3.num_heads);
+  for (int64_t l = 0; l < phi3.num_layers; ++l) EXPECT_EQ(phi3.window_for_layer(l), 4);
+  size_t fused = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(phi3)) {
+    fused += spec.kind == model::WeightKind::AttnQkv || spec.kind == model::WeightKind::FfnGateUp;
+    EXPECT_EQ(spec.hf_name.find("q_proj."), std::string::npos) << spec.hf_name;
+    EXPECT_EQ(spec.hf_name.find("gate_proj."), std::string::npos) << spec.hf_name;
+  }
+  EXPECT_EQ(fused, size_t(2 * phi3.num_layers));
   model::ModelConfig mistral = model::load_model_config(test::source_path("tests/model/golden/mistral"));
   auto golden = io::SafetensorsFile::open(test::source_path("tests/model/golden/mistral/golden.safetensors"));
   const int64_t T = golden->find("input_ids")->shape[1];

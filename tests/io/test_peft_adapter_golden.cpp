@@ -130,6 +130,47 @@ TEST(PeftGolden, Qwen3QkNormBiasesAllModulesFloat64) {
 TEST(PeftGolden, Qwen3QkNormBiasesAllModulesFloat32) {
   expect_golden("peft_qwen3", DType::F32, 1e-5);
 }
+TEST(PeftGolden, Phi3FusedModulesFloat64) {
+  expect_golden("peft_phi3", DType::F64, 1e-12);
+}
+TEST(PeftGolden, Phi3FusedModulesFloat32) {
+  expect_golden("peft_phi3", DType::F32, 1e-5);
+}
+
+// PEFT's Phi-3 adapter: one adapter per fused module (qkv_proj: A (r, D), B (q+k+v, r); gate_up_proj: B (2F,
+// r)), read and written back under PEFT's names and shapes, byte for byte.
+TEST(PeftGolden, Phi3FusedAdapterRoundTripsByteForByte) {
+  const std::string dir = test::source_path("tests/model/golden/peft_phi3");
+  const model::ModelConfig config = model::load_model_config(dir + "/base");
+  const io::LoraAdapterConfig adapter = io::read_adapter_config(dir + "/adapter");
+  const std::vector<model::LoraSpec> specs = io::lora_specs(config, adapter);
+  ASSERT_EQ(specs.size(), size_t(4 * config.num_layers));
+  for (const model::LoraSpec& s : specs) {
+    if (s.module_path.ends_with("qkv_proj")) {
+      EXPECT_EQ(s.out, config.q_dim() + 2 * config.kv_dim());
+      EXPECT_EQ(s.rank, 4);
+    }
+    if (s.module_path.ends_with("gate_up_proj")) {
+      EXPECT_EQ(s.out, 2 * config.intermediate_size);
+      EXPECT_EQ(s.rank, 3);  // rank_pattern
+    }
+  }
+  Arena arena("phi3-adapter", HostMemory::instance(), model::lora_bytes(specs, DType::F32));
+  model::LoraWeights lora = model::allocate_lora(config, specs, DType::F32, arena);
+  io::load_peft_adapter_weights(dir + "/adapter", config, adapter, lora);
+  test::TempDir out;
+  io::save_peft_adapter(out.path(), config, adapter, lora, DType::F32);
+  auto theirs = io::SafetensorsFile::open(dir + "/adapter/adapter_model.safetensors");
+  auto ours = io::SafetensorsFile::open(out.file("adapter_model.safetensors"));
+  ASSERT_EQ(ours->entries().size(), theirs->entries().size());
+  for (const io::SafetensorsEntry& e : theirs->entries()) {
+    const io::SafetensorsEntry* o = ours->find(e.name);
+    ASSERT_NE(o, nullptr) << e.name;
+    EXPECT_EQ(o->shape, e.shape) << e.name;
+    EXPECT_EQ(o->dtype, e.dtype) << e.name;
+    EXPECT_EQ(std::memcmp(o->data, e.data, size_t(e.numel()) * 4), 0) << e.name;
+  }
+}
 
 // The goldens exercise what they claim: patterns change ranks and alphas, rsLoRA the scaling, Qwen2 has
 // biases, all seven projections are adapted in the Llama case.

@@ -35,6 +35,17 @@ inline void fill_lora_random(model::LoraWeights& lora, uint64_t seed) {
   }
 }
 
+// tiny_config as a Phi-3: fused q/k/v and gate/up (one weight and one adapter each), no biases, 4 of the 6
+// dims of each head rotating.
+inline void make_phi3(model::ModelConfig& c) {
+  c.arch = model::Architecture::Phi3;
+  c.architecture_name = "Phi3ForCausalLM";
+  c.model_type = "phi3";
+  c.block.fused_qkv = c.block.fused_gate_up = true;
+  c.block.rotary_dim = 4;
+  c.qkv_bias = c.o_bias = c.mlp_bias = false;
+}
+
 // Base weights (+ optional gradients), adapters and their gradients, and a decoder planned for them.
 struct TinyLoraModel {
   model::ModelConfig config;
@@ -44,12 +55,15 @@ struct TinyLoraModel {
   model::LoraWeights lora, lora_grads;
   std::unique_ptr<model::Decoder> decoder;
 
-  // intermediate_size > 0 replaces tiny_config's F; qk_norm adds per-head q/k norms (Qwen3's block).
+  // intermediate_size > 0 replaces tiny_config's F; qk_norm adds per-head q/k norms (Qwen3's block); fused
+  // makes it a Phi-3 (fused qkv_proj / gate_up_proj weights and adapters, no biases, partial rotary).
   TinyLoraModel(DType dtype, bool train_base, uint64_t seed, int64_t B = TinyBatch::B,
-                int64_t T = TinyBatch::T, int64_t intermediate_size = 0, bool qk_norm = false)
+                int64_t T = TinyBatch::T, int64_t intermediate_size = 0, bool qk_norm = false,
+                bool fused = false)
       : config(tiny_config(false)) {
     if (intermediate_size > 0) config.intermediate_size = intermediate_size;
     config.block.qk_norm = qk_norm;
+    if (fused) make_phi3(config);
     specs = tiny_lora_specs(config);
     const model::TrainableFn trainable =
         train_base ? model::TrainableFn(model::train_all)
@@ -57,7 +71,8 @@ struct TinyLoraModel {
     arena = std::make_unique<Arena>(
         "lora-test", HostMemory::instance(),
         model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype, trainable) +
-            2 * model::lora_bytes(specs, dtype) + model::Decoder::arena_bytes(config, dtype, B, T, specs, model::DecoderOptions::plain_head()));
+            2 * model::lora_bytes(specs, dtype) +
+            model::Decoder::arena_bytes(config, dtype, B, T, specs, model::DecoderOptions::plain_head()));
     weights = model::allocate_weights(config, dtype, *arena);
     fill_random(config, weights, seed);
     grads = model::allocate_grads(config, dtype, *arena, trainable);

@@ -10,6 +10,7 @@
 #include "model/arch/architecture.h"
 #include "model/block_spec.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "model_test_util.h"
 
@@ -39,14 +40,15 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
     json only_type = config_for(def->class_name, def->model_type);
     only_type.erase("architectures");
     EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
-    // Llama's block, with per-head q/k norms in Qwen3.
+    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3.
     EXPECT_EQ(describe_block(by_class.block),
               std::string("rms norm, swiglu MLP, rope positions, sequential residual") +
-                  (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : ""));
+                  (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : "") +
+                  (def->arch == Architecture::Phi3 ? ", fused qkv, fused gate_up" : ""));
   }
-  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen.size(), 5u);
   EXPECT_EQ(supported_class_names(),
-            "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM");
+            "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM");
 }
 
 TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
@@ -64,6 +66,61 @@ TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
   EXPECT_EQ(m.num_kv_heads, 8);
   EXPECT_EQ(m.layer_window, (std::vector<int64_t>{4096, 4096}));
   EXPECT_EQ(m.bos_token_id, 1);
+}
+
+// Phi3Config: fused qkv_proj / gate_up_proj (one weight each, one LoRA module each), no biases whatever the
+// file says, eos 32000 by default, a window on every layer when sliding_window is set, partial_rotary_factor
+// (top level or in the RoPE dict) as rotary dims; dropouts and longrope refused naming their fields.
+TEST(Architectures, Phi3FusedWeightsAndItsDefaults) {
+  json j = config_for("Phi3ForCausalLM", "phi3");
+  j["vocab_size"] = 32064;
+  j["attention_bias"] = true;
+  const ModelConfig c = parse_model_config(j, "x.json");
+  EXPECT_TRUE(c.block.fused_qkv && c.block.fused_gate_up);
+  EXPECT_FALSE(c.qkv_bias || c.o_bias || c.mlp_bias);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{32000});
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_EQ(c.layer_window, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(c.block.rotary_dim, 0);
+  std::set<std::string> names;
+  for (const WeightSpec& s : weight_specs(c)) names.insert(s.hf_name);
+  EXPECT_TRUE(names.count("model.layers.1.self_attn.qkv_proj.weight"));
+  EXPECT_TRUE(names.count("model.layers.1.mlp.gate_up_proj.weight"));
+  EXPECT_FALSE(names.count("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_FALSE(names.count("model.layers.1.mlp.up_proj.weight"));
+  EXPECT_EQ(lora_module_path(c, 1, LoraModule::V), "model.layers.1.self_attn.qkv_proj");
+  EXPECT_EQ(lora_module_path(c, 1, LoraModule::Up), "model.layers.1.mlp.gate_up_proj");
+  EXPECT_EQ(lora_out_features(c, LoraModule::Q), c.q_dim() + 2 * c.kv_dim());
+  EXPECT_EQ(lora_out_features(c, LoraModule::Gate), 2 * c.intermediate_size);
+  EXPECT_EQ(lora_target_list(c), "qkv_proj, o_proj, gate_up_proj, down_proj");
+
+  j["sliding_window"] = 2047;
+  j["partial_rotary_factor"] = 0.75;  // head_dim 16: 12 dims rotate
+  const ModelConfig w = parse_model_config(j, "x.json");
+  EXPECT_EQ(w.layer_window, (std::vector<int64_t>{2047, 2047}));
+  EXPECT_EQ(w.block.rotary_dim, 12);
+  EXPECT_EQ(w.rope_params(1, 1).rotary_dim, 12);
+  json saved = model_config_json(w, "float32");
+  EXPECT_EQ(saved["sliding_window"], 2047);
+  EXPECT_EQ(saved["partial_rotary_factor"], 0.75);
+  const ModelConfig again = parse_model_config(saved, "saved.json");
+  EXPECT_EQ(again.block.rotary_dim, 12);
+  EXPECT_EQ(again.layer_window, w.layer_window);
+  EXPECT_TRUE(again.block.fused_qkv);
+
+  json drop = config_for("Phi3ForCausalLM", "phi3");
+  drop["resid_pdrop"] = 0.1;
+  expect_error_mentions([&] { parse_model_config(drop, "m/config.json"); },
+                        {"m/config.json", "'resid_pdrop'", "0.1"});
+  json longrope = config_for("Phi3ForCausalLM", "phi3");
+  longrope["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  expect_error_mentions([&] { parse_model_config(longrope, "m/config.json"); },
+                        {"m/config.json", "'rope_scaling.type'", "longrope", "not supported"});
+  json llama = config_for("LlamaForCausalLM", "llama");
+  llama["partial_rotary_factor"] = 0.5;
+  expect_error_mentions([&] { parse_model_config(llama, "m/config.json"); },
+                        {"'partial_rotary_factor'", "not supported for LlamaForCausalLM"});
 }
 
 // Qwen3Config: head_dim 128 when absent, attention_bias on q/k/v and o, q_norm / k_norm (HD) per layer,
@@ -118,13 +175,13 @@ TEST(Architectures, ChoicesWithoutOpsAreRefusedAtLoad) {
   expect_error_mentions(
       [] { check_block_supported({.positions = PositionKind::Alibi}, 64, "m/config.json"); },
       {"alibi", "not supported yet"});
-  expect_error_mentions([] { check_block_supported({.rotary_dim = 32}, 64, "m/config.json"); },
-                        {"rotary_dim 32", "not supported yet"});
+  EXPECT_NO_THROW(check_block_supported({.rotary_dim = 32}, 64, "m/config.json"));  // partial rotary landed
+  expect_error_mentions([] { check_block_supported({.rotary_dim = 33}, 64, "m/config.json"); },
+                        {"rotary_dim 33", "even"});
   expect_error_mentions(
       [] { check_block_supported({.residual = ResidualKind::Parallel}, 64, "m/config.json"); },
       {"parallel", "not supported yet"});
-  expect_error_mentions([] { check_block_supported({.fused_qkv = true}, 64, "m/config.json"); },
-                        {"fused qkv", "not supported yet"});
+  EXPECT_NO_THROW(check_block_supported({.fused_qkv = true, .fused_gate_up = true}, 64, "m/config.json"));
   expect_error_mentions([] { check_block_supported({.logit_softcap = 30.0}, 64, "m/config.json"); },
                         {"soft-cap", "not supported yet"});
   // A GELU-gated Llama-family MLP (GeGLU) is named as such.

@@ -28,7 +28,9 @@ struct Setup {
 
 bool trainable_partial(const model::WeightSpec& s) {
   if (s.kind == model::WeightKind::Embed || s.layer == 0) return false;
-  return !(s.hf_name.find("self_attn") != std::string::npos && s.hf_name.find("q_proj") != std::string::npos);
+  const bool q =
+      s.hf_name.find("q_proj") != std::string::npos || s.hf_name.find("qkv_proj") != std::string::npos;
+  return !(s.hf_name.find("self_attn") != std::string::npos && q);
 }
 
 // Runs whole and chunked; returns the worst normwise relative difference over the loss and gradients.
@@ -91,6 +93,14 @@ TEST(ChunkedDecoder, MistralSlidingWindowEqualsWholeSequence) {
   ASSERT_GT(config.window_for_layer(0), 0);
   ASSERT_LT(config.window_for_layer(0), 11);  // the window binds within the sequence
   check_chunk_sizes({model::Architecture::Mistral, 4, 2, 11, false});
+}
+
+// Phi-3: fused qkv / gate_up weights (their gradients land in the fused tensors' row blocks), partial rotary,
+// a window on every layer (or none), partial fine-tuning with the fused qkv frozen in layer 1.
+TEST(ChunkedDecoder, Phi3FusedEqualsWholeSequence) {
+  check_chunk_sizes({model::Architecture::Phi3, 3, 3, 10, false});
+  check_chunk_sizes({model::Architecture::Phi3, 8, 2, 11, true});
+  check_chunk_sizes({model::Architecture::Phi3, 6, 2, 10, false, true});
 }
 
 TEST(ChunkedDecoder, Qwen3QkNormEqualsWholeSequence) {

@@ -13,18 +13,19 @@ namespace {
 
 using test::values;
 
-void check_lora_chunks(bool train_base, double dropout_p) {
+void check_lora_chunks(bool train_base, double dropout_p, bool fused = false) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   test::TinyBatch data;
   const model::Batch batch = data.batch(true);
   const int64_t label_tokens = model::count_label_tokens(batch);
   const model::LoraDropout dropout{.p = dropout_p, .seed = 5, .step = 2, .micro_batch = 1};
-  test::TinyLoraModel whole(DType::F64, train_base, 61);
+  test::TinyLoraModel whole(DType::F64, train_base, 61, B, T, 0, false, fused);
   const double loss_whole = whole.decoder->forward(whole.weights, batch, label_tokens, &whole.lora, dropout);
   whole.decoder->backward(whole.weights, whole.grads, &whole.lora_grads);
 
   for (int64_t C : {1, 3, 4, 7, 20}) {
-    test::TinyLoraModel m(DType::F64, train_base, 61);  // the same weights and adapters
+    test::TinyLoraModel m(DType::F64, train_base, 61, B, T, 0, false,
+                          fused);  // the same weights and adapters
     const model::ChunkedOptions options{.chunk_size = C, .loss_token_block = 4, .loss_vocab_block = 3};
     Arena arena("chunked-lora", HostMemory::instance(),
                 model::ChunkedDecoder::arena_bytes(m.config, DType::F64, B, T, options, m.specs));
@@ -56,6 +57,11 @@ TEST(ChunkedLora, AdaptersAndBaseEqualWholeSequence) {
 }
 TEST(ChunkedLora, DropoutMasksDoNotDependOnTheChunkSize) {
   check_lora_chunks(false, 0.25);
+}
+// Phi-3's fused qkv_proj / gate_up_proj adapters (and fused base weights), with dropout.
+TEST(ChunkedLora, FusedModulesEqualWholeSequence) {
+  check_lora_chunks(true, 0.0, true);
+  check_lora_chunks(false, 0.25, true);
 }
 
 TEST(ChunkedLora, RefusesAdaptersOfAnotherLayout) {

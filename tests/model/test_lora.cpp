@@ -104,9 +104,10 @@ TEST(LoraInit, PeftDefaultGaussianAndNoInit) {
   EXPECT_FALSE(model::lora_init_from_name("pissa").has_value());
 }
 
-// A model with adapters equals the model whose weights have them merged in (float64).
-TEST(LoraMerge, MergedEqualsUnmerged) {
-  test::TinyLoraModel m(DType::F64, false, 17);
+// A model with adapters equals the model whose weights have them merged in (float64); fused: Phi-3's
+// qkv_proj / gate_up_proj adapters merge into the fused weights.
+void check_merge(bool fused) {
+  test::TinyLoraModel m(DType::F64, false, 17, test::TinyBatch::B, test::TinyBatch::T, 0, false, fused);
   test::TinyBatch data;
   model::Batch batch = data.batch();
   const int64_t n = model::count_label_tokens(batch);
@@ -120,8 +121,15 @@ TEST(LoraMerge, MergedEqualsUnmerged) {
   const std::vector<double> merged_logits = values(m.decoder->logits());
   EXPECT_NEAR(merged, with_adapters, 1e-12 * std::abs(with_adapters));
   EXPECT_LE(test::max_rel_diff(merged_logits, logits), 1e-12);
-  std::printf("[lora merge] loss with adapters %.15f, merged %.15f, logits rel diff %.2e\n", with_adapters,
-              merged, test::max_rel_diff(merged_logits, logits));
+  std::printf("[lora merge] fused=%d loss with adapters %.15f, merged %.15f, logits rel diff %.2e\n", fused,
+              with_adapters, merged, test::max_rel_diff(merged_logits, logits));
+}
+
+TEST(LoraMerge, MergedEqualsUnmerged) {
+  check_merge(false);
+}
+TEST(LoraMerge, FusedModulesMergedEqualsUnmerged) {
+  check_merge(true);
 }
 
 // Zero B (PEFT's init) leaves the model unchanged.

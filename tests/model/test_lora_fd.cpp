@@ -17,8 +17,9 @@ struct Probe {
   Tensor param, grad;
 };
 
-void check_fd(bool train_base, double dropout_p, bool packed) {
-  test::TinyLoraModel m(DType::F64, train_base, train_base ? 41 : 42);
+void check_fd(bool train_base, double dropout_p, bool packed, bool fused = false) {
+  test::TinyLoraModel m(DType::F64, train_base, train_base ? 41 : 42, test::TinyBatch::B, test::TinyBatch::T,
+                        0, false, fused);
   test::TinyBatch data;
   model::Batch batch = data.batch(packed);
   const int64_t label_tokens = model::count_label_tokens(batch);
@@ -64,8 +65,10 @@ void check_fd(bool train_base, double dropout_p, bool packed) {
       EXPECT_LE(err, 1e-6) << p.name << "[" << i << "]: analytic " << grad[i] << ", finite difference " << fd;
     }
   }
-  std::printf("[lora fd] train_base=%d dropout=%.2f packed=%d: %zu tensors, worst relative error %.2e (%s)\n",
-              train_base, dropout_p, packed, probes.size(), worst, worst_name.c_str());
+  std::printf(
+      "[lora fd] train_base=%d dropout=%.2f packed=%d fused=%d: %zu tensors, worst relative error %.2e "
+      "(%s)\n",
+      train_base, dropout_p, packed, fused, probes.size(), worst, worst_name.c_str());
 }
 
 TEST(LoraFiniteDifferences, AdaptersOnlyFrozenBase) {
@@ -76,6 +79,14 @@ TEST(LoraFiniteDifferences, AdaptersAndBaseInputGradients) {
 }
 TEST(LoraFiniteDifferences, WithDropoutMasks) {
   check_fd(true, 0.3, true);
+}
+// Phi-3's fused modules: one adapter on qkv_proj and one on gate_up_proj, A shared by the parts (its gradient
+// sums theirs), the fused base weights below them, with and without dropout (one mask per fused module).
+TEST(LoraFiniteDifferences, FusedModulesAdaptersOnly) {
+  check_fd(false, 0.0, true, true);
+}
+TEST(LoraFiniteDifferences, FusedModulesWithBaseAndDropout) {
+  check_fd(true, 0.3, false, true);
 }
 
 // Gradients accumulate: two backward passes give twice the gradient of one.

@@ -28,6 +28,17 @@ TEST(ParamCounts, PublishedTotals) {
   EXPECT_EQ(count_params(fixture("Qwen3-0.6B")).total(), 596'049'920);  // q_norm / k_norm in norms
 }
 
+// Phi-3-mini-4k-instruct (fused qkv_proj / gate_up_proj): transformers 5.24's num_parameters() on the meta
+// device, and PEFT 0.21's trainable count for r = 16 on the four fused-model modules (one adapter per fused
+// module: A shared by q, k and v).
+TEST(ParamCounts, Phi3FusedModules) {
+  const ModelConfig phi3 = fixture("Phi-3-mini-4k-instruct");
+  EXPECT_EQ(count_params(phi3).total(), 3'821'079'552);
+  EXPECT_EQ(count_lora_params(phi3, 16, {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}).total,
+            25'165'824);
+  EXPECT_EQ(phi3.layer_window, std::vector<int64_t>(32, 2047));
+}
+
 // Every fixture, every kind, against the model transformers builds.
 TEST(ParamCounts, ByKindMatchTransformersForEveryFixture) {
   int checked = 0;

@@ -37,9 +37,10 @@ using test::bytes_of;
 // chunk 0: Decoder; otherwise ChunkedDecoder of that chunk size.
 // F > 0 replaces the tiny model's intermediate size.
 Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy, bool offload = false,
-            int64_t F = 0, const std::vector<std::string>& offload_only = {}, bool qk_norm = false) {
+            int64_t F = 0, const std::vector<std::string>& offload_only = {}, bool qk_norm = false,
+            bool fused = false) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
-  test::TinyLoraModel m(dt, !lora, 71, B, T, F, qk_norm);
+  test::TinyLoraModel m(dt, !lora, 71, B, T, F, qk_norm, fused);
   test::TinyBatch data;
   const model::Batch batch = data.batch(true);
   const int64_t label_tokens = model::count_label_tokens(batch);
@@ -81,15 +82,15 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
 }
 
 void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chunk, int64_t F = 0,
-                               bool qk_norm = false) {
-  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None, false, F, {}, qk_norm);
+                               bool qk_norm = false, bool fused = false) {
+  const Outcome ref = run(dt, lora, dropout, chunk, Recompute::None, false, F, {}, qk_norm, fused);
   for (int variant = 0; variant < (chunk == 0 ? 2 : 1) * kPolicyCount; ++variant) {
     const Recompute p = kPolicies[variant % kPolicyCount];
     const bool offload = variant >= kPolicyCount;  // the whole-sequence decoder, kept activations offloaded
-    const Outcome o = run(dt, lora, dropout, chunk, p, offload, F, {}, qk_norm);
+    const Outcome o = run(dt, lora, dropout, chunk, p, offload, F, {}, qk_norm, fused);
     const std::string what =
-        fmt::format("{}{} {} lora={} dropout={} chunk={} F={} qk_norm={}", model::recompute_name(p),
-                    offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk, F, qk_norm);
+        fmt::format("{}{} {} lora={} dropout={} chunk={} F={} qk_norm={} fused={}", model::recompute_name(p),
+                    offload ? "+offload" : "", dtype_name(dt), lora, dropout, chunk, F, qk_norm, fused);
     EXPECT_EQ(o.loss, ref.loss) << what;
     ASSERT_EQ(o.grads.size(), ref.grads.size()) << what;
     for (size_t i = 0; i < ref.grads.size(); ++i)
@@ -107,7 +108,7 @@ void expect_policies_identical(DType dt, bool lora, double dropout, int64_t chun
       {"q"}, {"gate", "lora_t"}, {"mid", "attn_out", "k"}, {"q", "h"}, {"h"}};
   for (const Recompute p : kPolicies)
     for (const std::vector<std::string>& only : subsets) {
-      const Outcome o = run(dt, lora, dropout, chunk, p, true, F, only, qk_norm);
+      const Outcome o = run(dt, lora, dropout, chunk, p, true, F, only, qk_norm, fused);
       const std::string what =
           fmt::format("{}+offload[{}] {} lora={} dropout={} F={}", model::recompute_name(p),
                       fmt::join(only, ","), dtype_name(dt), lora, dropout, F);
@@ -150,6 +151,19 @@ TEST(RecomputePolicies, QkNormGradientsAreBitIdentical) {
     for (int64_t chunk : {1, 3}) {
       expect_policies_identical(dt, false, 0, chunk, 0, true);
       expect_policies_identical(dt, true, 0.25, chunk, 0, true);
+    }
+  }
+}
+
+// Phi-3's fused weights (parts as row views) and fused adapters (one t per module, kept or recomputed with
+// the first part's).
+TEST(RecomputePolicies, FusedModulesGradientsAreBitIdentical) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    expect_policies_identical(dt, false, 0, 0, 48, false, true);
+    expect_policies_identical(dt, true, 0.25, 0, 0, false, true);
+    for (int64_t chunk : {1, 3}) {
+      expect_policies_identical(dt, false, 0, chunk, 0, false, true);
+      expect_policies_identical(dt, true, 0.25, chunk, 0, false, true);
     }
   }
 }

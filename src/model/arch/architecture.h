@@ -1,7 +1,7 @@
-// The architecture registry: one file per architecture (llama.cpp, qwen2.cpp, mistral.cpp) says what its
-// config.json keys mean that the shared reader (model/config.cpp) does not, which HF tensor names its
-// checkpoints use and its BlockSpec. Adding an architecture is adding such a file, its Architecture value
-// and its line in registry.cpp (plus any op its BlockSpec needs that has not landed).
+// The architecture registry: one file per architecture (llama.cpp, qwen2.cpp, mistral.cpp, qwen3.cpp,
+// phi3.cpp) says what its config.json keys mean that the shared reader (model/config.cpp) does not, which HF
+// tensor names its checkpoints use and its BlockSpec. Adding an architecture is adding such a file, its
+// Architecture value and its line in registry.cpp (plus any op its BlockSpec needs that has not landed).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,12 @@ struct HfTensorNames {
   const char* q_norm;         // "self_attn.q_norm" (BlockSpec::qk_norm only)
   const char* k_norm;         // "self_attn.k_norm"
   PerProj<const char*> proj;  // "self_attn.q_proj" ... "mlp.down_proj"
-  const char* final_norm;     // "model.norm.weight"
-  const char* lm_head;        // "lm_head.weight"
+  // Fused projections (BlockSpec::fused_qkv / fused_gate_up, read only then): one module and one weight for
+  // q, k and v (rows q, then k, then v) and one for gate and up (rows gate, then up); nullptr: none.
+  const char* qkv = nullptr;      // "self_attn.qkv_proj"
+  const char* gate_up = nullptr;  // "mlp.gate_up_proj"
+  const char* final_norm;         // "model.norm.weight"
+  const char* lm_head;            // "lm_head.weight"
 };
 
 struct ArchitectureDef {
@@ -41,6 +45,11 @@ struct ArchitectureDef {
   // The block (cfg.block, the biases) and the per-layer sliding windows from the file; cfg's sizes
   // (num_layers, head_dim, ...) are read already.
   void (*read_block)(const FieldReader& r, const std::string& source, ModelConfig& cfg);
+  // partial_rotary_factor < 1 (the leading dims of each head rotate) is this family's (Phi-3); refused
+  // elsewhere, where transformers' attention rotates the whole head.
+  bool partial_rotary = false;
+  // eos_token_id absent: this id when default_bos_eos (LlamaConfig: 2; Phi3Config: 32000).
+  int64_t default_eos = 2;
 };
 
 // Every registered architecture, in the order they are listed to users.
@@ -50,7 +59,7 @@ const ArchitectureDef& architecture_def(Architecture arch);
 std::string supported_class_names();
 std::string supported_model_types();
 
-// The HF names shared by the Llama family (Llama, Qwen2, Mistral).
+// The HF names shared by the Llama family (Llama, Qwen2, Mistral, Qwen3; Phi-3 with its fused names).
 extern const HfTensorNames kLlamaTensorNames;
 // hidden_act of a gated MLP: "silu" is SwiGLU; GELU variants are GeGLU (refused until its op lands).
 MlpKind gated_mlp_from_hidden_act(const FieldReader& r, const std::string& source);
@@ -59,6 +68,7 @@ extern const ArchitectureDef kLlamaArchitecture;
 extern const ArchitectureDef kQwen2Architecture;
 extern const ArchitectureDef kMistralArchitecture;
 extern const ArchitectureDef kQwen3Architecture;
+extern const ArchitectureDef kPhi3Architecture;
 
 // Qwen2Config's (and Qwen3Config's) sliding windows: use_sliding_window, then layer_types or
 // max_window_layers.

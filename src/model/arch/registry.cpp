@@ -8,8 +8,8 @@
 namespace lt::model {
 
 namespace {
-constexpr const ArchitectureDef* kRegistry[] = {&kLlamaArchitecture, &kQwen2Architecture,
-                                                &kMistralArchitecture, &kQwen3Architecture};
+constexpr const ArchitectureDef* kRegistry[] = {
+    &kLlamaArchitecture, &kQwen2Architecture, &kMistralArchitecture, &kQwen3Architecture, &kPhi3Architecture};
 }  // namespace
 
 std::span<const ArchitectureDef* const> architectures() {
@@ -43,6 +43,8 @@ const HfTensorNames kLlamaTensorNames = {
     .k_norm = "self_attn.k_norm",
     .proj = {{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
               "mlp.up_proj", "mlp.down_proj"}},
+    .qkv = "self_attn.qkv_proj",
+    .gate_up = "mlp.gate_up_proj",
     .final_norm = "model.norm.weight",
     .lm_head = "lm_head.weight",
 };
