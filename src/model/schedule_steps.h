@@ -34,6 +34,13 @@ void check_forward_args(const ModelWeights& w, int64_t label_tokens, const LoraW
 void check_backward_args(bool forward_done, const LoraWeights* lora_grads, const LoraWeights* lora,
                          const std::vector<LoraSpec>& planned, DType dtype, const char* what);
 
+// The per-token inputs of the host `batch` (B, T) in the device's chunk-major (B*T) i32 buffers: chunk k
+// (tokens [k*C, k*C + C_k) of every row) as one contiguous block, so every chunk is a plain view (one chunk:
+// the rows as given). ids, positions, segments (only when the batch is packed) and the labels shifted (HF)
+// across chunk boundaries.
+void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor positions, Tensor segments,
+                        Tensor labels);
+
 // Layer `layer`'s adapters (none without `lora`) with their gradients (nullptr: frozen or forward), the
 // dropout and the scratch (B*C rows) of one chunk.
 LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* grads,
