@@ -92,13 +92,7 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
     a.q_rstd = alloc("chunk.q_rstd", st, {N * H});
     a.k_rstd = alloc("chunk.k_rstd", st, {N * KVH});
   }
-  int64_t max_in = 0, max_r = 0;
-  std::vector<int64_t> module_rank(kLoraModuleCount, 0);
-  for (const LoraSpec& spec : lora_specs_) {
-    max_in = std::max(max_in, spec.in);
-    max_r = std::max(max_r, spec.rank);
-    module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
-  }
+  const auto [max_in, max_r, module_rank] = lora_extents(lora_specs_);
   for (int m = 0; m < kLoraModuleCount; ++m)
     if (module_rank[size_t(m)] > 0)
       lora_t_[LoraModule(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))), dt,

@@ -230,7 +230,9 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
     std::string note;
     if (cat == MemoryCategory::KeptActivations && s.offload && plan.host_offload > 0) {
       note = "  (on the device: the offload slots and what is not offloaded)";
-    } else if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
+    } else if (cat == MemoryCategory::KeptActivations ||
+               (cat == MemoryCategory::KvCache &&
+                s.order != ScheduleOrder::LayerMajor)) {  // else one layer's
       const int64_t L = std::max<int64_t>(plan.config.num_layers, 1);
       note = fmt::format("  ({} per layer)", format_bytes(double(plan.bytes(cat)) / double(L)));
     }

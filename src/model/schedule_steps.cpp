@@ -194,6 +194,16 @@ void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor po
   }
 }
 
+LoraExtents lora_extents(const std::vector<LoraSpec>& specs) {
+  LoraExtents e;
+  for (const LoraSpec& spec : specs) {
+    e.max_in = std::max(e.max_in, spec.in);
+    e.max_r = std::max(e.max_r, spec.rank);
+    e.module_rank[size_t(spec.module)] = std::max(e.module_rank[size_t(spec.module)], spec.rank);
+  }
+  return e;
+}
+
 LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* grads,
                          const LoraDropout& dropout, Tensor scratch_in, Tensor scratch_r) {
   if (!lora) return {};

@@ -46,6 +46,14 @@ void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor po
 LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* grads,
                          const LoraDropout& dropout, Tensor scratch_in, Tensor scratch_r);
 
+// The sizes a plan's LoRA buffers take: the widest adapter input and rank of any adapter, and per module the
+// largest rank (0: the module has no adapter).
+struct LoraExtents {
+  int64_t max_in = 0, max_r = 0;
+  std::vector<int64_t> module_rank = std::vector<int64_t>(kLoraModuleCount, 0);
+};
+LoraExtents lora_extents(const std::vector<LoraSpec>& specs);
+
 // How a layer's backward gets what its forward did not keep.
 struct LayerRecompute {
   Recompute policy = Recompute::None;

@@ -49,7 +49,7 @@ struct TrainConfig {
   bool bnb_4bit_use_double_quant = true;
   std::string bnb_4bit_compute_dtype = "auto";  // auto | bfloat16 | float16 | float32 | float64
   std::string torch_dtype = "auto";             // auto | bfloat16 | float16 | float32
-  std::string init_adapter;  // PEFT adapter directory to start LoRA from ("" = fresh)
+  std::string init_adapter;                     // PEFT adapter directory to start LoRA from ("" = fresh)
   bool use_rslora = false;
   std::vector<std::pair<std::string, int64_t>> lora_rank_pattern;  // PEFT rank_pattern, first match wins
   std::vector<std::pair<std::string, double>> lora_alpha_pattern;  // PEFT alpha_pattern
@@ -83,6 +83,9 @@ struct TrainConfig {
   int64_t chunk_size = 0;                 // tokens per chunk (0: the whole sequence at once)
   int64_t memory_limit = 0;               // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::optional<model::Recompute> recompute;  // nullopt (auto): none whole-sequence, full chunked
+  // layer_major: layers outside, chunks inside (model/schedule_layer_major.h), for very long sequences.
+  model::ScheduleOrder schedule = model::ScheduleOrder::ChunkMajor;
+  int64_t host_memory_limit = 0;     // bytes of host memory the plan may use (like memory_limit); 0: physical
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                      // device cuda, precision fp32: GEMMs in TF32
