@@ -36,15 +36,21 @@ std::string run_summary(const TrainResult& r, double seconds, const TrainConfig&
   return out;
 }
 
-// How long a collective may wait for the other ranks before the run stops naming the missing one (a rank
-// that died or hangs); generous, since a rank may be evaluating or loading while the others wait.
-constexpr double kCollectiveTimeoutS = 1800;
-
 }  // namespace
 
-std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device) {
-  if (device == Device::CUDA && launch.launcher != "none")
-    return dist::make_nccl_communicator(launch, kCollectiveTimeoutS);  // world size 1 too: its overhead
+std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device,
+                                                   double timeout_s) {
+  if (device == Device::CUDA && launch.launcher != "none") {
+    // Said on stderr (unbuffered) by every rank of several: a start-up that waits shows where it waits.
+    const bool several = launch.world_size > 1;
+    if (several)
+      fmt::print(stderr, "{}: joining over NCCL (waits up to ddp_timeout, {} s)\n", dist::describe(launch),
+                 timeout_s);
+    const Timer joined;
+    std::unique_ptr<dist::Communicator> comm = dist::make_nccl_communicator(launch, timeout_s);
+    if (several) fmt::print(stderr, "{}: joined in {:.1f} s\n", dist::describe(launch), joined.seconds());
+    return comm;
+  }  // world size 1 too: its overhead
   if (launch.world_size == 1) return nullptr;
   LT_CHECK(
       launch.by_mpi() && dist::mpi_available(),
@@ -58,7 +64,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   check_engine_settings(config);
   std::unique_ptr<dist::Communicator> own_comm;
   if (!comm) {
-    own_comm = join_processes(dist::detect_launch(), config.device);
+    own_comm = join_processes(dist::detect_launch(), config.device, config.ddp_timeout);
     comm = own_comm.get();
   }
   check_paths(config);

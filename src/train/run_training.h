@@ -10,7 +10,8 @@ namespace lt::train {
 // launcher (world size 1 included), MPI for a CPU run of several processes started by mpirun, nullptr for
 // one process started alone (the trainer's SingleCommunicator). A CPU run of several processes that MPI
 // did not start (torchrun-style variables, a build without MPI) is refused, naming the launch.
-std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device);
+std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, Device device,
+                                                   double timeout_s);
 
 // Everything `leantune train` does after parsing the configuration. Every setting is checked (and every
 // file opened) before the first step. `comm`: the processes of the run (nullptr: join_processes of this

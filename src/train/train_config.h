@@ -99,6 +99,9 @@ struct TrainConfig {
   bool master_weights = false;         // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   bool optimizer_in_backward = false;  // full/partial: AdamW steps each layer right after its backward
   dist::Sharding sharding = dist::Sharding::None;  // FSDP's names accepted: dist/sharding.h
+  // Several processes: seconds a rank waits for the others (start-up, a collective) before the run stops
+  // naming the missing rank (HF TrainingArguments' ddp_timeout, with its default).
+  double ddp_timeout = 1800;
   double loss_scale_init = 65536;                  // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;       // fp16: finite steps in a row before the scale doubles
 

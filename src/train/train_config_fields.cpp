@@ -139,6 +139,9 @@ const std::vector<Field>& fields() {
       choice("sharding", &C::sharding, kShardingNames,
              "several processes: what each rank holds (ddp: replicas; zero1/2/3: optimizer state, gradients, "
              "weights sharded; FSDP's no_shard, shard_grad_op, full_shard accepted)"),
+      {"ddp_timeout", &C::ddp_timeout,
+       "several processes: seconds a rank waits for the others (start-up, each collective) before the run "
+       "stops naming the missing rank"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},

@@ -77,6 +77,8 @@ void check_sharding(const TrainConfig& c) {
            "config: 'sharding' is {}; sharding the weights themselves is not wired yet (see issue #18), "
            "expected none, ddp, zero1 or zero2",
            sharding);
+  LT_CHECK(c.ddp_timeout > 0 && std::isfinite(c.ddp_timeout),
+           "config: 'ddp_timeout' is {}, expected a positive number of seconds", c.ddp_timeout);
   LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
            "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
            "gradients arrive; expected sharding none",

@@ -299,6 +299,8 @@ TEST(TrainConfig, WrongTypesNameKeyAndValue) {
 TEST(TrainConfig, RefusesOutOfRangeValues) {
   expect_refused({"--batch_size", "0"}, {"batch_size", "0"});
   expect_refused({"--micro_batch_size", "-2"}, {"micro_batch_size", "-2"});
+  expect_refused({"--ddp_timeout", "0"}, {"ddp_timeout", "0", "positive number of seconds"});
+  expect_refused({"--ddp_timeout", "-5"}, {"ddp_timeout", "-5"});
   expect_refused({"--num_epochs", "0"}, {"num_epochs"});
   expect_refused({"--learning_rate", "-1e-4"}, {"learning_rate", "-0.0001"});
   expect_refused({"--cutoff_len", "0"}, {"cutoff_len"});
