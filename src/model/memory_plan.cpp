@@ -11,6 +11,7 @@
 #include "model/nf4_weights.h"
 #include "model/schedule.h"
 #include "model/shared_layer_grads.h"
+#include "ops/adamw8bit.h"
 
 namespace lt::model {
 
@@ -75,15 +76,38 @@ MemoryCategory classify(std::string_view name) {
           name);
 }
 
-int64_t trainable_elements(const ModelConfig& config, const MemoryPlanSettings& s) {
-  int64_t n = 0;
+// The element counts of the tensors AdamW updates, each with whether it is the token embedding.
+std::vector<std::pair<int64_t, bool>> trainable_tensors(const ModelConfig& config,
+                                                        const MemoryPlanSettings& s) {
+  std::vector<std::pair<int64_t, bool>> out;
   if (s.method == FinetuneMethod::Lora) {
-    for (const LoraSpec& spec : s.lora) n += spec.rank * (spec.in + spec.out);
-    return n;
+    for (const LoraSpec& spec : s.lora) {
+      out.emplace_back(spec.rank * spec.in, false);
+      out.emplace_back(spec.out * spec.rank, false);
+    }
+    return out;
   }
   for (const WeightSpec& spec : weight_specs(config))
-    if (s.method == FinetuneMethod::Full || s.trainable(spec)) n += spec.numel();
-  return n;
+    if (s.method == FinetuneMethod::Full || s.trainable(spec))
+      out.emplace_back(spec.numel(), spec.kind == WeightKind::Embed);
+  return out;
+}
+
+// AdamW's moments, each (m and v) in bytes, and with 8-bit state the absmax of both.
+struct MomentBytes {
+  size_t each = 0, absmax = 0;
+};
+MomentBytes moment_bytes(const ModelConfig& config, const MemoryPlanSettings& s) {
+  MomentBytes b;
+  for (const auto& [numel, embedding] : trainable_tensors(config, s)) {
+    if (s.eight_bit_state && !embedding && ops::adamw8bit_quantizes(numel)) {
+      b.each += size_t(numel);
+      b.absmax += 2 * sizeof(float) * size_t(ops::adamw8bit_blocks(numel));
+    } else {
+      b.each += size_t(numel) * (s.eight_bit_state ? sizeof(float) : dtype_size(s.state_dtype));
+    }
+  }
+  return b;
 }
 
 }  // namespace
@@ -144,9 +168,12 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
       add("lora adapters (compute copy)", MemoryCategory::TrainableWeights, lora_bytes(lora, s.dtype));
     add("lora grads", MemoryCategory::Gradients, lora_bytes(lora, master));
   }
-  const size_t moment_bytes = size_t(trainable_elements(config, s)) * dtype_size(s.state_dtype);
-  add("adamw.exp_avg", MemoryCategory::OptimizerState, moment_bytes, false);
-  add("adamw.exp_avg_sq", MemoryCategory::OptimizerState, moment_bytes, false);
+  const MomentBytes moments = moment_bytes(config, s);
+  add(s.eight_bit_state ? "adamw8bit.state1" : "adamw.exp_avg", MemoryCategory::OptimizerState, moments.each,
+      false);
+  add(s.eight_bit_state ? "adamw8bit.state2" : "adamw.exp_avg_sq", MemoryCategory::OptimizerState,
+      moments.each, false);
+  add("adamw8bit.absmax", MemoryCategory::OptimizerState, moments.absmax, false);
 
   const ScheduleOptions schedule{.chunk_size = s.chunk_size,
                                  .order = s.order,

@@ -69,6 +69,9 @@ struct MemoryPlanSettings {
   // quantization of their scales, and one projection's dequantization scratch; nullopt: dense weights.
   std::optional<bool> nf4_double_quant;
   DType state_dtype = DType::F32;  // AdamW moments (f64 for float64 runs)
+  // optim adamw_8bit (bitsandbytes' 8-bit state): a tensor of >= 4096 elements other than the embedding keeps
+  // 1 byte per moment and element plus an f32 absmax per 256 elements; the others f32 (train/adamw8bit.h).
+  bool eight_bit_state = false;
   int64_t loss_token_block = 256;  // ChunkedOptions: the fused loss's tile
   int64_t loss_vocab_block = 4096;
 };

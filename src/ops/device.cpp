@@ -69,7 +69,7 @@ MemoryResource& memory_resource(Device device) {
 DeviceMemoryInfo device_memory_info(Device device) {
   if (device == Device::CPU) return {};
 #if defined(LT_HAVE_CUDA)
-  const cuda::DeviceInfo info = cuda::device_info(0);
+  const cuda::DeviceInfo info = cuda::device_info();  // this process's GPU (a rank's own)
   return {info.free_bytes, info.total_bytes};
 #else
   fail_no_cuda("device memory info");
@@ -79,7 +79,7 @@ DeviceMemoryInfo device_memory_info(Device device) {
 std::string device_description(Device device) {
   if (device == Device::CPU) return "cpu";
 #if defined(LT_HAVE_CUDA)
-  const cuda::DeviceInfo info = cuda::device_info(0);
+  const cuda::DeviceInfo info = cuda::device_info();  // this process's GPU (a rank's own)
   return fmt::format("{} (sm_{}{})", info.name, info.major, info.minor);
 #else
   fail_no_cuda("device description");

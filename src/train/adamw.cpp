@@ -4,9 +4,11 @@
 #include <cstring>
 
 #include "core/dtype_visit.h"
+#include "ops/adamw8bit.h"
 #include "ops/adamw_many.h"
 #include "ops/device.h"
 #include "ops/ops.h"
+#include "train/adamw8bit.h"
 
 namespace lt::train {
 namespace {
@@ -36,6 +38,7 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
            options_.beta2);
   LT_CHECK(options_.eps > 0, "AdamW eps is {}, expected a positive value", options_.eps);
   LT_CHECK(options_.weight_decay >= 0, "AdamW weight_decay is {}, expected >= 0", options_.weight_decay);
+  if (options_.eight_bit) check_adamw8bit_options(options_);
   moments_.resize(params_.size());
   const Device device = params_.empty() ? Device::CPU : params_[0].param.device;
   size_t bytes = 256;
@@ -53,15 +56,32 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
         "on {}",
         params_[i].name, dtype_name(copy.dtype), copy.shape_string(), device_name(copy.device),
         params_[i].param.numel(), dtype_name(params_[i].param.dtype), device_name(device));
-    bytes += 2 * (size_t(params_[i].param.numel()) * dtype_size(options_.state_dtype) / 256 + 1) * 256;
+    if (options_.eight_bit)  // at most f32 state, and four allocations' alignment
+      bytes += 4 * 256 + size_t(adamw8bit_state_bytes(params_[i].param.numel(), false));
+    else
+      bytes += 2 * (size_t(params_[i].param.numel()) * dtype_size(options_.state_dtype) / 256 + 1) * 256;
   }
   arena_ = std::make_unique<Arena>("adamw state", ops::memory_resource(device), bytes);
   for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].name;
     const int64_t n = params_[i].param.numel();
-    moments_[i].m = arena_->alloc(params_[i].name + ".exp_avg", options_.state_dtype, {n});
-    moments_[i].v = arena_->alloc(params_[i].name + ".exp_avg_sq", options_.state_dtype, {n});
-    ops::zero(moments_[i].m);
-    ops::zero(moments_[i].v);
+    Moments& mo = moments_[i];
+    if (!options_.eight_bit) {
+      mo.m = arena_->alloc(name + ".exp_avg", options_.state_dtype, {n});
+      mo.v = arena_->alloc(name + ".exp_avg_sq", options_.state_dtype, {n});
+    } else if (adamw8bit_quantized(options_, name, n)) {
+      mo.m = arena_->alloc(name + ".state1", DType::U8, {n});
+      mo.v = arena_->alloc(name + ".state2", DType::U8, {n});
+      mo.absmax1 = arena_->alloc(name + ".absmax1", DType::F32, {ops::adamw8bit_blocks(n)});
+      mo.absmax2 = arena_->alloc(name + ".absmax2", DType::F32, {ops::adamw8bit_blocks(n)});
+      ops::zero(mo.absmax1);
+      ops::zero(mo.absmax2);
+    } else {
+      mo.m = arena_->alloc(name + ".state1", DType::F32, {n});
+      mo.v = arena_->alloc(name + ".state2", DType::F32, {n});
+    }
+    ops::zero(mo.m);
+    ops::zero(mo.v);
   }
 }
 
@@ -99,10 +119,9 @@ bool AdamW::decays(const std::string& name) const {
 void AdamW::step(double lr) {
   check_lr(lr, step_ + 1);
   begin_step();
-  std::vector<ops::AdamWTensor> tensors;
-  tensors.reserve(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) tensors.push_back(update(i, lr));
-  ops::adamw_step_many(tensors);
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  step_tensors(lr, all);
 }
 
 void AdamW::set_steps_taken(int64_t steps) {
@@ -121,6 +140,22 @@ void AdamW::step_params(double lr, std::span<const size_t> indices) {
   check_lr(lr, step_);
   for (size_t i : indices)
     LT_CHECK(i < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", i, params_.size());
+  step_tensors(lr, indices);
+}
+
+void AdamW::step_tensors(double lr, std::span<const size_t> indices) {
+  if (options_.eight_bit) {
+    std::vector<ops::AdamW8bitTensor> tensors;
+    tensors.reserve(indices.size());
+    for (size_t i : indices) {
+      const ops::AdamWTensor t = update(i, lr);
+      const Moments& mo = moments_[i];
+      tensors.push_back(
+          {t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, mo.absmax1, mo.absmax2, t.param_copy});
+    }
+    ops::adamw8bit_step_many(tensors);
+    return;
+  }
   std::vector<ops::AdamWTensor> tensors;
   tensors.reserve(indices.size());
   for (size_t i : indices) tensors.push_back(update(i, lr));
@@ -150,12 +185,18 @@ std::vector<io::NamedTensor> AdamW::state_tensors() {
   std::vector<io::NamedTensor> out;
   out.push_back({"step", Tensor(&step_as_double_, DType::F64, {1})});
   for (size_t i = 0; i < params_.size(); ++i) {
+    const Moments& mo = moments_[i];
     Tensor mt = params_[i].param, vt = params_[i].param;  // the parameter's shape
-    mt.data = moments_[i].m.data;
-    vt.data = moments_[i].v.data;
-    mt.dtype = vt.dtype = options_.state_dtype;
-    out.push_back({params_[i].name + ".exp_avg", mt});
-    out.push_back({params_[i].name + ".exp_avg_sq", vt});
+    mt.data = mo.m.data;
+    vt.data = mo.v.data;
+    mt.dtype = vt.dtype = mo.m.dtype;
+    const std::string& name = params_[i].name;
+    out.push_back({name + (options_.eight_bit ? ".state1" : ".exp_avg"), mt});
+    out.push_back({name + (options_.eight_bit ? ".state2" : ".exp_avg_sq"), vt});
+    if (!mo.absmax1.empty()) {
+      out.push_back({name + ".absmax1", mo.absmax1});
+      out.push_back({name + ".absmax2", mo.absmax2});
+    }
   }
   return out;
 }
@@ -173,8 +214,9 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors, const std::s
              device_name(src->device));
     LT_CHECK(src->numel() == d.tensor.numel(), "{}: tensor '{}' has shape {}, expected {}", source, d.name,
              src->shape_string(), d.tensor.shape_string());
-    LT_CHECK(is_floating(src->dtype), "{}: tensor '{}' has dtype {}, expected a floating dtype", source,
-             d.name, dtype_name(src->dtype));
+    LT_CHECK(d.tensor.dtype == DType::U8 ? src->dtype == DType::U8 : is_floating(src->dtype),
+             "{}: tensor '{}' has dtype {}, expected {}", source, d.name, dtype_name(src->dtype),
+             d.tensor.dtype == DType::U8 ? "u8 (8-bit AdamW codes)" : "a floating dtype");
     srcs.push_back(src);
   }
   double step = 0;
@@ -185,7 +227,10 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors, const std::s
            "{}: 'step' is {}, expected a non-negative integer", source, step);
   // A corrupt moment would turn every later update into NaN far from its cause: refuse it here, by name.
   for (size_t i = 1; i < dst.size(); ++i) {
-    const bool second_moment = dst[i].name.ends_with("exp_avg_sq");
+    if (srcs[i]->dtype == DType::U8) continue;  // every code is valid
+    const std::string& n = dst[i].name;
+    const bool second_moment = n.ends_with("exp_avg_sq") || n.ends_with(".state2") ||
+                               n.ends_with(".absmax1") || n.ends_with(".absmax2");
     visit_floating(srcs[i]->dtype, "optimizer state", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* v = static_cast<const T*>(srcs[i]->data);

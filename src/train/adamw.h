@@ -35,6 +35,11 @@ struct AdamWOptions {
   // (ops.h); each tensor draws its own bits from (seed, its index, the step).
   bool stochastic_rounding = false;
   uint64_t seed = 0;
+  // bitsandbytes' AdamW with 8-bit state (optim adamw_8bit; train/adamw8bit.h): its arithmetic and its state
+  // (8-bit codes with a per-256 absmax; f32 state and bnb's 32-bit update for tensors under 4096 elements and
+  // for those named by f32_state_substrings). Needs f32 state_dtype and no stochastic rounding.
+  bool eight_bit = false;
+  std::vector<std::string> f32_state_substrings;  // eight_bit: names that keep 32-bit state (HF: embeddings)
 };
 
 // HF Trainer's usual exclusion for Llama-family names: biases and every *norm weight.
@@ -74,22 +79,27 @@ class AdamW {
   bool decays(const std::string& name) const;
 
   // Views of the whole optimizer state for checkpoints: "step" (f64, (1), host), then for every parameter
-  // "<name>.exp_avg" and "<name>.exp_avg_sq" (state dtype, the parameter's shape, on its device).
+  // "<name>.exp_avg" and "<name>.exp_avg_sq" (state dtype, the parameter's shape, on its device); with
+  // eight_bit, bitsandbytes' names instead: "<name>.state1", "<name>.state2" (u8 codes or f32, the
+  // parameter's shape) and, for 8-bit state, "<name>.absmax1", "<name>.absmax2" (f32, one per 256 elements).
   std::vector<io::NamedTensor> state_tensors();
-  // Restores the state from host tensors named as state_tensors() names them; converts floating dtypes;
+  // Restores the state from host tensors named as state_tensors() names them; converts floating dtypes
+  // (8-bit codes must be u8);
   // throws naming a missing tensor, a shape mismatch or a non-integral step.
   // `source` names where the tensors came from (the checkpoint's optimizer file) in every message.
   void load_state(const std::vector<io::NamedTensor>& tensors, const std::string& source = "optimizer state");
 
  private:
   struct Moments {
-    Tensor m, v;  // (numel) state dtype, on the parameters' device
+    Tensor m, v;              // (numel) state dtype, on the parameters' device (eight_bit: u8 codes or f32)
+    Tensor absmax1, absmax2;  // eight_bit with 8-bit codes: (ceil(numel / 256)) f32; empty otherwise
   };
   std::vector<ParamGroup> params_;
   std::unique_ptr<Arena> arena_;  // the moments
   std::vector<Moments> moments_;
   AdamWOptions options_;
-  ops::AdamWTensor update(size_t index, double lr);  // one tensor's step at t = step_
+  ops::AdamWTensor update(size_t index, double lr);               // one tensor's step at t = step_
+  void step_tensors(double lr, std::span<const size_t> indices);  // update() of each, in one call
 
   int64_t step_ = 0;
   double step_as_double_ = 0;  // backing store of the "step" state tensor

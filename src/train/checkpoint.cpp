@@ -101,8 +101,9 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
     io::save_hf_checkpoint(dir.path(), *c.model, host.weights, {.dtype = c.weights->dtype});
   }
   std::vector<std::vector<char>> staging;
-  io::write_safetensors(dir.file(kOptimizerFile), on_host(c.optimizer->state_tensors(), staging),
-                        {{"leantune", "optimizer"}, {"optimizer", "adamw"}});
+  io::write_safetensors(
+      dir.file(kOptimizerFile), on_host(c.optimizer->state_tensors(), staging),
+      {{"leantune", "optimizer"}, {"optimizer", c.optimizer->options().eight_bit ? "adamw_8bit" : "adamw"}});
   nlohmann::json state = state_json(c.state, *c.schedule);
   if (c.plan) state["run_plan"] = run_plan_json(*c.plan);
   io::write_json_file_atomic(dir.file(kStateFile), state);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "train/adamw8bit.h"
 #include "train/config_enums.h"
 
 namespace lt::train {
@@ -24,6 +25,10 @@ AdamWOptions adamw_options(const TrainConfig& c) {
   o.eps = c.adam_epsilon;
   o.weight_decay = c.weight_decay;
   o.state_dtype = c.precision == Precision::Fp64 ? DType::F64 : DType::F32;
+  if (c.optim == Optim::AdamW8bit) {
+    o.eight_bit = true;
+    o.f32_state_substrings = hf_embedding_f32_state();
+  }
   return o;
 }
 

@@ -76,6 +76,15 @@ inline constexpr EnumName<ops::ProfileOps> kProfileOpsNames[] = {
 // bitsandbytes' 4-bit codes (BitsAndBytesConfig's bnb_4bit_quant_type).
 inline constexpr EnumName<ops::Quant4Type> kQuant4TypeNames[] = {{ops::Quant4Type::NF4, "nf4"},
                                                                  {ops::Quant4Type::FP4, "fp4"}};
+// The optimizer (HF TrainingArguments' optim). adamw_torch: torch.optim.AdamW's arithmetic (train/adamw.h);
+// adamw_8bit: bitsandbytes' AdamW with 8-bit state (train/adamw8bit.h), under each of HF's names for it
+// (adamw_bnb_8bit and paged_adamw_8bit build the same bnb.optim.AdamW(optim_bits=8); paging only moves
+// state between host and device, not the arithmetic).
+enum class Optim : uint8_t { AdamWTorch, AdamW8bit };
+inline constexpr EnumName<Optim> kOptimNames[] = {{Optim::AdamWTorch, "adamw_torch"},
+                                                  {Optim::AdamW8bit, "adamw_8bit"},
+                                                  {Optim::AdamW8bit, "adamw_bnb_8bit"},
+                                                  {Optim::AdamW8bit, "paged_adamw_8bit"}};
 // DeepSpeed's stage names, then PyTorch FSDP's names for the same strategies (dist/sharding.h).
 inline constexpr EnumName<dist::Sharding> kShardingNames[] = {
     {dist::Sharding::None, "none"},           {dist::Sharding::Ddp, "ddp"},

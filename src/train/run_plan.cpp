@@ -26,7 +26,9 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
   p.gradient_dtype = master_dtype(compute_dtype);
   if (keeps_master_weights(config)) p.master_weights = wide_master_dtype(compute_dtype);
   // Only bf16 tensors that AdamW updates in place can round so (validate refuses true otherwise).
-  p.stochastic_rounding = config.stochastic_rounding.value_or(compute_dtype == DType::BF16);
+  // bitsandbytes' 8-bit AdamW rounds to nearest: auto leaves stochastic rounding off with it.
+  p.stochastic_rounding =
+      config.stochastic_rounding.value_or(compute_dtype == DType::BF16 && config.optim == Optim::AdamWTorch);
   p.loss_scaling = compute_dtype == DType::F16;
   p.tf32 = config.tf32;
   p.accumulation_steps = gradient_accumulation_steps(config);

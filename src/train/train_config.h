@@ -59,6 +59,7 @@ struct TrainConfig {
 
   // Optimizer and schedule (HF TrainingArguments' defaults).
   int64_t max_steps = 0;  // 0: num_epochs decides
+  Optim optim = Optim::AdamWTorch;
   double weight_decay = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

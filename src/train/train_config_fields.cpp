@@ -97,6 +97,10 @@ const std::vector<Field>& fields() {
       {"trainable_layers", &C::trainable_layers, "finetune partial: all | first:N | last:N | 0-3,10"},
       {"random_init", &C::random_init, "random base weights instead of loading them"},
       {"max_steps", &C::max_steps, "optimizer steps (0: num_epochs decides)"},
+      choice(
+          "optim", &C::optim, kOptimNames,
+          "optimizer: adamw_torch (torch.optim.AdamW) or adamw_8bit (bitsandbytes' AdamW with 8-bit state; "
+          "adamw_bnb_8bit, paged_adamw_8bit accepted)"),
       {"weight_decay", &C::weight_decay, "AdamW decoupled weight decay"},
       {"adam_beta1", &C::adam_beta1, "AdamW beta1"},
       {"adam_beta2", &C::adam_beta2, "AdamW beta2"},

@@ -309,6 +309,18 @@ void validate(TrainConfig& c) {
       "config: 'stochastic_rounding' is true with precision {}; it rounds the f32 update of a bf16 weight "
       "to bf16, expected precision bf16 (or stochastic_rounding auto)",
       precision_name);
+  if (c.optim == Optim::AdamW8bit) {
+    LT_CHECK(precision != Precision::Fp64,
+             "config: 'optim' is adamw_8bit with precision fp64; bitsandbytes' 8-bit AdamW computes in f32, "
+             "expected precision fp32, bf16 or fp16 (or optim adamw_torch)");
+    LT_CHECK(!c.stochastic_rounding.value_or(false),
+             "config: 'optim' is adamw_8bit with stochastic_rounding true; bitsandbytes rounds the updated "
+             "weights to nearest, expected stochastic_rounding auto or false");
+    LT_CHECK(c.sharding == dist::Sharding::None || c.sharding == dist::Sharding::Ddp,
+             "config: 'optim' is adamw_8bit with sharding {}; a rank's slice of a tensor would not keep "
+             "bitsandbytes' 256-element blocks, expected sharding none or ddp",
+             name_of(kShardingNames, c.sharding));
+  }
 
   // Partial fine-tuning: which groups, which layers.
   for (const auto& g : c.trainable)

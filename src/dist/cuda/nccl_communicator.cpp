@@ -40,17 +40,24 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 }
 
 // The communicator is non-blocking (so that start-up can time out): a call may return ncclInProgress while
-// NCCL finishes it on the host; wait for that, bounded by the deadline.
+// NCCL finishes it on the host; wait for that, bounded by the deadline. A collective's enqueue finishes in
+// microseconds, and a step issues hundreds of them: the first millisecond is polled without sleeping (a
+// 1 ms sleep per call would cost more than the transfers), longer waits (start-up) sleep between polls.
 void check_nccl(ncclComm_t comm, ncclResult_t result, std::string_view what, int rank,
                 Clock::time_point deadline) {
+  const Clock::time_point spin_until = Clock::now() + std::chrono::milliseconds(1);
   while (result == ncclInProgress) {
-    if (Clock::now() > deadline) {
+    const Clock::time_point now = Clock::now();
+    if (now > deadline) {
       ncclCommAbort(comm);
       LT_FAIL(
           "rank {}: NCCL {} did not complete in time (another rank missing?); the communicator was aborted",
           rank, what);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (now < spin_until)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     ncclCommGetAsyncError(comm, &result);
   }
   LT_CHECK(result == ncclSuccess, "rank {}: NCCL {} failed: {} ({})", rank, what, ncclGetErrorString(result),

@@ -46,6 +46,12 @@ int device_count() {
   return n;
 }
 
+DeviceInfo device_info() {
+  int device = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&device));
+  return device_info(device);
+}
+
 DeviceInfo device_info(int device) {
   cudaDeviceProp prop{};
   LT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -54,8 +60,14 @@ DeviceInfo device_info(int device) {
   info.major = prop.major;
   info.minor = prop.minor;
   info.sm_count = prop.multiProcessorCount;
+  // cudaMemGetInfo reports the current device: switch to `device` for it and back, since the current device
+  // is where this thread's later allocations and kernels go.
+  int current = 0;
+  LT_CUDA_CHECK(cudaGetDevice(&current));
   LT_CUDA_CHECK(cudaSetDevice(device));
-  LT_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  const cudaError_t got = cudaMemGetInfo(&info.free_bytes, &info.total_bytes);
+  LT_CUDA_CHECK(cudaSetDevice(current));
+  LT_CUDA_CHECK(got);
   return info;
 }
 

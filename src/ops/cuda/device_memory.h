@@ -30,6 +30,9 @@ struct DeviceInfo {
   size_t free_bytes = 0, total_bytes = 0;
 };
 int device_count();  // 0 when no GPU or no driver
-DeviceInfo device_info(int device = 0);
+// The calling thread's current GPU (cudaSetDevice: a rank of several runs on its own, not on GPU 0).
+DeviceInfo device_info();
+// GPU `device`; the thread's current GPU is left as it was (memory allocated later stays on it).
+DeviceInfo device_info(int device);
 
 }  // namespace lt::ops::cuda

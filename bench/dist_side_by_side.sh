@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 22's rows on one machine with several GPUs: leantune's data-parallel full fine-tuning (torchrun-style
+# ranks over NCCL, one GPU each) and the PyTorch FSDP2 peer (../shared/bench/fsdp_peer.py, carried as
+# .carry/fsdp_peer.py beside .carry/hf_peer.py) back to back, same model shape (random init), sequence
+# length and sequences per GPU. tokens/s per GPU: leantune's logged tokens/s (all ranks' tokens) / GPUs,
+# median over the steps after the first; memory: the largest peak over leantune's steps (rank 0's GPU).
+#   bash bench/dist_side_by_side.sh [WORKLOAD ...]   GPUS (default 2); SKIP_PEERS=1: leantune only
+set -uo pipefail
+out=${OUT:-/tmp/dist_side_by_side}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.carry/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+source tools/find_cudnn.sh
+lt_bin=${LEANTUNE:-.carry/leantune}
+gpus=${GPUS:-2}
+
+rows_file() {  # FILE ROWS LEN VOCAB
+  python3 - "$@" <<'PY'
+import json, random, sys
+path, rows, length, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+random.seed(0)
+with open(path, "w") as f:
+    for _ in range(rows):
+        f.write(json.dumps({"input_ids": [random.randrange(3, vocab) for _ in range(length)]}) + "\n")
+PY
+}
+
+# leantune over $gpus ranks: NAME CONFIG SEQ BATCH_PER_GPU STEPS SHARDING [EXTRA...] -> "tok/s/GPU GiB"
+leantune_run() {
+  local name=$1 config=$2 seq=$3 batch=$4 steps=$5 sharding=$6 pids=() rank port=$((29700 + RANDOM % 200))
+  local gpus=${RANKS:-$gpus}
+  shift 6
+  local vocab; vocab=$(python3 -c "import json;print(json.load(open('$config/config.json'))['vocab_size'])")
+  rows_file "/tmp/dsbs_$name.jsonl" $((batch * gpus * steps)) "$seq" "$vocab"
+  rm -rf "/tmp/dsbs_run_$name"
+  for ((rank = 0; rank < gpus; rank++)); do
+    RANK=$rank WORLD_SIZE=$gpus LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout "${LT_TIMEOUT:-300}" "$lt_bin" train --base_model "$config" --random_init --data_path "/tmp/dsbs_$name.jsonl" \
+      --output_dir "/tmp/dsbs_run_$name" --finetune full --device cuda --precision bf16 --sharding "$sharding" \
+      --batch_size $((batch * gpus)) --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" \
+      --val_set_size 0 --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 \
+      --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" > "$out/leantune_$name.rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  [ $failed = 1 ] && { echo "failed failed"; return; }
+  python3 - "/tmp/dsbs_run_$name/metrics.jsonl" "$gpus" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+rows = rows[1:] if len(rows) > 1 else rows
+print(round(statistics.median(r["tokens_per_s"] for r in rows) / int(sys.argv[2])),
+      round(max(r["peak_memory_bytes"] for r in rows) / 2**30, 1))
+PY
+}
+
+peer_run() {  # NAME ARGS... -> "tok/s/GPU GiB"
+  local name=$1
+  shift
+  [ "${SKIP_PEERS:-0}" = 1 ] && { echo "- -"; return; }
+  timeout 400 torchrun --standalone --nproc_per_node "$gpus" .carry/fsdp_peer.py "$@" > "$out/peer_$name.json" \
+    2> "$out/peer_$name.err" || { echo "failed failed"; return; }
+  python3 - "$out/peer_$name.json" <<'PY'
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]).read().splitlines() if l.startswith("{")][-1])
+print("oom" if r.get("oom") else r["tokens_per_s_per_gpu"], r.get("peak_gib_per_gpu"))
+PY
+}
+
+printf "%-34s %10s %7s | %10s %7s | %6s\n" "workload ($gpus GPUs)" "lt tok/s/G" "GiB" "peer" "GiB" "ratio" | tee "$out/table.txt"
+row() {
+  python3 - "$@" <<'PY' | tee -a "$out/table.txt"
+import sys
+w, lt, lg, pt, pg = sys.argv[1:]
+def num(x):
+    try: return float(x)
+    except ValueError: return None
+ratio = f"{num(lt) / num(pt):.2f}x" if num(lt) and num(pt) else "-"
+print(f"{w:<34} {lt:>10} {lg:>7} | {pt:>10} {pg:>7} | {ratio:>6}")
+PY
+}
+
+workloads=("$@")
+[ ${#workloads[@]} -eq 0 ] && workloads=(qwen1.5b_full_1024x8_ddp qwen1.5b_full_1024x8_zero2)
+peer_qwen=""
+for w in "${workloads[@]}"; do
+  case $w in
+    qwen1.5b_full_1024x8_one)  # the same run on one of the GPUs (one rank over NCCL): the scaling baseline
+      read -r lt lg <<< "$(RANKS=1 leantune_run "$w" bench/configs/qwen2.5-1.5b 1024 8 6 none --recompute elementwise)"
+      row "$w" "$lt" "$lg" - - ;;
+    qwen1.5b_full_1024x8_ddp_profile)  # where a ddp step's GPU time goes (per-op timing syncs: slower)
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/qwen2.5-1.5b 1024 8 4 ddp --recompute elementwise --profile_ops ops)"
+      row "$w" "$lt" "$lg" - -
+      grep -v "NCCL INFO" "$out/leantune_$w.rank0.log" | tail -40 ;;
+    qwen1.5b_full_1024x8_ddp | qwen1.5b_full_1024x8_zero1 | qwen1.5b_full_1024x8_zero2)
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/qwen2.5-1.5b 1024 8 6 "${w##*_}" --recompute elementwise)"
+      [ -z "$peer_qwen" ] && peer_qwen=$(peer_run qwen1.5b --model qwen2.5-1.5b --seq 1024 --batch 8 --no-ckpt)
+      read -r pt pg <<< "$peer_qwen"
+      row "$w" "$lt" "$lg" "$pt" "$pg" ;;
+    *) echo "unknown workload $w" ;;
+  esac
+done
