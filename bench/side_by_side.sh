@@ -107,6 +107,10 @@ run_workload() {
       read -r lt lg <<< "$(LT_TIMEOUT=560 leantune_run "$1" bench/configs/llama3.1-8b lora 262144 1 8192 1 --offload_activations true)"
       et=-; eg=-; ct=-; cg=-
       ;;
+    llama8b_lora_524288x1_layer_major)  # issue #20's H200 row: one layer's K/V, checkpoints split device/host
+      read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-1500} leantune_run "$1" bench/configs/llama3.1-8b lora 524288 1 8192 1 --schedule layer_major --offload_activations true --memory_limit 132GiB)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
     llama8b_lora_1024x8_selective)  # the memory side of the first row: recompute norms and MLP in backward
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute selective)"
       et=-; eg=-; ct=-; cg=-

@@ -50,6 +50,8 @@ struct BenchOptions {
   std::string recompute = "auto";  // auto: none whole, full chunked
   bool no_whole = false;
   bool offload = false;  // chunked runs: the checkpoints in page-locked host memory (ChunkedOptions::offload)
+  bool layer_major = false;        // --schedule layer_major (model/schedule_layer_major.h)
+  int64_t device_checkpoints = 0;  // layer_major with offload: the checkpoints kept on the device
   int64_t trials = 3;
   int64_t warmup = 1;
   std::string dtype = "fp32";
@@ -191,7 +193,12 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   r.chunk_size = chunk;
   const int64_t B = o.batch, T = o.seq_len;
   // One schedule for both modes (recompute unset: none whole, full chunked).
-  const model::ScheduleOptions options{.chunk_size = chunk, .recompute = s.recompute, .offload = o.offload};
+  const model::ScheduleOptions options{
+      .chunk_size = chunk,
+      .order = o.layer_major ? model::ScheduleOrder::LayerMajor : model::ScheduleOrder::ChunkMajor,
+      .device_checkpoints = o.device_checkpoints,
+      .recompute = s.recompute,
+      .offload = o.offload};
   Arena arena(r.mode == "whole" ? "bench whole" : "bench chunked", ops::memory_resource(device),
               model::schedule_arena_bytes(c, s.dtype, B, T, options, s.lora_specs));
   std::optional<Arena> pinned;  // --offload_activations: the chunked run's checkpoints
@@ -373,8 +380,10 @@ int run_bench(const BenchOptions& o) {
   fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>7} {:>12} {:>12} {:>12}\n", "mode", "forward s",
              "backward s", "step s", "tokens/s", "MFU", "peak memory", "(decoder)", "GPU in use");
   for (const ModeResult& r : results) {
-    const std::string mode =
-        r.mode == "whole" ? "whole" : fmt::format("chunked {}{}", r.chunk_size, o.offload ? "+off" : "");
+    const std::string mode = r.mode == "whole"
+                                 ? "whole"
+                                 : fmt::format("{} {}{}", o.layer_major ? "layer-major" : "chunked",
+                                               r.chunk_size, o.offload ? "+off" : "");
     fmt::print("{:<14} {:>10.4f} {:>11.4f} {:>10.4f} {:>11.1f} {:>6.1f}% {:>12} {:>12} {:>12}\n", mode,
                r.forward_s, r.backward_s, r.step_s, r.tokens_per_s, 100 * r.mfu,
                format_bytes(double(r.peak_arena_bytes)), format_bytes(double(r.decoder_arena_bytes)),
@@ -441,6 +450,16 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
       ->capture_default_str();
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
+  bench->add_flag_function(
+      "--layer_major", [o](int64_t) { o->layer_major = true; },
+      "chunked runs: the layer-major schedule (one layer's K/V; `info --plan --schedule layer_major` sizes "
+      "it)");
+  bench
+      ->add_option(
+          "--device_checkpoints", o->device_checkpoints,
+          "--layer_major with --offload_activations: layer-input checkpoints kept on the device (the "
+          "rest in host memory; `info --plan` picks it)")
+      ->capture_default_str();
   bench->add_flag("--offload_activations", o->offload,
                   "chunked runs (with --no_whole): the layer-input checkpoints in page-locked host memory");
   bench

@@ -11,6 +11,7 @@
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/checkpoint_placement.h"
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/lora.h"
@@ -30,6 +31,7 @@ constexpr std::span<const EnumName<train::Precision>> kPrecisions(train::kPrecis
 constexpr std::span<const EnumName<Device>> kDevices(train::kDeviceNames);
 constexpr std::span<const EnumName<model::Finetune>> kFinetunes(model::kFinetuneNames);
 constexpr std::span<const EnumName<std::optional<model::Recompute>>> kRecomputes(train::kRecomputeNames);
+constexpr std::span<const EnumName<model::ScheduleOrder>> kScheduleOrders(train::kScheduleOrderNames);
 
 struct InfoOptions {
   std::string model_dir;
@@ -50,7 +52,9 @@ struct InfoOptions {
   std::string finetune = "lora";
   std::vector<std::string> trainable;  // finetune partial
   std::string trainable_layers = "all";
-  int64_t memory_limit = 0;            // bytes; > 0: refuse a plan over it, as training does
+  int64_t memory_limit = 0;       // bytes; > 0: refuse a plan over it, as training does
+  int64_t host_memory_limit = 0;  // bytes; layer_major: the host share (0: this machine's memory)
+  std::string schedule = "chunk_major";
   bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
   int64_t bits = 16;                   // 4: also the sizes of the bitsandbytes 4-bit model
   int64_t world = 1;                   // --plan: one rank's share among this many (train/memory_check.h)
@@ -123,6 +127,9 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
   s.batch = o.batch;
   s.seq_len = o.seq_len;
   s.chunk_size = o.chunk_size;
+  const std::optional<model::ScheduleOrder> order = find_enum(kScheduleOrders, o.schedule);
+  LT_CHECK(order, "info --plan: --schedule {} is not one of chunk_major, layer_major", o.schedule);
+  s.order = *order;
   s.offload = o.offload;
   model::check_offload_names(o.offload_only, "info --plan: --offload_only");
   LT_CHECK(o.offload_only.empty() || (o.offload && o.chunk_size == 0),
@@ -157,9 +164,20 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
   LT_CHECK(sharding.has_value(), "info --plan: --sharding {}, expected none, ddp, zero1, zero2 or zero3",
            o.sharding);
-  const model::MemoryPlan plan =
-      train::plan_for_rank(model::plan_memory(cfg, s), *sharding, int(o.world), cfg, s);
+  // Layer-major: the checkpoints' split between the device and host memory, decided by the limits.
+  const size_t host_limit =
+      o.host_memory_limit > 0 ? size_t(o.host_memory_limit) : physical_host_memory_bytes();
+  const model::MemoryPlan planned = s.order == model::ScheduleOrder::LayerMajor
+                                        ? model::place_checkpoints(cfg, s, size_t(o.memory_limit), host_limit)
+                                        : model::plan_memory(cfg, s);
+  const model::MemoryPlan plan = train::plan_for_rank(planned, *sharding, int(o.world), cfg, s);
   if (o.world > 1) fmt::print("\none rank of {}, sharding {}:", o.world, dist::sharding_name(*sharding));
+  if (s.order == model::ScheduleOrder::LayerMajor && s.offload)
+    fmt::print(
+        "\nlayer-major checkpoints: {} of {} on the device (memory_limit {}), the rest in host memory "
+        "(host_memory_limit {})\n",
+        plan.settings.device_checkpoints, cfg.num_layers,
+        o.memory_limit > 0 ? format_bytes(double(o.memory_limit)) : "none", format_bytes(double(host_limit)));
   fmt::print("\n{}", model::format_memory_plan(plan, o.plan_verbose));
   model::check_plan_fits(plan, size_t(o.memory_limit));
 }
@@ -278,6 +296,13 @@ void register_info_command(CLI::App& app) {
          "--memory_limit", options->memory_limit,
          "with --plan: refuse a plan over this many bytes (also 24GiB, 80GB), with settings that fit")
       ->transform(CLI::AsSizeValue(true));
+  cmd->add_option("--host_memory_limit", options->host_memory_limit,
+                  "with --plan --schedule layer_major --offload_activations: host memory for the checkpoints "
+                  "that do not fit the device (also 120GiB; default: this machine's memory)")
+      ->transform(CLI::AsSizeValue(true));
+  cmd->add_option("--schedule", options->schedule,
+                  "with --plan: chunk_major (default) or layer_major (one layer's K/V; the layer inputs the "
+                  "only per-token state)");
   cmd->add_option("--trainable_layers", options->trainable_layers,
                   "with --plan and partial: all, first:N, last:N, 0-3");
   cmd->add_option("--world", options->world, "with --plan: the plan of one rank among this many processes")

@@ -41,6 +41,7 @@ struct VerifyOptions {
   int64_t chunk_size = -1;         // -1: random per trial
   std::vector<double> tolerances;  // RTOL ATOL; default by dtype
   uint64_t seed = 1;
+  bool layer_major = false;  // the chunked side on the layer-major schedule (model/schedule_layer_major.h)
 };
 
 int64_t draw(uint64_t seed, uint64_t stream, uint64_t index, int64_t lo, int64_t hi) {
@@ -169,7 +170,10 @@ int run_verify_chunked(const VerifyOptions& o) {
     }
     const model::LoraDropout dropout{.p = use_lora && draw(ts, 10, 8, 0, 1) == 1 ? 0.1 : 0.0, .seed = ts};
 
-    const model::ScheduleOptions whole_options{}, chunked_options{.chunk_size = tr.chunk};
+    const model::ScheduleOptions whole_options{},
+        chunked_options{
+            .chunk_size = tr.chunk,
+            .order = o.layer_major ? model::ScheduleOrder::LayerMajor : model::ScheduleOrder::ChunkMajor};
     const size_t bytes = model::weights_bytes(config, dt) + 2 * model::grads_bytes(config, dt, trainable) +
                          3 * model::lora_bytes(lora_specs, dt) +
                          model::schedule_arena_bytes(config, dt, tr.rows, T, whole_options, lora_specs) +
@@ -285,6 +289,8 @@ void register_verify_command(CLI::App& app) {
                    "RTOL ATOL (default 1e-9 1e-12 for fp64, 1e-3 1e-6 for fp32)")
       ->expected(2);
   chunked->add_option("--seed", opts->seed, "seed of the trials")->capture_default_str();
+  chunked->add_flag("--layer_major", opts->layer_major,
+                    "the chunked side runs the layer-major schedule (layers outside, chunks inside)");
   chunked->callback([opts] {
     const int rc = run_verify_chunked(*opts);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -59,6 +59,7 @@ MemoryCategory classify(std::string_view name) {
     return C::KeptActivations;  // Decoder: every layer's saved activations, LoRA's t
   }
   if (name == "grad.k" || name == "grad.v") return C::KvCache;  // Decoder's dK/dV, reused layer after layer
+  if (name == "kv.k" || name == "kv.v") return C::KvCache;      // layer-major: one layer's K/V
   static constexpr std::string_view kLoss[] = {
       "final_rstd",           "final_norm_out",     "logits",      "logits_lse",
       "token_losses",         "shifted_labels",     "loss_lse",    "chunk.final_rstd",
@@ -175,6 +176,8 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   add("adamw8bit.absmax", MemoryCategory::OptimizerState, moments.absmax, false);
 
   const ScheduleOptions schedule{.chunk_size = s.chunk_size,
+                                 .order = s.order,
+                                 .device_checkpoints = s.device_checkpoints,
                                  .recompute = s.recompute,
                                  .offload = s.offload,
                                  .offload_only = s.offload_only,
@@ -184,6 +187,12 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   std::vector<PlannedBuffer> buffers =
       schedule_planned_buffers(config, s.dtype, s.batch, s.seq_len, schedule, lora);
   plan.host_offload = schedule_offload_bytes(config, s.dtype, s.batch, s.seq_len, schedule, lora);
+  for (PlannedBuffer& b :
+       schedule_planned_host_buffers(config, s.dtype, s.batch, s.seq_len, schedule, lora)) {
+    const MemoryCategory category = classify(b.name);
+    plan.host_by_category[size_t(category)] += b.bytes;
+    plan.host_rows.push_back({std::move(b.name), category, b.bytes, true});
+  }
   {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
     const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
     if (s.device == Device::CPU) {
@@ -221,7 +230,15 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   std::string out = fmt::format(
       "Memory plan: {} fine-tuning, {}, batch {} x seq_len {}, {}{}\n", kMethod[size_t(s.method)],
       precision_name(s.dtype), s.batch, s.seq_len,
-      s.chunk_size > 0
+      s.order == ScheduleOrder::LayerMajor
+          ? fmt::format("chunk_size {} (layer-major, recompute full, {})",
+                        std::min(s.chunk_size > 0 ? s.chunk_size : s.seq_len, s.seq_len),
+                        s.offload
+                            ? fmt::format("{} of {} layer-input checkpoints on the device, {} in host memory",
+                                          std::max<int64_t>(s.device_checkpoints, 0), plan.config.num_layers,
+                                          plan.config.num_layers - std::max<int64_t>(s.device_checkpoints, 0))
+                            : "every layer-input checkpoint on the device")
+      : s.chunk_size > 0
           ? fmt::format("chunk_size {} (chunked, recompute {}{})", std::min(s.chunk_size, s.seq_len),
                         recompute_name(s.recompute.value_or(Recompute::Full)),
                         s.offload ? ", checkpoints offloaded to host memory" : "")
@@ -229,21 +246,27 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
                         recompute_name(s.recompute.value_or(Recompute::None)),
                         s.offload ? ", kept activations offloaded to host memory" : ""),
       s.optimizer_in_backward ? ", AdamW in backward (one layer's gradients)" : "");
-  out += fmt::format("  {:<24} {:>12} {:>8}\n", "category", "bytes", "buffers");
+  const bool host_column = !plan.host_rows.empty();
+  out += fmt::format("  {:<24} {:>12} {:>8}{}\n", "category", "bytes", "buffers",
+                     host_column ? fmt::format(" {:>12}", "host bytes") : "");
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto cat = MemoryCategory(c);
     const int64_t count = std::count_if(plan.rows.begin(), plan.rows.end(),
                                         [cat](const MemoryPlanRow& r) { return r.category == cat; });
-    if (count == 0) continue;
+    if (count == 0 && plan.host_by_category[size_t(c)] == 0) continue;
     std::string note;
     if (cat == MemoryCategory::KeptActivations && s.offload && plan.host_offload > 0) {
       note = "  (on the device: the offload slots and what is not offloaded)";
-    } else if (cat == MemoryCategory::KeptActivations || cat == MemoryCategory::KvCache) {
+    } else if (cat == MemoryCategory::KeptActivations ||
+               (cat == MemoryCategory::KvCache &&
+                s.order != ScheduleOrder::LayerMajor)) {  // else one layer's
       const int64_t L = std::max<int64_t>(plan.config.num_layers, 1);
       note = fmt::format("  ({} per layer)", format_bytes(double(plan.bytes(cat)) / double(L)));
     }
-    out += fmt::format("  {:<24} {:>12} {:>8}{}\n", memory_category_name(cat),
-                       format_bytes(double(plan.bytes(cat))), count, note);
+    const std::string host =
+        host_column ? fmt::format(" {:>12}", format_bytes(double(plan.host_by_category[size_t(c)]))) : "";
+    out += fmt::format("  {:<24} {:>12} {:>8}{}{}\n", memory_category_name(cat),
+                       format_bytes(double(plan.bytes(cat))), count, host, note);
   }
   out += fmt::format("  {:<24} {:>12}  ({} in arenas, {} activation arena)\n", "total",
                      format_bytes(double(plan.total)), format_bytes(double(plan.arena_total)),
@@ -251,6 +274,10 @@ std::string format_memory_plan(const MemoryPlan& plan, bool verbose) {
   if (plan.host_offload > 0)
     out += fmt::format("  {:<24} {:>12}  (host memory, not in the total)\n", "offloaded activations",
                        format_bytes(double(plan.host_offload)));
+  if (verbose)
+    for (const MemoryPlanRow& r : plan.host_rows)
+      out += fmt::format("    {:<40} {:<22} {:>12} (host)\n", r.name, memory_category_name(r.category),
+                         format_bytes(double(r.bytes)));
   if (verbose)
     for (const MemoryPlanRow& r : plan.rows)
       out += fmt::format("    {:<40} {:<22} {:>12}{}\n", r.name, memory_category_name(r.category),

@@ -46,6 +46,10 @@ struct MemoryPlanSettings {
   int64_t batch = 1;       // B, the micro-batch
   int64_t seq_len = 2048;  // T
   int64_t chunk_size = 0;  // C; 0 = whole-sequence Decoder, > 0 = ChunkedDecoder (as the trainer chooses)
+  // Layer-major (schedule_layer_major.h): with offload, `device_checkpoints` of the L layer inputs stay on
+  // the device (-1: none; place_checkpoints decides it), the rest are host rows.
+  ScheduleOrder order = ScheduleOrder::ChunkMajor;
+  int64_t device_checkpoints = -1;
   // What backward recomputes (decoder.h); none: the decoder's default (Decoder: None, chunked: Full).
   std::optional<Recompute> recompute;
   // Host memory for what backward needs (ScheduleOptions::offload): the kept activations offload_only names
@@ -88,6 +92,9 @@ struct MemoryPlan {
   size_t arena_total = 0;       // rows in arenas
   size_t activation_arena = 0;  // the decoder's buffers (its arena_bytes less the alignment slack)
   size_t host_offload = 0;      // host memory of offloaded activations (not in total)
+  // The host arena's buffers where the schedule names them (layer-major), by category; else empty.
+  std::vector<MemoryPlanRow> host_rows;
+  size_t host_by_category[kMemoryCategoryCount] = {};
 
   size_t bytes(MemoryCategory c) const { return by_category[size_t(c)]; }
 };

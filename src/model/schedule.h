@@ -49,4 +49,11 @@ std::vector<PlannedBuffer> schedule_planned_buffers(const ModelConfig& config, D
                                                     int64_t tokens, const ScheduleOptions& options,
                                                     const std::vector<LoraSpec>& lora = {});
 
+// The host arena's buffers in order, where the schedule names them (layer-major: its host checkpoints);
+// empty for the engine's plans, whose host arena the memory plan shows as one row.
+std::vector<PlannedBuffer> schedule_planned_host_buffers(const ModelConfig& config, DType dtype,
+                                                         int64_t batch, int64_t tokens,
+                                                         const ScheduleOptions& options,
+                                                         const std::vector<LoraSpec>& lora = {});
+
 }  // namespace lt::model

@@ -14,8 +14,18 @@
 
 namespace lt::model {
 
+// The loop order of a schedule: chunks outside (the engine, schedule_engine.h: every layer's K/V kept for the
+// later chunks) or layers outside (schedule_layer_major.h: one layer's K/V, the layer inputs the only
+// per-layer state; for very long sequences). The configuration's `schedule` key.
+enum class ScheduleOrder : uint8_t { ChunkMajor, LayerMajor };
+
 struct ScheduleOptions {
   int64_t chunk_size = 0;  // C; 0 = the whole sequence (C = T)
+  ScheduleOrder order = ScheduleOrder::ChunkMajor;
+  // Layer-major with offload: how many layer-input checkpoints (from layer 0 on) stay on the device, the
+  // rest in host memory (the plan decides it: plan_checkpoint_placement); -1 with offload: none. Without
+  // offload every checkpoint is on the device.
+  int64_t device_checkpoints = -1;
   // What backward recomputes (decoder.h); none: None for whole sequences, Full chunked (the schedules'
   // leanest default each).
   std::optional<Recompute> recompute = std::nullopt;
@@ -36,6 +46,7 @@ struct ScheduleOptions {
   bool head_backward_in_forward = false;
 
   bool chunked() const { return chunk_size > 0; }
+  bool layer_major() const { return order == ScheduleOrder::LayerMajor; }
   Recompute resolved_recompute() const {
     return recompute.value_or(chunked() ? Recompute::Full : Recompute::None);
   }

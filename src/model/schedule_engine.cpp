@@ -262,27 +262,7 @@ Tensor ScheduleEngine::backward_checkpoint(int64_t k, int64_t l) {
 void ScheduleEngine::upload(const Batch& batch) {
   const int64_t B = batch_, T = tokens_;
   packed_ = !batch.segments.empty();
-  // Across chunk boundaries: the last token of a chunk targets the next chunk's first.
-  std::vector<int32_t> shifted(size_t(B * T));  // (B, T) host
-  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
-  // Chunk-major copies of the per-token inputs (one chunk: the rows as given), made on the host.
-  const int32_t* src[4] = {batch.input_ids.ptr<int32_t>(), batch.positions.ptr<int32_t>(),
-                           packed_ ? batch.segments.ptr<int32_t>() : nullptr, shifted.data()};
-  const Tensor dst[4] = {ids_, positions_, segments_, labels_};
-  std::vector<int32_t> chunk_major(size_t(B * T));  // (B*T) host staging
-  for (int i = 0; i < 4; ++i) {
-    if (!src[i]) continue;
-    const int32_t* from = src[i];
-    if (num_chunks() > 1) {
-      for (int64_t k = 0; k < num_chunks(); ++k) {
-        const int64_t o = offsets_[size_t(k)], C = chunk_tokens(k);
-        for (int64_t b = 0; b < B; ++b)
-          std::copy_n(src[i] + b * T + o, C, chunk_major.data() + B * o + b * C);
-      }
-      from = chunk_major.data();
-    }
-    ops::copy(dst[i].reshaped({B * T}), Tensor(const_cast<int32_t*>(from), DType::I32, {B * T}));
-  }
+  upload_chunk_major(batch, chunk_, ids_, positions_, segments_, labels_);
   if (packed_ && options_.chunked_plan) ops::copy(kv_segments_, batch.segments);
   if (!options_.chunked_plan) kv_segments_ = packed_ ? segments_.reshaped({B, T}) : Tensor();
   for (KvContext& kv : kv_) {

@@ -17,10 +17,9 @@ namespace lt::model {
 
 namespace {
 
-constexpr const char* kFieldNames[] = {"k",        "v",        "attn_rstd", "attn_in", "q",
-                                       "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                       "ffn_rstd", "ffn_in",   "h",         "q_raw",   "k_raw",
-                                       "q_rstd",   "k_rstd"};
+constexpr const char* kFieldNames[] = {"k",        "v",     "attn_rstd", "attn_in", "q",        "attn_out",
+                                       "attn_lse", "mid",   "gate",      "up",      "ffn_rstd", "ffn_in",
+                                       "h",        "q_raw", "k_raw",     "q_rstd",  "k_rstd"};
 
 bool named(const std::vector<std::string>& only, std::string_view what) {
   return only.empty() || std::find(only.begin(), only.end(), what) != only.end();
@@ -199,13 +198,7 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
 
   // LoRA's t = dropout(x) A^T: kept with attention, else recomputed with the layer; per module at the
   // module's largest rank where shared or in slots.
-  int64_t max_in = 0, max_r = 0;
-  std::vector<int64_t> module_rank(kLoraModuleCount, 0);
-  for (const LoraSpec& spec : lora_specs_) {
-    max_in = std::max(max_in, spec.in);
-    max_r = std::max(max_r, spec.rank);
-    module_rank[size_t(spec.module)] = std::max(module_rank[size_t(spec.module)], spec.rank);
-  }
+  const auto [max_in, max_r, module_rank] = lora_extents(lora_specs_);
   const bool lora_kept = r != Recompute::Full;
   lora_offloaded_ = lora_kept && options_.offload_kept && named(options_.offload_only, "lora_t");
   lora_kept_.assign(size_t(L), {});

@@ -107,10 +107,9 @@ std::optional<Recompute> recompute_from_name(std::string_view name) {
 }
 
 const std::vector<std::string>& decoder_offload_names() {
-  static const std::vector<std::string> names{"k",        "v",        "attn_rstd", "attn_in", "q",
-                                              "attn_out", "attn_lse", "mid",       "gate",    "up",
-                                              "ffn_rstd", "ffn_in",   "h",         "lora_t",
-                                              "q_raw",    "k_raw",    "q_rstd",    "k_rstd"};
+  static const std::vector<std::string> names{
+      "k",  "v",        "attn_rstd", "attn_in", "q",      "attn_out", "attn_lse", "mid",    "gate",
+      "up", "ffn_rstd", "ffn_in",    "h",       "lora_t", "q_raw",    "k_raw",    "q_rstd", "k_rstd"};
   return names;
 }
 
@@ -168,6 +167,41 @@ void check_backward_args(bool forward_done, const LoraWeights* lora_grads, const
   LT_CHECK(forward_done, "{}: backward without a forward since the last backward", what);
   LT_CHECK(!lora_grads || lora, "{}: LoRA gradients given, but the forward ran without adapters", what);
   if (lora_grads) check_lora_grads_layout(*lora_grads, planned, dtype, what);
+}
+
+void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor positions, Tensor segments,
+                        Tensor labels) {
+  const int64_t B = batch.input_ids.dim(0), T = batch.input_ids.dim(1);
+  // Across chunk boundaries: the last token of a chunk targets the next chunk's first.
+  std::vector<int32_t> shifted(size_t(B * T));  // (B, T) host
+  shift_labels(batch, Tensor(shifted.data(), DType::I32, {B, T}));
+  const int32_t* src[4] = {batch.input_ids.ptr<int32_t>(), batch.positions.ptr<int32_t>(),
+                           batch.segments.empty() ? nullptr : batch.segments.ptr<int32_t>(), shifted.data()};
+  const Tensor dst[4] = {ids, positions, segments, labels};
+  std::vector<int32_t> chunk_major(size_t(B * T));  // (B*T) host staging
+  for (int i = 0; i < 4; ++i) {
+    if (!src[i]) continue;
+    const int32_t* from = src[i];
+    if (chunk < T) {
+      for (int64_t o = 0; o < T; o += chunk) {
+        const int64_t C = std::min(chunk, T - o);
+        for (int64_t b = 0; b < B; ++b)
+          std::copy_n(src[i] + b * T + o, C, chunk_major.data() + B * o + b * C);
+      }
+      from = chunk_major.data();
+    }
+    ops::copy(dst[i].reshaped({B * T}), Tensor(const_cast<int32_t*>(from), DType::I32, {B * T}));
+  }
+}
+
+LoraExtents lora_extents(const std::vector<LoraSpec>& specs) {
+  LoraExtents e;
+  for (const LoraSpec& spec : specs) {
+    e.max_in = std::max(e.max_in, spec.in);
+    e.max_r = std::max(e.max_r, spec.rank);
+    e.module_rank[size_t(spec.module)] = std::max(e.module_rank[size_t(spec.module)], spec.rank);
+  }
+  return e;
 }
 
 LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* grads,

@@ -34,10 +34,25 @@ void check_forward_args(const ModelWeights& w, int64_t label_tokens, const LoraW
 void check_backward_args(bool forward_done, const LoraWeights* lora_grads, const LoraWeights* lora,
                          const std::vector<LoraSpec>& planned, DType dtype, const char* what);
 
+// The per-token inputs of the host `batch` (B, T) in the device's chunk-major (B*T) i32 buffers: chunk k
+// (tokens [k*C, k*C + C_k) of every row) as one contiguous block, so every chunk is a plain view (one chunk:
+// the rows as given). ids, positions, segments (only when the batch is packed) and the labels shifted (HF)
+// across chunk boundaries.
+void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor positions, Tensor segments,
+                        Tensor labels);
+
 // Layer `layer`'s adapters (none without `lora`) with their gradients (nullptr: frozen or forward), the
 // dropout and the scratch (B*C rows) of one chunk.
 LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* grads,
                          const LoraDropout& dropout, Tensor scratch_in, Tensor scratch_r);
+
+// The sizes a plan's LoRA buffers take: the widest adapter input and rank of any adapter, and per module the
+// largest rank (0: the module has no adapter).
+struct LoraExtents {
+  int64_t max_in = 0, max_r = 0;
+  std::vector<int64_t> module_rank = std::vector<int64_t>(kLoraModuleCount, 0);
+};
+LoraExtents lora_extents(const std::vector<LoraSpec>& specs);
 
 // How a layer's backward gets what its forward did not keep.
 struct LayerRecompute {

@@ -16,6 +16,7 @@
 #include "dist/sharding.h"
 #include "model/decoder.h"
 #include "model/finetune.h"
+#include "model/schedule_api.h"
 #include "ops/kernel_options.h"
 #include "ops/quant4.h"
 #include "train/lr_schedule.h"
@@ -62,6 +63,9 @@ inline constexpr EnumName<std::optional<model::Recompute>> kRecomputeNames[] = {
     {model::Recompute::Selective, "selective"},
     {model::Recompute::Elementwise, "elementwise"},
     {model::Recompute::Norms, "norms"}};
+// The loop order of training's schedule (model/schedule_api.h): chunk_major (the default) or layer_major.
+inline constexpr EnumName<model::ScheduleOrder> kScheduleOrderNames[] = {
+    {model::ScheduleOrder::ChunkMajor, "chunk_major"}, {model::ScheduleOrder::LayerMajor, "layer_major"}};
 // The configuration's names for the attention kernels (the environment override also takes tc and simt).
 inline constexpr EnumName<ops::AttentionKernelRequest> kAttentionNames[] = {
     {ops::AttentionKernelRequest::Auto, "auto"},

@@ -55,7 +55,8 @@ int64_t longest_example(std::span<const data::Example> examples) {
 
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size, Arena* offload) {
+                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
+                    const EvalLayout& layout) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -69,12 +70,15 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     const Arena::Mark mark = activations.mark();
     // A chunked run that offloads its checkpoints has no room for them on the device: evaluation offloads
     // them too. Whole sequences keep nothing for a backward, so there is nothing to offload.
-    const bool offloading = chunk_size > 0 && offload;
+    const bool layer_major = layout.order == model::ScheduleOrder::LayerMajor;
+    const bool offloading = (chunk_size > 0 || layer_major) && offload;
     const Arena::Mark offload_mark = offloading ? offload->mark() : Arena::Mark{0, 0};
     // Forward only: nothing is kept for a backward, so the leanest policy (Full) costs nothing extra and
     // fits any training run's arena; nor is attention's output offloaded (no backward reads it).
     model::ScheduleOptions options = schedule_options(chunk_size, model::Recompute::Full, offloading, {});
     options.offload_attention = false;
+    options.order = layout.order;
+    options.device_checkpoints = layout.device_checkpoints;
     std::unique_ptr<model::Schedule> schedule = model::make_schedule(
         model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
     loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs

@@ -50,10 +50,15 @@ int64_t longest_example(std::span<const data::Example> examples);
 // back to where it was after each batch). `lora` (nullptr: none) adds adapters, without dropout.
 // chunk_size > 0 evaluates chunk by chunk (model/chunked_decoder.h): the same loss, O(C) activations;
 // `offload` (chunked only; nullptr: none) is the host arena of a run that offloads its checkpoints, whose
-// `activations` arena has no room for them on the device.
+// `activations` arena has no room for them on the device. `layout`: a layer-major run's order and
+// checkpoint split (its arenas are sized for the layer-major plan, so evaluation runs that schedule).
+struct EvalLayout {
+  model::ScheduleOrder order = model::ScheduleOrder::ChunkMajor;
+  int64_t device_checkpoints = -1;
+};
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
                     Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
-                    Arena* offload = nullptr);
+                    Arena* offload = nullptr, const EvalLayout& layout = {});
 
 }  // namespace lt::train

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/checkpoint_placement.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
@@ -26,6 +27,7 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.batch = rows;
   s.seq_len = tokens;
   s.chunk_size = config.chunk_size;
+  s.order = config.schedule;
   s.recompute = config.recompute;
   s.offload = config.offload_activations;
   s.offload_only = config.offload_only;
@@ -141,6 +143,13 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
   if (limit == 0 && device != Device::CPU) {
     const ops::DeviceMemoryInfo info = ops::device_memory_info(device);
     limit = info.free_bytes + plan.bytes(model::MemoryCategory::Weights);
+  }
+  if (settings.order == model::ScheduleOrder::LayerMajor) {
+    // The checkpoints' split between the device and host memory (host_memory_limit 0: the machine's).
+    const size_t host_limit =
+        config.host_memory_limit > 0 ? size_t(config.host_memory_limit) : physical_host_memory_bytes();
+    return plan_for_rank(model::place_checkpoints(model, settings, limit, host_limit), config.sharding, world,
+                         largest_trainable_elements(model, settings));
   }
   model::check_plan_fits(plan, limit);
   return plan;

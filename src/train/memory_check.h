@@ -42,7 +42,9 @@ int64_t largest_trainable_elements(const model::ModelConfig& model,
                                    const model::MemoryPlanSettings& settings);
 
 // Plans the run; throws (model::check_plan_fits) when the plan exceeds config.memory_limit (> 0) or, on
-// the GPU without a limit, the device's free memory.
+// the GPU without a limit, the device's free memory. Layer-major runs: the plan with the layer-input
+// checkpoints split between the device and host memory within host_memory_limit (model::place_checkpoints;
+// settings.device_checkpoints is the split).
 model::MemoryPlan check_run_memory(const TrainConfig& config, const model::ModelConfig& model, DType dtype,
                                    int64_t rows, int64_t tokens, const std::vector<model::LoraSpec>& lora,
                                    Device device = Device::CPU, int world = 1);

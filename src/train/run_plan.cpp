@@ -4,6 +4,7 @@
 #include "model/schedule.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/run_setup.h"
 
 namespace lt::train {
@@ -51,6 +52,7 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
 void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const model::ModelConfig& model,
                                DType dtype, int64_t rows, int64_t tokens) {
   const model::ScheduleOptions schedule{.chunk_size = config.chunk_size,
+                                        .order = config.schedule,
                                         .recompute = config.recompute,
                                         .offload = config.offload_activations,
                                         .offload_only = config.offload_only};
@@ -59,6 +61,18 @@ void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const m
     plan.offload = plan.offload_attention
                        ? "layer checkpoints and attention outputs"
                        : "layer checkpoints (the attention outputs would take over half the host memory)";
+}
+
+void resolve_checkpoint_placement(RunPlan& plan, const model::MemoryPlan& memory_plan) {
+  const model::MemoryPlanSettings& s = memory_plan.settings;
+  plan.schedule = s.order;
+  plan.num_layers = memory_plan.config.num_layers;
+  if (s.order != model::ScheduleOrder::LayerMajor) return;
+  plan.device_checkpoints = s.offload ? std::max<int64_t>(s.device_checkpoints, 0) : -1;
+  if (s.offload)
+    plan.offload =
+        fmt::format("layer-input checkpoints: {} of {} on the device, {} in host memory",
+                    plan.device_checkpoints, plan.num_layers, plan.num_layers - plan.device_checkpoints);
 }
 
 std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan& p) {
@@ -71,6 +85,7 @@ std::vector<std::pair<std::string, std::string>> run_plan_entries(const RunPlan&
       {"loss_scaling", p.loss_scaling ? "dynamic" : "none"},
       {"tf32", p.tf32 ? "true" : "false"},
       {"accumulation_steps", std::to_string(p.accumulation_steps)},
+      {"schedule", std::string(name_of(kScheduleOrderNames, p.schedule))},
       {"recompute", p.recompute_resolved},
       {"offload", p.offload},
       {"offload_attention", p.offload_attention ? "true" : "false"},

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "model/decoder.h"
+#include "model/memory_plan.h"
 #include "ops/kernel_options.h"
 #include "train/train_config.h"
 
@@ -36,7 +37,11 @@ struct RunPlan {
   // there the attention outputs too where they fit in half the host memory (resolve_attention_offload).
   std::string offload;
   bool offload_attention = false;  // the attention outputs in host memory (resolve_attention_offload)
-  ops::KernelOptions kernels;      // the configuration's, with the environment's overrides
+  // schedule layer_major: the layer-input checkpoints on the device (resolve_checkpoint_placement; -1: all)
+  model::ScheduleOrder schedule = model::ScheduleOrder::ChunkMajor;
+  int64_t device_checkpoints = -1;
+  int64_t num_layers = 0;                             // with schedule layer_major, for the header
+  ops::KernelOptions kernels;                         // the configuration's, with the environment's overrides
   std::vector<ops::EnvironmentOverride> environment;  // the overrides in effect
 
   bool operator==(const RunPlan&) const = default;
@@ -50,6 +55,10 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
 // the host memory), and names the decision in plan.offload.
 void resolve_attention_offload(RunPlan& plan, const TrainConfig& config, const model::ModelConfig& model,
                                DType dtype, int64_t rows, int64_t tokens);
+
+// Layer-major runs: the checkpoint split the memory plan chose (model/checkpoint_placement.h), named in
+// plan.offload.
+void resolve_checkpoint_placement(RunPlan& plan, const model::MemoryPlan& memory_plan);
 
 // The kernel options the configuration asks for (attention, deterministic, gemm_tune, profile_ops), before
 // the environment's overrides.

@@ -91,6 +91,9 @@ struct TrainConfig {
   int64_t chunk_size = 0;                 // tokens per chunk (0: the whole sequence at once)
   int64_t memory_limit = 0;               // bytes (YAML also takes "24GiB", "80GB"); 0: the device's
   std::optional<model::Recompute> recompute;  // nullopt (auto): none whole-sequence, full chunked
+  // layer_major: layers outside, chunks inside (model/schedule_layer_major.h), for very long sequences.
+  model::ScheduleOrder schedule = model::ScheduleOrder::ChunkMajor;
+  int64_t host_memory_limit = 0;     // bytes of host memory the plan may use (like memory_limit); 0: physical
   bool offload_activations = false;  // host memory: kept activations (whole) or the checkpoints (chunked)
   std::vector<std::string> offload_only;  // whole sequence: which kept activations go to host (empty: all)
   bool tf32 = false;                      // device cuda, precision fp32: GEMMs in TF32

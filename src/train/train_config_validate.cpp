@@ -162,6 +162,15 @@ void validate(TrainConfig& c) {
   check_sharding(c);
   non_negative("chunk_size", c.chunk_size);
   non_negative("memory_limit", c.memory_limit);
+  non_negative("host_memory_limit", c.host_memory_limit);
+  LT_CHECK(
+      c.schedule != model::ScheduleOrder::LayerMajor ||
+          (c.recompute.value_or(model::Recompute::Full) == model::Recompute::Full && c.offload_only.empty() &&
+           !c.optimizer_in_backward),
+      "config: 'schedule' is layer_major with recompute {}{}{}; it keeps only the layer inputs: set "
+      "recompute full (or auto), no offload_only and optimizer_in_backward false, or schedule chunk_major",
+      name_of(kRecomputeNames, c.recompute), c.offload_only.empty() ? "" : ", offload_only",
+      c.optimizer_in_backward ? ", optimizer_in_backward" : "");
   non_negative("save_steps", c.save_steps);
   non_negative("save_total_limit", c.save_total_limit);
   non_negative("eval_steps", c.eval_steps);

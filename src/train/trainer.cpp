@@ -35,6 +35,20 @@ namespace lt::train {
 
 namespace {
 
+// The schedule of every micro-batch of the run; the arenas are sized with the same options.
+model::ScheduleOptions run_schedule_options(const TrainConfig& c, const RunPlan& plan) {
+  return {.chunk_size = c.chunk_size,
+          .order = c.schedule,
+          .device_checkpoints = plan.device_checkpoints,
+          .recompute = c.recompute,
+          .offload = c.offload_activations,
+          .offload_only = c.offload_only,
+          .offload_attention = plan.offload_attention,
+          // Whole sequences: the head's backward (and a trainable head's gradient) rides on the forward's
+          // logits.
+          .head_backward_in_forward = true};
+}
+
 constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
 // How long the other ranks wait for rank 0 to write a checkpoint or the final model (a large model on a
 // slow disk) before they call it lost.
@@ -152,19 +166,19 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // checkpoint's projections are planned with their own double quantization.
   TrainConfig planned = config_;
   if (model_.nf4) planned.bnb_4bit_use_double_quant = model_.nf4->double_quant;
-  memory_plan_summary_ = model::format_memory_plan_summary(check_run_memory(
-      planned, mc, model_.dtype, rows, tokens, lora_.specs, model_.device, comm_->world_size()));
+  const model::MemoryPlan memory_plan = check_run_memory(planned, mc, model_.dtype, rows, tokens, lora_.specs,
+                                                         model_.device, comm_->world_size());
+  memory_plan_summary_ = model::format_memory_plan_summary(memory_plan);
   resolve_attention_offload(plan_, config_, mc, model_.dtype, rows, tokens);
-  const std::optional<model::Recompute> recompute = config_.recompute;
+  resolve_checkpoint_placement(plan_, memory_plan);
+  const model::ScheduleOptions options = run_schedule_options(config_, plan_);
   activations_ = std::make_unique<Arena>(
       "activations", memory,
-      activation_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size, recompute,
-                       config_.offload_activations, config_.offload_only));
+      model::schedule_arena_bytes(mc, model_.dtype, rows, tokens, options, lora_.specs));
   if (config_.offload_activations)
-    offload_arena_ =
-        std::make_unique<Arena>("offloaded activations", ops::staging_memory(model_.device),
-                                offload_bytes(mc, model_.dtype, rows, tokens, lora_.specs, config_.chunk_size,
-                                              recompute, config_.offload_only));
+    offload_arena_ = std::make_unique<Arena>(
+        "offloaded activations", ops::staging_memory(model_.device),
+        model::schedule_offload_bytes(mc, model_.dtype, rows, tokens, options, lora_.specs));
 
   int64_t trained_elements = 0;
   for (const ParamGroup& p : data_parallel_->full()) trained_elements += p.param.numel();
@@ -366,14 +380,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
                                      .step = step,
                                      .micro_batch = mine.begin - first + int64_t(i)};  // index in the step
     // One schedule for whole sequences (chunk_size 0) and chunks (same gradients, O(C) memory).
-    const model::ScheduleOptions options{.chunk_size = config_.chunk_size,
-                                         .recompute = config_.recompute,
-                                         .offload = offload_arena_ != nullptr,
-                                         .offload_only = config_.offload_only,
-                                         .offload_attention = plan_.offload_attention,
-                                         // Whole sequences: the head's backward (and a trainable head's
-                                         // gradient) rides on the forward's logits.
-                                         .head_backward_in_forward = true};
+    const model::ScheduleOptions options = run_schedule_options(config_, plan_);
     std::unique_ptr<model::Schedule> schedule =
         model::make_schedule(model_.config, model_.dtype, batch.B, batch.T, options, *activations_,
                              lora_.specs, offload_arena_.get());
@@ -430,7 +437,8 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
   EvalResult e =
       evaluate(model_.config, model_.dtype, whole_weights(gathered), val_, config_.micro_batch_size, pad_id_,
-               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get());
+               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
+               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 

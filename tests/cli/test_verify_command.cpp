@@ -1,5 +1,5 @@
 // `leantune verify chunked`: random trials (full, partial, LoRA) pass in float64 at 1e-9 on the tiny random
-// models and on the real tiny Llama; zero tolerances make it fail with a non-zero exit; bad flags get one
+// models and on the real tiny Llama, and with --layer_major at 1e-10; zero tolerances make it fail with a non-zero exit; bad flags get one
 // clear error.
 #include <gtest/gtest.h>
 
@@ -40,6 +40,17 @@ TEST(VerifyChunked, RandomTrialsPassInFloat64) {
   EXPECT_NE(out.find("lora_B"), std::string::npos) << out;  // the adapters' gradients are in the table
   EXPECT_NE(out.find("C=1 "), std::string::npos) << out;    // chunk size 1 was drawn
   EXPECT_NE(out.find("self_attn.k_proj.weight"), std::string::npos) << out;
+}
+
+// --layer_major: the layer-major schedule against whole sequences, the same trials at the same tolerance.
+TEST(VerifyChunked, LayerMajorTrialsPassInFloat64) {
+  std::string out, err;
+  ASSERT_EQ(run_cli({"verify", "chunked", "--layer_major", "--trials", "12", "--dtype", "fp64", "--tolerances",
+                     "1e-10", "1e-12", "--seed", "5"},
+                    &out, &err),
+            0)
+      << out << err;
+  EXPECT_NE(out.find("all 12 trials passed"), std::string::npos) << out;
 }
 
 TEST(VerifyChunked, FixedChunkSizeAndLengthInFloat32) {

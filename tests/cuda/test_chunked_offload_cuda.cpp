@@ -23,97 +23,16 @@
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "schedule_cuda_support.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
 
 namespace lt::test {
 namespace {
 
-model::ModelConfig offload_test_config() {
-  model::ModelConfig c = tiny_config(false);
-  c.vocab_size = 1000;
-  c.hidden_size = 1024;
-  c.intermediate_size = 2816;
-  c.num_layers = 6;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim = 128;
-  c.max_position_embeddings = 4096;
-  c.qkv_bias = c.o_bias = c.mlp_bias = false;
-  c.rope_type = ops::RopeType::Default;
-  c.rope_theta = 10000.0;
-  c.layer_window.assign(6, 0);
-  return c;
-}
-
-struct Outcome {
-  std::vector<double> losses;
-  std::vector<std::pair<std::string, std::vector<double>>> grads;
-  double seconds = 0;
-};
-
-std::vector<double> to_f64(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  ops::copy(Tensor(v.data(), DType::F64, {t.numel()}), t);
-  return v;
-}
-
-// Two forward/backward steps of `batch` on one chunked decoder on the GPU, bf16, gradients in f32.
-Outcome run(const model::ModelConfig& c, const model::ModelWeights& host_weights,
-            const model::LoraWeights* host_lora, const model::Batch& batch, int64_t B, int64_t T,
-            int64_t chunk, bool offload, double dropout) {
-  const DType dt = DType::BF16, gt = DType::F32;
-  MemoryResource& memory = ops::memory_resource(Device::CUDA);
-  const std::vector<model::LoraSpec> specs = host_lora ? host_lora->specs : std::vector<model::LoraSpec>{};
-  Arena weights_arena(
-      "weights", memory,
-      model::weights_bytes(c, dt) + model::grads_bytes(c, gt) + 2 * model::lora_bytes(specs, gt));
-  model::ModelWeights w = model::allocate_weights(c, dt, weights_arena);
-  model::copy_weights(c, w, host_weights);
-  model::ModelWeights g =
-      model::allocate_grads(c, gt, weights_arena,
-                            host_lora ? model::TrainableFn([](const model::WeightSpec&) { return false; })
-                                      : model::TrainableFn(model::train_all));
-  model::zero_grads(c, g);
-  model::LoraWeights lora, lora_grads;
-  if (host_lora) {
-    lora = model::allocate_lora(c, specs, dt, weights_arena);
-    model::copy_lora(lora, *host_lora);
-    lora_grads = model::allocate_lora(c, specs, gt, weights_arena);
-    model::zero_lora(lora_grads);
-  }
-  const model::ChunkedOptions options{.chunk_size = chunk, .offload = offload};
-  Arena acts("activations", memory, model::ChunkedDecoder::arena_bytes(c, dt, B, T, options, specs));
-  std::unique_ptr<Arena> pinned;
-  if (offload)
-    pinned = std::make_unique<Arena>("offload", ops::staging_memory(Device::CUDA),
-                                     model::ChunkedDecoder::offload_bytes(c, dt, B, T, options, specs));
-  model::ChunkedDecoder d(c, dt, B, T, options, acts, specs, pinned.get());
-  const int64_t label_tokens = model::count_label_tokens(batch);
-  Outcome o;
-  ops::synchronize(Device::CUDA);
-  const auto start = std::chrono::steady_clock::now();
-  for (int step = 0; step < 2; ++step) {
-    const model::LoraDropout drop{.p = dropout, .seed = 7, .step = step, .micro_batch = 0};
-    o.losses.push_back(d.forward(w, batch, label_tokens, host_lora ? &lora : nullptr, drop));
-    d.backward(w, g, host_lora ? &lora_grads : nullptr);
-  }
-  ops::synchronize(Device::CUDA);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (host_lora) {
-    for (const model::LoraSpec& s : specs)
-      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
-        o.grads.emplace_back(model::lora_tensor_name(s, which), to_f64(lora_grads.matrix(s, which)));
-  } else {
-    for (const model::WeightSpec& s : model::weight_specs(c))
-      o.grads.emplace_back(s.hf_name, to_f64(model::weight_of(g, s)));
-  }
-  return o;
-}
-
 TEST(ChunkedOffloadCuda, OffloadedCheckpointsGiveTheSameBits) {
   LT_REQUIRE_GPU();
-  const model::ModelConfig c = offload_test_config();
+  const model::ModelConfig c = schedule_test_config();
   const std::vector<model::LoraSpec> specs = model::lora_specs(c, [](const std::string&) {
     return std::optional<model::LoraModuleSetting>(model::LoraModuleSetting{.rank = 16, .alpha = 32});
   });
@@ -130,9 +49,10 @@ TEST(ChunkedOffloadCuda, OffloadedCheckpointsGiveTheSameBits) {
   for (const bool with_lora : {false, true}) {
     for (const int64_t chunk : {int64_t(256), int64_t(500), int64_t(333)}) {
       const double dropout = with_lora ? 0.1 : 0.0;
-      const Outcome plain =
-          run(c, host, with_lora ? &host_lora : nullptr, batch, B, T, chunk, false, dropout);
-      const Outcome off = run(c, host, with_lora ? &host_lora : nullptr, batch, B, T, chunk, true, dropout);
+      const Outcome plain = run_two_steps(c, host, with_lora ? &host_lora : nullptr, batch, B, T,
+                                          {.chunk_size = chunk}, dropout);
+      const Outcome off = run_two_steps(c, host, with_lora ? &host_lora : nullptr, batch, B, T,
+                                        {.chunk_size = chunk, .offload = true}, dropout);
       bool same = plain.losses == off.losses;
       std::string first_diff = same ? "" : "loss";
       for (size_t i = 0; i < plain.grads.size(); ++i)
