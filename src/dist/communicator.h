@@ -30,8 +30,9 @@ class Communicator {
 
   // t = op over ranks of every rank's t (in place).
   virtual void all_reduce(Tensor t, ReduceOp op) = 0;
-  // all_reduce of each tensor, in order; an implementation may launch them together (NCCL: one group, so
-  // a step's hundreds of gradient tensors cost one launch and one completion check, not one each).
+  // all_reduce of each tensor, in order: the seam where an implementation may launch them together (for
+  // NCCL, one group per bucket, so that a step's hundreds of gradient tensors cost one launch and one
+  // completion check each, not one per tensor; not done yet: it was not measured on GPUs).
   virtual void all_reduce_many(const std::vector<Tensor>& tensors, ReduceOp op) {
     for (const Tensor& t : tensors) all_reduce(t, op);
   }

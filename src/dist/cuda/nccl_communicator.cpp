@@ -100,27 +100,6 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  void all_reduce_many(const std::vector<Tensor>& tensors, ReduceOp op) override {
-    if (tensors.empty()) return;
-    // Host tensors go one by one (each is staged through scratch memory and copied back).
-    if (tensors.front().device == Device::CPU) return Communicator::all_reduce_many(tensors, op);
-    for (const Tensor& t : tensors) check_collective("all_reduce", t);
-    // Groups of kGroupOps collectives: one launch and one completion check each.
-    constexpr size_t kGroupOps = 128;
-    for (size_t begin = 0; begin < tensors.size(); begin += kGroupOps) {
-      const std::vector<Tensor> group(tensors.begin() + long(begin),
-                                      tensors.begin() + long(std::min(tensors.size(), begin + kGroupOps)));
-      on_device("all_reduce (grouped)", group, [&](std::vector<void*> p, cudaStream_t s) {
-        ncclResult_t r = ncclGroupStart();
-        for (size_t i = 0; i < group.size() && (r == ncclSuccess || r == ncclInProgress); ++i)
-          r = ncclAllReduce(p[i], p[i], size_t(group[i].numel()), nccl_dtype(group[i].dtype), nccl_op(op), comm_,
-                            s);
-        const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed call
-        return r == ncclSuccess || r == ncclInProgress ? ended : r;
-      });
-    }
-  }
-
   void reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
     check_scatter_gather("reduce_scatter", in, out, world_);
     on_device("reduce_scatter", {in, out}, [&](std::vector<void*> p, cudaStream_t s) {
