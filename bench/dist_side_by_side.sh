@@ -13,16 +13,7 @@ source tools/find_cudnn.sh
 lt_bin=${LEANTUNE:-.carry/leantune}
 gpus=${GPUS:-2}
 
-rows_file() {  # FILE ROWS LEN VOCAB
-  python3 - "$@" <<'PY'
-import json, random, sys
-path, rows, length, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-random.seed(0)
-with open(path, "w") as f:
-    for _ in range(rows):
-        f.write(json.dumps({"input_ids": [random.randrange(3, vocab) for _ in range(length)]}) + "\n")
-PY
-}
+source bench/random_rows.sh  # rows_file FILE ROWS LEN VOCAB
 
 # leantune over $gpus ranks: NAME CONFIG SEQ BATCH_PER_GPU STEPS SHARDING [EXTRA...] -> "tok/s/GPU GiB"
 leantune_run() {

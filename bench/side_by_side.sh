@@ -19,16 +19,7 @@ leantune_bin=${LEANTUNE:-.carry/leantune}
 peer=${PEER:-.carry/hf_peer.py}
 table="$out/table.txt"
 
-rows_file() {  # FILE ROWS LEN VOCAB
-  python3 - "$@" <<'PY'
-import json, random, sys
-path, rows, length, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-random.seed(0)
-with open(path, "w") as f:
-    for _ in range(rows):
-        f.write(json.dumps({"input_ids": [random.randrange(3, vocab) for _ in range(length)]}) + "\n")
-PY
-}
+source bench/random_rows.sh  # rows_file FILE ROWS LEN VOCAB
 
 # leantune: NAME CONFIG FINETUNE SEQ BATCH CHUNK STEPS [EXTRA TRAIN ARGS...] -> "tokens_per_s gib"
 leantune_run() {
