@@ -2,7 +2,7 @@
 // devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 128, grid limits) and
 // launches on the current stream one of three implementations (attention_select.h): cuDNN's fused
 // attention (cudnn_attention.cpp), our tensor-core kernels (attention_tc.cu, attention_tc_bwd.cu) or the
-// CUDA-core kernels (attention_forward.cu, attention_backward.cu), as the kernel option attention and the
+// CUDA-core kernels (attention.cu), as the kernel option attention and the
 // call allow.
 #include <atomic>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Which attention implementation a CUDA call takes: cuDNN's fused flash attention (cudnn_attention.cpp),
 // our tensor-core kernels (attention_tc.cu, attention_tc_bwd.cu) or the CUDA-core kernels
-// (attention_forward.cu, attention_backward.cu).
+// (attention.cu).
 // Pure functions of the call's shape and the request, with no CUDA types: the CPU build tests them.
 //
 // The request is the kernel option `attention` (ops/kernel_options.h; the configuration key attention, or

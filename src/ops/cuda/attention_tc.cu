@@ -1,7 +1,7 @@
 // Flash attention forward on the tensor cores (bf16 or f16 storage, f32 accumulation), FlashAttention-2
 // style: the fast path of attention_forward for bf16, head_dim 64 or 128, no packed segments
 // (attention_host.cpp decides; everything else, and LT_ATTENTION_KERNEL=simt, goes to the CUDA-core
-// kernels, attention_forward.cu).
+// kernels, attention.cu).
 //
 // One CTA per (query tile, head, batch): by default 4 warps, each owning 32 query rows (two 16-row MMA
 // blocks, so that each K / V fragment read from shared memory feeds two MMAs) for the whole key loop.
@@ -14,7 +14,7 @@
 //   from the S accumulators (the C fragment of two 8-key blocks is the A fragment of one 16-key step) and
 //   V read by ldmatrix.trans.
 // Output = O / l rounded to bf16; lse (B, H, Tq) f32 in natural-log units = m ln 2 + log(l), as
-// attention_forward.cu writes it. Masks (causal j <= q_offset + i, sliding window, rows past Tq, keys past S)
+// attention.cu writes it. Masks (causal j <= q_offset + i, sliding window, rows past Tq, keys past S)
 // are applied per element on the tiles that need them; tiles wholly before the first row's window are skipped
 // and the loop ends at the last row's last visible key.
 //

@@ -1,4 +1,4 @@
-// What the CUDA-core flash attention's forward (attention_forward.cu) and backward (attention_backward.cu)
+// What the CUDA-core flash attention's forward and backward (attention.cu)
 // share: the tile geometry, the exact visibility mask, tile loads and the per-thread 4 x 4 score dot.
 // Storage f32 or bf16, arithmetic f32 on the CUDA cores (no tensor cores).
 //

@@ -1,10 +1,10 @@
-// The RMSNorm backward's row kernels (rmsnorm_backward.cu launches them): each block walks rows with a
+// The RMSNorm backward's row kernels (rmsnorm.cu launches them): each block walks rows with a
 // stride, computes their dx and sums dy * x * rstd into its own f32 partial row of dw (every column owned by
 // one thread); rmsnorm_column_sum.cuh then adds the partial rows into dw. The register kernel (single) and
 // the pair kernel (the default: two halves per block, one partial row per block) hold the row, w and the dw
 // columns in registers; the general kernel takes any D and alignment.
 //   dx_j = r w_j dy_j - (r^3 / D) x_j sum_i dy_i w_i x_i        dw_j += sum_n dy_nj x_nj r_n
-// Internal linkage: included by rmsnorm_backward.cu only.
+// Internal linkage: included by rmsnorm.cu only.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The RMSNorm backward's second kernel: dw += the column sums of the f32 partial rows the row kernels wrote
 // (rmsnorm_backward_kernels.cuh), each column summed in an order fixed by the shape (no atomic adds: dw has
 // the same bits run to run). The float4 kernel follows the register kernels as a programmatic dependent
-// launch; the general one follows the general kernel. Internal linkage: included by rmsnorm_backward.cu only.
+// launch; the general one follows the general kernel. Internal linkage: included by rmsnorm.cu only.
 #pragma once
 
 #include <cuda_runtime.h>

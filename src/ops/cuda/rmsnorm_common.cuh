@@ -1,4 +1,4 @@
-// What the RMSNorm kernels share (rmsnorm_forward.cu, rmsnorm_backward.cu): the 16-byte packs a thread loads,
+// What the RMSNorm kernels share (rmsnorm.cu): the 16-byte packs a thread loads,
 // the register kernels' shape (packs per thread, threads per block) and the dispatch over it. Internal
 // linkage: each .cu that includes it gets its own copy, and each kernel lives in the one .cu that launches
 // it.

@@ -1,4 +1,4 @@
-// Which RMSNorm kernels a CUDA call takes (rmsnorm_forward.cu, rmsnorm_backward.cu): the kernel options
+// Which RMSNorm kernels a CUDA call takes (rmsnorm.cu): the kernel options
 // rmsnorm_forward and rmsnorm_backward (ops/kernel_options.h), read at every call, so that the parity and
 // determinism tests run every variant and the bandwidth bench (CudaBench.DISABLED_ElementwiseBandwidth) times
 // them side by side.
@@ -35,12 +35,12 @@ RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // kernel_options().rm
 // 8, <= 8192): how many of its blocks this GPU holds at once (SMs times blocks per SM), and its grid; and
 // the pair variant's: it runs paired when pair_resident (its blocks of twice the threads held at once) >=
 // pair_grid, else falls back to single-pdl. The argument is checked here (rmsnorm_select.cpp), the kernels
-// queried in rmsnorm_backward.cu (_unchecked: trusts its argument).
+// queried in rmsnorm.cu (_unchecked: trusts its argument).
 struct RmsNormBackwardOccupancy {
   int64_t resident = 0, grid = 0;
   int64_t pair_resident = 0, pair_grid = 0;
 };
 RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim);
-RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim);  // rmsnorm_backward.cu
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim);  // rmsnorm.cu
 
 }  // namespace lt::ops::cuda
