@@ -8,6 +8,7 @@ lt=${1:-.carry/leantune}
 export NCCL_NVLS_ENABLE=0
 out=${OUT:-/tmp/ncclgdb}
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$out" "$work/model"
 python3 - "$work" <<'PY'
 import json, random, sys

@@ -10,7 +10,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "core/tensor.h"
 
@@ -30,12 +29,6 @@ class Communicator {
 
   // t = op over ranks of every rank's t (in place).
   virtual void all_reduce(Tensor t, ReduceOp op) = 0;
-  // all_reduce of each tensor, in order: the seam where an implementation may launch them together (for
-  // NCCL, one group per bucket, so that a step's hundreds of gradient tensors cost one launch and one
-  // completion check each, not one per tensor; not done yet: it was not measured on GPUs).
-  virtual void all_reduce_many(const std::vector<Tensor>& tensors, ReduceOp op) {
-    for (const Tensor& t : tensors) all_reduce(t, op);
-  }
   // in: (world_size * n) elements, out: n. Rank r's out = op over ranks of their in[r*n, (r+1)*n).
   virtual void reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
   // in: n elements, out: (world_size * n). out[r*n, (r+1)*n) = rank r's in, on every rank.

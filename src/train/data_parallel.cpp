@@ -105,9 +105,7 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
 
 void DataParallel::reduce_gradients() {
   if (!reduce_scatters()) {
-    std::vector<Tensor> grads;
-    for (const ParamGroup& g : full_) grads.push_back(g.grad);
-    comm_.all_reduce_many(grads, dist::ReduceOp::Sum);
+    for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
     return;
   }
   for (size_t i = 0; i < full_.size(); ++i) {
