@@ -31,6 +31,8 @@ void check_params(const AttentionParams& p, const char* op) {
       op, p.kv_len, p.q_offset, p.q_len, p.q_offset + p.q_len);
   LT_CHECK(std::isfinite(p.scale), "{}: scale = {}; expected a finite number (usually 1/sqrt(head_dim))", op,
            p.scale);
+  LT_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0,
+           "{}: softcap = {}; expected a finite number >= 0 (0 = no soft-capping)", op, p.softcap);
   // BLAS takes int sizes and strides.
   LT_CHECK(p.kv_len <= INT_MAX && p.heads * p.head_dim <= INT_MAX,
            "{}: kv_len = {} or heads * head_dim = {} exceeds the int range of BLAS", op, p.kv_len,

@@ -1,5 +1,7 @@
 // Cross-entropy over already-shifted labels: losses[n] = lse[n] - logits[n, labels[n]] (0 where ignored),
 // returning the sum; backward writes grad_scale * (softmax - onehot), possibly over the logits themselves.
+#include <cmath>
+
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/dispatch.h"
@@ -15,6 +17,8 @@ namespace {
 void check_params(const CrossEntropyParams& p, const char* op) {
   check_size(p.rows, 0, op, "rows");
   check_size(p.vocab, 1, op, "vocab");
+  LT_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0,
+           "{}: softcap = {}; expected a finite number >= 0 (0 = logits not soft-capped)", op, p.softcap);
 }
 }  // namespace
 

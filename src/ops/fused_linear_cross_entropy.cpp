@@ -1,4 +1,6 @@
 // Fused LM head + cross-entropy: argument checks, then the device's version.
+#include <cmath>
+
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if defined(LT_HAVE_CUDA)
@@ -16,6 +18,8 @@ void check_params(const FusedLinearCrossEntropyParams& p, const char* op) {
   check_size(p.vocab, 1, op, "vocab");
   check_size(p.token_block, 1, op, "token_block");
   check_size(p.vocab_block, 1, op, "vocab_block");
+  LT_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0,
+           "{}: softcap = {}; expected a finite number >= 0 (0 = no soft-capping)", op, p.softcap);
 }
 }  // namespace
 

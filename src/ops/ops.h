@@ -36,6 +36,9 @@ struct RmsNormParams {
   int64_t dim;   // D
   double eps;
   bool accumulate_dx = false;  // dx += (residual stream) instead of dx =
+  // Gemma's RMSNorm: y = x * rsqrt(mean(x^2) + eps) * (1 + w), w stored as the offset from 1 (its dw is the
+  // same as the plain norm's).
+  bool one_plus_weight = false;
 };
 void rmsnorm_forward(const RmsNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/, Tensor x /*(N, D)*/,
                      Tensor w /*(D)*/);
@@ -98,6 +101,9 @@ struct AttentionParams {
   int64_t q_offset = 0;
   int64_t window = 0;  // sliding window in tokens; 0 = none
   double scale;        // usually 1/sqrt(HD)
+  // Attention-logit soft-capping (Gemma 2's attn_logit_softcapping): each scaled score t becomes
+  // softcap * tanh(t / softcap) before the mask and the softmax; 0 = none.
+  double softcap = 0.0;
 };
 // q_segments / k_segments: (B, Tq) / (B, S) i32 non-decreasing ids, or both empty (one sequence per row).
 void attention_forward(const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/,
@@ -119,6 +125,17 @@ void swiglu_forward(const SwigluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N
 void swiglu_backward(const SwigluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
                      Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
 
+// ---- GeGLU (Gemma's MLP): h = gelu_tanh(gate) * up, the tanh form of GELU as torch's approximate="tanh"
+// ----
+//   gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+struct GegluParams {
+  int64_t rows;  // N
+  int64_t dim;   // F
+};
+void geglu_forward(const GegluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/, Tensor up /*(N, F)*/);
+void geglu_backward(const GegluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
+                    Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
+
 // ---- residual: y += x ----------------------------------------------------------------------------------
 void add_inplace(Tensor y, Tensor x);
 
@@ -128,6 +145,9 @@ struct CrossEntropyParams {
   int64_t vocab;  // V
   int32_t ignore_index = -100;
   double grad_scale = 1.0;  // d(total loss)/d(sum of row losses): 1 / (label tokens of the whole step)
+  // The logits were soft-capped (logit_softcap_forward with this cap; 0 = not): backward's dlogits are then
+  // those of the raw logits, the softmax gradient times the cap's slope 1 - (z / cap)^2 at each capped z.
+  double softcap = 0.0;
 };
 // losses[n] = lse[n] - logits[n, labels[n]], 0 where the label is ignored; returns the sum of losses
 // (double).
@@ -136,6 +156,17 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/,
 // dlogits = grad_scale * (softmax(logits) - onehot(label)), 0 rows where ignored. May alias logits.
 void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/,
                             Tensor logits /*(N, V)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+
+// ---- final-logit soft-capping (Gemma 2's final_logit_softcapping): z = cap * tanh(z / cap) in place
+// -------- Its backward is folded into the cross-entropy that reads the capped logits
+// (CrossEntropyParams::softcap: the plain head's dlogits overwrite the logits, so the slope is taken where
+// the capped value is read).
+struct LogitSoftcapParams {
+  int64_t rows;  // N
+  int64_t cols;  // V
+  double cap;    // > 0
+};
+void logit_softcap_forward(const LogitSoftcapParams& p, Tensor logits /*(N, V) in place*/);
 
 // ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (docs/DESIGN.md: never materialize)
 // ---- logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
@@ -150,6 +181,9 @@ struct FusedLinearCrossEntropyParams {
   int64_t token_block = 256;   // rows of a tile
   int64_t vocab_block = 4096;  // vocabulary columns of a tile
   bool accumulate_dx = false;  // dx += instead of dx =
+  // Final-logit soft-capping of every tile's logits (as logit_softcap_forward), its slope in dlogits; 0 =
+  // none.
+  double softcap = 0.0;
 };
 // losses[n] = lse[n] - (x W^T)[n, labels[n]], 0 where ignored; returns the sum of losses (double).
 double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses /*(N)*/,

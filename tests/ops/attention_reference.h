@@ -20,6 +20,7 @@ struct AttnCase {
   int64_t window = 0;
   bool packed = false;
   uint64_t seed = 1;
+  double softcap = 0;  // attention-logit soft-cap (ops.h); 0 = none
 
   ops::AttentionParams params() const {
     ops::AttentionParams p;
@@ -32,13 +33,15 @@ struct AttnCase {
     p.q_offset = q_offset;
     p.window = window;
     p.scale = 1.0 / std::sqrt(double(HD));
+    p.softcap = softcap;
     return p;
   }
   std::string str() const {
     return "B=" + std::to_string(B) + " Tq=" + std::to_string(Tq) + " S=" + std::to_string(S) +
            " H=" + std::to_string(H) + " KVH=" + std::to_string(KVH) + " HD=" + std::to_string(HD) +
            " q_offset=" + std::to_string(q_offset) + " window=" + std::to_string(window) +
-           " packed=" + std::to_string(packed) + " seed=" + std::to_string(seed);
+           " packed=" + std::to_string(packed) + " seed=" + std::to_string(seed) +
+           (softcap > 0 ? " softcap=" + std::to_string(softcap) : std::string());
   }
 };
 
@@ -93,6 +96,7 @@ inline AttnOut naive_attention(const AttnCase& c, const AttnData& d) {
             s += (long double)d.q[size_t(((b * c.Tq + i) * c.H + h) * c.HD + e)] *
                  d.k[size_t(((b * c.S + j) * c.KVH + kvh) * c.HD + e)];
           score[size_t(j)] = s * scale;
+          if (c.softcap > 0) score[size_t(j)] = c.softcap * std::tanh(score[size_t(j)] / c.softcap);
           visible[size_t(j)] = j <= pos && (c.window == 0 || pos - j < c.window) &&
                                (!c.packed || d.k_seg[size_t(b * c.S + j)] == d.q_seg[size_t(b * c.Tq + i)]);
           if (visible[size_t(j)]) m = std::max(m, score[size_t(j)]);

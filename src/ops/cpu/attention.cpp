@@ -7,6 +7,8 @@
 // segment ids never decrease). A block of query rows therefore needs only the keys [lo_first, last row]:
 // its scores are one GEMM over that rectangle, keys outside it (fully masked) are never touched, and the
 // masked corners inside it are zeroed after the softmax. Backward recomputes P from q, k and lse.
+// Soft-capping (params.softcap) turns the visible scaled scores t into c * tanh(t / c) before the softmax
+// (soft_cap_scores); backward multiplies dS by its slope 1 - (s / c)^2 (soft_cap_slope).
 // Threads take (batch, head, query block) tasks in forward. In backward they take (batch, head) tasks so
 // that each task owns its dk/dv sums; heads sharing a kv head (GQA) write per-head scratch that is added
 // in head order afterwards, so no sum depends on thread scheduling. BLAS runs single-threaded inside the
@@ -63,6 +65,18 @@ class SingleThreadedBlas {
  private:
   int saved_;
 };
+
+// Attention-logit soft-capping of the visible scores [c0, c1) of one row, in place: s = c tanh(t / c).
+template <class T>
+void soft_cap_scores(T* row, int64_t c0, int64_t c1, double cap) {
+  for (int64_t c = c0; c < c1; ++c) row[c] = T(cap * std::tanh(double(row[c]) / cap));
+}
+// d s / d t at a capped score s: 1 - tanh^2 = 1 - (s / c)^2.
+template <class T>
+T soft_cap_slope(T s, double cap) {
+  const double th = double(s) / cap;
+  return T(1.0 - th * th);
+}
 
 // First visible key of every query row: (B, Tq). The last visible key of row i is q_offset + i itself
 // (a query's own position is always visible: its segment is checked to equal its key's segment).
@@ -138,6 +152,7 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
       T* row = prob + r * keys;
       const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0,
                     c1 = p.q_offset + i0 + r + 1 - j0;  // visible [c0, c1)
+      if (p.softcap > 0) soft_cap_scores(row, c0, c1, p.softcap);
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t c = c0; c < c1; ++c) m = std::max(m, row[c]);
       T sum = 0;
@@ -217,9 +232,18 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
         const T row_lse = lse[(b * H + h) * Tq + i0 + r];
         std::fill(prow, prow + c0, T(0));
         std::fill(dsrow, dsrow + c0, T(0));
-        for (int64_t c = c0; c < c1; ++c) {
-          prow[c] = std::exp(prow[c] - row_lse);
-          dsrow[c] = prow[c] * (dsrow[c] - delta[r]) * scale;
+        if (p.softcap > 0) {
+          soft_cap_scores(prow, c0, c1, p.softcap);
+          for (int64_t c = c0; c < c1; ++c) {
+            const T slope = soft_cap_slope(prow[c], p.softcap);
+            prow[c] = std::exp(prow[c] - row_lse);
+            dsrow[c] = prow[c] * (dsrow[c] - delta[r]) * slope * scale;
+          }
+        } else {
+          for (int64_t c = c0; c < c1; ++c) {
+            prow[c] = std::exp(prow[c] - row_lse);
+            dsrow[c] = prow[c] * (dsrow[c] - delta[r]) * scale;
+          }
         }
         std::fill(prow + c1, prow + keys, T(0));
         std::fill(dsrow + c1, dsrow + keys, T(0));

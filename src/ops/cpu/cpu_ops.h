@@ -28,7 +28,12 @@ void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);
 void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up);
 void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
 
+void geglu_forward(const GegluParams& p, Tensor h, Tensor gate, Tensor up);
+void geglu_backward(const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
+
 void add_inplace(Tensor y, Tensor x);
+
+void logit_softcap_forward(const LogitSoftcapParams& p, Tensor logits);
 
 double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
                              Tensor labels);

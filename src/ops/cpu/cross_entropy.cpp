@@ -2,7 +2,8 @@
 // overflows, whatever the logits' scale); loss = lse - z[label], 0 for ignore_index rows. lse is saved in
 // the compute dtype. The returned total is the sum of the rows' double losses in row order (deterministic).
 // Backward writes dz = grad_scale * (exp(z - lse) - onehot(label)), zero rows where ignored, reading each
-// logit just before writing its gradient, so dlogits may be the logits' own buffer.
+// logit just before writing its gradient, so dlogits may be the logits' own buffer. Soft-capped logits
+// (params.softcap) get the cap's slope 1 - (z / cap)^2 on top: the gradient of the raw logits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,8 +62,9 @@ void backward(const CrossEntropyParams& p, Tensor dlogits_t, Tensor logits_t, Te
     const T* z = logits + n * V;
     const double l = double(lse[n]);
     for (int64_t v = 0; v < V; ++v) {
-      const double prob = std::exp(double(z[v]) - l);
-      dz[v] = T(p.grad_scale * (v == labels[n] ? prob - 1.0 : prob));
+      const double zv = double(z[v]), prob = std::exp(zv - l);
+      const double g = p.grad_scale * (v == labels[n] ? prob - 1.0 : prob);
+      dz[v] = p.softcap > 0 ? T(g * (1.0 - (zv / p.softcap) * (zv / p.softcap))) : T(g);
     }
   }
 }

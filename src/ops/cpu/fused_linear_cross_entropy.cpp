@@ -6,6 +6,8 @@
 // and the label's logit is picked up in the tile that holds it. Backward recomputes every tile from x and W
 // (a second GEMM per tile rather than keeping the logits), turns it into
 //   dlogits = grad_scale * (exp(z - lse) - onehot(label)), 0 rows where ignored,
+// With params.softcap each tile's logits are first soft-capped (z = c tanh(z / c)) and dlogits carry the
+// cap's slope 1 - (z / c)^2, as the plain head's logit_softcap_forward + cross_entropy do.
 // and adds dx (tokens, D) += dlogits W_tile and dW_tile += dlogits^T x at once. Token blocks are taken in
 // order and each GEMM is deterministic, so results do not depend on timing. Row blocks whose labels are all
 // ignored contribute nothing to backward and are skipped.
@@ -51,6 +53,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   }
 }
 
+// The tile's logits soft-capped in place (params.softcap > 0), as logit_softcap_forward does.
+template <class T>
+void soft_cap_tile(const FusedLinearCrossEntropyParams& p, T* tile, int64_t count) {
+  if (p.softcap <= 0) return;
+  for (int64_t i = 0; i < count; ++i) tile[i] = T(p.softcap * std::tanh(double(tile[i]) / p.softcap));
+}
+
 template <class T>
 double forward(const FusedLinearCrossEntropyParams& p, Tensor losses_t, Tensor lse_t, Tensor x_t, Tensor w_t,
                Tensor labels_t) {
@@ -75,6 +84,7 @@ double forward(const FusedLinearCrossEntropyParams& p, Tensor losses_t, Tensor l
     for (int64_t v0 = 0; v0 < V; v0 += VB) {
       const int64_t vb = std::min(VB, V - v0);
       gemm<T>(false, true, tn, vb, D, x + n0 * D, D, w + v0 * D, D, 0.0, tile.data(), vb);
+      soft_cap_tile(p, tile.data(), tn * vb);
 #pragma omp parallel for schedule(static) if (tn * vb >= kMinParallelWork)
       for (int64_t r = 0; r < tn; ++r) {
         const T* z = tile.data() + r * vb;
@@ -125,6 +135,7 @@ void backward(const FusedLinearCrossEntropyParams& p, Tensor dx_t, Tensor dw_t, 
     for (int64_t v0 = 0; v0 < V; v0 += VB) {
       const int64_t vb = std::min(VB, V - v0);
       gemm<T>(false, true, tn, vb, D, x + n0 * D, D, w + v0 * D, D, 0.0, tile.data(), vb);
+      soft_cap_tile(p, tile.data(), tn * vb);
 #pragma omp parallel for schedule(static) if (tn * vb >= kMinParallelWork)
       for (int64_t r = 0; r < tn; ++r) {
         T* z = tile.data() + r * vb;
@@ -135,8 +146,9 @@ void backward(const FusedLinearCrossEntropyParams& p, Tensor dx_t, Tensor dw_t, 
         }
         const double l = double(lse[n0 + r]);
         for (int64_t j = 0; j < vb; ++j) {
-          const double prob = std::exp(double(z[j]) - l);
-          z[j] = T(p.grad_scale * (v0 + j == label ? prob - 1.0 : prob));
+          const double zj = double(z[j]), prob = std::exp(zj - l);
+          const double g = p.grad_scale * (v0 + j == label ? prob - 1.0 : prob);
+          z[j] = p.softcap > 0 ? T(g * (1.0 - (zj / p.softcap) * (zj / p.softcap))) : T(g);
         }
       }
       if (dx) gemm<T>(false, false, tn, D, vb, tile.data(), vb, w + v0 * D, D, 1.0, dx + n0 * D, D);

@@ -1,6 +1,7 @@
 // RMSNorm, the reference: y = x * r * w with r = rsqrt(mean(x^2) + eps) per row; r is saved (rstd, in the
-// compute dtype). Every sum (mean of squares, the backward's row dot product, dw's column sums) is taken in
-// double even for float tensors, so float results differ from double ones only by rounding at the ends.
+// compute dtype). With one_plus_weight (Gemma) the factor is (1 + w) in place of w everywhere below. Every
+// sum (mean of squares, the backward's row dot product, dw's column sums) is taken in double even for float
+// tensors, so float results differ from double ones only by rounding at the ends.
 //
 // Backward, with s = sum_i dy_i w_i x_i over the row:
 //   dx_j = r w_j dy_j - (r^3 / D) x_j s     (written, or added when params.accumulate_dx)
@@ -17,6 +18,13 @@ namespace lt::ops::cpu {
 
 namespace {
 
+// The factor a column is multiplied by: w, or Gemma's 1 + w (in double, as transformers adds in f32 or
+// wider).
+template <class T>
+double norm_weight(const RmsNormParams& p, T w) {
+  return p.one_plus_weight ? 1.0 + double(w) : double(w);
+}
+
 template <class T>
 void forward(const RmsNormParams& p, Tensor y_t, Tensor rstd_t, Tensor x_t, Tensor w_t) {
   T* y = y_t.ptr<T>("rmsnorm_forward y");           // (N, D)
@@ -32,7 +40,7 @@ void forward(const RmsNormParams& p, Tensor y_t, Tensor rstd_t, Tensor x_t, Tens
     const double r = 1.0 / std::sqrt(sum_sq / double(D) + p.eps);
     rstd[n] = T(r);
     T* yr = y + n * D;
-    for (int64_t d = 0; d < D; ++d) yr[d] = T(double(xr[d]) * r * double(w[d]));
+    for (int64_t d = 0; d < D; ++d) yr[d] = T(double(xr[d]) * r * norm_weight(p, w[d]));
   }
 }
 
@@ -65,11 +73,11 @@ void backward(const RmsNormParams& p, Tensor dx_t, Tensor dw_t, Tensor dy_t, Ten
     const T* xr = x + n * D;
     const double r = double(rstd[n]);
     double s = 0;
-    for (int64_t d = 0; d < D; ++d) s += double(dyr[d]) * double(w[d]) * double(xr[d]);
+    for (int64_t d = 0; d < D; ++d) s += double(dyr[d]) * norm_weight(p, w[d]) * double(xr[d]);
     const double c = r * r * r * s / double(D);
     T* dxr = dx + n * D;
     for (int64_t d = 0; d < D; ++d) {
-      const double g = r * double(w[d]) * double(dyr[d]) - c * double(xr[d]);
+      const double g = r * norm_weight(p, w[d]) * double(dyr[d]) - c * double(xr[d]);
       dxr[d] = p.accumulate_dx ? T(double(dxr[d]) + g) : T(g);
     }
   }

@@ -1,6 +1,6 @@
-// Attention on the CUDA cores, forward and backward paired in one file (tensor-core kernels: attention_tc*.cu).
-// Flash attention forward (ops.h: causal, GQA, q_offset, sliding window, packed segments) on the CUDA
-// cores, f32 or bf16 storage with f32 arithmetic; the tiles and masks are attention_tiles.cuh's.
+// Attention on the CUDA cores, forward and backward paired in one file (tensor-core kernels:
+// attention_tc*.cu). Flash attention forward (ops.h: causal, GQA, q_offset, sliding window, packed segments)
+// on the CUDA cores, f32 or bf16 storage with f32 arithmetic; the tiles and masks are attention_tiles.cuh's.
 // Forward: one block per (query tile of kBlock rows, head, batch). Key/value tiles of kBlock rows are
 // streamed through shared memory (converted to f32); scores S = scale * Q K^T of the tile go to shared
 // memory, every row keeps its running max and sum (online softmax), and the output accumulates in
@@ -79,7 +79,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const int rr = ty + kGroups * r, cc = tx + kGroups * c;
-        ps[rr * kSLd + cc] = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]) ? s[r][c] * g.scale : kNegInf;
+        const bool vis = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]);
+        if (g.softcap > 0.0f)
+          ps[rr * kSLd + cc] = vis ? soft_capped(g, s[r][c] * g.scale) : kNegInf;
+        else
+          ps[rr * kSLd + cc] = vis ? s[r][c] * g.scale : kNegInf;
       }
     __syncthreads();
     // Online softmax: 4 consecutive lanes share a row, each takes every 4th column.
@@ -170,7 +174,6 @@ void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, flo
   });
 }
 
-
 namespace {
 
 // delta (B, H, Tq) f32 = rowsum(dout * out); one warp per row.
@@ -210,10 +213,17 @@ __device__ __forceinline__ void probs_and_dscores(const Geometry& g, int64_t i0,
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int rr = ty + kGroups * r, cc = tx + kGroups * c;
-      const float p =
-          visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]) ? __expf(s[r][c] * g.scale - lse_t[rr]) : 0.0f;
-      ps[rr * kSLd + cc] = p;
-      dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * g.scale;
+      const bool vis = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]);
+      if (g.softcap > 0.0f) {
+        const float capped = soft_capped(g, s[r][c] * g.scale);
+        const float p = vis ? __expf(capped - lse_t[rr]) : 0.0f;
+        ps[rr * kSLd + cc] = p;
+        dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * soft_cap_slope(g, capped) * g.scale;
+      } else {
+        const float p = vis ? __expf(s[r][c] * g.scale - lse_t[rr]) : 0.0f;
+        ps[rr * kSLd + cc] = p;
+        dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * g.scale;
+      }
     }
 }
 

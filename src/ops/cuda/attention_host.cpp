@@ -98,7 +98,8 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
                          p.window,
                          p.scale,
                          segmented ? static_cast<const int32_t*>(q_segments.data) : nullptr,
-                         segmented ? static_cast<const int32_t*>(k_segments.data) : nullptr};
+                         segmented ? static_cast<const int32_t*>(k_segments.data) : nullptr,
+                         p.softcap};
 }
 
 }  // namespace

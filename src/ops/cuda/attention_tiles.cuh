@@ -36,7 +36,19 @@ struct Geometry {
   float scale;
   const int32_t* qseg;  // (B, Tq) or nullptr
   const int32_t* kseg;  // (B, S) or nullptr
+  float softcap;        // attention-logit soft-cap c (0: none)
 };
+
+// A scaled score t after soft-capping: c tanh(t / c) (tanhf, not a fast approximation), or t itself.
+__device__ __forceinline__ float soft_capped(const Geometry& g, float t) {
+  return g.softcap > 0.0f ? g.softcap * tanhf(t / g.softcap) : t;
+}
+// d(capped)/dt at a capped score s: 1 - (s / c)^2, or 1.
+__device__ __forceinline__ float soft_cap_slope(const Geometry& g, float s) {
+  if (g.softcap == 0.0f) return 1.0f;
+  const float th = s / g.softcap;
+  return 1.0f - th * th;
+}
 
 // Is key j visible from query i (0-based in the chunk)? Out-of-range rows and keys are not.
 __device__ __forceinline__ bool visible(const Geometry& g, int64_t i, int64_t j, int32_t qid, int32_t kid) {
@@ -106,8 +118,8 @@ __device__ __forceinline__ void tile_dot(float (&s)[kRows][kCols], const float* 
 }
 
 Geometry make_geometry(const AttentionLaunch& a) {
-  return Geometry{a.batch,    a.q_len,  a.kv_len,       a.heads,      a.kv_heads,  a.head_dim,
-                  a.q_offset, a.window, float(a.scale), a.q_segments, a.k_segments};
+  return Geometry{a.batch,    a.q_len,  a.kv_len,       a.heads,      a.kv_heads,   a.head_dim,
+                  a.q_offset, a.window, float(a.scale), a.q_segments, a.k_segments, float(a.softcap)};
 }
 
 // Calls fn(std::integral_constant-like HDP) for the smallest padded head dim that holds HD (<= 128).

@@ -51,7 +51,7 @@ __global__ void sum_kernel(double* total, const float* values, int64_t count) {
 template <class T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const float* lse,
                                               const int32_t* labels, int64_t vocab, int32_t ignore_index,
-                                              float grad_scale, bool packed, int64_t* err) {
+                                              float grad_scale, bool packed, int64_t* err, float softcap) {
   const int64_t n = blockIdx.x;
   const int32_t label = labels[n];
   const bool bad = label != ignore_index && (label < 0 || label >= vocab);
@@ -70,13 +70,19 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
       Pack<T> out;
 #pragma unroll
       for (int j = 0; j < P; ++j)
-        store_f(&out.v[j], logit_grad(load_f(&a.v[j]), l, k * P + j, label, zero, grad_scale));
+        store_f(&out.v[j],
+                softcap > 0.0f
+                    ? capped_logit_grad(load_f(&a.v[j]), l, k * P + j, label, zero, grad_scale, softcap)
+                    : logit_grad(load_f(&a.v[j]), l, k * P + j, label, zero, grad_scale));
       reinterpret_cast<Pack<T>*>(dz)[k] = out;
     }
     return;
   }
   for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x)
-    store_f(dz + v, zero ? 0.0f : logit_grad(load_f(z + v), l, v, label, false, grad_scale));
+    store_f(dz + v, zero ? 0.0f
+                    : softcap > 0.0f
+                        ? capped_logit_grad(load_f(z + v), l, v, label, false, grad_scale, softcap)
+                        : logit_grad(load_f(z + v), l, v, label, false, grad_scale));
 }
 
 }  // namespace
@@ -101,15 +107,15 @@ void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const voi
 
 void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, const float* lse,
                                    const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
-                                   double grad_scale, int64_t* err, cudaStream_t s) {
+                                   double grad_scale, int64_t* err, cudaStream_t s, double softcap) {
   if (rows == 0) return;
   const dim3 grid(unsigned(rows), unsigned((vocab + kBackwardChunk - 1) / kBackwardChunk));
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = vocab % int64_t(16 / sizeof(T)) == 0 && aligned16(logits) && aligned16(dlogits);
-    cross_entropy_backward_kernel<T>
-        <<<grid, kBackwardThreads, 0, s>>>(static_cast<T*>(dlogits), static_cast<const T*>(logits), lse,
-                                           labels, vocab, ignore_index, float(grad_scale), packed, err);
+    cross_entropy_backward_kernel<T><<<grid, kBackwardThreads, 0, s>>>(
+        static_cast<T*>(dlogits), static_cast<const T*>(logits), lse, labels, vocab, ignore_index,
+        float(grad_scale), packed, err, float(softcap));
   });
   LT_CUDA_CHECK_LAUNCH();
 }

@@ -85,6 +85,14 @@ __device__ __forceinline__ float logit_grad(float z, float lse, int64_t v, int32
   return grad_scale * (v == label ? prob - 1.0f : prob);
 }
 
+// logit_grad of a soft-capped logit z (CrossEntropyParams::softcap c > 0): times the cap's slope
+// 1 - (z / c)^2, the gradient of the raw logit.
+__device__ __forceinline__ float capped_logit_grad(float z, float lse, int64_t v, int32_t label, bool zero,
+                                                   float grad_scale, float softcap) {
+  const float t = z / softcap;
+  return logit_grad(z, lse, v, label, zero, grad_scale) * (1.0f - t * t);
+}
+
 // One block of kThreads: *total = the sum of values (count) in a fixed order, in double.
 __device__ __forceinline__ void block_sum_double(double* total, const float* values, int64_t count) {
   __shared__ double partial[kThreads];

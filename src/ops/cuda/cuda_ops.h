@@ -44,7 +44,12 @@ void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);
 void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up);
 void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
 
+void geglu_forward(const GegluParams& p, Tensor h, Tensor gate, Tensor up);
+void geglu_backward(const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
+
 void add_inplace(Tensor y, Tensor x);
+
+void logit_softcap_forward(const LogitSoftcapParams& p, Tensor logits);
 
 // Returns the sum of the row losses: this reads a device value, so it synchronizes the current stream (and
 // then also reports bad labels at once). cross_entropy_forward_async is the same without the total and

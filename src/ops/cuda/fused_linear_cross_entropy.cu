@@ -25,7 +25,7 @@ template <class T>
 __global__ void cross_entropy_forward_backward_kernel(float* losses, float* lse, T* logits,
                                                       const int32_t* labels, int64_t vocab,
                                                       int32_t ignore_index, float grad_scale, bool packed,
-                                                      int64_t* err) {
+                                                      int64_t* err, float softcap) {
   __shared__ MaxSum scratch[kWarp];
   __shared__ float row_lse;
   const int64_t n = blockIdx.x;
@@ -61,14 +61,20 @@ __global__ void cross_entropy_forward_backward_kernel(float* losses, float* lse,
         const Pack<T> a = pz[k];
 #pragma unroll
         for (int j = 0; j < P; ++j)
-          store_f(&out.v[j], logit_grad(load_f(&a.v[j]), l, k * P + j, label, false, grad_scale));
+          store_f(&out.v[j],
+                  softcap > 0.0f
+                      ? capped_logit_grad(load_f(&a.v[j]), l, k * P + j, label, false, grad_scale, softcap)
+                      : logit_grad(load_f(&a.v[j]), l, k * P + j, label, false, grad_scale));
       }
       pz[k] = out;
     }
     return;
   }
   for (int64_t v = vocab - 1 - threadIdx.x; v >= 0; v -= blockDim.x)
-    store_f(z + v, zero ? 0.0f : logit_grad(load_f(z + v), l, v, label, false, grad_scale));
+    store_f(z + v, zero ? 0.0f
+                   : softcap > 0.0f
+                       ? capped_logit_grad(load_f(z + v), l, v, label, false, grad_scale, softcap)
+                       : logit_grad(load_f(z + v), l, v, label, false, grad_scale));
 }
 
 __global__ void sum_kernel(double* total, const float* values, int64_t count) {
@@ -80,13 +86,14 @@ __global__ void sum_kernel(double* total, const float* values, int64_t count) {
 void launch_cross_entropy_forward_backward(DType dt, float* losses, float* lse, void* logits,
                                            const int32_t* labels, int64_t rows, int64_t vocab,
                                            int32_t ignore_index, double grad_scale, double* total,
-                                           int64_t* err, cudaStream_t s) {
+                                           int64_t* err, cudaStream_t s, double softcap) {
   if (rows > 0) {
     dispatch_compute(dt, [&](auto tag) {
       using T = decltype(tag);
       const bool packed = vocab % int64_t(16 / sizeof(T)) == 0 && aligned16(logits);
-      cross_entropy_forward_backward_kernel<T><<<unsigned(rows), kThreads, 0, s>>>(
-          losses, lse, static_cast<T*>(logits), labels, vocab, ignore_index, float(grad_scale), packed, err);
+      cross_entropy_forward_backward_kernel<T>
+          <<<unsigned(rows), kThreads, 0, s>>>(losses, lse, static_cast<T*>(logits), labels, vocab,
+                                               ignore_index, float(grad_scale), packed, err, float(softcap));
     });
     LT_CUDA_CHECK_LAUNCH();
   }

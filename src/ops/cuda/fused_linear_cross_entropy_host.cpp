@@ -94,11 +94,12 @@ void check_f32(const Tensor& t, const char* what) {
   LT_CHECK(t.dtype == DType::F32, "{} on CUDA: dtype {}; the GPU keeps it in f32", what, dtype_name(t.dtype));
 }
 
-// tile (nb, V) = x[n0 : n0 + nb] W^T.
+// tile (nb, V) = x[n0 : n0 + nb] W^T, soft-capped when p.softcap says so.
 void tile_logits(const FusedLinearCrossEntropyParams& p, Tensor tile, Tensor x, Tensor w, int64_t n0,
                  int64_t nb) {
   cuda::linear_forward(LinearParams{nb, p.dim, p.vocab}, tile, x.slice_rows(n0, n0 + nb), w, Tensor(),
                        Tensor());
+  if (p.softcap > 0.0) launch_logit_softcap(tile.dtype, tile.data, p.softcap, nb * p.vocab, current_stream());
 }
 
 // After the cross-entropy kernels recorded a bad label: finds the first one (on the host: this is the error
@@ -165,7 +166,7 @@ double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tenso
     } else {
       launch_cross_entropy_forward_backward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb,
                                             p.vocab, p.ignore_index, p.grad_scale, sums + k,
-                                            device_error_slot(), s);
+                                            device_error_slot(), s, p.softcap);
       const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
       cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
                             x.slice_rows(n0, n0 + nb), w);
@@ -220,7 +221,7 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
     const Tensor tile(tile_data, dt, {nb, p.vocab}, Device::CUDA);
     tile_logits(p, tile, x, w, n0, nb);
     launch_cross_entropy_backward(dt, tile_data, tile_data, lse_f + n0, label_i + n0, nb, p.vocab,
-                                  p.ignore_index, p.grad_scale, device_error_slot(), s);
+                                  p.ignore_index, p.grad_scale, device_error_slot(), s, p.softcap);
     const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
     cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
                           x.slice_rows(n0, n0 + nb), w);

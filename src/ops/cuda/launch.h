@@ -31,12 +31,13 @@ void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const voi
 void launch_embedding_backward(DType dtable_dt, DType dt, void* dtable, const void* dout, const int32_t* ids,
                                int64_t tokens, int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
 
+// one_plus: Gemma's (1 + w) factor (RmsNormParams::one_plus_weight).
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
-                            int64_t dim, double eps, cudaStream_t s);
+                            int64_t dim, double eps, bool one_plus, cudaStream_t s);
 // dw (optional) of dw_dt: the compute dtype dt, or f32 under bf16 (an f32 parameter gradient).
 void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                             cudaStream_t s);
+                             bool one_plus, cudaStream_t s);
 
 // head_dim <= kRopeMaxHeadDim: the inverse frequencies travel as a kernel parameter (no upload, no sync).
 constexpr int64_t kRopeMaxHeadDim = 512;
@@ -49,6 +50,9 @@ void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, 
                            cudaStream_t s);
 void launch_swiglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate,
                             const void* up, int64_t count, cudaStream_t s);
+void launch_geglu_forward(DType dt, void* h, const void* gate, const void* up, int64_t count, cudaStream_t s);
+void launch_geglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate, const void* up,
+                           int64_t count, cudaStream_t s);
 void launch_add_inplace(DType dt, void* y, const void* x, int64_t count, cudaStream_t s);
 // Any pair of F64, F32, BF16, F16.
 void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t count, cudaStream_t s);
@@ -57,15 +61,18 @@ void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t
 void launch_cross_entropy_forward(DType dt, float* losses, float* lse, const void* logits,
                                   const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
                                   double* total, int64_t* err, cudaStream_t s);
+// softcap: the logits were soft-capped with it (0: not); dlogits then include its slope.
 void launch_cross_entropy_backward(DType dt, void* dlogits, const void* logits, const float* lse,
                                    const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore_index,
-                                   double grad_scale, int64_t* err, cudaStream_t s);
+                                   double grad_scale, int64_t* err, cudaStream_t s, double softcap = 0.0);
 // Both in one kernel, in place (fused_linear_cross_entropy.cu): logits (rows, V) become their dlogits; the
 // same bits as launch_cross_entropy_forward then launch_cross_entropy_backward(logits, logits) from its lse.
 void launch_cross_entropy_forward_backward(DType dt, float* losses, float* lse, void* logits,
                                            const int32_t* labels, int64_t rows, int64_t vocab,
                                            int32_t ignore_index, double grad_scale, double* total,
-                                           int64_t* err, cudaStream_t s);
+                                           int64_t* err, cudaStream_t s, double softcap = 0.0);
+// logits (count) = cap * tanh(logits / cap) in place (logit_softcap.cu).
+void launch_logit_softcap(DType dt, void* logits, double cap, int64_t count, cudaStream_t s);
 
 // Dropout in place on x (batch * tokens, dim), f32 or bf16 (ops.h dropout_apply); streams: host, (batch).
 constexpr int64_t kDropoutStreamsPerLaunch = 64;
@@ -87,6 +94,7 @@ struct AttentionLaunch {
   double scale;
   const int32_t* q_segments;
   const int32_t* k_segments;
+  double softcap = 0.0;  // AttentionParams::softcap; the tensor-core kernels do not take it (not eligible)
 };
 // lse: (B, H, Tq) f32.
 void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,

@@ -42,7 +42,7 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
   const DType dt = compute_dtype(x, {&y, &w}, "rmsnorm_forward");
   check_f32(rstd, "rmsnorm_forward rstd");
   launch_rmsnorm_forward(dt, y.data, static_cast<float*>(rstd.data), x.data, w.data, p.rows, p.dim, p.eps,
-                         current_stream());
+                         p.one_plus_weight, current_stream());
 }
 
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
@@ -51,7 +51,7 @@ void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, T
   const DType dw_dt = gradient_dtype(dw, dt, "rmsnorm_backward dw");
   check_f32(rstd, "rmsnorm_backward rstd");
   launch_rmsnorm_backward(dt, dx.data, dw_dt, dw.data, dy.data, x.data, w.data, cptr<float>(rstd), p.rows,
-                          p.dim, p.accumulate_dx, current_stream());
+                          p.dim, p.accumulate_dx, p.one_plus_weight, current_stream());
 }
 
 namespace {
@@ -82,6 +82,17 @@ void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh,
   const DType dt = compute_dtype(gate, {&dgate, &dup, &dh, &up}, "swiglu_backward");
   launch_swiglu_backward(dt, dgate.data, dup.data, dh.data, gate.data, up.data, p.rows * p.dim,
                          current_stream());
+}
+
+void geglu_forward(const GegluParams& p, Tensor h, Tensor gate, Tensor up) {
+  const DType dt = compute_dtype(gate, {&h, &up}, "geglu_forward");
+  launch_geglu_forward(dt, h.data, gate.data, up.data, p.rows * p.dim, current_stream());
+}
+
+void geglu_backward(const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
+  const DType dt = compute_dtype(gate, {&dgate, &dup, &dh, &up}, "geglu_backward");
+  launch_geglu_backward(dt, dgate.data, dup.data, dh.data, gate.data, up.data, p.rows * p.dim,
+                        current_stream());
 }
 
 void add_inplace(Tensor y, Tensor x) {
@@ -136,7 +147,12 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
   check_f32(lse, "cross_entropy_backward lse");
   launch_cross_entropy_backward(dt, dlogits.data, logits.data, cptr<float>(lse), cptr<int32_t>(labels),
                                 p.rows, p.vocab, p.ignore_index, p.grad_scale, device_error_slot(),
-                                current_stream());
+                                current_stream(), p.softcap);
+}
+
+void logit_softcap_forward(const LogitSoftcapParams& p, Tensor logits) {
+  const DType dt = compute_dtype(logits, {}, "logit_softcap_forward");
+  launch_logit_softcap(dt, logits.data, p.cap, p.rows * p.cols, current_stream());
 }
 
 }  // namespace lt::ops::cuda

@@ -43,7 +43,8 @@ constexpr int forward_regs_blocks_per_sm(int k) {
 // The launch bounds keep 8 rows per SM in flight (K = 4: 4) without spilling (32 and 64 registers).
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
-    rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps) {
+    rmsnorm_forward_regs_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps,
+                                bool one_plus) {
   __shared__ float scratch[kWarp];
   constexpr int P = kPack<T>;
   const int64_t n = blockIdx.x;
@@ -76,7 +77,8 @@ __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
     if (k < packs) {
       Pack<T> out;
 #pragma unroll
-      for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&a[m].v[j]) * r * load_f(&b[m].v[j]));
+      for (int j = 0; j < P; ++j)
+        store_f(&out.v[j], load_f(&a[m].v[j]) * r * norm_weight(load_f(&b[m].v[j]), one_plus));
       reinterpret_cast<Pack<T>*>(yr)[k] = out;
     }
   }
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, forward_regs_blocks_per_sm(K))
 // The general kernels: any D and alignment, the row read twice (packs when `packed`).
 template <class T>
 __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w, int64_t dim, float eps,
-                                       bool packed) {
+                                       bool packed, bool one_plus) {
   __shared__ float scratch[kWarp];
   constexpr int P = kPack<T>;
   const int64_t n = blockIdx.x;
@@ -109,19 +111,20 @@ __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w
       const Pack<T> a = load_pack(xr, k), b = load_pack(w, k);
       Pack<T> out;
 #pragma unroll
-      for (int j = 0; j < P; ++j) store_f(&out.v[j], load_f(&a.v[j]) * r * load_f(&b.v[j]));
+      for (int j = 0; j < P; ++j)
+        store_f(&out.v[j], load_f(&a.v[j]) * r * norm_weight(load_f(&b.v[j]), one_plus));
       reinterpret_cast<Pack<T>*>(yr)[k] = out;
     }
   } else {
     for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
-      store_f(yr + d, load_f(xr + d) * r * load_f(w + d));
+      store_f(yr + d, load_f(xr + d) * r * norm_weight(load_f(w + d), one_plus));
   }
 }
 
 }  // namespace
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
-                            int64_t dim, double eps, cudaStream_t s) {
+                            int64_t dim, double eps, bool one_plus, cudaStream_t s) {
   if (rows == 0) return;
   const RmsNormForwardKernel request = rmsnorm_forward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
@@ -132,18 +135,18 @@ void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const
     if (shape.packs_per_thread > 0) {
       with_packs(shape.packs_per_thread, [&](auto k) {
         constexpr int K = decltype(k)::value;
-        rmsnorm_forward_regs_kernel<T, K><<<unsigned(rows), shape.threads, 0, s>>>(
-            static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), dim, float(eps));
+        rmsnorm_forward_regs_kernel<T, K>
+            <<<unsigned(rows), shape.threads, 0, s>>>(static_cast<T*>(y), rstd, static_cast<const T*>(x),
+                                                      static_cast<const T*>(w), dim, float(eps), one_plus);
       });
     } else {
       rmsnorm_forward_kernel<T>
           <<<unsigned(rows), kThreads, 0, s>>>(static_cast<T*>(y), rstd, static_cast<const T*>(x),
-                                               static_cast<const T*>(w), dim, float(eps), packed);
+                                               static_cast<const T*>(w), dim, float(eps), packed, one_plus);
     }
   });
   LT_CUDA_CHECK_LAUNCH();
 }
-
 
 namespace {
 
@@ -184,7 +187,7 @@ int64_t pair_blocks(const RegShape& shape, int64_t rows) {
 
 void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                             cudaStream_t s) {
+                             bool one_plus, cudaStream_t s) {
   if (rows == 0) return;
   const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
@@ -212,15 +215,15 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                 *w_t = static_cast<const T*>(w);
         if (paired > 0)
           rmsnorm_backward_pair_kernel<T, K><<<unsigned(blocks), dim3(kThreads, 2), 0, s>>>(
-              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx, one_plus);
         else
           rmsnorm_backward_regs_kernel<T, K><<<unsigned(blocks), shape.threads, 0, s>>>(
-              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx);
+              dx_t, partial, dy_t, x_t, w_t, rstd, rows, dim, accumulate_dx, one_plus);
       });
     } else {
       rmsnorm_backward_kernel<T><<<unsigned(blocks), kThreads, 0, s>>>(
           static_cast<T*>(dx), partial, static_cast<const T*>(dy), static_cast<const T*>(x),
-          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed);
+          static_cast<const T*>(w), rstd, rows, dim, accumulate_dx, packed, one_plus);
     }
     LT_CUDA_CHECK_LAUNCH();
     if (dw) {

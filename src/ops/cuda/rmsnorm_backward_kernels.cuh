@@ -56,7 +56,8 @@ __device__ __forceinline__ void load_row(RowPacks<T, K>& row, const T* dy, const
 template <class T, int K, class RowSum>
 __device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> (&wp)[K], T* dx, const T* dy,
                                              const T* x, const float* rstd, int64_t n, int64_t dim, int packs,
-                                             int t, int threads, bool accumulate_dx, RowSum&& row_sum) {
+                                             int t, int threads, bool accumulate_dx, bool one_plus,
+                                             RowSum&& row_sum) {
   constexpr int P = kPack<T>;
   RowPacks<T, K> cur;
   load_row(cur, dy, x, rstd, n, dim, packs, t, threads);
@@ -65,7 +66,8 @@ __device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> 
   for (int m = 0; m < K; ++m)
     if (t + m * threads < packs)
 #pragma unroll
-      for (int j = 0; j < P; ++j) s += load_f(&cur.g[m].v[j]) * load_f(&wp[m].v[j]) * load_f(&cur.a[m].v[j]);
+      for (int j = 0; j < P; ++j)
+        s += load_f(&cur.g[m].v[j]) * norm_weight(load_f(&wp[m].v[j]), one_plus) * load_f(&cur.a[m].v[j]);
   s = row_sum(s);
   const float r = cur.r, c = r * r * r * s / float(dim);
   T* dxr = dx + n * dim;  // (D)
@@ -82,7 +84,7 @@ __device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> 
       for (int j = 0; j < P; ++j) {
         const float gv = load_f(&cur.g[m].v[j]), xv = load_f(&cur.a[m].v[j]);
         acc[m][j] += gv * xv * r;
-        const float v = r * load_f(&wp[m].v[j]) * gv - c * xv;
+        const float v = r * norm_weight(load_f(&wp[m].v[j]), one_plus) * gv - c * xv;
         store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
       }
       reinterpret_cast<Pack<T>*>(dxr)[k] = out;
@@ -97,7 +99,8 @@ __device__ __forceinline__ void backward_row(float (&acc)[K][kPack<T>], Pack<T> 
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
     rmsnorm_backward_regs_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
-                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+                                 bool one_plus) {
   __shared__ float scratch[kWarp];
   allow_dependent_launch();
   constexpr int P = kPack<T>;
@@ -113,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, backward_regs_blocks_per_sm(K))
   }
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x)
     backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, int(threadIdx.x), int(blockDim.x),
-                       accumulate_dx, [&](float s) { return block_sum(s, scratch); });
+                       accumulate_dx, one_plus, [&](float s) { return block_sum(s, scratch); });
   if (!partial) return;
   // D % P == 0 and P is a multiple of 4, so the row is whole float4s.
   float4* row = reinterpret_cast<float4*>(partial + int64_t(blockIdx.x) * dim);  // (D / 4)
@@ -173,7 +176,8 @@ __device__ __forceinline__ float half_sum(float v, float* scratch) {
 template <class T, int K>
 __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) / 2)
     rmsnorm_backward_pair_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
-                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx) {
+                                 const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
+                                 bool one_plus) {
   constexpr int P = kPack<T>;
   __shared__ float scratch[2][kWarp];             // each half's row sums
   __shared__ float4 stage[K * kThreads * P / 4];  // (D / 4 used) half 1's dw columns
@@ -190,7 +194,7 @@ __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) /
     for (int j = 0; j < P; ++j) acc[m][j] = 0.0f;
   }
   for (int64_t n = 2 * int64_t(blockIdx.x) + half_index(); n < rows; n += 2 * int64_t(gridDim.x))
-    backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, t, threads, accumulate_dx,
+    backward_row<T, K>(acc, wp, dx, dy, x, rstd, n, dim, packs, t, threads, accumulate_dx, one_plus,
                        [&](float s) { return half_sum(s, &scratch[0][0]); });
   if (!partial) return;  // uniform over the block
   // D % P == 0 and P is a multiple of 4: the columns are whole float4s, thread t's at k * (P / 4) + q in
@@ -226,7 +230,7 @@ __global__ void __launch_bounds__(2 * kThreads, backward_regs_blocks_per_sm(K) /
 template <class T>
 __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, const T* x, const T* w,
                                         const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                                        bool packed) {
+                                        bool packed, bool one_plus) {
   __shared__ float scratch[kWarp];
   constexpr int P = kPack<T>;
   float* part = partial ? partial + int64_t(blockIdx.x) * dim : nullptr;  // (D)
@@ -243,11 +247,12 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
       for (int64_t k = threadIdx.x; k < dim / P; k += blockDim.x) {
         const Pack<T> g = load_pack(dyr, k), a = load_pack(xr, k), b = load_pack(w, k);
 #pragma unroll
-        for (int j = 0; j < P; ++j) s += load_f(&g.v[j]) * load_f(&b.v[j]) * load_f(&a.v[j]);
+        for (int j = 0; j < P; ++j)
+          s += load_f(&g.v[j]) * norm_weight(load_f(&b.v[j]), one_plus) * load_f(&a.v[j]);
       }
     } else {
       for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
-        s += load_f(dyr + d) * load_f(w + d) * load_f(xr + d);
+        s += load_f(dyr + d) * norm_weight(load_f(w + d), one_plus) * load_f(xr + d);
     }
     s = block_sum(s,
                   scratch);  // also a barrier: every dy of the row is read before dx (may alias) is written
@@ -261,7 +266,7 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
         for (int j = 0; j < P; ++j) {
           const float gv = load_f(&g.v[j]), xv = load_f(&a.v[j]);
           if (part) part[k * P + j] += gv * xv * r;
-          const float v = r * load_f(&b.v[j]) * gv - c * xv;
+          const float v = r * norm_weight(load_f(&b.v[j]), one_plus) * gv - c * xv;
           store_f(&out.v[j], accumulate_dx ? load_f(&out.v[j]) + v : v);
         }
         reinterpret_cast<Pack<T>*>(dxr)[k] = out;
@@ -270,7 +275,7 @@ __global__ void rmsnorm_backward_kernel(T* dx, float* partial, const T* dy, cons
       for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
         const float g = load_f(dyr + d), xv = load_f(xr + d);
         if (part) part[d] += g * xv * r;
-        const float v = r * load_f(w + d) * g - c * xv;
+        const float v = r * norm_weight(load_f(w + d), one_plus) * g - c * xv;
         store_f(dxr + d, accumulate_dx ? load_f(dxr + d) + v : v);
       }
     }

@@ -12,6 +12,11 @@
 
 namespace lt::ops::cuda {
 
+// The factor a column is multiplied by: w, or Gemma's 1 + w (RmsNormParams::one_plus_weight).
+__device__ __forceinline__ float norm_weight(float w, bool one_plus) {
+  return one_plus ? 1.0f + w : w;
+}
+
 namespace {
 
 constexpr int kThreads = 256;
