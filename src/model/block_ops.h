@@ -6,60 +6,100 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "model/config.h"
+#include "ops/device.h"
 #include "ops/ops.h"
 
 namespace lt::model {
 
 // y = norm(x) * w over rows of D; rstd (N) kept for backward.
+// The RMSNorm kinds: Rms multiplies by w, RmsOnePlus (Gemma) by 1 + w.
+inline bool norm_one_plus(const ModelConfig& c) {
+  LT_CHECK(c.block.norm == NormKind::Rms || c.block.norm == NormKind::RmsOnePlus,
+           "block: {} normalization is not supported yet", norm_kind_name(c.block.norm));
+  return c.block.norm == NormKind::RmsOnePlus;
+}
+
 inline void block_norm_forward(const ModelConfig& c, int64_t rows, Tensor y, Tensor rstd, Tensor x,
                                Tensor w) {
-  LT_CHECK(c.block.norm == NormKind::Rms, "block: {} normalization is not supported yet",
-           norm_kind_name(c.block.norm));
-  ops::rmsnorm_forward({.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps}, y, rstd, x, w);
+  ops::rmsnorm_forward(
+      {.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps, .one_plus_weight = norm_one_plus(c)}, y,
+      rstd, x, w);
 }
 // dx = (accumulate_dx: dx +=, the residual stream's gradient) the input gradient, dw += (optional).
 inline void block_norm_backward(const ModelConfig& c, int64_t rows, bool accumulate_dx, Tensor dx, Tensor dw,
                                 Tensor dy, Tensor x, Tensor w, Tensor rstd) {
-  LT_CHECK(c.block.norm == NormKind::Rms, "block: {} normalization is not supported yet",
-           norm_kind_name(c.block.norm));
-  ops::rmsnorm_backward(
-      {.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps, .accumulate_dx = accumulate_dx}, dx, dw, dy,
-      x, w, rstd);
+  ops::rmsnorm_backward({.rows = rows,
+                         .dim = c.hidden_size,
+                         .eps = c.rms_norm_eps,
+                         .accumulate_dx = accumulate_dx,
+                         .one_plus_weight = norm_one_plus(c)},
+                        dx, dw, dy, x, w, rstd);
 }
 
 // Per-head norm of q or k (BlockSpec::qk_norm): y = norm(x) * w over the rows of head_dim, x and y (N,
 // heads * HD), rstd (N * heads) kept for backward, w (HD) shared by the heads.
 inline void block_head_norm_forward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor y, Tensor rstd,
                                     Tensor x, Tensor w) {
-  LT_CHECK(c.block.norm == NormKind::Rms, "block: per-head {} normalization is not supported yet",
-           norm_kind_name(c.block.norm));
-  ops::rmsnorm_forward({.rows = rows * heads, .dim = c.head_dim, .eps = c.rms_norm_eps},
-                       y.reshaped({rows * heads, c.head_dim}), rstd.reshaped({rows * heads}),
-                       x.reshaped({rows * heads, c.head_dim}), w);
+  ops::rmsnorm_forward(
+      {.rows = rows * heads, .dim = c.head_dim, .eps = c.rms_norm_eps, .one_plus_weight = norm_one_plus(c)},
+      y.reshaped({rows * heads, c.head_dim}), rstd.reshaped({rows * heads}),
+      x.reshaped({rows * heads, c.head_dim}), w);
 }
 // dx (N, heads * HD) written (not dy's memory), dw += (optional).
 inline void block_head_norm_backward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor dx, Tensor dw,
                                      Tensor dy, Tensor x, Tensor w, Tensor rstd) {
-  LT_CHECK(c.block.norm == NormKind::Rms, "block: per-head {} normalization is not supported yet",
-           norm_kind_name(c.block.norm));
   const int64_t R = rows * heads, HD = c.head_dim;
-  ops::rmsnorm_backward({.rows = R, .dim = HD, .eps = c.rms_norm_eps}, dx.reshaped({R, HD}), dw,
-                        dy.reshaped({R, HD}), x.reshaped({R, HD}), w, rstd.reshaped({R}));
+  ops::rmsnorm_backward({.rows = R, .dim = HD, .eps = c.rms_norm_eps, .one_plus_weight = norm_one_plus(c)},
+                        dx.reshaped({R, HD}), dw, dy.reshaped({R, HD}), x.reshaped({R, HD}), w,
+                        rstd.reshaped({R}));
 }
 
-// h = act(gate) * up (N, F).
+// h = act(gate) * up (N, F): silu (SwiGLU) or tanh GELU (GeGLU).
 inline void block_mlp_act_forward(const ModelConfig& c, int64_t rows, Tensor h, Tensor gate, Tensor up) {
+  if (c.block.mlp == MlpKind::GeGlu)
+    return ops::geglu_forward({.rows = rows, .dim = c.intermediate_size}, h, gate, up);
   LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
            mlp_kind_name(c.block.mlp));
   ops::swiglu_forward({.rows = rows, .dim = c.intermediate_size}, h, gate, up);
 }
 inline void block_mlp_act_backward(const ModelConfig& c, int64_t rows, Tensor d_gate, Tensor d_up, Tensor d_h,
                                    Tensor gate, Tensor up) {
+  if (c.block.mlp == MlpKind::GeGlu)
+    return ops::geglu_backward({.rows = rows, .dim = c.intermediate_size}, d_gate, d_up, d_h, gate, up);
   LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
            mlp_kind_name(c.block.mlp));
   ops::swiglu_backward({.rows = rows, .dim = c.intermediate_size}, d_gate, d_up, d_h, gate, up);
+}
+
+// The embedding scale as the model's dtype holds it (transformers multiplies by a tensor of that dtype:
+// Gemma's sqrt(D) is rounded to it, e.g. sqrt(3072) = 55.4256 becomes 55.5 in bf16).
+inline double embedding_scale_in(const ModelConfig& c, DType dt) {
+  const double s = c.block.embedding_scale;
+  switch (dt) {
+    case DType::F32:
+      return double(float(s));
+    case DType::BF16:
+      return double(to_float(to_bf16(float(s))));
+    case DType::F16:
+      return double(to_float(to_fp16(float(s))));
+    default:
+      return s;
+  }
+}
+
+// x (N, D) = table[ids] * the embedding scale (BlockSpec::embedding_scale; one rounding, as transformers).
+inline void block_embedding_forward(const ModelConfig& c, int64_t rows, Tensor x, Tensor ids, Tensor table) {
+  ops::embedding_forward({.tokens = rows, .dim = c.hidden_size, .vocab = c.vocab_size}, x, ids, table);
+  if (c.block.embedding_scale != 1.0) ops::scale_inplace(x, embedding_scale_in(c, x.dtype));
+}
+// dtable += the rows of dx times the embedding scale; dx (N, D) is scaled in place (it is dead after).
+inline void block_embedding_backward(const ModelConfig& c, int64_t rows, Tensor dtable, Tensor dx,
+                                     Tensor ids) {
+  if (c.block.embedding_scale != 1.0) ops::scale_inplace(dx, embedding_scale_in(c, dx.dtype));
+  ops::embedding_backward({.tokens = rows, .dim = c.hidden_size, .vocab = c.vocab_size}, dtable, dx, ids);
 }
 
 // Positions applied to q or k in place, x (N, heads, HD); positions (N) i32.
@@ -77,7 +117,8 @@ inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t
 }
 
 // Layer `layer`'s attention: `q_len` queries at q_offset of each of `batch` rows against `kv_len` keys,
-// causal within the layer's sliding window, the scores scaled by 1 / sqrt(head_dim).
+// causal within the layer's sliding window, the scores scaled by 1 / sqrt(head_dim) (or Gemma's
+// query_pre_attn_scalar^-0.5, as transformers computes it) and soft-capped where the block says so.
 inline ops::AttentionParams block_attention_params(const ModelConfig& c, int64_t layer, int64_t batch,
                                                    int64_t q_len, int64_t kv_len, int64_t q_offset) {
   return {.batch = batch,
@@ -88,7 +129,9 @@ inline ops::AttentionParams block_attention_params(const ModelConfig& c, int64_t
           .head_dim = c.head_dim,
           .q_offset = q_offset,
           .window = c.window_for_layer(layer),
-          .scale = 1.0 / std::sqrt(double(c.head_dim))};
+          .scale = c.block.query_pre_attn_scalar > 0 ? std::pow(c.block.query_pre_attn_scalar, -0.5)
+                                                     : 1.0 / std::sqrt(double(c.head_dim)),
+          .softcap = c.block.attention_softcap};
 }
 
 }  // namespace lt::model

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace lt::model {
@@ -57,15 +59,19 @@ std::string describe_block(const BlockSpec& s) {
   if (s.fused_gate_up) out += ", fused gate_up";
   if (s.embedding_scale != 1.0) out += fmt::format(", embedding scale {}", s.embedding_scale);
   if (s.logit_softcap != 0.0) out += fmt::format(", logit soft-cap {}", s.logit_softcap);
+  if (s.post_norms) out += ", post-norms";
+  if (s.attention_softcap != 0.0) out += fmt::format(", attention soft-cap {}", s.attention_softcap);
+  if (s.query_pre_attn_scalar != 0.0)
+    out += fmt::format(", query_pre_attn_scalar {}", s.query_pre_attn_scalar);
   return out;
 }
 
 void check_block_supported(const BlockSpec& s, int64_t head_dim, const std::string& source) {
-  LT_CHECK(s.norm == NormKind::Rms, "{}: {} normalization is not supported yet (supported: rms)", source,
+  LT_CHECK(s.norm == NormKind::Rms || s.norm == NormKind::RmsOnePlus,
+           "{}: {} normalization is not supported yet (supported: rms, rms(1+w))", source,
            norm_kind_name(s.norm));
-  LT_CHECK(s.mlp == MlpKind::SwiGlu,
-           "{}: the {} MLP is not supported yet (supported: swiglu, hidden_act silu)", source,
-           mlp_kind_name(s.mlp));
+  LT_CHECK(s.mlp == MlpKind::SwiGlu || s.mlp == MlpKind::GeGlu,
+           "{}: the {} MLP is not supported yet (supported: swiglu, geglu)", source, mlp_kind_name(s.mlp));
   LT_CHECK(s.positions == PositionKind::Rope,
            "{}: {} position encoding is not supported yet (supported: rope)", source,
            position_kind_name(s.positions));
@@ -74,9 +80,14 @@ void check_block_supported(const BlockSpec& s, int64_t head_dim, const std::stri
            s.rotary_dim, head_dim);
   LT_CHECK(s.residual == ResidualKind::Sequential,
            "{}: the parallel residual is not supported yet (supported: sequential)", source);
-  LT_CHECK(s.embedding_scale == 1.0, "{}: an embedding scale ({}) is not supported yet", source,
-           s.embedding_scale);
-  LT_CHECK(s.logit_softcap == 0.0, "{}: a logit soft-cap ({}) is not supported yet", source, s.logit_softcap);
+  LT_CHECK(std::isfinite(s.embedding_scale) && s.embedding_scale > 0.0,
+           "{}: embedding scale {}; expected a finite number > 0", source, s.embedding_scale);
+  LT_CHECK(std::isfinite(s.logit_softcap) && s.logit_softcap >= 0.0,
+           "{}: final logit soft-cap {}; expected a finite number >= 0", source, s.logit_softcap);
+  LT_CHECK(std::isfinite(s.attention_softcap) && s.attention_softcap >= 0.0,
+           "{}: attention logit soft-cap {}; expected a finite number >= 0", source, s.attention_softcap);
+  LT_CHECK(std::isfinite(s.query_pre_attn_scalar) && s.query_pre_attn_scalar >= 0.0,
+           "{}: query_pre_attn_scalar {}; expected a finite number > 0", source, s.query_pre_attn_scalar);
 }
 
 }  // namespace lt::model

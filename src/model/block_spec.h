@@ -49,6 +49,13 @@ struct BlockSpec {
   // everywhere a weight is listed, and the architecture file sets them from its keys.
   double embedding_scale = 1.0;  // embeddings multiplied by this (Gemma: sqrt(D)); 1 = none
   double logit_softcap = 0.0;    // logits = c * tanh(logits / c); 0 = none
+  // Gemma 2's sandwich norms: the attention output (after o_proj) and the MLP output (after down_proj) each
+  // pass their own norm before the residual add (post_attention_layernorm, post_feedforward_layernorm).
+  bool post_norms = false;
+  double attention_softcap =
+      0.0;  // attention scores = c * tanh(scores / c) (attn_logit_softcapping); 0 = none
+  // The attention scores are scaled by query_pre_attn_scalar^-0.5 (Gemma); 0 = by head_dim^-0.5.
+  double query_pre_attn_scalar = 0.0;
 };
 
 std::string_view norm_kind_name(NormKind k);          // "rms", "rms(1+w)", "layernorm+bias"
@@ -60,7 +67,7 @@ std::string_view residual_kind_name(ResidualKind k);  // "sequential", "parallel
 std::string describe_block(const BlockSpec& spec);
 
 // Throws lt::Error "<source>: <choice> is not supported yet" for a choice whose ops have not landed (today:
-// everything but RMS, SwiGLU, RoPE (full or partial), sequential residual, no scale or soft-cap).
+// LayerNorm with bias, the GELU MLP, ALiBi or no positions, the parallel residual).
 void check_block_supported(const BlockSpec& spec, int64_t head_dim, const std::string& source);
 
 }  // namespace lt::model

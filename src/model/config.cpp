@@ -160,8 +160,9 @@ std::optional<int64_t> read_token_id(const FieldReader& r, const std::string& so
 void read_token_ids(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
   const bool llama_defaults = architecture_def(cfg.arch).default_bos_eos;
   cfg.bos_token_id = read_token_id(r, source, "bos_token_id", cfg.vocab_size);
-  if (!r.has("bos_token_id") && !r.is_null("bos_token_id") && llama_defaults && cfg.vocab_size > 1)
-    cfg.bos_token_id = 1;
+  const int64_t bos = architecture_def(cfg.arch).default_bos;
+  if (!r.has("bos_token_id") && !r.is_null("bos_token_id") && llama_defaults && cfg.vocab_size > bos)
+    cfg.bos_token_id = bos;
   cfg.pad_token_id = read_token_id(r, source, "pad_token_id", cfg.vocab_size);
   cfg.eos_token_ids.clear();
   if (!r.has("eos_token_id")) {

@@ -14,7 +14,7 @@
 
 namespace lt::model {
 
-enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3 };
+enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma2 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;

@@ -36,6 +36,18 @@ void put_windows(const ModelConfig& cfg, json& j) {
     j["sliding_window"] = w > 0 ? json(w) : json(nullptr);
     return;
   }
+  if (cfg.arch == Architecture::Gemma2) {
+    json types = json::array();
+    int64_t window = 0;
+    for (int64_t layer = 0; layer < cfg.num_layers; ++layer) {
+      const int64_t w = cfg.window_for_layer(layer);
+      if (w > 0) window = w;
+      types.push_back(w > 0 ? "sliding_attention" : "full_attention");
+    }
+    j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
+    j["layer_types"] = types;
+    return;
+  }
   if (cfg.arch != Architecture::Qwen2 && cfg.arch != Architecture::Qwen3) return;
   int64_t window = 0, first = cfg.num_layers;
   json types = json::array();
@@ -68,7 +80,7 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
     j["head_dim"] = cfg.head_dim;
   j["max_position_embeddings"] = cfg.max_position_embeddings;
   j["rms_norm_eps"] = cfg.rms_norm_eps;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = cfg.block.mlp == MlpKind::GeGlu ? "gelu_pytorch_tanh" : "silu";
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = cfg.initializer_range;
   j["tie_word_embeddings"] = cfg.tie_word_embeddings;
@@ -77,6 +89,14 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
     j["mlp_bias"] = cfg.mlp_bias;
   }
   if (cfg.arch == Architecture::Qwen3) j["attention_bias"] = cfg.qkv_bias;
+  if (cfg.arch == Architecture::Gemma2) {
+    j["attention_bias"] = cfg.qkv_bias;
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["query_pre_attn_scalar"] = cfg.block.query_pre_attn_scalar;
+    const auto cap = [](double c) { return c > 0 ? json(c) : json(nullptr); };
+    j["attn_logit_softcapping"] = cap(cfg.block.attention_softcap);
+    j["final_logit_softcapping"] = cap(cfg.block.logit_softcap);
+  }
   put_rope(cfg, j);
   put_windows(cfg, j);
   j["bos_token_id"] = optional_id(cfg.bos_token_id);

@@ -57,6 +57,11 @@ KvCacheDecoder::Buffers plan_buffers(const ModelConfig& c, DType dtype, int64_t 
     b.q_rstd = alloc("q_rstd", st, {T * H});
     b.k_rstd = alloc("k_rstd", st, {T * KVH});
   }
+  if (c.block.post_norms) {
+    b.attn_proj = alloc("attn_proj", dtype, {T, D});
+    b.ffn_proj = alloc("ffn_proj", dtype, {T, D});
+    b.post_rstd = alloc("post_rstd", st, {T});
+  }
   return b;
 }
 
@@ -90,14 +95,14 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   ops::copy(id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {C}));
   ops::copy(view_at(b_.positions, 0, {C}), Tensor(positions.data(), DType::I32, {C}));
   Tensor x = view_at(b_.x0, 0, {C, D}), y = view_at(b_.x1, 0, {C, D});
-  ops::embedding_forward({.tokens = C, .dim = D, .vocab = V}, x, id_view, weights_.embed);
+  block_embedding_forward(config_, C, x, id_view, weights_.embed);
 
   const ChunkInfo chunk{.batch = 1,
                         .tokens = C,
                         .q_offset = length_,
                         .positions = view_at(b_.positions, 0, {1, C}),
                         .q_segments = Tensor()};
-  const bool qk_norm = c.block.qk_norm;
+  const bool qk_norm = c.block.qk_norm, post_norms = c.block.post_norms;
   LayerActivations acts{.x = x,
                         .attn_rstd = view_at(b_.attn_rstd, 0, {C}),
                         .attn_in = view_at(b_.attn_in, 0, {C, D}),
@@ -116,6 +121,11 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
                         .k_raw = qk_norm ? view_at(b_.k_raw, 0, {C, KVH * HD}) : Tensor(),
                         .q_rstd = qk_norm ? view_at(b_.q_rstd, 0, {C * H}) : Tensor(),
                         .k_rstd = qk_norm ? view_at(b_.k_rstd, 0, {C * KVH}) : Tensor(),
+                        .attn_proj = post_norms ? view_at(b_.attn_proj, 0, {C, D}) : Tensor(),
+                        .attn_post_rstd = post_norms ? view_at(b_.post_rstd, 0, {C}) : Tensor(),
+                        .ffn_proj = post_norms ? view_at(b_.ffn_proj, 0, {C, D}) : Tensor(),
+                        .ffn_post_rstd = post_norms ? view_at(b_.post_rstd, 0, {C}) : Tensor(),
+                        .post_norm_out = Tensor(),
                         .lora_t = {}};  // no adapters: generate from a merged model
   for (int64_t l = 0; l < c.num_layers; ++l) {
     // The cache's first S positions: B = 1, so they are contiguous.
@@ -132,6 +142,8 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   block_norm_forward(c, 1, b_.final_x, b_.final_rstd, last, weights_.final_norm);
   ops::linear_forward({.rows = 1, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
                       Tensor());
+  if (c.block.logit_softcap > 0)
+    ops::logit_softcap_forward({.rows = 1, .cols = V, .cap = c.block.logit_softcap}, b_.logits);
   std::vector<double> out(static_cast<size_t>(V));  // (V) host
   ops::copy(Tensor(out.data(), DType::F64, {V}), b_.logits.reshaped({V}));
   return out;

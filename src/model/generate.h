@@ -34,6 +34,9 @@ class KvCacheDecoder {
     Tensor final_rstd, final_x, logits;   // (1), (1, D), (1, V): the last token's
     Tensor ids, positions;                // (T) i32: one chunk's ids and positions, on the device
     Tensor q_raw, k_raw, q_rstd, k_rstd;  // BlockSpec::qk_norm only: (T, H*HD), (T, KVH*HD), (T*H), (T*KVH)
+    // BlockSpec::post_norms only: the branch outputs before their post-norms (T, D) and one rstd (T) both
+    // norms write (inference reads neither rstd).
+    Tensor attn_proj, ffn_proj, post_rstd;
   };
 
   KvCacheDecoder(const ModelConfig& config, DType dtype, const ModelWeights& weights, int64_t max_tokens,

@@ -44,9 +44,16 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
     s.d_up = a.up;
   }
 
-  // MLP branch: out = mid + down(silu(gate) * up).
+  // MLP branch: out = mid + down(silu(gate) * up), or mid + post_norm(down(...)) (post_norms: the norm's
+  // input gradient goes to d_norm, free until gate/up write it).
   const LayerProjs projs{c, layer, chunk, w, &g, lora, a.lora_t};
-  proj_backward(projs, ProjId::Down, a.h, d_resid, s.d_h);
+  Tensor d_down = d_resid;  // (N, D) the gradient of down_proj's output
+  if (c.block.post_norms) {
+    block_norm_backward(c, N, false, s.d_norm, g.ffn_post_norm, d_resid, a.ffn_proj, w.ffn_post_norm,
+                        a.ffn_post_rstd);
+    d_down = s.d_norm;
+  }
+  proj_backward(projs, ProjId::Down, a.h, d_down, s.d_h);
   block_mlp_act_backward(c, N, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
   if (recompute) block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
   projs_backward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{s.d_gate, s.d_up},
@@ -54,8 +61,15 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   block_norm_backward(c, N, true, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
   if (recompute) block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
 
-  // Attention branch: mid = x + o_proj(attention(q, k, v)).
-  proj_backward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), d_resid, s.d_attn.reshaped({N, H * HD}));
+  // Attention branch: mid = x + o_proj(attention(q, k, v)) (post_norms: + post_norm(o_proj(...)), whose
+  // input gradient goes to d_norm again: the MLP norm's backward has read it).
+  Tensor d_o = d_resid;  // (N, D) the gradient of o_proj's output
+  if (c.block.post_norms) {
+    block_norm_backward(c, N, false, s.d_norm, g.attn_post_norm, d_resid, a.attn_proj, w.attn_post_norm,
+                        a.attn_post_rstd);
+    d_o = s.d_norm;
+  }
+  proj_backward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), d_o, s.d_attn.reshaped({N, H * HD}));
   const ops::AttentionParams attn = block_attention_params(c, layer, B, C, S, chunk.q_offset);
   ops::attention_backward(attn, s.d_q, kv_grads.dk, kv_grads.dv, s.d_attn, a.attn_out, a.attn_lse, a.q, kv.k,
                           kv.v, chunk.q_segments, kv.k_segments);

@@ -4,6 +4,11 @@
 //   out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 =
 //   post_attention_layernorm(mid)
 // The residual adds ride on the projections' GEMMs: linear_forward's residual is the GEMM's C input.
+// Gemma 2's sandwich norms (BlockSpec::post_norms) put a norm on each branch's output before its residual
+// add:
+//   mid = x + post_attention_layernorm(o_proj(...)),  out = mid + post_feedforward_layernorm(down_proj(...))
+// with n2 = pre_feedforward_layernorm(mid); the projections then write attn_proj / ffn_proj and the add is
+// its own op (x + y, as transformers adds).
 // A LoRA adapter writes its projection's output first and the projection's GEMM adds in (before RoPE for q
 // and k); adapters sharing an input run their x A^T stacked (lora_layer.h).
 #include <array>
@@ -92,6 +97,19 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!attention_kept)
     ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
 
+  if (c.block.post_norms) {
+    // mid = x + post_norm(o_proj(...)); the recomputation needs the same (mid, attn_proj and its rstd).
+    proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.attn_proj);
+    block_norm_forward(c, N, a.mid, a.attn_post_rstd, a.attn_proj, w.attn_post_norm);
+    ops::add_inplace(a.mid, a.x);
+    mlp_inputs_forward(c, layer, w, chunk, a, lora);
+    // out = mid + post_norm(down_proj(h)); the recomputation needs ffn_proj and its rstd (backward reads
+    // them), so it runs the down projection too, and writes the norm's output where nothing reads it.
+    proj_forward(projs, ProjId::Down, a.h, a.ffn_proj);
+    block_norm_forward(c, N, recompute ? a.post_norm_out : out, a.ffn_post_rstd, a.ffn_proj, w.ffn_post_norm);
+    if (!recompute) ops::add_inplace(out, a.mid);
+    return;
+  }
   // mid = x + o_proj(...): the residual x rides on a GEMM (no copy of x into mid first).
   proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.mid, a.x);
 

@@ -92,6 +92,12 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
     a.q_rstd = alloc("chunk.q_rstd", st, {N * H});
     a.k_rstd = alloc("chunk.k_rstd", st, {N * KVH});
   }
+  if (c.block.post_norms) {
+    a.attn_proj = alloc("chunk.attn_proj", dt, {N, D});
+    a.attn_post_rstd = alloc("chunk.attn_post_rstd", st, {N});
+    a.ffn_proj = alloc("chunk.ffn_proj", dt, {N, D});
+    a.ffn_post_rstd = alloc("chunk.ffn_post_rstd", st, {N});
+  }
   const auto [max_in, max_r, module_rank] = lora_extents(lora_specs_);
   for (int m = 0; m < kLoraModuleCount; ++m)
     if (module_rank[size_t(m)] > 0)
@@ -162,6 +168,11 @@ LayerActivations LayerMajorSchedule::chunk_views(int64_t k, int64_t layer) const
                      .k_raw = at(a.k_raw, {N, KVH * HD}),
                      .q_rstd = at(a.q_rstd, {N * H}),
                      .k_rstd = at(a.k_rstd, {N * KVH}),
+                     .attn_proj = at(a.attn_proj, {N, D}),
+                     .attn_post_rstd = at(a.attn_post_rstd, {N}),
+                     .ffn_proj = at(a.ffn_proj, {N, D}),
+                     .ffn_post_rstd = at(a.ffn_post_rstd, {N}),
+                     .post_norm_out = Tensor(),
                      .lora_t = {}};
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];

@@ -1,7 +1,8 @@
 // Final norm, LM head and cross-entropy over every token row at once: the plain head materializes the (N, V)
 // logits (the reference, and what golden tests compare logits with); the fused one (the default in both
 // decoders) never does. The head is lm_head, or the embedding when tied:
-// then its gradient adds into the embedding's.
+// then its gradient adds into the embedding's. A final-logit soft-cap (Gemma 2) caps the logits before the
+// loss in both heads.
 #include "model/block_ops.h"
 #include "model/decoder.h"
 #include "ops/ops.h"
@@ -18,7 +19,8 @@ ops::FusedLinearCrossEntropyParams fused_head_params(const ModelConfig& c, int64
           .vocab = c.vocab_size,
           .grad_scale = grad_scale,
           .token_block = token_block,
-          .vocab_block = vocab_block};
+          .vocab_block = vocab_block,
+          .softcap = c.block.logit_softcap};
 }
 
 }  // namespace
@@ -28,14 +30,18 @@ double lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivation
   check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
   block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
   ops::linear_forward({.rows = N, .in = D, .out = V}, a.logits, a.xn, head_weight(c, w), Tensor());
-  return ops::cross_entropy_forward({.rows = N, .vocab = V}, a.losses, a.lse, a.logits, a.labels);
+  if (c.block.logit_softcap > 0)
+    ops::logit_softcap_forward({.rows = N, .cols = V, .cap = c.block.logit_softcap}, a.logits);
+  return ops::cross_entropy_forward({.rows = N, .vocab = V, .softcap = c.block.logit_softcap}, a.losses,
+                                    a.lse, a.logits, a.labels);
 }
 
 void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
                       double grad_scale, Tensor d_xn, Tensor d_resid) {
   const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
-  ops::cross_entropy_backward({.rows = N, .vocab = V, .grad_scale = grad_scale}, a.logits, a.logits, a.lse,
-                              a.labels);
+  ops::cross_entropy_backward(
+      {.rows = N, .vocab = V, .grad_scale = grad_scale, .softcap = c.block.logit_softcap}, a.logits, a.logits,
+      a.lse, a.labels);
   ops::linear_backward({.rows = N, .in = D, .out = V}, d_xn, head_weight(c, g), Tensor(), a.logits, a.xn,
                        head_weight(c, w));
   block_norm_backward(c, N, false, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);

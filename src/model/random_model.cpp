@@ -71,6 +71,21 @@ ModelConfig tiny_random_config(Architecture arch, uint64_t seed) {
       c.layer_window.assign(2, window == 1 ? 0 : window);
       break;
     }
+    case Architecture::Gemma2: {
+      c.architecture_name = "Gemma2ForCausalLM";
+      c.model_type = "gemma2";
+      c.block = BlockSpec{.norm = NormKind::RmsOnePlus,
+                          .mlp = MlpKind::GeGlu,
+                          .embedding_scale = std::sqrt(double(c.hidden_size)),
+                          .logit_softcap = 2.0 + double(uniform_int(seed, 1, 9, 0, 3)),  // bends the logits
+                          .post_norms = true,
+                          .attention_softcap = 1.0 + double(uniform_int(seed, 1, 10, 0, 3)),
+                          .query_pre_attn_scalar = double(uniform_int(seed, 1, 11, 2, 9))};
+      c.tie_word_embeddings = true;
+      c.rope_theta = 10000.0;
+      c.layer_window = {uniform_int(seed, 1, 8, 2, 5), 0};  // sliding, then global
+      break;
+    }
     case Architecture::Mistral:
       c.architecture_name = "MistralForCausalLM";
       c.model_type = "mistral";

@@ -142,6 +142,11 @@ LayerActivations ScheduleEngine::layer_views(int64_t k, int64_t layer) const {
   v.k_raw = view(KRaw, {N, KVH * HD});
   v.q_rstd = view(QRstd, {N * H});
   v.k_rstd = view(KRstd, {N * KVH});
+  v.attn_proj = view(AttnProj, {N, D});
+  v.attn_post_rstd = view(AttnPostRstd, {N});
+  v.ffn_proj = view(FfnProj, {N, D});
+  v.ffn_post_rstd = view(FfnPostRstd, {N});
+  v.post_norm_out = view(PostNormOut, {N, D});
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const LoraModule mod = LoraModule(m);
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];
@@ -277,7 +282,7 @@ void ScheduleEngine::upload(const Batch& batch) {
 double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
   const ModelConfig& c = config_;
-  const int64_t B = batch_, D = c.hidden_size, L = c.num_layers;
+  const int64_t B = batch_, L = c.num_layers;
   check_batch(batch, B, tokens_);
   check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, what_);
   label_tokens_ = label_tokens;
@@ -293,8 +298,7 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
-    ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, x,
-                           chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    block_embedding_forward(c, N, x, chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
     checkpoint_written(k, 0);
     for (int64_t l = 0; l < L; ++l) {
       LayerActivations a = layer_views(k, l);
@@ -358,8 +362,7 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       if (k == 0) run_hook(hooks_.after_backward, l);  // the layer's last backward of the step
     }
     if (!g.embed.empty())
-      ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed, d_resid,
-                              chunk_rows(ids_, k, 1).reshaped({N}));
+      block_embedding_backward(c, N, g.embed, d_resid, chunk_rows(ids_, k, 1).reshaped({N}));
     if (k == 0) run_hook(hooks_.after_backward, -1);
     if (timing_) timing_->backward_s[size_t(k)] = timer->seconds();
   }

@@ -110,10 +110,15 @@ class ScheduleEngine : public Schedule {
     FfnRstd,
     FfnIn,
     MlpH,
-    QRaw,   // BlockSpec::qk_norm only (no buffer otherwise): q and k before the per-head norm, and its rstds
+    QRaw,  // BlockSpec::qk_norm only (no buffer otherwise): q and k before the per-head norm, and its rstds
     KRaw,
     QRstd,
     KRstd,
+    AttnProj,  // BlockSpec::post_norms only: the projections' outputs before the post-norms, their rstds
+    AttnPostRstd,
+    FfnProj,
+    FfnPostRstd,
+    PostNormOut,  // post-norms under Recompute::Full only: the recomputed MLP post-norm's unread output
     kFields
   };
   struct FieldPlan {

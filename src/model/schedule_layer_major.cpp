@@ -71,8 +71,7 @@ double LayerMajorSchedule::forward(const ModelWeights& w, const Batch& batch, in
   for (int64_t k = 0; k < n; ++k) {
     const int64_t N = B * chunk_tokens(k);
     Tensor x = checkpoints_.write({0, k});  // (N, D)
-    ops::embedding_forward({.tokens = N, .dim = D, .vocab = c.vocab_size}, x,
-                           chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    block_embedding_forward(c, N, x, chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
     checkpoints_.written({0, k});
   }
   const KvContext kv = kv_context();
@@ -164,8 +163,8 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
   if (!g.embed.empty())
     for (int64_t k = n - 1; k >= 0; --k) {  // the chunked schedule's order: the same sums
       const int64_t N = B * chunk_tokens(k);
-      ops::embedding_backward({.tokens = N, .dim = D, .vocab = c.vocab_size}, g.embed,
-                              chunk_rows(running_, k, D), chunk_rows(ids_, k, 1).reshaped({N}));
+      block_embedding_backward(c, N, g.embed, chunk_rows(running_, k, D),
+                               chunk_rows(ids_, k, 1).reshaped({N}));
     }
   run_hook(hooks_.after_backward, -1);
 }

@@ -17,9 +17,28 @@ namespace lt::model {
 
 namespace {
 
-constexpr const char* kFieldNames[] = {"k",        "v",     "attn_rstd", "attn_in", "q",        "attn_out",
-                                       "attn_lse", "mid",   "gate",      "up",      "ffn_rstd", "ffn_in",
-                                       "h",        "q_raw", "k_raw",     "q_rstd",  "k_rstd"};
+constexpr const char* kFieldNames[] = {"k",
+                                       "v",
+                                       "attn_rstd",
+                                       "attn_in",
+                                       "q",
+                                       "attn_out",
+                                       "attn_lse",
+                                       "mid",
+                                       "gate",
+                                       "up",
+                                       "ffn_rstd",
+                                       "ffn_in",
+                                       "h",
+                                       "q_raw",
+                                       "k_raw",
+                                       "q_rstd",
+                                       "k_rstd",
+                                       "attn_proj",
+                                       "attn_post_rstd",
+                                       "ffn_proj",
+                                       "ffn_post_rstd",
+                                       "post_norm_out"};
 
 bool named(const std::vector<std::string>& only, std::string_view what) {
   return only.empty() || std::find(only.begin(), only.end(), what) != only.end();
@@ -56,6 +75,13 @@ bool ScheduleEngine::kept(Field f) const {
     case QRstd:
     case KRstd:  // the per-head norms' inputs and rstds: kept (or recomputed) with q
       return config_.block.qk_norm && attention;
+    case AttnProj:
+    case AttnPostRstd:
+    case FfnProj:
+    case FfnPostRstd:  // the post-norms' inputs and rstds: kept with the attention output
+      return config_.block.post_norms && attention;
+    case PostNormOut:
+      return false;
     case kFields:
       break;
   }
@@ -92,7 +118,13 @@ int64_t ScheduleEngine::width(Field f) const {
     case AttnIn:
     case Mid:
     case FfnIn:
+    case AttnProj:
+    case FfnProj:
+    case PostNormOut:
       return c.hidden_size;
+    case AttnPostRstd:
+    case FfnPostRstd:
+      return 1;
     case Gate:
     case Up:
     case MlpH:
@@ -104,8 +136,10 @@ int64_t ScheduleEngine::width(Field f) const {
 }
 
 DType ScheduleEngine::field_dtype(Field f) const {
-  return f == AttnRstd || f == FfnRstd || f == AttnLse || f == QRstd || f == KRstd ? stats_dtype(dtype_)
-                                                                                   : dtype_;
+  return f == AttnRstd || f == FfnRstd || f == AttnLse || f == QRstd || f == KRstd || f == AttnPostRstd ||
+                 f == FfnPostRstd
+             ? stats_dtype(dtype_)
+             : dtype_;
 }
 
 template <class Alloc, class HostAlloc>
@@ -170,7 +204,9 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   // The layer activations: kept per layer (every token), offloaded (host + two slots) or one chunk's.
   for (int f = 0; f < kFields; ++f) {
     const Field field = Field(f);
-    if (field >= QRaw && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
+    if (field >= QRaw && field <= KRstd && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
+    if (field >= AttnProj && !c.block.post_norms) continue;             // no post-norms: no buffers
+    if (field == PostNormOut && r != Recompute::Full) continue;         // only Full's recomputation writes it
     FieldPlan& p = fields_[size_t(f)];
     const DType fdt = field_dtype(field);
     const int64_t w = width(field);

@@ -104,6 +104,15 @@ struct LayerActivations {
   Tensor k_raw;   // (B*C, KVH*HD)
   Tensor q_rstd;  // (B*C*H) stats dtype
   Tensor k_rstd;  // (B*C*KVH) stats dtype
+  // BlockSpec::post_norms only (else empty): the o_proj and down_proj outputs before their norms, and the
+  // norms' rstds; mid = x + post_attn_norm(attn_proj), out = mid + post_ffn_norm(ffn_proj).
+  Tensor attn_proj;       // (B*C, D)
+  Tensor attn_post_rstd;  // (B*C) stats dtype
+  Tensor ffn_proj;        // (B*C, D)
+  Tensor ffn_post_rstd;   // (B*C) stats dtype
+  // Recompute::Full with post-norms: where the recomputation writes the MLP post-norm's output, which nothing
+  // reads (its rstd is what backward needs); empty otherwise.
+  Tensor post_norm_out;    // (B*C, D)
   PerProj<Tensor> lora_t;  // (B*C, r) dropout(x) A^T per adapted projection, else empty
 };
 

@@ -14,7 +14,8 @@ constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
 
 bool is_norm(WeightKind kind) {
   return kind == WeightKind::AttnNorm || kind == WeightKind::FfnNorm || kind == WeightKind::FinalNorm ||
-         kind == WeightKind::AttnQNorm || kind == WeightKind::AttnKNorm;
+         kind == WeightKind::AttnQNorm || kind == WeightKind::AttnKNorm || kind == WeightKind::AttnPostNorm ||
+         kind == WeightKind::FfnPostNorm;
 }
 
 bool is_bias(WeightKind kind) {
@@ -87,6 +88,7 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
       specs.push_back({WeightKind::AttnQNorm, l, p + names.q_norm + ".weight", {c.head_dim}});
       specs.push_back({WeightKind::AttnKNorm, l, p + names.k_norm + ".weight", {c.head_dim}});
     }
+    if (c.block.post_norms) norm(WeightKind::AttnPostNorm, names.attn_post_norm);
     norm(WeightKind::FfnNorm, names.ffn_norm);
     if (c.block.fused_gate_up) {
       specs.push_back({WeightKind::FfnGateUp, l, p + names.gate_up + ".weight", {2 * F, D}});
@@ -95,6 +97,7 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
       proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
     }
     proj(ProjId::Down, WeightKind::FfnDown, WeightKind::FfnDownBias, c.mlp_bias, D, F);
+    if (c.block.post_norms) norm(WeightKind::FfnPostNorm, names.ffn_post_norm);
   }
   specs.push_back({WeightKind::FinalNorm, -1, names.final_norm, {D}});
   if (!c.tie_word_embeddings) specs.push_back({WeightKind::LmHead, -1, names.lm_head, {V, D}});
@@ -160,6 +163,10 @@ Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
       return l.attn_qkv;
     case WeightKind::FfnGateUp:
       return l.ffn_gate_up;
+    case WeightKind::AttnPostNorm:
+      return l.attn_post_norm;
+    case WeightKind::FfnPostNorm:
+      return l.ffn_post_norm;
     default:
       LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
   }
@@ -253,7 +260,8 @@ void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed
              device_name(t.device));
     values.assign(size_t(t.numel()), 0.0);
     if (is_norm(spec.kind)) {
-      values.assign(values.size(), 1.0);
+      // The identity norm: w = 1, or 0 where the norm multiplies by 1 + w (Gemma's zero-initialized weights).
+      values.assign(values.size(), config.block.norm == NormKind::RmsOnePlus ? 0.0 : 1.0);
     } else if (!is_bias(spec.kind)) {
       const int64_t n = int64_t(values.size());
 #pragma omp parallel for schedule(static) if (n > (1 << 16))

@@ -38,31 +38,35 @@ enum class WeightKind : uint8_t {
   FfnDownBias,
   FinalNorm,
   LmHead,
-  AttnQkv,    // BlockSpec::fused_qkv: q, k and v as one weight (their LayerWeights tensors are its rows)
-  FfnGateUp,  // BlockSpec::fused_gate_up: gate and up as one weight
+  AttnQkv,       // BlockSpec::fused_qkv: q, k and v as one weight (their LayerWeights tensors are its rows)
+  FfnGateUp,     // BlockSpec::fused_gate_up: gate and up as one weight
+  AttnPostNorm,  // BlockSpec::post_norms: the norm of the attention output (Gemma's post_attention_layernorm)
+  FfnPostNorm,   // and of the MLP output (post_feedforward_layernorm)
 };
 
 struct Nf4Layer;  // model/nf4_weights.h
 
 struct LayerWeights {
-  Tensor attn_norm;      // (D)
-  Tensor attn_q;         // (H*HD, D)
-  Tensor attn_q_bias;    // (H*HD) or empty
-  Tensor attn_k;         // (KVH*HD, D)
-  Tensor attn_k_bias;    // (KVH*HD) or empty
-  Tensor attn_v;         // (KVH*HD, D)
-  Tensor attn_v_bias;    // (KVH*HD) or empty
-  Tensor attn_o;         // (D, H*HD)
-  Tensor attn_o_bias;    // (D) or empty
-  Tensor attn_q_norm;    // (HD) per-head q norm (BlockSpec::qk_norm), else empty
-  Tensor attn_k_norm;    // (HD) per-head k norm, else empty
-  Tensor ffn_norm;       // (D)
-  Tensor ffn_gate;       // (F, D)
-  Tensor ffn_gate_bias;  // (F) or empty
-  Tensor ffn_up;         // (F, D)
-  Tensor ffn_up_bias;    // (F) or empty
-  Tensor ffn_down;       // (D, F)
-  Tensor ffn_down_bias;  // (D) or empty
+  Tensor attn_norm;       // (D)
+  Tensor attn_q;          // (H*HD, D)
+  Tensor attn_q_bias;     // (H*HD) or empty
+  Tensor attn_k;          // (KVH*HD, D)
+  Tensor attn_k_bias;     // (KVH*HD) or empty
+  Tensor attn_v;          // (KVH*HD, D)
+  Tensor attn_v_bias;     // (KVH*HD) or empty
+  Tensor attn_o;          // (D, H*HD)
+  Tensor attn_o_bias;     // (D) or empty
+  Tensor attn_q_norm;     // (HD) per-head q norm (BlockSpec::qk_norm), else empty
+  Tensor attn_k_norm;     // (HD) per-head k norm, else empty
+  Tensor ffn_norm;        // (D)
+  Tensor ffn_gate;        // (F, D)
+  Tensor ffn_gate_bias;   // (F) or empty
+  Tensor ffn_up;          // (F, D)
+  Tensor ffn_up_bias;     // (F) or empty
+  Tensor ffn_down;        // (D, F)
+  Tensor ffn_down_bias;   // (D) or empty
+  Tensor attn_post_norm;  // (D) BlockSpec::post_norms, else empty
+  Tensor ffn_post_norm;   // (D) BlockSpec::post_norms, else empty
   // Fused checkpoints (BlockSpec::fused_qkv / fused_gate_up) hold these and the weight table lists them under
   // their HF names; attn_q/k/v and ffn_gate/up above are then views of their row blocks, so block code,
   // loading and saving see one layout each. Empty otherwise.

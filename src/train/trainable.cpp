@@ -22,6 +22,8 @@ const char* group_of(WeightKind kind) {
     case WeightKind::AttnKNorm:
     case WeightKind::FfnNorm:
     case WeightKind::FinalNorm:
+    case WeightKind::AttnPostNorm:
+    case WeightKind::FfnPostNorm:
       return "norms";
     case WeightKind::FfnGateUp:
     case WeightKind::FfnGate:

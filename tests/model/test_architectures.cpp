@@ -40,15 +40,22 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
     json only_type = config_for(def->class_name, def->model_type);
     only_type.erase("architectures");
     EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
-    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3.
+    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3; Gemma 2's own.
+    if (def->arch == Architecture::Gemma2) {
+      EXPECT_EQ(describe_block(by_class.block),
+                "rms(1+w) norm, geglu MLP, rope positions, sequential residual, embedding scale 8, logit "
+                "soft-cap 30, post-norms, attention soft-cap 50, query_pre_attn_scalar 256");
+      continue;
+    }
     EXPECT_EQ(describe_block(by_class.block),
               std::string("rms norm, swiglu MLP, rope positions, sequential residual") +
                   (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : "") +
                   (def->arch == Architecture::Phi3 ? ", fused qkv, fused gate_up" : ""));
   }
-  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen.size(), 6u);
   EXPECT_EQ(supported_class_names(),
-            "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM");
+            "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+            "Gemma2ForCausalLM");
 }
 
 TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
@@ -182,8 +189,17 @@ TEST(Architectures, ChoicesWithoutOpsAreRefusedAtLoad) {
       [] { check_block_supported({.residual = ResidualKind::Parallel}, 64, "m/config.json"); },
       {"parallel", "not supported yet"});
   EXPECT_NO_THROW(check_block_supported({.fused_qkv = true, .fused_gate_up = true}, 64, "m/config.json"));
-  expect_error_mentions([] { check_block_supported({.logit_softcap = 30.0}, 64, "m/config.json"); },
-                        {"soft-cap", "not supported yet"});
+  // Gemma's choices landed: (1 + w) norms, GeGLU, embedding scale, soft-caps, post-norms.
+  EXPECT_NO_THROW(check_block_supported({.norm = NormKind::RmsOnePlus,
+                                         .mlp = MlpKind::GeGlu,
+                                         .embedding_scale = 8.0,
+                                         .logit_softcap = 30.0,
+                                         .post_norms = true,
+                                         .attention_softcap = 50.0,
+                                         .query_pre_attn_scalar = 256.0},
+                                        64, "m/config.json"));
+  expect_error_mentions([] { check_block_supported({.logit_softcap = -1.0}, 64, "m/config.json"); },
+                        {"m/config.json", "soft-cap -1"});
   // A GELU-gated Llama-family MLP (GeGLU) is named as such.
   json j = config_for("LlamaForCausalLM", "llama");
   j["hidden_act"] = "gelu_pytorch_tanh";

@@ -28,8 +28,11 @@ struct HfTensorNames {
   // q, k and v (rows q, then k, then v) and one for gate and up (rows gate, then up); nullptr: none.
   const char* qkv = nullptr;      // "self_attn.qkv_proj"
   const char* gate_up = nullptr;  // "mlp.gate_up_proj"
-  const char* final_norm;         // "model.norm.weight"
-  const char* lm_head;            // "lm_head.weight"
+  // BlockSpec::post_norms (Gemma): the norms of the attention and MLP outputs; nullptr: none.
+  const char* attn_post_norm = nullptr;  // "post_attention_layernorm"
+  const char* ffn_post_norm = nullptr;   // "post_feedforward_layernorm"
+  const char* final_norm;                // "model.norm.weight"
+  const char* lm_head;                   // "lm_head.weight"
 };
 
 struct ArchitectureDef {
@@ -50,6 +53,8 @@ struct ArchitectureDef {
   bool partial_rotary = false;
   // eos_token_id absent: this id when default_bos_eos (LlamaConfig: 2; Phi3Config: 32000).
   int64_t default_eos = 2;
+  // bos_token_id absent: this id when default_bos_eos (LlamaConfig: 1; Gemma2Config: 2).
+  int64_t default_bos = 1;
 };
 
 // Every registered architecture, in the order they are listed to users.
@@ -69,6 +74,7 @@ extern const ArchitectureDef kQwen2Architecture;
 extern const ArchitectureDef kMistralArchitecture;
 extern const ArchitectureDef kQwen3Architecture;
 extern const ArchitectureDef kPhi3Architecture;
+extern const ArchitectureDef kGemma2Architecture;
 
 // Qwen2Config's (and Qwen3Config's) sliding windows: use_sliding_window, then layer_types or
 // max_window_layers.
