@@ -3,6 +3,8 @@
 // The keys are those transformers' LlamaConfig / Qwen2Config / MistralConfig read, in the spelling the file
 // read used where there are two (RoPE dict key, torch_dtype), so that AutoConfig builds the same model
 // (tools/check_saved_config.py loads one with transformers).
+#include <cmath>
+
 #include "model/config.h"
 
 namespace lt::model {
@@ -92,7 +94,9 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
   if (cfg.arch == Architecture::Gemma2) {
     j["attention_bias"] = cfg.qkv_bias;
     j["hidden_activation"] = "gelu_pytorch_tanh";
-    j["query_pre_attn_scalar"] = cfg.block.query_pre_attn_scalar;
+    // Gemma2Config declares it an int (transformers' strict config refuses 12.0).
+    const double scalar = cfg.block.query_pre_attn_scalar;
+    j["query_pre_attn_scalar"] = scalar == std::floor(scalar) ? json(int64_t(scalar)) : json(scalar);
     const auto cap = [](double c) { return c > 0 ? json(c) : json(nullptr); };
     j["attn_logit_softcapping"] = cap(cfg.block.attention_softcap);
     j["final_logit_softcapping"] = cap(cfg.block.logit_softcap);

@@ -97,6 +97,7 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
     a.attn_post_rstd = alloc("chunk.attn_post_rstd", st, {N});
     a.ffn_proj = alloc("chunk.ffn_proj", dt, {N, D});
     a.ffn_post_rstd = alloc("chunk.ffn_post_rstd", st, {N});
+    a.post_norm_out = alloc("chunk.post_norm_out", dt, {N, D});  // the recomputation's unread norm output
   }
   const auto [max_in, max_r, module_rank] = lora_extents(lora_specs_);
   for (int m = 0; m < kLoraModuleCount; ++m)
@@ -172,7 +173,7 @@ LayerActivations LayerMajorSchedule::chunk_views(int64_t k, int64_t layer) const
                      .attn_post_rstd = at(a.attn_post_rstd, {N}),
                      .ffn_proj = at(a.ffn_proj, {N, D}),
                      .ffn_post_rstd = at(a.ffn_post_rstd, {N}),
-                     .post_norm_out = Tensor(),
+                     .post_norm_out = at(a.post_norm_out, {N, D}),
                      .lora_t = {}};
   for (int m = 0; m < kLoraModuleCount; ++m) {
     const int64_t rank = lora_rank_[size_t(layer)][size_t(m)];

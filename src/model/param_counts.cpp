@@ -27,9 +27,12 @@ ParamCounts count_params(const ModelConfig& cfg) {
   c.attn_bias = L * (qkv_bias * (q + 2 * kv) + o_bias * D);
   c.mlp_bias = L * mlp_bias * (2 * F + D);
   c.mlp = L * 3 * D * F + c.mlp_bias;
-  c.norms = L * 2 * D + D + (cfg.block.qk_norm ? L * 2 * cfg.head_dim : 0);
+  // Per layer: the two pre-norms, Gemma's two post-norms, Qwen3's per-head q/k norms.
+  const int64_t layer_norms =
+      2 * D + (cfg.block.post_norms ? 2 * D : 0) + (cfg.block.qk_norm ? 2 * cfg.head_dim : 0);
+  c.norms = L * layer_norms + D;
   c.lm_head = cfg.tie_word_embeddings ? 0 : V * D;
-  c.per_layer = (c.attention() + c.mlp) / L + 2 * D + (cfg.block.qk_norm ? 2 * cfg.head_dim : 0);
+  c.per_layer = (c.attention() + c.mlp) / L + layer_norms;
   return c;
 }
 

@@ -160,6 +160,14 @@ TEST(ModelGolden, Phi3FusedPartialRotaryFloat64) {
 TEST(ModelGolden, Phi3FusedPartialRotaryFloat32) {
   expect_parity("phi3", DType::F32, 1e-5);
 }
+// Gemma 2 (tools/make_gemma2_golden.py): (1 + w) norms, GeGLU, the embedding scale, sandwich norms,
+// query_pre_attn_scalar, attention and final soft-caps, a sliding and a global layer.
+TEST(ModelGolden, Gemma2Float64) {
+  expect_parity("gemma2", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Gemma2Float32) {
+  expect_parity("gemma2", DType::F32, 1e-5);
+}
 
 // The golden configs are what the tests claim: llama3 scaling, biases + tying, a window shorter than T.
 TEST(ModelGolden, ConfigsExerciseTheFeatures) {

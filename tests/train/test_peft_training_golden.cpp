@@ -98,7 +98,12 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PeftTrainingGolden,
                          ::testing::Values(Case{"llama", "fp64", 1e-9}, Case{"llama", "fp32", 1e-4},
-                                           Case{"qwen2", "fp64", 1e-9}, Case{"qwen2", "fp32", 1e-4}),
+                                           Case{"qwen2", "fp64", 1e-9}, Case{"qwen2", "fp32", 1e-4},
+                                           // Gemma 2 in float64 only: its float32 run drifts ~1% from
+                                           // torch's float64 by step 4 (AdamW turns the float32 rounding
+                                           // of near-zero gradient entries, amplified by the post-norms,
+                                           // into whole steps), which no tolerance would honestly cover.
+                                           Case{"gemma2", "fp64", 1e-10}),
                          [](const auto& info) {
                            return std::string(info.param.name) + "_" + info.param.precision;
                          });
