@@ -24,14 +24,15 @@ TEST(CudaParity, Geglu) {
     for (const auto& [N, F] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 1000}}) {
       const uint64_t seed = 9100 + uint64_t(dt) * 101 + uint64_t(F);
       const ops::GegluParams p{N, F};
-      std::vector<double> g = random_values(size_t(N * F), seed, -4, 4),
-                          u = random_values(size_t(N * F), seed + 1);
-      std::vector<double> dh = random_values(size_t(N * F), seed + 2);
+      std::vector<double> g = random_values(static_cast<size_t>(N * F), seed, -4, 4),
+                          u = random_values(static_cast<size_t>(N * F), seed + 1);
+      std::vector<double> dh = random_values(static_cast<size_t>(N * F), seed + 2);
       DeviceTensor g_g = upload(g, dt, {N, F}), g_u = upload(u, dt, {N, F}), g_dh = upload(dh, dt, {N, F});
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dg = poisoned(dt, {N, F}), g_du = poisoned(dt, {N, F});
       ops::geglu_forward(p, g_h.t, g_g.t, g_u.t);
       ops::geglu_backward(p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
-      std::vector<double> h(size_t(N * F)), dg(size_t(N * F)), du(size_t(N * F));
+      std::vector<double> h(static_cast<size_t>(N * F)), dg(static_cast<size_t>(N * F)),
+          du(static_cast<size_t>(N * F));
       ops::cpu::geglu_forward(p, host(h, {N, F}), host(g, {N, F}), host(u, {N, F}));
       ops::cpu::geglu_backward(p, host(dg, {N, F}), host(du, {N, F}), host(dh, {N, F}), host(g, {N, F}),
                                host(u, {N, F}));
@@ -53,16 +54,18 @@ TEST(CudaParity, RmsNormOnePlus) {
         RmsNormChoice choice(v);
         const uint64_t seed = 9200 + uint64_t(dt) * 101 + uint64_t(D);
         const ops::RmsNormParams p{.rows = N, .dim = D, .eps = 1e-6, .one_plus_weight = true};
-        std::vector<double> x = random_values(size_t(N * D), seed, -2, 2),
-                            w = random_values(size_t(D), seed + 1, -0.5, 0.5);
-        std::vector<double> dy = random_values(size_t(N * D), seed + 2), dw(size_t(D), 0.0);
+        std::vector<double> x = random_values(static_cast<size_t>(N * D), seed, -2, 2),
+                            w = random_values(static_cast<size_t>(D), seed + 1, -0.5, 0.5);
+        std::vector<double> dy = random_values(static_cast<size_t>(N * D), seed + 2),
+                            dw(static_cast<size_t>(D), 0.0);
         DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {D}), g_dy = upload(dy, dt, {N, D});
         DeviceTensor g_dw = upload(dw, dt, {D});
         DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N}),
                      g_dx = poisoned(dt, {N, D});
         ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
         ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
-        std::vector<double> y(size_t(N * D)), rstd(size_t(N)), dx(size_t(N * D));
+        std::vector<double> y(static_cast<size_t>(N * D)), rstd(static_cast<size_t>(N)),
+            dx(static_cast<size_t>(N * D));
         ops::cpu::rmsnorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}));
         ops::cpu::rmsnorm_backward(p, host(dx, {N, D}), host(dw, {D}), host(dy, {N, D}), host(x, {N, D}),
                                    host(w, {D}), host(rstd, {N}));
@@ -89,7 +92,7 @@ TEST(CudaParity, AttentionSoftcap) {
       const uint64_t seed = 9300 + uint64_t(dt) * 101 + ci * 10;
       // Scores reach |t| ~ 10 with these inputs: a cap of 5 bends them.
       ops::AttentionParams p{B, Tq, S, H, KVH, HD, q_offset, window, 1.0 / std::sqrt(double(HD)), 5.0};
-      const size_t nq = size_t(B * Tq * H * HD), nk = size_t(B * S * KVH * HD);
+      const size_t nq = static_cast<size_t>(B * Tq * H * HD), nk = static_cast<size_t>(B * S * KVH * HD);
       std::vector<double> q = random_values(nq, seed, -2, 2), k = random_values(nk, seed + 1, -2, 2);
       std::vector<double> v = random_values(nk, seed + 2), dout = random_values(nq, seed + 3);
       std::vector<double> dk(nk, 0.0), dv(nk, 0.0);
@@ -101,7 +104,7 @@ TEST(CudaParity, AttentionSoftcap) {
       ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
                               Tensor(), Tensor());
-      std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq);
+      std::vector<double> out(nq), lse(static_cast<size_t>(B * H * Tq)), dq(nq);
       ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
                                   host(q, {B, Tq, H, HD}), host(k, {B, S, KVH, HD}), host(v, {B, S, KVH, HD}),
                                   Tensor(), Tensor());
@@ -127,11 +130,11 @@ TEST(CudaParity, LogitSoftcapAndFusedHead) {
   const int64_t N = 67, D = 96, V = 1003;
   for (DType dt : kDtypes) {
     const uint64_t seed = 9400 + uint64_t(dt) * 101;
-    std::vector<double> x = random_values(size_t(N * D), seed, -2, 2),
-                        w = random_values(size_t(V * D), seed + 1, -0.3, 0.3);
-    std::vector<int32_t> labels = random_ints(size_t(N), seed + 2, 0, int32_t(V));
+    std::vector<double> x = random_values(static_cast<size_t>(N * D), seed, -2, 2),
+                        w = random_values(static_cast<size_t>(V * D), seed + 1, -0.3, 0.3);
+    std::vector<int32_t> labels = random_ints(static_cast<size_t>(N), seed + 2, 0, int32_t(V));
     labels[3] = -100;
-    std::vector<double> dx(size_t(N * D), 0.0), dw(size_t(V * D), 0.0);
+    std::vector<double> dx(static_cast<size_t>(N * D), 0.0), dw(static_cast<size_t>(V * D), 0.0);
     DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {V, D}), g_labels = upload_i32(labels, {N});
     DeviceTensor g_dx = poisoned(dt, {N, D}), g_dw = upload(dw, dt, {V, D});
     DeviceTensor g_losses = poisoned(DType::F32, {N}), g_lse = poisoned(DType::F32, {N});
@@ -144,7 +147,7 @@ TEST(CudaParity, LogitSoftcapAndFusedHead) {
                                                .softcap = 3.0};
     ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
                                                      g_labels.t);
-    std::vector<double> losses(size_t(N)), lse(size_t(N));
+    std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N));
     Tensor h_labels(labels.data(), DType::I32, {N});
     ops::cpu::fused_linear_cross_entropy_forward(p, host(losses, {N}), host(lse, {N}), host(x, {N, D}),
                                                  host(w, {V, D}), h_labels);
@@ -160,7 +163,7 @@ TEST(CudaParity, LogitSoftcapAndFusedHead) {
     report("fused_lce_softcap_backward", dt, shape, bw, tolerance(dt));
 
     // The plain head: logit_softcap_forward, then the cross-entropy with the slope.
-    std::vector<double> z = random_values(size_t(N * V), seed + 3, -6, 6);
+    std::vector<double> z = random_values(static_cast<size_t>(N * V), seed + 3, -6, 6);
     DeviceTensor g_z = upload(z, dt, {N, V});
     ops::logit_softcap_forward({.rows = N, .cols = V, .cap = 3.0}, g_z.t);
     ops::cpu::logit_softcap_forward({.rows = N, .cols = V, .cap = 3.0}, host(z, {N, V}));
