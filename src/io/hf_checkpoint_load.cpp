@@ -61,6 +61,9 @@ class Loader {
   }
 
   void load(model::ModelWeights& weights, const model::StreamedWeights* streamed) {
+    LT_CHECK(!streamed || streamed->device == Device::CPU,
+             "load_hf_weights: streamed weights are read into host memory, not {}",
+             streamed ? device_name(streamed->device) : "");
     std::vector<char> buffer;  // the streamed tensor being read
     for (const WeightSpec& spec : model::weight_specs(config_)) {
       if (streamed && !streamed->held(spec)) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/philox.h"
 #include "model/arch/architecture.h"
@@ -259,30 +260,19 @@ Tensor spec_view(const WeightSpec& spec, void* data, DType dtype) {
 
 namespace {
 
-// Tensor `index` of weight_specs() drawn into `t` (host memory) in slices, so that no f64 copy of a large
-// tensor exists at once: each value is stddev * N(0, 1) from Philox stream `index` in f64, rounded once to
-// t's dtype. Norm weights are `norm_value` (the identity norm: 1, or 0 where it multiplies by 1 + w).
+// Tensor `index` of weight_specs() drawn into `t` (on its device): norms `norm_value` (the identity norm: 1,
+// or 0 where it multiplies by 1 + w), biases 0, the others stddev * N(0, 1) from Philox stream `index`
+// (ops::init_normal).
 void init_random_tensor(const WeightSpec& spec, size_t index, double stddev, uint64_t seed, double norm_value,
                         Tensor t) {
-  LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
-           device_name(t.device));
-  constexpr int64_t kSlice = int64_t(1) << 22;
-  const int64_t n = t.numel();
-  std::vector<double> values(size_t(std::min(n, kSlice)));
-  for (int64_t begin = 0; begin < n; begin += kSlice) {
-    const int64_t len = std::min(kSlice, n - begin);
-    if (is_norm(spec.kind)) {
-      std::fill(values.begin(), values.begin() + len, norm_value);
-    } else if (is_bias(spec.kind)) {
-      std::fill(values.begin(), values.begin() + len, 0.0);
-    } else {
-#pragma omp parallel for schedule(static) if (len > (1 << 16))
-      for (int64_t j = 0; j < len; ++j)
-        values[size_t(j)] = stddev * philox_normal(seed, index, uint64_t(begin + j));
-    }
-    Tensor slice(static_cast<char*>(t.data) + size_t(begin) * dtype_size(t.dtype), t.dtype, {len}, t.device);
-    ops::cast(slice, Tensor(values.data(), DType::F64, {len}));  // in parallel
+  if (is_norm(spec.kind) || is_bias(spec.kind)) {
+    LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
+             device_name(t.device));
+    std::vector<double> values(size_t(t.numel()), is_norm(spec.kind) ? norm_value : 0.0);
+    ops::cast(t, Tensor(values.data(), DType::F64, {t.numel()}));
+    return;
   }
+  ops::init_normal(t, seed, index, stddev);
 }
 
 }  // namespace
@@ -291,13 +281,23 @@ void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed
                  const StreamedWeights* streamed) {
   const double stddev = config.initializer_range;
   std::vector<WeightSpec> specs = weight_specs(config);
-  std::vector<char> buffer;  // the streamed tensor being drawn
   const double norm_value = config.block.norm == NormKind::RmsOnePlus ? 0.0 : 1.0;  // Gemma: zeros
+  // The streamed tensor being drawn, on the streamed device: one buffer of the largest.
+  std::unique_ptr<Arena> arena;
+  void* buffer = nullptr;
+  if (streamed) {
+    int64_t largest = 0;
+    for (const WeightSpec& spec : specs)
+      if (!streamed->held(spec)) largest = std::max(largest, spec.numel());
+    const size_t bytes = size_t(largest) * dtype_size(streamed->dtype);
+    arena = std::make_unique<Arena>("streamed weight", ops::memory_resource(streamed->device), bytes + 256);
+    buffer = arena->alloc_bytes("streamed weight", std::max<size_t>(bytes, 1));
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& spec = specs[i];
     if (streamed && !streamed->held(spec)) {
-      buffer.resize(size_t(spec.numel()) * dtype_size(streamed->dtype));
-      const Tensor t = spec_view(spec, buffer.data(), streamed->dtype);
+      Tensor t = spec_view(spec, buffer, streamed->dtype);
+      t.device = streamed->device;
       init_random_tensor(spec, i, stddev, seed, norm_value, t);
       streamed->consume(spec, t);
       continue;

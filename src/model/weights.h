@@ -152,6 +152,9 @@ void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed
 struct StreamedWeights {
   TrainableFn held;
   DType dtype = DType::F32;
+  // Where init_random draws them (a GPU draws a 70B-shaped model's projections in a second; see
+  // ops::init_normal for the rare last-ulp difference); load_hf_weights reads into host memory only.
+  Device device = Device::CPU;
   std::function<void(const WeightSpec&, const Tensor&)> consume;
 };
 

@@ -1,4 +1,4 @@
-// Dequantization of 4-bit weights on tensors (ops/quant4.h), routed by device: QLoRA's projections are
+// 4-bit quantization and dequantization on tensors (ops/quant4.h), routed by device: QLoRA's projections are
 // dequantized into the compute dtype right before their GEMM.
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
@@ -23,6 +23,22 @@ void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) 
            packed.numel(), absmax.numel(), n, quant4_packed_bytes(n), quant4_blocks(n));
   LT_CHECK(is_floating(out.dtype), "dequantize_4bit out: dtype {} is not floating", dtype_name(out.dtype));
   LT_OP_DISPATCH(out.device, dequantize_4bit, packed, absmax, type, out);
+}
+
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
+  LT_CHECK(!x.empty() && !packed.empty() && !absmax.empty(),
+           "quantize_4bit: a tensor is missing (empty view)");
+  check_device(x.device, {&x, &packed, &absmax}, "quantize_4bit");
+  check_dtype(packed, DType::U8, "quantize_4bit packed");
+  check_dtype(absmax, DType::F32, "quantize_4bit absmax");
+  LT_CHECK(x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16,
+           "quantize_4bit x: dtype {}, expected f32, bf16 or f16 (what bitsandbytes quantizes)",
+           dtype_name(x.dtype));
+  const int64_t n = x.numel();
+  LT_CHECK(packed.numel() == quant4_packed_bytes(n) && absmax.numel() == quant4_blocks(n),
+           "quantize_4bit: {} packed bytes and {} block scales for {} values; expected {} and {}",
+           packed.numel(), absmax.numel(), n, quant4_packed_bytes(n), quant4_blocks(n));
+  LT_OP_DISPATCH(x.device, quantize_4bit, x, type, packed, absmax);
 }
 
 void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax) {

@@ -223,6 +223,14 @@ void dropout_apply(const DropoutParams& p, Tensor x /*(B*C, D)*/, const std::vec
 // ---- dtype casts between floating tensors of the same shape ----------------------------------------------
 void cast(Tensor dst, Tensor src);
 
+// ---- normal random values: HF's initialization of linear weights and embeddings -------------------------
+// out[j] = stddev * N(0, 1) from Philox (seed, stream) at element j (core/philox.h's philox_normal), computed
+// in f64 and rounded to out's dtype as cast() rounds f64 (through f32 for 16-bit types). The CUDA twin draws
+// the same Philox bits, but the GPU's f64 log and cos are not always correctly rounded as the host's are:
+// about one value in 10^8 then differs by one f32 ulp from the CPU's (tests/cuda/test_init_normal_cuda.cpp).
+// Why on the GPU at all: a 70B-shaped model's 70e9 draws take minutes on the host and a second there.
+void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev);
+
 // ---- AdamW: one optimizer step on one parameter tensor (torch.optim.AdamW, non-amsgrad) -----------------
 //   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
 //   p += (-lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)

@@ -40,6 +40,15 @@ Quant4Weight quantize_weight_4bit(DType x_dtype, const void* x, std::vector<int6
   w.packed.resize(size_t(quant4_packed_bytes(n)));
   w.absmax.resize(size_t(blocks));
   quantize_4bit_cpu(x_dtype, x, n, type, w.packed.data(), w.absmax.data());
+  finish_quant4_weight(w, double_quant, std::move(nested_map));
+  return w;
+}
+
+void finish_quant4_weight(Quant4Weight& w, bool double_quant, std::vector<float> nested_map) {
+  const int64_t blocks = quant4_blocks(w.numel());
+  LT_CHECK(int64_t(w.absmax.size()) == blocks && int64_t(w.packed.size()) == quant4_packed_bytes(w.numel()),
+           "4-bit weight: {} block scales and {} packed bytes, expected {} and {}", w.absmax.size(),
+           w.packed.size(), blocks, quant4_packed_bytes(w.numel()));
   if (double_quant) {
     w.double_quant = true;
     w.nested_map = nested_map.empty() ? signed_dynamic_map() : std::move(nested_map);
@@ -52,7 +61,6 @@ Quant4Weight quantize_weight_4bit(DType x_dtype, const void* x, std::vector<int6
                         w.nested_absmax.data());
     w.absmax.clear();
   }
-  return w;
 }
 
 void dequantize_weight_4bit(const Quant4Weight& w, DType out_dtype, void* out) {

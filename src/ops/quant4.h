@@ -98,6 +98,9 @@ struct Quant4Weight {
 // signed dynamic map).
 Quant4Weight quantize_weight_4bit(DType x_dtype, const void* x, std::vector<int64_t> shape, Quant4Type type,
                                   bool double_quant, std::vector<float> nested_map = {});
+// The rest of quantize_weight_4bit for codes and block scales already computed (`w` with packed and absmax
+// set, by the CPU or the GPU kernel): double quantization of the absmax when asked.
+void finish_quant4_weight(Quant4Weight& w, bool double_quant, std::vector<float> nested_map = {});
 // The weight dequantized to out_dtype (F32, BF16 or F16), numel() elements.
 void dequantize_weight_4bit(const Quant4Weight& w, DType out_dtype, void* out);
 

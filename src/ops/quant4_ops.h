@@ -8,6 +8,9 @@
 
 namespace lt::ops {
 
+// packed (U8, (n+1)/2) and absmax (F32, quant4_blocks(n)) = bitsandbytes' 4-bit codes and block scales of
+// x (n elements, F32/BF16/F16; x's dtype is what is quantized, as quantize_4bit_cpu).
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax);
 // out (n elements, F64/F32/BF16/F16 on CPU, F32/BF16/F16 on CUDA) = the weight of packed (U8, (n+1)/2) and
 // absmax (F32, quant4_blocks(n)); n = out.numel().
 void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);

@@ -9,6 +9,7 @@
 #include "io/hf_checkpoint.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "ops/quant4_ops.h"
 #include "train/config_enums.h"
 
 namespace lt::train {
@@ -83,6 +84,54 @@ void check_host_fits(const model::ModelConfig& config, DType source, const io::B
            model_dir, format_bytes(bytes), dtype_name(source), format_bytes(memory));
 }
 
+// Quantizes projections one at a time on their device (the CPU reference or the CUDA kernel: the same bytes,
+// tests/cuda/test_quant4_cuda.cpp) into host Quant4Weights; the double quantization of the block scales is
+// done on the host. A GPU's codes and scales go through one device buffer of the largest projection's.
+class Projection4BitQuantizer {
+ public:
+  Projection4BitQuantizer(const model::ModelConfig& config, Device device) : device_(device) {
+    if (device == Device::CPU) return;
+    int64_t largest = 0;
+    for (const model::WeightSpec& spec : model::weight_specs(config))
+      if (!model::dense_under_qlora(spec)) largest = std::max(largest, spec.numel());
+    const size_t packed = size_t(ops::quant4_packed_bytes(largest)),
+                 scales = size_t(ops::quant4_blocks(largest)) * 4;
+    arena_ =
+        std::make_unique<Arena>("4-bit quantization", ops::memory_resource(device), packed + scales + 512);
+    packed_ = arena_->alloc_bytes("packed codes", packed);
+    absmax_ = arena_->alloc_bytes("block scales", scales);
+  }
+
+  ops::Quant4Weight quantize(const model::WeightSpec& spec, const Tensor& x, const io::Bnb4Config& quant) {
+    ops::Quant4Weight w;
+    w.type = quant.quant_type;
+    w.shape = spec.shape;
+    w.dtype = x.dtype;
+    const int64_t n = x.numel();
+    w.packed.resize(size_t(ops::quant4_packed_bytes(n)));
+    w.absmax.resize(size_t(ops::quant4_blocks(n)));
+    Tensor packed(w.packed.data(), DType::U8, {int64_t(w.packed.size())});
+    Tensor absmax(w.absmax.data(), DType::F32, {int64_t(w.absmax.size())});
+    if (device_ == Device::CPU) {
+      ops::quantize_4bit(x.reshaped({n}), quant.quant_type, packed, absmax);
+    } else {
+      const Tensor d_packed(packed_, DType::U8, {packed.numel()}, device_);
+      const Tensor d_absmax(absmax_, DType::F32, {absmax.numel()}, device_);
+      ops::quantize_4bit(x.reshaped({n}), quant.quant_type, d_packed, d_absmax);
+      ops::copy(packed, d_packed);
+      ops::copy(absmax, d_absmax);
+    }
+    ops::finish_quant4_weight(w, quant.double_quant);
+    return w;
+  }
+
+ private:
+  Device device_;
+  std::unique_ptr<Arena> arena_;
+  void* packed_ = nullptr;
+  void* absmax_ = nullptr;
+};
+
 std::string describe(const io::Bnb4Config& q) {
   return fmt::format("{}{}", ops::quant4_type_name(q.quant_type), q.double_quant ? " with double quant" : "");
 }
@@ -123,14 +172,17 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
   model::ModelWeights weights = model::allocate_weights(config, source, host, model::dense_under_qlora);
   io::Bnb4Weights quantized;
   quantized.quant = quant;
-  const model::StreamedWeights streamed{
-      .held = model::dense_under_qlora,
-      .dtype = source,
-      .consume = [&](const model::WeightSpec& spec, const Tensor& w) {
-        quantized.projections.emplace(
-            spec.hf_name,
-            ops::quantize_weight_4bit(w.dtype, w.data, spec.shape, quant.quant_type, quant.double_quant));
-      }};
+  // Random projections are drawn and quantized on a GPU run's device (a 70B-shaped model's draws take
+  // minutes on the host; ops::init_normal says what may differ), a checkpoint's on the host.
+  const Device draw = random_init ? device : Device::CPU;
+  Projection4BitQuantizer quantizer(config, draw);
+  const model::StreamedWeights streamed{.held = model::dense_under_qlora,
+                                        .dtype = source,
+                                        .device = draw,
+                                        .consume = [&](const model::WeightSpec& spec, const Tensor& w) {
+                                          quantized.projections.emplace(spec.hf_name,
+                                                                        quantizer.quantize(spec, w, quant));
+                                        }};
   if (random_init)
     model::init_random(config, weights, seed, &streamed);
   else

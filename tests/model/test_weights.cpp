@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "core/arena.h"
+#include "core/philox.h"
 #include "model/weights.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
@@ -102,6 +104,43 @@ TEST(Weights, RandomInitLikeHf) {
   EXPECT_NE(a.layers[0].attn_q.ptr<double>()[0], a.layers[0].attn_k.ptr<double>()[0]);
   model::init_random(config, b, 8);
   EXPECT_NE(a.embed.ptr<double>()[0], b.embed.ptr<double>()[0]);
+}
+
+// Each weight is stddev * philox_normal(seed, its index in weight_specs, element) rounded once to the dtype,
+// and streaming the projections (QLoRA's load) hands over exactly the values a whole init holds.
+TEST(Weights, RandomInitIsPhiloxPerTensorAndStreamingGivesTheSameValues) {
+  model::ModelConfig config = test::tiny_config(false);
+  config.initializer_range = 0.03;
+  const std::vector<model::WeightSpec> specs = model::weight_specs(config);
+  Arena arena("w", HostMemory::instance(), 2 * model::weights_bytes(config, DType::F32));
+  model::ModelWeights whole = model::allocate_weights(config, DType::F32, arena);
+  model::init_random(config, whole, 11);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].hf_name.find("norm") != std::string::npos ||
+        specs[i].hf_name.find("bias") != std::string::npos)
+      continue;
+    const float* x = model::weight_of(whole, specs[i]).ptr<float>();
+    for (int64_t j = 0; j < specs[i].numel(); ++j)
+      ASSERT_EQ(x[j], float(0.03 * philox_normal(11, i, uint64_t(j)))) << specs[i].hf_name << " " << j;
+  }
+  const auto held = [](const model::WeightSpec& s) {
+    return s.hf_name.find("proj.weight") == std::string::npos;
+  };
+  model::ModelWeights part = model::allocate_weights(config, DType::F32, arena, held);
+  int streamed_count = 0;
+  const model::StreamedWeights streamed{
+      .held = held, .dtype = DType::F32, .consume = [&](const model::WeightSpec& s, const Tensor& t) {
+        ++streamed_count;
+        ASSERT_EQ(t.numel(), s.numel());
+        ASSERT_EQ(std::memcmp(t.data, model::weight_of(whole, s).data, t.bytes()), 0) << s.hf_name;
+      }};
+  model::init_random(config, part, 11, &streamed);
+  EXPECT_EQ(streamed_count, 7 * config.num_layers);
+  for (const model::WeightSpec& s : specs) {
+    if (!held(s)) continue;
+    const Tensor& t = model::weight_of(part, s);
+    EXPECT_EQ(std::memcmp(t.data, model::weight_of(whole, s).data, t.bytes()), 0) << s.hf_name;
+  }
 }
 
 }  // namespace

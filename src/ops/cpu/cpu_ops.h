@@ -52,12 +52,14 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
 void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams);
 
 void cast(Tensor dst, Tensor src);
+void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev);
 
 void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
                 Tensor param_copy);
 double grad_norm_squared(Tensor grad);
 std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax);
 void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
 void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
 

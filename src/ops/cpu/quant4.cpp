@@ -152,6 +152,7 @@ float absmax_mean(const float* absmax, int64_t blocks) {
 void quantize_absmax_cpu(const float* absmax, int64_t blocks, float offset, const float* map, uint8_t* q,
                          float* nested_absmax) {
   const int64_t nblocks = nested_blocks(blocks);
+#pragma omp parallel for schedule(static) if (nblocks > 16)
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t begin = b * kNestedBlockSize;
     const int64_t end = std::min(begin + kNestedBlockSize, blocks);
@@ -174,6 +175,11 @@ void dequantize_absmax_cpu(const uint8_t* q, const float* nested_absmax, const f
 }  // namespace lt::ops
 
 namespace lt::ops::cpu {
+
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
+  quantize_4bit_cpu(x.dtype, x.data, x.numel(), type, static_cast<uint8_t*>(packed.data),
+                    static_cast<float*>(absmax.data));
+}
 
 void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
   dequantize_4bit_cpu(static_cast<const uint8_t*>(packed.data), static_cast<const float*>(absmax.data),

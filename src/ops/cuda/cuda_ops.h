@@ -65,6 +65,7 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
 void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams);
 
 void cast(Tensor dst, Tensor src);
+void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev);
 
 // Fused LM head + cross-entropy (fused_linear_cross_entropy_host.cpp; its kernel:
 // fused_linear_cross_entropy.cu): x, w f32 or bf16; losses, lse f32; dx
@@ -111,7 +112,8 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
 // the last check (then clears it).
 void check_device_errors();
 
-// 4-bit weights (ops/quant4.h): out f32, bf16 or f16.
+// 4-bit weights (ops/quant4.h): x and out f32, bf16 or f16.
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax);
 void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
 void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
 
@@ -142,8 +144,5 @@ class TransferStream {
   std::vector<void*> done_;  // cudaEvent_t per ticket
   void* ready_ = nullptr;    // cudaEvent_t: the compute stream's point a copy waits for
 };
-// 4-bit weights (ops/quant4.h): out f32, bf16 or f16.
-void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out);
-void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax);
 
 }  // namespace lt::ops::cuda

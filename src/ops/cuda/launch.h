@@ -54,6 +54,9 @@ void launch_geglu_forward(DType dt, void* h, const void* gate, const void* up, i
 void launch_geglu_backward(DType dt, void* dgate, void* dup, const void* dh, const void* gate, const void* up,
                            int64_t count, cudaStream_t s);
 void launch_add_inplace(DType dt, void* y, const void* x, int64_t count, cudaStream_t s);
+// out[j] = stddev * philox_normal(seed, stream, j), rounded to out_dt (F32, BF16, F16) through f32.
+void launch_init_normal(DType out_dt, void* out, int64_t count, uint64_t seed, uint64_t stream, double stddev,
+                        cudaStream_t s);
 // Any pair of F64, F32, BF16, F16.
 void launch_cast(DType dst_dt, void* dst, DType src_dt, const void* src, int64_t count, cudaStream_t s);
 

@@ -100,6 +100,12 @@ void add_inplace(Tensor y, Tensor x) {
   launch_add_inplace(dt, y.data, x.data, y.numel(), current_stream());
 }
 
+void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev) {
+  LT_CHECK(out.dtype == DType::F32 || out.dtype == DType::BF16 || out.dtype == DType::F16,
+           "init_normal on CUDA: dtype {}, expected f32, bf16 or f16", dtype_name(out.dtype));
+  launch_init_normal(out.dtype, out.data, out.numel(), seed, stream, stddev, current_stream());
+}
+
 void cast(Tensor dst, Tensor src) {
   // The dispatcher has checked that both are floating (f64, f32, bf16, f16): the kernels take all four.
   launch_cast(dst.dtype, dst.data, src.dtype, src.data, src.numel(), current_stream());

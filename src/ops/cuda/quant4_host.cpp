@@ -6,6 +6,11 @@
 
 namespace lt::ops::cuda {
 
+void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
+  launch_quantize_4bit(x.dtype, x.data, x.numel(), type, static_cast<uint8_t*>(packed.data),
+                       static_cast<float*>(absmax.data), current_stream());
+}
+
 void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
   LT_CHECK(out.dtype == DType::F32 || out.dtype == DType::BF16 || out.dtype == DType::F16,
            "dequantize_4bit on CUDA: output dtype {}, expected f32, bf16 or f16", dtype_name(out.dtype));

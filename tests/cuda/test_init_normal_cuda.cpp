@@ -1,0 +1,47 @@
+// ops::init_normal on the GPU against the CPU reference: the same Philox draws, so every value is the CPU's
+// or (where the GPU's f64 log/cos round differently from glibc's) one f32 ulp from it, and such values are
+// rare (ops.h: about one in 10^8; asserted at most one in 10^6).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/device.h"
+#include "ops/ops.h"
+#include "parity_support.h"
+
+namespace lt::test {
+namespace {
+
+TEST(CudaInitNormal, EqualsTheCpuDrawsWithinOneUlpAndAlmostAlwaysExactly) {
+  LT_REQUIRE_GPU();
+  const int64_t n = int64_t(1) << 24;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<char> cpu(size_t(n) * dtype_size(dt)), gpu(cpu.size());
+    ops::init_normal(Tensor(cpu.data(), dt, {n}), 3, 17, 0.02);
+    DeviceTensor d(dt, {n});
+    ops::init_normal(d.t, 3, 17, 0.02);
+    ops::copy(Tensor(gpu.data(), dt, {n}), d.t);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    convert_elements(a.data(), DType::F32, cpu.data(), dt, size_t(n));
+    convert_elements(b.data(), DType::F32, gpu.data(), dt, size_t(n));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (a[size_t(i)] == b[size_t(i)]) continue;
+      ++differ;
+      const float up = std::nextafter(a[size_t(i)], INFINITY), down = std::nextafter(a[size_t(i)], -INFINITY);
+      if (dt == DType::F32)
+        ASSERT_TRUE(b[size_t(i)] == up || b[size_t(i)] == down)
+            << i << ": " << a[size_t(i)] << " vs " << b[size_t(i)];
+      else
+        ASSERT_NEAR(b[size_t(i)], a[size_t(i)], std::fabs(a[size_t(i)]) / 128) << i;
+    }
+    EXPECT_LE(differ, n / 1000000) << differ << " of " << n << " values differ";
+  }
+}
+
+}  // namespace
+}  // namespace lt::test
