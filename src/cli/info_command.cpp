@@ -198,7 +198,9 @@ void print_4bit_sizes(const model::ModelConfig& cfg, const std::optional<io::Bnb
   }
 }
 
-void run_info(const InfoOptions& o) {
+void run_info(InfoOptions o) {
+  // PEFT's "all-linear", as train takes it: every projection of the decoder blocks.
+  if (o.lora_targets == std::vector<std::string>{"all-linear"}) o.lora_targets = model::lora_target_names();
   LT_CHECK(o.bits == 16 || o.bits == 4, "info: --bits {}, expected 16 or 4", o.bits);
   const std::optional<io::Bnb4Config> stored = io::read_bnb4_quantization(o.model_dir);
   model::ModelConfig cfg =
@@ -264,12 +266,15 @@ void register_info_command(CLI::App& app) {
       app.add_subcommand("info", "architecture, parameter counts, dtype on disk and memory of a model");
   cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")
       ->required();
-  cmd->add_option("--seq_len", options->seq_len, "sequence length for the memory estimate")
+  // train's names first; --seq_len and --batch stay as aliases.
+  cmd->add_option("--cutoff_len,--seq_len", options->seq_len, "tokens per sequence for the memory estimate")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")
+  cmd->add_option("--micro_batch_size,--batch", options->batch, "sequences per step for the memory estimate")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
-  cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
+  cmd->add_option("--lora_target_modules", options->lora_targets,
+                  "LoRA target projections, space- or comma-separated, or all-linear")
+      ->delimiter(',');
   cmd->add_option("--precision", options->precision,
                   "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64)")
       ->each([options](const std::string&) { options->precision_given = true; });
