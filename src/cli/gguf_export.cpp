@@ -75,8 +75,10 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
                       const model::ModelWeights& weights, io::GgmlType type) {
   if (config.arch == model::Architecture::Qwen2 || config.arch == model::Architecture::Qwen3)
     return write_qwen_gguf(path, model_dir, config, weights, type);
+  if (config.arch == model::Architecture::Phi3)
+    return write_phi3_gguf(path, model_dir, config, weights, type);
   LT_CHECK(config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
-           "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2 and Qwen3 are)",
+           "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3 and Phi-3 are)",
            config.architecture_name);
   LT_CHECK(
       config.rope_type == ops::RopeType::Default,

@@ -20,7 +20,13 @@
 // layout), the q/k/v biases as attn_q.bias / attn_k.bias / attn_v.bias, Qwen3's attn_q_norm / attn_k_norm;
 // the vocabulary from tokenizer.json as _set_vocab_gpt2 takes it (tokenizer.ggml.model "gpt2", pre
 // "qwen2", tokens in id order with added special tokens CONTROL, the merges).
-// Not yet, refused by name: other architectures, Llama 3 RoPE scaling (needs the rope_freqs tensor),
+// Phi3ForCausalLM as the converter's Phi3MiniModel lays it out (gguf_export_phi3.cpp): architecture "phi3"
+// with phi3.* hyperparameters (rope.scaling.original_context_length, rope.dimension_count of the rotated
+// dims, attention.sliding_window, 0 without one), qkv_proj kept fused as attn_qkv and gate_up_proj as
+// ffn_up (rows gate then up), Q/K not permuted; the SentencePiece vocabulary padded with [PADi] at score
+// -10000 and the added tokens of added_tokens.json, tokenizer_config.json and tokenizer.json.
+// Not yet, refused by name: other architectures, Phi-3's LongRoPE (its factor tensors), Phi-4's GPT-2
+// tokenizer, Llama 3 RoPE scaling (needs the rope_freqs tensor),
 // Llama-family tokenizers other than SentencePiece.
 #pragma once
 
@@ -40,6 +46,9 @@ io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConf
 // read) to `path`.
 void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                       const model::ModelWeights& weights, io::GgmlType type);
+// The Phi-3 part of write_gguf_model.
+void write_phi3_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
+                     const model::ModelWeights& weights, io::GgmlType type);
 // The Qwen2 / Qwen3 part of write_gguf_model.
 void write_qwen_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                      const model::ModelWeights& weights, io::GgmlType type);

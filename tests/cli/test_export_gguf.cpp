@@ -2,8 +2,8 @@
 // a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
-// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py). Bad arguments are
-// refused.
+// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), and Phi-3
+// (tools/make_gguf_phi3_golden.py). Bad arguments are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -99,6 +99,22 @@ TEST(ExportGguf, QwenFamiliesEqualGgufPyWithTheirBpeVocabulary) {
     fs::copy_file(tokenizer, model + "/tokenizer.json");
     expect_equal_to_gguf_py(model, entry["files"], dir);
   }
+}
+
+// Phi-3 (fused qkv_proj / gate_up_proj kept fused, partial rotary, a sliding window) with its SentencePiece
+// vocabulary and Phi-3-style added tokens: byte-identical to gguf-py under the converter's Phi3MiniModel
+// conventions, whose f32 tensors tools/make_gguf_phi3_golden.py checked equal to the HF checkpoint with
+// gguf's GGUFReader. The fixture lacks tokenizer.model (a ../shared file): it is put beside a copy.
+TEST(ExportGguf, Phi3EqualsGgufPyWithItsFusedWeightsAndAddedTokens) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_phi3.json")));
+  test::TempDir dir;
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());  // general.name: the dir's name
+  fs::copy(fixture, model);
+  fs::copy_file(spm, model + "/tokenizer.model");
+  expect_equal_to_gguf_py(model, golden["files"], dir);
 }
 
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
