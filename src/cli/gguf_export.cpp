@@ -31,8 +31,8 @@ std::vector<float> unpermute_rope_rows(const float* w, int64_t heads, int64_t he
 void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config) {
   const fs::path spm = fs::path(model_dir) / "tokenizer.model";
   LT_CHECK(fs::exists(spm) && !fs::exists(fs::path(model_dir) / "tokenizer.json"),
-           "export --gguf: {} has no SentencePiece tokenizer.model (or also a tokenizer.json); only "
-           "SentencePiece tokenizers are written to GGUF so far (GPT-2-style BPE needs tokenizer.ggml.pre)",
+           "export --gguf: {} has no SentencePiece tokenizer.model nor Llama 3's tokenizer.json; its tokenizer "
+           "is not written to GGUF yet",
            model_dir);
   const data::SentencePieceVocab vocab = data::read_sentencepiece_vocab(spm.string());
   std::vector<std::string> tokens;
@@ -61,6 +61,67 @@ void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model:
   add_special_tokens(w, model_dir, config);
 }
 
+// Llama 3's pre-tokenizer regex (tokenizer.json's Split pattern), which llama.cpp knows as "llama-bpe".
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// llama.cpp's name for tokenizer.json's pre-tokenizer (the converter finds it by hashing a tokenization;
+// leantune recognizes the regex, which is what that hash stands for). Only Llama 3's is known here.
+std::string llama_bpe_pre_name(const std::string& model_dir) {
+  const fs::path path = fs::path(model_dir) / "tokenizer.json";
+  const nlohmann::json tj = read_json(path.string(), kMaxTokenizerJsonBytes);
+  std::string pattern;
+  if (tj.is_object() && tj.contains("pre_tokenizer") && tj["pre_tokenizer"].is_object()) {
+    const nlohmann::json& pre = tj["pre_tokenizer"];
+    const nlohmann::json steps = pre.value("type", "") == "Sequence" && pre.contains("pretokenizers")
+                                     ? pre["pretokenizers"]
+                                     : nlohmann::json::array({pre});
+    for (const auto& step : steps)
+      if (step.is_object() && step.value("type", "") == "Split" && step.contains("pattern") &&
+          step["pattern"].is_object() && step["pattern"].contains("Regex") &&
+          step["pattern"]["Regex"].is_string())
+        pattern = step["pattern"]["Regex"].get<std::string>();
+  }
+  LT_CHECK(
+      pattern == kLlama3Pattern,
+      "export --gguf: {}: its pre-tokenizer (Split regex '{}') is not one leantune names for llama.cpp yet "
+      "(Llama 3's is); a Llama-family GGUF needs a SentencePiece tokenizer.model or Llama 3's tokenizer.json",
+      path.string(), pattern);
+  return "llama-bpe";
+}
+
+// Llama 3 RoPE scaling as llama.cpp takes it: rope_freqs.weight, one factor per frequency pair (HD/2),
+// computed as the converter's LlamaModel.generate_extra_tensors computes it, in float32 torch ops (a
+// reversed division is reciprocal-then-multiply, as torch's __rtruediv__): 1 above the high-frequency
+// wavelength, `factor` below the low-frequency one, the smooth blend between. Its original context is
+// config.json's top-level original_max_position_embeddings, else 8192, as the converter reads it.
+std::vector<float> llama3_rope_factors(const std::string& model_dir, const model::ModelConfig& c) {
+  const nlohmann::json j = read_json((fs::path(model_dir) / "config.json").string(), kMaxSmallJsonBytes);
+  const double old_context =
+      j.contains("original_max_position_embeddings") && j["original_max_position_embeddings"].is_number()
+          ? j["original_max_position_embeddings"].get<double>()
+          : 8192.0;
+  const double low_wavelen = old_context / c.rope_low_freq_factor,
+               high_wavelen = old_context / c.rope_high_freq_factor;
+  const float two_pi = float(2 * M_PI), factor = float(c.rope_factor);
+  std::vector<float> out;
+  for (int64_t i = 0; i < c.head_dim; i += 2) {
+    const float freq = 1.0f / std::pow(float(c.rope_theta), float(i) / float(c.head_dim));
+    const float wavelen = (1.0f / freq) * two_pi;
+    if (wavelen < float(high_wavelen)) {
+      out.push_back(1.0f);
+    } else if (wavelen > float(low_wavelen)) {
+      out.push_back(factor);
+    } else {
+      const float smooth = ((1.0f / wavelen) * float(old_context) - float(c.rope_low_freq_factor)) /
+                           float(c.rope_high_freq_factor - c.rope_low_freq_factor);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConfig& config) {
@@ -80,10 +141,6 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
   LT_CHECK(config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
            "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3 and Phi-3 are)",
            config.architecture_name);
-  LT_CHECK(
-      config.rope_type == ops::RopeType::Default,
-      "export --gguf: RoPE type '{}' is not written to GGUF yet (it needs llama.cpp's rope_freqs tensor)",
-      model::rope_type_name(config.rope_type));
   LT_CHECK(!config.qkv_bias && !config.o_bias && !config.mlp_bias,
            "export --gguf: linear biases (attention_bias / mlp_bias) are not written to GGUF yet");
   io::GgufWriter w;
@@ -105,9 +162,18 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
     w.add_u32("llama.attention.key_length", uint32_t(config.head_dim));
     w.add_u32("llama.attention.value_length", uint32_t(config.head_dim));
   }
-  add_tokenizer(w, model_dir, config);
+  // SentencePiece (Llama 2, Mistral) or, without a tokenizer.model, Llama 3's BPE tokenizer.json.
+  if (!fs::exists(fs::path(model_dir) / "tokenizer.model") &&
+      fs::exists(fs::path(model_dir) / "tokenizer.json"))
+    add_bpe_tokenizer(w, model_dir, config, llama_bpe_pre_name(model_dir));
+  else
+    add_tokenizer(w, model_dir, config);
 
   TensorAdder t(w, type);
+  if (config.rope_type == ops::RopeType::Llama3) {  // first, as the converter yields its extra tensors
+    const std::vector<float> factors = llama3_rope_factors(model_dir, config);
+    t.add("rope_freqs.weight", factors.data(), {int64_t(factors.size())});
+  }
   t.add("token_embd.weight", weights.embed);
   for (int64_t l = 0; l < config.num_layers; ++l) {
     const model::LayerWeights& layer = weights.layers[size_t(l)];

@@ -117,6 +117,33 @@ TEST(ExportGguf, Phi3EqualsGgufPyWithItsFusedWeightsAndAddedTokens) {
   expect_equal_to_gguf_py(model, golden["files"], dir);
 }
 
+// Llama 3 (RoPE scaling as llama.cpp's rope_freqs tensor, H * HD != D, tied embeddings) with Llama 3's BPE
+// tokenizer.json (pre llama-bpe, added special tokens): byte-identical to gguf-py under the converter's
+// LlamaModel conventions (tools/make_gguf_llama3_golden.py, which computes rope_freqs with the converter's
+// own float32 torch code and reads the f32 file back with GGUFReader). The fixture's tokenizer.json is
+// ../shared's tiny Llama-3-style one with the golden's added tokens appended, as the script does.
+TEST(ExportGguf, Llama3EqualsGgufPyWithRopeFreqsAndItsBpeVocabulary) {
+  LT_REQUIRE_SHARED(tokenizer, "data/tokenizers/tiny/llama3_style_tokenizer.json");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_llama3.json")));
+  test::TempDir dir;
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());  // general.name: the dir's name
+  fs::copy(fixture, model);
+  nlohmann::json tj = nlohmann::json::parse(read_bytes(tokenizer));
+  tj["added_tokens"] = nlohmann::json::array();
+  for (size_t i = 0; i < golden["added_tokens"].size(); ++i)
+    tj["added_tokens"].push_back({{"id", 2000 + i},
+                                  {"content", golden["added_tokens"][i]},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}});
+  std::ofstream(model + "/tokenizer.json") << tj.dump();
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
   LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
   test::TempDir dir;
@@ -135,7 +162,7 @@ TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--gguf"), std::string::npos) << r.err;
 
-  // What is not written yet is refused by name (this test Llama has Llama 3 RoPE scaling and no tokenizer).
+  // What is not written yet is refused by name (this test Llama has no tokenizer).
   r = test::run_cli({"export", "--base_model", test::source_path("tests/model/golden/peft_llama/base"),
                      "--gguf", "f32", "--output_dir", dir.file("g")});
   EXPECT_NE(r.code, 0);
