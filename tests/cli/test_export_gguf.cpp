@@ -80,6 +80,24 @@ TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
   expect_equal_to_gguf_py(model, golden["files"], dir);
 }
 
+// The same Llama with what an HF Llama 2 / Mistral repo ships beside tokenizer.model (tests/cli/golden/
+// gguf_llama_added): tokenizer_config.json's added_tokens_decoder (special, special-looking and user-defined
+// tokens, one past vocab_size), chat_template, add_bos_token and add_prefix_space; added_tokens.json; and a
+// tokenizer.json the converter does not read. Byte-identical to gguf-py under _create_vocab_sentencepiece.
+TEST(ExportGguf, SentencePieceWithAnHfReposAddedTokensEqualsGgufPy) {
+  LT_REQUIRE_SHARED(base, "data/models/stories260K-hf");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_stories260K.json")));
+  const nlohmann::json& entry = golden["with_added_tokens"];
+  test::TempDir dir;
+  fs::create_directories(dir.file("with_added"));
+  const std::string model = dir.file("with_added/stories260K-hf");  // general.name: the dir's name
+  fs::copy(base, model);
+  for (const auto& f : fs::directory_iterator(test::source_path(entry["overlay"].get<std::string>())))
+    fs::copy_file(f.path(), model + "/" + f.path().filename().string());
+  expect_equal_to_gguf_py(model, entry["files"], dir);
+}
+
 // Qwen2 (q/k/v biases, tied embeddings) and Qwen3 (q/k norms, head_dim with H * HD != D, an lm_head) with a
 // GPT-2-style BPE tokenizer.json: byte-identical to gguf-py under the converter's Qwen2Model / Qwen3Model
 // conventions, whose f32 tensors tools/make_gguf_qwen_golden.py checked equal to the HF checkpoint with
