@@ -1,9 +1,10 @@
 // One vocabulary on the command line: every subcommand names a misspelled option's closest one (as train
 // names the closest key), info and bench take train's names (the old ones stay aliases), and info takes
-// PEFT's all-linear and lists space- or comma-separated, as train does.
+// PEFT's all-linear, lists space- or comma-separated and device/precision auto, as train does.
 #include <gtest/gtest.h>
 
 #include "cli/cli_test_util.h"
+#include "ops/device.h"
 #include "support/test_support.h"
 
 namespace lt::cli {
@@ -58,6 +59,22 @@ TEST(OptionNames, InfoTakesTrainsNamesAllLinearAndEitherListForm) {
   EXPECT_NE(all.out.find("LoRA r=16 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"),
             std::string::npos)
       << all.out;
+}
+
+// info takes auto as train does: bf16 on a usable GPU, else fp32 on the CPU.
+TEST(OptionNames, InfoTakesAutoDeviceAndPrecision) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
+  const std::string precision = ops::cuda_available() ? "bf16" : "fp32",
+                    device = ops::cuda_available() ? "cuda" : "cpu";
+  const test::CliResult autos = test::run_cli({"info", model, "--precision", "auto"});
+  ASSERT_EQ(autos.code, 0) << autos.err;
+  EXPECT_EQ(autos.out, test::run_cli({"info", model, "--precision", precision}).out);
+  const test::CliResult plan = test::run_cli(
+      {"info", model, "--plan", "--precision", "auto", "--device", "auto", "--cutoff_len", "64"});
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_EQ(plan.out, test::run_cli({"info", model, "--plan", "--precision", "fp32", "--device", "cpu",
+                                     "--cutoff_len", "64"})
+                          .out);
 }
 
 }  // namespace
