@@ -207,8 +207,8 @@ data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& mo
   } else if (!o.model_template) {
     o.prompt_template = data::detect_template(model_dir);  // no template: alpaca
   } else {
-    // Chat and instruction records go through the model's template; the built-in kind is what the
-    // remaining formats (conversational prompt/completion) use, when the template is one it knows.
+    // Chat, instruction and conversational prompt/completion records go through the model's template;
+    // the built-in kind (when the template is one it knows) is what the remaining formats use.
     try {
       o.prompt_template = data::detect_template(model_dir);
     } catch (const Error&) {
