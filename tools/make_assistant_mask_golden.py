@@ -3,7 +3,7 @@
 leantune's `prompt_template: auto` (tests/data/test_model_template.cpp).
 
 Templates with {% generation %} blocks (TRL 1.16's training templates, which TRL's SFTTrainer swaps in for
-`assistant_only_loss=True`: tests/data/golden/chat_templates_training/): the expected ids and mask are
+`assistant_only_loss=True`: tests/data/golden/chat_templates_training/: Qwen2.5, Llama 3, Qwen3, Phi-3, Gemma): the expected ids and mask are
 transformers' apply_chat_template(tokenize=True, return_dict=True, return_assistant_tokens_mask=True) --
 exactly what TRL's SFTTrainer tokenizes a conversational record with (its labels are input_ids with -100
 where assistant_masks is 0).
@@ -98,6 +98,9 @@ def main():
         ("chat_templates", "llama3.jinja", "stories260K", stories),
         ("chat_templates", "llama2.jinja", "stories260K", stories),
         ("chat_templates", "mistral.jinja", "stories260K", stories),
+        ("chat_templates_training", "qwen3_training.jinja", "qwen2", qwen),
+        ("chat_templates_training", "phi3_training.jinja", "stories260K", stories),
+        ("chat_templates_training", "gemma_training.jinja", "stories260K", stories),
     ]
     golden = {"transformers": transformers.__version__, "cases": []}
     for directory, name, tok_name, tok in pairs:
@@ -105,7 +108,7 @@ def main():
             template = f.read()
         generation = "{% generation" in template or "{%- generation" in template
         for _ in range(12):
-            messages = conversation(rng, system_ok=name != "mistral.jinja")
+            messages = conversation(rng, system_ok=name not in ("mistral.jinja", "gemma_training.jinja"))
             out = tok.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
                                           return_assistant_tokens_mask=generation)
             ids = list(out["input_ids"])

@@ -8,7 +8,9 @@ f32, f16, bf16 and q8_0:
     (LlamaModel.permute, with num_key_value_heads for K); 1-D tensors f32; 2-D tensors converted by
     gguf.quants.quantize (q8_0: rows not a multiple of 32 fall back to f16); no output.weight when tied;
   - the vocabulary as _set_vocab_sentencepiece takes it (IdToPiece, GetScore, the Is* token types), padded
-    with [PADi] to config.json's vocab_size; the special ids config.json gives (SpecialVocab);
+    with [PADi] to config.json's vocab_size, then added_tokens.json and tokenizer_config.json's
+    added_tokens_decoder as _create_vocab_sentencepiece reads them; the special ids config.json gives
+    (SpecialVocab), tokenizer_config.json's add_bos/add_eos_token, chat_template and add_prefix_space;
   - the llama.* hyperparameters and general.* keys, in the order leantune writes them.
 The files themselves are not kept: tests/cli/golden/gguf_stories260K.json records, per type, the file's size
 and FNV-1a 64 hash, and per tensor its type, shape and data hash, so a mismatch points at the tensor.
@@ -19,6 +21,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import shutil
 import tempfile
 
 import gguf
@@ -95,7 +98,10 @@ def write(path, model_dir, cfg, qtype, ftype):
         w.add_value_length(HD)
     # _set_vocab_sentencepiece
     sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
-    tokens, scores, types = [], [], []
+    # _create_vocab_sentencepiece: [PADi] at -10000 up to vocab_size, the pieces, then the added tokens.
+    tokens = [f"[PAD{i}]".encode("utf-8") for i in range(cfg["vocab_size"])]
+    scores = [-10000.0] * cfg["vocab_size"]
+    types = [gguf.TokenType.UNUSED] * cfg["vocab_size"]
     for i in range(sp.vocab_size()):
         t = gguf.TokenType.NORMAL
         if sp.IsUnknown(i):
@@ -106,13 +112,27 @@ def write(path, model_dir, cfg, qtype, ftype):
             t = gguf.TokenType.UNUSED
         elif sp.IsByte(i):
             t = gguf.TokenType.BYTE
-        tokens.append(sp.IdToPiece(i).encode("utf-8"))
-        scores.append(sp.GetScore(i))
-        types.append(t)
-    for i in range(len(tokens), cfg["vocab_size"]):
-        tokens.append(f"[PAD{i}]".encode("utf-8"))
-        scores.append(-1000.0)
-        types.append(gguf.TokenType.UNUSED)
+        tokens[i], scores[i], types[i] = sp.IdToPiece(i).encode("utf-8"), sp.GetScore(i), t
+    added_path = os.path.join(model_dir, "added_tokens.json")
+    if os.path.exists(added_path):
+        with open(added_path, encoding="utf-8") as f:
+            for key, i in json.load(f).items():
+                if i < cfg["vocab_size"]:
+                    tokens[i], scores[i], types[i] = key.encode("utf-8"), -1000.0, gguf.TokenType.USER_DEFINED
+    tc = {}
+    if os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            tc = json.load(f)
+    for i, data in tc.get("added_tokens_decoder", {}).items():
+        i, token = int(i), data["content"]
+        if i >= cfg["vocab_size"]:
+            continue
+        if data.get("special") or looks_special(token):
+            types[i] = gguf.TokenType.CONTROL
+        else:
+            token = token.replace("\u2581", " ")
+            types[i] = gguf.TokenType.USER_DEFINED
+        tokens[i], scores[i] = token.encode("utf-8"), -1000.0
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -127,7 +147,22 @@ def write(path, model_dir, cfg, qtype, ftype):
         w.add_eos_token_id(eos)
     if cfg.get("pad_token_id") is not None:
         w.add_pad_token_id(cfg["pad_token_id"])
+    if "add_bos_token" in tc:
+        w.add_add_bos_token(tc["add_bos_token"])
+    if "add_eos_token" in tc:
+        w.add_add_eos_token(tc["add_eos_token"])
+    if "chat_template" in tc:
+        w.add_chat_template(tc["chat_template"])
+    if "add_prefix_space" in tc:  # LlamaModel.set_vocab, after the special tokens
+        w.add_add_space_prefix(tc["add_prefix_space"])
     add_tensors_and_close(w, tensors_of(model_dir, cfg), qtype)
+
+
+def looks_special(token):
+    """convert_hf_to_gguf.py does_token_look_special."""
+    return (token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]") or (token.startswith("<|") and token.endswith("|>"))
+            or (token.startswith("<\uff5c") and token.endswith("\uff5c>"))
+            or (token.startswith("<unused") and token.endswith(">")))
 
 
 def add_tensors_and_close(w, tensors, qtype):
@@ -176,6 +211,19 @@ def main():
             path = os.path.join(tmp, f"model-{name}.gguf")
             write(path, model_dir, cfg, qtype, ftype)
             golden["files"][name] = describe(path)
+        # The same model with an HF repo's tokenizer files beside tokenizer.model (tests/cli/golden/
+        # gguf_llama_added: tokenizer_config.json with added_tokens_decoder, chat_template, add_bos_token,
+        # add_prefix_space; added_tokens.json; a tokenizer.json the converter does not read).
+        overlay = os.path.join(os.path.dirname(__file__), "..", "tests", "cli", "golden", "gguf_llama_added")
+        added_dir = os.path.join(tmp, "with_added", "stories260K-hf")
+        shutil.copytree(model_dir, added_dir)
+        for f in os.listdir(overlay):
+            shutil.copy(os.path.join(overlay, f), added_dir)
+        golden["with_added_tokens"] = {"overlay": "tests/cli/golden/gguf_llama_added", "files": {}}
+        for name, (qtype, ftype) in TYPES.items():
+            path = os.path.join(tmp, f"added-{name}.gguf")
+            write(path, added_dir, cfg, qtype, ftype)
+            golden["with_added_tokens"]["files"][name] = describe(path)
     out = os.path.join(os.path.dirname(__file__), "..", "tests", "cli", "golden", "gguf_stories260K.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:

@@ -2,8 +2,8 @@
 """Golden renderings of chat templates for leantune's Jinja renderer (tests/data/test_jinja_template.cpp).
 
 For every template under tests/data/golden/chat_templates/ (the chat_template of each family's
-tokenizer_config.json: Llama 2, Llama 3, Qwen2, Mistral, Gemma, Phi-3, and templates that exercise
-whitespace control and namespace()), 50 conversations drawn from a fixed seed (with and without a system
+tokenizer_config.json: Llama 2, Llama 3, Qwen2, Qwen3 (as TRL 1.16 ships it in trl/chat_templates), Mistral,
+Gemma, Phi-3, and templates that exercise whitespace control, namespace() and slices with steps), 50 conversations drawn from a fixed seed (with and without a system
 turn, one to four user/assistant exchanges, contents with surrounding whitespace, newlines, quotes and
 non-ASCII text, sometimes ending on a user turn) are rendered, every other one with add_generation_prompt, by
 transformers' own render_jinja_template (what apply_chat_template calls). A template that raises (roles

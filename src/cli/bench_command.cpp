@@ -441,12 +441,14 @@ void register_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* bench = app.add_subcommand(
       "bench", "time training steps: whole-sequence vs chunked training on the same model and data");
-  bench->add_option("--model_name", o->model_dir, "an HF model directory (config.json + safetensors)");
+  // train's names first (base_model, cutoff_len, micro_batch_size, precision); the bench's own are aliases.
+  bench->add_option("--base_model,--model_name", o->model_dir,
+                    "an HF model directory (config.json + safetensors)");
   bench->add_option("--config", o->config_file, "a config.json (with --random_init)");
   bench->add_flag("--random_init", o->random_init, "random weights (HF's init) instead of loading them");
   bench->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
-  bench->add_option("--seq_len", o->seq_len, "tokens per row T")->capture_default_str();
-  bench->add_option("--batch", o->batch, "rows B")->capture_default_str();
+  bench->add_option("--cutoff_len,--seq_len", o->seq_len, "tokens per row T")->capture_default_str();
+  bench->add_option("--micro_batch_size,--batch", o->batch, "rows B")->capture_default_str();
   bench->add_option("--chunk_size", o->chunk_size, "chunk size C of chunked training (0: whole only)")
       ->capture_default_str();
   bench->add_flag("--no_whole", o->no_whole, "skip the whole-sequence run");
@@ -468,7 +470,8 @@ void register_bench_command(CLI::App& app) {
       ->capture_default_str();
   bench->add_option("--trials", o->trials, "timed steps per mode")->capture_default_str();
   bench->add_option("--warmup", o->warmup, "untimed steps per mode before the trials")->capture_default_str();
-  bench->add_option("--dtype", o->dtype, "fp32 or fp64 (cpu); bf16 or fp32 (cuda)")->capture_default_str();
+  bench->add_option("--precision,--dtype", o->dtype, "fp32 or fp64 (cpu); bf16 or fp32 (cuda)")
+      ->capture_default_str();
   bench->add_option("--finetune", o->finetune, "full or lora")->capture_default_str();
   bench->add_option("--lora_r", o->lora_r, "LoRA rank (all seven projections, alpha 2r)")
       ->capture_default_str();

@@ -7,10 +7,12 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "data/batch.h"
 #include "ops/device.h"
 #include "train/evaluate.h"
 #include "train/run_setup.h"
+#include "train/task_progress.h"
 
 namespace lt::cli {
 
@@ -57,8 +59,15 @@ void run_eval(const EvalOptions& o) {
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
                                             train::longest_example(dataset.examples),
                                             lora ? lora->specs : std::vector<model::LoraSpec>{}));
-  train::EvalResult r = train::evaluate(model.config, dtype, model.weights, dataset.examples,
-                                        o.micro_batch_size, pad_id, activations, lora);
+  std::optional<train::TaskProgress> progress;  // made once evaluate knows the number of batches
+  Timer timer;
+  train::EvalResult r =
+      train::evaluate(model.config, dtype, model.weights, dataset.examples, o.micro_batch_size, pad_id,
+                      activations, lora, 0, nullptr, {}, [&](int64_t done, int64_t total) {
+                        if (!progress) progress.emplace(train::stderr_progress("eval", "batches", total));
+                        progress->update(done, timer.seconds());
+                      });
+  if (progress) progress->finish();
   nlohmann::json j{{"loss", r.loss}, {"perplexity", std::exp(r.loss)}, {"tokens", r.tokens}};
   fmt::print("{}\n", j.dump());
 }

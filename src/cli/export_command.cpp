@@ -18,6 +18,7 @@
 #include "train/final_model.h"
 #include "train/model_card.h"
 #include "train/run_setup.h"
+#include "train/task_progress.h"
 
 namespace lt::cli {
 namespace {
@@ -72,6 +73,8 @@ void run_export_gguf(const ExportOptions& o) {
   io::OutputDir out(o.output_dir, claim);
   const std::string path =
       (fs::path(o.output_dir) / fmt::format("model-{}.gguf", io::ggml_type_name(type))).string();
+  fmt::print("writing {}\n", path);
+  std::fflush(stdout);
   write_gguf_model(path, o.base_model, config, weights, type);
   fmt::print("wrote {} (matrices as {}, norms as f32)\n", path, io::ggml_type_name(type));
 }
@@ -111,14 +114,17 @@ void run_export(const ExportOptions& o) {
   Arena arena("export", HostMemory::instance(),
               model::weights_bytes(config, compute) + model::lora_bytes(specs, compute));
   model::ModelWeights weights = model::allocate_weights(config, compute, arena);
+  train::print_phase("export", fmt::format("reading {}", o.base_model));
   if (quant)
     io::load_bnb4_checkpoint(o.base_model, config, weights, /*dequantize=*/true);
   else
     io::load_hf_weights(o.base_model, config, weights);
   model::LoraWeights lora = model::allocate_lora(config, specs, compute, arena);
   io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
+  train::print_phase("export", fmt::format("merging {} LoRA adapters of {}", specs.size(), o.adapter));
   model::merge_lora(config, weights, lora);
 
+  train::print_phase("export", fmt::format("writing {}", o.output_dir));
   io::OutputDir out(o.output_dir, claim);
   const std::vector<std::string> written =
       train::save_final_model(out, o.base_model, config, weights, save,

@@ -31,6 +31,7 @@ struct GenerateOptions {
   std::string precision = "auto";  // bf16 on cuda, fp32 on cpu
   std::string device = "auto";     // cuda when usable, else cpu
   int64_t max_new_tokens = 64;
+  int64_t batch_size = 8;  // prompts decoded together (rows of one KV cache)
   double temperature = 0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -155,6 +156,7 @@ void run_generate(const GenerateOptions& o) {
   train::check_device_precision(device, precision, "generate");
   LT_CHECK(int(!o.prompt.empty()) + int(!o.ids.empty()) + int(!o.prompts_file.empty()) == 1,
            "generate: give exactly one of '--prompt', '--prompts_file' and '--ids'");
+  LT_CHECK(o.batch_size >= 1, "generate: '--batch_size' is {}, expected >= 1", o.batch_size);
   LT_CHECK(o.max_new_tokens >= 0, "generate: '--max_new_tokens' is {}, expected >= 0", o.max_new_tokens);
   LT_CHECK(o.temperature >= 0, "generate: '--temperature' is {}, expected >= 0 (0: greedy)", o.temperature);
   LT_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: '--top_p' is {}, expected a value in (0, 1]", o.top_p);
@@ -194,20 +196,25 @@ void run_generate(const GenerateOptions& o) {
     if (tokenizer && (template_name == "llama3" || template_name == "chatml" || template_name == "model"))
       if (auto id = tokenizer->token_to_id(marker)) s.stop_ids.push_back(*id);
 
-  const std::vector<std::string> prompts =
+  const std::vector<std::string> texts =
       o.ids.empty() ? read_prompts(o) : std::vector<std::string>{std::string()};
-  for (const std::string& text : prompts) {
-    const std::vector<int32_t> prompt = o.ids.empty()
-                                            ? render_prompt(*tokenizer, template_name, text, o.model)
-                                            : parse_ids(o.ids, model.config.vocab_size);
-    std::vector<int32_t> so_far;
-    size_t printed = 0;  // bytes of the decoded text already streamed
-    s.on_token = [&](int32_t id) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : texts)
+    prompts.push_back(o.ids.empty() ? render_prompt(*tokenizer, template_name, text, o.model)
+                                    : parse_ids(o.ids, model.config.vocab_size));
+  // Streaming prints one answer as it grows, so it decodes the prompts one at a time.
+  const size_t batch = o.stream ? 1 : size_t(o.batch_size);
+  for (size_t first = 0; first < prompts.size(); first += batch) {
+    const std::vector<std::vector<int32_t>> rows(
+        prompts.begin() + int64_t(first), prompts.begin() + int64_t(std::min(prompts.size(), first + batch)));
+    std::vector<std::vector<int32_t>> so_far(rows.size());
+    size_t printed = 0;  // bytes of the (one) streamed row's decoded text already printed
+    auto on_token = [&](size_t row, int32_t id) {
       if (!tokenizer) return true;
-      so_far.push_back(id);
+      so_far[row].push_back(id);
       if (o.stop.empty() && !o.stream) return true;
       bool stopped = false;
-      const std::string now = cut_at_stop(tokenizer->decode(so_far, true), o.stop, &stopped);
+      const std::string now = cut_at_stop(tokenizer->decode(so_far[row], true), o.stop, &stopped);
       if (o.stream && !o.json && now.size() > printed) {
         fmt::print("{}", now.substr(printed));
         std::fflush(stdout);
@@ -215,16 +222,20 @@ void run_generate(const GenerateOptions& o) {
       }
       return !stopped;
     };
-    const std::vector<int32_t> out = model::generate(model.config, dtype, model.weights, prompt, s);
-    const std::string answer = tokenizer ? cut_at_stop(tokenizer->decode(out, true), o.stop) : std::string();
-    if (o.json || !tokenizer) {
-      nlohmann::json j{{"prompt_ids", prompt}, {"ids", out}};
-      if (tokenizer) j["text"] = answer;
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    } else if (o.stream) {
-      fmt::print("{}\n", answer.size() > printed ? answer.substr(printed) : "");
-    } else {
-      fmt::print("{}\n", answer);
+    const std::vector<std::vector<int32_t>> outs =
+        model::generate_rows(model.config, dtype, model.weights, rows, s, on_token);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const std::string answer =
+          tokenizer ? cut_at_stop(tokenizer->decode(outs[r], true), o.stop) : std::string();
+      if (o.json || !tokenizer) {
+        nlohmann::json j{{"prompt_ids", rows[r]}, {"ids", outs[r]}};
+        if (tokenizer) j["text"] = answer;
+        fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      } else if (o.stream) {
+        fmt::print("{}\n", answer.size() > printed ? answer.substr(printed) : "");
+      } else {
+        fmt::print("{}\n", answer);
+      }
     }
   }
 }
@@ -238,7 +249,11 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--model", o->model, "HF model directory")->required();
   sub->add_option("--prompt", o->prompt, "prompt text (encoded with the model's tokenizer)");
   sub->add_option("--prompts_file", o->prompts_file,
-                  "one prompt per line (or JSONL {\"prompt\": ...}), each generated in turn");
+                  "one prompt per line (or JSONL {\"prompt\": ...}); answers in the same order");
+  sub->add_option("--batch_size", o->batch_size,
+                  "prompts of --prompts_file decoded together, as rows of one KV cache (each row's answer "
+                  "is the one it gets alone; --stream decodes one at a time)")
+      ->capture_default_str();
   sub->add_option("--ids", o->ids, "prompt token ids, comma-separated");
   sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory, merged into --model's weights");
   sub->add_option("--prompt_template", o->prompt_template,

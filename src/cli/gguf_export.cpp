@@ -28,37 +28,164 @@ std::vector<float> unpermute_rope_rows(const float* w, int64_t heads, int64_t he
   return out;
 }
 
+// The converter's does_token_look_special: added tokens some models leave non-special but llama.cpp must
+// treat as control tokens.
+bool looks_special(const std::string& t) {
+  auto wrapped = [&t](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\uFF5C", "\uFF5C>") || wrapped("<unused", ">");
+}
+
+// `t` with SentencePiece's word marks U+2581 as spaces (the converter pre-normalizes user-defined tokens so).
+std::string with_spaces(const std::string& t) {
+  static const std::string mark = "\u2581";
+  std::string out;
+  for (size_t i = 0; i < t.size();) {
+    if (t.compare(i, mark.size(), mark) == 0) {
+      out += ' ';
+      i += mark.size();
+    } else {
+      out += t[i++];
+    }
+  }
+  return out;
+}
+
+// _create_vocab_sentencepiece: [PADi] (score -10000, UNUSED) up to vocab_size, the tokenizer.model pieces
+// over them, then added_tokens.json (USER_DEFINED, score -1000; ids past vocab_size ignored) and
+// tokenizer_config.json's added_tokens_decoder (score -1000; CONTROL when special or special-looking, else
+// USER_DEFINED with "\u2581" written as a space); tokenizer.json, when present too, is not read.
 void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config) {
-  const fs::path spm = fs::path(model_dir) / "tokenizer.model";
-  LT_CHECK(fs::exists(spm) && !fs::exists(fs::path(model_dir) / "tokenizer.json"),
-           "export --gguf: {} has no SentencePiece tokenizer.model (or also a tokenizer.json); only "
-           "SentencePiece tokenizers are written to GGUF so far (GPT-2-style BPE needs tokenizer.ggml.pre)",
-           model_dir);
+  const fs::path dir(model_dir), spm = dir / "tokenizer.model";
+  LT_CHECK(
+      fs::exists(spm),
+      "export --gguf: {} has no SentencePiece tokenizer.model nor Llama 3's tokenizer.json; its tokenizer "
+      "is not written to GGUF yet",
+      model_dir);
   const data::SentencePieceVocab vocab = data::read_sentencepiece_vocab(spm.string());
+  LT_CHECK(int64_t(vocab.pieces.size()) <= config.vocab_size,
+           "export --gguf: {} has {} pieces, more than config.json's vocab_size {}", spm.string(),
+           vocab.pieces.size(), config.vocab_size);
+  const auto size = size_t(config.vocab_size);
   std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  for (const data::SentencePieceEntry& p : vocab.pieces) {
-    tokens.push_back(p.piece);
-    scores.push_back(p.score);
+  std::vector<float> scores(size, -10000.0f);
+  std::vector<int32_t> types(size, 5);  // UNUSED
+  for (size_t i = 0; i < size; ++i) tokens.push_back(fmt::format("[PAD{}]", i));
+  for (size_t i = 0; i < vocab.pieces.size(); ++i) {
+    const data::SentencePieceEntry& p = vocab.pieces[i];
+    tokens[i] = p.piece;
+    scores[i] = p.score;
     // The converter asks sentencepiece IsUnknown / IsControl / IsUnused / IsByte; anything else (user
     // defined included) is NORMAL.
-    types.push_back(p.type == 2 || p.type == 3 || p.type == 5 || p.type == 6 ? p.type : 1);
+    types[i] = p.type == 2 || p.type == 3 || p.type == 5 || p.type == 6 ? p.type : 1;
   }
-  LT_CHECK(int64_t(tokens.size()) <= config.vocab_size,
-           "export --gguf: {} has {} pieces, more than config.json's vocab_size {}", spm.string(),
-           tokens.size(), config.vocab_size);
-  for (int64_t i = int64_t(tokens.size()); i < config.vocab_size; ++i) {
-    tokens.push_back(fmt::format("[PAD{}]", i));
-    scores.push_back(-1000.0f);
-    types.push_back(5);  // UNUSED
+  auto set = [&](int64_t id, std::string token, int32_t type) {
+    tokens[size_t(id)] = std::move(token);
+    scores[size_t(id)] = -1000.0f;
+    types[size_t(id)] = type;
+  };
+  if (const fs::path added = dir / "added_tokens.json"; fs::exists(added)) {
+    const nlohmann::json j = read_json(added.string(), kMaxTokenizerJsonBytes);
+    LT_CHECK(j.is_object(), "export --gguf: {}: expected an object of token: id", added.string());
+    for (const auto& [token, id] : j.items()) {
+      LT_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0,
+               "export --gguf: {}: '{}' has id {}, expected an integer >= 0", added.string(), token,
+               id.dump());
+      if (id.get<int64_t>() < config.vocab_size) set(id.get<int64_t>(), token, 4);  // USER_DEFINED
+    }
   }
+  const nlohmann::json tc = tokenizer_config(model_dir);
+  if (tc.contains("added_tokens_decoder") && tc["added_tokens_decoder"].is_object())
+    for (const auto& [key, data] : tc["added_tokens_decoder"].items()) {
+      int64_t id = -1;
+      try {
+        id = std::stoll(key);
+      } catch (const std::exception&) {
+      }
+      LT_CHECK(id >= 0 && data.is_object() && data.contains("content") && data["content"].is_string(),
+               "export --gguf: {}/tokenizer_config.json: added_tokens_decoder '{}' needs an integer id and a "
+               "content",
+               model_dir, key);
+      if (id >= config.vocab_size) continue;
+      std::string token = data["content"].get<std::string>();
+      if (data.value("special", false) || looks_special(token)) {
+        set(id, token, 3);  // CONTROL
+      } else {
+        set(id, with_spaces(token), 4);  // USER_DEFINED
+      }
+    }
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_string("tokenizer.ggml.pre", "default");
   w.add_string_array("tokenizer.ggml.tokens", tokens);
   w.add_f32_array("tokenizer.ggml.scores", scores);
   w.add_i32_array("tokenizer.ggml.token_type", types);
   add_special_tokens(w, model_dir, config);
+  // LlamaModel.set_vocab, after the special tokens.
+  if (tc.contains("add_prefix_space") && tc["add_prefix_space"].is_boolean())
+    w.add_bool("tokenizer.ggml.add_space_prefix", tc["add_prefix_space"].get<bool>());
+}
+
+// Llama 3's pre-tokenizer regex (tokenizer.json's Split pattern), which llama.cpp knows as "llama-bpe".
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// llama.cpp's name for tokenizer.json's pre-tokenizer (the converter finds it by hashing a tokenization;
+// leantune recognizes the regex, which is what that hash stands for). Only Llama 3's is known here.
+std::string llama_bpe_pre_name(const std::string& model_dir) {
+  const fs::path path = fs::path(model_dir) / "tokenizer.json";
+  const nlohmann::json tj = read_json(path.string(), kMaxTokenizerJsonBytes);
+  std::string pattern;
+  if (tj.is_object() && tj.contains("pre_tokenizer") && tj["pre_tokenizer"].is_object()) {
+    const nlohmann::json& pre = tj["pre_tokenizer"];
+    const nlohmann::json steps = pre.value("type", "") == "Sequence" && pre.contains("pretokenizers")
+                                     ? pre["pretokenizers"]
+                                     : nlohmann::json::array({pre});
+    for (const auto& step : steps)
+      if (step.is_object() && step.value("type", "") == "Split" && step.contains("pattern") &&
+          step["pattern"].is_object() && step["pattern"].contains("Regex") &&
+          step["pattern"]["Regex"].is_string())
+        pattern = step["pattern"]["Regex"].get<std::string>();
+  }
+  LT_CHECK(
+      pattern == kLlama3Pattern,
+      "export --gguf: {}: its pre-tokenizer (Split regex '{}') is not one leantune names for llama.cpp yet "
+      "(Llama 3's is); a Llama-family GGUF needs a SentencePiece tokenizer.model or Llama 3's tokenizer.json",
+      path.string(), pattern);
+  return "llama-bpe";
+}
+
+// Llama 3 RoPE scaling as llama.cpp takes it: rope_freqs.weight, one factor per frequency pair (HD/2),
+// computed as the converter's LlamaModel.generate_extra_tensors computes it, in float32 torch ops (a
+// reversed division is reciprocal-then-multiply, as torch's __rtruediv__): 1 above the high-frequency
+// wavelength, `factor` below the low-frequency one, the smooth blend between. Its original context is
+// config.json's top-level original_max_position_embeddings, else 8192, as the converter reads it.
+std::vector<float> llama3_rope_factors(const std::string& model_dir, const model::ModelConfig& c) {
+  const nlohmann::json j = read_json((fs::path(model_dir) / "config.json").string(), kMaxSmallJsonBytes);
+  const double old_context =
+      j.contains("original_max_position_embeddings") && j["original_max_position_embeddings"].is_number()
+          ? j["original_max_position_embeddings"].get<double>()
+          : 8192.0;
+  const double low_wavelen = old_context / c.rope_low_freq_factor,
+               high_wavelen = old_context / c.rope_high_freq_factor;
+  const float two_pi = float(2 * M_PI), factor = float(c.rope_factor);
+  std::vector<float> out;
+  for (int64_t i = 0; i < c.head_dim; i += 2) {
+    const float freq = 1.0f / std::pow(float(c.rope_theta), float(i) / float(c.head_dim));
+    const float wavelen = (1.0f / freq) * two_pi;
+    if (wavelen < float(high_wavelen)) {
+      out.push_back(1.0f);
+    } else if (wavelen > float(low_wavelen)) {
+      out.push_back(factor);
+    } else {
+      const float smooth = ((1.0f / wavelen) * float(old_context) - float(c.rope_low_freq_factor)) /
+                           float(c.rope_high_freq_factor - c.rope_low_freq_factor);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -75,13 +202,11 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
                       const model::ModelWeights& weights, io::GgmlType type) {
   if (config.arch == model::Architecture::Qwen2 || config.arch == model::Architecture::Qwen3)
     return write_qwen_gguf(path, model_dir, config, weights, type);
+  if (config.arch == model::Architecture::Phi3)
+    return write_phi3_gguf(path, model_dir, config, weights, type);
   LT_CHECK(config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
-           "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2 and Qwen3 are)",
+           "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3 and Phi-3 are)",
            config.architecture_name);
-  LT_CHECK(
-      config.rope_type == ops::RopeType::Default,
-      "export --gguf: RoPE type '{}' is not written to GGUF yet (it needs llama.cpp's rope_freqs tensor)",
-      model::rope_type_name(config.rope_type));
   LT_CHECK(!config.qkv_bias && !config.o_bias && !config.mlp_bias,
            "export --gguf: linear biases (attention_bias / mlp_bias) are not written to GGUF yet");
   io::GgufWriter w;
@@ -103,9 +228,18 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
     w.add_u32("llama.attention.key_length", uint32_t(config.head_dim));
     w.add_u32("llama.attention.value_length", uint32_t(config.head_dim));
   }
-  add_tokenizer(w, model_dir, config);
+  // SentencePiece (Llama 2, Mistral) or, without a tokenizer.model, Llama 3's BPE tokenizer.json.
+  if (!fs::exists(fs::path(model_dir) / "tokenizer.model") &&
+      fs::exists(fs::path(model_dir) / "tokenizer.json"))
+    add_bpe_tokenizer(w, model_dir, config, llama_bpe_pre_name(model_dir));
+  else
+    add_tokenizer(w, model_dir, config);
 
   TensorAdder t(w, type);
+  if (config.rope_type == ops::RopeType::Llama3) {  // first, as the converter yields its extra tensors
+    const std::vector<float> factors = llama3_rope_factors(model_dir, config);
+    t.add("rope_freqs.weight", factors.data(), {int64_t(factors.size())});
+  }
   t.add("token_embd.weight", weights.embed);
   for (int64_t l = 0; l < config.num_layers; ++l) {
     const model::LayerWeights& layer = weights.layers[size_t(l)];

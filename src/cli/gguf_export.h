@@ -20,8 +20,16 @@
 // layout), the q/k/v biases as attn_q.bias / attn_k.bias / attn_v.bias, Qwen3's attn_q_norm / attn_k_norm;
 // the vocabulary from tokenizer.json as _set_vocab_gpt2 takes it (tokenizer.ggml.model "gpt2", pre
 // "qwen2", tokens in id order with added special tokens CONTROL, the merges).
-// Not yet, refused by name: other architectures, Llama 3 RoPE scaling (needs the rope_freqs tensor),
-// Llama-family tokenizers other than SentencePiece.
+// Phi3ForCausalLM as the converter's Phi3MiniModel lays it out (gguf_export_phi3.cpp): architecture "phi3"
+// with phi3.* hyperparameters (rope.scaling.original_context_length, rope.dimension_count of the rotated
+// dims, attention.sliding_window, 0 without one), qkv_proj kept fused as attn_qkv and gate_up_proj as
+// ffn_up (rows gate then up), Q/K not permuted; the SentencePiece vocabulary padded with [PADi] at score
+// -10000 and the added tokens of added_tokens.json, tokenizer_config.json and tokenizer.json.
+// Llama 3.x: its RoPE scaling as llama.cpp's rope_freqs.weight (the converter's float32 factors, the first
+// tensor) and, without a tokenizer.model, its BPE tokenizer.json as _set_vocab_gpt2 takes it (pre
+// "llama-bpe", given when the pre-tokenizer's Split regex is Llama 3's).
+// Not yet, refused by name: other architectures, Phi-3's LongRoPE (its factor tensors), Phi-4's GPT-2
+// tokenizer, other BPE pre-tokenizers.
 #pragma once
 
 #include <string>
@@ -40,6 +48,15 @@ io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConf
 // read) to `path`.
 void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                       const model::ModelWeights& weights, io::GgmlType type);
+// tokenizer.json as the converter's _set_vocab_gpt2 takes it: every id below vocab_size in order (the
+// model's vocabulary, then added tokens: special ones CONTROL, others USER_DEFINED; holes [PADi] UNUSED),
+// tokenizer.ggml.pre `pre` (llama.cpp's name of the pre-tokenizer), the merges as "a b" strings, then the
+// special-token keys.
+void add_bpe_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config,
+                       const std::string& pre);
+// The Phi-3 part of write_gguf_model.
+void write_phi3_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
+                     const model::ModelWeights& weights, io::GgmlType type);
 // The Qwen2 / Qwen3 part of write_gguf_model.
 void write_qwen_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                      const model::ModelWeights& weights, io::GgmlType type);

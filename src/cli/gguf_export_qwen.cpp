@@ -15,10 +15,10 @@ namespace fs = std::filesystem;
 
 constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;  // gguf TokenType
 
-// tokenizer.json as the converter's _set_vocab_gpt2 takes it: every id below vocab_size in order (the
-// model's vocabulary, then added tokens: special ones CONTROL, others USER_DEFINED; holes [PADi] UNUSED),
-// and the merges as "a b" strings.
-void add_gpt2_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config) {
+}  // namespace
+
+void add_bpe_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config,
+                       const std::string& pre) {
   const fs::path path = fs::path(model_dir) / "tokenizer.json";
   LT_CHECK(fs::exists(path),
            "export --gguf: {} has no tokenizer.json; a {} model's GGUF needs its BPE vocabulary", model_dir,
@@ -63,15 +63,12 @@ void add_gpt2_tokenizer(io::GgufWriter& w, const std::string& model_dir, const m
     merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
   w.add_string("tokenizer.ggml.model", "gpt2");
-  // llama.cpp picks its pre-tokenizer regex by this name; Qwen2 and Qwen3 share Qwen2's.
-  w.add_string("tokenizer.ggml.pre", "qwen2");
+  w.add_string("tokenizer.ggml.pre", pre);
   w.add_string_array("tokenizer.ggml.tokens", tokens);
   w.add_i32_array("tokenizer.ggml.token_type", types);
   w.add_string_array("tokenizer.ggml.merges", merges);
   add_special_tokens(w, model_dir, config);
 }
-
-}  // namespace
 
 void write_qwen_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                      const model::ModelWeights& weights, io::GgmlType type) {
@@ -101,7 +98,8 @@ void write_qwen_gguf(const std::string& path, const std::string& model_dir, cons
     w.add_u32(arch + ".attention.key_length", uint32_t(config.head_dim));
     w.add_u32(arch + ".attention.value_length", uint32_t(config.head_dim));
   }
-  add_gpt2_tokenizer(w, model_dir, config);
+  // llama.cpp picks its pre-tokenizer regex by this name; Qwen2 and Qwen3 share Qwen2's.
+  add_bpe_tokenizer(w, model_dir, config, "qwen2");
 
   // Q and K as stored: llama.cpp runs Qwen's RoPE in the NEOX (rotate-half) layout HF uses.
   TensorAdder t(w, type);

@@ -18,6 +18,7 @@
 #include "model/memory_estimate.h"
 #include "model/memory_plan.h"
 #include "model/param_counts.h"
+#include "ops/device.h"
 #include "train/memory_check.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
@@ -198,7 +199,13 @@ void print_4bit_sizes(const model::ModelConfig& cfg, const std::optional<io::Bnb
   }
 }
 
-void run_info(const InfoOptions& o) {
+void run_info(InfoOptions o) {
+  // auto, as train resolves it: the GPU in bf16 when this build has a usable one, else the CPU in fp32.
+  if (o.device == "auto") o.device = ops::cuda_available() ? "cuda" : "cpu";
+  if (o.precision == "auto")
+    o.precision = (o.device.empty() ? ops::cuda_available() : o.device == "cuda") ? "bf16" : "fp32";
+  // PEFT's "all-linear", as train takes it: every projection of the decoder blocks.
+  if (o.lora_targets == std::vector<std::string>{"all-linear"}) o.lora_targets = model::lora_target_names();
   LT_CHECK(o.bits == 16 || o.bits == 4, "info: --bits {}, expected 16 or 4", o.bits);
   const std::optional<io::Bnb4Config> stored = io::read_bnb4_quantization(o.model_dir);
   model::ModelConfig cfg =
@@ -264,14 +271,19 @@ void register_info_command(CLI::App& app) {
       app.add_subcommand("info", "architecture, parameter counts, dtype on disk and memory of a model");
   cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")
       ->required();
-  cmd->add_option("--seq_len", options->seq_len, "sequence length for the memory estimate")
+  // train's names first; --seq_len and --batch stay as aliases.
+  cmd->add_option("--cutoff_len,--seq_len", options->seq_len, "tokens per sequence for the memory estimate")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", options->batch, "sequences per step for the memory estimate")
+  cmd->add_option("--micro_batch_size,--batch", options->batch, "sequences per step for the memory estimate")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
-  cmd->add_option("--lora_target_modules", options->lora_targets, "LoRA target projections")->delimiter(',');
-  cmd->add_option("--precision", options->precision,
-                  "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64)")
+  cmd->add_option("--lora_target_modules", options->lora_targets,
+                  "LoRA target projections, space- or comma-separated, or all-linear")
+      ->delimiter(',');
+  cmd->add_option(
+         "--precision", options->precision,
+         "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64), or auto (bf16 on a usable "
+         "GPU, else fp32)")
       ->each([options](const std::string&) { options->precision_given = true; });
   cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
@@ -285,7 +297,8 @@ void register_info_command(CLI::App& app) {
          "--offload_only", options->offload_only,
          "with --plan and --offload_activations, whole sequence: only these kept activations go to host")
       ->delimiter(',');
-  cmd->add_option("--device", options->device, "with --plan: cpu or cuda (default: cuda for bf16, else cpu)");
+  cmd->add_option("--device", options->device,
+                  "with --plan: cpu, cuda or auto (cuda when usable; default: cuda for bf16, else cpu)");
   cmd->add_option("--chunk_size", options->chunk_size, "with --plan: tokens per chunk (0: whole sequence)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--finetune", options->finetune, "with --plan: full, lora or partial");

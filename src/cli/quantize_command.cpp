@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "train/final_model.h"
+#include "train/task_progress.h"
 
 namespace lt::cli {
 namespace {
@@ -59,8 +60,12 @@ void run_quantize(const QuantizeOptions& o) {
       io::quantization_source_dtype(o.model_dir, config, o.torch_dtype, "quantize: --torch_dtype");
   Arena arena("quantize", HostMemory::instance(), model::weights_bytes(config, dtype));
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
+  train::print_phase("quantize", fmt::format("reading {}", o.model_dir));
   io::load_hf_weights(o.model_dir, config, weights);
+  train::print_phase("quantize", fmt::format("quantizing the projections of {} layers to {}",
+                                             config.num_layers, ops::quant4_type_name(quant.quant_type)));
   const io::Bnb4Weights quantized = io::quantize_projections(config, weights, quant);
+  train::print_phase("quantize", fmt::format("writing {}", o.output_dir));
   io::OutputDir out(o.output_dir, claim);
   const std::vector<std::string> written =
       train::save_final_model(out, o.model_dir, [&](const std::string& staging) {
@@ -92,9 +97,11 @@ void run_dequantize(const DequantizeOptions& o) {
   // Dequantized straight into the output dtype: code * absmax in f32, one rounding (bitsandbytes' bits).
   Arena arena("dequantize", HostMemory::instance(), model::weights_bytes(config, dtype));
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
+  train::print_phase("dequantize", fmt::format("reading and dequantizing {}", o.model_dir));
   const io::Bnb4Weights q = io::load_bnb4_checkpoint(o.model_dir, config, weights, /*dequantize=*/true);
   io::HfSaveOptions save;
   save.dtype = dtype;
+  train::print_phase("dequantize", fmt::format("writing {}", o.output_dir));
   io::OutputDir out(o.output_dir, claim);
   const std::vector<std::string> written = train::save_final_model(out, o.model_dir, config, weights, save);
   fmt::print("dequantized {} {} projections of {} to {} -> {}\n", q.projections.size(),

@@ -9,6 +9,7 @@
 #include "cli/export_command.h"
 #include "cli/generate_command.h"
 #include "cli/info_command.h"
+#include "cli/option_hint.h"
 #include "cli/preview_command.h"
 #include "cli/quantize_command.h"
 #include "cli/tokenize_command.h"
@@ -39,6 +40,13 @@ int run_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An option the subcommand does not have (the cause of a failed parse even when CLI11 first finds a
+    // required option missing, as with a misspelled --model): named with its closest one.
+    if (e.get_exit_code() != 0)
+      if (const std::string hint = unknown_option_message(app, argc, argv); !hint.empty()) {
+        fmt::print(stderr, "error: {}\n", hint);
+        return 1;
+      }
     return app.exit(e);
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "data/dataset_chat.h"
 #include "data/encode_segments.h"
+#include "data/model_template.h"
 
 namespace lt::data {
 namespace {
@@ -43,6 +46,7 @@ Dataset load_prompt_completion(const std::string& path, const Tokenizer& tokeniz
   Dataset dataset;
   dataset.source = path;
   BadRecords bad(options.on_bad_record);
+  std::set<std::string> missing;  // the model template's markers the vocabulary lacks
   for_each_json_record(path, bad, [&](const std::string&, const nlohmann::json& record) {
     require_object(record);
     const nlohmann::json& prompt = required(record, "prompt");
@@ -61,10 +65,24 @@ Dataset load_prompt_completion(const std::string& path, const Tokenizer& tokeniz
       if (!completion.get_ref<const std::string&>().empty())
         segments.push_back({completion.get<std::string>(), false, false});
       example = encode_segments(tokenizer, segments, text_encode, &truncated);
+    } else if (options.model_template) {
+      size_t prompt_tokens = 0;
+      std::string text;
+      std::vector<int32_t> ids =
+          encode_prompt_completion(*options.model_template, tokenizer, parse_turns(prompt, "prompt", false),
+                                   parse_turns(completion, "completion", false), prompt_tokens, text);
+      if (dataset.examples.size() < 64) collect_missing_markers(text, tokenizer, missing);
+      const size_t cutoff = size_t(options.cutoff_len);
+      truncated = ids.size() > cutoff;
+      if (truncated) ids.resize(cutoff);
+      example.input_ids = ids;
+      example.labels = std::move(ids);
+      if (!options.train_on_all_turns)
+        std::fill_n(example.labels.begin(), std::min(prompt_tokens, example.labels.size()), kIgnoreIndex);
     } else {
       LT_CHECK(options.prompt_template != TemplateKind::alpaca,
                "dataset {}: conversational prompt/completion needs a chat template (prompt_template llama3, "
-               "chatml, plain, or auto with a chat model), not alpaca",
+               "chatml, plain, a chat_template file, or auto with a model that has its own), not alpaca",
                path);
       if (!chat_encode)
         chat_encode = encode_options_for(options.prompt_template, tokenizer, options.cutoff_len,
@@ -74,6 +92,7 @@ Dataset load_prompt_completion(const std::string& path, const Tokenizer& tokeniz
     }
     add_record_example(dataset, std::move(example), truncated);
   });
+  if (options.model_template) warn_missing_markers(*options.model_template, missing);
   finish_dataset(dataset, bad);
   return dataset;
 }

@@ -7,7 +7,7 @@
 // {% set name = expr %}, {% set ns.attr = expr %} with namespace(...); {# comments #}; whitespace control
 // (-) and transformers' trim_blocks / lstrip_blocks; {% generation %} ... {% endgeneration %} (transformers'
 // assistant-mask markers: no output of their own, their ranges are reported). Expressions: string, integer,
-// float, true/false/none literals, lists, dicts, names, `.attr`, `[key]`, slices `[a:b]`, calls, `|` filters
+// float, true/false/none literals, lists, dicts, names, `.attr`, `[key]`, slices `[a:b]` and `[a:b:step]`, calls, `|` filters
 // (trim, length, count, upper, lower, tojson, string, int, first, last, join, default/d, list, items,
 // capitalize, title, replace, selectattr/rejectattr with equalto), `is` tests (defined, undefined, none,
 // string, number, mapping, iterable, sequence, boolean, true, false, even, odd, equalto), `not`, `and`, `or`,

@@ -20,7 +20,7 @@ struct Expr {
     Dict,         // items as key, value pairs (even indices keys)
     Attr,         // items[0].name
     Index,        // items[0][items[1]]
-    Slice,        // items[0][items[1]:items[2]] (null entries: open ends)
+    Slice,        // items[0][items[1]:items[2]:items[3]] (null entries: open ends, step 1)
     Call,         // items[0](items[1..]) with kwargs
     Filter,       // items[0] | name(items[1..]) with kwargs
     Test,         // items[0] is [not] name(items[1..])

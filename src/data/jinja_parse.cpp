@@ -183,19 +183,26 @@ class ExprParser {
         e = std::move(a);
       } else if (is_op("[")) {
         ++k_;
-        ExprPtr lo, hi;
+        ExprPtr lo, hi, step;
         bool slice = false;
         if (!is_op(":")) lo = expression();
         if (is_op(":")) {
           slice = true;
           ++k_;
-          if (!is_op("]")) hi = expression();
+          if (!is_op("]") && !is_op(":")) hi = expression();
+          if (is_op(":")) {  // a step: messages[::-1]
+            ++k_;
+            if (!is_op("]")) step = expression();
+          }
         }
         expect_op("]");
         auto x = make(slice ? Expr::Kind::Slice : Expr::Kind::Index, pos);
         x->items.push_back(std::move(e));
         x->items.push_back(std::move(lo));
-        if (slice) x->items.push_back(std::move(hi));
+        if (slice) {
+          x->items.push_back(std::move(hi));
+          x->items.push_back(std::move(step));
+        }
         e = std::move(x);
       } else if (is_op("(")) {
         auto c = make(Expr::Kind::Call, pos);

@@ -215,22 +215,51 @@ class Renderer {
     return std::clamp<int64_t>(i, 0, n);
   }
 
+  // Python's slice indices of a sequence of n items: [lo:hi:step], ends null when open, step != 0.
+  std::vector<int64_t> slice_indices(const Expr& e, const json& lo, const json& hi, const json& step,
+                                     int64_t n) {
+    if (!step.is_null() && !step.is_number_integer()) fail_at(e.pos, "a slice step must be an integer");
+    const int64_t by = step.is_null() ? 1 : step.get<int64_t>();
+    if (by == 0) fail_at(e.pos, "slice step cannot be zero");
+    std::vector<int64_t> out;
+    if (by > 0) {
+      for (int64_t i = clamp_index(lo, n, 0), end = clamp_index(hi, n, n); i < end; i += by) out.push_back(i);
+      return out;
+    }
+    // Negative steps count down from lo (default the last item) to above hi (default: through the first).
+    auto bound = [n](const json& v, int64_t fallback) {
+      if (v.is_null()) return fallback;
+      int64_t i = v.get<int64_t>();
+      if (i < 0) i += n;
+      return std::clamp<int64_t>(i, -1, n - 1);
+    };
+    for (int64_t i = bound(lo, n - 1), end = bound(hi, -1); i > end; i += by) out.push_back(i);
+    return out;
+  }
+
   Value slice(const Expr& e) {
     const Value base = eval(*e.items[0]);
     const json lo = e.items[1] ? eval(*e.items[1]).v : json(nullptr);
     const json hi = e.items[2] ? eval(*e.items[2]).v : json(nullptr);
+    const json step = e.items[3] ? eval(*e.items[3]).v : json(nullptr);
     if (base.v.is_array()) {
-      const int64_t n = int64_t(base.v.size());
-      const int64_t a = clamp_index(lo, n, 0), b = clamp_index(hi, n, n);
       json out = json::array();
-      for (int64_t i = a; i < b; ++i) out.push_back(base.v[size_t(i)]);
+      for (int64_t i : slice_indices(e, lo, hi, step, int64_t(base.v.size())))
+        out.push_back(base.v[size_t(i)]);
       return Value{out};
     }
-    if (base.v.is_string()) {
-      const std::string s = base.v.get<std::string>();
-      const int64_t n = int64_t(s.size());
-      const int64_t a = clamp_index(lo, n, 0), b = clamp_index(hi, n, n);
-      return Value{json(a < b ? s.substr(size_t(a), size_t(b - a)) : "")};
+    if (base.v.is_string()) {  // by characters, as Python slices a str: UTF-8 sequences stay whole
+      const std::string& s = base.v.get_ref<const std::string&>();
+      std::vector<std::string_view> chars;
+      for (size_t at = 0; at < s.size();) {
+        size_t next = at + 1;
+        while (next < s.size() && (static_cast<unsigned char>(s[next]) & 0xC0) == 0x80) ++next;
+        chars.push_back(std::string_view(s).substr(at, next - at));
+        at = next;
+      }
+      std::string out;
+      for (int64_t i : slice_indices(e, lo, hi, step, int64_t(chars.size()))) out += chars[size_t(i)];
+      return Value{json(out)};
     }
     fail_at(e.pos, "cannot slice a " + std::string(base.v.type_name()));
   }

@@ -112,6 +112,22 @@ std::vector<Segment> render_with_model_template(const ModelTemplate& tmpl, const
   return segments;
 }
 
+std::vector<int32_t> encode_prompt_completion(const ModelTemplate& tmpl, const Tokenizer& tokenizer,
+                                              const std::vector<ChatMessage>& prompt,
+                                              const std::vector<ChatMessage>& completion,
+                                              size_t& prompt_tokens, std::string& whole_text) {
+  const nlohmann::json special_tokens = special_tokens_of(tokenizer);
+  std::vector<ChatMessage> whole = prompt;
+  whole.insert(whole.end(), completion.begin(), completion.end());
+  const std::string asked = render(tmpl, special_tokens, prompt, prompt.size(), true).text;
+  whole_text = render(tmpl, special_tokens, whole, whole.size(), false).text;
+  const std::vector<int32_t> prompt_ids = tokenizer.encode(asked, /*allow_special=*/true);
+  std::vector<int32_t> ids = tokenizer.encode(whole_text, /*allow_special=*/true);
+  prompt_tokens = size_t(std::mismatch(prompt_ids.begin(), prompt_ids.end(), ids.begin(), ids.end()).first -
+                         prompt_ids.begin());
+  return ids;
+}
+
 void collect_missing_markers(std::string_view text, const Tokenizer& tokenizer,
                              std::set<std::string>& missing) {
   for (size_t i = text.find('<'); i != std::string_view::npos; i = text.find('<', i + 1)) {

@@ -48,6 +48,18 @@ std::shared_ptr<const ModelTemplate> load_template_file(const std::string& path)
 std::vector<Segment> render_with_model_template(const ModelTemplate& tmpl, const Tokenizer& tokenizer,
                                                 const std::vector<ChatMessage>& messages);
 
+// TRL's conversational prompt/completion record through the template, as its SFTTrainer tokenizes one:
+// input_ids = the whole conversation (prompt then completion turns) tokenized with its special tokens,
+// the prompt = render(prompt turns, add_generation_prompt=True) tokenized likewise, and the completion
+// starts after the two token lists' common prefix (TRL's common_prefix_length: a template that renders
+// the prompt alone differently, or a token merging across the boundary, moves the start back).
+// `prompt_tokens` is set to that prefix's length and `whole_text` to the rendering. Throws RecordError
+// when the template raises.
+std::vector<int32_t> encode_prompt_completion(const ModelTemplate& tmpl, const Tokenizer& tokenizer,
+                                              const std::vector<ChatMessage>& prompt,
+                                              const std::vector<ChatMessage>& completion,
+                                              size_t& prompt_tokens, std::string& whole_text);
+
 // Marker-like strings of `text` (<|...|>, <start_of_turn>-style <word_word>) that are not tokens of
 // `tokenizer`: they are encoded as plain text, so the model gets no single token to learn and stop on.
 void collect_missing_markers(std::string_view text, const Tokenizer& tokenizer,

@@ -1,8 +1,12 @@
-// Inference with a KV cache on top of the training decoder's per-chunk layer_forward: the prompt runs as
+// Inference with a KV cache on top of the training decoder's per-chunk layer_forward: the prompts run as
 // one chunk (q_offset 0), then each new token is a chunk of one at q_offset = tokens so far, attending to
-// the cached post-RoPE K/V of every earlier position. Batch of one row; the arena's device. Its buffers are
-// planned once (plan_buffers in generate.cpp) and the plan runs twice, to size the arena and to take the
-// buffers, as the schedule engine's do.
+// the cached post-RoPE K/V of every earlier position. B rows decode together in one cache (B, T, KVH, HD);
+// rows of unequal prompt length are left-padded, and the padding is its own segment (segment 0, the row's
+// tokens segment 1) with the row's positions counting from its first real token, so no token attends to
+// padding and every row computes what it computes alone (the attention skips masked keys; the GEMMs see
+// more rows, so equal to rounding). The arena's device. Its buffers are planned once (plan_buffers in
+// generate.cpp) and the plan runs twice, to size the arena and to take the buffers, as the schedule
+// engine's do.
 #pragma once
 
 #include <cstdint>
@@ -19,41 +23,50 @@ namespace lt::model {
 
 class KvCacheDecoder {
  public:
-  // Room for `max_tokens` positions (prompt + generated); buffers come from `arena`.
-  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens);
+  // Room for `max_tokens` positions per row (padding + prompt + generated) and `batch` rows.
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens, int64_t batch = 1);
 
-  // Every buffer, sized for max_tokens rows T; a chunk of C tokens uses the first C rows.
+  // Every buffer, sized for B rows of max_tokens T; a chunk of C tokens uses the first B*C rows.
   struct Buffers {
-    std::vector<Tensor> k, v;             // L of (1, T, KVH, HD): the cache
-    Tensor x0, x1, attn_in, mid, ffn_in;  // (T, D) each
-    Tensor q, attn_out;                   // (T, H*HD)
-    Tensor k_chunk, v_chunk;              // (T, KVH*HD)
-    Tensor gate, up, h;                   // (T, F)
-    Tensor attn_rstd, ffn_rstd;           // (T) stats dtype
-    Tensor attn_lse;                      // (H*T) stats dtype
-    Tensor final_rstd, final_x, logits;   // (1), (1, D), (1, V): the last token's
-    Tensor ids, positions;                // (T) i32: one chunk's ids and positions, on the device
-    Tensor q_raw, k_raw, q_rstd, k_rstd;  // BlockSpec::qk_norm only: (T, H*HD), (T, KVH*HD), (T*H), (T*KVH)
-    // BlockSpec::post_norms only: the branch outputs before their post-norms (T, D) and one rstd (T) both
-    // norms write (inference reads neither rstd).
+    std::vector<Tensor> k, v;             // L of (B, T, KVH, HD): the cache
+    Tensor x0, x1, attn_in, mid, ffn_in;  // (B*T, D) each
+    Tensor q, attn_out;                   // (B*T, H*HD)
+    Tensor k_chunk, v_chunk;              // (B*T, KVH*HD)
+    Tensor gate, up, h;                   // (B*T, F)
+    Tensor attn_rstd, ffn_rstd;           // (B*T) stats dtype
+    Tensor attn_lse;                      // (B*H*T) stats dtype
+    Tensor last_x;                        // (B, D) each row's last token
+    Tensor final_rstd, final_x, logits;   // (B), (B, D), (B, V): the last tokens'
+    Tensor ids, positions, q_segments;    // (B*T) i32: one chunk's ids, positions and segments, on the device
+    Tensor k_segments;                    // (B, T) i32: 0 for a row's padding, 1 for its tokens
+    Tensor q_raw, k_raw, q_rstd, k_rstd;  // BlockSpec::qk_norm only: (B*T, H*HD), (B*T, KVH*HD), (B*T*H), ...
+    // BlockSpec::post_norms only: the branch outputs before their post-norms (B*T, D) and one rstd (B*T)
+    // both norms write (inference reads neither rstd).
     Tensor attn_proj, ffn_proj, post_rstd;
   };
 
   KvCacheDecoder(const ModelConfig& config, DType dtype, const ModelWeights& weights, int64_t max_tokens,
-                 Arena& arena);
+                 Arena& arena, int64_t batch = 1);
 
-  // Runs `ids` as the next chunk (positions [length(), length() + n)) and returns the logits of its last
-  // token (V), in double.
+  // One row (batch 1): runs `ids` as the next chunk (positions [length(), length() + n)) and returns the
+  // logits of its last token (V), in double.
   std::vector<double> feed(std::span<const int32_t> ids);
+  // Every row: `ids` (B, C) row-major runs as the next chunk; `pads` (B, or empty: none) counts each row's
+  // leading padding, allowed in the first chunk only (the pad ids are never attended to). Returns each
+  // row's last-token logits (B, V) in double.
+  std::vector<double> feed_rows(std::span<const int32_t> ids, std::span<const int64_t> pads = {});
   int64_t length() const { return length_; }
   int64_t capacity() const { return max_tokens_; }
+  int64_t batch() const { return batch_; }
 
  private:
   const ModelConfig& config_;
   DType dtype_;
   Device device_;  // the arena's; the weights must be there too
   const ModelWeights& weights_;
-  int64_t max_tokens_, length_ = 0;
+  int64_t max_tokens_, batch_, length_ = 0;
+  std::vector<int64_t> pads_;  // (B) each row's padding (its first real token's index)
+  bool padded_ = false;        // some row has padding: attention takes the segments
   Buffers b_;
 };
 
@@ -75,5 +88,14 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& opti
 // The prompt's continuation (new tokens only), decoded with the KV cache.
 std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const ModelWeights& weights,
                               std::span<const int32_t> prompt, const SamplingOptions& options);
+
+// Each prompt's continuation, the prompts decoded together as the rows of one KV cache. Row r draws its
+// samples as generate() would for it alone (draw i for its i-th token, the same seed), so every row's
+// result is independent of the batch it is in. `on_token(row, id)` (when set; options.on_token is not
+// called) sees each row's new tokens; returning false ends that row after it.
+std::vector<std::vector<int32_t>> generate_rows(
+    const ModelConfig& config, DType dtype, const ModelWeights& weights,
+    const std::vector<std::vector<int32_t>>& prompts, const SamplingOptions& options,
+    const std::function<bool(size_t row, int32_t id)>& on_token = {});
 
 }  // namespace lt::model

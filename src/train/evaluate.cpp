@@ -56,7 +56,7 @@ int64_t longest_example(std::span<const data::Example> examples) {
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
                     Arena& activations, const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
-                    const EvalLayout& layout) {
+                    const EvalLayout& layout, const std::function<void(int64_t, int64_t)>& on_batch) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -64,7 +64,9 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
                           {.micro_batch_size = micro_batch_size, .shuffle = false, .pad_id = pad_id});
   double loss_sum = 0;
   int64_t tokens = 0;
-  for (int64_t i = 0; i < loader.steps_per_epoch(); ++i) {
+  const int64_t batches = loader.steps_per_epoch();
+  for (int64_t i = 0; i < batches; ++i) {
+    if (on_batch && i > 0) on_batch(i, batches);
     ModelBatch batch = to_model_batch(loader.batch(0, i));
     if (batch.label_tokens == 0) continue;
     const Arena::Mark mark = activations.mark();
@@ -86,6 +88,7 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     if (offloading) offload->release(offload_mark);
     tokens += batch.label_tokens;
   }
+  if (on_batch) on_batch(batches, batches);
   return {.loss = tokens > 0 ? loss_sum / double(tokens) : std::numeric_limits<double>::quiet_NaN(),
           .tokens = tokens,
           .seconds = timer.seconds()};

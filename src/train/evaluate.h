@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -56,9 +57,11 @@ struct EvalLayout {
   model::ScheduleOrder order = model::ScheduleOrder::ChunkMajor;
   int64_t device_checkpoints = -1;
 };
+// `on_batch(done, total)`, when set, is called after each micro-batch (progress).
 EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
                     std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
                     Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
-                    Arena* offload = nullptr, const EvalLayout& layout = {});
+                    Arena* offload = nullptr, const EvalLayout& layout = {},
+                    const std::function<void(int64_t done, int64_t total)>& on_batch = {});
 
 }  // namespace lt::train

@@ -7,6 +7,7 @@
 #include "data/dataset_mix.h"
 #include "data/dataset_pretokenized.h"
 #include "data/model_template.h"
+#include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/peft_adapter.h"
 #include "model/weights_transfer.h"
@@ -118,7 +119,10 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
                        Device device) {
   check_not_adapter_dir(model_dir);
   LoadedModel m;
-  m.config = model::load_model_config(model_dir);
+  // A 4-bit checkpoint (bitsandbytes' layout) is read dequantized: each projection's code * absmax in f32
+  // rounded once to `dtype`, the values QLoRA training computes with (model/nf4_weights.h).
+  const bool four_bit = !random_init && io::read_bnb4_quantization(model_dir).has_value();
+  m.config = four_bit ? io::load_bnb4_model_config(model_dir) : model::load_model_config(model_dir);
   m.dtype = dtype;
   m.device = device;
   model::check_weights_fit(m.config, dtype, Device::CPU, model_dir);
@@ -129,6 +133,8 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
   model::ModelWeights host_weights = model::allocate_weights(m.config, dtype, *host);
   if (random_init)
     model::init_random(m.config, host_weights, seed);
+  else if (four_bit)
+    io::load_bnb4_checkpoint(model_dir, m.config, host_weights, /*dequantize=*/true);
   else
     io::load_hf_weights(model_dir, m.config, host_weights);
   m.arena = std::move(host);
@@ -201,8 +207,8 @@ data::DatasetOptions dataset_options(const TrainConfig& c, const std::string& mo
   } else if (!o.model_template) {
     o.prompt_template = data::detect_template(model_dir);  // no template: alpaca
   } else {
-    // Chat and instruction records go through the model's template; the built-in kind is what the
-    // remaining formats (conversational prompt/completion) use, when the template is one it knows.
+    // Chat, instruction and conversational prompt/completion records go through the model's template;
+    // the built-in kind (when the template is one it knows) is what the remaining formats use.
     try {
       o.prompt_template = data::detect_template(model_dir);
     } catch (const Error&) {

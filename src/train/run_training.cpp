@@ -10,6 +10,7 @@
 #include "dist/launch.h"
 #include "dist/mpi_communicator.h"
 #include "dist/nccl_communicator.h"
+#include "io/bnb4_checkpoint.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
@@ -75,6 +76,12 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   const DType dtype = compute_dtype(config.precision);
   const Device device = config.device;
   std::string qlora_summary;
+  // A 4-bit base trains only as QLoRA: full or 16-bit-LoRA training would silently start from its rounded
+  // weights, where the user most likely has (and should give) the 16-bit model.
+  LT_CHECK(is_qlora(config) || config.random_init || !io::read_bnb4_quantization(config.base_model),
+           "config: base_model '{}' is a 4-bit (bitsandbytes) checkpoint; train it with finetune lora and "
+           "bits 4 (QLoRA), or give the 16-bit model for finetune {} with bits {}",
+           config.base_model, name_of(model::kFinetuneNames, config.finetune), config.bits);
   LoadedModel model =
       is_qlora(config)
           ? load_qlora_model(config.base_model, qlora_options(config), dtype, config.random_init,

@@ -26,6 +26,8 @@ TEST(EvalCommand, PrintsTokenWeightedLossPerplexityAndTokens) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.contains("loss") && j.contains("perplexity") && j.contains("tokens")) << r.out;
+  // Progress on stderr (not a terminal there): 7 examples in micro-batches of 3 are 3 batches.
+  EXPECT_NE(r.err.find("eval: 3/3 batches (100%)"), std::string::npos) << r.err;
 
   // Reference: one example at a time, sum of token CEs / scored tokens.
   train::LoadedModel m = train::load_model(dir.file("model"), DType::F64, true, 5);

@@ -91,6 +91,11 @@ TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
                        tmp.file("merged64"), "--dtype", "float64"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("merged 14 LoRA adapters"), std::string::npos) << r.out;
+  // Where the work is, step by step, on stderr.
+  EXPECT_NE(r.err.find("export: reading " + base + "\nexport: merging 14 LoRA adapters of " + adapter +
+                       "\nexport: writing " + tmp.file("merged64") + "\n"),
+            std::string::npos)
+      << r.err;
   const double merged64 = golden_batch_loss(tmp.file("merged64"), "");
   EXPECT_NEAR(merged64, with_adapter, 1e-12 * with_adapter);
   EXPECT_NEAR(merged64, peft_loss, 1e-12 * peft_loss);

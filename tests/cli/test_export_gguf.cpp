@@ -2,8 +2,8 @@
 // a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
-// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py). Bad arguments are
-// refused.
+// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), and Phi-3
+// (tools/make_gguf_phi3_golden.py). Bad arguments are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -80,6 +80,24 @@ TEST(ExportGguf, EqualsGgufPyUnderTheConverterConventions) {
   expect_equal_to_gguf_py(model, golden["files"], dir);
 }
 
+// The same Llama with what an HF Llama 2 / Mistral repo ships beside tokenizer.model (tests/cli/golden/
+// gguf_llama_added): tokenizer_config.json's added_tokens_decoder (special, special-looking and user-defined
+// tokens, one past vocab_size), chat_template, add_bos_token and add_prefix_space; added_tokens.json; and a
+// tokenizer.json the converter does not read. Byte-identical to gguf-py under _create_vocab_sentencepiece.
+TEST(ExportGguf, SentencePieceWithAnHfReposAddedTokensEqualsGgufPy) {
+  LT_REQUIRE_SHARED(base, "data/models/stories260K-hf");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_stories260K.json")));
+  const nlohmann::json& entry = golden["with_added_tokens"];
+  test::TempDir dir;
+  fs::create_directories(dir.file("with_added"));
+  const std::string model = dir.file("with_added/stories260K-hf");  // general.name: the dir's name
+  fs::copy(base, model);
+  for (const auto& f : fs::directory_iterator(test::source_path(entry["overlay"].get<std::string>())))
+    fs::copy_file(f.path(), model + "/" + f.path().filename().string());
+  expect_equal_to_gguf_py(model, entry["files"], dir);
+}
+
 // Qwen2 (q/k/v biases, tied embeddings) and Qwen3 (q/k norms, head_dim with H * HD != D, an lm_head) with a
 // GPT-2-style BPE tokenizer.json: byte-identical to gguf-py under the converter's Qwen2Model / Qwen3Model
 // conventions, whose f32 tensors tools/make_gguf_qwen_golden.py checked equal to the HF checkpoint with
@@ -101,6 +119,49 @@ TEST(ExportGguf, QwenFamiliesEqualGgufPyWithTheirBpeVocabulary) {
   }
 }
 
+// Phi-3 (fused qkv_proj / gate_up_proj kept fused, partial rotary, a sliding window) with its SentencePiece
+// vocabulary and Phi-3-style added tokens: byte-identical to gguf-py under the converter's Phi3MiniModel
+// conventions, whose f32 tensors tools/make_gguf_phi3_golden.py checked equal to the HF checkpoint with
+// gguf's GGUFReader. The fixture lacks tokenizer.model (a ../shared file): it is put beside a copy.
+TEST(ExportGguf, Phi3EqualsGgufPyWithItsFusedWeightsAndAddedTokens) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_phi3.json")));
+  test::TempDir dir;
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());  // general.name: the dir's name
+  fs::copy(fixture, model);
+  fs::copy_file(spm, model + "/tokenizer.model");
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// Llama 3 (RoPE scaling as llama.cpp's rope_freqs tensor, H * HD != D, tied embeddings) with Llama 3's BPE
+// tokenizer.json (pre llama-bpe, added special tokens): byte-identical to gguf-py under the converter's
+// LlamaModel conventions (tools/make_gguf_llama3_golden.py, which computes rope_freqs with the converter's
+// own float32 torch code and reads the f32 file back with GGUFReader). The fixture's tokenizer.json is
+// ../shared's tiny Llama-3-style one with the golden's added tokens appended, as the script does.
+TEST(ExportGguf, Llama3EqualsGgufPyWithRopeFreqsAndItsBpeVocabulary) {
+  LT_REQUIRE_SHARED(tokenizer, "data/tokenizers/tiny/llama3_style_tokenizer.json");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_llama3.json")));
+  test::TempDir dir;
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());  // general.name: the dir's name
+  fs::copy(fixture, model);
+  nlohmann::json tj = nlohmann::json::parse(read_bytes(tokenizer));
+  tj["added_tokens"] = nlohmann::json::array();
+  for (size_t i = 0; i < golden["added_tokens"].size(); ++i)
+    tj["added_tokens"].push_back({{"id", 2000 + i},
+                                  {"content", golden["added_tokens"][i]},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}});
+  std::ofstream(model + "/tokenizer.json") << tj.dump();
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
   LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
   test::TempDir dir;
@@ -119,7 +180,7 @@ TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--gguf"), std::string::npos) << r.err;
 
-  // What is not written yet is refused by name (this test Llama has Llama 3 RoPE scaling and no tokenizer).
+  // What is not written yet is refused by name (this test Llama has no tokenizer).
   r = test::run_cli({"export", "--base_model", test::source_path("tests/model/golden/peft_llama/base"),
                      "--gguf", "f32", "--output_dir", dir.file("g")});
   EXPECT_NE(r.code, 0);

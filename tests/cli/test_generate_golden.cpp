@@ -79,6 +79,37 @@ TEST(GenerateGolden, StopStringsPromptsFileAndStreaming) {
   EXPECT_EQ(run({"--prompt", "Once upon a time", "--stream"}).out, run({"--prompt", "Once upon a time"}).out);
 }
 
+// A prompts file decoded in batches (rows of one KV cache, left-padded) prints what decoding each prompt
+// alone prints: prompts of different lengths, a stop string that ends some rows early, fp64 and fp32, a
+// last batch that is not full.
+TEST(GenerateGolden, BatchedPromptsFileEqualsEachPromptAlone) {
+  LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
+  test::TempDir dir;
+  const std::vector<std::string> prompts{"Once upon a time", "The little dog", "Lily",
+                                         "One day, a girl named Sue went to the park with her mom"};
+  {
+    std::ofstream f(dir.file("prompts.txt"));
+    for (const std::string& p : prompts) f << p << "\n";
+  }
+  for (const char* precision : {"fp64", "fp32"}) {
+    SCOPED_TRACE(precision);
+    auto run = [&](std::vector<std::string> extra) {
+      std::vector<std::string> args{"generate", "--model",     model,     "--max_new_tokens",
+                                    "24",       "--precision", precision, "--stop",
+                                    "Lily",     "--json"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      test::CliResult r = test::run_cli(args);
+      EXPECT_EQ(r.code, 0) << r.err;
+      return r.out;
+    };
+    std::string alone;
+    for (const std::string& p : prompts) alone += run({"--prompt", p});
+    EXPECT_EQ(run({"--prompts_file", dir.file("prompts.txt"), "--batch_size", "1"}), alone);
+    EXPECT_EQ(run({"--prompts_file", dir.file("prompts.txt"), "--batch_size", "3"}), alone);
+    EXPECT_EQ(run({"--prompts_file", dir.file("prompts.txt")}), alone);  // all four in one batch
+  }
+}
+
 // A model with its own chat template (tokenizer_config.json): generate renders the prompt with it as one
 // user turn plus the generation prompt and tokenizes the text with its special tokens, as
 // apply_chat_template(add_generation_prompt=True, tokenize=True) does.

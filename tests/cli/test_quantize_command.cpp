@@ -36,6 +36,10 @@ TEST(QuantizeCommand, WritesA4BitCheckpointThatInfoAndDequantizeRead) {
   test::CliResult r = test::run_cli({"quantize", base, q, "--quant_type", "nf4", "--double_quant"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("to nf4 (double quant) from float32"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("quantize: reading " + base + "\nquantize: quantizing the projections of "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("quantize: writing " + q + "\n"), std::string::npos) << r.err;
   const std::optional<io::Bnb4Config> quant = io::read_bnb4_quantization(q);
   ASSERT_TRUE(quant.has_value());
   EXPECT_EQ(quant->quant_type, ops::Quant4Type::NF4);

@@ -2,6 +2,7 @@
 // the command before any work, with a non-zero exit and a message naming the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -130,6 +131,28 @@ TEST(TrainCommand, ResumeAutoContinuesWhenACheckpointExists) {
       << second.out << second.err;
 }
 
+// No warmup by default (HF's default), and a warmup that covers the whole run is said, once, on stderr.
+TEST(TrainCommand, WarnsWhenTheWarmupCoversTheWholeRun) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  std::vector<std::string> args = tiny_args(dir);
+  const auto warmup = std::find(args.begin(), args.end(), "--warmup_steps");  // tiny_args' own: left out
+  ASSERT_NE(warmup, args.end());
+  args.erase(warmup, warmup + 2);
+  args.insert(args.end(), {"--max_steps", "2"});
+  test::CliResult plain = test::run_cli(args);
+  ASSERT_EQ(plain.code, 0) << plain.err << plain.out;
+  EXPECT_NE(plain.out.find("after 0 warmup steps"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.err.find("warning: the warmup"), std::string::npos) << plain.err;
+  args.insert(args.end(), {"--warmup_steps", "5", "--output_dir", dir.file("out2")});
+  test::CliResult covered = test::run_cli(args);
+  ASSERT_EQ(covered.code, 0) << covered.err << covered.out;
+  EXPECT_NE(covered.err.find("warning: the warmup (5 steps) covers the whole run (2 steps)"),
+            std::string::npos)
+      << covered.err;
+}
+
 struct Refusal {
   std::vector<std::string> extra;
   std::string key;  // must appear in the message
@@ -151,22 +174,21 @@ TEST_P(TrainRefusals, NonZeroExitNamingTheKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Keys, TrainRefusals,
-    ::testing::Values(Refusal{{"--device", "cuda"}, "'device'"},
-                      Refusal{{"--precision", "bf16"}, "precision"},
-                      Refusal{{"--learning_rate", "-1"}, "learning_rate"},
-                      Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
-                      Refusal{{"--no_such_key", "1"}, "no_such_key"},
-                      Refusal{{"--finetune", "lora", "--adapter", "qlora", "--bnb_4bit_compute_dtype", "float16"},
-                              "'bnb_4bit_compute_dtype'"},
-                      Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
-                      Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
-                      Refusal{{"--lora_r", "4"}, "lora_r"},
-                      Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
-                              "trainable_layers"},
-                      Refusal{{"--resume", "latest"}, "'resume'"},
-                      Refusal{{"--val_set_size", "12"}, "val_set_size"},
-                      Refusal{{"--eval_data_path", "no/such.jsonl"}, "eval_data_path"},
-                      Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
+    ::testing::Values(
+        Refusal{{"--device", "cuda"}, "'device'"}, Refusal{{"--precision", "bf16"}, "precision"},
+        Refusal{{"--learning_rate", "-1"}, "learning_rate"},
+        Refusal{{"--micro_batch_size", "3"}, "micro_batch_size"},
+        Refusal{{"--no_such_key", "1"}, "no_such_key"},
+        Refusal{{"--finetune", "lora", "--adapter", "qlora", "--bnb_4bit_compute_dtype", "float16"},
+                "'bnb_4bit_compute_dtype'"},
+        Refusal{{"--finetune", "lora", "--init_adapter", "no/such/dir"}, "init_adapter"},
+        Refusal{{"--finetune", "lora", "--lora_target_modules", "qkv"}, "lora_target_modules"},
+        Refusal{{"--lora_r", "4"}, "lora_r"},
+        Refusal{{"--finetune", "partial", "--trainable", "mlp", "--trainable_layers", "last:9"},
+                "trainable_layers"},
+        Refusal{{"--resume", "latest"}, "'resume'"}, Refusal{{"--val_set_size", "12"}, "val_set_size"},
+        Refusal{{"--eval_data_path", "no/such.jsonl"}, "eval_data_path"},
+        Refusal{{"--lr_scheduler_type", "step"}, "lr_scheduler_type"}));
 
 TEST(TrainCommand, MissingPathsAreNamed) {
   test::TempDir dir;

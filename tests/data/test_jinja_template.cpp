@@ -38,8 +38,8 @@ TEST(JinjaTemplate, RendersEveryFamilysTemplateAsTransformers) {
     }
     ++per_template[name];
   }
-  for (const char* family :
-       {"llama2.jinja", "llama3.jinja", "qwen2.jinja", "mistral.jinja", "gemma.jinja", "phi3.jinja"})
+  for (const char* family : {"llama2.jinja", "llama3.jinja", "qwen2.jinja", "qwen3.jinja", "mistral.jinja",
+                             "gemma.jinja", "phi3.jinja"})
     EXPECT_EQ(per_template[family], 50) << family;
 }
 

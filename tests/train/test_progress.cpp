@@ -6,6 +6,7 @@
 #include <string>
 
 #include "train/progress.h"
+#include "train/task_progress.h"
 
 namespace lt::train {
 namespace {
@@ -57,6 +58,35 @@ TEST(Progress, TerminalRewritesOneLineWithABar) {
   EXPECT_NE(out.find("\r\033[Kstep 2/4 [############............]"), std::string::npos) << out;
   EXPECT_NE(out.find("\neval at step 2\n"), std::string::npos) << out;
   EXPECT_NE(out.find("step 4/4 [########################]"), std::string::npos) << out;
+}
+
+// eval/quantize progress: off a terminal one line per tenth of the work (never more than ten, whatever the
+// number of updates); on a terminal one line rewritten, ended by finish.
+TEST(TaskProgress, PlainLinesAtEachTenthAndOneRewrittenLineOnATerminal) {
+  std::FILE* f = std::tmpfile();
+  TaskProgress plain(f, false, "eval", "batches", 25);
+  for (int64_t done = 1; done <= 25; ++done) plain.update(done, double(done));
+  plain.finish();
+  const std::string out = captured(f);
+  std::fclose(f);
+  int lines = 0;
+  for (char c : out) lines += c == '\n';
+  EXPECT_EQ(lines, 10) << out;
+  EXPECT_NE(out.find("eval: 3/25 batches (12%), 0:03 elapsed, 0:22 left\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("eval: 25/25 batches (100%), 0:25 elapsed\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos);
+
+  std::FILE* t = std::tmpfile();
+  TaskProgress tty(t, true, "eval", "batches", 4);
+  for (int64_t done = 1; done <= 4; ++done) tty.update(done, 2.0 * double(done));
+  tty.finish();
+  const std::string rewritten = captured(t);
+  std::fclose(t);
+  EXPECT_EQ(
+      rewritten,
+      "\reval: 1/4 batches (25%), 0:02 elapsed, 0:06 left\x1b[K\reval: 2/4 batches (50%), 0:04 elapsed, "
+      "0:04 left\x1b[K\reval: 3/4 batches (75%), 0:06 elapsed, 0:02 left\x1b[K\reval: 4/4 batches (100%), "
+      "0:08 elapsed\x1b[K\n");
 }
 
 TEST(Progress, Durations) {

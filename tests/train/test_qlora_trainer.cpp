@@ -16,10 +16,10 @@
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/memory_plan.h"
-#include "train/qlora_model.h"
 #include "support/test_support.h"
 #include "train/checkpoint.h"
 #include "train/config_enums.h"
+#include "train/qlora_model.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
 
@@ -130,6 +130,41 @@ TEST(QloraTrainer, FourBitCheckpointTrainsAsQuantizedOnLoad) {
   const TrainResult a = run_training(on_load, test::quiet_hooks());
   const TrainResult b = run_training(stored, test::quiet_hooks());
   EXPECT_EQ(a.losses, b.losses);
+}
+
+// eval and generate read a 4-bit checkpoint through load_model: dequantized, each projection the values
+// QLoRA trains with, so it is the dense dequantized checkpoint bit for bit (f32 widened exactly to f64); a
+// run that is not QLoRA refuses a 4-bit base by name.
+TEST(QloraTrainer, FourBitCheckpointLoadsForEvalAsItsDequantizedWeights) {
+  test::TempDir dir;
+  write_bases(dir);
+  const model::ModelConfig config = model::load_model_config(dir.file("base"));
+  {
+    Arena arena("base", HostMemory::instance(), model::weights_bytes(config, DType::F32));
+    model::ModelWeights w = model::allocate_weights(config, DType::F32, arena);
+    io::load_hf_weights(dir.file("base"), config, w);
+    const io::Bnb4Weights q = io::quantize_projections(
+        config, w, io::Bnb4Config{.quant_type = ops::Quant4Type::NF4, .double_quant = true});
+    io::save_bnb4_checkpoint(dir.file("base4"), config, w, q);
+  }
+  for (DType dt : {DType::F64, DType::F32}) {
+    const LoadedModel four = load_model(dir.file("base4"), dt, false, 0);
+    const LoadedModel dense = load_model(dir.file("dequantized"), dt, false, 0);
+    for (const model::WeightSpec& spec : model::weight_specs(config)) {
+      const Tensor& a = model::weight_of(four.weights, spec);
+      const Tensor& b = model::weight_of(dense.weights, spec);
+      ASSERT_EQ(a.bytes(), b.bytes()) << spec.hf_name;
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.bytes()), 0) << dtype_name(dt) << " " << spec.hf_name;
+    }
+  }
+  TrainConfig lora16 = lora_config(dir, "base4", "lora16");
+  try {
+    run_training(lora16, test::quiet_hooks());
+    FAIL() << "a 4-bit base trained without bits 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4-bit (bitsandbytes) checkpoint"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("base4"), std::string::npos) << e.what();
+  }
 }
 
 // A QLoRA run stopped by SIGINT and resumed (the base quantized again on load) equals the uninterrupted one.
