@@ -10,6 +10,7 @@
 #include "core/dtype_visit.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace {
@@ -63,6 +64,8 @@ class Loader {
   void load(model::ModelWeights& weights) {
     for (const WeightSpec& spec : model::weight_specs(config_)) {
       load_one(spec, model::weight_of(weights, spec));
+      if (model::has_hf_row_order(config_, spec))
+        model::qkv_rows_from_hf(config_, model::weight_of(weights, spec));
       check_finite(spec, model::weight_of(weights, spec));
     }
     check_tied_head(weights);

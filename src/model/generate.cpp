@@ -74,6 +74,8 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   check_compute_dtype(device_, dtype, "generate");
   check_on_device(weights.embed, device_, "generate: weights");
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
+  LT_CHECK(!c.block.embedding_norm, "generate: {}'s embedding LayerNorm is not supported by generation yet",
+           c.architecture_name);
   ArenaAllocator allocator{a};
   b_ = plan_buffers(c, dtype, T, allocator);
 }
@@ -129,7 +131,7 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   length_ = S;
 
   Tensor last = x.slice_rows(C - 1, C);  // (1, D)
-  block_norm_forward(c, 1, b_.final_x, b_.final_rstd, last, weights_.final_norm);
+  block_norm_forward(c, 1, b_.final_x, b_.final_rstd, last, weights_.final_norm, weights_.final_norm_bias);
   ops::linear_forward({.rows = 1, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
                       Tensor());
   std::vector<double> out(static_cast<size_t>(V));  // (V) host

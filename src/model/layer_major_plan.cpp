@@ -20,6 +20,10 @@ LayerMajorSchedule::LayerMajorSchedule(const ModelConfig& config, DType dtype, i
   LT_CHECK(options.chunk_size >= 0, "{}: chunk_size {} must be >= 0 (0 = one chunk)", what,
            options.chunk_size);
   LT_CHECK(config.num_layers > 0, "{}: a model without layers", what);
+  LT_CHECK(!config.block.embedding_norm,
+           "{}: {}'s embedding LayerNorm is not supported by schedule: layer_major yet; use the chunk-major "
+           "schedule (chunk_size)",
+           what, config.architecture_name);
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   device_checkpoints_ = options.resolved_device_checkpoints(config.num_layers);

@@ -120,7 +120,8 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
     const Tensor d_xn = view_at(scratch_.d_norm, 0, {N, D});                            // (N, D)
     LmActivations a = lm_views(k, rows);
     if (options_.fused_loss) {
-      block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);  // the same bits as forward's
+      block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm,
+                         w.final_norm_bias);  // the same bits as forward's
       fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block,
                              d_xn, d_x);
     } else {

@@ -288,6 +288,10 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   losses_ = alloc(l + "token_losses", st, {N});
   if (!chunked) labels_ = alloc("shifted_labels", DType::I32, {N});
   d_resid_ = alloc(chunked ? "chunk.grad.resid" : "grad.resid", dt, {N, D});
+  if (c.block.embedding_norm) {
+    embed_raw_ = alloc(l + "embed_raw", dt, {N, D});
+    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+  }
 }
 
 // The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.
