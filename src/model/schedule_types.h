@@ -100,10 +100,10 @@ struct LayerActivations {
   Tensor up;         // (B*C, F)
   Tensor h;          // (B*C, F) silu(gate) * up
   // BlockSpec::qk_norm only (else empty): the projections' outputs before the per-head norm and its rstds.
-  Tensor q_raw;            // (B*C, H*HD)
-  Tensor k_raw;            // (B*C, KVH*HD)
-  Tensor q_rstd;           // (B*C*H) stats dtype
-  Tensor k_rstd;           // (B*C*KVH) stats dtype
+  Tensor q_raw;   // (B*C, H*HD)
+  Tensor k_raw;   // (B*C, KVH*HD)
+  Tensor q_rstd;  // (B*C*H) stats dtype
+  Tensor k_rstd;  // (B*C*KVH) stats dtype
   PerProj<Tensor> lora_t;  // (B*C, r) dropout(x) A^T per adapted projection, else empty
 };
 

@@ -38,8 +38,7 @@ HostWeights host_copy(const ModelConfig& config, const ModelWeights& weights) {
 
 HostLora host_allocation(const ModelConfig& config, const std::vector<LoraSpec>& specs, DType dtype) {
   HostLora h;
-  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(),
-                                    std::max<size_t>(lora_bytes(specs, dtype), 1));
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), std::max<size_t>(lora_bytes(specs, dtype), 1));
   h.weights = allocate_lora(config, specs, dtype, *h.arena);
   return h;
 }
