@@ -2,8 +2,9 @@
 // initial adapter on the same base, leantune's trainer (init_adapter, no shuffle, micro-batches with
 // accumulation, global-norm clipping, AdamW with weight decay on every adapter tensor, linear schedule with
 // warmup) gives PEFT's per-step losses, gradient norms and final adapter weights: float64 to 1e-9
-// relative, float32 to 1e-4. Cases: a Llama (GQA, all seven projections, rank and alpha patterns) and a
-// Qwen2 (q/k/v biases, tied embeddings, rsLoRA).
+// relative, float32 to 1e-4. Cases: a Llama (GQA, all seven projections, rank and alpha patterns), a
+// Qwen2 (q/k/v biases, tied embeddings, rsLoRA) and a BLOOM (4 steps, tools/make_bloom_golden.py: ALiBi, the
+// fused query_key_value's adapter, float64 to 1e-10).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -98,7 +99,8 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PeftTrainingGolden,
                          ::testing::Values(Case{"llama", "fp64", 1e-9}, Case{"llama", "fp32", 1e-4},
-                                           Case{"qwen2", "fp64", 1e-9}, Case{"qwen2", "fp32", 1e-4}),
+                                           Case{"qwen2", "fp64", 1e-9}, Case{"qwen2", "fp32", 1e-4},
+                                           Case{"bloom", "fp64", 1e-10}, Case{"bloom", "fp32", 1e-4}),
                          [](const auto& info) {
                            return std::string(info.param.name) + "_" + info.param.precision;
                          });
