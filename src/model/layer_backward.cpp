@@ -33,7 +33,7 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
   if (recompute) {
-    check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
+    if (c.block.mlp != MlpKind::Gelu) check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
     check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
     check_shape(a.h, {N, F}, "layer_backward_elementwise: h");
     if (!h_kept) block_mlp_act_forward(c, N, a.h, a.gate, a.up);
