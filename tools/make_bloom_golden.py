@@ -4,7 +4,9 @@
                                       (read by tests/ops/test_attention_alibi.cpp);
   tests/model/golden/bloom/           a tiny BLOOM (3 heads: ALiBi slopes of a head count that is not a power
                                       of two; head_dim 8; tied head; f32 storage): logits, loss and every
-                                      parameter's gradient on one padded batch (tests/io/test_model_golden.cpp);
+                                      parameter's gradient on one padded batch (tests/io/test_model_golden.cpp),
+                                      and transformers' greedy generate from a prompt (generate.safetensors,
+                                      tests/model/test_bloom_generate.cpp);
   tests/model/golden/peft_bloom/      the same shape with LoRA as PEFT puts it on BLOOM: one adapter on the fused
                                       query_key_value (B's rows in the checkpoint's per-head interleaved order)
                                       plus dense, dense_h_to_4h, dense_4h_to_h (tests/io/test_peft_adapter_golden.cpp);
@@ -152,6 +154,19 @@ def make_model_golden():
     with torch.no_grad():
         again = reloaded(input_ids=input_ids, attention_mask=attention_mask).logits
     assert torch.equal(again, logits.detach())
+    # Greedy continuation of a prompt with transformers' generate (its KV cache), and the float64 logits every
+    # step predicts from (generate hands its logits out in float32: they come from one forward over the
+    # sequence instead). The tiny random model soon repeats itself, so the logits are what tells.
+    prompt = [5, 17, 33, 2, 60, 41]
+    with torch.no_grad():
+        reloaded.eval()
+        out = reloaded.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, pad_token_id=0,
+                                eos_token_id=None)
+        step_logits = reloaded(input_ids=out[:, :-1]).logits[0, len(prompt) - 1:]
+        assert torch.equal(step_logits.argmax(-1), out[0, len(prompt):])
+    save_file({"prompt_ids": torch.tensor(prompt), "ids": out[0, len(prompt):].contiguous(),
+               "logits": step_logits.contiguous()},
+              os.path.join(directory, "generate.safetensors"), metadata={"format": "pt"})
     names = [n for n, _ in model.named_parameters()]
     print(f"bloom: loss {loss.item():.12f}, {sum(p.numel() for p in model.parameters())} parameters, "
           f"tensors {len(names)}")

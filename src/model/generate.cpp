@@ -8,6 +8,7 @@
 #include "core/philox.h"
 #include "model/block_ops.h"
 #include "model/buffer_plan.h"
+#include "model/embedding_stage.h"
 #include "model/sampling.h"
 #include "model/schedule_steps.h"
 #include "ops/device.h"
@@ -74,8 +75,6 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   check_compute_dtype(device_, dtype, "generate");
   check_on_device(weights.embed, device_, "generate: weights");
   LT_CHECK(T > 0, "generate: room for {} tokens, expected at least one", T);
-  LT_CHECK(!c.block.embedding_norm, "generate: {}'s embedding LayerNorm is not supported by generation yet",
-           c.architecture_name);
   ArenaAllocator allocator{a};
   b_ = plan_buffers(c, dtype, T, allocator);
 }
@@ -92,7 +91,8 @@ std::vector<double> KvCacheDecoder::feed(std::span<const int32_t> ids) {
   ops::copy(id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {C}));
   ops::copy(view_at(b_.positions, 0, {C}), Tensor(positions.data(), DType::I32, {C}));
   Tensor x = view_at(b_.x0, 0, {C, D}), y = view_at(b_.x1, 0, {C, D});
-  ops::embedding_forward({.tokens = C, .dim = D, .vocab = V}, x, id_view, weights_.embed);
+  // The embedding (and its LayerNorm, BLOOM) into x; y and attn_rstd are free until layer 0 writes them.
+  embedding_stage_forward(c, weights_, C, id_view, x, y, view_at(b_.attn_rstd, 0, {C}));
 
   const ChunkInfo chunk{.batch = 1,
                         .tokens = C,

@@ -1,17 +1,14 @@
 // What BLOOM support does not cover is refused by name, before anything runs: QLoRA on the fused
-// query_key_value, the residual after the LayerNorm, dropout in the base model, the layer-major schedule and
-// generation (the embedding LayerNorm is not in their paths yet). cuDNN's refusal of ALiBi is an op test
+// query_key_value, the residual after the LayerNorm, dropout in the base model, the layer-major schedule (the
+// embedding LayerNorm is not in its path yet). cuDNN's refusal of ALiBi is an op test
 // (tests/ops/test_attention_alibi.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/arena.h"
 #include "model/config.h"
-#include "model/generate.h"
 #include "model/schedule_layer_major.h"
-#include "model/weights.h"
 #include "support/test_support.h"
 #include "train/qlora_model.h"
 
@@ -59,14 +56,10 @@ TEST(BloomRefusals, ConfigKeysThatChangeTheMath) {
   EXPECT_NO_THROW(model::parse_model_config(golden_config(), "m/config.json"));
 }
 
-TEST(BloomRefusals, LayerMajorScheduleAndGeneration) {
+TEST(BloomRefusals, LayerMajorSchedule) {
   const model::ModelConfig config = model::load_model_config(test::source_path(kGolden));
   expect_error([&] { model::LayerMajorSchedule::planned(config, DType::F64, 1, 8, {}); },
                {"BloomForCausalLM", "embedding LayerNorm", "layer_major"});
-  Arena arena("bloom", HostMemory::instance(), model::weights_bytes(config, DType::F64) + (size_t(1) << 20));
-  model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
-  expect_error([&] { model::KvCacheDecoder decoder(config, DType::F64, w, 8, arena); },
-               {"generate", "BloomForCausalLM", "not supported"});
 }
 
 }  // namespace
