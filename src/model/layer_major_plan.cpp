@@ -20,10 +20,6 @@ LayerMajorSchedule::LayerMajorSchedule(const ModelConfig& config, DType dtype, i
   LT_CHECK(options.chunk_size >= 0, "{}: chunk_size {} must be >= 0 (0 = one chunk)", what,
            options.chunk_size);
   LT_CHECK(config.num_layers > 0, "{}: a model without layers", what);
-  LT_CHECK(!config.block.embedding_norm,
-           "{}: {}'s embedding LayerNorm is not supported by schedule: layer_major yet; use the chunk-major "
-           "schedule (chunk_size)",
-           what, config.architecture_name);
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   device_checkpoints_ = options.resolved_device_checkpoints(config.num_layers);
@@ -121,6 +117,18 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
   if (!options_.fused_loss) logits_ = alloc("chunk.logits", dt, {N, V});
   losses_ = alloc("chunk.token_losses", st, {N});
   d_head_ = alloc("chunk.grad.resid", dt, {N, D});
+  if (c.block.embedding_norm) {
+    embed_raw_ = alloc("chunk.embed_raw", dt, {N, D});
+    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+  }
+}
+
+Tensor LayerMajorSchedule::embed_raw(int64_t N) const {
+  return embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, config_.hidden_size});
+}
+
+Tensor LayerMajorSchedule::embed_rstd(int64_t k) const {
+  return embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({batch_ * chunk_tokens(k)});
 }
 
 int64_t LayerMajorSchedule::chunk_tokens(int64_t k) const {

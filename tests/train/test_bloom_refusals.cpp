@@ -1,14 +1,12 @@
 // What BLOOM support does not cover is refused by name, before anything runs: QLoRA on the fused
-// query_key_value, the residual after the LayerNorm, dropout in the base model, the layer-major schedule (the
-// embedding LayerNorm is not in its path yet). cuDNN's refusal of ALiBi is an op test
-// (tests/ops/test_attention_alibi.cpp).
+// query_key_value, the residual after the LayerNorm, dropout in the base model. cuDNN's refusal of ALiBi is
+// an op test (tests/ops/test_attention_alibi.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
-#include "model/schedule_layer_major.h"
 #include "support/test_support.h"
 #include "train/qlora_model.h"
 
@@ -54,12 +52,6 @@ TEST(BloomRefusals, ConfigKeysThatChangeTheMath) {
   no_heads.erase("n_head");
   expect_error([&] { model::parse_model_config(no_heads, "m/config.json"); }, {"'n_head'", "missing"});
   EXPECT_NO_THROW(model::parse_model_config(golden_config(), "m/config.json"));
-}
-
-TEST(BloomRefusals, LayerMajorSchedule) {
-  const model::ModelConfig config = model::load_model_config(test::source_path(kGolden));
-  expect_error([&] { model::LayerMajorSchedule::planned(config, DType::F64, 1, 8, {}); },
-               {"BloomForCausalLM", "embedding LayerNorm", "layer_major"});
 }
 
 }  // namespace
