@@ -143,6 +143,36 @@ run_workload() {
       [ "${SKIP_EAGER:-0}" = 1 ] || read -r et eg <<< "$(peer_run "$1_eager" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8)"
       read -r ct cg <<< "$(peer_run "$1_compiled" --model qwen2.5-1.5b --mode full --seq 1024 --batch 8 --compile)"
       ;;
+    # QLoRA (issue #17): the same LoRA over NF4 projections quantized on load (double quantization, as the
+    # peer's bitsandbytes setting); the peer is PEFT over bitsandbytes' Linear4bit (hf_peer.py --mode qlora).
+    llama8b_qlora_1024x8)  # the fast row: keeps GEMM outputs and h, q and h wait in host memory
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --bits 4 --recompute norms \
+        --offload_activations true --offload_only q,h)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode qlora --seq 1024 --batch 8)"
+      ct=-; cg=-
+      ;;
+    llama8b_qlora_1024x8_small)  # within the memory of the peer with gradient checkpointing
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --bits 4 \
+        --recompute ${QLORA_SMALL_RECOMPUTE:-selective})"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode qlora --seq 1024 --batch 8 --grad-ckpt)"
+      ct=-; cg=-
+      ;;
+    llama8b_qlora_16384x1)  # chunks of 4096, layer-input checkpoints in host memory
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 16384 1 4096 4 --bits 4 \
+        --offload_activations true)"
+      read -r et eg <<< "$(peer_run "$1_eager" --model llama3.1-8b --mode qlora --seq 16384 --batch 1 --grad-ckpt \
+        --sdpa-backend cudnn)"
+      ct=-; cg=-
+      ;;
+    llama8b_qlora_344064x1_layer_major)  # the longest QLoRA sequence on one 80 GB GPU: one step, layer-major
+      read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-560} leantune_run "$1" bench/configs/llama3.1-8b lora 344064 1 8192 1 \
+        --bits 4 --schedule layer_major --offload_activations true --memory_limit ${LONG_MEMORY_LIMIT:-76GiB})"
+      et=-; eg=-; ct=-; cg=-
+      ;;
+    llama70b_qlora_4096x1)  # a Llama-3.1-70B-shaped model in 4 bits on one 80 GB GPU
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-70b lora 4096 1 0 4 --bits 4 --recompute full)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
     *) echo "unknown workload $1"; return ;;
   esac
   row "$1" "$lt" "$lg" "$et" "$eg" "$ct" "$cg"

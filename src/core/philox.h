@@ -42,13 +42,18 @@ LT_HOST_DEVICE inline PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) 
 // The 32 random bits of element `index` of `stream` under `seed`: block index/4, lane index%4.
 LT_HOST_DEVICE inline uint32_t philox_bits(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t block = index >> 2;
-  PhiloxCounter out = philox4x32_10({uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)},
-                                    {uint32_t(seed), uint32_t(seed >> 32)});
+  PhiloxCounter out =
+      philox4x32_10({uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)},
+                    {uint32_t(seed), uint32_t(seed >> 32)});
   switch (index & 3) {
-    case 0: return out.c0;
-    case 1: return out.c1;
-    case 2: return out.c2;
-    default: return out.c3;
+    case 0:
+      return out.c0;
+    case 1:
+      return out.c1;
+    case 2:
+      return out.c2;
+    default:
+      return out.c3;
   }
 }
 
@@ -57,17 +62,30 @@ LT_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t stream, uint6
   return float(philox_bits(seed, stream, index) >> 8) * (1.0f / 16777216.0f);
 }
 
-// Uniform in [0, 1) with 53 random bits, from elements 2i and 2i+1.
-LT_HOST_DEVICE inline double philox_uniform_double(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t hi = philox_bits(seed, stream, 2 * index) >> 5;      // 27 bits
-  uint64_t lo = philox_bits(seed, stream, 2 * index + 1) >> 6;  // 26 bits
+// The four 32-bit outputs of one Philox block: elements 4*block .. 4*block+3 of `stream`.
+LT_HOST_DEVICE inline PhiloxCounter philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
+  return philox4x32_10({uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)},
+                       {uint32_t(seed), uint32_t(seed >> 32)});
+}
+
+// A double in [0, 1) from two 32-bit draws: 27 high bits of the first, 26 of the second.
+LT_HOST_DEVICE inline double philox_double_of(uint32_t first, uint32_t second) {
+  const uint64_t hi = first >> 5, lo = second >> 6;
   return double((hi << 26) | lo) * (1.0 / 9007199254740992.0);
 }
 
-// Standard normal by Box-Muller from the uniform doubles 2i and 2i+1 (deterministic given the index).
+// Uniform in [0, 1) with 53 random bits, from elements 2i and 2i+1 (which one block holds: computed once).
+LT_HOST_DEVICE inline double philox_uniform_double(uint64_t seed, uint64_t stream, uint64_t index) {
+  const PhiloxCounter c = philox_block(seed, stream, index >> 1);
+  return index & 1 ? philox_double_of(c.c2, c.c3) : philox_double_of(c.c0, c.c1);
+}
+
+// Standard normal by Box-Muller from the uniform doubles 2i and 2i+1 (deterministic given the index): the
+// four draws are one Philox block, computed once (random initialization of a large model is dominated by it).
 LT_HOST_DEVICE inline double philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
-  double u1 = philox_uniform_double(seed, stream, 2 * index);
-  double u2 = philox_uniform_double(seed, stream, 2 * index + 1);
+  const PhiloxCounter c = philox_block(seed, stream, index);
+  const double u1 = philox_double_of(c.c0, c.c1);
+  const double u2 = philox_double_of(c.c2, c.c3);
   double r = sqrt(-2.0 * log(1.0 - u1));  // 1 - u1 is in (0, 1]
   return r * cos(6.283185307179586 * u2);
 }

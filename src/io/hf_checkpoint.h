@@ -20,8 +20,9 @@ namespace lt::io {
 // `rotary_emb.inv_freq` (ignored); `lm_head.weight` in a tied checkpoint when it equals the embedding.
 // Errors name the checkpoint and the tensor: a missing one, a shape that is not the config's (with the
 // expected shape), names that mean nothing to the model (listed).
+// `streamed` (when given) reads the tensors it does not hold one at a time (model::StreamedWeights).
 void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config,
-                     model::ModelWeights& weights);
+                     model::ModelWeights& weights, const model::StreamedWeights* streamed = nullptr);
 
 struct HfSaveOptions {
   // Storage dtype (F32, BF16, F16, F64); default: config.json's declared dtype, else the weights' dtype.
@@ -34,7 +35,8 @@ struct HfSaveOptions {
 // Writes `dir` (created, or replaced when leantune wrote it: io::AtomicDirectory) with config.json
 // (model::model_config_json: the typed fields, the dtype saved) and the weights. Written into a temporary
 // sibling directory first and renamed into place, so a reader never sees half a checkpoint; the directory
-// carries leantune's owner marker (io/output_dir.h). Returns the file names written (config.json first; the marker is not listed).
+// carries leantune's owner marker (io/output_dir.h). Returns the file names written (config.json first; the
+// marker is not listed).
 std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model::ModelConfig& config,
                                             const model::ModelWeights& weights,
                                             const HfSaveOptions& options = {});

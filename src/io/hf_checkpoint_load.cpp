@@ -61,8 +61,17 @@ class Loader {
     }
   }
 
-  void load(model::ModelWeights& weights) {
+  void load(model::ModelWeights& weights, const model::StreamedWeights* streamed) {
+    std::vector<char> buffer;  // the streamed tensor being read
     for (const WeightSpec& spec : model::weight_specs(config_)) {
+      if (streamed && !streamed->held(spec)) {
+        buffer.resize(size_t(spec.numel()) * dtype_size(streamed->dtype));
+        const Tensor t = model::spec_view(spec, buffer.data(), streamed->dtype);
+        load_one(spec, t);
+        check_finite(spec, t);
+        streamed->consume(spec, t);
+        continue;
+      }
       load_one(spec, model::weight_of(weights, spec));
       if (model::has_hf_row_order(config_, spec))
         model::qkv_rows_from_hf(config_, model::weight_of(weights, spec));
@@ -226,12 +235,12 @@ class Loader {
 }  // namespace
 
 void load_hf_weights(const std::string& path_or_dir, const model::ModelConfig& config,
-                     model::ModelWeights& weights) {
+                     model::ModelWeights& weights, const model::StreamedWeights* streamed) {
   LT_CHECK(weights.layers.size() == size_t(config.num_layers),
            "load_hf_weights: weights have {} layers, config.json has {}", weights.layers.size(),
            config.num_layers);
   Loader loader(path_or_dir, config);
-  loader.load(weights);
+  loader.load(weights, streamed);
 }
 
 }  // namespace lt::io

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/philox.h"
@@ -283,25 +284,57 @@ void zero_grads(const ModelConfig& config, ModelWeights& grads) {
   }
 }
 
-void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed) {
+Tensor spec_view(const WeightSpec& spec, void* data, DType dtype) {
+  LT_CHECK(spec.shape.size() == 1 || spec.shape.size() == 2, "weight '{}' has {} dimensions, expected 1 or 2",
+           spec.hf_name, spec.shape.size());
+  return spec.shape.size() == 2 ? Tensor(data, dtype, {spec.shape[0], spec.shape[1]})
+                                : Tensor(data, dtype, {spec.shape[0]});
+}
+
+namespace {
+
+// Tensor `index` of weight_specs() drawn into `t` (host memory) in slices, so that no f64 copy of a large
+// tensor exists at once: each value is stddev * N(0, 1) from Philox stream `index` in f64, rounded once to
+// t's dtype.
+void init_random_tensor(const WeightSpec& spec, size_t index, double stddev, uint64_t seed, Tensor t) {
+  LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
+           device_name(t.device));
+  constexpr int64_t kSlice = int64_t(1) << 22;
+  const int64_t n = t.numel();
+  std::vector<double> values(size_t(std::min(n, kSlice)));
+  for (int64_t begin = 0; begin < n; begin += kSlice) {
+    const int64_t len = std::min(kSlice, n - begin);
+    if (is_norm(spec.kind)) {
+      std::fill(values.begin(), values.begin() + len, 1.0);
+    } else if (is_bias(spec.kind)) {
+      std::fill(values.begin(), values.begin() + len, 0.0);
+    } else {
+#pragma omp parallel for schedule(static) if (len > (1 << 16))
+      for (int64_t j = 0; j < len; ++j)
+        values[size_t(j)] = stddev * philox_normal(seed, index, uint64_t(begin + j));
+    }
+    Tensor slice(static_cast<char*>(t.data) + size_t(begin) * dtype_size(t.dtype), t.dtype, {len}, t.device);
+    ops::cast(slice, Tensor(values.data(), DType::F64, {len}));  // in parallel
+  }
+}
+
+}  // namespace
+
+void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed,
+                 const StreamedWeights* streamed) {
   const double stddev = config.initializer_range;
   std::vector<WeightSpec> specs = weight_specs(config);
-  std::vector<double> values;
+  std::vector<char> buffer;  // the streamed tensor being drawn
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& spec = specs[i];
-    Tensor& t = weight_of(weights, spec);
-    LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
-             device_name(t.device));
-    values.assign(size_t(t.numel()), 0.0);
-    if (is_norm(spec.kind)) {
-      values.assign(values.size(), 1.0);
-    } else if (!is_bias(spec.kind)) {
-      const int64_t n = int64_t(values.size());
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t j = 0; j < n; ++j) values[size_t(j)] = stddev * philox_normal(seed, i, uint64_t(j));
+    if (streamed && !streamed->held(spec)) {
+      buffer.resize(size_t(spec.numel()) * dtype_size(streamed->dtype));
+      const Tensor t = spec_view(spec, buffer.data(), streamed->dtype);
+      init_random_tensor(spec, i, stddev, seed, t);
+      streamed->consume(spec, t);
+      continue;
     }
-    const int64_t n = t.numel();
-    ops::cast(t.reshaped({n}), Tensor(values.data(), DType::F64, {n}));  // in parallel
+    init_random_tensor(spec, i, stddev, seed, weight_of(weights, spec));
   }
 }
 

@@ -112,6 +112,9 @@ struct WeightSpec {
 // only those the config has (biases as configured, no lm_head when tied).
 std::vector<WeightSpec> weight_specs(const ModelConfig& config);
 
+// `data` (host memory) seen as a tensor of the spec's shape in `dtype`.
+Tensor spec_view(const WeightSpec& spec, void* data, DType dtype);
+
 // The tensor of `weights` that `spec` names (an empty Tensor for a frozen gradient).
 Tensor& weight_of(ModelWeights& weights, const WeightSpec& spec);
 const Tensor& weight_of(const ModelWeights& weights, const WeightSpec& spec);
@@ -147,6 +150,19 @@ void zero_grads(const ModelConfig& config, ModelWeights& grads);
 // HF's initialization from a seed: linear weights and embeddings ~ N(0, initializer_range) (config.json's
 // initializer_range, default 0.02), biases 0, norm weights 1. Tensor i of weight_specs() draws from Philox
 // stream i, so each tensor's values depend only on (seed, its index) (not on the thread count). Host memory.
-void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed);
+// `streamed` (when given) draws the tensors it does not hold one at a time, see StreamedWeights.
+struct StreamedWeights;
+void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed,
+                 const StreamedWeights* streamed = nullptr);
+
+// Weights read one at a time instead of held whole: `held` selects the tensors that stay in ModelWeights
+// (allocated with it as the `present` filter); each other tensor is drawn or read into one reused host
+// buffer of `dtype` and handed to `consume` (QLoRA quantizes each projection there, so a 70B-shaped model
+// never exists in host memory in 16 or 32 bits).
+struct StreamedWeights {
+  TrainableFn held;
+  DType dtype = DType::F32;
+  std::function<void(const WeightSpec&, const Tensor&)> consume;
+};
 
 }  // namespace lt::model

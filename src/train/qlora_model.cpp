@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
@@ -70,6 +72,22 @@ void refuse_fused(const model::ModelConfig& config, const std::string& model_dir
                : std::string(config.block.fused_qkv ? names.qkv : names.gate_up));
 }
 
+// Refuses a model whose 4-bit form, dense tensors in `source` and one projection being quantized do not fit
+// the host's memory, before anything is allocated.
+void check_host_fits(const model::ModelConfig& config, DType source, const io::Bnb4Config& quant,
+                     const std::string& model_dir) {
+  int64_t largest = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(config))
+    if (!model::dense_under_qlora(spec)) largest = std::max(largest, spec.numel());
+  const double bytes =
+      double(io::bnb4_model_bytes(config, quant, source)) + double(largest) * dtype_size(source);
+  const double memory = double(physical_host_memory_bytes());
+  LT_CHECK(memory == 0 || bytes <= memory,
+           "{}: quantizing the model to 4 bits needs {} of host memory (the 4-bit projections, the other "
+           "weights in {} and one projection being quantized), more than this machine's {}",
+           model_dir, format_bytes(bytes), dtype_name(source), format_bytes(memory));
+}
+
 std::string describe(const io::Bnb4Config& q) {
   return fmt::format("{}{}", ops::quant4_type_name(q.quant_type), q.double_quant ? " with double quant" : "");
 }
@@ -100,16 +118,28 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
       random_init && options.torch_dtype == "auto"
           ? DType::F32
           : io::quantization_source_dtype(model_dir, config, options.torch_dtype, "config: 'torch_dtype'");
-  model::check_weights_fit(config, source, Device::CPU, model_dir);
-  Arena host("weights to quantize", HostMemory::instance(), model::weights_bytes(config, source));
-  model::ModelWeights weights = model::allocate_weights(config, source, host);
+  // The dense tensors are held in the source dtype (converted to the compute dtype on upload, as a 16-bit
+  // run's are); each projection is drawn or read alone and quantized at once, so the host holds the 4-bit
+  // model plus one projection in 16/32 bits.
+  const io::Bnb4Config quant{.quant_type = options.quant_type, .double_quant = options.double_quant};
+  check_host_fits(config, source, quant, model_dir);
+  Arena host("dense weights", HostMemory::instance(),
+             model::weights_bytes(config, source, model::dense_under_qlora));
+  model::ModelWeights weights = model::allocate_weights(config, source, host, model::dense_under_qlora);
+  io::Bnb4Weights quantized;
+  quantized.quant = quant;
+  const model::StreamedWeights streamed{
+      .held = model::dense_under_qlora,
+      .dtype = source,
+      .consume = [&](const model::WeightSpec& spec, const Tensor& w) {
+        quantized.projections.emplace(
+            spec.hf_name,
+            ops::quantize_weight_4bit(w.dtype, w.data, spec.shape, quant.quant_type, quant.double_quant));
+      }};
   if (random_init)
-    model::init_random(config, weights, seed);
+    model::init_random(config, weights, seed, &streamed);
   else
-    io::load_hf_weights(model_dir, config, weights);
-  const io::Bnb4Weights quantized = io::quantize_projections(
-      config, weights,
-      io::Bnb4Config{.quant_type = options.quant_type, .double_quant = options.double_quant});
+    io::load_hf_weights(model_dir, config, weights, &streamed);
   if (summary)
     *summary = fmt::format("QLoRA: {} projections quantized to {} from {}", quantized.projections.size(),
                            describe(quantized.quant), io::torch_dtype_name(source));

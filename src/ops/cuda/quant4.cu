@@ -51,6 +51,34 @@ __global__ void dequantize_4bit_kernel(const uint8_t* packed, const float* absma
   }
 }
 
+// The same values sixteen at a time, for QLoRA's per-GEMM dequantization where this kernel's bandwidth is the
+// cost: one 8-byte load of codes, one block scale (16 divides 64), the 16-entry table in shared memory (a
+// __constant__ table read at lane-dependent indices serializes), and 16-byte stores. Needs n % 16 == 0 and
+// 16-byte-aligned pointers (the launcher checks and otherwise uses the kernel above).
+template <class T>
+__global__ void dequantize_4bit_x16_kernel(const uint64_t* packed, const float* absmax, int64_t groups,
+                                           int table, T* out) {
+  __shared__ float lut[16];
+  if (threadIdx.x < 16) lut[threadIdx.x] = kCodeValues[table][threadIdx.x];
+  __syncthreads();
+  constexpr int kPerStore = 16 / int(sizeof(T));  // values per 16-byte store
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t bytes = packed[g];
+    const float scale = absmax[(16 * g) / kQuant4BlockSize];
+    alignas(16) T v[16];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const unsigned byte = unsigned(bytes >> (8 * k)) & 0xffu;  // byte k of the group (little-endian)
+      store_f(v + 2 * k, __fmul_rn(lut[byte >> 4], scale));
+      store_f(v + 2 * k + 1, __fmul_rn(lut[byte & 0x0f], scale));
+    }
+    uint4* dst = reinterpret_cast<uint4*>(out + 16 * g);
+#pragma unroll
+    for (int k = 0; k < 16 / kPerStore; ++k) dst[k] = reinterpret_cast<const uint4*>(v)[k];
+  }
+}
+
 // One CUDA block of 256 threads per nested block of 256 absmax values.
 __global__ void quantize_absmax_kernel(const float* absmax, int64_t blocks, float offset, const float* map,
                                        uint8_t* q, float* nested_absmax) {
@@ -94,8 +122,16 @@ void launch_dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t 
                             DType out_dt, void* out, cudaStream_t s) {
   if (n == 0) return;
   constexpr int kThreads = 256;
+  const bool x16 = n % 16 == 0 && reinterpret_cast<uintptr_t>(packed) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(out) % 16 == 0;
   dispatch_compute(out_dt, [&](auto tag) {
     using T = decltype(tag);
+    if (x16) {
+      dequantize_4bit_x16_kernel<T><<<grid_for(n / 16, kThreads), kThreads, 0, s>>>(
+          reinterpret_cast<const uint64_t*>(packed), absmax, n / 16, type == Quant4Type::NF4 ? 0 : 1,
+          static_cast<T*>(out));
+      return;
+    }
     dequantize_4bit_kernel<T><<<grid_for(quant4_packed_bytes(n), kThreads), kThreads, 0, s>>>(
         packed, absmax, n, type == Quant4Type::NF4 ? 0 : 1, static_cast<T*>(out));
   });
