@@ -68,6 +68,7 @@ class Loader {
         buffer.resize(size_t(spec.numel()) * dtype_size(streamed->dtype));
         const Tensor t = model::spec_view(spec, buffer.data(), streamed->dtype);
         load_one(spec, t);
+        if (model::has_hf_row_order(config_, spec)) model::qkv_rows_from_hf(config_, t);
         check_finite(spec, t);
         streamed->consume(spec, t);
         continue;
