@@ -22,6 +22,11 @@ const char* group_of(WeightKind kind) {
     case WeightKind::AttnKNorm:
     case WeightKind::FfnNorm:
     case WeightKind::FinalNorm:
+    case WeightKind::AttnNormBias:
+    case WeightKind::FfnNormBias:
+    case WeightKind::FinalNormBias:
+    case WeightKind::EmbedNorm:
+    case WeightKind::EmbedNormBias:
       return "norms";
     case WeightKind::FfnGateUp:
     case WeightKind::FfnGate:

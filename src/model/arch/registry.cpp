@@ -8,8 +8,9 @@
 namespace lt::model {
 
 namespace {
-constexpr const ArchitectureDef* kRegistry[] = {
-    &kLlamaArchitecture, &kQwen2Architecture, &kMistralArchitecture, &kQwen3Architecture, &kPhi3Architecture};
+constexpr const ArchitectureDef* kRegistry[] = {&kLlamaArchitecture,   &kQwen2Architecture,
+                                                &kMistralArchitecture, &kQwen3Architecture,
+                                                &kPhi3Architecture,    &kBloomArchitecture};
 }  // namespace
 
 std::span<const ArchitectureDef* const> architectures() {

@@ -1,4 +1,4 @@
-// CPU reference of causal attention with GQA, a query offset, a sliding window and packed segments.
+// CPU reference of causal attention with GQA, a query offset, a sliding window, packed segments and ALiBi.
 // dq is written (=); dk and dv accumulate (+=), since chunked training adds every chunk's share into the
 // per-layer dK/dV accumulators.
 //
@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/alibi.h"
 #include "ops/cpu/cpu_attention.h"
 #include "ops/cpu/cpu_common.h"
 
@@ -103,6 +104,35 @@ std::vector<int64_t> first_visible_keys(const AttentionParams& p, const Tensor& 
   return lo;
 }
 
+// ALiBi (p.alibi): per head its slope, per key its position in its sequence (ops/alibi.h). Empty otherwise.
+struct AlibiTable {
+  std::vector<float> slopes;       // (H)
+  std::vector<int64_t> positions;  // (B, S): j, or j minus its segment's first key
+  int64_t S = 0;
+
+  AlibiTable(const AttentionParams& p, const Tensor& k_segments) : S(p.kv_len) {
+    if (!p.alibi) return;
+    for (int64_t h = 0; h < p.heads; ++h) slopes.push_back(alibi_slope(h, p.heads));
+    const int32_t* ks = k_segments.empty() ? nullptr : k_segments.ptr<int32_t>("attention k_segments");
+    positions.resize(size_t(p.batch * S));
+    for (int64_t b = 0; b < p.batch; ++b) {
+      int64_t start = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        if (ks && j > 0 && ks[b * S + j] != ks[b * S + j - 1]) start = j;
+        positions[size_t(b * S + j)] = j - start;
+      }
+    }
+  }
+  // Adds the biases of keys [j0 + c0, j0 + c1) to row[c0, c1) (scores of head h, batch row b).
+  template <class T>
+  void add(T* row, int64_t b, int64_t h, int64_t j0, int64_t c0, int64_t c1) const {
+    if (slopes.empty()) return;
+    const float slope = slopes[size_t(h)];
+    const int64_t* pos = positions.data() + b * S + j0;
+    for (int64_t c = c0; c < c1; ++c) row[c] += T(alibi_bias(slope, pos[c]));
+  }
+};
+
 template <class T>
 void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q_t, Tensor k_t, Tensor v_t,
                   Tensor q_segments, Tensor k_segments) {
@@ -115,6 +145,7 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
   const T* k = k_t.ptr<T>("attention k");
   const T* v = v_t.ptr<T>("attention v");
   const std::vector<int64_t> lo = first_visible_keys(p, q_segments, k_segments);  // (B, Tq)
+  const AlibiTable alibi(p, k_segments);
   const T scale = T(p.scale);
 
   const int64_t blocks = (Tq + kRowBlock - 1) / kRowBlock;
@@ -138,6 +169,7 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
       T* row = prob + r * keys;
       const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0,
                     c1 = p.q_offset + i0 + r + 1 - j0;  // visible [c0, c1)
+      alibi.add(row, b, h, j0, c0, c1);
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t c = c0; c < c1; ++c) m = std::max(m, row[c]);
       T sum = 0;
@@ -170,6 +202,7 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
   const T* k = k_t.ptr<T>("attention k");
   const T* v = v_t.ptr<T>("attention v");
   const std::vector<int64_t> lo = first_visible_keys(p, q_segments, k_segments);  // (B, Tq)
+  const AlibiTable alibi(p, k_segments);
   const T scale = T(p.scale);
 
   const int64_t tasks = B * H;
@@ -215,6 +248,7 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
         T* dsrow = dscore + r * keys;
         const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0, c1 = p.q_offset + i0 + r + 1 - j0;
         const T row_lse = lse[(b * H + h) * Tq + i0 + r];
+        alibi.add(prow, b, h, j0, c0, c1);
         std::fill(prow, prow + c0, T(0));
         std::fill(dsrow, dsrow + c0, T(0));
         for (int64_t c = c0; c < c1; ++c) {
