@@ -9,7 +9,7 @@
 // dequantized projections, float64 to 1e-9. In float32 this trajectory is ill-conditioned (a step-3
 // gradient of norm 3.7 after two clipped steps): PEFT's own float32 run of it is 1.6e-5 (loss), 2.0e-3 (grad
 // norm) and 4.4e-5 (adapter) from the float64 golden, against 2e-7, 9e-6 and 2e-6 on the 16-bit Llama case;
-// leantune's float32 run shows the same factor (1.0e-4, 1.5e-2, 2.3e-4), so its bound is 2e-2.
+// leantune's float32 run shows the same factor (1.0e-4, 1.5e-2, 2.3e-4): its bounds are 3e-4, 2e-2, 1e-3.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +26,9 @@ namespace {
 struct Case {
   const char* name;
   const char* precision;
-  double tolerance;
+  double tolerance;              // step losses (and, unless given below, grad norms and adapters)
+  double norm_tolerance = 0;     // gradient norms, when not `tolerance`
+  double adapter_tolerance = 0;  // final adapters, when not `tolerance`
 };
 
 class PeftTrainingGolden : public ::testing::TestWithParam<Case> {};
@@ -83,7 +85,8 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
     const double dl = std::abs(r.losses[i] - losses[i]) / std::abs(losses[i]);
     const double dn = std::abs(grad_norms[i] - norms[i]) / std::abs(norms[i]);
     EXPECT_LE(dl, k.tolerance) << "step " << i + 1 << ": " << r.losses[i] << " vs PEFT " << losses[i];
-    EXPECT_LE(dn, k.tolerance) << "step " << i + 1 << " grad norm: " << grad_norms[i] << " vs " << norms[i];
+    EXPECT_LE(dn, k.norm_tolerance > 0 ? k.norm_tolerance : k.tolerance)
+        << "step " << i + 1 << " grad norm: " << grad_norms[i] << " vs " << norms[i];
     EXPECT_NEAR(lrs[i], peft_lrs[i], 1e-15) << "step " << i + 1;
     worst_loss = std::max(worst_loss, dl);
     worst_norm = std::max(worst_norm, dn);
@@ -95,7 +98,7 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
   for (const auto& [name, v] : expected) {
     ASSERT_TRUE(got.count(name)) << name;
     const double d = test::max_rel_diff(got.at(name), v);
-    EXPECT_LE(d, k.tolerance) << name;
+    EXPECT_LE(d, k.adapter_tolerance > 0 ? k.adapter_tolerance : k.tolerance) << name;
     EXPECT_GT(test::max_rel_diff(initial.at(name), v), 100 * k.tolerance) << name << " did not train";
     worst_tensor = std::max(worst_tensor, d);
   }
@@ -107,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, PeftTrainingGolden,
     ::testing::Values(Case{"llama", "fp64", 1e-9}, Case{"llama", "fp32", 1e-4}, Case{"qwen2", "fp64", 1e-9},
                       Case{"qwen2", "fp32", 1e-4}, Case{"bloom", "fp64", 1e-10}, Case{"bloom", "fp32", 1e-4},
-                      Case{"qlora_llama", "fp64", 1e-9}, Case{"qlora_llama", "fp32", 2e-2}),
+                      Case{"qlora_llama", "fp64", 1e-9}, Case{"qlora_llama", "fp32", 3e-4, 2e-2, 1e-3}),
     [](const auto& info) { return std::string(info.param.name) + "_" + info.param.precision; });
 
 }  // namespace
