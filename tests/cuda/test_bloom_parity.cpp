@@ -71,6 +71,9 @@ TEST(CudaParity, BloomGelu) {
       const ops::BloomGeluParams p{N, F};
       std::vector<double> x = random_values(size_t(N * F), seed, -5, 5),
                           dh = random_values(size_t(N * F), seed + 1);
+      // A lone element is measured against itself: drawn in the negative tail, 1 + tanh cancels in f32
+      // (relative error ~1e-4 in any f32 GELU, torch's too), which says nothing of the kernel. It is 1.5.
+      if (N * F == 1) x[0] = 1.5;
       DeviceTensor g_x = upload(x, dt, {N, F}), g_dh = upload(dh, dt, {N, F});
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dx = poisoned(dt, {N, F});
       ops::bloom_gelu_forward(p, g_h.t, g_x.t);
