@@ -85,10 +85,16 @@ def adapter_key(param_name):
     return param_name.replace(".default", "")
 
 
-def train_case(name, cls, rows):
+def train_case(name, cls, rows, projections=None, case=None, base_model=None):
     source = os.path.join(MODELS, "peft_" + name)
     base = cls.from_pretrained(os.path.join(source, "base"), dtype=torch.float64, attn_implementation="eager")
     mg.attach_float64_inv_freq(base)
+    if projections:
+        state = base.state_dict()
+        with torch.no_grad():
+            for weight_name, w in projections.items():
+                state[weight_name].copy_(w.to(torch.float64))
+    case = case or name
     model = PeftModel.from_pretrained(base, os.path.join(source, "adapter"), is_trainable=True)
     model.to(torch.float64)
     model.train()
@@ -118,25 +124,50 @@ def train_case(name, cls, rows):
         sched.step()
         losses.append(total / denominator)
     final = {adapter_key(n): p.detach().clone().contiguous() for n, p in params}
-    save_file(final, os.path.join(OUT, name + "_final.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(OUT, name + ".json"), "w") as f:
-        json.dump({"base_model": f"tests/model/golden/peft_{name}/base",
+    save_file(final, os.path.join(OUT, case + "_final.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(OUT, case + ".json"), "w") as f:
+        json.dump({"base_model": base_model or f"tests/model/golden/peft_{name}/base",
                    "init_adapter": f"tests/model/golden/peft_{name}/adapter",
                    "micro_batch_size": MICRO, "batch_size": MICRO * ACCUM, "max_steps": STEPS,
-                   "lr_scheduler_type": "linear", **HYPER,
+                   "lr_scheduler_type": "linear", **HYPER, **({"bits": 4} if projections else {}),
                    "losses": losses, "grad_norms": norms, "learning_rates": lrs}, f, indent=1)
     clipped = sum(1 for n in norms if n > HYPER["max_grad_norm"])
-    print(f"{name}: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]} "
+    print(f"{case}: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]} "
           f"({clipped} clipped), {len(final)} adapter tensors")
+
+
+def dequantized_projections():
+    """QLoRA's base: bitsandbytes' own 4-bit checkpoint of peft_llama's base (tests/model/golden/qlora_llama/
+    base4, tools/make_qlora_golden.py), loaded by transformers + bitsandbytes; each projection's weight as
+    bitsandbytes.functional.dequantize_4bit computes it (code * absmax in f32; bitsandbytes' reference kernel,
+    as its native CPU one is wrong for blocks that cross rows: tools/bnb_reference.py)."""
+    import bitsandbytes.functional as BF
+    from bnb_reference import use_reference_dequantize_4bit
+    use_reference_dequantize_4bit()
+    q4 = LlamaForCausalLM.from_pretrained(os.path.join(MODELS, "qlora_llama", "base4"), dtype=torch.float32,
+                                          attn_implementation="eager")
+    out = {}
+    for name, module in q4.named_modules():
+        if name.split(".")[-1] in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+            w = module.weight
+            out[name + ".weight"] = BF.dequantize_4bit(w.data, w.quant_state, quant_type="nf4").to(torch.float32)
+    assert len(out) == 7 * q4.config.num_hidden_layers, len(out)
+    return out
 
 
 def main():
     torch.use_deterministic_algorithms(True)
+    # QLoRA's dequantized projections, read before the float64 patches change transformers.
+    qlora = dequantized_projections()
     mg.patch_exact_float64()
     os.makedirs(OUT, exist_ok=True)
     rows = write_data(os.path.join(OUT, "data.jsonl"))
     for name, cls in CASES.items():
         train_case(name, cls, rows)
+    # QLoRA: PEFT over the 4-bit base, in float64 over the dequantized weights (QLoRA's math without float32
+    # rounding), from peft_llama's adapter; leantune trains base4 itself with bits 4.
+    train_case("llama", LlamaForCausalLM, rows, projections=qlora, case="qlora_llama",
+               base_model="tests/model/golden/qlora_llama/base4")
 
 
 if __name__ == "__main__":

@@ -218,9 +218,13 @@ void run_info(InfoOptions o) {
   fmt::print("  layers {}, hidden {}, MLP {}, heads {} (kv heads {}, head dim {}), vocab {}\n",
              cfg.num_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads,
              cfg.head_dim, cfg.vocab_size);
-  fmt::print("  rope: {}\n  sliding window: {}\n  embeddings: {}; biases: q/k/v {}, o {}, mlp {}\n",
-             rope_summary(cfg), window_summary(cfg), cfg.tie_word_embeddings ? "tied" : "untied",
-             cfg.qkv_bias ? "yes" : "no", cfg.o_bias ? "yes" : "no", cfg.mlp_bias ? "yes" : "no");
+  if (cfg.block.positions == model::PositionKind::Rope)
+    fmt::print("  rope: {}\n", rope_summary(cfg));
+  else
+    fmt::print("  block: {}\n", model::describe_block(cfg.block));  // ALiBi (BLOOM): no RoPE to describe
+  fmt::print("  sliding window: {}\n  embeddings: {}; biases: q/k/v {}, o {}, mlp {}\n", window_summary(cfg),
+             cfg.tie_word_embeddings ? "tied" : "untied", cfg.qkv_bias ? "yes" : "no",
+             cfg.o_bias ? "yes" : "no", cfg.mlp_bias ? "yes" : "no");
 
   fmt::print("\nParameters:\n");
   for (const auto& [name, count] : model::count_params(cfg).rows())

@@ -10,6 +10,7 @@
 #include "core/dtype_visit.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace {
@@ -70,11 +71,14 @@ class Loader {
         buffer.resize(size_t(spec.numel()) * dtype_size(streamed->dtype));
         const Tensor t = model::spec_view(spec, buffer.data(), streamed->dtype);
         load_one(spec, t);
+        if (model::has_hf_row_order(config_, spec)) model::qkv_rows_from_hf(config_, t);
         check_finite(spec, t);
         streamed->consume(spec, t);
         continue;
       }
       load_one(spec, model::weight_of(weights, spec));
+      if (model::has_hf_row_order(config_, spec))
+        model::qkv_rows_from_hf(config_, model::weight_of(weights, spec));
       check_finite(spec, model::weight_of(weights, spec));
     }
     check_tied_head(weights);

@@ -12,6 +12,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace fs = std::filesystem;
@@ -90,6 +91,7 @@ std::vector<std::string> save_hf_checkpoint(const std::string& dir, const model:
     storage.emplace_back(t.bytes());
     t.data = storage.back().data();
     convert_elements(t.data, dtype, src.data, src.dtype, size_t(src.numel()));
+    if (model::has_hf_row_order(config, spec)) model::qkv_rows_to_hf(config, t);
     tensors.push_back({spec.hf_name, t});
   }
   return write_hf_directory(dir, hf_config_json(config, dtype), tensors, options.max_shard_bytes);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace fs = std::filesystem;
@@ -17,12 +18,20 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// B of the fused query_key_value: its rows in the checkpoint's order (model/hf_layout.h).
+bool interleaved_b(const model::ModelConfig& m, const model::LoraSpec& s, model::LoraMatrix which) {
+  return which == model::LoraMatrix::B && s.module == model::LoraModule::Q &&
+         model::qkv_interleaved_per_head(m);
+}
+
 // Every module path of the model's projections.
 std::vector<std::string> projection_paths(const model::ModelConfig& m) {
   std::vector<std::string> paths;
   for (int64_t l = 0; l < m.num_layers; ++l)
     for (int i = 0; i < model::kLoraModuleCount; ++i)
-      paths.push_back(model::lora_module_path(m, l, model::LoraModule(i)));
+      if (!model::lora_module_parts(m, model::LoraModule(i))
+               .empty())  // a later part of a fused module, or none
+        paths.push_back(model::lora_module_path(m, l, model::LoraModule(i)));
   return paths;
 }
 
@@ -68,6 +77,7 @@ std::vector<std::string> save_peft_adapter(const std::string& dir, const model::
       std::vector<uint8_t>& f = storage.emplace_back(size_t(t.numel()) * dtype_size(file_dtype));
       convert_elements(f.data(), file_dtype, t.data, t.dtype, size_t(t.numel()));
       Tensor view(f.data(), file_dtype, {t.dim(0), t.dim(1)});
+      if (interleaved_b(m, s, which)) model::qkv_rows_to_hf(m, view);
       tensors.push_back({model::lora_tensor_name(s, which), view});
     }
   }
@@ -121,6 +131,7 @@ void load_peft_adapter_weights(const std::string& dir, const model::ModelConfig&
       LT_CHECK(dst.device == Device::CPU, "adapter {}: destination of '{}' is not in host memory", path,
                name);
       convert_elements(dst.data, dst.dtype, e->data, *dt, size_t(e->numel()));
+      if (interleaved_b(m, s, which)) model::qkv_rows_from_hf(m, dst);
     }
   }
   std::vector<std::string> unexpected;

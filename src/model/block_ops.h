@@ -14,23 +14,34 @@
 
 namespace lt::model {
 
-// y = norm(x) * w over rows of D; rstd (N) kept for backward.
-// The RMSNorm kinds: Rms multiplies by w, RmsOnePlus (Gemma) by 1 + w.
+// y = norm(x) * w (+ b: LayerNorm's bias) over rows of D; rstd (N) kept for backward. b is the norm's bias
+// tensor (empty for RMSNorm). The RMSNorm kinds: Rms multiplies by w, RmsOnePlus (Gemma) by 1 + w.
 inline bool norm_one_plus(const ModelConfig& c) {
   LT_CHECK(c.block.norm == NormKind::Rms || c.block.norm == NormKind::RmsOnePlus,
            "block: {} normalization is not supported yet", norm_kind_name(c.block.norm));
   return c.block.norm == NormKind::RmsOnePlus;
 }
 
-inline void block_norm_forward(const ModelConfig& c, int64_t rows, Tensor y, Tensor rstd, Tensor x,
-                               Tensor w) {
+inline void block_norm_forward(const ModelConfig& c, int64_t rows, Tensor y, Tensor rstd, Tensor x, Tensor w,
+                               Tensor b) {
+  if (c.block.norm == NormKind::LayerNormBias) {
+    ops::layernorm_forward({.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps}, y, rstd, x, w, b);
+    return;
+  }
   ops::rmsnorm_forward(
       {.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps, .one_plus_weight = norm_one_plus(c)}, y,
       rstd, x, w);
 }
-// dx = (accumulate_dx: dx +=, the residual stream's gradient) the input gradient, dw += (optional).
+// dx = (accumulate_dx: dx +=, the residual stream's gradient) the input gradient, dw and db += (optional;
+// db: LayerNorm's bias gradient, empty for RMSNorm).
 inline void block_norm_backward(const ModelConfig& c, int64_t rows, bool accumulate_dx, Tensor dx, Tensor dw,
-                                Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+                                Tensor db, Tensor dy, Tensor x, Tensor w, Tensor rstd) {
+  if (c.block.norm == NormKind::LayerNormBias) {
+    ops::layernorm_backward(
+        {.rows = rows, .dim = c.hidden_size, .eps = c.rms_norm_eps, .accumulate_dx = accumulate_dx}, dx, dw,
+        db, dy, x, w, rstd);
+    return;
+  }
   ops::rmsnorm_backward({.rows = rows,
                          .dim = c.hidden_size,
                          .eps = c.rms_norm_eps,
@@ -57,18 +68,27 @@ inline void block_head_norm_backward(const ModelConfig& c, int64_t rows, int64_t
                         rstd.reshaped({R}));
 }
 
-// h = act(gate) * up (N, F): silu (SwiGLU) or tanh GELU (GeGLU).
+// h = act(gate) * up (N, F): silu (SwiGLU) or tanh GELU (GeGLU); the plain GELU MLP (no gate): h = gelu(up).
 inline void block_mlp_act_forward(const ModelConfig& c, int64_t rows, Tensor h, Tensor gate, Tensor up) {
   if (c.block.mlp == MlpKind::GeGlu)
     return ops::geglu_forward({.rows = rows, .dim = c.intermediate_size}, h, gate, up);
+  if (c.block.mlp == MlpKind::Gelu) {
+    ops::bloom_gelu_forward({.rows = rows, .dim = c.intermediate_size}, h, up);
+    return;
+  }
   LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
            mlp_kind_name(c.block.mlp));
   ops::swiglu_forward({.rows = rows, .dim = c.intermediate_size}, h, gate, up);
 }
+// d_up may alias up (d_gate gate): each element is read before its gradient is written.
 inline void block_mlp_act_backward(const ModelConfig& c, int64_t rows, Tensor d_gate, Tensor d_up, Tensor d_h,
                                    Tensor gate, Tensor up) {
   if (c.block.mlp == MlpKind::GeGlu)
     return ops::geglu_backward({.rows = rows, .dim = c.intermediate_size}, d_gate, d_up, d_h, gate, up);
+  if (c.block.mlp == MlpKind::Gelu) {
+    ops::bloom_gelu_backward({.rows = rows, .dim = c.intermediate_size}, d_up, d_h, up);
+    return;
+  }
   LT_CHECK(c.block.mlp == MlpKind::SwiGlu, "block: the {} MLP is not supported yet",
            mlp_kind_name(c.block.mlp));
   ops::swiglu_backward({.rows = rows, .dim = c.intermediate_size}, d_gate, d_up, d_h, gate, up);
@@ -102,15 +122,18 @@ inline void block_embedding_backward(const ModelConfig& c, int64_t rows, Tensor 
   ops::embedding_backward({.tokens = rows, .dim = c.hidden_size, .vocab = c.vocab_size}, dtable, dx, ids);
 }
 
-// Positions applied to q or k in place, x (N, heads, HD); positions (N) i32.
+// Positions applied to q or k in place, x (N, heads, HD); positions (N) i32. ALiBi leaves q and k alone: its
+// biases are the attention op's (block_attention_params).
 inline void block_positions_forward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor x,
                                     Tensor positions) {
+  if (c.block.positions == PositionKind::Alibi) return;
   LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
            position_kind_name(c.block.positions));
   ops::rope_forward(c.rope_params(rows, heads), x, positions);
 }
 inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor dx,
                                      Tensor positions) {
+  if (c.block.positions == PositionKind::Alibi) return;
   LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
            position_kind_name(c.block.positions));
   ops::rope_backward(c.rope_params(rows, heads), dx, positions);
@@ -118,7 +141,9 @@ inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t
 
 // Layer `layer`'s attention: `q_len` queries at q_offset of each of `batch` rows against `kv_len` keys,
 // causal within the layer's sliding window, the scores scaled by 1 / sqrt(head_dim) (or Gemma's
-// query_pre_attn_scalar^-0.5, as transformers computes it) and soft-capped where the block says so.
+// query_pre_attn_scalar^-0.5, as transformers computes it) and soft-capped where the block says so, plus
+// ALiBi's biases when the block's positions are ALiBi (keyed on the keys' positions in the K/V range:
+// absolute across chunks).
 inline ops::AttentionParams block_attention_params(const ModelConfig& c, int64_t layer, int64_t batch,
                                                    int64_t q_len, int64_t kv_len, int64_t q_offset) {
   return {.batch = batch,
@@ -131,7 +156,8 @@ inline ops::AttentionParams block_attention_params(const ModelConfig& c, int64_t
           .window = c.window_for_layer(layer),
           .scale = c.block.query_pre_attn_scalar > 0 ? std::pow(c.block.query_pre_attn_scalar, -0.5)
                                                      : 1.0 / std::sqrt(double(c.head_dim)),
-          .softcap = c.block.attention_softcap};
+          .softcap = c.block.attention_softcap,
+          .alibi = c.block.positions == PositionKind::Alibi};
 }
 
 }  // namespace lt::model

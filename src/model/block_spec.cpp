@@ -57,6 +57,7 @@ std::string describe_block(const BlockSpec& s) {
   if (s.qk_norm) out += ", per-head q/k norm";
   if (s.fused_qkv) out += ", fused qkv";
   if (s.fused_gate_up) out += ", fused gate_up";
+  if (s.embedding_norm) out += ", embedding norm";
   if (s.embedding_scale != 1.0) out += fmt::format(", embedding scale {}", s.embedding_scale);
   if (s.logit_softcap != 0.0) out += fmt::format(", logit soft-cap {}", s.logit_softcap);
   if (s.post_norms) out += ", post-norms";
@@ -67,17 +68,21 @@ std::string describe_block(const BlockSpec& s) {
 }
 
 void check_block_supported(const BlockSpec& s, int64_t head_dim, const std::string& source) {
-  LT_CHECK(s.norm == NormKind::Rms || s.norm == NormKind::RmsOnePlus,
-           "{}: {} normalization is not supported yet (supported: rms, rms(1+w))", source,
+  LT_CHECK(s.norm == NormKind::Rms || s.norm == NormKind::RmsOnePlus || s.norm == NormKind::LayerNormBias,
+           "{}: {} normalization is not supported yet (supported: rms, rms(1+w), layernorm+bias)", source,
            norm_kind_name(s.norm));
-  LT_CHECK(s.mlp == MlpKind::SwiGlu || s.mlp == MlpKind::GeGlu,
-           "{}: the {} MLP is not supported yet (supported: swiglu, geglu)", source, mlp_kind_name(s.mlp));
-  LT_CHECK(s.positions == PositionKind::Rope,
-           "{}: {} position encoding is not supported yet (supported: rope)", source,
+  LT_CHECK(s.mlp == MlpKind::SwiGlu || s.mlp == MlpKind::GeGlu || s.mlp == MlpKind::Gelu,
+           "{}: the {} MLP is not supported yet (supported: swiglu, geglu, BLOOM's gelu)", source,
+           mlp_kind_name(s.mlp));
+  LT_CHECK(s.positions == PositionKind::Rope || s.positions == PositionKind::Alibi,
+           "{}: {} position encoding is not supported yet (supported: rope, alibi)", source,
            position_kind_name(s.positions));
   LT_CHECK(s.rotary_dim >= 0 && s.rotary_dim <= head_dim && s.rotary_dim % 2 == 0,
            "{}: rotary_dim {} of head_dim {}: expected an even number of dims of the head", source,
            s.rotary_dim, head_dim);
+  LT_CHECK(!s.post_norms || s.norm != NormKind::LayerNormBias,
+           "{}: post-norms with LayerNorm's bias are not supported yet (supported: the RMSNorm kinds)",
+           source);
   LT_CHECK(s.residual == ResidualKind::Sequential,
            "{}: the parallel residual is not supported yet (supported: sequential)", source);
   LT_CHECK(std::isfinite(s.embedding_scale) && s.embedding_scale > 0.0,

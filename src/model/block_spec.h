@@ -45,6 +45,9 @@ struct BlockSpec {
   // one (model/weights.h) and a fused adapter is one A shared by the parts with B split by rows (lora.h).
   bool fused_qkv = false;
   bool fused_gate_up = false;
+  // A LayerNorm (the block's norm kind) of the token embeddings before the first layer, with its own weights
+  // (BLOOM's word_embeddings_layernorm).
+  bool embedding_norm = false;
   // The biases (q/k/v, o, MLP) are ModelConfig's qkv_bias / o_bias / mlp_bias: they decide tensor shapes
   // everywhere a weight is listed, and the architecture file sets them from its keys.
   double embedding_scale = 1.0;  // embeddings multiplied by this (Gemma: sqrt(D)); 1 = none
@@ -67,7 +70,7 @@ std::string_view residual_kind_name(ResidualKind k);  // "sequential", "parallel
 std::string describe_block(const BlockSpec& spec);
 
 // Throws lt::Error "<source>: <choice> is not supported yet" for a choice whose ops have not landed (today:
-// LayerNorm with bias, the GELU MLP, ALiBi or no positions, the parallel residual).
+// the parallel residual and no positions).
 void check_block_supported(const BlockSpec& spec, int64_t head_dim, const std::string& source);
 
 }  // namespace lt::model

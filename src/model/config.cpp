@@ -200,33 +200,17 @@ void check_model_size(const ModelConfig& c, const std::string& source) {
       c.head_dim, double(ModelConfigLimits::kParams));
 }
 
-}  // namespace
-
-ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
-  LT_CHECK(json.is_object(), "{}: expected a JSON object at the top level, found {}", source,
-           std::string(json.type_name()));
-  FieldReader r(json, source);
-  ModelConfig cfg;
-  read_architecture(r, source, cfg);
-
-  LT_CHECK(
-      !r.has("quantization_config"),
-      "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
-      "the unquantized model",
-      source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
-  double dropout = r.number_or("attention_dropout", 0.0);
-  LT_CHECK(dropout == 0.0,
-           "{}: field 'attention_dropout' is {}: attention dropout is not supported (leantune trains without "
-           "it); set it to 0.0",
-           source, json.at("attention_dropout").dump());
-
+// The sizes in the Llama family's keys (vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
+// tie_word_embeddings), with the architecture's class defaults.
+void read_llama_sizes(const FieldReader& r, const std::string& source, const ArchitectureDef& arch,
+                      ModelConfig& cfg) {
   using Limits = ModelConfigLimits;
   cfg.vocab_size = r.size("vocab_size", Limits::kVocab);
   cfg.hidden_size = r.size("hidden_size", Limits::kHidden);
   cfg.intermediate_size = r.size("intermediate_size", Limits::kIntermediate);
   cfg.num_layers = r.size("num_hidden_layers", Limits::kLayers);
   cfg.num_heads = r.size("num_attention_heads", Limits::kHeads);
-  const ArchitectureDef& arch = architecture_def(cfg.arch);
   const int64_t default_kv = arch.default_kv_heads > 0 ? arch.default_kv_heads : cfg.num_heads;
   cfg.num_kv_heads = r.size_or("num_key_value_heads", Limits::kHeads, default_kv);
   LT_CHECK(
@@ -252,11 +236,39 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
       r.size_or("max_position_embeddings", Limits::kPositions, arch.default_max_position);
   cfg.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   LT_CHECK(cfg.rms_norm_eps > 0, "{}: field 'rms_norm_eps' is {}, expected a positive number", source,
-           json.at("rms_norm_eps").dump());
+           r.at("rms_norm_eps").dump());
   cfg.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
+  LT_CHECK(json.is_object(), "{}: expected a JSON object at the top level, found {}", source,
+           std::string(json.type_name()));
+  FieldReader r(json, source);
+  ModelConfig cfg;
+  read_architecture(r, source, cfg);
+
+  LT_CHECK(
+      !r.has("quantization_config"),
+      "{}: field 'quantization_config' is present ({}): quantized checkpoints are not supported yet; use "
+      "the unquantized model",
+      source, r.has("quantization_config") ? json.at("quantization_config").dump() : "");
+  double dropout = r.number_or("attention_dropout", 0.0);
+  LT_CHECK(dropout == 0.0,
+           "{}: field 'attention_dropout' is {}: attention dropout is not supported (leantune trains without "
+           "it); set it to 0.0",
+           source, json.at("attention_dropout").dump());
+
+  const ArchitectureDef& arch = architecture_def(cfg.arch);
+  if (arch.read_sizes != nullptr) {
+    arch.read_sizes(r, source, cfg);
+  } else {
+    read_llama_sizes(r, source, arch, cfg);
+  }
 
   arch.read_block(r, source, cfg);
-  read_rope(r, source, cfg);
+  if (cfg.block.positions == PositionKind::Rope) read_rope(r, source, cfg);
   read_token_ids(r, source, cfg);
   check_block_supported(cfg.block, cfg.head_dim, source);
   cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");

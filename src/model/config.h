@@ -14,7 +14,7 @@
 
 namespace lt::model {
 
-enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma2 };
+enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma2, Bloom };
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;
@@ -29,7 +29,7 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;       // KVH (default H)
   int64_t head_dim = 0;           // HD (default D / H)
   int64_t max_position_embeddings = 0;
-  double rms_norm_eps = 1e-6;
+  double rms_norm_eps = 1e-6;  // the block's norm epsilon (BLOOM: layer_norm_epsilon of its LayerNorms)
   bool tie_word_embeddings = false;
 
   BlockSpec block;  // the decoder block's choices (the architecture file's)

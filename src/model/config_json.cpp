@@ -64,12 +64,23 @@ void put_windows(const ModelConfig& cfg, json& j) {
   j["layer_types"] = types;
 }
 
-}  // namespace
+// BloomConfig's keys (its own spellings: n_layer, n_head, layer_norm_epsilon; no kv heads, head_dim or RoPE).
+void put_bloom_sizes(const ModelConfig& cfg, json& j) {
+  j["vocab_size"] = cfg.vocab_size;
+  j["hidden_size"] = cfg.hidden_size;
+  j["n_layer"] = cfg.num_layers;
+  j["n_head"] = cfg.num_heads;
+  j["layer_norm_epsilon"] = cfg.rms_norm_eps;
+  j["seq_length"] = cfg.max_position_embeddings;
+  j["apply_residual_connection_post_layernorm"] = false;
+  j["hidden_dropout"] = 0.0;
+  j["attention_dropout"] = 0.0;
+  j["initializer_range"] = cfg.initializer_range;
+  j["tie_word_embeddings"] = cfg.tie_word_embeddings;
+}
 
-json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
-  json j = json::object();
-  j["architectures"] = json::array({cfg.architecture_name});
-  j["model_type"] = cfg.model_type;
+// LlamaConfig's keys and those Qwen2Config, MistralConfig, Qwen3Config and Phi3Config share with it.
+void put_llama_sizes(const ModelConfig& cfg, json& j) {
   j["vocab_size"] = cfg.vocab_size;
   j["hidden_size"] = cfg.hidden_size;
   j["intermediate_size"] = cfg.intermediate_size;
@@ -103,6 +114,9 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
   }
   put_rope(cfg, j);
   put_windows(cfg, j);
+}
+
+void put_token_ids(const ModelConfig& cfg, json& j) {
   j["bos_token_id"] = optional_id(cfg.bos_token_id);
   if (cfg.eos_token_ids.empty()) {
     j["eos_token_id"] = nullptr;
@@ -112,6 +126,20 @@ json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
     j["eos_token_id"] = cfg.eos_token_ids;
   }
   j["pad_token_id"] = optional_id(cfg.pad_token_id);
+}
+
+}  // namespace
+
+json model_config_json(const ModelConfig& cfg, const std::string& dtype) {
+  json j = json::object();
+  j["architectures"] = json::array({cfg.architecture_name});
+  j["model_type"] = cfg.model_type;
+  if (cfg.arch == Architecture::Bloom) {
+    put_bloom_sizes(cfg, j);
+  } else {
+    put_llama_sizes(cfg, j);
+  }
+  put_token_ids(cfg, j);
   j["dtype"] = dtype;
   if (cfg.legacy_torch_dtype) j["torch_dtype"] = dtype;
   if (!cfg.transformers_version.empty()) j["transformers_version"] = cfg.transformers_version;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/block_ops.h"
 #include "model/buffer_plan.h"
+#include "model/embedding_stage.h"
 #include "model/schedule_steps.h"
 #include "ops/device.h"
 #include "ops/ops.h"
@@ -136,7 +137,8 @@ std::vector<double> KvCacheDecoder::feed_rows(std::span<const int32_t> ids, std:
   ops::copy(view_at(b_.positions, 0, {N}), Tensor(positions.data(), DType::I32, {N}));
   if (padded_) ops::copy(view_at(b_.q_segments, 0, {N}), Tensor(q_segments.data(), DType::I32, {N}));
   Tensor x = view_at(b_.x0, 0, {N, D}), y = view_at(b_.x1, 0, {N, D});
-  block_embedding_forward(c, N, x, id_view, weights_.embed);
+  // The embedding (and its LayerNorm, BLOOM) into x; y and attn_rstd are free until layer 0 writes them.
+  embedding_stage_forward(c, weights_, N, id_view, x, y, view_at(b_.attn_rstd, 0, {N}));
 
   const ChunkInfo chunk{.batch = B,
                         .tokens = C,
@@ -180,7 +182,8 @@ std::vector<double> KvCacheDecoder::feed_rows(std::span<const int32_t> ids, std:
 
   for (int64_t r = 0; r < B; ++r)
     ops::copy(b_.last_x.slice_rows(r, r + 1), x.slice_rows(r * C + C - 1, r * C + C));
-  block_norm_forward(c, B, b_.final_x, b_.final_rstd, b_.last_x, weights_.final_norm);
+  block_norm_forward(c, B, b_.final_x, b_.final_rstd, b_.last_x, weights_.final_norm,
+                     weights_.final_norm_bias);
   ops::linear_forward({.rows = B, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
                       Tensor());
   if (c.block.logit_softcap > 0)

@@ -33,7 +33,7 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
   if (recompute) {
-    check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
+    if (c.block.mlp != MlpKind::Gelu) check_shape(a.gate, {N, F}, "layer_backward_elementwise: gate");
     check_shape(a.up, {N, F}, "layer_backward_elementwise: up");
     check_shape(a.h, {N, F}, "layer_backward_elementwise: h");
     if (!h_kept) block_mlp_act_forward(c, N, a.h, a.gate, a.up);
@@ -49,24 +49,28 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   const LayerProjs projs{c, layer, chunk, w, &g, lora, a.lora_t};
   Tensor d_down = d_resid;  // (N, D) the gradient of down_proj's output
   if (c.block.post_norms) {
-    block_norm_backward(c, N, false, s.d_norm, g.ffn_post_norm, d_resid, a.ffn_proj, w.ffn_post_norm,
-                        a.ffn_post_rstd);
+    block_norm_backward(c, N, false, s.d_norm, g.ffn_post_norm, Tensor(), d_resid, a.ffn_proj,
+                        w.ffn_post_norm, a.ffn_post_rstd);
     d_down = s.d_norm;
   }
   proj_backward(projs, ProjId::Down, a.h, d_down, s.d_h);
   block_mlp_act_backward(c, N, s.d_gate, s.d_up, s.d_h, a.gate, a.up);
-  if (recompute) block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  projs_backward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{s.d_gate, s.d_up},
-                 s.d_norm);
-  block_norm_backward(c, N, true, d_resid, g.ffn_norm, s.d_norm, a.mid, w.ffn_norm, a.ffn_rstd);
-  if (recompute) block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  if (recompute) block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm, w.ffn_norm_bias);
+  if (c.block.mlp == MlpKind::Gelu)  // a plain MLP: up only
+    projs_backward(projs, std::array{ProjId::Up}, a.ffn_in, std::array{s.d_up}, s.d_norm);
+  else
+    projs_backward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{s.d_gate, s.d_up},
+                   s.d_norm);
+  block_norm_backward(c, N, true, d_resid, g.ffn_norm, g.ffn_norm_bias, s.d_norm, a.mid, w.ffn_norm,
+                      a.ffn_rstd);
+  if (recompute) block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
 
   // Attention branch: mid = x + o_proj(attention(q, k, v)) (post_norms: + post_norm(o_proj(...)), whose
   // input gradient goes to d_norm again: the MLP norm's backward has read it).
   Tensor d_o = d_resid;  // (N, D) the gradient of o_proj's output
   if (c.block.post_norms) {
-    block_norm_backward(c, N, false, s.d_norm, g.attn_post_norm, d_resid, a.attn_proj, w.attn_post_norm,
-                        a.attn_post_rstd);
+    block_norm_backward(c, N, false, s.d_norm, g.attn_post_norm, Tensor(), d_resid, a.attn_proj,
+                        w.attn_post_norm, a.attn_post_rstd);
     d_o = s.d_norm;
   }
   proj_backward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), d_o, s.d_attn.reshaped({N, H * HD}));
@@ -92,7 +96,8 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   }
   projs_backward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
                  std::array{d_q_proj, d_k_proj, s.d_v.reshaped({N, KVH * HD})}, s.d_norm);
-  block_norm_backward(c, N, true, d_resid, g.attn_norm, s.d_norm, a.x, w.attn_norm, a.attn_rstd);
+  block_norm_backward(c, N, true, d_resid, g.attn_norm, g.attn_norm_bias, s.d_norm, a.x, w.attn_norm,
+                      a.attn_rstd);
 }
 
 }  // namespace

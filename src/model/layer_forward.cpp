@@ -24,13 +24,17 @@
 namespace lt::model {
 namespace {
 
-// n2 = post_attention_layernorm(mid), gate and up (with their adapters), h = silu(gate) * up.
+// n2 = post_attention_layernorm(mid), gate and up (with their adapters), h = silu(gate) * up (BLOOM's plain
+// MLP: up only, h = gelu(up)).
 void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
                         LayerActivations& a, const LoraPass& lora) {
   const int64_t N = chunk.batch * chunk.tokens;
   const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
-  block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm);
-  projs_forward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{a.gate, a.up});
+  block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm, w.ffn_norm_bias);
+  if (c.block.mlp == MlpKind::Gelu)  // a plain MLP: up only
+    projs_forward(projs, std::array{ProjId::Up}, a.ffn_in, std::array{a.up});
+  else
+    projs_forward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{a.gate, a.up});
   block_mlp_act_forward(c, N, a.h, a.gate, a.up);
 }
 
@@ -41,7 +45,7 @@ void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerW
   const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size;
   check_shape(a.x, {N, D}, "layer_recompute_selective: input");
   check_shape(a.mid, {N, D}, "layer_recompute_selective: mid");
-  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
   mlp_inputs_forward(c, layer, w, chunk, a, lora);
 }
 
@@ -68,7 +72,7 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!recompute) check_shape(out, {N, D}, "layer_forward: output");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
-  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
 
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads. They
   // share attn_in (one stacked adapter GEMM, proj.h). The recomputation needs every adapter's t but only q's
@@ -100,13 +104,14 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (c.block.post_norms) {
     // mid = x + post_norm(o_proj(...)); the recomputation needs the same (mid, attn_proj and its rstd).
     proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.attn_proj);
-    block_norm_forward(c, N, a.mid, a.attn_post_rstd, a.attn_proj, w.attn_post_norm);
+    block_norm_forward(c, N, a.mid, a.attn_post_rstd, a.attn_proj, w.attn_post_norm, Tensor());
     ops::add_inplace(a.mid, a.x);
     mlp_inputs_forward(c, layer, w, chunk, a, lora);
     // out = mid + post_norm(down_proj(h)); the recomputation needs ffn_proj and its rstd (backward reads
     // them), so it runs the down projection too, and writes the norm's output where nothing reads it.
     proj_forward(projs, ProjId::Down, a.h, a.ffn_proj);
-    block_norm_forward(c, N, recompute ? a.post_norm_out : out, a.ffn_post_rstd, a.ffn_proj, w.ffn_post_norm);
+    block_norm_forward(c, N, recompute ? a.post_norm_out : out, a.ffn_post_rstd, a.ffn_proj, w.ffn_post_norm,
+                       Tensor());
     if (!recompute) ops::add_inplace(out, a.mid);
     return;
   }

@@ -16,7 +16,7 @@ void layer_kv_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w
   LT_CHECK(chunk.q_offset >= 0 && chunk.q_offset + chunk.tokens <= kv.k.dim(1),
            "layer_kv_forward: chunk [{}, {}) does not fit a K/V context of {} positions", chunk.q_offset,
            chunk.q_offset + chunk.tokens, kv.k.dim(1));
-  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm);
+  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
   const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
   const Tensor k_out = c.block.qk_norm ? a.k_raw : a.k.reshaped({N, KVH * HD});  // (N, KVH*HD)
   projs_forward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,

@@ -124,6 +124,18 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
   if (!options_.fused_loss) logits_ = alloc("chunk.logits", dt, {N, V});
   losses_ = alloc("chunk.token_losses", st, {N});
   d_head_ = alloc("chunk.grad.resid", dt, {N, D});
+  if (c.block.embedding_norm) {
+    embed_raw_ = alloc("chunk.embed_raw", dt, {N, D});
+    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+  }
+}
+
+Tensor LayerMajorSchedule::embed_raw(int64_t N) const {
+  return embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, config_.hidden_size});
+}
+
+Tensor LayerMajorSchedule::embed_rstd(int64_t k) const {
+  return embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({batch_ * chunk_tokens(k)});
 }
 
 int64_t LayerMajorSchedule::chunk_tokens(int64_t k) const {

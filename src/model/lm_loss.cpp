@@ -28,7 +28,7 @@ ops::FusedLinearCrossEntropyParams fused_head_params(const ModelConfig& c, int64
 double lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a) {
   const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
   check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
-  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
   ops::linear_forward({.rows = N, .in = D, .out = V}, a.logits, a.xn, head_weight(c, w), Tensor());
   if (c.block.logit_softcap > 0)
     ops::logit_softcap_forward({.rows = N, .cols = V, .cap = c.block.logit_softcap}, a.logits);
@@ -44,13 +44,13 @@ void lm_loss_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights&
       a.lse, a.labels);
   ops::linear_backward({.rows = N, .in = D, .out = V}, d_xn, head_weight(c, g), Tensor(), a.logits, a.xn,
                        head_weight(c, w));
-  block_norm_backward(c, N, false, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
+  block_norm_backward(c, N, false, d_resid, g.final_norm, g.final_norm_bias, d_xn, a.x, w.final_norm, a.rstd);
 }
 
 double fused_lm_loss_forward(const ModelConfig& c, const ModelWeights& w, LmActivations& a,
                              int64_t token_block, int64_t vocab_block) {
   const int64_t N = a.x.dim(0);
-  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
   const ops::FusedLinearCrossEntropyParams p = fused_head_params(c, N, 1.0, token_block, vocab_block);
   return ops::fused_linear_cross_entropy_forward(p, a.losses, a.lse, a.xn, head_weight(c, w), a.labels);
 }
@@ -69,7 +69,7 @@ double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& 
                                       double grad_scale, int64_t token_block, int64_t vocab_block,
                                       Tensor d_xn, Tensor d_head) {
   const int64_t N = a.x.dim(0);
-  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
+  block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
   const ops::FusedLinearCrossEntropyParams p = fused_head_params(c, N, grad_scale, token_block, vocab_block);
   return ops::fused_linear_cross_entropy_forward_backward(p, a.losses, a.lse, d_xn, d_head, a.xn,
                                                           head_weight(c, w), a.labels);
@@ -78,7 +78,7 @@ double fused_lm_loss_forward_backward(const ModelConfig& c, const ModelWeights& 
 void final_norm_backward(const ModelConfig& c, const ModelWeights& w, ModelWeights& g, LmActivations& a,
                          Tensor d_xn, Tensor d_resid) {
   const int64_t N = a.x.dim(0);
-  block_norm_backward(c, N, false, d_resid, g.final_norm, d_xn, a.x, w.final_norm, a.rstd);
+  block_norm_backward(c, N, false, d_resid, g.final_norm, g.final_norm_bias, d_xn, a.x, w.final_norm, a.rstd);
 }
 
 }  // namespace lt::model

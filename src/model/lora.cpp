@@ -75,10 +75,12 @@ std::string lora_module_path(const ModelConfig& config, int64_t layer, LoraModul
   const char* module = fused_qkv_part(config, m)       ? names.qkv
                        : fused_gate_up_part(config, m) ? names.gate_up
                                                        : names.proj[m];
+  LT_CHECK(module != nullptr, "{} has no {} projection", config.architecture_name, lora_module_name(m));
   return fmt::format("{}{}.{}", names.layer_prefix, layer, module);
 }
 
 std::vector<LoraModule> lora_module_parts(const ModelConfig& config, LoraModule m) {
+  if (m == LoraModule::Gate && config.block.mlp == MlpKind::Gelu) return {};  // no gate in a plain MLP
   if (fused_qkv_part(config, m))
     return m == LoraModule::Q ? std::vector{LoraModule::Q, LoraModule::K, LoraModule::V}
                               : std::vector<LoraModule>{};

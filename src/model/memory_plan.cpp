@@ -59,7 +59,9 @@ MemoryCategory classify(std::string_view name) {
     return C::KeptActivations;  // Decoder: every layer's saved activations, LoRA's t
   }
   if (name == "grad.k" || name == "grad.v") return C::KvCache;  // Decoder's dK/dV, reused layer after layer
-  if (name == "kv.k" || name == "kv.v") return C::KvCache;      // layer-major: one layer's K/V
+  if (name == "embed_rstd") return C::KeptActivations;      // the embedding LayerNorm's (BLOOM), per token
+  if (name == "embed_raw") return C::TransientActivations;  // its input, one chunk's (recomputed in backward)
+  if (name == "kv.k" || name == "kv.v") return C::KvCache;  // layer-major: one layer's K/V
   static constexpr std::string_view kLoss[] = {
       "final_rstd",           "final_norm_out",     "logits",      "logits_lse",
       "token_losses",         "shifted_labels",     "loss_lse",    "chunk.final_rstd",

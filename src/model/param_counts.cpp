@@ -25,12 +25,14 @@ ParamCounts count_params(const ModelConfig& cfg) {
   c.attn_v = L * (kv * D + qkv_bias * kv);
   c.attn_o = L * (D * q + o_bias * D);
   c.attn_bias = L * (qkv_bias * (q + 2 * kv) + o_bias * D);
-  c.mlp_bias = L * mlp_bias * (2 * F + D);
-  c.mlp = L * 3 * D * F + c.mlp_bias;
+  const int64_t mlp_inputs = cfg.block.mlp == MlpKind::Gelu ? 1 : 2;  // up, or gate and up
+  c.mlp_bias = L * mlp_bias * (mlp_inputs * F + D);
+  c.mlp = L * (mlp_inputs + 1) * D * F + c.mlp_bias;
+  const int64_t norm = cfg.block.norm == NormKind::LayerNormBias ? 2 * D : D;  // weight (and bias)
   // Per layer: the two pre-norms, Gemma's two post-norms, Qwen3's per-head q/k norms.
   const int64_t layer_norms =
-      2 * D + (cfg.block.post_norms ? 2 * D : 0) + (cfg.block.qk_norm ? 2 * cfg.head_dim : 0);
-  c.norms = L * layer_norms + D;
+      2 * norm + (cfg.block.post_norms ? 2 * D : 0) + (cfg.block.qk_norm ? 2 * cfg.head_dim : 0);
+  c.norms = L * layer_norms + norm + (cfg.block.embedding_norm ? norm : 0);
   c.lm_head = cfg.tie_word_embeddings ? 0 : V * D;
   c.per_layer = (c.attention() + c.mlp) / L + layer_norms;
   return c;
@@ -49,6 +51,11 @@ ProjectionShape projection_shape(const ModelConfig& cfg, const std::string& modu
   if (module == "o_proj") return {cfg.q_dim(), D};
   if (module == "gate_proj" || module == "up_proj") return {D, F};
   if (module == "down_proj") return {F, D};
+  // BLOOM's modules: query_key_value (fused), dense, dense_h_to_4h, dense_4h_to_h.
+  if (module == "query_key_value" && cfg.block.fused_qkv) return {D, cfg.q_dim() + 2 * cfg.kv_dim()};
+  if (module == "dense") return {cfg.q_dim(), D};
+  if (module == "dense_h_to_4h") return {D, F};
+  if (module == "dense_4h_to_h") return {F, D};
   // Fused modules (Phi-3): one adapter over the parts.
   if (module == "qkv_proj" && cfg.block.fused_qkv) return {D, cfg.q_dim() + 2 * cfg.kv_dim()};
   if (module == "gate_up_proj" && cfg.block.fused_gate_up) return {D, 2 * F};

@@ -86,6 +86,20 @@ ModelConfig tiny_random_config(Architecture arch, uint64_t seed) {
       c.layer_window = {uniform_int(seed, 1, 8, 2, 5), 0};  // sliding, then global
       break;
     }
+    case Architecture::Bloom:
+      c.architecture_name = "BloomForCausalLM";
+      c.model_type = "bloom";
+      c.block = BlockSpec{.norm = NormKind::LayerNormBias,
+                          .mlp = MlpKind::Gelu,
+                          .positions = PositionKind::Alibi,
+                          .fused_qkv = true,
+                          .embedding_norm = true};
+      c.num_heads = c.num_kv_heads = kv_heads * group + 1;  // 2, 3 or 5: non-power-of-two ALiBi slopes too
+      c.hidden_size = c.num_heads * c.head_dim;
+      c.intermediate_size = 4 * c.hidden_size;
+      c.qkv_bias = c.o_bias = c.mlp_bias = true;
+      c.tie_word_embeddings = uniform_int(seed, 1, 6, 0, 1) == 1;
+      break;
     case Architecture::Mistral:
       c.architecture_name = "MistralForCausalLM";
       c.model_type = "mistral";

@@ -7,6 +7,7 @@
 
 #include "core/timer.h"
 #include "model/block_ops.h"
+#include "model/embedding_stage.h"
 #include "model/schedule_steps.h"
 #include "ops/ops.h"
 
@@ -240,7 +241,7 @@ void ScheduleEngine::loss_backward(const ModelWeights& w, ModelWeights& g, int64
     if (recompute) lm_loss_forward(c, w, a);  // the logits again (the lse it rewrites is bit-identical)
     lm_loss_backward(c, w, g, a, grad_scale, d_xn, d_resid);
   } else {
-    if (recompute) block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);
+    if (recompute) block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
     fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block, d_xn,
                            d_resid);
   }
@@ -282,7 +283,7 @@ void ScheduleEngine::upload(const Batch& batch) {
 double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
   const ModelConfig& c = config_;
-  const int64_t B = batch_, L = c.num_layers;
+  const int64_t B = batch_, D = c.hidden_size, L = c.num_layers;
   check_batch(batch, B, tokens_);
   check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, what_);
   label_tokens_ = label_tokens;
@@ -298,7 +299,9 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
-    block_embedding_forward(c, N, x, chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
+                            embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
+                            embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
     checkpoint_written(k, 0);
     for (int64_t l = 0; l < L; ++l) {
       LayerActivations a = layer_views(k, l);
@@ -361,8 +364,10 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
                              lora_pass(C, l, nullptr), lora_pass(C, l, lora_grads));
       if (k == 0) run_hook(hooks_.after_backward, l);  // the layer's last backward of the step
     }
-    if (!g.embed.empty())
-      block_embedding_backward(c, N, g.embed, d_resid, chunk_rows(ids_, k, 1).reshaped({N}));
+    if (!g.embed.empty() || c.block.embedding_norm)
+      embedding_stage_backward(c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}), d_resid,
+                               embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
+                               embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
     if (k == 0) run_hook(hooks_.after_backward, -1);
     if (timing_) timing_->backward_s[size_t(k)] = timer->seconds();
   }

@@ -184,6 +184,8 @@ class ScheduleEngine : public Schedule {
   Tensor lse_;                                  // (B*T) stats dtype chunk-major: the loss's lse
   LayerScratch scratch_;                        // one chunk
   Tensor final_rstd_, final_xn_, losses_, logits_, d_resid_;  // one chunk: (N), (N, D), (N), (N, V), (N, D)
+  // BlockSpec::embedding_norm: the raw embedding of one chunk (N, D) and the norm's rstd (B*T) chunk-major.
+  Tensor embed_raw_, embed_rstd_;
   std::vector<LoraSpec> lora_specs_;
   const LoraWeights* lora_ = nullptr;
   LoraDropout lora_dropout_;

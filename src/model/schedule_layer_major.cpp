@@ -6,6 +6,7 @@
 
 #include "core/timer.h"
 #include "model/block_ops.h"
+#include "model/embedding_stage.h"
 #include "model/layer_kv.h"
 #include "model/schedule_steps.h"
 #include "ops/ops.h"
@@ -71,7 +72,7 @@ double LayerMajorSchedule::forward(const ModelWeights& w, const Batch& batch, in
   for (int64_t k = 0; k < n; ++k) {
     const int64_t N = B * chunk_tokens(k);
     Tensor x = checkpoints_.write({0, k});  // (N, D)
-    block_embedding_forward(c, N, x, chunk_rows(ids_, k, 1).reshaped({N}), w.embed);
+    embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x, embed_raw(N), embed_rstd(k));
     checkpoints_.written({0, k});
   }
   const KvContext kv = kv_context();
@@ -119,7 +120,8 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
     const Tensor d_xn = view_at(scratch_.d_norm, 0, {N, D});                            // (N, D)
     LmActivations a = lm_views(k, rows);
     if (options_.fused_loss) {
-      block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm);  // the same bits as forward's
+      block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm,
+                         w.final_norm_bias);  // the same bits as forward's
       fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block,
                              d_xn, d_x);
     } else {
@@ -160,11 +162,11 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
     }
     run_hook(hooks_.after_backward, l);
   }
-  if (!g.embed.empty())
+  if (!g.embed.empty() || c.block.embedding_norm)
     for (int64_t k = n - 1; k >= 0; --k) {  // the chunked schedule's order: the same sums
       const int64_t N = B * chunk_tokens(k);
-      block_embedding_backward(c, N, g.embed, chunk_rows(running_, k, D),
-                               chunk_rows(ids_, k, 1).reshaped({N}));
+      embedding_stage_backward(c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}), chunk_rows(running_, k, D),
+                               embed_raw(N), embed_rstd(k));
     }
   run_hook(hooks_.after_backward, -1);
 }

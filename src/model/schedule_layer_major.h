@@ -102,6 +102,8 @@ class LayerMajorSchedule : public Schedule {
   template <class Alloc, class HostAlloc>
   void plan(Alloc& alloc, HostAlloc& host);
   int64_t chunk_tokens(int64_t k) const;
+  Tensor embed_raw(int64_t N) const;   // (N, D) view, or empty without an embedding norm
+  Tensor embed_rstd(int64_t k) const;  // chunk k's (N) rows, or empty
   Tensor chunk_rows(const Tensor& storage, int64_t k, int64_t width) const;  // (B*C_k, width) view
   ChunkInfo chunk_info(int64_t k) const;
   LayerActivations chunk_views(int64_t k, int64_t layer) const;
@@ -137,6 +139,8 @@ class LayerMajorSchedule : public Schedule {
   Tensor lora_scratch_in_, lora_scratch_r_;                  // (B*C, max in), (B*C, max r)
   LayerScratch scratch_;                                     // one chunk
   Tensor final_rstd_, final_xn_, logits_, losses_, d_head_;  // (N), (N, D), (N, V), (N), (N, D)
+  // BlockSpec::embedding_norm: one chunk's raw embedding (N, D) and the norm's rstd (B*T) chunk-major.
+  Tensor embed_raw_, embed_rstd_;
   std::unique_ptr<ops::TransferQueue> transfers_;
   LayerHooks hooks_;
   ChunkTiming* timing_ = nullptr;

@@ -207,6 +207,7 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
     if (field >= QRaw && field <= KRstd && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
     if (field >= AttnProj && !c.block.post_norms) continue;             // no post-norms: no buffers
     if (field == PostNormOut && r != Recompute::Full) continue;         // only Full's recomputation writes it
+    if (field == Gate && c.block.mlp == MlpKind::Gelu) continue;        // a plain MLP has no gate
     FieldPlan& p = fields_[size_t(f)];
     const DType fdt = field_dtype(field);
     const int64_t w = width(field);
@@ -285,7 +286,7 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   s.d_norm = alloc(g + "norm_out", dt, {N, D});
   s.d_h = alloc(g + "h", dt, {N, F});
   if (r != Recompute::Elementwise && r != Recompute::Norms) {  // else over the kept gate and up (decoder.h)
-    s.d_gate = alloc(g + "gate", dt, {N, F});
+    if (c.block.mlp != MlpKind::Gelu) s.d_gate = alloc(g + "gate", dt, {N, F});
     s.d_up = alloc(g + "up", dt, {N, F});
   }
   if (norms_in_scratch) {
@@ -324,6 +325,10 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   losses_ = alloc(l + "token_losses", st, {N});
   if (!chunked) labels_ = alloc("shifted_labels", DType::I32, {N});
   d_resid_ = alloc(chunked ? "chunk.grad.resid" : "grad.resid", dt, {N, D});
+  if (c.block.embedding_norm) {
+    embed_raw_ = alloc(l + "embed_raw", dt, {N, D});
+    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+  }
 }
 
 // The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.

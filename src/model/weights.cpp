@@ -16,8 +16,8 @@ constexpr size_t kAlignment = 256;  // Arena::alloc's alignment
 
 bool is_norm(WeightKind kind) {
   return kind == WeightKind::AttnNorm || kind == WeightKind::FfnNorm || kind == WeightKind::FinalNorm ||
-         kind == WeightKind::AttnQNorm || kind == WeightKind::AttnKNorm || kind == WeightKind::AttnPostNorm ||
-         kind == WeightKind::FfnPostNorm;
+         kind == WeightKind::AttnQNorm || kind == WeightKind::AttnKNorm || kind == WeightKind::EmbedNorm ||
+         kind == WeightKind::AttnPostNorm || kind == WeightKind::FfnPostNorm;
 }
 
 bool is_bias(WeightKind kind) {
@@ -29,6 +29,11 @@ bool is_bias(WeightKind kind) {
     case WeightKind::FfnGateBias:
     case WeightKind::FfnUpBias:
     case WeightKind::FfnDownBias:
+    case WeightKind::AttnNormBias:
+    case WeightKind::FfnNormBias:
+    case WeightKind::FinalNormBias:
+    case WeightKind::EmbedNormBias:
+    case WeightKind::AttnQkvBias:
       return true;
     default:
       return false;
@@ -61,16 +66,28 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t QD = c.q_dim(), KVD = c.kv_dim();
   const HfTensorNames& names = *architecture_def(c.arch).names;
-  LT_CHECK(!c.block.fused_qkv || (names.qkv != nullptr && !c.qkv_bias),
-           "{}: fused qkv weights need the family's fused name and no q/k/v biases", c.architecture_name);
+  LT_CHECK(!c.block.fused_qkv || names.qkv != nullptr, "{}: fused qkv weights need the family's fused name",
+           c.architecture_name);
   LT_CHECK(!c.block.fused_gate_up || (names.gate_up != nullptr && !c.mlp_bias),
            "{}: fused gate_up weights need the family's fused name and no MLP biases", c.architecture_name);
+  LT_CHECK(!c.block.embedding_norm || names.embed_norm != nullptr,
+           "{}: an embedding norm needs the family's name for it", c.architecture_name);
+  const bool norm_bias = c.block.norm == NormKind::LayerNormBias;
   std::vector<WeightSpec> specs;
   specs.push_back({WeightKind::Embed, -1, names.embed, {V, D}});
+  if (c.block.embedding_norm) {
+    specs.push_back({WeightKind::EmbedNorm, -1, std::string(names.embed_norm) + ".weight", {D}});
+    specs.push_back({WeightKind::EmbedNormBias, -1, std::string(names.embed_norm) + ".bias", {D}});
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = names.layer_prefix + std::to_string(l) + ".";
     auto norm = [&](WeightKind kind, const char* name) {
       specs.push_back({kind, l, p + name + ".weight", {D}});
+      if (norm_bias)
+        specs.push_back({kind == WeightKind::AttnNorm ? WeightKind::AttnNormBias : WeightKind::FfnNormBias,
+                         l,
+                         p + name + ".bias",
+                         {D}});
     };
     // A projection's weight (out, in) and, when `bias`, its bias (out).
     auto proj = [&](ProjId id, WeightKind kind, WeightKind bias_kind, bool bias, int64_t out, int64_t in) {
@@ -80,6 +97,7 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
     norm(WeightKind::AttnNorm, names.attn_norm);
     if (c.block.fused_qkv) {
       specs.push_back({WeightKind::AttnQkv, l, p + names.qkv + ".weight", {QD + 2 * KVD, D}});
+      if (c.qkv_bias) specs.push_back({WeightKind::AttnQkvBias, l, p + names.qkv + ".bias", {QD + 2 * KVD}});
     } else {
       proj(ProjId::Q, WeightKind::AttnQ, WeightKind::AttnQBias, c.qkv_bias, QD, D);
       proj(ProjId::K, WeightKind::AttnK, WeightKind::AttnKBias, c.qkv_bias, KVD, D);
@@ -95,13 +113,19 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
     if (c.block.fused_gate_up) {
       specs.push_back({WeightKind::FfnGateUp, l, p + names.gate_up + ".weight", {2 * F, D}});
     } else {
-      proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
+      if (c.block.mlp != MlpKind::Gelu)  // the plain GELU MLP has no gate
+        proj(ProjId::Gate, WeightKind::FfnGate, WeightKind::FfnGateBias, c.mlp_bias, F, D);
       proj(ProjId::Up, WeightKind::FfnUp, WeightKind::FfnUpBias, c.mlp_bias, F, D);
     }
     proj(ProjId::Down, WeightKind::FfnDown, WeightKind::FfnDownBias, c.mlp_bias, D, F);
     if (c.block.post_norms) norm(WeightKind::FfnPostNorm, names.ffn_post_norm);
   }
   specs.push_back({WeightKind::FinalNorm, -1, names.final_norm, {D}});
+  if (norm_bias) {
+    LT_CHECK(names.final_norm_bias != nullptr, "{}: LayerNorm with bias needs the final norm's bias name",
+             c.architecture_name);
+    specs.push_back({WeightKind::FinalNormBias, -1, names.final_norm_bias, {D}});
+  }
   if (!c.tie_word_embeddings) specs.push_back({WeightKind::LmHead, -1, names.lm_head, {V, D}});
   return specs;
 }
@@ -118,6 +142,12 @@ Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
       return w.final_norm;
     case WeightKind::LmHead:
       return w.lm_head;
+    case WeightKind::FinalNormBias:
+      return w.final_norm_bias;
+    case WeightKind::EmbedNorm:
+      return w.embed_norm;
+    case WeightKind::EmbedNormBias:
+      return w.embed_norm_bias;
     default:
       break;
   }
@@ -169,6 +199,12 @@ Tensor& weight_of(ModelWeights& w, const WeightSpec& spec) {
       return l.attn_post_norm;
     case WeightKind::FfnPostNorm:
       return l.ffn_post_norm;
+    case WeightKind::AttnNormBias:
+      return l.attn_norm_bias;
+    case WeightKind::FfnNormBias:
+      return l.ffn_norm_bias;
+    case WeightKind::AttnQkvBias:
+      return l.attn_qkv_bias;
     default:
       LT_FAIL("weight '{}': unknown kind {}", spec.hf_name, int(spec.kind));
   }
@@ -201,6 +237,11 @@ void bind_fused_parts(const ModelConfig& config, ModelWeights& w) {
       l.attn_q = l.attn_qkv.slice_rows(0, QD);
       l.attn_k = l.attn_qkv.slice_rows(QD, QD + KVD);
       l.attn_v = l.attn_qkv.slice_rows(QD + KVD, QD + 2 * KVD);
+    }
+    if (config.block.fused_qkv && !l.attn_qkv_bias.empty()) {
+      l.attn_q_bias = l.attn_qkv_bias.slice_rows(0, QD);
+      l.attn_k_bias = l.attn_qkv_bias.slice_rows(QD, QD + KVD);
+      l.attn_v_bias = l.attn_qkv_bias.slice_rows(QD + KVD, QD + 2 * KVD);
     }
     if (config.block.fused_gate_up && !l.ffn_gate_up.empty()) {
       l.ffn_gate = l.ffn_gate_up.slice_rows(0, F);

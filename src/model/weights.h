@@ -38,8 +38,16 @@ enum class WeightKind : uint8_t {
   FfnDownBias,
   FinalNorm,
   LmHead,
-  AttnQkv,       // BlockSpec::fused_qkv: q, k and v as one weight (their LayerWeights tensors are its rows)
-  FfnGateUp,     // BlockSpec::fused_gate_up: gate and up as one weight
+  AttnQkv,    // BlockSpec::fused_qkv: q, k and v as one weight (their LayerWeights tensors are its rows)
+  FfnGateUp,  // BlockSpec::fused_gate_up: gate and up as one weight
+  // LayerNorm with bias (NormKind::LayerNormBias): the norms' biases, and BlockSpec::embedding_norm's pair.
+  AttnNormBias,
+  FfnNormBias,
+  FinalNormBias,
+  EmbedNorm,
+  EmbedNormBias,
+  AttnQkvBias,   // fused_qkv with qkv biases: q, k and v's biases as one (their LayerWeights biases are its
+                 // rows)
   AttnPostNorm,  // BlockSpec::post_norms: the norm of the attention output (Gemma's post_attention_layernorm)
   FfnPostNorm,   // and of the MLP output (post_feedforward_layernorm)
 };
@@ -48,6 +56,7 @@ struct Nf4Layer;  // model/nf4_weights.h
 
 struct LayerWeights {
   Tensor attn_norm;       // (D)
+  Tensor attn_norm_bias;  // (D) LayerNorm's bias, else empty
   Tensor attn_q;          // (H*HD, D)
   Tensor attn_q_bias;     // (H*HD) or empty
   Tensor attn_k;          // (KVH*HD, D)
@@ -59,6 +68,7 @@ struct LayerWeights {
   Tensor attn_q_norm;     // (HD) per-head q norm (BlockSpec::qk_norm), else empty
   Tensor attn_k_norm;     // (HD) per-head k norm, else empty
   Tensor ffn_norm;        // (D)
+  Tensor ffn_norm_bias;   // (D) LayerNorm's bias, else empty
   Tensor ffn_gate;        // (F, D)
   Tensor ffn_gate_bias;   // (F) or empty
   Tensor ffn_up;          // (F, D)
@@ -70,8 +80,9 @@ struct LayerWeights {
   // Fused checkpoints (BlockSpec::fused_qkv / fused_gate_up) hold these and the weight table lists them under
   // their HF names; attn_q/k/v and ffn_gate/up above are then views of their row blocks, so block code,
   // loading and saving see one layout each. Empty otherwise.
-  Tensor attn_qkv;     // (H*HD + 2*KVH*HD, D): rows q, then k, then v
-  Tensor ffn_gate_up;  // (2F, D): rows gate, then up
+  Tensor attn_qkv;       // (H*HD + 2*KVH*HD, D): rows q, then k, then v
+  Tensor attn_qkv_bias;  // (H*HD + 2*KVH*HD) with qkv biases, else empty
+  Tensor ffn_gate_up;    // (2F, D): rows gate, then up
   // QLoRA: the layer's projection matrices held in 4 bits (their tensors above are then empty); proj.h
   // dequantizes each right before its GEMM. nullptr: dense (and always for gradients).
   const Nf4Layer* nf4 = nullptr;
@@ -82,6 +93,9 @@ struct ModelWeights {
   Tensor embed;                      // (V, D)
   std::vector<LayerWeights> layers;  // L
   Tensor final_norm;                 // (D)
+  Tensor final_norm_bias;            // (D) LayerNorm's bias, else empty
+  Tensor embed_norm;                 // (D) BlockSpec::embedding_norm's weight, else empty
+  Tensor embed_norm_bias;            // (D) and its bias
   Tensor lm_head;                    // (V, D); empty when the embeddings are tied
 };
 

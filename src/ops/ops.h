@@ -45,6 +45,21 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*
 void rmsnorm_backward(const RmsNormParams& p, Tensor dx /*(N, D)*/, Tensor dw /*(D) +=, optional*/,
                       Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor rstd /*(N)*/);
 
+// ---- LayerNorm with bias, as torch.nn.LayerNorm: y = (x - mean) * rstd * w + b ---------------------------
+// rstd = 1 / sqrt(var + eps) (biased variance over the row) is kept for backward; the mean is recomputed
+// there from x (one pass over a row that backward reads anyway).
+struct LayerNormParams {
+  int64_t rows;  // N
+  int64_t dim;   // D
+  double eps;
+  bool accumulate_dx = false;  // dx += (residual stream) instead of dx =
+};
+void layernorm_forward(const LayerNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/,
+                       Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor b /*(D)*/);
+void layernorm_backward(const LayerNormParams& p, Tensor dx /*(N, D)*/, Tensor dw /*(D) +=, optional*/,
+                        Tensor db /*(D) +=, optional*/, Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/,
+                        Tensor w /*(D)*/, Tensor rstd /*(N)*/);
+
 // ---- linear: y = out_scale * (x W^T + b)  (nn.Linear: W is (out, in)) ------------------------------------
 struct LinearParams {
   int64_t rows;                // M
@@ -104,6 +119,10 @@ struct AttentionParams {
   // Attention-logit soft-capping (Gemma 2's attn_logit_softcapping): each scaled score t becomes
   // softcap * tanh(t / softcap) before the mask and the softmax; 0 = none.
   double softcap = 0.0;
+  // ALiBi (BLOOM): the score of key j for head h gets alibi_bias(alibi_slope(h, heads), pos_j) added after
+  // scaling (ops/alibi.h, transformers' float32 bias), pos_j = j, or j minus its segment's first key with
+  // packed segments (a key's position in its own sequence). false: no bias.
+  bool alibi = false;
 };
 // q_segments / k_segments: (B, Tq) / (B, S) i32 non-decreasing ids, or both empty (one sequence per row).
 void attention_forward(const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/,
@@ -135,6 +154,19 @@ struct GegluParams {
 void geglu_forward(const GegluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/, Tensor up /*(N, F)*/);
 void geglu_backward(const GegluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
                     Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
+// ---- BLOOM's GELU (transformers' bloom_gelu_forward / bloom_gelu_back, the tanh form) ---------------------
+//   h = x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x^2)))
+//   dx = dh * (0.5 * x * (1 - t^2) * (0.79788456 + 0.1070322243 * x^2) + 0.5 * (1 + t)),  t = the tanh above
+// The backward's 0.1070322243 is transformers' rounding of 3 * 0.044715 * 0.79788456 (= 0.10703222...), kept
+// so that gradients equal transformers' (they differ from the forward's exact derivative by ~2e-10 relative).
+struct BloomGeluParams {
+  int64_t rows;  // N
+  int64_t dim;   // F
+};
+void bloom_gelu_forward(const BloomGeluParams& p, Tensor h /*(N, F)*/, Tensor x /*(N, F)*/);
+// dx may alias x (each element is read before its gradient is written).
+void bloom_gelu_backward(const BloomGeluParams& p, Tensor dx /*(N, F) =*/, Tensor dh /*(N, F)*/,
+                         Tensor x /*(N, F)*/);
 
 // ---- residual: y += x ----------------------------------------------------------------------------------
 void add_inplace(Tensor y, Tensor x);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
+#include "model/arch/architecture.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "ops/quant4_ops.h"
@@ -59,13 +60,17 @@ LoadedModel assemble(const model::ModelConfig& config, const model::ModelWeights
   return m;
 }
 
-// bitsandbytes quantizes a fused qkv_proj / gate_up_proj as one matrix (its double quantization spans the
-// parts), while the 4-bit path here holds one matrix per projection: refused until that layout lands.
+// bitsandbytes quantizes a fused qkv_proj / gate_up_proj (BLOOM: query_key_value, its rows interleaved per
+// head) as one matrix (its double quantization spans the parts), while the 4-bit path here holds one matrix
+// per projection: refused until that layout lands.
 void refuse_fused(const model::ModelConfig& config, const std::string& model_dir) {
+  const model::HfTensorNames& names = *model::architecture_def(config.arch).names;
   LT_CHECK(!config.block.fused_qkv && !config.block.fused_gate_up,
-           "{}: QLoRA (bits 4) on {} with fused qkv_proj / gate_up_proj weights is not supported yet; use "
-           "LoRA (bits 16)",
-           model_dir, config.architecture_name);
+           "{}: QLoRA (bits 4) on {} with fused {} weights is not supported yet; use LoRA (bits 16)",
+           model_dir, config.architecture_name,
+           config.block.fused_qkv && config.block.fused_gate_up
+               ? fmt::format("{} / {}", names.qkv, names.gate_up)
+               : std::string(config.block.fused_qkv ? names.qkv : names.gate_up));
 }
 
 // Refuses a model whose 4-bit form, dense tensors in `source` and one projection being quantized do not fit

@@ -22,6 +22,9 @@ const std::vector<std::string> kLoraModules = {"q_proj",    "k_proj",  "v_proj",
                                                "gate_proj", "up_proj", "down_proj"};
 // Phi-3's fused modules (one adapter each over q/k/v and over gate/up), accepted beside them.
 const std::vector<std::string> kFusedLoraModules = {"qkv_proj", "gate_up_proj"};
+// BLOOM's linear layers (the fused query_key_value, dense, the MLP's two), as PEFT names them.
+const std::vector<std::string> kBloomLoraModules = {"query_key_value", "dense", "dense_h_to_4h",
+                                                    "dense_4h_to_h"};
 const std::vector<std::string> kTrainableGroups = {"embed_tokens", "attention", "mlp", "norms", "lm_head"};
 
 void positive(const char* key, int64_t v) {
@@ -276,10 +279,14 @@ void validate(TrainConfig& c) {
   LT_CHECK(!c.lora_target_modules.empty(), "config: 'lora_target_modules' is empty, expected some of {}",
            fmt::join(kLoraModules, ", "));
   for (const auto& m : c.lora_target_modules)
-    LT_CHECK(std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end() ||
-                 std::find(kFusedLoraModules.begin(), kFusedLoraModules.end(), m) != kFusedLoraModules.end(),
-             "config: 'lora_target_modules' has '{}', expected names among {} (or {} for fused models)", m,
-             fmt::join(kLoraModules, ", "), fmt::join(kFusedLoraModules, ", "));
+    LT_CHECK(
+        std::find(kLoraModules.begin(), kLoraModules.end(), m) != kLoraModules.end() ||
+            std::find(kFusedLoraModules.begin(), kFusedLoraModules.end(), m) != kFusedLoraModules.end() ||
+            std::find(kBloomLoraModules.begin(), kBloomLoraModules.end(), m) != kBloomLoraModules.end(),
+        "config: 'lora_target_modules' has '{}', expected names among {} (or {} for fused models; {} for "
+        "BLOOM)",
+        m, fmt::join(kLoraModules, ", "), fmt::join(kFusedLoraModules, ", "),
+        fmt::join(kBloomLoraModules, ", "));
   for (const auto& [k, v] : c.lora_rank_pattern)
     LT_CHECK(v > 0, "config: 'lora_rank_pattern' entry '{}' is {}, expected a positive rank", k, v);
   for (const auto& [k, v] : c.lora_alpha_pattern)

@@ -24,6 +24,11 @@ const char* group_of(WeightKind kind) {
     case WeightKind::FinalNorm:
     case WeightKind::AttnPostNorm:
     case WeightKind::FfnPostNorm:
+    case WeightKind::AttnNormBias:
+    case WeightKind::FfnNormBias:
+    case WeightKind::FinalNormBias:
+    case WeightKind::EmbedNorm:
+    case WeightKind::EmbedNormBias:
       return "norms";
     case WeightKind::FfnGateUp:
     case WeightKind::FfnGate:

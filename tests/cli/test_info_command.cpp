@@ -51,6 +51,18 @@ TEST(InfoCommand, ConfigOnlyDirectory) {
   EXPECT_NE(out.find("none found (config only); config declares bfloat16"), std::string::npos) << out;
 }
 
+// bigscience/bloom-560m's config.json: transformers' num_parameters() (559,214,592) and BLOOM's block.
+TEST(InfoCommand, Bloom560mConfig) {
+  test::TempDir dir;
+  std::ifstream in(test::source_path("tests/model/configs/bloom-560m.json"));
+  std::ofstream(dir.file("config.json")) << in.rdbuf();
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir.path(), "--lora_r", "16"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("BloomForCausalLM"), std::string::npos) << out;
+  EXPECT_NE(out.find("559214592"), std::string::npos) << out;
+  EXPECT_NE(out.find("alibi"), std::string::npos) << out;
+}
+
 TEST(InfoCommand, ErrorsAreOneMessageAndNonZero) {
   test::TempDir dir;
   std::string out, err;

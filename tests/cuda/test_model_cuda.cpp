@@ -177,6 +177,21 @@ model::ModelConfig config_named(const std::string& name) {
     c.block.rotary_dim = 48;
     c.layer_window = {0, 5};
   }
+  if (name == "bloom") {  // ALiBi (3 heads: not a power of two), LayerNorms with bias, GELU MLP, fused qkv
+    c.arch = model::Architecture::Bloom;
+    c.architecture_name = "BloomForCausalLM";
+    c.model_type = "bloom";
+    c.block = model::BlockSpec{.norm = model::NormKind::LayerNormBias,
+                               .mlp = model::MlpKind::Gelu,
+                               .positions = model::PositionKind::Alibi,
+                               .fused_qkv = true,
+                               .embedding_norm = true};
+    c.num_heads = c.num_kv_heads = 3;
+    c.hidden_size = 3 * c.head_dim;
+    c.intermediate_size = 4 * c.hidden_size;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = true;
+  }
   return c;
 }
 
@@ -189,7 +204,8 @@ class ModelStepCuda : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
   const Case k = GetParam();
   check_against_cpu(config_named(k.model), k, DType::F32);
-  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3" || std::string(k.model) == "phi3")
+  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3" || std::string(k.model) == "phi3" ||
+      std::string(k.model) == "bloom")
     check_against_cpu(config_named(k.model), k, DType::BF16);
 }
 
@@ -200,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama", false, 0, 0}, Case{"llama", false, 0, 4}, Case{"llama", true, 0.1, 0},
                       Case{"llama", true, 0.1, 3}, Case{"qwen3", false, 0, 0}, Case{"qwen3", false, 0, 4},
                       Case{"qwen3", true, 0.1, 3}, Case{"phi3", false, 0, 0}, Case{"phi3", false, 0, 4},
-                      Case{"phi3", true, 0.1, 0}, Case{"phi3", true, 0.1, 3}));
+                      Case{"phi3", true, 0.1, 0}, Case{"phi3", true, 0.1, 3}, Case{"bloom", false, 0, 0},
+                      Case{"bloom", false, 0, 4}, Case{"bloom", true, 0.1, 0}, Case{"bloom", true, 0.1, 3}));
 
 // Chunked == whole on the GPU itself, in each GPU dtype.
 TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {

@@ -40,11 +40,17 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
     json only_type = config_for(def->class_name, def->model_type);
     only_type.erase("architectures");
     EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
-    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3; Gemma 2's own.
+    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3; Gemma 2's and BLOOM's own.
     if (def->arch == Architecture::Gemma2) {
       EXPECT_EQ(describe_block(by_class.block),
                 "rms(1+w) norm, geglu MLP, rope positions, sequential residual, embedding scale 8, logit "
                 "soft-cap 30, post-norms, attention soft-cap 50, query_pre_attn_scalar 256");
+      continue;
+    }
+    if (def->arch == Architecture::Bloom) {
+      EXPECT_EQ(
+          describe_block(by_class.block),
+          "layernorm+bias norm, gelu MLP, alibi positions, sequential residual, fused qkv, embedding norm");
       continue;
     }
     EXPECT_EQ(describe_block(by_class.block),
@@ -52,10 +58,10 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
                   (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : "") +
                   (def->arch == Architecture::Phi3 ? ", fused qkv, fused gate_up" : ""));
   }
-  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen.size(), 7u);
   EXPECT_EQ(supported_class_names(),
             "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-            "Gemma2ForCausalLM");
+            "Gemma2ForCausalLM, BloomForCausalLM");
 }
 
 TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
@@ -175,13 +181,10 @@ TEST(Architectures, WeightNamesComeFromTheArchitectureTable) {
 
 TEST(Architectures, ChoicesWithoutOpsAreRefusedAtLoad) {
   EXPECT_NO_THROW(check_block_supported(BlockSpec{}, 64, "m/config.json"));
-  expect_error_mentions([] { check_block_supported({.norm = NormKind::LayerNormBias}, 64, "m/config.json"); },
-                        {"m/config.json", "layernorm+bias", "not supported yet"});
-  expect_error_mentions([] { check_block_supported({.mlp = MlpKind::Gelu}, 64, "m/config.json"); },
-                        {"gelu", "not supported yet"});
-  expect_error_mentions(
-      [] { check_block_supported({.positions = PositionKind::Alibi}, 64, "m/config.json"); },
-      {"alibi", "not supported yet"});
+  // LayerNorm with bias, the plain GELU MLP and ALiBi landed with BLOOM.
+  EXPECT_NO_THROW(check_block_supported(
+      {.norm = NormKind::LayerNormBias, .mlp = MlpKind::Gelu, .positions = PositionKind::Alibi}, 64,
+      "m/config.json"));
   EXPECT_NO_THROW(check_block_supported({.rotary_dim = 32}, 64, "m/config.json"));  // partial rotary landed
   expect_error_mentions([] { check_block_supported({.rotary_dim = 33}, 64, "m/config.json"); },
                         {"rotary_dim 33", "even"});

@@ -103,6 +103,19 @@ TEST(ChunkedDecoder, Phi3FusedEqualsWholeSequence) {
   check_chunk_sizes({model::Architecture::Phi3, 6, 2, 10, false, true});
 }
 
+// BLOOM: ALiBi keyed on absolute key positions across chunks (on positions within their sequence when
+// packed), the embedding LayerNorm (recomputed per chunk in backward), LayerNorm with bias, the GELU MLP, the
+// fused query_key_value with biases; 2, 3 or 5 heads; to 1e-10.
+TEST(ChunkedDecoder, BloomAlibiEqualsWholeSequence) {
+  for (const lt::Setup& su : {lt::Setup{model::Architecture::Bloom, 3, 3, 10, false},
+                              lt::Setup{model::Architecture::Bloom, 8, 2, 11, true},
+                              lt::Setup{model::Architecture::Bloom, 5, 2, 12, true, true}}) {
+    ASSERT_TRUE(model::tiny_random_config(su.arch, su.seed).block.positions == model::PositionKind::Alibi);
+    for (int64_t C : {int64_t(1), int64_t(3), su.tokens / 2, su.tokens - 1, int64_t(0)})
+      EXPECT_LE(worst_difference(su, C), 1e-10) << "seed " << su.seed << " chunk size " << C;
+  }
+}
+
 TEST(ChunkedDecoder, Qwen3QkNormEqualsWholeSequence) {
   check_chunk_sizes({model::Architecture::Qwen3, 3, 3, 10, false});
   check_chunk_sizes({model::Architecture::Qwen3, 8, 2, 11, true});

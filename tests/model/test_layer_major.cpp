@@ -93,6 +93,22 @@ TEST(LayerMajor, EqualsTheChunkedScheduleBitForBit) {
   }
 }
 
+// BLOOM: ALiBi (absolute positions), the embedding LayerNorm (its rstd kept per token, its input recomputed
+// per chunk), the GELU MLP and the fused query_key_value.
+TEST(LayerMajor, BloomEqualsWholeSequenceAndTheChunkedSchedule) {
+  constexpr int64_t B = 2, T = 9;
+  const ModelConfig config = tiny_random_config(Architecture::Bloom, 2);
+  const StepResult whole = full_step(config, {}, B, T);
+  for (int64_t C : {1, 4, 9, 20})
+    expect_same_step(full_step(config, layer_major(C), B, T), whole, fmt::format("BLOOM C={}", C));
+  for (int64_t C : {2, 4}) {
+    const StepResult chunked = full_step(config, {.chunk_size = C}, B, T);
+    const StepResult layered = full_step(config, layer_major(C), B, T);
+    EXPECT_EQ(layered.loss, chunked.loss) << "C=" << C;
+    EXPECT_EQ(layered.grads, chunked.grads) << "C=" << C;
+  }
+}
+
 TEST(LayerMajor, CheckpointsInHostMemoryGiveTheSameGradients) {
   constexpr int64_t B = 2, T = 9;
   const ModelConfig config = tiny_random_config(Architecture::Llama, 3);

@@ -3,7 +3,10 @@
 // 5.23 + peft 0.21 by building each model on the meta device: see tests/model/configs/goldens.json.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "model/param_counts.h"
+#include "model/weights.h"
 #include "model_test_util.h"
 
 namespace lt::model {
@@ -37,6 +40,32 @@ TEST(ParamCounts, Phi3FusedModules) {
   EXPECT_EQ(count_lora_params(phi3, 16, {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}).total,
             25'165'824);
   EXPECT_EQ(phi3.layer_window, std::vector<int64_t>(32, 2047));
+}
+
+// bigscience/bloom-560m's config.json: transformers 5.24's num_parameters() on the meta device (559,214,592,
+// the published 560m) and PEFT 0.21's trainable count for r = 16 on BLOOM's four modules (one adapter on the
+// fused query_key_value); the older spelling of its sizes (n_embed, num_attention_heads) means the same
+// model.
+TEST(ParamCounts, Bloom560m) {
+  const ModelConfig bloom = fixture("bloom-560m");
+  EXPECT_EQ(count_params(bloom).total(), 559'214'592);
+  int64_t specs = 0;
+  for (const WeightSpec& s : weight_specs(bloom)) specs += s.numel();
+  EXPECT_EQ(specs, 559'214'592);
+  EXPECT_EQ(
+      count_lora_params(bloom, 16, {"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}).total,
+      6'291'456);
+  EXPECT_EQ(bloom.num_heads, 16);
+  EXPECT_EQ(bloom.head_dim, 64);
+  EXPECT_EQ(bloom.intermediate_size, 4096);
+  EXPECT_TRUE(bloom.tie_word_embeddings);  // BloomConfig's default: the file does not say
+  nlohmann::json j;
+  std::ifstream(model_fixture("bloom-560m")) >> j;
+  j.erase("hidden_size");
+  j.erase("n_head");
+  j["n_embed"] = 1024;
+  j["num_attention_heads"] = 16;
+  EXPECT_EQ(count_params(parse_model_config(j, "old.json")).total(), 559'214'592);
 }
 
 // Every fixture, every kind, against the model transformers builds.

@@ -20,6 +20,7 @@ struct AttnCase {
   int64_t window = 0;
   bool packed = false;
   uint64_t seed = 1;
+  bool alibi = false;  // BLOOM's ALiBi biases (naive_alibi_bias)
   double softcap = 0;  // attention-logit soft-cap (ops.h); 0 = none
 
   ops::AttentionParams params() const {
@@ -34,6 +35,7 @@ struct AttnCase {
     p.window = window;
     p.scale = 1.0 / std::sqrt(double(HD));
     p.softcap = softcap;
+    p.alibi = alibi;
     return p;
   }
   std::string str() const {
@@ -41,7 +43,7 @@ struct AttnCase {
            " H=" + std::to_string(H) + " KVH=" + std::to_string(KVH) + " HD=" + std::to_string(HD) +
            " q_offset=" + std::to_string(q_offset) + " window=" + std::to_string(window) +
            " packed=" + std::to_string(packed) + " seed=" + std::to_string(seed) +
-           (softcap > 0 ? " softcap=" + std::to_string(softcap) : std::string());
+           (softcap > 0 ? " softcap=" + std::to_string(softcap) : std::string()) + (alibi ? " alibi" : "");
   }
 };
 
@@ -78,6 +80,25 @@ struct AttnOut {
   std::vector<double> out, lse;  // (B, Tq, H, HD), (B, H, Tq)
 };
 
+// transformers' _get_alibi_slopes written out literally (Python's float math in double, the torch tensors in
+// float32): the slope of head h of n heads.
+inline float naive_alibi_slope(int64_t h, int64_t n) {
+  const double closest = std::pow(2.0, std::floor(std::log2(double(n))));
+  const float base = float(std::pow(2.0, -std::pow(2.0, -(std::log2(closest) - 3))));
+  if (h < int64_t(closest)) return powf(base, float(h + 1));
+  const float extra = float(std::pow(2.0, -std::pow(2.0, -(std::log2(2 * closest) - 3))));
+  return powf(extra, float(1 + 2 * (h - int64_t(closest))));
+}
+
+// build_alibi_tensor's bias of a key at position `pos` of its sequence: float32 slope * float32(pos).
+inline double naive_alibi_bias(const AttnCase& c, const AttnData& d, int64_t b, int64_t h, int64_t j) {
+  if (!c.alibi) return 0;
+  int64_t start = 0;
+  if (c.packed)
+    while (d.k_seg[size_t(b * c.S + start)] != d.k_seg[size_t(b * c.S + j)]) ++start;
+  return double(naive_alibi_slope(h, c.H) * float(j - start));
+}
+
 // The definition, literally: every score, then the mask, then a long double softmax.
 inline AttnOut naive_attention(const AttnCase& c, const AttnData& d) {
   const double scale = c.params().scale;
@@ -97,6 +118,7 @@ inline AttnOut naive_attention(const AttnCase& c, const AttnData& d) {
                  d.k[size_t(((b * c.S + j) * c.KVH + kvh) * c.HD + e)];
           score[size_t(j)] = s * scale;
           if (c.softcap > 0) score[size_t(j)] = c.softcap * std::tanh(score[size_t(j)] / c.softcap);
+          score[size_t(j)] += naive_alibi_bias(c, d, b, h, j);  // after the cap, as transformers
           visible[size_t(j)] = j <= pos && (c.window == 0 || pos - j < c.window) &&
                                (!c.packed || d.k_seg[size_t(b * c.S + j)] == d.q_seg[size_t(b * c.Tq + i)]);
           if (visible[size_t(j)]) m = std::max(m, score[size_t(j)]);

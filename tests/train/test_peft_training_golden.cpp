@@ -2,8 +2,14 @@
 // initial adapter on the same base, leantune's trainer (init_adapter, no shuffle, micro-batches with
 // accumulation, global-norm clipping, AdamW with weight decay on every adapter tensor, linear schedule with
 // warmup) gives PEFT's per-step losses, gradient norms and final adapter weights: float64 to 1e-9
-// relative, float32 to 1e-4. Cases: a Llama (GQA, all seven projections, rank and alpha patterns) and a
-// Qwen2 (q/k/v biases, tied embeddings, rsLoRA).
+// relative, float32 to 1e-4. Cases: a Llama (GQA, all seven projections, rank and alpha patterns), a
+// Qwen2 (q/k/v biases, tied embeddings, rsLoRA) and a BLOOM (4 steps, tools/make_bloom_golden.py: ALiBi, the
+// fused query_key_value's adapter, float64 to 1e-10), and QLoRA: `bits: 4` over bitsandbytes' own 4-bit
+// checkpoint of the Llama's base (tests/model/golden/qlora_llama/base4) against PEFT over bitsandbytes'
+// dequantized projections, float64 to 1e-9. In float32 this trajectory is ill-conditioned (a step-3
+// gradient of norm 3.7 after two clipped steps): PEFT's own float32 run of it is 1.6e-5 (loss), 2.0e-3 (grad
+// norm) and 4.4e-5 (adapter) from the float64 golden, against 2e-7, 9e-6 and 2e-6 on the 16-bit Llama case;
+// leantune's float32 run shows the same factor (1.0e-4, 1.5e-2, 2.3e-4): its bounds are 3e-4, 2e-2, 1e-3.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +26,9 @@ namespace {
 struct Case {
   const char* name;
   const char* precision;
-  double tolerance;
+  double tolerance;              // step losses (and, unless given below, grad norms and adapters)
+  double norm_tolerance = 0;     // gradient norms, when not `tolerance`
+  double adapter_tolerance = 0;  // final adapters, when not `tolerance`
 };
 
 class PeftTrainingGolden : public ::testing::TestWithParam<Case> {};
@@ -54,6 +62,7 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
   c.adam_beta2 = g["adam_beta2"];
   c.adam_epsilon = g["adam_epsilon"];
   c.max_grad_norm = g["max_grad_norm"];
+  if (g.contains("bits")) c.bits = g["bits"];  // QLoRA: base_model is bitsandbytes' 4-bit checkpoint
   c.save_steps = 0;
   c.eval_steps = 0;
   c.logging_steps = 1;
@@ -76,7 +85,8 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
     const double dl = std::abs(r.losses[i] - losses[i]) / std::abs(losses[i]);
     const double dn = std::abs(grad_norms[i] - norms[i]) / std::abs(norms[i]);
     EXPECT_LE(dl, k.tolerance) << "step " << i + 1 << ": " << r.losses[i] << " vs PEFT " << losses[i];
-    EXPECT_LE(dn, k.tolerance) << "step " << i + 1 << " grad norm: " << grad_norms[i] << " vs " << norms[i];
+    EXPECT_LE(dn, k.norm_tolerance > 0 ? k.norm_tolerance : k.tolerance)
+        << "step " << i + 1 << " grad norm: " << grad_norms[i] << " vs " << norms[i];
     EXPECT_NEAR(lrs[i], peft_lrs[i], 1e-15) << "step " << i + 1;
     worst_loss = std::max(worst_loss, dl);
     worst_norm = std::max(worst_norm, dn);
@@ -88,7 +98,7 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
   for (const auto& [name, v] : expected) {
     ASSERT_TRUE(got.count(name)) << name;
     const double d = test::max_rel_diff(got.at(name), v);
-    EXPECT_LE(d, k.tolerance) << name;
+    EXPECT_LE(d, k.adapter_tolerance > 0 ? k.adapter_tolerance : k.tolerance) << name;
     EXPECT_GT(test::max_rel_diff(initial.at(name), v), 100 * k.tolerance) << name << " did not train";
     worst_tensor = std::max(worst_tensor, d);
   }
@@ -96,17 +106,17 @@ TEST_P(PeftTrainingGolden, LossesAndFinalAdapterMatchPeft) {
               k.name, k.precision, worst_loss, worst_norm, worst_tensor);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, PeftTrainingGolden,
-                         ::testing::Values(Case{"llama", "fp64", 1e-9}, Case{"llama", "fp32", 1e-4},
-                                           Case{"qwen2", "fp64", 1e-9}, Case{"qwen2", "fp32", 1e-4},
-                                           // Gemma 2 in float64 only: its float32 run drifts ~1% from
-                                           // torch's float64 by step 4 (AdamW turns the float32 rounding
-                                           // of near-zero gradient entries, amplified by the post-norms,
-                                           // into whole steps), which no tolerance would honestly cover.
-                                           Case{"gemma2", "fp64", 1e-10}),
-                         [](const auto& info) {
-                           return std::string(info.param.name) + "_" + info.param.precision;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PeftTrainingGolden,
+    ::testing::Values(Case{"llama", "fp64", 1e-9}, Case{"llama", "fp32", 1e-4}, Case{"qwen2", "fp64", 1e-9},
+                      Case{"qwen2", "fp32", 1e-4},
+                      // Gemma 2 in float64 only: its float32 run drifts ~1% from torch's float64 by step 4
+                      // (AdamW turns the float32 rounding of near-zero gradient entries, amplified by the
+                      // post-norms, into whole steps), which no tolerance would honestly cover.
+                      Case{"gemma2", "fp64", 1e-10}, Case{"bloom", "fp64", 1e-10},
+                      Case{"bloom", "fp32", 1e-4}, Case{"qlora_llama", "fp64", 1e-9},
+                      Case{"qlora_llama", "fp32", 3e-4, 2e-2, 1e-3}),
+    [](const auto& info) { return std::string(info.param.name) + "_" + info.param.precision; });
 
 }  // namespace
 }  // namespace lt::train

@@ -33,6 +33,10 @@ struct HfTensorNames {
   const char* ffn_post_norm = nullptr;   // "post_feedforward_layernorm"
   const char* final_norm;                // "model.norm.weight"
   const char* lm_head;                   // "lm_head.weight"
+  // BlockSpec::embedding_norm's module ("<embed_norm>.weight" / ".bias") and, with LayerNorm's bias, the
+  // final norm's bias; nullptr: none.
+  const char* embed_norm = nullptr;       // "transformer.word_embeddings_layernorm"
+  const char* final_norm_bias = nullptr;  // "transformer.ln_f.bias"
 };
 
 struct ArchitectureDef {
@@ -55,6 +59,13 @@ struct ArchitectureDef {
   int64_t default_eos = 2;
   // bos_token_id absent: this id when default_bos_eos (LlamaConfig: 1; Gemma2Config: 2).
   int64_t default_bos = 1;
+  // The family's own spelling of the sizes (BLOOM: n_layer, n_head, n_embed; no intermediate_size): reads
+  // vocab, hidden, intermediate, layers, heads, kv heads, head_dim, max positions, the norm epsilon and tying
+  // instead of the shared reader. nullptr: the shared (Llama) keys.
+  void (*read_sizes)(const FieldReader& r, const std::string& source, ModelConfig& cfg) = nullptr;
+  // The checkpoint's fused query_key_value rows are interleaved per head, [H, 3, HD] (BLOOM), where the
+  // engine holds [3, H, HD] (q rows, then k, then v): model/hf_layout.h converts at the HF boundary.
+  bool qkv_interleaved_per_head = false;
 };
 
 // Every registered architecture, in the order they are listed to users.
@@ -75,6 +86,7 @@ extern const ArchitectureDef kMistralArchitecture;
 extern const ArchitectureDef kQwen3Architecture;
 extern const ArchitectureDef kPhi3Architecture;
 extern const ArchitectureDef kGemma2Architecture;
+extern const ArchitectureDef kBloomArchitecture;
 
 // Qwen2Config's (and Qwen3Config's) sliding windows: use_sliding_window, then layer_types or
 // max_window_layers.

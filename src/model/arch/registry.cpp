@@ -8,9 +8,9 @@
 namespace lt::model {
 
 namespace {
-constexpr const ArchitectureDef* kRegistry[] = {&kLlamaArchitecture,   &kQwen2Architecture,
-                                                &kMistralArchitecture, &kQwen3Architecture,
-                                                &kPhi3Architecture,    &kGemma2Architecture};
+constexpr const ArchitectureDef* kRegistry[] = {
+    &kLlamaArchitecture, &kQwen2Architecture,  &kMistralArchitecture, &kQwen3Architecture,
+    &kPhi3Architecture,  &kGemma2Architecture, &kBloomArchitecture};
 }  // namespace
 
 std::span<const ArchitectureDef* const> architectures() {

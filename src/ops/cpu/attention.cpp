@@ -1,4 +1,4 @@
-// CPU reference of causal attention with GQA, a query offset, a sliding window and packed segments.
+// CPU reference of causal attention with GQA, a query offset, a sliding window, packed segments and ALiBi.
 // dq is written (=); dk and dv accumulate (+=), since chunked training adds every chunk's share into the
 // per-layer dK/dV accumulators.
 //
@@ -7,8 +7,8 @@
 // segment ids never decrease). A block of query rows therefore needs only the keys [lo_first, last row]:
 // its scores are one GEMM over that rectangle, keys outside it (fully masked) are never touched, and the
 // masked corners inside it are zeroed after the softmax. Backward recomputes P from q, k and lse.
-// Soft-capping (params.softcap) turns the visible scaled scores t into c * tanh(t / c) before the softmax
-// (soft_cap_scores); backward multiplies dS by its slope 1 - (s / c)^2 (soft_cap_slope).
+// Soft-capping (params.softcap) turns the visible scaled scores t into c * tanh(t / c) before ALiBi's bias
+// and the softmax (soft_cap_scores); backward multiplies dS by its slope 1 - (s / c)^2 (soft_cap_slope).
 // Threads take (batch, head, query block) tasks in forward. In backward they take (batch, head) tasks so
 // that each task owns its dk/dv sums; heads sharing a kv head (GQA) write per-head scratch that is added
 // in head order afterwards, so no sum depends on thread scheduling. BLAS runs single-threaded inside the
@@ -21,6 +21,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/alibi.h"
 #include "ops/cpu/cpu_attention.h"
 #include "ops/cpu/cpu_common.h"
 
@@ -117,6 +118,35 @@ std::vector<int64_t> first_visible_keys(const AttentionParams& p, const Tensor& 
   return lo;
 }
 
+// ALiBi (p.alibi): per head its slope, per key its position in its sequence (ops/alibi.h). Empty otherwise.
+struct AlibiTable {
+  std::vector<float> slopes;       // (H)
+  std::vector<int64_t> positions;  // (B, S): j, or j minus its segment's first key
+  int64_t S = 0;
+
+  AlibiTable(const AttentionParams& p, const Tensor& k_segments) : S(p.kv_len) {
+    if (!p.alibi) return;
+    for (int64_t h = 0; h < p.heads; ++h) slopes.push_back(alibi_slope(h, p.heads));
+    const int32_t* ks = k_segments.empty() ? nullptr : k_segments.ptr<int32_t>("attention k_segments");
+    positions.resize(size_t(p.batch * S));
+    for (int64_t b = 0; b < p.batch; ++b) {
+      int64_t start = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        if (ks && j > 0 && ks[b * S + j] != ks[b * S + j - 1]) start = j;
+        positions[size_t(b * S + j)] = j - start;
+      }
+    }
+  }
+  // Adds the biases of keys [j0 + c0, j0 + c1) to row[c0, c1) (scores of head h, batch row b).
+  template <class T>
+  void add(T* row, int64_t b, int64_t h, int64_t j0, int64_t c0, int64_t c1) const {
+    if (slopes.empty()) return;
+    const float slope = slopes[size_t(h)];
+    const int64_t* pos = positions.data() + b * S + j0;
+    for (int64_t c = c0; c < c1; ++c) row[c] += T(alibi_bias(slope, pos[c]));
+  }
+};
+
 template <class T>
 void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q_t, Tensor k_t, Tensor v_t,
                   Tensor q_segments, Tensor k_segments) {
@@ -129,6 +159,7 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
   const T* k = k_t.ptr<T>("attention k");
   const T* v = v_t.ptr<T>("attention v");
   const std::vector<int64_t> lo = first_visible_keys(p, q_segments, k_segments);  // (B, Tq)
+  const AlibiTable alibi(p, k_segments);
   const T scale = T(p.scale);
 
   const int64_t blocks = (Tq + kRowBlock - 1) / kRowBlock;
@@ -153,6 +184,7 @@ void forward_impl(const AttentionParams& p, Tensor out_t, Tensor lse_t, Tensor q
       const int64_t c0 = lo[size_t(b * Tq + i0 + r)] - j0,
                     c1 = p.q_offset + i0 + r + 1 - j0;  // visible [c0, c1)
       if (p.softcap > 0) soft_cap_scores(row, c0, c1, p.softcap);
+      alibi.add(row, b, h, j0, c0, c1);
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t c = c0; c < c1; ++c) m = std::max(m, row[c]);
       T sum = 0;
@@ -185,6 +217,7 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
   const T* k = k_t.ptr<T>("attention k");
   const T* v = v_t.ptr<T>("attention v");
   const std::vector<int64_t> lo = first_visible_keys(p, q_segments, k_segments);  // (B, Tq)
+  const AlibiTable alibi(p, k_segments);
   const T scale = T(p.scale);
 
   const int64_t tasks = B * H;
@@ -233,13 +266,18 @@ void backward_impl(const AttentionParams& p, Tensor dq_t, Tensor dk_t, Tensor dv
         std::fill(prow, prow + c0, T(0));
         std::fill(dsrow, dsrow + c0, T(0));
         if (p.softcap > 0) {
+          // The cap bends the scaled score alone (ALiBi's bias is added after it, as in forward): the slope
+          // is taken before the bias joins.
           soft_cap_scores(prow, c0, c1, p.softcap);
+          for (int64_t c = c0; c < c1; ++c)
+            dsrow[c] = (dsrow[c] - delta[r]) * soft_cap_slope(prow[c], p.softcap);
+          alibi.add(prow, b, h, j0, c0, c1);
           for (int64_t c = c0; c < c1; ++c) {
-            const T slope = soft_cap_slope(prow[c], p.softcap);
             prow[c] = std::exp(prow[c] - row_lse);
-            dsrow[c] = prow[c] * (dsrow[c] - delta[r]) * slope * scale;
+            dsrow[c] = prow[c] * dsrow[c] * scale;
           }
         } else {
+          alibi.add(prow, b, h, j0, c0, c1);
           for (int64_t c = c0; c < c1; ++c) {
             prow[c] = std::exp(prow[c] - row_lse);
             dsrow[c] = prow[c] * (dsrow[c] - delta[r]) * scale;

@@ -25,6 +25,11 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions);
 void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);
 
+void layernorm_forward(const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w, Tensor b);
+void layernorm_backward(const LayerNormParams& p, Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x,
+                        Tensor w, Tensor rstd);
+void bloom_gelu_forward(const BloomGeluParams& p, Tensor h, Tensor x);
+void bloom_gelu_backward(const BloomGeluParams& p, Tensor dx, Tensor dh, Tensor x);
 void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up);
 void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
 

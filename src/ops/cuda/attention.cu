@@ -1,10 +1,10 @@
 // Attention on the CUDA cores, forward and backward paired in one file (tensor-core kernels:
-// attention_tc*.cu). Flash attention forward (ops.h: causal, GQA, q_offset, sliding window, packed segments)
-// on the CUDA cores, f32 or bf16 storage with f32 arithmetic; the tiles and masks are attention_tiles.cuh's.
-// Forward: one block per (query tile of kBlock rows, head, batch). Key/value tiles of kBlock rows are
-// streamed through shared memory (converted to f32); scores S = scale * Q K^T of the tile go to shared
-// memory, every row keeps its running max and sum (online softmax), and the output accumulates in
-// registers, rescaled when the max grows. lse (B, H, Tq) f32 = max + log(sum).
+// attention_tc*.cu). Flash attention forward (ops.h: causal, GQA, q_offset, sliding window, packed segments,
+// attention-logit soft-capping, ALiBi) on the CUDA cores, f32 or bf16 storage with f32 arithmetic; the tiles
+// and masks are attention_tiles.cuh's. Forward: one block per (query tile of kBlock rows, head, batch).
+// Key/value tiles of kBlock rows are streamed through shared memory (converted to f32); scores S = scale *
+// Q K^T of the tile go to shared memory, every row keeps its running max and sum (online softmax), and the
+// output accumulates in registers, rescaled when the max grows. lse (B, H, Tq) f32 = max + log(sum).
 // Flash attention backward (ops.h) on the CUDA cores, f32 or bf16 storage with f32 arithmetic; the tiles and
 // masks are attention_tiles.cuh's.
 // Backward (recomputes P = exp(S - lse)): delta = rowsum(dO * O) first; then one kernel per query tile
@@ -20,7 +20,7 @@ namespace {
 
 template <int HDP>
 constexpr size_t forward_smem() {
-  return sizeof(float) * (3 * kBlock * (HDP + 1) + kBlock * kSLd + 3 * kBlock) + sizeof(int32_t) * 2 * kBlock;
+  return sizeof(float) * (3 * kBlock * (HDP + 1) + kBlock * kSLd + 4 * kBlock) + sizeof(int32_t) * 2 * kBlock;
 }
 
 template <class T, int HDP>
@@ -37,9 +37,11 @@ __global__ void __launch_bounds__(kThreads)
   float* row_alpha = row_sum + kBlock;                            // (64) rescale factor of this key tile
   int32_t* qid = reinterpret_cast<int32_t*>(row_alpha + kBlock);  // (64)
   int32_t* kid = qid + kBlock;                                    // (64)
+  float* kpos = reinterpret_cast<float*>(kid + kBlock);           // (64) keys' ALiBi positions
 
   const int64_t i0 = int64_t(blockIdx.x) * kBlock, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (g.H / g.KVH);
+  const float slope = g.alibi ? g.alibi_slopes[h] : 0.0f;
   const int tx = threadIdx.x % kGroups, ty = threadIdx.x / kGroups;
   const int64_t q_ld = g.H * g.HD, kv_ld = g.KVH * g.HD;
   const T* qb = q + (b * g.Tq * g.H + h) * g.HD;     // rows (Tq), stride q_ld
@@ -70,6 +72,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x < kBlock) {
       const int64_t j = j0 + threadIdx.x;
       kid[threadIdx.x] = (g.kseg && j < g.S) ? g.kseg[b * g.S + j] : 0;
+      kpos[threadIdx.x] = g.alibi ? alibi_key_position(g, b, j) : 0.0f;
     }
     __syncthreads();
     float s[kRows][kCols];
@@ -79,11 +82,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const int rr = ty + kGroups * r, cc = tx + kGroups * c;
-        const bool vis = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]);
-        if (g.softcap > 0.0f)
-          ps[rr * kSLd + cc] = vis ? soft_capped(g, s[r][c] * g.scale) : kNegInf;
-        else
-          ps[rr * kSLd + cc] = vis ? s[r][c] * g.scale : kNegInf;
+        ps[rr * kSLd + cc] = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc])
+                                 ? scaled_score(g, s[r][c], slope, kpos[cc])
+                                 : kNegInf;
       }
     __syncthreads();
     // Online softmax: 4 consecutive lanes share a row, each takes every 4th column.
@@ -193,7 +194,7 @@ __global__ void attention_delta_kernel(Geometry g, float* delta, const T* dout, 
 
 template <int HDP>
 constexpr size_t backward_smem() {
-  return sizeof(float) * (4 * kBlock * (HDP + 1) + 2 * kBlock * kSLd + 2 * kBlock) +
+  return sizeof(float) * (4 * kBlock * (HDP + 1) + 2 * kBlock * kSLd + 3 * kBlock) +
          sizeof(int32_t) * 2 * kBlock;
 }
 
@@ -203,8 +204,8 @@ template <int HDP>
 __device__ __forceinline__ void probs_and_dscores(const Geometry& g, int64_t i0, int64_t j0, const float* qs,
                                                   const float* dos, const float* ks, const float* vs,
                                                   const float* lse_t, const float* delta_t,
-                                                  const int32_t* qid, const int32_t* kid, float* ps,
-                                                  float* dss, int ty, int tx) {
+                                                  const int32_t* qid, const int32_t* kid, const float* kpos,
+                                                  float slope, float* ps, float* dss, int ty, int tx) {
   float s[kRows][kCols], dp[kRows][kCols];
   tile_dot<HDP>(s, qs, ks, ty, tx);
   tile_dot<HDP>(dp, dos, vs, ty, tx);
@@ -213,17 +214,13 @@ __device__ __forceinline__ void probs_and_dscores(const Geometry& g, int64_t i0,
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int rr = ty + kGroups * r, cc = tx + kGroups * c;
-      const bool vis = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc]);
-      if (g.softcap > 0.0f) {
-        const float capped = soft_capped(g, s[r][c] * g.scale);
-        const float p = vis ? __expf(capped - lse_t[rr]) : 0.0f;
-        ps[rr * kSLd + cc] = p;
-        dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * soft_cap_slope(g, capped) * g.scale;
-      } else {
-        const float p = vis ? __expf(s[r][c] * g.scale - lse_t[rr]) : 0.0f;
-        ps[rr * kSLd + cc] = p;
-        dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * g.scale;
-      }
+      const float capped = capped_score(g, s[r][c]);
+      const float p = visible(g, i0 + rr, j0 + cc, qid[rr], kid[cc])
+                          ? __expf(with_alibi(g, capped, slope, kpos[cc]) - lse_t[rr])
+                          : 0.0f;
+      ps[rr * kSLd + cc] = p;
+      // soft_cap_slope is 1 without a cap (an exact product).
+      dss[rr * kSLd + cc] = p * (dp[r][c] - delta_t[rr]) * soft_cap_slope(g, capped) * g.scale;
     }
 }
 
@@ -247,13 +244,15 @@ __device__ __forceinline__ void load_query_side(const Geometry& g, int64_t b, in
 
 template <class T, int HDP>
 __device__ __forceinline__ void load_key_side(const Geometry& g, int64_t b, int64_t kvh, int64_t j0,
-                                              const T* k, const T* v, float* ks, float* vs, int32_t* kid) {
+                                              const T* k, const T* v, float* ks, float* vs, int32_t* kid,
+                                              float* kpos) {
   const int64_t kv_ld = g.KVH * g.HD;
   load_tile<T, HDP>(ks, k + (b * g.S * g.KVH + kvh) * g.HD, j0, g.S, kv_ld, g.HD);
   load_tile<T, HDP>(vs, v + (b * g.S * g.KVH + kvh) * g.HD, j0, g.S, kv_ld, g.HD);
   if (threadIdx.x < kBlock) {
     const int64_t j = j0 + threadIdx.x;
     kid[threadIdx.x] = (g.kseg && j < g.S) ? g.kseg[b * g.S + j] : 0;
+    kpos[threadIdx.x] = g.alibi ? alibi_key_position(g, b, j) : 0.0f;
   }
 }
 
@@ -274,9 +273,11 @@ __global__ void __launch_bounds__(kThreads)
   float* delta_t = lse_t + kBlock;                              // (64)
   int32_t* qid = reinterpret_cast<int32_t*>(delta_t + kBlock);  // (64)
   int32_t* kid = qid + kBlock;                                  // (64)
+  float* kpos = reinterpret_cast<float*>(kid + kBlock);         // (64) keys' ALiBi positions
 
   const int64_t i0 = int64_t(blockIdx.x) * kBlock, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (g.H / g.KVH);
+  const float slope = g.alibi ? g.alibi_slopes[h] : 0.0f;
   const int tx = threadIdx.x % kGroups, ty = threadIdx.x / kGroups;
   load_query_side<T, HDP>(g, b, h, i0, q, dout, lse, delta, qs, dos, lse_t, delta_t, qid);
   __shared__ int64_t key_lo;
@@ -291,9 +292,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < HC; ++c) acc[r][c] = 0.0f;
 
   for (int64_t j0 = key_lo / kBlock * kBlock; j0 < key_end; j0 += kBlock) {
-    load_key_side<T, HDP>(g, b, kvh, j0, k, v, ks, vs, kid);
+    load_key_side<T, HDP>(g, b, kvh, j0, k, v, ks, vs, kid, kpos);
     __syncthreads();
-    probs_and_dscores<HDP>(g, i0, j0, qs, dos, ks, vs, lse_t, delta_t, qid, kid, ps, dss, ty, tx);
+    probs_and_dscores<HDP>(g, i0, j0, qs, dos, ks, vs, lse_t, delta_t, qid, kid, kpos, slope, ps, dss, ty,
+                           tx);
     __syncthreads();
 #pragma unroll 4
     for (int j = 0; j < kBlock; ++j) {
@@ -341,11 +343,12 @@ __global__ void __launch_bounds__(kThreads)
   float* delta_t = lse_t + kBlock;
   int32_t* qid = reinterpret_cast<int32_t*>(delta_t + kBlock);
   int32_t* kid = qid + kBlock;
+  float* kpos = reinterpret_cast<float*>(kid + kBlock);
 
   const int64_t j0 = int64_t(blockIdx.x) * kBlock, kvh = blockIdx.y, b = blockIdx.z;
   const int64_t group = g.H / g.KVH;
   const int tx = threadIdx.x % kGroups, ty = threadIdx.x / kGroups;
-  load_key_side<T, HDP>(g, b, kvh, j0, k, v, ks, vs, kid);
+  load_key_side<T, HDP>(g, b, kvh, j0, k, v, ks, vs, kid, kpos);
   // Queries that may see keys [j0, j1): positions >= j0 (causal) and, with a window, < j1 - 1 + window.
   const int64_t j1 = j0 + kBlock < g.S ? j0 + kBlock : g.S;
   int64_t i_begin = j0 - g.q_offset;
@@ -362,6 +365,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t gi = 0; gi < group; ++gi) {
     const int64_t h = kvh * group + gi;
+    const float slope = g.alibi ? g.alibi_slopes[h] : 0.0f;
     for (int64_t i0 = i_begin / kBlock * kBlock; i0 < i_end; i0 += kBlock) {
       // Ids never decrease: once the tile's first query is in a later segment than the last key, every
       // later tile is too.
@@ -369,7 +373,8 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // the previous pair's readers are done with qs, dos, ps, dss
       load_query_side<T, HDP>(g, b, h, i0, q, dout, lse, delta, qs, dos, lse_t, delta_t, qid);
       __syncthreads();
-      probs_and_dscores<HDP>(g, i0, j0, qs, dos, ks, vs, lse_t, delta_t, qid, kid, ps, dss, ty, tx);
+      probs_and_dscores<HDP>(g, i0, j0, qs, dos, ks, vs, lse_t, delta_t, qid, kid, kpos, slope, ps, dss, ty,
+                             tx);
       __syncthreads();
 #pragma unroll 2
       for (int i = 0; i < kBlock; ++i) {

@@ -80,6 +80,9 @@ DType attention_dtype(const AttentionParams& p, const Tensor& q, const Tensor& l
   LT_CHECK(p.head_dim <= kAttentionMaxHeadDim,
            "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim <= {}", op, p.head_dim,
            kAttentionMaxHeadDim);
+  LT_CHECK(!p.alibi || p.heads <= kAttentionMaxAlibiHeads,
+           "{} on CUDA: ALiBi with {} heads; the kernels take at most {} heads' slopes", op, p.heads,
+           kAttentionMaxAlibiHeads);
   LT_CHECK(p.batch <= 65535 && p.heads <= 65535,
            "{} on CUDA: batch = {}, heads = {}; the launch grid allows at most 65535 of each", op, p.batch,
            p.heads);
@@ -99,7 +102,8 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
                          p.scale,
                          segmented ? static_cast<const int32_t*>(q_segments.data) : nullptr,
                          segmented ? static_cast<const int32_t*>(k_segments.data) : nullptr,
-                         p.softcap};
+                         p.softcap,
+                         p.alibi};
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ inline const char* cudnn_attention_ineligible_reason(const AttentionCallShape& c
   if (c.segmented) return "packed segments";
   if (p.window != 0) return "sliding window";
   if (p.softcap != 0.0) return "attention-logit soft-capping";
+  if (p.alibi) return "ALiBi position biases";
   if (p.batch < 1 || p.q_len < 1) return "empty call";
   if (p.kv_heads < 1 || p.heads % p.kv_heads != 0) return "kv_heads does not divide heads";
   if (!c.aligned16) return "a tensor is not 16-byte aligned";

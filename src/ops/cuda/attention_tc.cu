@@ -252,6 +252,7 @@ bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_
   if ((dt != DType::BF16 && dt != DType::F16) || (a.head_dim != 64 && a.head_dim != 128)) return false;
   if (a.q_segments != nullptr || a.k_segments != nullptr) return false;
   if (a.softcap != 0.0) return false;  // soft-capping: the CUDA-core kernels (attention.cu) apply it
+  if (a.alibi) return false;           // ALiBi runs on the CUDA-core kernels
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) return false;
   for (const void* t : tensors)
     if (!aligned16(t)) return false;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/alibi.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/launch.h"
@@ -37,6 +38,10 @@ struct Geometry {
   const int32_t* qseg;  // (B, Tq) or nullptr
   const int32_t* kseg;  // (B, S) or nullptr
   float softcap;        // attention-logit soft-cap c (0: none)
+  bool alibi;           // BLOOM's biases (ops/alibi.h)
+  // alibi: head h's slope (ops::alibi_slope, computed on the host: the device's powf is not correctly
+  // rounded).
+  float alibi_slopes[kAttentionMaxAlibiHeads];
 };
 
 // A scaled score t after soft-capping: c tanh(t / c) (tanhf, not a fast approximation), or t itself.
@@ -82,6 +87,40 @@ __device__ int64_t first_key_of_tile(const Geometry& g, int64_t b, int64_t i0) {
   return lo;
 }
 
+// ALiBi: the position of key j in its sequence (j, or j minus its segment's first key with packed segments)
+// as the float ops/alibi.h multiplies; 0 for a key past S.
+__device__ float alibi_key_position(const Geometry& g, int64_t b, int64_t j) {
+  if (j >= g.S) return 0.0f;
+  if (!g.kseg) return float(j);
+  const int32_t* ks = g.kseg + b * g.S;
+  const int32_t id = ks[j];
+  int64_t a = 0, e = j;  // lower_bound of id among keys [0, j]
+  while (a < e) {
+    const int64_t m = (a + e) / 2;
+    if (ks[m] < id)
+      a = m + 1;
+    else
+      e = m;
+  }
+  return float(j - a);
+}
+
+// The scaled score of one visible (query, key) pair, soft-capped when the call caps (Gemma), before any bias:
+// what soft_cap_slope takes in backward.
+__device__ __forceinline__ float capped_score(const Geometry& g, float s) {
+  return soft_capped(g, s * g.scale);
+}
+// A capped score plus the key's ALiBi bias when the call has one (the bias after scaling and capping, as
+// transformers adds masks and biases to the soft-capped scores).
+__device__ __forceinline__ float with_alibi(const Geometry& g, float capped, float slope,
+                                            float key_position) {
+  return g.alibi ? capped + alibi_bias(slope, int64_t(key_position)) : capped;
+}
+// The score the softmax takes: scaled, soft-capped, then biased.
+__device__ __forceinline__ float scaled_score(const Geometry& g, float s, float slope, float key_position) {
+  return with_alibi(g, capped_score(g, s), slope, key_position);
+}
+
 // rows [row0, row0 + kBlock) of x (row stride `ld` elements, HD used columns) -> f32 tile (kBlock, HDP + 1),
 // zero past the last row and past HD.
 template <class T, int HDP>
@@ -118,8 +157,12 @@ __device__ __forceinline__ void tile_dot(float (&s)[kRows][kCols], const float* 
 }
 
 Geometry make_geometry(const AttentionLaunch& a) {
-  return Geometry{a.batch,    a.q_len,  a.kv_len,       a.heads,      a.kv_heads,   a.head_dim,
-                  a.q_offset, a.window, float(a.scale), a.q_segments, a.k_segments, float(a.softcap)};
+  Geometry g{a.batch,  a.q_len,        a.kv_len,     a.heads,      a.kv_heads,       a.head_dim, a.q_offset,
+             a.window, float(a.scale), a.q_segments, a.k_segments, float(a.softcap), a.alibi,    {}};
+  if (a.alibi)
+    for (int64_t h = 0; h < a.heads && h < kAttentionMaxAlibiHeads; ++h)
+      g.alibi_slopes[h] = alibi_slope(h, a.heads);
+  return g;
 }
 
 // Calls fn(std::integral_constant-like HDP) for the smallest padded head dim that holds HD (<= 128).

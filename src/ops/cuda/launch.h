@@ -98,7 +98,10 @@ struct AttentionLaunch {
   const int32_t* q_segments;
   const int32_t* k_segments;
   double softcap = 0.0;  // AttentionParams::softcap; the tensor-core kernels do not take it (not eligible)
+  bool alibi = false;    // AttentionParams::alibi: BLOOM's biases (the CUDA-core kernels only)
 };
+// ALiBi's per-head slopes travel as a kernel parameter: at most this many heads (BLOOM-176B has 112).
+constexpr int64_t kAttentionMaxAlibiHeads = 128;
 // lse: (B, H, Tq) f32.
 void launch_attention_forward(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
                               const void* k, const void* v, cudaStream_t s);
