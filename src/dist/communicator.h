@@ -38,6 +38,15 @@ class Communicator {
   // Returns once every rank has called it.
   virtual void barrier() = 0;
 
+  // all_reduce that the caller's later device work does not wait for, so that it runs while the caller
+  // computes (NCCL: on the communicator's stream, after the compute work queued before the call). `t` must
+  // be neither read nor written until wait_overlapped(). Where collectives block (one process, MPI) this is
+  // all_reduce itself.
+  virtual void all_reduce_overlapped(Tensor t, ReduceOp op) { all_reduce(t, op); }
+  // The caller's later device work waits for every overlapped collective issued so far (NCCL: the compute
+  // stream waits on an event of the communicator's stream; the host does not wait).
+  virtual void wait_overlapped() {}
+
   // The agreement step that keeps a failure on one rank from hanging the others: every rank calls it with
   // its own error ("" when it is fine). Returns when every rank is fine; otherwise throws on every rank an
   // Error naming each failed rank and its message. A rank that does not arrive within timeout_s is named

@@ -53,6 +53,9 @@ struct ParamGroup {
   // Optional: a narrower copy the model computes with (a master's working weight, a LoRA adapter's compute
   // copy), param.numel() elements on its device; every step writes it, rounded to nearest, in the same pass.
   Tensor compute_copy{};
+  // The decoder layer whose backward completes the gradient (-1: model-level; data parallel runs reduce a
+  // layer's gradients as soon as its backward is done).
+  int64_t layer = -1;
 };
 
 class AdamW {

@@ -31,6 +31,8 @@ DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, st
     : comm_(comm), sharding_(sharding), full_(std::move(full)) {
   layer_shard_.assign(full_.size(), nullptr);
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
+  if (!reduce_scatters() && comm_.world_size() > 1)
+    buckets_ = std::make_unique<GradientBuckets>(comm_, full_);
   if (!shards_optimizer()) return;
   int64_t largest = 1;
   for (const ParamGroup& g : full_) largest = std::max(largest, g.param.numel());
@@ -104,6 +106,7 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
 }
 
 void DataParallel::reduce_gradients() {
+  if (buckets_) return buckets_->finish();
   if (!reduce_scatters()) {
     for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
     return;

@@ -23,7 +23,9 @@
 #include "core/arena.h"
 #include "dist/communicator.h"
 #include "dist/sharding.h"
+#include "model/layer_hooks.h"
 #include "train/adamw.h"
+#include "train/gradient_buckets.h"
 #include "train/zero3_layers.h"
 
 namespace lt::train {
@@ -51,7 +53,15 @@ class DataParallel {
   // them, named as the full tensors are (so weight decay by name applies alike).
   std::vector<ParamGroup> optimizer_groups() const;
 
+  // ddp and zero1 over several ranks: the gradients are all-reduced in buckets that start while the
+  // backward goes on (train/gradient_buckets.h). Set backward_hooks() on the schedule of the step's last
+  // micro-batch of this rank (the earlier ones' gradients are not complete).
+  bool overlaps() const { return buckets_ != nullptr; }
+  model::LayerHooks backward_hooks() { return buckets_->hooks(); }
+  int64_t gradient_buckets() const { return buckets_ ? int64_t(buckets_->size()) : 0; }
+
   // After the step's backward: the gradients summed over ranks (every tensor; zero2: this rank's slices).
+  // Overlapped: the buckets the backward did not start, then later work waits for all of them.
   void reduce_gradients();
   // The gradients this rank holds after reduce_gradients (what clipping and unscaling touch).
   std::vector<Tensor> local_gradients() const;
@@ -89,6 +99,7 @@ class DataParallel {
   std::vector<Slice> mine_;  // this rank's slice of every full tensor
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
   std::vector<const Zero3Layers::Shard*> layer_shard_;
+  std::unique_ptr<GradientBuckets> buckets_;  // when the all-reduce overlaps the backward
   Zero3Layers* layers_ = nullptr;
   // Sharded strategies: room for the largest tensor's padded slice and padded whole, in any dtype (8 bytes
   // an element at most); the collectives run on these, so no tensor needs an element count world_size

@@ -70,7 +70,7 @@ std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model
     const Tensor& w = model::weight_of(weights, spec);
     Tensor copy = copies ? model::weight_of(*copies, spec) : Tensor();
     if (copy.data == w.data) copy = Tensor();  // the model computes with the tensor itself
-    out.push_back({spec.hf_name, w, g, copy});
+    out.push_back({spec.hf_name, w, g, copy, spec.layer});
   }
   return out;
 }
@@ -78,7 +78,10 @@ std::vector<ParamGroup> trainable_tensors(const model::ModelConfig& model, model
 std::vector<ParamGroup> lora_param_groups(model::LoraWeights& lora, model::LoraWeights& grads,
                                           model::LoraWeights* copies) {
   std::vector<ParamGroup> out;
-  for (model::LoraTensor& t : model::lora_tensors(lora, grads)) out.push_back({t.name, t.param, t.grad, {}});
+  // lora_tensors gives each spec's A, then its B.
+  const std::vector<model::LoraTensor> tensors = model::lora_tensors(lora, grads);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    out.push_back({tensors[i].name, tensors[i].param, tensors[i].grad, {}, lora.specs[i / 2].layer});
   if (copies) {
     // Same specs, so the same tensors in the same order (the gradients only fill in the pairs).
     const std::vector<model::LoraTensor> c = model::lora_tensors(*copies, grads);

@@ -187,7 +187,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                   {"micro-batches per step", accum_},
                   {"the total steps", total_steps_},
                   {"the trainable elements", trained_elements},
-                  {"the sharding", int64_t(config_.sharding)}},
+                  {"the sharding", int64_t(config_.sharding)},
+                  {"the gradient buckets", data_parallel_->gradient_buckets()}},
                  kWriteTimeoutS);
   state_.rng_seed = uint64_t(config_.seed);
   if (config_.resume.empty()) {
@@ -389,6 +390,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
       schedule->set_layer_hooks(
           {.after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
     if (zero3_) schedule->set_layer_hooks(zero3_->hooks());
+    if (data_parallel_->overlaps() && i + 1 == batches.size())
+      schedule->set_layer_hooks(data_parallel_->backward_hooks());  // the step's gradients are complete
     const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
     Timer forward;
@@ -405,14 +408,15 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     activations_->release(mark);
     if (offload_arena_) offload_arena_->release(offload_mark);
   }
+  // Each rank holds the gradient of its micro-batches over the global denominator: the sum is the step's.
+  // Before the loss: a rank without micro-batches issues the buckets the others started in the backward.
+  if (!in_backward_) data_parallel_->reduce_gradients();
   comm_->all_reduce(Tensor(&r.loss, DType::F64, {1}), dist::ReduceOp::Sum);  // each rank's share of the mean
   return r;
 }
 
 std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
   if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
-  // Each rank holds the gradient of its micro-batches over the global denominator: the sum is the step's.
-  data_parallel_->reduce_gradients();
   const std::vector<Tensor> grad_tensors = data_parallel_->local_gradients();
   double grad_norm = 0;
   if (scaler_) {

@@ -99,6 +99,7 @@ class Trainer {
     int64_t label_tokens = 0, tokens = 0;
     double forward_s = 0, backward_s = 0;
   };
+  // The step's micro-batches of this rank, then the gradients reduced over the ranks (DataParallel).
   StepResult forward_backward(int64_t step, int64_t data_epoch, int64_t first, int64_t end);
   // Unscales (fp16), clips and, unless the scaler skips the step, applies AdamW: returns the true gradient
   // norm and whether the update was made.
@@ -141,7 +142,7 @@ class Trainer {
   std::unique_ptr<Arena> lora_compute_arena_;  // when the compute dtype differs from the master's (GPU bf16)
   model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
   std::unique_ptr<DataParallel> data_parallel_;  // how the step meets the other ranks (`sharding`)
-  std::unique_ptr<Zero3Layers> zero3_;            // zero3 with trained layer tensors: their slices
+  std::unique_ptr<Zero3Layers> zero3_;           // zero3 with trained layer tensors: their slices
   std::unique_ptr<AdamW> optimizer_;             // over data_parallel_->optimizer_groups()
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;

@@ -79,12 +79,16 @@ class NcclCommunicator final : public Communicator {
         timeout_s_(timeout_s),
         mpi_(std::move(mpi)) {
     LT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_done_, cudaEventDisableTiming));
     watchdog_ = std::make_unique<NcclWatchdog>(comm_, device_, rank_);
   }
   ~NcclCommunicator() override {
     const bool aborted = watchdog_->failed();
     watchdog_.reset();
     if (scratch_) cudaFree(scratch_);
+    cudaEventDestroy(compute_ready_);
+    cudaEventDestroy(overlapped_done_);
     cudaStreamDestroy(stream_);
     if (!aborted) ncclCommDestroy(comm_);
   }
@@ -93,23 +97,33 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return world_; }
   std::string_view backend() const override { return "nccl"; }
 
-  void all_reduce(Tensor t, ReduceOp op) override {
-    check_collective("all_reduce", t);
-    on_device("all_reduce", {t}, [&](std::vector<void*> p, cudaStream_t s) {
-      return ncclAllReduce(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), nccl_op(op), comm_, s);
-    });
+  void all_reduce(Tensor t, ReduceOp op) override { all_reduce_on_stream(t, op, Completion::ComputeWaits); }
+
+  void all_reduce_overlapped(Tensor t, ReduceOp op) override {
+    LT_CHECK(t.device != Device::CPU, "all_reduce_overlapped: a CPU tensor; expected one on the GPU");
+    all_reduce_on_stream(t, op, Completion::Overlapped);
+  }
+
+  void wait_overlapped() override {
+    if (!overlapped_pending_) return;
+    // Collectives finish in the order of stream_: an event recorded now completes after all of them.
+    LT_CUDA_CHECK(cudaEventRecord(overlapped_done_, stream_));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), overlapped_done_, 0));
+    overlapped_pending_ = false;
   }
 
   void reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
     check_scatter_gather("reduce_scatter", in, out, world_);
-    on_device("reduce_scatter", {in, out}, [&](std::vector<void*> p, cudaStream_t s) {
-      return ncclReduceScatter(p[0], p[1], size_t(out.numel()), nccl_dtype(out.dtype), nccl_op(op), comm_, s);
-    });
+    on_device("reduce_scatter", {in, out}, Completion::ComputeWaits,
+              [&](std::vector<void*> p, cudaStream_t s) {
+                return ncclReduceScatter(p[0], p[1], size_t(out.numel()), nccl_dtype(out.dtype), nccl_op(op),
+                                         comm_, s);
+              });
   }
 
   void all_gather(Tensor in, Tensor out) override {
     check_scatter_gather("all_gather", out, in, world_);
-    on_device("all_gather", {in, out}, [&](std::vector<void*> p, cudaStream_t s) {
+    on_device("all_gather", {in, out}, Completion::ComputeWaits, [&](std::vector<void*> p, cudaStream_t s) {
       return ncclAllGather(p[0], p[1], size_t(in.numel()), nccl_dtype(in.dtype), comm_, s);
     });
   }
@@ -117,7 +131,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(Tensor t, int root) override {
     check_collective("broadcast", t);
     check_root(root, world_);
-    on_device("broadcast", {t}, [&](std::vector<void*> p, cudaStream_t s) {
+    on_device("broadcast", {t}, Completion::ComputeWaits, [&](std::vector<void*> p, cudaStream_t s) {
       return ncclBroadcast(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), root, comm_, s);
     });
   }
@@ -151,11 +165,23 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // What the compute stream does after a collective of device tensors: wait for it (on the GPU), or go on
+  // until wait_overlapped().
+  enum class Completion { ComputeWaits, Overlapped };
+
+  void all_reduce_on_stream(Tensor t, ReduceOp op, Completion completion) {
+    check_collective("all_reduce", t);
+    on_device("all_reduce", {t}, completion, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclAllReduce(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), nccl_op(op), comm_, s);
+    });
+  }
+
   // Runs `collective` on stream_ with device pointers for `tensors`. Device tensors: stream_ waits for the
-  // compute work queued so far and the compute stream waits for the collective, both on the GPU. CPU
-  // tensors: copied through scratch memory, and the host waits for the result it asked for.
+  // compute work queued so far and (ComputeWaits) the compute stream waits for the collective, both on the
+  // GPU. CPU tensors: copied through scratch memory, and the host waits for the result it asked for.
   template <class Collective>
-  void on_device(std::string_view what, std::vector<Tensor> tensors, Collective collective) {
+  void on_device(std::string_view what, std::vector<Tensor> tensors, Completion completion,
+                 Collective collective) {
     watchdog_->throw_if_failed();
     const bool host = tensors[0].device == Device::CPU;
     for (const Tensor& t : tensors)
@@ -175,11 +201,9 @@ class NcclCommunicator final : public Communicator {
       }
     } else {
       for (const Tensor& t : tensors) pointers.push_back(t.data);
-      cudaEvent_t ready;
-      LT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      LT_CUDA_CHECK(cudaEventRecord(ready, ops::cuda::current_stream()));
-      LT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
-      LT_CUDA_CHECK(cudaEventDestroy(ready));  // released once it has completed
+      // One event serves every call: the wait takes the work recorded in it at the time of the call.
+      LT_CUDA_CHECK(cudaEventRecord(compute_ready_, ops::cuda::current_stream()));
+      LT_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
     }
     check_nccl(comm_, collective(pointers, stream_), what, rank_, deadline);
     cudaEvent_t done;
@@ -193,7 +217,10 @@ class NcclCommunicator final : public Communicator {
           cudaMemcpyAsync(result.data, pointers.back(), result.bytes(), cudaMemcpyDeviceToHost, stream_));
       LT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     } else {
-      LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), done, 0));
+      if (completion == Completion::ComputeWaits)
+        LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), done, 0));
+      else
+        overlapped_pending_ = true;
       watchdog_->track(done, std::string(what), timeout_s_);
     }
     watchdog_->throw_if_failed();
@@ -213,6 +240,9 @@ class NcclCommunicator final : public Communicator {
   double timeout_s_;
   std::unique_ptr<Communicator> mpi_;  // bootstrapped over MPI: the agreement step goes over it
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr;    // the compute work a collective waits for
+  cudaEvent_t overlapped_done_ = nullptr;  // wait_overlapped's mark on stream_
+  bool overlapped_pending_ = false;        // an overlapped collective the compute stream has not waited for
   std::unique_ptr<NcclWatchdog> watchdog_;
   void* scratch_ = nullptr;  // CPU tensors' device copies
   size_t scratch_bytes_ = 0;

@@ -190,11 +190,14 @@ TEST_P(MpiTraining, ResumeAtTheSameAndAtAnotherWorldSizeEqualsTheUninterruptedRu
   }
 }
 
-// zero3 where the ranks' schedules differ: 3 micro-batches a step (2 + 1 on two ranks; 1 + 1 + 1 + none on
-// four), chunks of 4 tokens over examples of 3 to 12 (1 to 3 chunks a micro-batch), so ranks pad their
-// rounds with gathers and zero reduce-scatters (train/zero3_layers.h); an evaluation every 2 steps gathers
-// the whole model. Losses, evaluation losses and final weights equal one process within 1e-12.
-TEST_P(MpiTraining, Zero3WithChunksAndAnUnevenSplitEqualsOneProcess) {
+// Every strategy where the ranks' schedules differ: 3 micro-batches a step (2 + 1 on two ranks; 1 + 1 + 1 +
+// none on four), chunks of 4 tokens over examples of 3 to 12 (1 to 3 chunks a micro-batch). ddp and zero1
+// start each layer's gradient bucket after the layer's last chunk of the rank's last micro-batch, and a rank
+// without micro-batches issues them all at the step's end (train/gradient_buckets.h); zero3's ranks pad
+// their rounds with gathers and zero reduce-scatters (train/zero3_layers.h). An evaluation every 2 steps
+// (zero3: gathering the whole model). Losses, evaluation losses and final weights equal one process within
+// 1e-12.
+TEST_P(MpiTraining, EveryStrategyWithChunksAndAnUnevenSplitEqualsOneProcess) {
   const std::string finetune = GetParam();
   std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator();
   SharedDir dir(*comm);
@@ -217,18 +220,21 @@ TEST_P(MpiTraining, Zero3WithChunksAndAnUnevenSplitEqualsOneProcess) {
     dist::SingleCommunicator one;
     reference = run_training(config("single"), test::quiet_hooks(), &one);
   }
-  TrainConfig c = config(comm->is_main() ? "zero3" : "zero3-rank" + std::to_string(comm->rank()));
-  c.sharding = dist::Sharding::Zero3;
-  const TrainResult r = run_training(c, test::quiet_hooks(), comm.get());
-  ASSERT_EQ(r.losses.size(), 4u);
-  if (!comm->is_main()) return;
-  expect_losses_close(r.losses, reference.losses, kTolerance);
-  ASSERT_EQ(r.evals.size(), reference.evals.size());
-  for (size_t i = 0; i < r.evals.size(); ++i)
-    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
-              kTolerance * std::abs(reference.evals[i].eval_loss));
-  expect_close(final_tensors(c.output_dir, finetune), final_tensors(dir.file("single"), finetune),
-               kTolerance);
+  for (const std::string sharding : {"ddp", "zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(sharding);
+    TrainConfig c = config(comm->is_main() ? sharding : sharding + "-rank" + std::to_string(comm->rank()));
+    apply_overrides(c, {"--sharding", sharding});
+    const TrainResult r = run_training(c, test::quiet_hooks(), comm.get());
+    ASSERT_EQ(r.losses.size(), 4u);
+    if (!comm->is_main()) continue;
+    expect_losses_close(r.losses, reference.losses, kTolerance);
+    ASSERT_EQ(r.evals.size(), reference.evals.size());
+    for (size_t i = 0; i < r.evals.size(); ++i)
+      EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
+                kTolerance * std::abs(reference.evals[i].eval_loss));
+    expect_close(final_tensors(c.output_dir, finetune), final_tensors(dir.file("single"), finetune),
+                 kTolerance);
+  }
 }
 
 // Ranks started with different settings would run different collectives: refused on every rank before the
