@@ -29,9 +29,11 @@ class Communicator {
 
   // t = op over ranks of every rank's t (in place).
   virtual void all_reduce(Tensor t, ReduceOp op) = 0;
-  // in: (world_size * n) elements, out: n. Rank r's out = op over ranks of their in[r*n, (r+1)*n).
+  // in: (world_size * n) elements, out: n. Rank r's out = op over ranks of their in[r*n, (r+1)*n). `out`
+  // may be that block of `in` itself (in place).
   virtual void reduce_scatter(Tensor in, Tensor out, ReduceOp op) = 0;
-  // in: n elements, out: (world_size * n). out[r*n, (r+1)*n) = rank r's in, on every rank.
+  // in: n elements, out: (world_size * n). out[r*n, (r+1)*n) = rank r's in, on every rank. `in` may be
+  // this rank's block of `out` itself (in place).
   virtual void all_gather(Tensor in, Tensor out) = 0;
   // t = rank root's t, on every rank.
   virtual void broadcast(Tensor t, int root) = 0;
@@ -43,6 +45,8 @@ class Communicator {
   // be neither read nor written until wait_overlapped(). Where collectives block (one process, MPI) this is
   // all_reduce itself.
   virtual void all_reduce_overlapped(Tensor t, ReduceOp op) { all_reduce(t, op); }
+  // reduce_scatter, overlapped likewise (`in` and `out` untouched until wait_overlapped()).
+  virtual void reduce_scatter_overlapped(Tensor in, Tensor out, ReduceOp op) { reduce_scatter(in, out, op); }
   // The caller's later device work waits for every overlapped collective issued so far (NCCL: the compute
   // stream waits on an event of the communicator's stream; the host does not wait).
   virtual void wait_overlapped() {}

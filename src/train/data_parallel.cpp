@@ -31,8 +31,11 @@ DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, st
     : comm_(comm), sharding_(sharding), full_(std::move(full)) {
   layer_shard_.assign(full_.size(), nullptr);
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
-  if (!reduce_scatters() && comm_.world_size() > 1)
-    buckets_ = std::make_unique<GradientBuckets>(comm_, full_);
+  if (comm_.world_size() > 1 && sharding_ != dist::Sharding::Zero3)
+    buckets_ =
+        std::make_unique<GradientBuckets>(comm_, full_,
+                                          reduce_scatters() ? GradientBuckets::Collective::ReduceScatter
+                                                            : GradientBuckets::Collective::AllReduce);
   if (!shards_optimizer()) return;
   int64_t largest = 1;
   for (const ParamGroup& g : full_) largest = std::max(largest, g.param.numel());
@@ -106,13 +109,15 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
 }
 
 void DataParallel::reduce_gradients() {
-  if (buckets_) return buckets_->finish();
+  if (buckets_) buckets_->finish();
   if (!reduce_scatters()) {
-    for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
+    if (!buckets_)
+      for (const ParamGroup& g : full_) comm_.all_reduce(g.grad, dist::ReduceOp::Sum);
     return;
   }
   for (size_t i = 0; i < full_.size(); ++i) {
-    if (layer_shard_[i]) continue;  // reduce-scattered layer by layer during the backward
+    if (layer_shard_[i]) continue;                 // reduce-scattered layer by layer during the backward
+    if (buckets_ && buckets_->holds(i)) continue;  // reduce-scattered in place: its slice is block `rank`
     const Tensor& grad = full_[i].grad;
     const Tensor whole = whole_scratch(i, grad.dtype), part = part_scratch(i, grad.dtype);
     ops::zero(whole);  // the padding past n adds zeros
@@ -169,7 +174,11 @@ void DataParallel::gather_parameters() {
   for (size_t i = 0; i < full_.size(); ++i) {
     if (layer_shard_[i]) continue;
     const ParamGroup& g = full_[i];
-    gather_into(i, g.param, flat_range(g.param, mine_[i].begin, mine_[i].end));
+    const Tensor mine = flat_range(g.param, mine_[i].begin, mine_[i].end);
+    if (g.param.numel() % comm_.world_size() == 0)
+      comm_.all_gather(mine, flat(g.param));  // in place: the slice is block `rank` of the tensor
+    else
+      gather_into(i, g.param, mine);
     // AdamW rounded this rank's slice into the compute copy; the others' arrive as the parameter's bits
     // and are rounded here the same way (to nearest).
     if (!g.compute_copy.empty()) ops::copy(flat(g.compute_copy), flat(g.param));

@@ -15,6 +15,9 @@
 // ones shorter or empty): rank r owns elements [r*c, min((r+1)*c, n)). AdamW's update is element-wise, so a
 // rank that updates its slice computes exactly the bits a replica would; the sharded strategies equal ddp
 // bit for bit, except that zero2's clipping norm adds the squares in another grouping (rounding only).
+// Over several ranks ddp, zero1 and zero2 reduce each layer's gradients as soon as the backward has finished
+// the layer (train/gradient_buckets.h); a tensor whose element count the world size divides is
+// reduce-scattered and all-gathered in place (its slice r is block r of the tensor), others through scratch.
 #pragma once
 
 #include <memory>
@@ -53,9 +56,9 @@ class DataParallel {
   // them, named as the full tensors are (so weight decay by name applies alike).
   std::vector<ParamGroup> optimizer_groups() const;
 
-  // ddp and zero1 over several ranks: the gradients are all-reduced in buckets that start while the
-  // backward goes on (train/gradient_buckets.h). Set backward_hooks() on the schedule of the step's last
-  // micro-batch of this rank (the earlier ones' gradients are not complete).
+  // ddp, zero1 and zero2 over several ranks: the gradients are all-reduced (zero2: reduce-scattered) in
+  // buckets that start while the backward goes on (train/gradient_buckets.h). Set backward_hooks() on the
+  // schedule of the step's last micro-batch of this rank (the earlier ones' gradients are not complete).
   bool overlaps() const { return buckets_ != nullptr; }
   model::LayerHooks backward_hooks() { return buckets_->hooks(); }
   int64_t gradient_buckets() const { return buckets_ ? int64_t(buckets_->size()) : 0; }
@@ -99,7 +102,7 @@ class DataParallel {
   std::vector<Slice> mine_;  // this rank's slice of every full tensor
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
   std::vector<const Zero3Layers::Shard*> layer_shard_;
-  std::unique_ptr<GradientBuckets> buckets_;  // when the all-reduce overlaps the backward
+  std::unique_ptr<GradientBuckets> buckets_;  // when the reduction overlaps the backward
   Zero3Layers* layers_ = nullptr;
   // Sharded strategies: room for the largest tensor's padded slice and padded whole, in any dtype (8 bytes
   // an element at most); the collectives run on these, so no tensor needs an element count world_size

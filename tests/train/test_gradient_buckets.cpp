@@ -1,6 +1,7 @@
 // Gradient buckets (train/gradient_buckets.h): over several ranks, ddp's all-reduce is issued per layer
-// from the backward's after_backward hook, one collective per layer whose gradients lie back to back, and
-// the reduced gradients are the bits of the per-tensor all-reduce after the backward. Seen from rank 0 of a
+// from the backward's after_backward hook, one collective per layer whose gradients lie back to back
+// (zero2: each tensor's in-place reduce-scatter), and the reduced gradients are the bits of the per-tensor
+// reduction after the backward. Seen from rank 0 of a
 // recording communicator whose other rank is this one's twin (its sum doubles every element, exactly).
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -39,6 +40,12 @@ class TwinCommunicator final : public dist::Communicator {
     ops::scale_inplace(t, 2.0);
   }
   void wait_overlapped() override { log_.push_back("wait"); }
+  // Rank 0's block of the twins' sum: twice its own first block (in place when out is that block).
+  void reduce_scatter_overlapped(Tensor in, Tensor out, dist::ReduceOp) override {
+    log_.push_back(fmt::format("S{}", in.numel()));
+    if (out.data != in.data) std::memcpy(out.data, in.data, out.bytes());
+    ops::scale_inplace(out, 2.0);
+  }
   void reduce_scatter(Tensor, Tensor, dist::ReduceOp) override { LT_FAIL("not used"); }
   void all_gather(Tensor, Tensor) override { LT_FAIL("not used"); }
   void broadcast(Tensor, int) override { LT_FAIL("not used"); }
@@ -69,76 +76,134 @@ std::vector<double> values(const Tensor& t) {
   return v;
 }
 
-TEST(GradientBuckets, EachLayerIsReducedOnceDuringTheBackwardAndEqualsThePerTensorReduction) {
+// One backward of a 3-layer model over 3 chunks (so each layer's hook comes after the last of its 3
+// backwards) into `g`, with `buckets`' hooks (each call logged as "a<layer>") when given.
+struct ChunkedBackward {
+  ChunkedBackward() {
+    model::fill_weights_uniform(config, w, 3);
+    label_tokens = model::count_label_tokens(data.batch());
+  }
+  void run(model::ModelWeights& g, std::vector<std::string>& log, GradientBuckets* buckets) {
+    model::ChunkedDecoder decoder(config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
+    ASSERT_EQ(decoder.num_chunks(), 3);
+    model::LayerHooks hooks = buckets ? buckets->hooks() : model::LayerHooks{};
+    if (buckets)
+      decoder.set_layer_hooks({.after_backward = [&](int64_t layer) {
+        log.push_back(fmt::format("a{}", layer));
+        hooks.after_backward(layer);
+      }});
+    decoder.forward(w, data.batch(), label_tokens);
+    EXPECT_TRUE(log.empty());  // nothing before the backward
+    decoder.backward(w, g);
+    log.push_back("backward done");
+  }
+  model::ModelWeights grads() { return model::allocate_grads(config, DType::F64, arena); }
+
   const model::ModelConfig config = aligned_config();
-  Arena arena("buckets", HostMemory::instance(), size_t(64) << 20);
+  Arena arena{"buckets", HostMemory::instance(), size_t(64) << 20};
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
-  model::fill_weights_uniform(config, w, 3);
-  model::ModelWeights g_plain = model::allocate_grads(config, DType::F64, arena);
-  model::ModelWeights g_bucketed = model::allocate_grads(config, DType::F64, arena);
   const int64_t rows = 2, tokens = 7;
   model::RandomBatch data = model::random_batch(rows, tokens, config.vocab_size, false, 5);
-  const model::Batch batch = data.batch();
-  const int64_t label_tokens = model::count_label_tokens(batch);
-  ASSERT_GT(label_tokens, 0);
+  int64_t label_tokens = 0;
+};
 
+// Where each layer's collectives come in `log`: right after its hook, from the last layer down, and the
+// model-level ones after the embedding's; then only the step's wait. Returns the elements reduced after
+// each layer's hook ([L] = model-level), from the logged element counts.
+// `counts`: the number of collectives after each layer's hook.
+std::vector<int64_t> check_order(const std::vector<std::string>& log, int64_t layers, char collective,
+                                 std::vector<int64_t>& counts) {
+  std::vector<int64_t> elements(size_t(layers + 1), 0);
+  counts.assign(size_t(layers + 1), 0);
+  int64_t current = layers;  // no hook yet
+  int64_t expected_hook = layers - 1;
+  for (size_t i = 0; i < log.size(); ++i) {
+    const std::string& e = log[i];
+    if (e == "backward done") {
+      EXPECT_EQ(expected_hook, -2) << "a hook is missing";
+      EXPECT_EQ(std::vector<std::string>(log.begin() + ptrdiff_t(i), log.end()),
+                (std::vector<std::string>{"backward done", "wait"}));
+      break;
+    }
+    if (e[0] == 'a') {
+      EXPECT_EQ(std::stoll(e.substr(1)), expected_hook) << i;
+      current = expected_hook--;
+      continue;
+    }
+    EXPECT_EQ(e[0], collective) << e;
+    EXPECT_NE(current, layers) << e << " before any hook";
+    elements[size_t(current >= 0 ? current : layers)] += std::stoll(e.substr(1));
+    counts[size_t(current >= 0 ? current : layers)] += 1;
+  }
+  return elements;
+}
+
+TEST(GradientBuckets, EachLayerIsAllReducedOnceDuringTheBackwardAndEqualsThePerTensorReduction) {
+  ChunkedBackward run;
   // The reference: the backward, then one all-reduce per tensor.
   std::vector<std::string> plain_log;
   TwinCommunicator plain_comm(plain_log);
-  const std::vector<ParamGroup> plain = trainable_tensors(config, w, g_plain);
-  {
-    model::ChunkedDecoder decoder(config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
-    decoder.forward(w, batch, label_tokens);
-    decoder.backward(w, g_plain);
-  }
+  model::ModelWeights g_plain = run.grads();
+  run.run(g_plain, plain_log, nullptr);
+  const std::vector<ParamGroup> plain = trainable_tensors(run.config, run.w, g_plain);
   for (const ParamGroup& g : plain) plain_comm.all_reduce(g.grad, dist::ReduceOp::Sum);
 
-  // Bucketed: 3 chunks, so each layer's hook comes after the last of its 3 backwards.
   std::vector<std::string> log;
   TwinCommunicator comm(log);
-  const std::vector<ParamGroup> tensors = trainable_tensors(config, w, g_bucketed);
-  GradientBuckets buckets(comm, tensors);
-  model::ChunkedDecoder decoder(config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
-  ASSERT_EQ(decoder.num_chunks(), 3);
-  model::LayerHooks hooks = buckets.hooks();
-  decoder.set_layer_hooks({.after_backward = [&](int64_t layer) {
-    log.push_back(fmt::format("a{}", layer));
-    hooks.after_backward(layer);
-  }});
-  decoder.forward(w, batch, label_tokens);
-  EXPECT_TRUE(log.empty());  // nothing before the backward
-  decoder.backward(w, g_bucketed);
-  log.push_back("backward done");
+  model::ModelWeights g = run.grads();
+  const std::vector<ParamGroup> tensors = trainable_tensors(run.config, run.w, g);
+  GradientBuckets buckets(comm, tensors, GradientBuckets::Collective::AllReduce);
+  run.run(g, log, &buckets);
   buckets.finish();
 
   // The same bits as the per-tensor reduction after the backward.
   ASSERT_EQ(tensors.size(), plain.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     EXPECT_EQ(values(tensors[i].grad), values(plain[i].grad)) << tensors[i].name;
-
-  // One overlapped all-reduce of each layer's elements right after its hook, the model-level ones after
-  // the embedding's; nothing left for the end but the wait.
-  std::vector<int64_t> layer_elements(size_t(config.num_layers), 0);
-  int64_t model_level = 0;
-  for (const ParamGroup& g : tensors)
-    (g.layer >= 0 ? layer_elements[size_t(g.layer)] : model_level) += g.grad.numel();
-  std::vector<std::string> want;
-  for (int64_t l = config.num_layers - 1; l >= 0; --l) {
-    want.push_back(fmt::format("a{}", l));
-    want.push_back(fmt::format("O{}", layer_elements[size_t(l)]));
-  }
-  want.push_back("a-1");
-  ASSERT_GT(log.size(), want.size() + 2);
-  EXPECT_EQ(std::vector<std::string>(log.begin(), log.begin() + ptrdiff_t(want.size())), want);
-  int64_t reduced_after = 0;  // the model-level buckets (embedding; final norm and head)
-  for (size_t i = want.size(); i + 2 < log.size(); ++i) {
-    ASSERT_EQ(log[i][0], 'O') << log[i];
-    reduced_after += std::stoll(log[i].substr(1));
-  }
-  EXPECT_EQ(reduced_after, model_level);
-  EXPECT_EQ(log[log.size() - 2], "backward done");
-  EXPECT_EQ(log.back(), "wait");
+  // Every element once, each layer's after its hook; one collective per layer (its gradients lie back to
+  // back), so fewer collectives than tensors.
+  const int64_t L = run.config.num_layers;
+  std::vector<int64_t> want(size_t(L + 1), 0);
+  for (const ParamGroup& t : tensors) want[size_t(t.layer >= 0 ? t.layer : L)] += t.grad.numel();
+  std::vector<int64_t> counts;
+  EXPECT_EQ(check_order(log, L, 'O', counts), want);
+  for (int64_t l = 0; l < L; ++l) EXPECT_EQ(counts[size_t(l)], 1) << l;
   EXPECT_LT(buckets.size(), tensors.size());
+}
+
+// zero2: each tensor reduce-scattered in place after its layer's hook; rank 0's slice (the first half) is
+// the per-tensor reduction's.
+TEST(GradientBuckets, EachLayersTensorsAreReduceScatteredInPlaceDuringTheBackward) {
+  ChunkedBackward run;
+  std::vector<std::string> plain_log;
+  TwinCommunicator plain_comm(plain_log);
+  model::ModelWeights g_plain = run.grads();
+  run.run(g_plain, plain_log, nullptr);
+  const std::vector<ParamGroup> plain = trainable_tensors(run.config, run.w, g_plain);
+  for (const ParamGroup& g : plain) plain_comm.all_reduce(g.grad, dist::ReduceOp::Sum);
+
+  std::vector<std::string> log;
+  TwinCommunicator comm(log);
+  model::ModelWeights g = run.grads();
+  const std::vector<ParamGroup> tensors = trainable_tensors(run.config, run.w, g);
+  GradientBuckets buckets(comm, tensors, GradientBuckets::Collective::ReduceScatter);
+  run.run(g, log, &buckets);
+  buckets.finish();
+
+  ASSERT_EQ(buckets.size(), tensors.size());  // every element count is even
+  const int64_t L = run.config.num_layers;
+  std::vector<int64_t> want(size_t(L + 1), 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_TRUE(buckets.holds(i));
+    want[size_t(tensors[i].layer >= 0 ? tensors[i].layer : L)] += tensors[i].grad.numel();
+    const std::vector<double> got = values(tensors[i].grad), reference = values(plain[i].grad);
+    const size_t half = got.size() / 2;
+    EXPECT_EQ(std::vector<double>(got.begin(), got.begin() + ptrdiff_t(half)),
+              std::vector<double>(reference.begin(), reference.begin() + ptrdiff_t(half)))
+        << tensors[i].name;
+  }
+  std::vector<int64_t> counts;
+  EXPECT_EQ(check_order(log, L, 'S', counts), want);
 }
 
 // The buckets are issued once a step: finish() after hooks that ran, and alone (a rank whose share of the
@@ -150,8 +215,9 @@ TEST(GradientBuckets, FinishIssuesWhatNoHookStartedInTheSameOrder) {
   model::ModelWeights g = model::allocate_grads(config, DType::F64, arena);
   std::vector<std::string> hooked_log, alone_log;
   TwinCommunicator hooked_comm(hooked_log), alone_comm(alone_log);
-  GradientBuckets hooked(hooked_comm, trainable_tensors(config, w, g));
-  GradientBuckets alone(alone_comm, trainable_tensors(config, w, g));
+  const auto all_reduce = GradientBuckets::Collective::AllReduce;
+  GradientBuckets hooked(hooked_comm, trainable_tensors(config, w, g), all_reduce);
+  GradientBuckets alone(alone_comm, trainable_tensors(config, w, g), all_reduce);
   model::LayerHooks hooks = hooked.hooks();
   hooks.after_backward(2);
   hooks.after_backward(1);  // a backward that stops before layer 0 (frozen below)
@@ -165,9 +231,9 @@ TEST(GradientBuckets, FinishIssuesWhatNoHookStartedInTheSameOrder) {
   EXPECT_THROW(again.after_backward(1), Error);
 }
 
-// Which runs overlap: ddp and zero1 over several ranks; not zero2 (reduce-scatter at the step's end), not
-// one process (nothing to reduce).
-TEST(GradientBuckets, DdpAndZero1OverSeveralRanksOverlap) {
+// Which runs overlap: ddp, zero1 and zero2 over several ranks; not zero3 (its layers reduce-scatter from
+// hooks of their own), not one process (nothing to reduce).
+TEST(GradientBuckets, DdpZero1AndZero2OverSeveralRanksOverlap) {
   const model::ModelConfig config = aligned_config();
   Arena arena("buckets", HostMemory::instance(), size_t(64) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
@@ -177,7 +243,8 @@ TEST(GradientBuckets, DdpAndZero1OverSeveralRanksOverlap) {
   dist::SingleCommunicator one;
   for (auto [sharding, overlaps] :
        {std::pair{dist::Sharding::Ddp, true}, std::pair{dist::Sharding::None, true},
-        std::pair{dist::Sharding::Zero1, true}, std::pair{dist::Sharding::Zero2, false}}) {
+        std::pair{dist::Sharding::Zero1, true}, std::pair{dist::Sharding::Zero2, true},
+        std::pair{dist::Sharding::Zero3, false}}) {
     DataParallel dp(twin, sharding, trainable_tensors(config, w, g), HostMemory::instance());
     EXPECT_EQ(dp.overlaps(), overlaps) << int(sharding);
   }

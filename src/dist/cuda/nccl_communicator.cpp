@@ -113,12 +113,12 @@ class NcclCommunicator final : public Communicator {
   }
 
   void reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
-    check_scatter_gather("reduce_scatter", in, out, world_);
-    on_device("reduce_scatter", {in, out}, Completion::ComputeWaits,
-              [&](std::vector<void*> p, cudaStream_t s) {
-                return ncclReduceScatter(p[0], p[1], size_t(out.numel()), nccl_dtype(out.dtype), nccl_op(op),
-                                         comm_, s);
-              });
+    reduce_scatter_on_stream(in, out, op, Completion::ComputeWaits);
+  }
+
+  void reduce_scatter_overlapped(Tensor in, Tensor out, ReduceOp op) override {
+    LT_CHECK(in.device != Device::CPU, "reduce_scatter_overlapped: a CPU tensor; expected one on the GPU");
+    reduce_scatter_on_stream(in, out, op, Completion::Overlapped);
   }
 
   void all_gather(Tensor in, Tensor out) override {
@@ -173,6 +173,15 @@ class NcclCommunicator final : public Communicator {
     check_collective("all_reduce", t);
     on_device("all_reduce", {t}, completion, [&](std::vector<void*> p, cudaStream_t s) {
       return ncclAllReduce(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), nccl_op(op), comm_, s);
+    });
+  }
+
+  // In place when out is this rank's block of in (NCCL's in-place reduce-scatter); CPU tensors go through
+  // separate scratch copies of each, so an aliased pair gets the right bytes back too.
+  void reduce_scatter_on_stream(Tensor in, Tensor out, ReduceOp op, Completion completion) {
+    check_scatter_gather("reduce_scatter", in, out, world_);
+    on_device("reduce_scatter", {in, out}, completion, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclReduceScatter(p[0], p[1], size_t(out.numel()), nccl_dtype(out.dtype), nccl_op(op), comm_, s);
     });
   }
 
