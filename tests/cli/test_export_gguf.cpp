@@ -162,6 +162,88 @@ TEST(ExportGguf, Llama3EqualsGgufPyWithRopeFreqsAndItsBpeVocabulary) {
   expect_equal_to_gguf_py(model, golden["files"], dir);
 }
 
+// Copies the fixture `golden` names into `dir` (under its own name: general.name is the directory's name).
+std::string copy_fixture(const nlohmann::json& golden, const test::TempDir& dir) {
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());
+  fs::copy(fixture, model);
+  return model;
+}
+
+// Gemma 2 (sandwich norms, H * HD != D, soft-caps, a sliding window, tied embeddings) with its SentencePiece
+// vocabulary and Gemma-style added tokens: byte-identical to gguf-py under the converter's Gemma2Model
+// conventions (every RMSNorm weight + 1, no rope.freq_base, add_space_prefix false), whose tensors
+// tools/make_gguf_gemma2_golden.py checked against the HF checkpoint with gguf's GGUFReader for every type
+// (q8_0 within its quantization error). The fixture lacks tokenizer.model (a ../shared file): it is put
+// beside a copy.
+TEST(ExportGguf, Gemma2EqualsGgufPyWithItsNormsShiftedByOne) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma2.json")));
+  test::TempDir dir;
+  const std::string model = copy_fixture(golden, dir);
+  fs::copy_file(spm, model + "/tokenizer.model");
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// What llama.cpp's gemma2 would run differently than the model was trained is refused by name before the
+// weights are read (the untied config has no lm_head in this checkpoint), and no file is left behind.
+TEST(ExportGguf, Gemma2ThatLlamaCppWouldRunDifferentlyIsRefused) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma2.json")));
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"query_pre_attn_scalar", 12}}, "query_pre_attn_scalar 12"},
+      {{{"tie_word_embeddings", false}}, "tie_word_embeddings false"},
+      {{{"attn_logit_softcapping", nullptr}}, "null attn_logit_softcapping"},
+      {{{"layer_types", {"full_attention", "sliding_attention"}}}, "layer 0 has sliding window 0"},
+      {{{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}}, "rope_theta 500000"},
+  };
+  for (const auto& [patch, message] : cases) {
+    SCOPED_TRACE(patch.dump());
+    test::TempDir dir;
+    const std::string model = copy_fixture(golden, dir);
+    fs::copy_file(spm, model + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(model + "/config.json"));
+    for (const auto& [key, value] : patch.items()) config[key] = value;  // null kept (merge_patch drops it)
+    std::ofstream(model + "/config.json") << config.dump();
+    const test::CliResult r =
+        test::run_cli({"export", "--base_model", model, "--gguf", "f32", "--output_dir", dir.file("out")});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("out") + "/model-f32.gguf"));
+  }
+}
+
+// BLOOM (ALiBi, LayerNorms with biases, the fused query_key_value, tied embeddings, no seq_length) with a
+// BLOOM-style byte-level BPE tokenizer.json: byte-identical to gguf-py under the converter's BloomModel
+// conventions (query_key_value re-ordered from the per-head interleave to q, k, v blocks; context_length =
+// n_embed without seq_length; pre "bloom"), whose tensors tools/make_gguf_bloom_golden.py checked against the
+// HF checkpoint with gguf's GGUFReader for every type (q8_0 within its quantization error).
+TEST(ExportGguf, BloomEqualsGgufPyWithItsQkvReorderedAndItsBpeVocabulary) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
+  test::TempDir dir;
+  expect_equal_to_gguf_py(copy_fixture(golden, dir), golden["files"], dir);
+}
+
+// A BLOOM whose tokenizer.json is not BLOOM's (here Qwen's pre-tokenizer regex) is refused by name: llama.cpp
+// would split its text with BLOOM's regex.
+TEST(ExportGguf, BloomWithAnotherPreTokenizerIsRefused) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
+  test::TempDir dir;
+  const std::string model = copy_fixture(golden, dir);
+  nlohmann::json tj = nlohmann::json::parse(read_bytes(model + "/tokenizer.json"));
+  tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{N}| ?\\p{L}+";
+  std::ofstream(model + "/tokenizer.json") << tj.dump();
+  const test::CliResult r =
+      test::run_cli({"export", "--base_model", model, "--gguf", "q8_0", "--output_dir", dir.file("out")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("is not BLOOM's"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("out") + "/model-q8_0.gguf"));
+}
+
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
   LT_REQUIRE_SHARED(model, "data/models/stories260K-hf");
   test::TempDir dir;
