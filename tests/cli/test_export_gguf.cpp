@@ -2,8 +2,9 @@
 // a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
-// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), and Phi-3
-// (tools/make_gguf_phi3_golden.py). Bad arguments are refused.
+// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), Phi-3
+// (tools/make_gguf_phi3_golden.py), Llama 3, Gemma 2 and BLOOM; with --adapter, the merged model. Bad
+// arguments, and models llama.cpp would run differently than trained, are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -242,6 +243,50 @@ TEST(ExportGguf, BloomWithAnotherPreTokenizerIsRefused) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("is not BLOOM's"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("out") + "/model-q8_0.gguf"));
+}
+
+// With --adapter the GGUF holds the merged model: the file equals, byte for byte, the GGUF of the checkpoint
+// `export --merge` writes (whose query_key_value test_export_bloom.cpp checks against W + scaling B A), on
+// tools/make_bloom_golden.py's PEFT BLOOM (LoRA on the fused, per-head interleaved query_key_value and the
+// other projections), and differs from the base's. The base gets a BLOOM tokenizer.json (the fixture's,
+// its vocabulary cut to the base's 80 ids) and a seq_length (without one the converter writes n_embed as the
+// context length, while a saved config.json names BLOOM's default 2048).
+TEST(ExportGguf, BloomWithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
+  const std::string adapter = test::source_path("tests/model/golden/peft_bloom/adapter");
+  test::TempDir dir;
+  fs::create_directories(dir.file("base"));
+  const std::string base = dir.file("base/bloom");  // general.name: the directory's name, in both
+  fs::copy(test::source_path("tests/model/golden/peft_bloom/base"), base);
+  nlohmann::json tj = nlohmann::json::parse(
+      read_bytes(test::source_path(golden["fixture"].get<std::string>() + "/tokenizer.json")));
+  nlohmann::json vocab = nlohmann::json::object();
+  for (const auto& [token, id] : tj["model"]["vocab"].items())
+    if (id.get<int64_t>() < 80) vocab[token] = id;
+  tj["model"]["vocab"] = vocab;
+  tj["model"]["merges"] = nlohmann::json::array();
+  std::ofstream(base + "/tokenizer.json") << tj.dump();
+  nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+  ASSERT_EQ(config["vocab_size"], 80);
+  config["seq_length"] = 64;
+  std::ofstream(base + "/config.json") << config.dump();
+
+  auto run = [](const std::vector<std::string>& args) {
+    const test::CliResult r = test::run_cli(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  run({"export", "--base_model", base, "--adapter", adapter, "--gguf", "f32", "--output_dir", dir.file("g")});
+  fs::create_directories(dir.file("merged"));
+  run({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
+       dir.file("merged/bloom")});
+  run({"export", "--base_model", dir.file("merged/bloom"), "--gguf", "f32", "--output_dir", dir.file("gm")});
+  run({"export", "--base_model", base, "--gguf", "f32", "--output_dir", dir.file("gb")});
+  const std::string with_adapter = read_bytes(dir.file("g") + "/model-f32.gguf");
+  ASSERT_FALSE(with_adapter.empty());
+  EXPECT_TRUE(with_adapter == read_bytes(dir.file("gm") + "/model-f32.gguf"));
+  EXPECT_EQ(with_adapter.size(), read_bytes(dir.file("gb") + "/model-f32.gguf").size());
+  EXPECT_FALSE(with_adapter == read_bytes(dir.file("gb") + "/model-f32.gguf"));
 }
 
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
