@@ -39,10 +39,10 @@ import tempfile
 import gguf
 import numpy as np
 import torch
-from safetensors.numpy import load_file
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, BloomConfig, BloomForCausalLM
 
+from make_gguf_golden import load_checkpoint
 from make_gguf_golden import TYPES, add_special_vocab, add_tensors_and_close, check_tensors_against, describe
 from make_gguf_golden import looks_special
 
@@ -95,7 +95,7 @@ def make_fixture():
 def tensors_of(model_dir, cfg):
     """BloomModel.modify_tensors: "transformer." stripped, query_key_value re-ordered, names by gguf-py's map
     (the order is leantune's)."""
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     assert "lm_head.weight" not in st
     H, D, L = cfg["n_head"], cfg["hidden_size"], cfg["n_layer"]
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BLOOM, L)

@@ -39,9 +39,9 @@ import tempfile
 import gguf
 import numpy as np
 import torch
-from safetensors.numpy import load_file
 from transformers import Gemma2Config, Gemma2ForCausalLM
 
+from make_gguf_golden import load_checkpoint
 from make_gguf_golden import TYPES, add_special_vocab, add_tensors_and_close, check_tensors_against, describe
 from make_gguf_golden import sentencepiece_vocab
 
@@ -88,7 +88,7 @@ LAYER_TENSORS = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn
 
 def tensors_of(model_dir, cfg):
     """Gemma2Model.modify_tensors: lm_head skipped, every *norm.weight + 1, names by gguf-py's map."""
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA2, cfg["num_hidden_layers"])
     hf = ["model.embed_tokens.weight"]
     for l in range(cfg["num_hidden_layers"]):

@@ -28,7 +28,7 @@ import gguf
 import numpy as np
 import sentencepiece
 import torch
-from safetensors.numpy import load_file
+from safetensors import safe_open
 
 TYPES = {
     "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
@@ -46,6 +46,19 @@ def fnv1a64(data: bytes) -> str:
     return f"{h:016x}"
 
 
+def load_checkpoint(model_dir):
+    """Every tensor of the checkpoint in `model_dir` (model.safetensors or its model-*-of-*.safetensors shards)
+    as a float32 array: the converter widens bfloat16 to float32 before its transforms."""
+    files = sorted(f for f in os.listdir(model_dir) if f.startswith("model") and f.endswith(".safetensors"))
+    assert files, f"{model_dir} has no model*.safetensors"
+    out = {}
+    for name in files:
+        with safe_open(os.path.join(model_dir, name), framework="pt") as st:
+            for key in st.keys():
+                out[key] = st.get_tensor(key).to(torch.float32).numpy()
+    return out
+
+
 def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
@@ -53,7 +66,7 @@ def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
 
 
 def tensors_of(model_dir, cfg):
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     H, KVH = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
     for l in range(cfg["num_hidden_layers"]):
