@@ -26,18 +26,20 @@ conventions give (Gemma2Model):
 Every tensor of every type, read back with gguf.GGUFReader, is checked against the checkpoint's (after the
 +1): f32 equal, f16 / bf16 equal to the rounded values, q8_0 within its quantization error.
 tests/cli/golden/gguf_gemma2.json records per type the file's size and FNV-1a 64 hash and per tensor its type,
-shape and data hash.
+shape and data hash. It also writes tests/cli/golden/gguf_gemma2_small_tokenizer.model (make_small_tokenizer).
 
 Usage: python3 tools/make_gguf_gemma2_golden.py [--shared ../shared]
 """
 import argparse
 import importlib.metadata
+import io
 import json
 import os
 import tempfile
 
 import gguf
 import numpy as np
+import sentencepiece
 import torch
 from transformers import Gemma2Config, Gemma2ForCausalLM
 
@@ -141,12 +143,30 @@ REQUIRED_KEYS = ("gemma2.context_length", "gemma2.embedding_length", "gemma2.blo
                  "tokenizer.ggml.add_space_prefix", "tokenizer.chat_template")
 
 
+SMALL_SPM = os.path.join(OUT, "gguf_gemma2_small_tokenizer.model")
+SMALL_SPM_TEXT = ["Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine!",
+                  "The quick brown fox jumps over the lazy dog. Is it quick? Yes, it is quick."] * 20
+
+
+def make_small_tokenizer():
+    """A 72-piece SentencePiece BPE model (identity normalization: no 240 KB charsmap) for the PEFT Gemma 2 base
+    of tests/model/golden/peft_gemma2 (vocab_size 80), whose GGUF with and without the adapter the test
+    compares; sentencepiece's trainer is deterministic on one thread."""
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(SMALL_SPM_TEXT), model_writer=model,
+                                             vocab_size=72, model_type="bpe", num_threads=1, minloglevel=2,
+                                             normalization_rule_name="identity")
+    with open(SMALL_SPM, "wb") as f:
+        f.write(model.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
     args = ap.parse_args()
     spm_path = os.path.join(args.shared, "data", "models", "stories260K-hf", "tokenizer.model")
     model_dir = make_fixture()
+    make_small_tokenizer()
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     files = {}

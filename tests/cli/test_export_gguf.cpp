@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
@@ -245,48 +246,66 @@ TEST(ExportGguf, BloomWithAnotherPreTokenizerIsRefused) {
   EXPECT_FALSE(fs::exists(dir.file("out") + "/model-q8_0.gguf"));
 }
 
-// With --adapter the GGUF holds the merged model: the file equals, byte for byte, the GGUF of the checkpoint
-// `export --merge` writes (whose query_key_value test_export_bloom.cpp checks against W + scaling B A), on
-// tools/make_bloom_golden.py's PEFT BLOOM (LoRA on the fused, per-head interleaved query_key_value and the
-// other projections), and differs from the base's. The base gets a BLOOM tokenizer.json (the fixture's,
-// its vocabulary cut to the base's 80 ids) and a seq_length (without one the converter writes n_embed as the
-// context length, while a saved config.json names BLOOM's default 2048).
-TEST(ExportGguf, BloomWithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
-  const nlohmann::json golden =
-      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
-  const std::string adapter = test::source_path("tests/model/golden/peft_bloom/adapter");
+// `export --adapter --gguf` of the PEFT golden `family` (tests/model/golden/peft_FAMILY/{base,adapter}, the
+// base copied to DIR/base/FAMILY and given a tokenizer by `prepare`) equals, byte for byte, the GGUF of the
+// checkpoint `export --merge` writes, and differs from the base's GGUF.
+void expect_adapter_gguf_equals_merged_gguf(const std::string& family,
+                                            const std::function<void(const std::string&)>& prepare) {
+  SCOPED_TRACE(family);
+  const std::string golden = test::source_path("tests/model/golden/peft_" + family);
   test::TempDir dir;
   fs::create_directories(dir.file("base"));
-  const std::string base = dir.file("base/bloom");  // general.name: the directory's name, in both
-  fs::copy(test::source_path("tests/model/golden/peft_bloom/base"), base);
-  nlohmann::json tj = nlohmann::json::parse(
-      read_bytes(test::source_path(golden["fixture"].get<std::string>() + "/tokenizer.json")));
-  nlohmann::json vocab = nlohmann::json::object();
-  for (const auto& [token, id] : tj["model"]["vocab"].items())
-    if (id.get<int64_t>() < 80) vocab[token] = id;
-  tj["model"]["vocab"] = vocab;
-  tj["model"]["merges"] = nlohmann::json::array();
-  std::ofstream(base + "/tokenizer.json") << tj.dump();
-  nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
-  ASSERT_EQ(config["vocab_size"], 80);
-  config["seq_length"] = 64;
-  std::ofstream(base + "/config.json") << config.dump();
-
+  fs::create_directories(dir.file("merged"));
+  const std::string base = dir.file("base/" + family);  // general.name: the directory's name, in both
+  fs::copy(golden + "/base", base);
+  prepare(base);
   auto run = [](const std::vector<std::string>& args) {
     const test::CliResult r = test::run_cli(args);
     EXPECT_EQ(r.code, 0) << r.err;
   };
+  const std::string adapter = golden + "/adapter", merged = dir.file("merged/" + family);
   run({"export", "--base_model", base, "--adapter", adapter, "--gguf", "f32", "--output_dir", dir.file("g")});
-  fs::create_directories(dir.file("merged"));
-  run({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
-       dir.file("merged/bloom")});
-  run({"export", "--base_model", dir.file("merged/bloom"), "--gguf", "f32", "--output_dir", dir.file("gm")});
+  run({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir", merged});
+  run({"export", "--base_model", merged, "--gguf", "f32", "--output_dir", dir.file("gm")});
   run({"export", "--base_model", base, "--gguf", "f32", "--output_dir", dir.file("gb")});
   const std::string with_adapter = read_bytes(dir.file("g") + "/model-f32.gguf");
+  const std::string of_base = read_bytes(dir.file("gb") + "/model-f32.gguf");
   ASSERT_FALSE(with_adapter.empty());
   EXPECT_TRUE(with_adapter == read_bytes(dir.file("gm") + "/model-f32.gguf"));
-  EXPECT_EQ(with_adapter.size(), read_bytes(dir.file("gb") + "/model-f32.gguf").size());
-  EXPECT_FALSE(with_adapter == read_bytes(dir.file("gb") + "/model-f32.gguf"));
+  EXPECT_EQ(with_adapter.size(), of_base.size());
+  EXPECT_FALSE(with_adapter == of_base);
+}
+
+// With --adapter the GGUF holds the merged model (whose checkpoint test_export_bloom.cpp and the PEFT merge
+// tests check against W + scaling B A): BLOOM's LoRA on the fused, per-head interleaved query_key_value and
+// its other projections; Gemma 2's on every projection, with the norms shifted by one after the merge.
+// The bases get a tokenizer of at most their 80 ids: BLOOM the fixture's tokenizer.json cut to them,
+// Gemma 2 a 72-piece tokenizer.model (tools/make_gguf_gemma2_golden.py). BLOOM's base gets a seq_length
+// (without one the converter writes n_embed as the context length, while a saved config.json names BLOOM's
+// default 2048); Gemma 2's query_pre_attn_scalar is set to its head_dim, as llama.cpp assumes.
+TEST(ExportGguf, WithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
+  expect_adapter_gguf_equals_merged_gguf("bloom", [](const std::string& base) {
+    nlohmann::json tj =
+        nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom/tokenizer.json")));
+    nlohmann::json vocab = nlohmann::json::object();
+    for (const auto& [token, id] : tj["model"]["vocab"].items())
+      if (id.get<int64_t>() < 80) vocab[token] = id;
+    tj["model"]["vocab"] = vocab;
+    tj["model"]["merges"] = nlohmann::json::array();
+    std::ofstream(base + "/tokenizer.json") << tj.dump();
+    nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+    ASSERT_EQ(config["vocab_size"], 80);
+    config["seq_length"] = 64;
+    std::ofstream(base + "/config.json") << config.dump();
+  });
+  expect_adapter_gguf_equals_merged_gguf("gemma2", [](const std::string& base) {
+    fs::copy_file(test::source_path("tests/cli/golden/gguf_gemma2_small_tokenizer.model"),
+                  base + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+    ASSERT_EQ(config["vocab_size"], 80);
+    config["query_pre_attn_scalar"] = config["head_dim"];
+    std::ofstream(base + "/config.json") << config.dump();
+  });
 }
 
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {
