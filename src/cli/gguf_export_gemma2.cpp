@@ -1,6 +1,7 @@
 // Gemma 2 as GGUF (gguf_export.h): llama.cpp's "gemma2" layout, its RMSNorm weights shifted by one, and the
 // SentencePiece vocabulary.
 #include <fmt/format.h>
+
 #include <filesystem>
 
 #include "cli/gguf_export.h"
