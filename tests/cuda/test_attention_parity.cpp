@@ -2,7 +2,8 @@
 // dtype, the reference computed in float64 from the rounded values, outputs NaN-poisoned (dk, dv start from
 // random values, since backward adds into them), one PARITY row per (direction, dtype, shape). Shapes cover
 // odd lengths, GQA groups 1, 2 and 8, a query offset into a longer key range, sliding windows, packed
-// segments and head dims 40, 64 and 128.
+// segments and head dims 40, 64, 128, 200 and 256 (Gemma's; the kernels walk it in two chunks of 128 in
+// backward, and 200 leaves the second chunk partly empty).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,6 +67,8 @@ TEST(CudaParity, Attention) {
       {1, 100, 130, 8, 1, 128, 30, 0, false}, {2, 150, 150, 4, 2, 128, 0, 40, false},
       {2, 129, 200, 4, 4, 64, 71, 0, true},   {1, 200, 260, 8, 2, 128, 60, 50, true},
       {1, 70, 70, 2, 1, 40, 0, 0, false},     {1, 300, 300, 4, 4, 128, 0, 0, true},
+      {2, 150, 150, 4, 2, 256, 0, 0, false},  {1, 130, 200, 8, 2, 256, 70, 50, true},
+      {1, 1, 3, 4, 4, 256, 2, 0, false},      {1, 70, 70, 2, 1, 200, 0, 0, false},
   };
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
@@ -119,16 +122,17 @@ TEST(CudaParity, Attention) {
 
 TEST(CudaParity, AttentionRefusesLargeHeadDim) {
   LT_REQUIRE_GPU();
-  const int64_t B = 1, T = 4, H = 2, HD = 160;
+  const int64_t B = 1, T = 4, H = 2, HD = 320;
   ops::AttentionParams p{B, T, T, H, H, HD, 0, 0, 0.1};
   DeviceTensor q = poisoned(DType::BF16, {B, T, H, HD}), k = poisoned(DType::BF16, {B, T, H, HD});
   DeviceTensor v = poisoned(DType::BF16, {B, T, H, HD}), out = poisoned(DType::BF16, {B, T, H, HD});
   DeviceTensor lse = poisoned(DType::F32, {B, H, T});
   try {
     ops::attention_forward(p, out.t, lse.t, q.t, k.t, v.t, Tensor(), Tensor());
-    FAIL() << "head_dim 160 was accepted";
+    FAIL() << "head_dim 320 was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("head_dim = 160"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim = 320"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1 to 256"), std::string::npos) << e.what();
   }
 }
 

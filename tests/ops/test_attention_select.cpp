@@ -75,6 +75,7 @@ TEST(AttentionSelect, IneligibleCallsSayWhy) {
       {"f32", [](AttentionCallShape& c) { c.dtype = DType::F32; }},
       {"head_dim 96", [](AttentionCallShape& c) { c.p.head_dim = 96; }},
       {"head_dim 32", [](AttentionCallShape& c) { c.p.head_dim = 32; }},
+      {"head_dim 192", [](AttentionCallShape& c) { c.p.head_dim = 192; }},
       {"segments", [](AttentionCallShape& c) { c.segmented = true; }},
       {"window", [](AttentionCallShape& c) { c.p.window = 64; }},
       {"misaligned", [](AttentionCallShape& c) { c.aligned16 = false; }},
