@@ -21,7 +21,8 @@ TEST(AttentionSoftcapSelect, CudnnRefusesSoftCappingByName) {
 }
 
 // Gemma 2's attention (head_dim 256, soft-capped, a sliding window on its local layers) runs on the CUDA-core
-// kernels whatever the request: cuDNN and the tensor-core kernels (head_dim 64/128, no cap) decline it.
+// kernels whatever the request: cuDNN and the tensor-core kernels decline the cap (and the tensor-core ones
+// head_dim 256). Without cap and window, cuDNN takes head_dim 256.
 TEST(AttentionSoftcapSelect, Gemma2HeadDim256TakesTheCudaCoreKernels) {
   AttentionCallShape c;
   c.dtype = DType::BF16;
@@ -41,6 +42,12 @@ TEST(AttentionSoftcapSelect, Gemma2HeadDim256TakesTheCudaCoreKernels) {
                                            AttentionKernelRequest::TensorCore, AttentionKernelRequest::Simt})
       EXPECT_EQ(choose_attention_kernel(r, c, true, "", false), AttentionKernel::Simt) << "window " << window;
   }
+  c.p.softcap = 0.0;
+  EXPECT_EQ(cudnn_attention_ineligible_reason(c), nullptr);
+  EXPECT_EQ(choose_attention_kernel(AttentionKernelRequest::Auto, c, true, "", false),
+            AttentionKernel::Cudnn);
+  c.p.window = 4096;
+  EXPECT_EQ(std::string(cudnn_attention_ineligible_reason(c)), "sliding window");
 }
 
 }  // namespace

@@ -78,9 +78,8 @@ DType attention_dtype(const AttentionParams& p, const Tensor& q, const Tensor& l
   LT_CHECK(lse.empty() || lse.dtype == DType::F32, "{} on CUDA: lse has dtype {}; the GPU keeps lse in f32",
            op, dtype_name(lse.dtype));
   LT_CHECK(p.head_dim <= kAttentionMaxHeadDim,
-           "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim 1 to {} (cuDNN and the "
-           "tensor-core kernels 64 and 128)",
-           op, p.head_dim, kAttentionMaxHeadDim);
+           "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim 1 to {}", op, p.head_dim,
+           kAttentionMaxHeadDim);
   LT_CHECK(!p.alibi || p.heads <= kAttentionMaxAlibiHeads,
            "{} on CUDA: ALiBi with {} heads; the kernels take at most {} heads' slopes", op, p.heads,
            kAttentionMaxAlibiHeads);
