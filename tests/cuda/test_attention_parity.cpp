@@ -137,13 +137,13 @@ TEST(CudaParity, AttentionRefusesLargeHeadDim) {
 }
 
 // Not a test: times the bf16 kernels at the kernel peer's shapes (GPU.md: causal, 32 query / 8 kv heads,
-// head dim 128; FLOPs counted as forward 2 T^2 HD H per batch row, backward 2.5x that). Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*AttentionTiming*'.
+// head dim 128) and at Gemma-2-9B's (16 / 8 heads, head dim 256); FLOPs counted as forward 2 T^2 HD H per
+// batch row, backward 2.5x that. Run with --gtest_also_run_disabled_tests --gtest_filter='*AttentionTiming*'
+// (LT_ATTENTION_KERNEL=simt times the CUDA-core kernels).
 TEST(CudaBench, DISABLED_AttentionTiming) {
   LT_REQUIRE_GPU();
-  const int64_t shapes[][2] = {{2048, 8}, {8192, 2}};
-  for (const auto& [T, B] : shapes) {
-    const int64_t H = 32, KVH = 8, HD = 128;
+  const int64_t shapes[][5] = {{2048, 8, 32, 8, 128}, {8192, 2, 32, 8, 128}, {2048, 8, 16, 8, 256}};
+  for (const auto& [T, B, H, KVH, HD] : shapes) {
     ops::AttentionParams p{B, T, T, H, KVH, HD, 0, 0, 1.0 / std::sqrt(double(HD))};
     const size_t nq = size_t(B * T * H * HD), nk = size_t(B * T * KVH * HD);
     std::vector<double> q = random_values(nq, 1), k = random_values(nk, 2), v = random_values(nk, 3);
