@@ -27,7 +27,8 @@ import tempfile
 import gguf
 import numpy as np
 import sentencepiece
-from safetensors.numpy import load_file
+import torch
+from safetensors import safe_open
 
 TYPES = {
     "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
@@ -45,6 +46,19 @@ def fnv1a64(data: bytes) -> str:
     return f"{h:016x}"
 
 
+def load_checkpoint(model_dir):
+    """Every tensor of the checkpoint in `model_dir` (model.safetensors or its model-*-of-*.safetensors shards)
+    as a float32 array: the converter widens bfloat16 to float32 before its transforms."""
+    files = sorted(f for f in os.listdir(model_dir) if f.startswith("model") and f.endswith(".safetensors"))
+    assert files, f"{model_dir} has no model*.safetensors"
+    out = {}
+    for name in files:
+        with safe_open(os.path.join(model_dir, name), framework="pt") as st:
+            for key in st.keys():
+                out[key] = st.get_tensor(key).to(torch.float32).numpy()
+    return out
+
+
 def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
@@ -52,7 +66,7 @@ def permute(w, n_head, n_head_kv):  # convert_hf_to_gguf.py LlamaModel.permute
 
 
 def tensors_of(model_dir, cfg):
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     H, KVH = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
     for l in range(cfg["num_hidden_layers"]):
@@ -97,11 +111,26 @@ def write(path, model_dir, cfg, qtype, ftype):
         w.add_key_length(HD)
         w.add_value_length(HD)
     # _set_vocab_sentencepiece
-    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
+    tokens, scores, types, tc = sentencepiece_vocab(model_dir, os.path.join(model_dir, "tokenizer.model"),
+                                                    cfg["vocab_size"])
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    add_special_vocab(w, cfg, tc)
+    if "add_prefix_space" in tc:  # LlamaModel.set_vocab, after the special tokens
+        w.add_add_space_prefix(tc["add_prefix_space"])
+    add_tensors_and_close(w, tensors_of(model_dir, cfg), qtype)
+
+
+def sentencepiece_vocab(model_dir, spm_path, vocab_size):
+    """_create_vocab_sentencepiece: tokens, scores, token types, and tokenizer_config.json's fields."""
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm_path)
     # _create_vocab_sentencepiece: [PADi] at -10000 up to vocab_size, the pieces, then the added tokens.
-    tokens = [f"[PAD{i}]".encode("utf-8") for i in range(cfg["vocab_size"])]
-    scores = [-10000.0] * cfg["vocab_size"]
-    types = [gguf.TokenType.UNUSED] * cfg["vocab_size"]
+    tokens = [f"[PAD{i}]".encode("utf-8") for i in range(vocab_size)]
+    scores = [-10000.0] * vocab_size
+    types = [gguf.TokenType.UNUSED] * vocab_size
     for i in range(sp.vocab_size()):
         t = gguf.TokenType.NORMAL
         if sp.IsUnknown(i):
@@ -117,7 +146,7 @@ def write(path, model_dir, cfg, qtype, ftype):
     if os.path.exists(added_path):
         with open(added_path, encoding="utf-8") as f:
             for key, i in json.load(f).items():
-                if i < cfg["vocab_size"]:
+                if i < vocab_size:
                     tokens[i], scores[i], types[i] = key.encode("utf-8"), -1000.0, gguf.TokenType.USER_DEFINED
     tc = {}
     if os.path.exists(os.path.join(model_dir, "tokenizer_config.json")):
@@ -125,7 +154,7 @@ def write(path, model_dir, cfg, qtype, ftype):
             tc = json.load(f)
     for i, data in tc.get("added_tokens_decoder", {}).items():
         i, token = int(i), data["content"]
-        if i >= cfg["vocab_size"]:
+        if i >= vocab_size:
             continue
         if data.get("special") or looks_special(token):
             types[i] = gguf.TokenType.CONTROL
@@ -133,12 +162,12 @@ def write(path, model_dir, cfg, qtype, ftype):
             token = token.replace("\u2581", " ")
             types[i] = gguf.TokenType.USER_DEFINED
         tokens[i], scores[i] = token.encode("utf-8"), -1000.0
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    # SpecialVocab: the ids config.json gives (null or absent: none).
+    return tokens, scores, types, tc
+
+
+def add_special_vocab(w, cfg, tc):
+    """SpecialVocab: the ids config.json gives (null or absent: none), then tokenizer_config.json's
+    add_bos_token / add_eos_token and chat_template."""
     eos = cfg.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) else eos
     if cfg.get("bos_token_id") is not None:
@@ -153,9 +182,6 @@ def write(path, model_dir, cfg, qtype, ftype):
         w.add_add_eos_token(tc["add_eos_token"])
     if "chat_template" in tc:
         w.add_chat_template(tc["chat_template"])
-    if "add_prefix_space" in tc:  # LlamaModel.set_vocab, after the special tokens
-        w.add_add_space_prefix(tc["add_prefix_space"])
-    add_tensors_and_close(w, tensors_of(model_dir, cfg), qtype)
 
 
 def looks_special(token):
@@ -180,6 +206,40 @@ def add_tensors_and_close(w, tensors, qtype):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def check_tensors_against(path, expected):
+    """Reads `path` back with gguf.GGUFReader and checks every tensor against `expected` (name -> float32
+    array, the checkpoint's tensors after the converter's transforms): the same names and shapes; f32 equal,
+    f16 and bf16 equal to the values rounded to that type, q8_0 within its quantization error (half a step
+    of its block's scale, plus what rounding that scale to f16 moves the codes)."""
+    reader = gguf.GGUFReader(path)
+    got = {t.name: t for t in reader.tensors}
+    assert set(got) == set(expected), set(got) ^ set(expected)
+    for name, want in expected.items():
+        t = got[name]
+        want = want.astype(np.float32)
+        shape = [int(x) for x in reversed(t.shape.tolist())]
+        assert shape == list(want.shape), (name, shape, want.shape)
+        kind = t.tensor_type
+        data = gguf.quants.dequantize(np.array(t.data), kind).reshape(want.shape)
+        if kind == gguf.GGMLQuantizationType.F32:
+            assert np.array_equal(data, want), name
+        elif kind == gguf.GGMLQuantizationType.F16:
+            assert np.array_equal(data, want.astype(np.float16).astype(np.float32)), name
+        elif kind == gguf.GGMLQuantizationType.BF16:
+            rounded = torch.from_numpy(want).to(torch.bfloat16).to(torch.float32).numpy()
+            assert np.array_equal(data, rounded), name
+        else:
+            assert kind == gguf.GGMLQuantizationType.Q8_0, (name, kind)
+            # q = round(x / d) is within half a step of x / d; the stored scale is d rounded to f16, which
+            # moves a code q (|q| <= 127) by at most 127 |f16(d) - d|.
+            blocks = want.reshape(-1, 32).astype(np.float64)
+            d = np.abs(blocks).max(axis=1) / 127
+            d16 = d.astype(np.float16).astype(np.float64)
+            bound = 0.5 * d + 127 * np.abs(d16 - d) + 1e-7 * np.abs(blocks).max(axis=1)
+            err = np.abs(data.reshape(-1, 32) - blocks)
+            assert (err <= bound[:, None]).all(), (name, float(err.max()))
 
 
 def describe(path):

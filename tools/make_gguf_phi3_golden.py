@@ -37,9 +37,9 @@ import gguf
 import numpy as np
 import sentencepiece
 import torch
-from safetensors.numpy import load_file
 from transformers import Phi3Config, Phi3ForCausalLM
 
+from make_gguf_golden import load_checkpoint
 from make_gguf_golden import TYPES, add_tensors_and_close, describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,7 +80,7 @@ def make_fixture(shared_spm):
 
 
 def tensors_of(model_dir, cfg):
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
     for l in range(cfg["num_hidden_layers"]):
         p, b = f"model.layers.{l}.", f"blk.{l}."

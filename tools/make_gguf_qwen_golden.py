@@ -33,9 +33,9 @@ import tempfile
 import gguf
 import numpy as np
 import torch
-from safetensors.numpy import load_file
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+from make_gguf_golden import load_checkpoint
 from make_gguf_golden import TYPES, add_tensors_and_close, describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,7 +70,7 @@ def make_fixture(name, cls, config, seed):
 
 
 def tensors_of(model_dir, cfg, arch):
-    st = load_file(os.path.join(model_dir, "model.safetensors"))
+    st = load_checkpoint(model_dir)
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
     for l in range(cfg["num_hidden_layers"]):
         p, b = f"model.layers.{l}.", f"blk.{l}."

@@ -49,6 +49,12 @@ STEPS = 5
 HYPER = dict(learning_rate=2e-2, warmup_steps=2, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95,
              adam_epsilon=1e-6, max_grad_norm=10.0)
 
+# QLoRA from a fresh PEFT adapter (B = 0), no warmup, 4 steps: in float32 against PEFT over bitsandbytes in
+# float32 (qlora_fresh_float32), and the same trajectory in float64 (qlora_fresh).
+QLORA_FRESH_HYPER = dict(HYPER, learning_rate=1e-3, warmup_steps=0)
+QLORA_FRESH_STEPS = 4
+QLORA_FRESH_ADAPTER = "tests/train/golden/peft_training/qlora_fresh_adapter"
+
 CASES = {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM}
 
 
@@ -71,22 +77,24 @@ def shifted(labels):
     return labels[1:] + [-100]
 
 
-def steps_of(rows):
+def steps_of(rows, steps):
     """Micro-batches (lists of rows) of each optimizer step, epoch after epoch, as leantune orders them."""
     micro = [rows[i:i + MICRO] for i in range(0, len(rows), MICRO)]
     per_epoch = [micro[i:i + ACCUM] for i in range(0, len(micro), ACCUM)]
     out = []
-    while len(out) < STEPS:
+    while len(out) < steps:
         out.extend(per_epoch)
-    return out[:STEPS]
+    return out[:steps]
 
 
 def adapter_key(param_name):
     return param_name.replace(".default", "")
 
 
-def train_case(name, cls, rows, projections=None, case=None, base_model=None):
+def train_case(name, cls, rows, projections=None, case=None, base_model=None, init_adapter=None, hyper=HYPER,
+               steps=STEPS):
     source = os.path.join(MODELS, "peft_" + name)
+    init_adapter = init_adapter or f"tests/model/golden/peft_{name}/adapter"
     base = cls.from_pretrained(os.path.join(source, "base"), dtype=torch.float64, attn_implementation="eager")
     mg.attach_float64_inv_freq(base)
     if projections:
@@ -94,18 +102,25 @@ def train_case(name, cls, rows, projections=None, case=None, base_model=None):
         with torch.no_grad():
             for weight_name, w in projections.items():
                 state[weight_name].copy_(w.to(torch.float64))
-    case = case or name
-    model = PeftModel.from_pretrained(base, os.path.join(source, "adapter"), is_trainable=True)
+    model = PeftModel.from_pretrained(base, os.path.join(ROOT, init_adapter), is_trainable=True)
     model.to(torch.float64)
+    train_peft(model, rows, case or name, hyper, steps,
+               {"base_model": base_model or f"tests/model/golden/peft_{name}/base",
+                "init_adapter": init_adapter, **({"bits": 4} if projections else {})})
+
+
+def train_peft(model, rows, case, hyper, steps, files):
+    """Trains `model`'s adapters for `steps` optimizer steps with `hyper`; writes <case>.json (`files` names the
+    base and initial adapter leantune starts from) and <case>_final.safetensors."""
     model.train()
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     assert params and all("lora_" in n for n, _ in params), [n for n, _ in params]
-    opt = torch.optim.AdamW([p for _, p in params], lr=HYPER["learning_rate"],
-                            betas=(HYPER["adam_beta1"], HYPER["adam_beta2"]), eps=HYPER["adam_epsilon"],
-                            weight_decay=HYPER["weight_decay"], foreach=False)
-    sched = get_linear_schedule_with_warmup(opt, HYPER["warmup_steps"], STEPS)
+    opt = torch.optim.AdamW([p for _, p in params], lr=hyper["learning_rate"],
+                            betas=(hyper["adam_beta1"], hyper["adam_beta2"]), eps=hyper["adam_epsilon"],
+                            weight_decay=hyper["weight_decay"], foreach=False)
+    sched = get_linear_schedule_with_warmup(opt, hyper["warmup_steps"], steps)
     losses, norms, lrs = [], [], []
-    for step in steps_of(rows):
+    for step in steps_of(rows, steps):
         examples = [r for mb in step for r in mb]
         denominator = sum(sum(1 for t in shifted(r["labels"]) if t != -100) for r in examples)
         opt.zero_grad(set_to_none=False)
@@ -118,7 +133,7 @@ def train_case(name, cls, rows, projections=None, case=None, base_model=None):
             (ce / denominator).backward()
             total += ce.item()
         lrs.append(opt.param_groups[0]["lr"])
-        norms.append(torch.nn.utils.clip_grad_norm_([p for _, p in params], HYPER["max_grad_norm"],
+        norms.append(torch.nn.utils.clip_grad_norm_([p for _, p in params], hyper["max_grad_norm"],
                                                     foreach=False).item())
         opt.step()
         sched.step()
@@ -126,14 +141,41 @@ def train_case(name, cls, rows, projections=None, case=None, base_model=None):
     final = {adapter_key(n): p.detach().clone().contiguous() for n, p in params}
     save_file(final, os.path.join(OUT, case + "_final.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(OUT, case + ".json"), "w") as f:
-        json.dump({"base_model": base_model or f"tests/model/golden/peft_{name}/base",
-                   "init_adapter": f"tests/model/golden/peft_{name}/adapter",
-                   "micro_batch_size": MICRO, "batch_size": MICRO * ACCUM, "max_steps": STEPS,
-                   "lr_scheduler_type": "linear", **HYPER, **({"bits": 4} if projections else {}),
+        json.dump({**files, "micro_batch_size": MICRO, "batch_size": MICRO * ACCUM, "max_steps": steps,
+                   "lr_scheduler_type": "linear", **hyper,
                    "losses": losses, "grad_norms": norms, "learning_rates": lrs}, f, indent=1)
-    clipped = sum(1 for n in norms if n > HYPER["max_grad_norm"])
+    clipped = sum(1 for n in norms if n > hyper["max_grad_norm"])
     print(f"{case}: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]} "
           f"({clipped} clipped), {len(final)} adapter tensors")
+
+
+def train_qlora_fresh_float32(rows):
+    """QLoRA as people run it: transformers + bitsandbytes' 4-bit checkpoint (Linear4bit, float32 compute:
+    each projection dequantized by bitsandbytes, then a float32 matmul) under a fresh PEFT adapter (r 8, alpha
+    16 on all seven projections; PEFT's own initialization: A Kaiming-uniform, B zero), written to
+    qlora_fresh_adapter/ as leantune's initial adapter, at learning rate 1e-3 with no warmup, 4 steps.
+    A float32 run against a float32 run on a well-conditioned trajectory: each side's rounding is all that
+    separates them."""
+    from peft import LoraConfig, get_peft_model
+    base4 = os.path.join(MODELS, "qlora_llama", "base4")
+    q4 = LlamaForCausalLM.from_pretrained(base4, dtype=torch.float32, attn_implementation="eager")
+    assert type(q4.model.layers[0].self_attn.q_proj).__name__ == "Linear4bit", type(q4.model.layers[0].self_attn.q_proj)
+    torch.manual_seed(17)
+    model = get_peft_model(q4, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, task_type="CAUSAL_LM",
+                                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                          "up_proj", "down_proj"]))
+    init_dir = os.path.join(ROOT, QLORA_FRESH_ADAPTER)
+    model.save_pretrained(init_dir)
+    os.remove(os.path.join(init_dir, "README.md"))  # PEFT's model card template
+    with open(os.path.join(init_dir, "adapter_config.json")) as f:
+        config = json.load(f)
+    config["base_model_name_or_path"] = "tests/model/golden/qlora_llama/base4"  # not this machine's path
+    with open(os.path.join(init_dir, "adapter_config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    for n, p in model.named_parameters():
+        assert not p.requires_grad or p.dtype == torch.float32, (n, p.dtype)
+    train_peft(model, rows, "qlora_fresh_float32", QLORA_FRESH_HYPER, QLORA_FRESH_STEPS,
+               {"base_model": "tests/model/golden/qlora_llama/base4", "init_adapter": QLORA_FRESH_ADAPTER, "bits": 4})
 
 
 def dequantized_projections():
@@ -159,15 +201,19 @@ def main():
     torch.use_deterministic_algorithms(True)
     # QLoRA's dequantized projections, read before the float64 patches change transformers.
     qlora = dequantized_projections()
-    mg.patch_exact_float64()
     os.makedirs(OUT, exist_ok=True)
     rows = write_data(os.path.join(OUT, "data.jsonl"))
+    train_qlora_fresh_float32(rows)
+    mg.patch_exact_float64()
     for name, cls in CASES.items():
         train_case(name, cls, rows)
     # QLoRA: PEFT over the 4-bit base, in float64 over the dequantized weights (QLoRA's math without float32
     # rounding), from peft_llama's adapter; leantune trains base4 itself with bits 4.
     train_case("llama", LlamaForCausalLM, rows, projections=qlora, case="qlora_llama",
                base_model="tests/model/golden/qlora_llama/base4")
+    train_case("llama", LlamaForCausalLM, rows, projections=qlora, case="qlora_fresh",
+               base_model="tests/model/golden/qlora_llama/base4", init_adapter=QLORA_FRESH_ADAPTER,
+               hyper=QLORA_FRESH_HYPER, steps=QLORA_FRESH_STEPS)
 
 
 if __name__ == "__main__":

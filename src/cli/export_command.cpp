@@ -53,6 +53,7 @@ void run_export_gguf(const ExportOptions& o) {
            "export --gguf: {} is a 4-bit checkpoint; `leantune dequantize` it first", o.base_model);
   const model::ModelConfig config = model::load_model_config(o.base_model);
   const io::GgmlType type = gguf_type_from_name(o.gguf_type, config);
+  check_gguf_exportable(o.base_model, config);
   std::vector<model::LoraSpec> specs;
   io::LoraAdapterConfig adapter;
   if (!o.adapter.empty()) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/input_file.h"
@@ -149,6 +150,27 @@ std::string cut_at_stop(std::string text, const std::vector<std::string>& stop, 
   return text;
 }
 
+// How much of `text` (the answer so far, already cut before any stop string) streaming may print now: all but
+// a tail the next tokens may still take back, that is the longest tail that begins a stop string (the final
+// answer is cut there if the stop string completes) and a trailing run of U+FFFD (the bytes of a character
+// whose last bytes are still to come decode as U+FFFD meanwhile).
+size_t settled_length(const std::string& text, const std::vector<std::string>& stop) {
+  size_t keep = text.size();
+  for (const std::string& s : stop)
+    for (size_t n = std::min(s.size() - 1, text.size()); n > 0; --n)
+      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+        keep = std::min(keep, text.size() - n);
+        break;
+      }
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  for (int i = 0;
+       i < 3 && keep >= kReplacement.size() &&
+       std::string_view(text).substr(keep - kReplacement.size(), kReplacement.size()) == kReplacement;
+       ++i)
+    keep -= kReplacement.size();
+  return keep;
+}
+
 void run_generate(const GenerateOptions& o) {
   Device device = train::parse_device(o.device, "generate");
   train::Precision precision = train::parse_precision(o.precision, "generate");
@@ -202,7 +224,8 @@ void run_generate(const GenerateOptions& o) {
   for (const std::string& text : texts)
     prompts.push_back(o.ids.empty() ? render_prompt(*tokenizer, template_name, text, o.model)
                                     : parse_ids(o.ids, model.config.vocab_size));
-  // Streaming prints one answer as it grows, so it decodes the prompts one at a time.
+  // Streaming prints one answer as it grows, so it decodes the prompts one at a time, in the file's order:
+  // rows of one batch would interleave their text on the terminal.
   const size_t batch = o.stream ? 1 : size_t(o.batch_size);
   for (size_t first = 0; first < prompts.size(); first += batch) {
     const std::vector<std::vector<int32_t>> rows(
@@ -215,10 +238,11 @@ void run_generate(const GenerateOptions& o) {
       if (o.stop.empty() && !o.stream) return true;
       bool stopped = false;
       const std::string now = cut_at_stop(tokenizer->decode(so_far[row], true), o.stop, &stopped);
-      if (o.stream && !o.json && now.size() > printed) {
-        fmt::print("{}", now.substr(printed));
+      const size_t settled = settled_length(now, o.stop);
+      if (o.stream && !o.json && settled > printed) {
+        fmt::print("{}", now.substr(printed, settled - printed));
         std::fflush(stdout);
-        printed = now.size();
+        printed = settled;
       }
       return !stopped;
     };
@@ -252,7 +276,7 @@ void add_generate_command(CLI::App& app) {
                   "one prompt per line (or JSONL {\"prompt\": ...}); answers in the same order");
   sub->add_option("--batch_size", o->batch_size,
                   "prompts of --prompts_file decoded together, as rows of one KV cache (each row's answer "
-                  "is the one it gets alone; --stream decodes one at a time)")
+                  "is the one it gets alone; --stream decodes one at a time, in order, one line each)")
       ->capture_default_str();
   sub->add_option("--ids", o->ids, "prompt token ids, comma-separated");
   sub->add_option("--adapter", o->adapter, "PEFT LoRA adapter directory, merged into --model's weights");

@@ -53,17 +53,14 @@ std::string with_spaces(const std::string& t) {
   return out;
 }
 
-// _create_vocab_sentencepiece: [PADi] (score -10000, UNUSED) up to vocab_size, the tokenizer.model pieces
-// over them, then added_tokens.json (USER_DEFINED, score -1000; ids past vocab_size ignored) and
-// tokenizer_config.json's added_tokens_decoder (score -1000; CONTROL when special or special-looking, else
-// USER_DEFINED with "\u2581" written as a space); tokenizer.json, when present too, is not read.
-void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config) {
+}  // namespace
+
+void add_sentencepiece_tokenizer(io::GgufWriter& w, const std::string& model_dir,
+                                 const model::ModelConfig& config) {
   const fs::path dir(model_dir), spm = dir / "tokenizer.model";
-  LT_CHECK(
-      fs::exists(spm),
-      "export --gguf: {} has no SentencePiece tokenizer.model nor Llama 3's tokenizer.json; its tokenizer "
-      "is not written to GGUF yet",
-      model_dir);
+  LT_CHECK(fs::exists(spm),
+           "export --gguf: {} has no tokenizer.model; a {} GGUF needs its SentencePiece model", model_dir,
+           config.architecture_name);
   const data::SentencePieceVocab vocab = data::read_sentencepiece_vocab(spm.string());
   LT_CHECK(int64_t(vocab.pieces.size()) <= config.vocab_size,
            "export --gguf: {} has {} pieces, more than config.json's vocab_size {}", spm.string(),
@@ -122,19 +119,9 @@ void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model:
   w.add_f32_array("tokenizer.ggml.scores", scores);
   w.add_i32_array("tokenizer.ggml.token_type", types);
   add_special_tokens(w, model_dir, config);
-  // LlamaModel.set_vocab, after the special tokens.
-  if (tc.contains("add_prefix_space") && tc["add_prefix_space"].is_boolean())
-    w.add_bool("tokenizer.ggml.add_space_prefix", tc["add_prefix_space"].get<bool>());
 }
 
-// Llama 3's pre-tokenizer regex (tokenizer.json's Split pattern), which llama.cpp knows as "llama-bpe".
-constexpr const char* kLlama3Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-// llama.cpp's name for tokenizer.json's pre-tokenizer (the converter finds it by hashing a tokenization;
-// leantune recognizes the regex, which is what that hash stands for). Only Llama 3's is known here.
-std::string llama_bpe_pre_name(const std::string& model_dir) {
+std::string tokenizer_split_regex(const std::string& model_dir) {
   const fs::path path = fs::path(model_dir) / "tokenizer.json";
   const nlohmann::json tj = read_json(path.string(), kMaxTokenizerJsonBytes);
   std::string pattern;
@@ -149,11 +136,39 @@ std::string llama_bpe_pre_name(const std::string& model_dir) {
           step["pattern"]["Regex"].is_string())
         pattern = step["pattern"]["Regex"].get<std::string>();
   }
+  return pattern;
+}
+
+namespace {
+
+// LlamaModel.set_vocab's SentencePiece branch: the vocabulary, then tokenizer_config.json's add_prefix_space.
+void add_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config) {
+  LT_CHECK(
+      fs::exists(fs::path(model_dir) / "tokenizer.model"),
+      "export --gguf: {} has no SentencePiece tokenizer.model nor Llama 3's tokenizer.json; its tokenizer "
+      "is not written to GGUF yet",
+      model_dir);
+  add_sentencepiece_tokenizer(w, model_dir, config);
+  const nlohmann::json tc = tokenizer_config(model_dir);
+  if (tc.contains("add_prefix_space") && tc["add_prefix_space"].is_boolean())
+    w.add_bool("tokenizer.ggml.add_space_prefix", tc["add_prefix_space"].get<bool>());
+}
+
+// Llama 3's pre-tokenizer regex (tokenizer.json's Split pattern), which llama.cpp knows as "llama-bpe".
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// llama.cpp's name for tokenizer.json's pre-tokenizer (the converter finds it by hashing a tokenization;
+// leantune recognizes the regex, which is what that hash stands for). Only Llama 3's is known here.
+std::string llama_bpe_pre_name(const std::string& model_dir) {
+  const std::string pattern = tokenizer_split_regex(model_dir);
   LT_CHECK(
       pattern == kLlama3Pattern,
-      "export --gguf: {}: its pre-tokenizer (Split regex '{}') is not one leantune names for llama.cpp yet "
-      "(Llama 3's is); a Llama-family GGUF needs a SentencePiece tokenizer.model or Llama 3's tokenizer.json",
-      path.string(), pattern);
+      "export --gguf: {}/tokenizer.json: its pre-tokenizer (Split regex '{}') is not one leantune names for "
+      "llama.cpp yet (Llama 3's is); a Llama-family GGUF needs a SentencePiece tokenizer.model or Llama 3's "
+      "tokenizer.json",
+      model_dir, pattern);
   return "llama-bpe";
 }
 
@@ -198,15 +213,26 @@ io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConf
           name);
 }
 
+void check_gguf_exportable(const std::string& model_dir, const model::ModelConfig& config) {
+  if (config.arch == model::Architecture::Gemma2) check_gemma2_exportable(config);
+  if (config.arch == model::Architecture::Bloom) check_bloom_exportable(model_dir);
+}
+
 void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                       const model::ModelWeights& weights, io::GgmlType type) {
   if (config.arch == model::Architecture::Qwen2 || config.arch == model::Architecture::Qwen3)
     return write_qwen_gguf(path, model_dir, config, weights, type);
   if (config.arch == model::Architecture::Phi3)
     return write_phi3_gguf(path, model_dir, config, weights, type);
-  LT_CHECK(config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
-           "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3 and Phi-3 are)",
-           config.architecture_name);
+  if (config.arch == model::Architecture::Gemma2)
+    return write_gemma2_gguf(path, model_dir, config, weights, type);
+  if (config.arch == model::Architecture::Bloom)
+    return write_bloom_gguf(path, model_dir, config, weights, type);
+  LT_CHECK(
+      config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
+      "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and BLOOM "
+      "are)",
+      config.architecture_name);
   LT_CHECK(!config.qkv_bias && !config.o_bias && !config.mlp_bias,
            "export --gguf: linear biases (attention_bias / mlp_bias) are not written to GGUF yet");
   io::GgufWriter w;

@@ -25,11 +25,24 @@
 // dims, attention.sliding_window, 0 without one), qkv_proj kept fused as attn_qkv and gate_up_proj as
 // ffn_up (rows gate then up), Q/K not permuted; the SentencePiece vocabulary padded with [PADi] at score
 // -10000 and the added tokens of added_tokens.json, tokenizer_config.json and tokenizer.json.
-// Llama 3.x: its RoPE scaling as llama.cpp's rope_freqs.weight (the converter's float32 factors, the first
-// tensor) and, without a tokenizer.model, its BPE tokenizer.json as _set_vocab_gpt2 takes it (pre
-// "llama-bpe", given when the pre-tokenizer's Split regex is Llama 3's).
-// Not yet, refused by name: other architectures, Phi-3's LongRoPE (its factor tensors), Phi-4's GPT-2
-// tokenizer, other BPE pre-tokenizers.
+// Gemma2ForCausalLM as the converter's Gemma2Model lays it out (gguf_export_gemma2.cpp): architecture
+// "gemma2" with gemma2.* hyperparameters (key/value_length, attn_logit_softcapping, final_logit_softcapping,
+// attention.sliding_window; no rope.freq_base), every RMSNorm weight plus 1 (llama.cpp multiplies by w where
+// HF multiplies by 1 + w) under llama.cpp's names (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm,
+// output_norm), Q/K as stored, no output tensor (tied); the SentencePiece vocabulary as for Llama, then
+// add_space_prefix false. What llama.cpp's gemma2 cannot run as trained is refused by name (attention biases,
+// an untied head, a RoPE base other than 10000, null soft-caps, another sliding-window layout, a
+// query_pre_attn_scalar other than the one llama.cpp derives).
+// BloomForCausalLM as the converter's BloomModel lays it out (gguf_export_bloom.cpp): architecture "bloom"
+// with bloom.* hyperparameters (context_length = config.json's seq_length, else hidden_size, as the converter
+// takes it; feed_forward_length 4 D; attention.layer_norm_epsilon), token_embd_norm, attn_qkv rows all q then
+// all k then v (the converter's re-order of BLOOM's per-head interleave, which is the engine's layout),
+// biases on every norm and projection, output only when untied; no positions (llama.cpp's BLOOM is ALiBi);
+// the BPE vocabulary with pre "bloom", recognized by BLOOM's Split regex. Llama 3.x: its RoPE scaling as
+// llama.cpp's rope_freqs.weight (the converter's float32 factors, the first tensor) and, without a
+// tokenizer.model, its BPE tokenizer.json as _set_vocab_gpt2 takes it (pre "llama-bpe", given when the
+// pre-tokenizer's Split regex is Llama 3's). Not yet, refused by name: Phi-3's LongRoPE (its factor tensors),
+// Phi-4's GPT-2 tokenizer, other BPE pre-tokenizers.
 #pragma once
 
 #include <string>
@@ -44,6 +57,9 @@ namespace lt::cli {
 // converter's default outtype for float32 checkpoints); anything else is refused listing the names.
 io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConfig& config);
 
+// Refuses, before any weight is read, what the family's GGUF cannot hold as the model was trained (Gemma 2's
+// settings llama.cpp hard-codes, a BLOOM tokenizer.json that is not BLOOM's); write_gguf_model checks it too.
+void check_gguf_exportable(const std::string& model_dir, const model::ModelConfig& config);
 // Writes `weights` (host f32, of the model in `model_dir`, whose tokenizer and tokenizer_config.json are
 // read) to `path`.
 void write_gguf_model(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
@@ -54,6 +70,24 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
 // special-token keys.
 void add_bpe_tokenizer(io::GgufWriter& w, const std::string& model_dir, const model::ModelConfig& config,
                        const std::string& pre);
+// _create_vocab_sentencepiece from tokenizer.model (refused without one): tokens, scores and token types
+// padded with [PADi] up to config.json's vocab_size, added_tokens.json and tokenizer_config.json's
+// added_tokens_decoder over them (special or special-looking: CONTROL), then the special-token keys.
+void add_sentencepiece_tokenizer(io::GgufWriter& w, const std::string& model_dir,
+                                 const model::ModelConfig& config);
+// The Split regex of tokenizer.json's pre-tokenizer (the last, in a Sequence), "" without one: what
+// llama.cpp's name for the pre-tokenizer (tokenizer.ggml.pre) is recognized by.
+std::string tokenizer_split_regex(const std::string& model_dir);
+// The Gemma 2 and BLOOM parts of check_gguf_exportable.
+void check_gemma2_exportable(const model::ModelConfig& config);
+void check_bloom_exportable(const std::string& model_dir);
+// The Gemma 2 part of write_gguf_model.
+void write_gemma2_gguf(const std::string& path, const std::string& model_dir,
+                       const model::ModelConfig& config, const model::ModelWeights& weights,
+                       io::GgmlType type);
+// The BLOOM part of write_gguf_model.
+void write_bloom_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
+                      const model::ModelWeights& weights, io::GgmlType type);
 // The Phi-3 part of write_gguf_model.
 void write_phi3_gguf(const std::string& path, const std::string& model_dir, const model::ModelConfig& config,
                      const model::ModelWeights& weights, io::GgmlType type);

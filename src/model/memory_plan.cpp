@@ -114,6 +114,16 @@ MomentBytes moment_bytes(const ModelConfig& config, const MemoryPlanSettings& s)
 
 }  // namespace
 
+size_t optimizer_offload_window_bytes(const std::vector<int64_t>& staged_bytes_per_tensor,
+                                      size_t window_bytes) {
+  size_t largest = 0, total = 0;
+  for (int64_t b : staged_bytes_per_tensor) {
+    largest = std::max(largest, size_t(b));
+    total += size_t(b);
+  }
+  return std::max(largest, std::min(total, window_bytes)) + 256;  // + the arena's alignment
+}
+
 std::string_view memory_category_name(MemoryCategory c) {
   static constexpr std::string_view kNames[kMemoryCategoryCount] = {
       "weights",          "trainable weights",     "gradients", "optimizer state", "KV cache + dK/dV",
@@ -153,10 +163,18 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   }
   const std::vector<LoraSpec> no_lora;
   const std::vector<LoraSpec>& lora = s.method == FinetuneMethod::Lora ? s.lora : no_lora;
+  // offload_optimizer: masters and moments are host rows; the device holds the window they pass through.
+  auto add_optimizer = [&](std::string name, MemoryCategory c, size_t bytes, bool in_arena) {
+    if (!s.offload_optimizer) return add(std::move(name), c, bytes, in_arena);
+    if (bytes == 0) return;
+    plan.host_by_category[size_t(c)] += bytes;
+    plan.host_rows.push_back({std::move(name), c, bytes, false});
+  };
   if (s.method != FinetuneMethod::Lora && s.master_weights)
-    add("master weights", MemoryCategory::TrainableWeights,
-        grads_bytes(config, *s.master_weights,
-                    s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable));
+    add_optimizer("master weights", MemoryCategory::TrainableWeights,
+                  grads_bytes(config, *s.master_weights,
+                              s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable),
+                  true);
   if (s.method != FinetuneMethod::Lora) {
     const TrainableFn trainable = s.method == FinetuneMethod::Full ? TrainableFn(train_all) : s.trainable;
     if (s.optimizer_in_backward)
@@ -171,10 +189,22 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
     add("lora grads", MemoryCategory::Gradients, lora_bytes(lora, master));
   }
   const MomentBytes moments = moment_bytes(config, s);
-  add(s.eight_bit_state ? "adamw8bit.state1" : "adamw.exp_avg", MemoryCategory::OptimizerState, moments.each,
-      false);
-  add(s.eight_bit_state ? "adamw8bit.state2" : "adamw.exp_avg_sq", MemoryCategory::OptimizerState,
-      moments.each, false);
+  add_optimizer(s.eight_bit_state ? "adamw8bit.state1" : "adamw.exp_avg", MemoryCategory::OptimizerState,
+                moments.each, false);
+  add_optimizer(s.eight_bit_state ? "adamw8bit.state2" : "adamw.exp_avg_sq", MemoryCategory::OptimizerState,
+                moments.each, false);
+  if (s.offload_optimizer) {
+    const size_t state = dtype_size(s.state_dtype);
+    const size_t master =
+        s.method != FinetuneMethod::Lora && s.master_weights ? dtype_size(*s.master_weights) : 0;
+    auto aligned = [](size_t b) { return (b + 255) / 256 * 256; };
+    std::vector<int64_t> staged;
+    for (const auto& [numel, embedding] : trainable_tensors(config, s))
+      staged.push_back(
+          int64_t(2 * aligned(size_t(numel) * state) + (master ? aligned(size_t(numel) * master) : 0)));
+    add("adamw offload window", MemoryCategory::OptimizerState,
+        optimizer_offload_window_bytes(staged, s.offload_window_bytes), false);
+  }
   add("adamw8bit.absmax", MemoryCategory::OptimizerState, moments.absmax, false);
 
   const ScheduleOptions schedule{.chunk_size = s.chunk_size,

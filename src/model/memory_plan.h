@@ -72,6 +72,10 @@ struct MemoryPlanSettings {
   // optim adamw_8bit (bitsandbytes' 8-bit state): a tensor of >= 4096 elements other than the embedding keeps
   // 1 byte per moment and element plus an f32 absmax per 256 elements; the others f32 (train/adamw8bit.h).
   bool eight_bit_state = false;
+  // offload_optimizer (train/adamw.h): the moments and master weights in host memory, a device window that
+  // holds at least the largest tensor's staged state (window_bytes otherwise).
+  bool offload_optimizer = false;
+  size_t offload_window_bytes = size_t(1) << 30;
   int64_t loss_token_block = 256;  // ChunkedOptions: the fused loss's tile
   int64_t loss_vocab_block = 4096;
 };
@@ -100,6 +104,12 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& settings);
+
+// offload_optimizer: the bytes of AdamW's device window for tensors that stage these bytes each (their two
+// moments, and their master when it is in host memory): the largest tensor's, or up to `window_bytes` of
+// them.
+size_t optimizer_offload_window_bytes(const std::vector<int64_t>& staged_bytes_per_tensor,
+                                      size_t window_bytes);
 
 // The table by category ("category  bytes  buffers"), with the per-layer share of kept activations and the
 // total. verbose: every row.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/dtype_visit.h"
+#include "model/memory_plan.h"
 #include "ops/adamw8bit.h"
 #include "ops/adamw_many.h"
 #include "ops/device.h"
@@ -39,15 +40,18 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
   LT_CHECK(options_.eps > 0, "AdamW eps is {}, expected a positive value", options_.eps);
   LT_CHECK(options_.weight_decay >= 0, "AdamW weight_decay is {}, expected >= 0", options_.weight_decay);
   if (options_.eight_bit) check_adamw8bit_options(options_);
+  LT_CHECK(!options_.offload || !options_.eight_bit,
+           "AdamW: offload with 8-bit state; offload_optimizer takes optim adamw_torch");
   moments_.resize(params_.size());
-  const Device device = params_.empty() ? Device::CPU : params_[0].param.device;
+  // The device the gradients (and the update) are on; offload may keep parameters in host memory.
+  const Device device = params_.empty() ? Device::CPU : params_[0].grad.device;
   size_t bytes = 256;
   for (size_t i = 0; i < params_.size(); ++i) {
     rebind(i, params_[i].param, params_[i].grad);
     for (size_t j = 0; j < i; ++j)
       LT_CHECK(params_[j].name != params_[i].name, "AdamW: parameter '{}' is listed twice", params_[i].name);
-    LT_CHECK(params_[i].param.device == device, "AdamW: parameter '{}' is on {}, the others on {}",
-             params_[i].name, device_name(params_[i].param.device), device_name(device));
+    LT_CHECK(params_[i].grad.device == device, "AdamW: the gradient of '{}' is on {}, the others on {}",
+             params_[i].name, device_name(params_[i].grad.device), device_name(device));
     const Tensor& copy = params_[i].compute_copy;
     LT_CHECK(
         copy.empty() || (copy.numel() == params_[i].param.numel() && copy.device == device &&
@@ -61,7 +65,8 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
     else
       bytes += 2 * (size_t(params_[i].param.numel()) * dtype_size(options_.state_dtype) / 256 + 1) * 256;
   }
-  arena_ = std::make_unique<Arena>("adamw state", ops::memory_resource(device), bytes);
+  arena_ = std::make_unique<Arena>(
+      "adamw state", options_.offload ? ops::staging_memory(device) : ops::memory_resource(device), bytes);
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].name;
     const int64_t n = params_[i].param.numel();
@@ -83,14 +88,22 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
     ops::zero(mo.m);
     ops::zero(mo.v);
   }
+  if (options_.offload) {
+    std::vector<int64_t> staged;
+    for (size_t i = 0; i < params_.size(); ++i) staged.push_back(int64_t(staged_bytes(i)));
+    window_ =
+        std::make_unique<Arena>("adamw offload window", ops::memory_resource(device),
+                                model::optimizer_offload_window_bytes(staged, options_.offload_window_bytes));
+  }
 }
 
 void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
   LT_CHECK(index < params_.size(), "AdamW: parameter index {} out of range ({} parameters)", index,
            params_.size());
   const std::string& name = params_[index].name;
-  LT_CHECK(param.device == grad.device, "AdamW: parameter '{}' is on {} and its gradient on {}", name,
-           device_name(param.device), device_name(grad.device));
+  LT_CHECK(param.device == grad.device || (options_.offload && param.device == Device::CPU),
+           "AdamW: parameter '{}' is on {} and its gradient on {}", name, device_name(param.device),
+           device_name(grad.device));
   LT_CHECK(!param.empty() && !grad.empty(), "AdamW: parameter '{}' has no {} memory", name,
            param.empty() ? "parameter" : "gradient");
   LT_CHECK(is_floating(param.dtype) && is_floating(grad.dtype),
@@ -122,6 +135,7 @@ void AdamW::step(double lr) {
   std::vector<size_t> all(params_.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   step_tensors(lr, all);
+  wait_offloaded();
 }
 
 void AdamW::set_steps_taken(int64_t steps) {
@@ -131,6 +145,7 @@ void AdamW::set_steps_taken(int64_t steps) {
 }
 
 void AdamW::begin_step() {
+  wait_offloaded();
   ++step_;
   step_as_double_ = double(step_);
 }
@@ -144,6 +159,10 @@ void AdamW::step_params(double lr, std::span<const size_t> indices) {
 }
 
 void AdamW::step_tensors(double lr, std::span<const size_t> indices) {
+  if (options_.offload) {
+    step_offloaded(lr, indices);
+    return;
+  }
   if (options_.eight_bit) {
     std::vector<ops::AdamW8bitTensor> tensors;
     tensors.reserve(indices.size());
@@ -182,6 +201,7 @@ ops::AdamWTensor AdamW::update(size_t i, double lr) {
 }
 
 std::vector<io::NamedTensor> AdamW::state_tensors() {
+  wait_offloaded();  // the views below are read (and written) on the host
   std::vector<io::NamedTensor> out;
   out.push_back({"step", Tensor(&step_as_double_, DType::F64, {1})});
   for (size_t i = 0; i < params_.size(); ++i) {

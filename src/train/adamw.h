@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "ops/adamw_many.h"
+#include "ops/device.h"
 
 namespace lt::train {
 
@@ -40,6 +41,12 @@ struct AdamWOptions {
   // for those named by f32_state_substrings). Needs f32 state_dtype and no stochastic rounding.
   bool eight_bit = false;
   std::vector<std::string> f32_state_substrings;  // eight_bit: names that keep 32-bit state (HF: embeddings)
+  // offload_optimizer (ZeRO-Offload's placement): the moments live in page-locked host memory, as do
+  // parameters given there (the trainer's f32 masters); each update copies its tensors' state into one
+  // device window, runs the same update kernel there and copies it back (train/adamw_offload.cpp), so the
+  // bits are those of the on-device optimizer. Not with eight_bit.
+  bool offload = false;
+  size_t offload_window_bytes = size_t(1) << 30;  // the device window (at least the largest tensor's state)
 };
 
 // HF Trainer's usual exclusion for Llama-family names: biases and every *norm weight.
@@ -72,6 +79,10 @@ class AdamW {
   void begin_step();
   void step_params(double lr, std::span<const size_t> indices);
 
+  // offload: returns once every copy back to host memory is done (state and host parameters readable).
+  // step() ends with it; a caller of step_params calls it before reading them.
+  void wait_offloaded();
+
   int64_t steps_taken() const { return step_; }
   // Sets the step count t (a state assembled from elsewhere: the slices of a sharded optimizer).
   void set_steps_taken(int64_t steps);
@@ -103,6 +114,12 @@ class AdamW {
   AdamWOptions options_;
   ops::AdamWTensor update(size_t index, double lr);               // one tensor's step at t = step_
   void step_tensors(double lr, std::span<const size_t> indices);  // update() of each, in one call
+  // offload: update() of each through the device window, in batches that fit it (adamw_offload.cpp).
+  void step_offloaded(double lr, std::span<const size_t> indices);
+  size_t staged_bytes(size_t index) const;         // offload: the window bytes of tensor `index`'s state
+  std::unique_ptr<Arena> window_;                  // offload: (window bytes) on the device
+  std::unique_ptr<ops::TransferQueue> transfers_;  // offload: one FIFO copy stream (see adamw_offload.cpp)
+  int64_t last_copy_back_ = -1;                    // offload: the ticket of the newest copy to host memory
 
   int64_t step_ = 0;
   double step_as_double_ = 0;  // backing store of the "step" state tensor

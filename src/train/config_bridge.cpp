@@ -25,6 +25,7 @@ AdamWOptions adamw_options(const TrainConfig& c) {
   o.eps = c.adam_epsilon;
   o.weight_decay = c.weight_decay;
   o.state_dtype = c.precision == Precision::Fp64 ? DType::F64 : DType::F32;
+  o.offload = c.offload_optimizer;
   if (c.optim == Optim::AdamW8bit) {
     o.eight_bit = true;
     o.f32_state_substrings = hf_embedding_f32_state();

@@ -33,6 +33,7 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
   s.offload_only = config.offload_only;
   if (keeps_master_weights(config)) s.master_weights = wide_master_dtype(dtype);
   s.optimizer_in_backward = config.optimizer_in_backward;
+  s.offload_optimizer = config.offload_optimizer;
   s.state_dtype = adamw_options(config).state_dtype;
   s.eight_bit_state = adamw_options(config).eight_bit;
   s.method = config.finetune;

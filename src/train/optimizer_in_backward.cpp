@@ -88,6 +88,7 @@ double OptimizerInBackward::finish_step() {
     LT_CHECK(stepped_[i],
              "optimizer in backward: '{}' was not stepped in step {} (its layer was never reported)",
              optimizer_.params()[i].name, step_);
+  optimizer_.wait_offloaded();  // offload_optimizer: the state and masters back in host memory
   return check_finite();
 }
 

@@ -106,6 +106,7 @@ struct TrainConfig {
   std::optional<bool> stochastic_rounding;
   bool master_weights = false;         // full/partial: train wider masters (bf16 -> f32; CPU fp32 -> f64)
   bool optimizer_in_backward = false;  // full/partial: AdamW steps each layer right after its backward
+  bool offload_optimizer = false;      // AdamW moments (and masters) in page-locked host memory (adamw.h)
   dist::Sharding sharding = dist::Sharding::None;  // FSDP's names accepted: dist/sharding.h
   // Several processes: seconds a rank waits for the others (start-up, a collective) before the run stops
   // naming the missing rank (HF TrainingArguments' ddp_timeout, with its default).

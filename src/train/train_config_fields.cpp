@@ -143,6 +143,10 @@ const std::vector<Field>& fields() {
        "full/partial fine-tuning: AdamW updates each layer right after its backward, so one layer's "
        "gradients are alive at a time (needs max_grad_norm 0, batch_size = micro_batch_size, chunk_size 0, "
        "not fp16)"},
+      {"offload_optimizer", &C::offload_optimizer,
+       "AdamW's moments (and master weights) in page-locked host memory, streamed through a device window "
+       "around each update (ZeRO-Offload's placement; the same bits as on the device; not with adamw_8bit or "
+       "sharding zero1/2/3)"},
       choice("sharding", &C::sharding, kShardingNames,
              "several processes: what each rank holds (ddp: replicas; zero1/2/3: optimizer state, gradients, "
              "weights sharded; FSDP's no_shard, shard_grad_op, full_shard accepted)"),

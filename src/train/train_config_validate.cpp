@@ -208,6 +208,16 @@ void validate(TrainConfig& c) {
       "config: 'master_weights' is true with precision {} on {}; masters are f32 for bf16/fp16 (or f64 for "
       "fp32 on the CPU), and nothing is wider than fp64",
       precision_name, device_name);
+  if (c.offload_optimizer) {
+    LT_CHECK(c.optim != Optim::AdamW8bit,
+             "config: 'offload_optimizer' is true with optim adamw_8bit; the 8-bit state is the other way to "
+             "save the moments' memory: choose one (optim adamw_torch with offload_optimizer)");
+    LT_CHECK(
+        c.sharding == dist::Sharding::None || c.sharding == dist::Sharding::Ddp,
+        "config: 'offload_optimizer' is true with sharding {}; the sharded optimizer keeps its slices on "
+        "the device: use sharding none or ddp",
+        name_of(kShardingNames, c.sharding));
+  }
   if (c.optimizer_in_backward) {
     // Each layer is updated as soon as its backward ends: nothing may need the whole gradient first.
     LT_CHECK(finetune != Finetune::Lora,

@@ -233,7 +233,10 @@ void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
   const model::ModelConfig& mc = model_.config;
   const DType wide = wide_master_dtype(model_.dtype);
   // The trained tensors' masters, laid out as their gradients are (frozen ones get none).
-  master_arena_ = std::make_unique<Arena>("master weights", ops::memory_resource(model_.device),
+  // offload_optimizer: the masters live with the moments in page-locked host memory (AdamW stages them).
+  MemoryResource& memory =
+      config_.offload_optimizer ? ops::staging_memory(model_.device) : ops::memory_resource(model_.device);
+  master_arena_ = std::make_unique<Arena>("master weights", memory,
                                           std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
   const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
   masters_ = model_.weights;

@@ -2,12 +2,14 @@
 // a GGUF file byte-identical to the one gguf-py's GGUFWriter writes under llama.cpp's convert_hf_to_gguf
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
-// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), and Phi-3
-// (tools/make_gguf_phi3_golden.py). Bad arguments are refused.
+// Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), Phi-3
+// (tools/make_gguf_phi3_golden.py), Llama 3, Gemma 2 and BLOOM; with --adapter, the merged model. Bad
+// arguments, and models llama.cpp would run differently than trained, are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
@@ -160,6 +162,150 @@ TEST(ExportGguf, Llama3EqualsGgufPyWithRopeFreqsAndItsBpeVocabulary) {
                                   {"special", true}});
   std::ofstream(model + "/tokenizer.json") << tj.dump();
   expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// Copies the fixture `golden` names into `dir` (under its own name: general.name is the directory's name).
+std::string copy_fixture(const nlohmann::json& golden, const test::TempDir& dir) {
+  const std::string fixture = test::source_path(golden["fixture"].get<std::string>());
+  const std::string model = dir.file(fs::path(fixture).filename().string());
+  fs::copy(fixture, model);
+  return model;
+}
+
+// Gemma 2 (sandwich norms, H * HD != D, soft-caps, a sliding window, tied embeddings) with its SentencePiece
+// vocabulary and Gemma-style added tokens: byte-identical to gguf-py under the converter's Gemma2Model
+// conventions (every RMSNorm weight + 1, no rope.freq_base, add_space_prefix false), whose tensors
+// tools/make_gguf_gemma2_golden.py checked against the HF checkpoint with gguf's GGUFReader for every type
+// (q8_0 within its quantization error). The fixture lacks tokenizer.model (a ../shared file): it is put
+// beside a copy.
+TEST(ExportGguf, Gemma2EqualsGgufPyWithItsNormsShiftedByOne) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma2.json")));
+  test::TempDir dir;
+  const std::string model = copy_fixture(golden, dir);
+  fs::copy_file(spm, model + "/tokenizer.model");
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// What llama.cpp's gemma2 would run differently than the model was trained is refused by name before the
+// weights are read (the untied config has no lm_head in this checkpoint), and no file is left behind.
+TEST(ExportGguf, Gemma2ThatLlamaCppWouldRunDifferentlyIsRefused) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma2.json")));
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"query_pre_attn_scalar", 12}}, "query_pre_attn_scalar 12"},
+      {{{"tie_word_embeddings", false}}, "tie_word_embeddings false"},
+      {{{"attn_logit_softcapping", nullptr}}, "null attn_logit_softcapping"},
+      {{{"layer_types", {"full_attention", "sliding_attention"}}}, "layer 0 has sliding window 0"},
+      {{{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}}, "rope_theta 500000"},
+  };
+  for (const auto& [patch, message] : cases) {
+    SCOPED_TRACE(patch.dump());
+    test::TempDir dir;
+    const std::string model = copy_fixture(golden, dir);
+    fs::copy_file(spm, model + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(model + "/config.json"));
+    for (const auto& [key, value] : patch.items()) config[key] = value;  // null kept (merge_patch drops it)
+    std::ofstream(model + "/config.json") << config.dump();
+    const test::CliResult r =
+        test::run_cli({"export", "--base_model", model, "--gguf", "f32", "--output_dir", dir.file("out")});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("out") + "/model-f32.gguf"));
+  }
+}
+
+// BLOOM (ALiBi, LayerNorms with biases, the fused query_key_value, tied embeddings, no seq_length) with a
+// BLOOM-style byte-level BPE tokenizer.json: byte-identical to gguf-py under the converter's BloomModel
+// conventions (query_key_value re-ordered from the per-head interleave to q, k, v blocks; context_length =
+// n_embed without seq_length; pre "bloom"), whose tensors tools/make_gguf_bloom_golden.py checked against the
+// HF checkpoint with gguf's GGUFReader for every type (q8_0 within its quantization error).
+TEST(ExportGguf, BloomEqualsGgufPyWithItsQkvReorderedAndItsBpeVocabulary) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
+  test::TempDir dir;
+  expect_equal_to_gguf_py(copy_fixture(golden, dir), golden["files"], dir);
+}
+
+// A BLOOM whose tokenizer.json is not BLOOM's (here Qwen's pre-tokenizer regex) is refused by name: llama.cpp
+// would split its text with BLOOM's regex.
+TEST(ExportGguf, BloomWithAnotherPreTokenizerIsRefused) {
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom.json")));
+  test::TempDir dir;
+  const std::string model = copy_fixture(golden, dir);
+  nlohmann::json tj = nlohmann::json::parse(read_bytes(model + "/tokenizer.json"));
+  tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{N}| ?\\p{L}+";
+  std::ofstream(model + "/tokenizer.json") << tj.dump();
+  const test::CliResult r =
+      test::run_cli({"export", "--base_model", model, "--gguf", "q8_0", "--output_dir", dir.file("out")});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("is not BLOOM's"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("out") + "/model-q8_0.gguf"));
+}
+
+// `export --adapter --gguf` of the PEFT golden `family` (tests/model/golden/peft_FAMILY/{base,adapter}, the
+// base copied to DIR/base/FAMILY and given a tokenizer by `prepare`) equals, byte for byte, the GGUF of the
+// checkpoint `export --merge` writes, and differs from the base's GGUF.
+void expect_adapter_gguf_equals_merged_gguf(const std::string& family,
+                                            const std::function<void(const std::string&)>& prepare) {
+  SCOPED_TRACE(family);
+  const std::string golden = test::source_path("tests/model/golden/peft_" + family);
+  test::TempDir dir;
+  fs::create_directories(dir.file("base"));
+  fs::create_directories(dir.file("merged"));
+  const std::string base = dir.file("base/" + family);  // general.name: the directory's name, in both
+  fs::copy(golden + "/base", base);
+  prepare(base);
+  auto run = [](const std::vector<std::string>& args) {
+    const test::CliResult r = test::run_cli(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  const std::string adapter = golden + "/adapter", merged = dir.file("merged/" + family);
+  run({"export", "--base_model", base, "--adapter", adapter, "--gguf", "f32", "--output_dir", dir.file("g")});
+  run({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir", merged});
+  run({"export", "--base_model", merged, "--gguf", "f32", "--output_dir", dir.file("gm")});
+  run({"export", "--base_model", base, "--gguf", "f32", "--output_dir", dir.file("gb")});
+  const std::string with_adapter = read_bytes(dir.file("g") + "/model-f32.gguf");
+  const std::string of_base = read_bytes(dir.file("gb") + "/model-f32.gguf");
+  ASSERT_FALSE(with_adapter.empty());
+  EXPECT_TRUE(with_adapter == read_bytes(dir.file("gm") + "/model-f32.gguf"));
+  EXPECT_EQ(with_adapter.size(), of_base.size());
+  EXPECT_FALSE(with_adapter == of_base);
+}
+
+// With --adapter the GGUF holds the merged model (whose checkpoint test_export_bloom.cpp and the PEFT merge
+// tests check against W + scaling B A): BLOOM's LoRA on the fused, per-head interleaved query_key_value and
+// its other projections; Gemma 2's on every projection, with the norms shifted by one after the merge.
+// The bases get a tokenizer of at most their 80 ids: BLOOM the fixture's tokenizer.json cut to them,
+// Gemma 2 a 72-piece tokenizer.model (tools/make_gguf_gemma2_golden.py). BLOOM's base gets a seq_length
+// (without one the converter writes n_embed as the context length, while a saved config.json names BLOOM's
+// default 2048); Gemma 2's query_pre_attn_scalar is set to its head_dim, as llama.cpp assumes.
+TEST(ExportGguf, WithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
+  expect_adapter_gguf_equals_merged_gguf("bloom", [](const std::string& base) {
+    nlohmann::json tj =
+        nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_bloom/tokenizer.json")));
+    nlohmann::json vocab = nlohmann::json::object();
+    for (const auto& [token, id] : tj["model"]["vocab"].items())
+      if (id.get<int64_t>() < 80) vocab[token] = id;
+    tj["model"]["vocab"] = vocab;
+    tj["model"]["merges"] = nlohmann::json::array();
+    std::ofstream(base + "/tokenizer.json") << tj.dump();
+    nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+    ASSERT_EQ(config["vocab_size"], 80);
+    config["seq_length"] = 64;
+    std::ofstream(base + "/config.json") << config.dump();
+  });
+  expect_adapter_gguf_equals_merged_gguf("gemma2", [](const std::string& base) {
+    fs::copy_file(test::source_path("tests/cli/golden/gguf_gemma2_small_tokenizer.model"),
+                  base + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+    ASSERT_EQ(config["vocab_size"], 80);
+    config["query_pre_attn_scalar"] = config["head_dim"];
+    std::ofstream(base + "/config.json") << config.dump();
+  });
 }
 
 TEST(ExportGguf, DefaultTypeIsTheModelsSixteenBitOneAndBadArgumentsAreRefused) {

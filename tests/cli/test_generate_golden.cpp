@@ -3,6 +3,7 @@
 // token from the text prompt; stop strings, a prompts file and streaming.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,19 @@ TEST(GenerateGolden, StopStringsPromptsFileAndStreaming) {
 
   // --stream prints the same text (as it comes) as the plain run prints at the end.
   EXPECT_EQ(run({"--prompt", "Once upon a time", "--stream"}).out, run({"--prompt", "Once upon a time"}).out);
+
+  // With a prompts file it streams the answers one after the other, one line each, and with a stop string
+  // that spans tokens (" little", " girl") it holds back what may begin the stop string: nothing printed is
+  // taken back, the lines equal the plain run's.
+  const std::vector<std::string> stream_args{"--prompts_file", dir.file("prompts.txt"), "--stop",
+                                             "little girl"};
+  const std::string plain = run(stream_args).out;
+  std::vector<std::string> streamed_args = stream_args;
+  streamed_args.push_back("--stream");
+  EXPECT_EQ(run(streamed_args).out, plain);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), '\n'), 2) << plain;
+  EXPECT_EQ(plain.find("little gir"), std::string::npos) << plain;
+  EXPECT_NE(text.find("little girl"), std::string::npos) << text;
 }
 
 // A prompts file decoded in batches (rows of one KV cache, left-padded) prints what decoding each prompt

@@ -99,7 +99,8 @@ TEST(CudaParity, AttentionAlibi) {
   const AlibiCase cases[] = {{2, 37, 37, 6, 64, 0, 0, false},
                              {1, 100, 130, 16, 64, 30, 0, false},
                              {2, 129, 200, 12, 64, 71, 0, true},
-                             {1, 150, 150, 5, 128, 0, 40, true}};
+                             {1, 150, 150, 5, 128, 0, 40, true},
+                             {1, 130, 200, 5, 256, 70, 50, true}};
   for (const char* kernel : {"auto", "tc", "simt"})
     for (DType dt : {DType::F32, DType::BF16})
       for (size_t ci = 0; ci < std::size(cases); ++ci) {

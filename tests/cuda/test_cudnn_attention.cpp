@@ -217,13 +217,15 @@ void check_against_reference(const Case& c, uint64_t seed) {
   EXPECT_EQ(changed, 0) << describe(c) << ": dk/dv changed past the last visible key";
 }
 
+// The last three: Gemma's head_dim 256 (whole sequences with GQA, and a chunk: the split backward).
 TEST(CudaParity, CudnnAttentionForwardBackward) {
   LT_REQUIRE_GPU();
   const std::initializer_list<Case> cases = {
       {1, 128, 128, 32, 8, 128, 0},  {2, 256, 256, 32, 8, 64, 0},    {1, 200, 1000, 32, 8, 128, 800},
       {1, 200, 1000, 4, 4, 64, 800}, {2, 512, 1024, 4, 4, 128, 512}, {1, 1024, 1024, 4, 4, 64, 0},
       {2, 128, 640, 32, 8, 64, 512}, {2, 100, 1200, 8, 2, 128, 500}, {1, 1, 37, 8, 8, 128, 36},
-      {2, 37, 37, 4, 1, 64, 0},      {1, 333, 333, 32, 8, 128, 0},
+      {2, 37, 37, 4, 1, 64, 0},      {1, 333, 333, 32, 8, 128, 0},   {1, 128, 128, 8, 4, 256, 0},
+      {2, 37, 37, 4, 1, 256, 0},     {1, 200, 600, 8, 2, 256, 400},
   };
   if (!cudnn_loaded_else_check_fallback(cases, 7300)) return;
   uint64_t seed = 7300;

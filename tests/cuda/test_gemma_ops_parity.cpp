@@ -84,8 +84,12 @@ TEST(CudaParity, AttentionSoftcap) {
   struct Case {
     int64_t B, Tq, S, H, KVH, HD, q_offset, window;
   };
-  const Case cases[] = {
-      {2, 37, 37, 4, 2, 64, 0, 0}, {1, 100, 130, 8, 2, 128, 30, 16}, {2, 150, 150, 4, 4, 128, 0, 40}};
+  // The last two: Gemma's head dim 256 with a sliding window (its local layers) and without (global ones).
+  const Case cases[] = {{2, 37, 37, 4, 2, 64, 0, 0},
+                        {1, 100, 130, 8, 2, 128, 30, 16},
+                        {2, 150, 150, 4, 4, 128, 0, 40},
+                        {2, 150, 150, 8, 4, 256, 0, 40},
+                        {1, 100, 230, 4, 2, 256, 130, 0}};
   for (DType dt : kDtypes)
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
       const auto [B, Tq, S, H, KVH, HD, q_offset, window] = cases[ci];

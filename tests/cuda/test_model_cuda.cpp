@@ -6,6 +6,7 @@
 // Llama-shaped one with head_dim 64. The GPU keeps gradients in f32 whatever the compute dtype.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "model/chunked_decoder.h"
@@ -192,6 +193,25 @@ model::ModelConfig config_named(const std::string& name) {
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     c.tie_word_embeddings = true;
   }
+  // Gemma 2: head_dim 256 (the CUDA-core attention walks it in chunks), soft-capped scores and logits, a
+  // sliding layer, then a global one.
+  if (name == "gemma2") {
+    c.arch = model::Architecture::Gemma2;
+    c.architecture_name = "Gemma2ForCausalLM";
+    c.model_type = "gemma2";
+    c.block = model::BlockSpec{.norm = model::NormKind::RmsOnePlus,
+                               .mlp = model::MlpKind::GeGlu,
+                               .embedding_scale = std::sqrt(double(c.hidden_size)),
+                               .logit_softcap = 5.0,
+                               .post_norms = true,
+                               .attention_softcap = 3.0,
+                               .query_pre_attn_scalar = 144.0};
+    c.num_heads = 2;
+    c.num_kv_heads = 1;
+    c.head_dim = 256;
+    c.layer_window = {3, 0};
+    c.tie_word_embeddings = true;
+  }
   return c;
 }
 
@@ -204,8 +224,8 @@ class ModelStepCuda : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
   const Case k = GetParam();
   check_against_cpu(config_named(k.model), k, DType::F32);
-  if (std::string(k.model) == "llama" || std::string(k.model) == "qwen3" || std::string(k.model) == "phi3" ||
-      std::string(k.model) == "bloom")
+  const std::string model = k.model;
+  if (model == "llama" || model == "qwen3" || model == "phi3" || model == "bloom" || model == "gemma2")
     check_against_cpu(config_named(k.model), k, DType::BF16);
 }
 
@@ -217,7 +237,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama", true, 0.1, 3}, Case{"qwen3", false, 0, 0}, Case{"qwen3", false, 0, 4},
                       Case{"qwen3", true, 0.1, 3}, Case{"phi3", false, 0, 0}, Case{"phi3", false, 0, 4},
                       Case{"phi3", true, 0.1, 0}, Case{"phi3", true, 0.1, 3}, Case{"bloom", false, 0, 0},
-                      Case{"bloom", false, 0, 4}, Case{"bloom", true, 0.1, 0}, Case{"bloom", true, 0.1, 3}));
+                      Case{"bloom", false, 0, 4}, Case{"bloom", true, 0.1, 0}, Case{"bloom", true, 0.1, 3},
+                      Case{"gemma2", false, 0, 0}, Case{"gemma2", false, 0, 4},
+                      Case{"gemma2", true, 0.1, 3}));
 
 // Chunked == whole on the GPU itself, in each GPU dtype.
 TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {

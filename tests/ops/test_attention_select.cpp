@@ -60,6 +60,8 @@ TEST(AttentionSelect, CudnnCoversCausalGqaBf16WithoutSegmentsOrWindow) {
   EXPECT_EQ(ops::cuda::cudnn_attention_kv_len(c.p), 1000);
   c.p.head_dim = 64;
   EXPECT_EQ(cudnn_attention_ineligible_reason(c), nullptr);
+  c.p.head_dim = 256;  // Gemma's (cuDNN runs it forward and backward on Hopper)
+  EXPECT_EQ(cudnn_attention_ineligible_reason(c), nullptr);
   c.p.heads = c.p.kv_heads = 4;  // plain multi-head
   EXPECT_EQ(cudnn_attention_ineligible_reason(c), nullptr);
   c.p.batch = 1, c.p.q_len = 1, c.p.kv_len = 37, c.p.q_offset = 36;  // one query (decode-like)
@@ -75,6 +77,8 @@ TEST(AttentionSelect, IneligibleCallsSayWhy) {
       {"f32", [](AttentionCallShape& c) { c.dtype = DType::F32; }},
       {"head_dim 96", [](AttentionCallShape& c) { c.p.head_dim = 96; }},
       {"head_dim 32", [](AttentionCallShape& c) { c.p.head_dim = 32; }},
+      {"head_dim 192", [](AttentionCallShape& c) { c.p.head_dim = 192; }},
+      {"head_dim 200", [](AttentionCallShape& c) { c.p.head_dim = 200; }},
       {"segments", [](AttentionCallShape& c) { c.segmented = true; }},
       {"window", [](AttentionCallShape& c) { c.p.window = 64; }},
       {"misaligned", [](AttentionCallShape& c) { c.aligned16 = false; }},

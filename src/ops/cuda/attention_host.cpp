@@ -1,5 +1,5 @@
 // Host side of the CUDA flash attention: the dispatcher (ops/attention.cpp) has checked shapes, params and
-// devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 128, grid limits) and
+// devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 256, grid limits) and
 // launches on the current stream one of three implementations (attention_select.h): cuDNN's fused
 // attention (cudnn_attention.cpp), our tensor-core kernels (attention_tc.cu, attention_tc_bwd.cu) or the
 // CUDA-core kernels (attention.cu), as the kernel option attention and the
@@ -78,7 +78,7 @@ DType attention_dtype(const AttentionParams& p, const Tensor& q, const Tensor& l
   LT_CHECK(lse.empty() || lse.dtype == DType::F32, "{} on CUDA: lse has dtype {}; the GPU keeps lse in f32",
            op, dtype_name(lse.dtype));
   LT_CHECK(p.head_dim <= kAttentionMaxHeadDim,
-           "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim <= {}", op, p.head_dim,
+           "{} on CUDA: head_dim = {}; the flash-attention kernels support head_dim 1 to {}", op, p.head_dim,
            kAttentionMaxHeadDim);
   LT_CHECK(!p.alibi || p.heads <= kAttentionMaxAlibiHeads,
            "{} on CUDA: ALiBi with {} heads; the kernels take at most {} heads' slopes", op, p.heads,

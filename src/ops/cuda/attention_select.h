@@ -66,13 +66,16 @@ inline int64_t cudnn_attention_kv_len(const AttentionParams& p) {
   return p.q_offset + p.q_len;
 }
 
-// nullptr when cuDNN's graph (bf16, causal bottom-right, GQA, head_dim 64/128) covers the call, else why not.
+// nullptr when cuDNN's graph (bf16, causal bottom-right, GQA, head_dim 64/128/256) covers the call, else why
+// not. Head dims above 128 run forward (cuDNN 9.1) and backward (9.5; we require 9.16) on Hopper, the
+// architecture the build targets; where cuDNN builds no plan for a shape, the call falls back to our kernels
+// (attention_host.cpp).
 inline const char* cudnn_attention_ineligible_reason(const AttentionCallShape& c) {
   const AttentionParams& p = c.p;
   if (c.deterministic)
     return "deterministic attention requested (cuDNN's backward accumulates dQ atomically)";
   if (c.dtype != DType::BF16) return "dtype is not bf16";
-  if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return "head_dim is not 64, 128 or 256";
   if (c.segmented) return "packed segments";
   if (p.window != 0) return "sliding window";
   if (p.softcap != 0.0) return "attention-logit soft-capping";
@@ -134,7 +137,8 @@ inline std::string attention_backend_summary(AttentionKernelRequest request, boo
     return "leantune kernels (deterministic: cuDNN's backward adds dQ atomically, in a run-dependent order)";
   if (cudnn.available)
     return fmt::format(
-        "cuDNN {} fused attention ({}) for bf16 calls with head_dim 64 or 128 and no packing or window, "
+        "cuDNN {} fused attention ({}) for bf16 calls with head_dim 64, 128 or 256 and no packing, window, "
+        "soft-cap or ALiBi, "
         "leantune kernels for the others",
         cudnn_version_name(cudnn.version), cudnn.library);
   if (request == AttentionKernelRequest::Cudnn)

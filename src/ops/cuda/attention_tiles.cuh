@@ -9,6 +9,9 @@
 // Thread layout: 256 threads = 16 row groups x 16 column groups. A thread owns rows ty + 16 r (r < 4) of
 // a 64-row tile, and columns tx + 16 c of the score tile (c < 4) or of the head dim (c < HDP / 16).
 // Shared rows are padded by one float so that the 16 column groups read different banks.
+// HDP, the head dim padded to 32, 64, 128 or 256, is a template parameter. Backward's tiles hold at most
+// kChunk columns of the head dim at once (at 256, four f32 (64, 257) tiles would exceed the 227 KB of shared
+// memory a block may have): it walks the head dim in chunks, and scores accumulate over them.
 // Internal linkage: each .cu that includes it gets its own copy.
 #pragma once
 
@@ -134,27 +137,45 @@ __device__ __forceinline__ void load_tile(float* tile, const T* x, int64_t row0,
   }
 }
 
-// s[r][c] (ty + 16 rr, tx + 16 cc) = sum_d a[row][d] * b[col][d] for this thread's 4 x 4 scores.
-template <int HDP>
-__device__ __forceinline__ void tile_dot(float (&s)[kRows][kCols], const float* a, const float* b, int ty,
-                                         int tx) {
+__device__ __forceinline__ void zero_scores(float (&s)[kRows][kCols]) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int c = 0; c < kCols; ++c) s[r][c] = 0.0f;
+}
+
+// s[r][c] (ty + 16 rr, tx + 16 cc) += sum_d a[row][d] * b[col][d] for this thread's 4 x 4 scores, over the
+// W columns of tiles (64, W + 1).
+template <int W>
+__device__ __forceinline__ void tile_dot_add(float (&s)[kRows][kCols], const float* a, const float* b, int ty,
+                                             int tx) {
 #pragma unroll 4
-  for (int d = 0; d < HDP; ++d) {
+  for (int d = 0; d < W; ++d) {
     float av[kRows], bv[kCols];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) av[r] = a[(ty + kGroups * r) * (HDP + 1) + d];
+    for (int r = 0; r < kRows; ++r) av[r] = a[(ty + kGroups * r) * (W + 1) + d];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) bv[c] = b[(tx + kGroups * c) * (HDP + 1) + d];
+    for (int c = 0; c < kCols; ++c) bv[c] = b[(tx + kGroups * c) * (W + 1) + d];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) s[r][c] += av[r] * bv[c];
   }
 }
+
+// s = the dot products of whole tiles (64, HDP + 1).
+template <int HDP>
+__device__ __forceinline__ void tile_dot(float (&s)[kRows][kCols], const float* a, const float* b, int ty,
+                                         int tx) {
+  zero_scores(s);
+  tile_dot_add<HDP>(s, a, b, ty, tx);
+}
+
+// Backward's tiles: kChunk<HDP> head-dim columns at once, kChunks<HDP> chunks (1 up to head dim 128).
+template <int HDP>
+constexpr int kChunk = HDP < 128 ? HDP : 128;
+template <int HDP>
+constexpr int kChunks = HDP / kChunk<HDP>;
 
 Geometry make_geometry(const AttentionLaunch& a) {
   Geometry g{a.batch,  a.q_len,        a.kv_len,     a.heads,      a.kv_heads,       a.head_dim, a.q_offset,
@@ -165,16 +186,23 @@ Geometry make_geometry(const AttentionLaunch& a) {
   return g;
 }
 
-// Calls fn(std::integral_constant-like HDP) for the smallest padded head dim that holds HD (<= 128).
+// Calls fn(std::integral_constant-like HDP) for the smallest padded head dim that holds HD
+// (<= kAttentionMaxHeadDim, checked by the host side).
 template <class Fn>
 void dispatch_head_dim(int64_t hd, Fn&& fn) {
+  static_assert(kAttentionMaxHeadDim == 256, "dispatch_head_dim covers head dims up to 256");
   if (hd <= 32)
     fn(std::integral_constant<int, 32>{});
   else if (hd <= 64)
     fn(std::integral_constant<int, 64>{});
-  else
+  else if (hd <= 128)
     fn(std::integral_constant<int, 128>{});
+  else
+    fn(std::integral_constant<int, 256>{});
 }
+
+// The most dynamic shared memory a block may opt in to on sm_90 (227 KB).
+constexpr size_t kMaxBlockSmem = 227 * 1024;
 
 template <class K>
 void allow_smem(K kernel, size_t bytes) {

@@ -99,7 +99,7 @@ size_t fused_linear_cross_entropy_workspace_bytes(const FusedLinearCrossEntropyP
 void set_fused_linear_cross_entropy_tile_bytes(size_t bytes);
 size_t fused_linear_cross_entropy_tile_bytes();
 
-// Flash attention: lse is (B, H, Tq) f32; head_dim <= 128. Backward is deterministic (no atomics). Segment
+// Flash attention: lse is (B, H, Tq) f32; head_dim <= 256. Backward is deterministic (no atomics). Segment
 // ids are trusted to follow ops.h's contract (non-decreasing; a query carries its own position's id): the
 // masks are exact per element, but tiles are skipped on that assumption.
 void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,

@@ -1,6 +1,6 @@
 // cuDNN's fused flash attention as an alternative backend of ops.h's attention (cudnn_attention.cpp):
 // causal (bottom-right aligned: queries are the last q_len of the first q_offset + q_len keys), GQA, bf16,
-// head_dim 64 or 128, no segments, no window (attention_select.h says which calls qualify).
+// head_dim 64, 128 or 256, no segments, no window (attention_select.h says which calls qualify).
 //
 // cuDNN is loaded at run time (dlopen of libcudnn.so.9, or the path in LT_CUDNN_LIBRARY): the leantune
 // binary neither links nor needs it. When it cannot be loaded, or is older than 9.16, the backend is simply

@@ -91,7 +91,9 @@ void launch_column_sums_add_to(DType dbias_dt, void* dbias, DType dt, const void
                                int64_t cols, double scale, cudaStream_t s);
 
 // Attention (ops.h AttentionParams, checked by the caller). Segment ids (B, Tq) / (B, S) i32 or both null.
-constexpr int64_t kAttentionMaxHeadDim = 128;
+// The CUDA-core kernels take any head_dim up to this (padded to 32, 64, 128 or 256); the tensor-core
+// kernels take 64 and 128, cuDNN 64, 128 and 256 (attention_select.h).
+constexpr int64_t kAttentionMaxHeadDim = 256;
 struct AttentionLaunch {
   int64_t batch, q_len, kv_len, heads, kv_heads, head_dim, q_offset, window;
   double scale;
