@@ -1,8 +1,9 @@
 // The NCCL communicator at world size 1 (what one GPU allows): every collective returns exactly what the
 // single-process communicator returns (the input's bits; copies for reduce_scatter and all_gather), for
 // device tensors in f64, f32 and bf16 and for host tensors; a collective is ordered after the compute work
-// queued before it and before the work queued after it, with no host synchronization; and training through
-// it reproduces the single-process run bit for bit.
+// queued before it and before the work queued after it, with no host synchronization (the overlapped ones:
+// before the work queued after wait_overlapped); and training through it reproduces the single-process run
+// bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -87,6 +88,37 @@ TEST(NcclCommunicator, OrderedWithTheComputeStreamByEvents) {
     size_t wrong = 0;
     for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != double(float(float(v[i] * 2.0) * 3.0f));
     EXPECT_EQ(wrong, 0u) << "round " << round;
+  }
+}
+
+// The overlapped collectives (what the gradient buckets use, train/gradient_buckets.h): ordered after the
+// compute work queued before them, and the work queued after wait_overlapped() sees their result, with the
+// host waiting for neither. Out of place (b = reduce_scatter of a: a copy at world size 1) so that a missing
+// wait shows, as above; then in place (out = block 0 of in), which must leave the values as they are.
+TEST(NcclCommunicator, OverlappedCollectivesWaitForQueuedWorkAndAreWaitedFor) {
+  LT_REQUIRE_GPU();
+  std::unique_ptr<dist::Communicator> nccl = nccl_world_of_one();
+  const int64_t n = int64_t(1) << 24;
+  std::vector<double> v = sample(size_t(n));
+  for (int round = 0; round < 3; ++round) {
+    DeviceTensor a = upload(v, DType::F32, {n});
+    DeviceTensor b = poisoned(DType::F32, {n});
+    for (int i = 0; i < 8; ++i) ops::scale_inplace(a.t, i % 2 ? 0.5 : 2.0);  // ends where it began
+    ops::scale_inplace(a.t, 2.0);
+    nccl->reduce_scatter_overlapped(a.t, b.t, dist::ReduceOp::Sum);
+    nccl->all_reduce_overlapped(a.t, dist::ReduceOp::Sum);
+    nccl->wait_overlapped();
+    ops::scale_inplace(b.t, 3.0);
+    nccl->reduce_scatter_overlapped(b.t, b.t, dist::ReduceOp::Sum);  // in place
+    nccl->wait_overlapped();
+    const std::vector<double> got = download(b), kept = download(a);
+    size_t wrong = 0, changed = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      wrong += got[i] != double(float(float(v[i] * 2.0) * 3.0f));
+      changed += kept[i] != double(float(v[i] * 2.0));
+    }
+    EXPECT_EQ(wrong, 0u) << "round " << round;
+    EXPECT_EQ(changed, 0u) << "round " << round;
   }
 }
 
