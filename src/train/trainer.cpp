@@ -390,7 +390,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     schedule->set_head_gradient(model::head_weight(model_.config, grads_));
     if (in_backward_)
       schedule->set_layer_hooks(
-          {.after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
+          {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
+           .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
     if (zero3_) schedule->set_layer_hooks(zero3_->hooks());
     const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
