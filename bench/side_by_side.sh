@@ -173,6 +173,21 @@ run_workload() {
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-70b lora 4096 1 0 4 --bits 4 --recompute full)"
       et=-; eg=-; ct=-; cg=-
       ;;
+    llama8b_full_32768x1|llama8b_full_32768x1_offload|llama8b_full_4096x8|llama8b_full_4096x8_offload)
+      # issue #20: full fine-tuning with f32 masters and AdamW state, AdamW per layer in backward; _offload
+      # keeps masters and moments in host memory (offload_optimizer), the same run otherwise
+      local seq=32768 batch=1 offload=false
+      [[ $1 == *4096x8* ]] && seq=4096 batch=8
+      [[ $1 == *_offload ]] && offload=true
+      read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-480} leantune_run "$1" bench/configs/llama3.1-8b full $seq $batch 0 4 \
+        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer $offload)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
+    qwen7b_full_4096x8_offload)  # issue #20: Qwen2.5-7B full fine-tuning on one 80 GB GPU
+      read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-480} leantune_run "$1" bench/configs/qwen2.5-7b full 4096 8 0 4 \
+        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer true)"
+      et=-; eg=-; ct=-; cg=-
+      ;;
     *) echo "unknown workload $1"; return ;;
   esac
   row "$1" "$lt" "$lg" "$et" "$eg" "$ct" "$cg"

@@ -57,6 +57,8 @@ struct InfoOptions {
   int64_t host_memory_limit = 0;  // bytes; layer_major: the host share (0: this machine's memory)
   std::string schedule = "chunk_major";
   bool optimizer_in_backward = false;  // full/partial: one layer's gradients (train/optimizer_in_backward.h)
+  bool master_weights = false;         // full/partial: f32 masters of bf16 weights (f64 of fp32 on the CPU)
+  bool offload_optimizer = false;      // AdamW's moments and masters in host memory (train/adamw.h)
   int64_t bits = 16;                   // 4: also the sizes of the bitsandbytes 4-bit model
   int64_t world = 1;                   // --plan: one rank's share among this many (train/memory_check.h)
   std::string sharding = "none";
@@ -160,6 +162,9 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
         });
   }
   s.optimizer_in_backward = o.optimizer_in_backward;
+  if (o.master_weights && *finetune != model::Finetune::Lora)
+    s.master_weights = train::wide_master_dtype(s.dtype);
+  s.offload_optimizer = o.offload_optimizer;
   if (*finetune == model::Finetune::Lora && (stored || o.bits == 4))
     s.nf4_double_quant = stored ? stored->double_quant : true;
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
@@ -328,6 +333,11 @@ void register_info_command(CLI::App& app) {
                   "with --plan: none, ddp, zero1 or zero2 (zero1/zero2: 1/world of AdamW's state a rank)");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
+  cmd->add_flag("--master_weights", options->master_weights,
+                "with --plan, full or partial: AdamW updates wider masters (f32 for bf16, f64 for CPU fp32)");
+  cmd->add_flag(
+      "--offload_optimizer", options->offload_optimizer,
+      "with --plan: AdamW's moments (and masters) in host memory, a device window for their updates");
   cmd->add_option("--bits", options->bits,
                   "4: also the bitsandbytes 4-bit (NF4) model's size, and --plan for QLoRA (16: default)");
   cmd->callback([options] { run_info(*options); });

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class AdamW {
   void begin_step();
   void step_params(double lr, std::span<const size_t> indices);
 
+  // offload: queues the copies of these parameters' state into the device window now, so that the
+  // step_params(lr, indices) that follows finds them there (or started); a no-op otherwise.
+  void prefetch(std::span<const size_t> indices);
   // offload: returns once every copy back to host memory is done (state and host parameters readable).
   // step() ends with it; a caller of step_params calls it before reading them.
   void wait_offloaded();
@@ -116,6 +120,21 @@ class AdamW {
   void step_tensors(double lr, std::span<const size_t> indices);  // update() of each, in one call
   // offload: update() of each through the device window, in batches that fit it (adamw_offload.cpp).
   void step_offloaded(double lr, std::span<const size_t> indices);
+  struct StagedBatch {  // offload: a batch's state copied (or being copied) into the window
+    struct Staged {
+      Tensor m, v, param;  // (numel) in the window; param empty when the parameter is on the device
+    };
+    struct Back {
+      Tensor host, staged;
+    };
+    std::vector<size_t> indices;
+    std::vector<Staged> staged;
+    std::vector<Back> back;
+    int64_t ready = -1;  // the ticket of the batch's last copy into the window
+  };
+  // Queues the copies into the window of the first of `indices` that fit it.
+  StagedBatch stage_batch(std::span<const size_t> indices);
+  std::optional<StagedBatch> prefetched_;
   size_t staged_bytes(size_t index) const;         // offload: the window bytes of tensor `index`'s state
   std::unique_ptr<Arena> window_;                  // offload: (window bytes) on the device
   std::unique_ptr<ops::TransferQueue> transfers_;  // offload: one FIFO copy stream (see adamw_offload.cpp)

@@ -81,6 +81,10 @@ void OptimizerInBackward::layer_done(int64_t layer) {
   if (layer >= 0 && !grads_.layer_buffer.empty()) ops::zero(grads_.layer_buffer);  // layer - 1 accumulates
 }
 
+void OptimizerInBackward::layer_starts_backward(int64_t layer) {
+  optimizer_.prefetch(by_layer_[size_t(layer + 1)]);
+}
+
 double OptimizerInBackward::finish_step() {
   LT_CHECK(in_step_, "optimizer in backward: finish_step without begin_step");
   in_step_ = false;

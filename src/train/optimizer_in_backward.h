@@ -1,7 +1,8 @@
 // AdamW applied during backward (config optimizer_in_backward): layer l is updated right after its backward
-// (the decoders' after_backward hook, model/layer_hooks.h), so its gradients can share one layer-sized buffer with every other
-// layer (model/shared_layer_grads.h), and the model-level weights (embedding, final norm, head) once the
-// embedding's backward is done. Full fine-tuning then holds one layer's gradients instead of all of them.
+// (the decoders' after_backward hook, model/layer_hooks.h), so its gradients can share one layer-sized buffer
+// with every other layer (model/shared_layer_grads.h), and the model-level weights (embedding, final norm,
+// head) once the embedding's backward is done. Full fine-tuning then holds one layer's gradients instead of
+// all of them.
 //
 // Exactness: a layer's update reads only its own weights, gradients and moments, and nothing later in the
 // backward reads them, so the result is the end-of-step AdamW's, bit for bit: AdamW::begin_step once per
@@ -39,6 +40,9 @@ class OptimizerInBackward {
   // The decoder's callback: layer's gradients are done (-1: the model-level ones). Checks them, steps them,
   // and zeroes the shared buffer for the next layer.
   void layer_done(int64_t layer);
+  // The decoder's before_backward callback: offload_optimizer starts copying layer's state to the device,
+  // so that the copies run during the layer's backward (AdamW::prefetch).
+  void layer_starts_backward(int64_t layer);
   // After the backward: every trainable tensor must have been stepped once. Returns the gradient norm
   // (global_grad_norm's value, bit for bit).
   double finish_step();

@@ -391,7 +391,8 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     schedule->set_head_gradient(model::head_weight(model_.config, grads_));
     if (in_backward_)
       schedule->set_layer_hooks(
-          {.after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
+          {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
+           .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
     if (zero3_) schedule->set_layer_hooks(zero3_->hooks());
     if (data_parallel_->overlaps() && i + 1 == batches.size())
       schedule->set_layer_hooks(data_parallel_->backward_hooks());  // the step's gradients are complete
