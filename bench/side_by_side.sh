@@ -180,12 +180,13 @@ run_workload() {
       [[ $1 == *4096x8* ]] && seq=4096 batch=8
       [[ $1 == *_offload ]] && offload=true
       read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-480} leantune_run "$1" bench/configs/llama3.1-8b full $seq $batch 0 4 \
-        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer $offload)"
+        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer $offload \
+        --save_strategy no)"
       et=-; eg=-; ct=-; cg=-
       ;;
     qwen7b_full_4096x8_offload)  # issue #20: Qwen2.5-7B full fine-tuning on one 80 GB GPU
       read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-480} leantune_run "$1" bench/configs/qwen2.5-7b full 4096 8 0 4 \
-        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer true)"
+        --master_weights true --optimizer_in_backward true --recompute full --offload_optimizer true --save_strategy no)"
       et=-; eg=-; ct=-; cg=-
       ;;
     *) echo "unknown workload $1"; return ;;

@@ -85,6 +85,11 @@ inline constexpr EnumName<Optim> kOptimNames[] = {{Optim::AdamWTorch, "adamw_tor
                                                   {Optim::AdamW8bit, "adamw_8bit"},
                                                   {Optim::AdamW8bit, "adamw_bnb_8bit"},
                                                   {Optim::AdamW8bit, "paged_adamw_8bit"}};
+// When training checkpoints are written (HF TrainingArguments' save_strategy): every save_steps and at the
+// end (steps), or never (no: only the final model; a run that stops early cannot resume).
+enum class SaveStrategy : uint8_t { Steps, No };
+inline constexpr EnumName<SaveStrategy> kSaveStrategyNames[] = {{SaveStrategy::Steps, "steps"},
+                                                                {SaveStrategy::No, "no"}};
 // DeepSpeed's stage names, then PyTorch FSDP's names for the same strategies (dist/sharding.h).
 inline constexpr EnumName<dist::Sharding> kShardingNames[] = {
     {dist::Sharding::None, "none"},           {dist::Sharding::Ddp, "ddp"},

@@ -138,12 +138,15 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
       run_plan_settings(config, model, dtype, rows, tokens, lora, device);
   model::MemoryPlan plan =
       plan_for_rank(model::plan_memory(model, settings), config.sharding, world, model, settings);
-  // On the GPU, no memory_limit means the memory free now (the weights are already there: they count as
-  // free for the plan, which includes them).
+  // On the GPU, no memory_limit means the memory free now plus what the trainer has already allocated when
+  // it checks (the weights, the masters or adapters, the gradients and AdamW's state: the plan counts them,
+  // so they count as free for it).
   size_t limit = size_t(config.memory_limit);
   if (limit == 0 && device != Device::CPU) {
     const ops::DeviceMemoryInfo info = ops::device_memory_info(device);
-    limit = info.free_bytes + plan.bytes(model::MemoryCategory::Weights);
+    using C = model::MemoryCategory;
+    limit = info.free_bytes + plan.bytes(C::Weights) + plan.bytes(C::TrainableWeights) +
+            plan.bytes(C::Gradients) + plan.bytes(C::OptimizerState);
   }
   if (settings.order == model::ScheduleOrder::LayerMajor) {
     // The checkpoints' split between the device and host memory (host_memory_limit 0: the machine's).

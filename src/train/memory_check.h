@@ -26,9 +26,9 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
                                             Device device = Device::CPU);
 
 // One rank's share of `plan` among `world` ranks under `sharding` (train/data_parallel.h): zero1, zero2
-// and zero3 keep 1/world of AdamW's moments (rounded up) and add the collectives' scratch for the largest trainable
-// tensor of `largest_elements` (DataParallel::scratch_bytes). Gradients stay whole on every rank (zero2
-// reduces only its slices, but the backward still accumulates the whole gradient); none and ddp change
+// and zero3 keep 1/world of AdamW's moments (rounded up) and add the collectives' scratch for the largest
+// trainable tensor of `largest_elements` (DataParallel::scratch_bytes). Gradients stay whole on every rank
+// (zero2 reduces only its slices, but the backward still accumulates the whole gradient); none and ddp change
 // nothing.
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 int64_t largest_elements);

@@ -64,6 +64,7 @@ struct TrainConfig {
   // Optimizer and schedule (HF TrainingArguments' defaults).
   int64_t max_steps = 0;  // 0: num_epochs decides
   Optim optim = Optim::AdamWTorch;
+  SaveStrategy save_strategy = SaveStrategy::Steps;
   double weight_decay = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -111,8 +112,8 @@ struct TrainConfig {
   // Several processes: seconds a rank waits for the others (start-up, a collective) before the run stops
   // naming the missing rank (HF TrainingArguments' ddp_timeout, with its default).
   double ddp_timeout = 1800;
-  double loss_scale_init = 65536;                  // fp16: the dynamic loss scale's start
-  int64_t loss_scale_growth_interval = 2000;       // fp16: finite steps in a row before the scale doubles
+  double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start
+  int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles
 
   // Checkpoints, evaluation, logging.
   int64_t save_steps = 200;      // 0: only at the end

@@ -174,6 +174,9 @@ const std::vector<Field>& fields() {
        "with offload_activations, whole sequences: only these kept activations go to host memory (e.g. q: "
        "what the transfers hide behind a layer's compute); empty: all of them"},
       {"save_steps", &C::save_steps, "checkpoint every N optimizer steps (0: only at the end)"},
+      choice(
+          "save_strategy", &C::save_strategy, kSaveStrategyNames,
+          "steps: checkpoints every save_steps and at the end; no: none (the final model is still written)"),
       {"save_total_limit", &C::save_total_limit, "checkpoints kept (0: all)"},
       {"eval_steps", &C::eval_steps, "evaluate every N optimizer steps (0: only at the end)"},
       {"logging_steps", &C::logging_steps, "console/TensorBoard log every N optimizer steps"},

@@ -559,7 +559,8 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                       e.eval_tokens, e.eval_s));
     }
     const bool stop = stop_requested_on_any_rank(*comm_);
-    if ((config_.save_steps > 0 && state_.step % config_.save_steps == 0) || last || stop) {
+    if (config_.save_strategy != SaveStrategy::No &&
+        ((config_.save_steps > 0 && state_.step % config_.save_steps == 0) || last || stop)) {
       result.last_checkpoint = write_checkpoint(state_, hooks);
       say(fmt::format("saved {}", result.last_checkpoint));
     }
