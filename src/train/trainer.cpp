@@ -335,7 +335,14 @@ void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& 
     return;
   }
   const io::HfSaveOptions options{.dtype = model_.dtype};
-  if (model_.device == Device::CPU) {
+  // On the CPU, or with every weight already in host memory (offload_optimizer's masters of a full
+  // fine-tuning), the weights are written as they are: a host copy would double the host memory they take.
+  bool on_host = true;
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    const Tensor& w = model::weight_of(weights, spec);
+    on_host = on_host && (w.empty() || w.device == Device::CPU);
+  }
+  if (model_.device == Device::CPU || on_host) {
     train::save_final_model(*output_, config_.base_model, model_.config, weights, options, model_card);
     return;
   }
