@@ -104,11 +104,11 @@ def check_layer_windows(name, _window):
 original_check = mg.check_sliding_window
 
 
-def train_full(rows):
-    """FULL_STEPS optimizer steps of full fine-tuning of the peft_gemma2 base, as tg.train_case trains
+def train_full(rows, name="gemma2", cls=Gemma2ForCausalLM):
+    """FULL_STEPS optimizer steps of full fine-tuning of the peft_<name> base, as tg.train_case trains
     adapters (the same data order, step loss, clipping, AdamW and schedule), every parameter trainable."""
-    base_dir = os.path.join(mg.OUT, "peft_gemma2", "base")
-    model = Gemma2ForCausalLM.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager")
+    base_dir = os.path.join(mg.OUT, "peft_" + name, "base")
+    model = cls.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager")
     mg.attach_float64_inv_freq(model)
     model.train()
     params = list(model.named_parameters())
@@ -116,11 +116,7 @@ def train_full(rows):
                             eps=tg.HYPER["adam_epsilon"], weight_decay=tg.HYPER["weight_decay"], foreach=False)
     sched = get_linear_schedule_with_warmup(opt, tg.HYPER["warmup_steps"], FULL_STEPS)
     losses, norms, lrs = [], [], []
-    saved_steps = tg.STEPS
-    tg.STEPS = FULL_STEPS
-    steps = tg.steps_of(rows)
-    tg.STEPS = saved_steps
-    for step in steps:
+    for step in tg.steps_of(rows, FULL_STEPS):
         examples = [r for mb in step for r in mb]
         denominator = sum(sum(1 for t in tg.shifted(r["labels"]) if t != -100) for r in examples)
         opt.zero_grad(set_to_none=False)
@@ -138,14 +134,14 @@ def train_full(rows):
         losses.append(total / denominator)
     os.makedirs(FULL_OUT, exist_ok=True)
     final = {n: p.detach().clone().contiguous() for n, p in params}
-    save_file(final, os.path.join(FULL_OUT, "gemma2_final.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(FULL_OUT, "gemma2.json"), "w") as f:
-        json.dump({"base_model": "tests/model/golden/peft_gemma2/base",
+    save_file(final, os.path.join(FULL_OUT, name + "_final.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(FULL_OUT, name + ".json"), "w") as f:
+        json.dump({"base_model": f"tests/model/golden/peft_{name}/base",
                    "data": "tests/train/golden/peft_training/data.jsonl",
                    "micro_batch_size": tg.MICRO, "batch_size": tg.MICRO * tg.ACCUM, "max_steps": FULL_STEPS,
                    "lr_scheduler_type": "linear", **dict(tg.HYPER, learning_rate=1e-2),
                    "losses": losses, "grad_norms": norms, "learning_rates": lrs}, f, indent=1)
-    print(f"gemma2 full: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]}")
+    print(f"{name} full: losses {['%.6f' % x for x in losses]}, grad norms {['%.4f' % x for x in norms]}")
 
 
 def main():

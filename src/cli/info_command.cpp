@@ -69,6 +69,9 @@ std::string rope_summary(const model::ModelConfig& cfg) {
   if (cfg.rope_type == ops::RopeType::Llama3)
     s += fmt::format(", llama3 scaling (factor {}, low {}, high {}, original {})", cfg.rope_factor,
                      cfg.rope_low_freq_factor, cfg.rope_high_freq_factor, cfg.rope_original_max_position);
+  if (cfg.rope_type == ops::RopeType::Linear)
+    s += fmt::format(", linear scaling (factor {})", cfg.rope_factor);
+  if (!cfg.layer_local_rope.empty()) s += fmt::format("; sliding layers: theta {}", cfg.rope_local_theta);
   return s;
 }
 

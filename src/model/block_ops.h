@@ -122,21 +122,22 @@ inline void block_embedding_backward(const ModelConfig& c, int64_t rows, Tensor 
   ops::embedding_backward({.tokens = rows, .dim = c.hidden_size, .vocab = c.vocab_size}, dtable, dx, ids);
 }
 
-// Positions applied to q or k in place, x (N, heads, HD); positions (N) i32. ALiBi leaves q and k alone: its
-// biases are the attention op's (block_attention_params).
-inline void block_positions_forward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor x,
-                                    Tensor positions) {
+// Positions applied to q or k in place with layer `layer`'s RoPE (Gemma 3: local or global), x (N, heads,
+// HD); positions (N) i32. ALiBi leaves q and k alone: its biases are the attention op's
+// (block_attention_params).
+inline void block_positions_forward(const ModelConfig& c, int64_t layer, int64_t rows, int64_t heads,
+                                    Tensor x, Tensor positions) {
   if (c.block.positions == PositionKind::Alibi) return;
   LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
            position_kind_name(c.block.positions));
-  ops::rope_forward(c.rope_params(rows, heads), x, positions);
+  ops::rope_forward(c.rope_params(rows, heads, layer), x, positions);
 }
-inline void block_positions_backward(const ModelConfig& c, int64_t rows, int64_t heads, Tensor dx,
-                                     Tensor positions) {
+inline void block_positions_backward(const ModelConfig& c, int64_t layer, int64_t rows, int64_t heads,
+                                     Tensor dx, Tensor positions) {
   if (c.block.positions == PositionKind::Alibi) return;
   LT_CHECK(c.block.positions == PositionKind::Rope, "block: {} positions are not supported yet",
            position_kind_name(c.block.positions));
-  ops::rope_backward(c.rope_params(rows, heads), dx, positions);
+  ops::rope_backward(c.rope_params(rows, heads, layer), dx, positions);
 }
 
 // Layer `layer`'s attention: `q_len` queries at q_offset of each of `batch` rows against `kv_len` keys,

@@ -268,7 +268,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   }
 
   arch.read_block(r, source, cfg);
-  if (cfg.block.positions == PositionKind::Rope) read_rope(r, source, cfg);
+  if (arch.read_rope != nullptr) {
+    arch.read_rope(r, source, cfg);
+  } else if (cfg.block.positions == PositionKind::Rope) {
+    read_rope(r, source, cfg);
+  }
   read_token_ids(r, source, cfg);
   check_block_supported(cfg.block, cfg.head_dim, source);
   cfg.dtype_name = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
@@ -317,12 +321,28 @@ ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
   return p;
 }
 
+ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads, int64_t layer) const {
+  ops::RopeParams p = rope_params(tokens, heads);
+  if (!local_rope_for_layer(layer)) return p;
+  p.theta = rope_local_theta;
+  p.type = ops::RopeType::Default;
+  p.factor = 1.0;
+  return p;
+}
+
 std::string architecture_name(Architecture arch) {
   return architecture_def(arch).class_name;
 }
 
 std::string rope_type_name(ops::RopeType type) {
-  return type == ops::RopeType::Llama3 ? "llama3" : "default";
+  switch (type) {
+    case ops::RopeType::Llama3:
+      return "llama3";
+    case ops::RopeType::Linear:
+      return "linear";
+    default:
+      return "default";
+  }
 }
 
 namespace {
@@ -358,6 +378,9 @@ std::string describe_model_config(const ModelConfig& cfg) {
                         cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
                         cfg.rope_original_max_position);
   }
+  if (cfg.rope_type == ops::RopeType::Linear) rope += fmt::format(" factor {}", cfg.rope_factor);
+  if (!cfg.layer_local_rope.empty())
+    rope += fmt::format("; sliding layers: default theta {}", cfg.rope_local_theta);
   std::string out;
   auto line = [&out](const char* name, const std::string& value) {
     out += fmt::format("{:<24}{}\n", name, value);

@@ -14,7 +14,7 @@
 
 namespace lt::model {
 
-enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma2, Bloom };
+enum class Architecture : uint8_t { Llama, Qwen2, Mistral, Qwen3, Phi3, Gemma2, Bloom, Gemma3 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Llama;
@@ -45,6 +45,11 @@ struct ModelConfig {
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_max_position = 8192;
+  // Gemma 3's local RoPE: the layers marked in layer_local_rope rotate with this base, unscaled
+  // (transformers' "sliding_attention" RoPE parameters); the others with the fields above. Empty: every layer
+  // uses those.
+  double rope_local_theta = 10000.0;
+  std::vector<uint8_t> layer_local_rope;  // (L) 1: the layer takes the local RoPE
 
   // Sliding-window attention per layer (0 = full causal attention in that layer).
   std::vector<int64_t> layer_window;
@@ -66,7 +71,12 @@ struct ModelConfig {
   int64_t window_for_layer(int64_t layer) const {
     return layer_window.empty() ? 0 : layer_window[size_t(layer)];
   }
+  bool local_rope_for_layer(int64_t layer) const {
+    return !layer_local_rope.empty() && layer_local_rope[size_t(layer)] != 0;
+  }
+  // The global RoPE (rope_theta and its scaling), and the one layer `layer` rotates with.
   ops::RopeParams rope_params(int64_t tokens, int64_t heads) const;
+  ops::RopeParams rope_params(int64_t tokens, int64_t heads, int64_t layer) const;
 };
 
 // `source` names the file in error messages ("models/x/config.json").
@@ -93,7 +103,7 @@ struct ModelConfigLimits {
 
 std::string architecture_name(Architecture arch);
 
-// "default" or "llama3" (the config.json spelling).
+// "default", "llama3" or "linear" (the config.json spelling).
 std::string rope_type_name(ops::RopeType type);
 // One "name: value" line per field, for `leantune info` and logs (sizes, biases, RoPE, windows, token ids).
 std::string describe_model_config(const ModelConfig& cfg);

@@ -32,19 +32,37 @@ void put_rope(const ModelConfig& cfg, json& j) {
   j[cfg.rope_dict_key.empty() ? "rope_scaling" : cfg.rope_dict_key] = dict;
 }
 
+// Gemma3TextConfig's RoPE: in the spelling read (v5 rope_parameters, one dict per layer type; else v4's
+// rope_theta, rope_local_base_freq and rope_scaling for the global layers).
+void put_gemma3_rope(const ModelConfig& cfg, json& j) {
+  json global = {{"rope_type", rope_type_name(cfg.rope_type)}, {"rope_theta", cfg.rope_theta}};
+  if (cfg.rope_type == ops::RopeType::Linear) global["factor"] = cfg.rope_factor;
+  if (cfg.rope_dict_key == "rope_parameters") {
+    j["rope_parameters"] = {
+        {"full_attention", global},
+        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", cfg.rope_local_theta}}}};
+    return;
+  }
+  j["rope_theta"] = cfg.rope_theta;
+  j["rope_local_base_freq"] = cfg.rope_local_theta;
+  j["rope_scaling"] = cfg.rope_type == ops::RopeType::Default ? json(nullptr) : global;
+}
+
 void put_windows(const ModelConfig& cfg, json& j) {
   if (cfg.arch == Architecture::Mistral || cfg.arch == Architecture::Phi3) {
     const int64_t w = cfg.window_for_layer(0);
     j["sliding_window"] = w > 0 ? json(w) : json(nullptr);
     return;
   }
-  if (cfg.arch == Architecture::Gemma2) {
+  if (cfg.arch == Architecture::Gemma2 || cfg.arch == Architecture::Gemma3) {
     json types = json::array();
     int64_t window = 0;
     for (int64_t layer = 0; layer < cfg.num_layers; ++layer) {
       const int64_t w = cfg.window_for_layer(layer);
       if (w > 0) window = w;
-      types.push_back(w > 0 ? "sliding_attention" : "full_attention");
+      // Gemma 3: a sliding layer is one with the local RoPE (its window may be none).
+      const bool sliding = cfg.arch == Architecture::Gemma3 ? cfg.local_rope_for_layer(layer) : w > 0;
+      types.push_back(sliding ? "sliding_attention" : "full_attention");
     }
     j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
     j["layer_types"] = types;
@@ -102,17 +120,21 @@ void put_llama_sizes(const ModelConfig& cfg, json& j) {
     j["mlp_bias"] = cfg.mlp_bias;
   }
   if (cfg.arch == Architecture::Qwen3) j["attention_bias"] = cfg.qkv_bias;
-  if (cfg.arch == Architecture::Gemma2) {
+  if (cfg.arch == Architecture::Gemma2 || cfg.arch == Architecture::Gemma3) {
     j["attention_bias"] = cfg.qkv_bias;
     j["hidden_activation"] = "gelu_pytorch_tanh";
-    // Gemma2Config declares it an int (transformers' strict config refuses 12.0).
+    // Gemma2Config / Gemma3TextConfig declare it an int (transformers' strict config refuses 12.0).
     const double scalar = cfg.block.query_pre_attn_scalar;
     j["query_pre_attn_scalar"] = scalar == std::floor(scalar) ? json(int64_t(scalar)) : json(scalar);
     const auto cap = [](double c) { return c > 0 ? json(c) : json(nullptr); };
     j["attn_logit_softcapping"] = cap(cfg.block.attention_softcap);
     j["final_logit_softcapping"] = cap(cfg.block.logit_softcap);
   }
-  put_rope(cfg, j);
+  if (cfg.arch == Architecture::Gemma3) {
+    put_gemma3_rope(cfg, j);
+  } else {
+    put_rope(cfg, j);
+  }
   put_windows(cfg, j);
 }
 

@@ -80,8 +80,8 @@ void backward(const ModelConfig& c, int64_t layer, const LayerWeights& w, LayerW
   // The chunk's own positions now hold their complete dK/dV (later chunks added theirs first).
   take_chunk_rows(s.d_k, kv_grads.dk, chunk.q_offset);
   take_chunk_rows(s.d_v, kv_grads.dv, chunk.q_offset);
-  block_positions_backward(c, N, H, s.d_q.reshaped({N, H, HD}), positions);
-  block_positions_backward(c, N, KVH, s.d_k.reshaped({N, KVH, HD}), positions);
+  block_positions_backward(c, layer, N, H, s.d_q.reshaped({N, H, HD}), positions);
+  block_positions_backward(c, layer, N, KVH, s.d_k.reshaped({N, KVH, HD}), positions);
 
   Tensor d_q_proj = s.d_q.reshaped({N, H * HD}), d_k_proj = s.d_k.reshaped({N, KVH * HD});
   if (c.block.qk_norm) {

@@ -90,9 +90,9 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
     block_head_norm_forward(c, N, H, a.q.reshaped({N, H * HD}), a.q_rstd, a.q_raw, w.attn_q_norm);
     block_head_norm_forward(c, N, KVH, a.k.reshaped({N, KVH * HD}), a.k_rstd, a.k_raw, w.attn_k_norm);
   }
-  block_positions_forward(c, N, H, a.q.reshaped({N, H, HD}), positions);
+  block_positions_forward(c, layer, N, H, a.q.reshaped({N, H, HD}), positions);
   if (!recompute) {
-    block_positions_forward(c, N, KVH, a.k.reshaped({N, KVH, HD}), positions);
+    block_positions_forward(c, layer, N, KVH, a.k.reshaped({N, KVH, HD}), positions);
     append_chunk_rows(kv.k, a.k, chunk.q_offset);
     append_chunk_rows(kv.v, a.v, chunk.q_offset);
   }

@@ -23,7 +23,7 @@ void layer_kv_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w
                 std::array{Tensor(), k_out, a.v.reshaped({N, KVH * HD})});
   if (c.block.qk_norm)
     block_head_norm_forward(c, N, KVH, a.k.reshaped({N, KVH * HD}), a.k_rstd, a.k_raw, w.attn_k_norm);
-  block_positions_forward(c, N, KVH, a.k.reshaped({N, KVH, HD}), chunk.positions.reshaped({N}));
+  block_positions_forward(c, layer, N, KVH, a.k.reshaped({N, KVH, HD}), chunk.positions.reshaped({N}));
   append_chunk_rows(kv.k, a.k, chunk.q_offset);
   append_chunk_rows(kv.v, a.v, chunk.q_offset);
 }

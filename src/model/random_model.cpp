@@ -86,6 +86,26 @@ ModelConfig tiny_random_config(Architecture arch, uint64_t seed) {
       c.layer_window = {uniform_int(seed, 1, 8, 2, 5), 0};  // sliding, then global
       break;
     }
+    case Architecture::Gemma3: {
+      // Gemma 3: q/k norms, no soft-caps, a sliding layer with the local RoPE base, then a global one with
+      // another base and linear scaling.
+      c.architecture_name = "Gemma3ForCausalLM";
+      c.model_type = "gemma3_text";
+      c.block = BlockSpec{.norm = NormKind::RmsOnePlus,
+                          .mlp = MlpKind::GeGlu,
+                          .qk_norm = true,
+                          .embedding_scale = std::sqrt(double(c.hidden_size)),
+                          .post_norms = true,
+                          .query_pre_attn_scalar = double(uniform_int(seed, 1, 11, 2, 9))};
+      c.tie_word_embeddings = true;
+      c.rope_theta = 1000000.0;
+      c.rope_type = ops::RopeType::Linear;
+      c.rope_factor = double(uniform_int(seed, 1, 9, 2, 8));
+      c.rope_local_theta = 10000.0;
+      c.layer_local_rope = {1, 0};
+      c.layer_window = {uniform_int(seed, 1, 8, 2, 5), 0};
+      break;
+    }
     case Architecture::Bloom:
       c.architecture_name = "BloomForCausalLM";
       c.model_type = "bloom";

@@ -79,7 +79,8 @@ void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N
                      Tensor dy /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/);
 
 // ---- rotary position embedding, HF's rotate-half layout (dim j pairs with j + HD/2) ----------------------
-enum class RopeType : uint8_t { Default, Llama3 };
+// Linear (transformers' "linear"): every inverse frequency divided by factor (Gemma 3's global layers).
+enum class RopeType : uint8_t { Default, Llama3, Linear };
 struct RopeParams {
   int64_t tokens;    // N
   int64_t heads;     // H (or KVH for keys)
@@ -89,12 +90,12 @@ struct RopeParams {
   // pairs with j + rotary_dim/2, frequencies from rotary_dim), the rest pass through; 0 = all of head_dim.
   int64_t rotary_dim = 0;
   RopeType type = RopeType::Default;
-  double factor = 1.0;  // llama3 scaling (FORMATS.md)
+  double factor = 1.0;  // llama3 and linear scaling (FORMATS.md)
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
 };
-// The (R/2) inverse frequencies (R = rotary_dim or HD), in double, after llama3 scaling.
+// The (R/2) inverse frequencies (R = rotary_dim or HD), in double, after llama3 or linear scaling.
 int64_t rope_rotary_dim(const RopeParams& p);  // R
 std::vector<double> rope_inv_freq(const RopeParams& p);
 // In place: x[n, h, :] rotated by angle positions[n] * inv_freq. Backward rotates by the negative angle.

@@ -1,5 +1,5 @@
-// Rotary position embedding (HF rotate-half layout) and its inverse frequencies, with llama3 scaling
-// (FORMATS.md). The frequencies are device independent: both backends take them from rope_inv_freq.
+// Rotary position embedding (HF rotate-half layout) and its inverse frequencies, with llama3 or linear
+// scaling (FORMATS.md). The frequencies are device independent: both backends take them from rope_inv_freq.
 #include <cmath>
 #include <numbers>
 
@@ -30,6 +30,11 @@ std::vector<double> rope_inv_freq(const RopeParams& p) {
   std::vector<double> inv(size_t(half), 0.0);  // (R/2)
   for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = 1.0 / std::pow(p.theta, double(2 * i) / double(dim));
   if (p.type == RopeType::Default) return inv;
+  if (p.type == RopeType::Linear) {  // transformers' _compute_linear_scaling_rope_parameters
+    LT_CHECK(p.factor > 0, "rope linear scaling: factor is {}, expected > 0", p.factor);
+    for (double& f : inv) f /= p.factor;
+    return inv;
+  }
 
   LT_CHECK(p.factor > 0, "rope llama3 scaling: factor is {}, expected > 0", p.factor);
   LT_CHECK(p.low_freq_factor > 0 && p.high_freq_factor > p.low_freq_factor,

@@ -212,6 +212,29 @@ model::ModelConfig config_named(const std::string& name) {
     c.layer_window = {3, 0};
     c.tie_word_embeddings = true;
   }
+  // Gemma 3: Gemma 2's block without soft-caps, with q/k norms ((1 + w) over head_dim 256) and two RoPEs per
+  // layer (the sliding layer's local base, the global layer's base with linear scaling).
+  if (name == "gemma3") {
+    c.arch = model::Architecture::Gemma3;
+    c.architecture_name = "Gemma3ForCausalLM";
+    c.model_type = "gemma3_text";
+    c.block = model::BlockSpec{.norm = model::NormKind::RmsOnePlus,
+                               .mlp = model::MlpKind::GeGlu,
+                               .qk_norm = true,
+                               .embedding_scale = std::sqrt(double(c.hidden_size)),
+                               .post_norms = true,
+                               .query_pre_attn_scalar = 144.0};
+    c.num_heads = 2;
+    c.num_kv_heads = 1;
+    c.head_dim = 256;
+    c.layer_window = {3, 0};
+    c.rope_theta = 1e6;
+    c.rope_type = ops::RopeType::Linear;
+    c.rope_factor = 8.0;
+    c.rope_local_theta = 100.0;
+    c.layer_local_rope = {1, 0};
+    c.tie_word_embeddings = true;
+  }
   return c;
 }
 
@@ -225,7 +248,8 @@ TEST_P(ModelStepCuda, LossAndEveryGradientMatchCpuFloat64) {
   const Case k = GetParam();
   check_against_cpu(config_named(k.model), k, DType::F32);
   const std::string model = k.model;
-  if (model == "llama" || model == "qwen3" || model == "phi3" || model == "bloom" || model == "gemma2")
+  if (model == "llama" || model == "qwen3" || model == "phi3" || model == "bloom" || model == "gemma2" ||
+      model == "gemma3")
     check_against_cpu(config_named(k.model), k, DType::BF16);
 }
 
@@ -238,8 +262,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", true, 0.1, 3}, Case{"phi3", false, 0, 0}, Case{"phi3", false, 0, 4},
                       Case{"phi3", true, 0.1, 0}, Case{"phi3", true, 0.1, 3}, Case{"bloom", false, 0, 0},
                       Case{"bloom", false, 0, 4}, Case{"bloom", true, 0.1, 0}, Case{"bloom", true, 0.1, 3},
-                      Case{"gemma2", false, 0, 0}, Case{"gemma2", false, 0, 4},
-                      Case{"gemma2", true, 0.1, 3}));
+                      Case{"gemma2", false, 0, 0}, Case{"gemma2", false, 0, 4}, Case{"gemma2", true, 0.1, 3},
+                      Case{"gemma3", false, 0, 0}, Case{"gemma3", false, 0, 4},
+                      Case{"gemma3", true, 0.1, 3}));
 
 // Chunked == whole on the GPU itself, in each GPU dtype.
 TEST(ModelStepCuda, ChunkedEqualsWholeOnTheGpu) {

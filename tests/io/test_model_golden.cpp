@@ -176,6 +176,14 @@ TEST(ModelGolden, Gemma2Float64) {
 TEST(ModelGolden, Gemma2Float32) {
   expect_parity("gemma2", DType::F32, 1e-5);
 }
+// Gemma 3 (tools/make_gemma3_golden.py): Gemma 2's block with q_norm / k_norm and no soft-caps, a sliding
+// layer with the local RoPE base and a global one with another base and linear scaling.
+TEST(ModelGolden, Gemma3Float64) {
+  expect_parity("gemma3", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Gemma3Float32) {
+  expect_parity("gemma3", DType::F32, 1e-5);
+}
 
 // BLOOM: ALiBi with 3 heads (slopes of a head count that is not a power of two), LayerNorm with bias (and the
 // embedding LayerNorm), BLOOM's GELU MLP, the per-head interleaved query_key_value, biases, a tied head.

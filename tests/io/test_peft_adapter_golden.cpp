@@ -154,6 +154,12 @@ TEST(PeftGolden, Gemma2AllModulesFloat64) {
 TEST(PeftGolden, Gemma2AllModulesFloat32) {
   expect_golden("peft_gemma2", DType::F32, 3e-5);
 }
+TEST(PeftGolden, Gemma3AllModulesFloat64) {
+  expect_golden("peft_gemma3", DType::F64, 1e-12);
+}
+TEST(PeftGolden, Gemma3AllModulesFloat32) {
+  expect_golden("peft_gemma3", DType::F32, 1e-5);
+}
 
 // BLOOM: one adapter on the fused query_key_value (B's rows interleaved per head in the file) plus dense,
 // dense_h_to_4h (rank_pattern 3) and dense_4h_to_h, over ALiBi, LayerNorm with bias and the GELU MLP.

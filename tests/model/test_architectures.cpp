@@ -40,11 +40,18 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
     json only_type = config_for(def->class_name, def->model_type);
     only_type.erase("architectures");
     EXPECT_EQ(parse_model_config(only_type, "x.json").arch, def->arch);
-    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3; Gemma 2's and BLOOM's own.
+    // Llama's block, with per-head q/k norms in Qwen3 and fused weights in Phi-3; Gemma 2's, Gemma 3's and
+    // BLOOM's own.
     if (def->arch == Architecture::Gemma2) {
       EXPECT_EQ(describe_block(by_class.block),
                 "rms(1+w) norm, geglu MLP, rope positions, sequential residual, embedding scale 8, logit "
                 "soft-cap 30, post-norms, attention soft-cap 50, query_pre_attn_scalar 256");
+      continue;
+    }
+    if (def->arch == Architecture::Gemma3) {
+      EXPECT_EQ(describe_block(by_class.block),
+                "rms(1+w) norm, geglu MLP, rope positions, sequential residual, per-head q/k norm, embedding "
+                "scale 8, post-norms, query_pre_attn_scalar 256");
       continue;
     }
     if (def->arch == Architecture::Bloom) {
@@ -58,10 +65,10 @@ TEST(Architectures, EveryRegisteredFileResolvesByClassAndModelType) {
                   (def->arch == Architecture::Qwen3 ? ", per-head q/k norm" : "") +
                   (def->arch == Architecture::Phi3 ? ", fused qkv, fused gate_up" : ""));
   }
-  EXPECT_EQ(seen.size(), 7u);
+  EXPECT_EQ(seen.size(), 8u);
   EXPECT_EQ(supported_class_names(),
             "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-            "Gemma2ForCausalLM, BloomForCausalLM");
+            "Gemma2ForCausalLM, BloomForCausalLM, Gemma3ForCausalLM");
 }
 
 TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {

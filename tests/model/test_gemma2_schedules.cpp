@@ -2,7 +2,8 @@
 // final soft-caps, query_pre_attn_scalar, a sliding layer and a global one) through every schedule: chunked
 // == whole sequence for chunk sizes that cut the window and soft-capped scores across chunk boundaries
 // (positions are absolute), every recompute policy == keeping everything, offloaded activations, packed rows,
-// and layer-major == chunk-major; float64, 1e-10 (only the order of sums differs).
+// and layer-major == chunk-major; float64, 1e-10 (only the order of sums differs). Gemma 3 likewise (q/k
+// norms, a sliding layer with the local RoPE base, a global one with another base and linear scaling).
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
@@ -63,10 +64,10 @@ TEST(Gemma2Schedules, TheTinyModelHasEveryGemmaPiece) {
   EXPECT_EQ(c.window_for_layer(1), 0);
 }
 
-TEST(Gemma2Schedules, ChunkedEqualsWholeSequenceWithEveryPolicy) {
+void expect_chunked_equals_whole_with_every_policy(Architecture arch) {
   constexpr int64_t B = 2, T = 11;
   for (uint64_t seed : {1, 2}) {
-    const ModelConfig config = tiny_random_config(Architecture::Gemma2, seed);
+    const ModelConfig config = tiny_random_config(arch, seed);
     ASSERT_LT(config.window_for_layer(0), T);  // the window binds within the sequence
     for (bool packed : {false, true}) {
       const StepResult whole = full_step(config, {.fused_loss = false}, B, T, packed, seed);
@@ -82,9 +83,13 @@ TEST(Gemma2Schedules, ChunkedEqualsWholeSequenceWithEveryPolicy) {
   }
 }
 
-TEST(Gemma2Schedules, OffloadAndLayerMajorGiveTheSameGradients) {
+TEST(Gemma2Schedules, ChunkedEqualsWholeSequenceWithEveryPolicy) {
+  expect_chunked_equals_whole_with_every_policy(Architecture::Gemma2);
+}
+
+void expect_offload_and_layer_major_give_the_same_gradients(Architecture arch) {
   constexpr int64_t B = 2, T = 9;
-  const ModelConfig config = tiny_random_config(Architecture::Gemma2, 3);
+  const ModelConfig config = tiny_random_config(arch, 3);
   const StepResult whole = full_step(config, {}, B, T, true, 3);
   expect_same_step(
       full_step(config, {.chunk_size = 4, .recompute = Recompute::Full, .offload = true}, B, T, true, 3),
@@ -94,6 +99,32 @@ TEST(Gemma2Schedules, OffloadAndLayerMajorGiveTheSameGradients) {
   for (int64_t C : {2, 4, 9})
     expect_same_step(full_step(config, {.chunk_size = C, .order = ScheduleOrder::LayerMajor}, B, T, true, 3),
                      whole, fmt::format("layer-major C={}", C));
+}
+
+TEST(Gemma2Schedules, OffloadAndLayerMajorGiveTheSameGradients) {
+  expect_offload_and_layer_major_give_the_same_gradients(Architecture::Gemma2);
+}
+
+TEST(Gemma3Schedules, TheTinyModelHasEveryGemma3Piece) {
+  const ModelConfig c = tiny_random_config(Architecture::Gemma3, 1);
+  EXPECT_EQ(c.block.norm, NormKind::RmsOnePlus);
+  EXPECT_TRUE(c.block.qk_norm);
+  EXPECT_TRUE(c.block.post_norms);
+  EXPECT_GT(c.window_for_layer(0), 0);
+  EXPECT_EQ(c.window_for_layer(1), 0);
+  const ops::RopeParams local = c.rope_params(1, 1, 0), global = c.rope_params(1, 1, 1);
+  EXPECT_NE(local.theta, global.theta);
+  EXPECT_EQ(local.type, ops::RopeType::Default);
+  EXPECT_EQ(global.type, ops::RopeType::Linear);
+  EXPECT_GT(global.factor, 1.0);
+}
+
+TEST(Gemma3Schedules, ChunkedEqualsWholeSequenceWithEveryPolicy) {
+  expect_chunked_equals_whole_with_every_policy(Architecture::Gemma3);
+}
+
+TEST(Gemma3Schedules, OffloadAndLayerMajorGiveTheSameGradients) {
+  expect_offload_and_layer_major_give_the_same_gradients(Architecture::Gemma3);
 }
 
 }  // namespace

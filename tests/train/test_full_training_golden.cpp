@@ -1,7 +1,8 @@
-// Full fine-tuning parity with torch (tools/make_gemma2_golden.py, tests/train/golden/full_training): from
-// the same Gemma 2 base, leantune's trainer (no shuffle, micro-batches with accumulation, global-norm
-// clipping, AdamW with weight decay on every tensor, linear schedule with warmup) gives torch's per-step
-// losses, gradient norms and final weights in float64 to 1e-10 relative.
+// Full fine-tuning parity with torch (tools/make_gemma2_golden.py and make_gemma3_golden.py,
+// tests/train/golden/full_training): from the same Gemma 2 (Gemma 3) base, leantune's trainer (no shuffle,
+// micro-batches with accumulation, global-norm clipping, AdamW with weight decay on every tensor, linear
+// schedule with warmup) gives torch's per-step losses, gradient norms and final weights in float64 to 1e-10
+// relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,11 +16,12 @@
 namespace lt::train {
 namespace {
 
-TEST(FullTrainingGolden, Gemma2StepsAndFinalWeightsMatchTorch) {
+// The golden <name>.json's run, checked step by step and in its final weights.
+void expect_full_training_matches_torch(const std::string& name) {
   const double tolerance = 1e-10;
   const std::string golden_dir = test::source_path("tests/train/golden/full_training");
   nlohmann::json g;
-  std::ifstream(golden_dir + "/gemma2.json") >> g;
+  std::ifstream(golden_dir + "/" + name + ".json") >> g;
   test::TempDir dir;
 
   TrainConfig c;
@@ -60,7 +62,7 @@ TEST(FullTrainingGolden, Gemma2StepsAndFinalWeightsMatchTorch) {
     EXPECT_LE(std::abs(r.losses[i] - losses[i]) / std::abs(losses[i]), tolerance) << "step " << i + 1;
     EXPECT_LE(std::abs(grad_norms[i] - norms[i]) / std::abs(norms[i]), tolerance) << "step " << i + 1;
   }
-  const auto expected = test::read_safetensors_f64(golden_dir + "/gemma2_final.safetensors");
+  const auto expected = test::read_safetensors_f64(golden_dir + "/" + name + "_final.safetensors");
   const auto got = test::read_safetensors_f64(
       c.output_dir + "/checkpoint-" + std::to_string(g["max_steps"].get<int64_t>()) + "/model.safetensors");
   const auto initial = test::read_safetensors_f64(c.base_model + "/model.safetensors");
@@ -73,7 +75,14 @@ TEST(FullTrainingGolden, Gemma2StepsAndFinalWeightsMatchTorch) {
     EXPECT_GT(test::max_rel_diff(initial.at(name), v), 1e-6) << name << " did not train";
     worst = std::max(worst, d);
   }
-  std::printf("[full-training gemma2 fp64] worst relative error of a final tensor %.3g\n", worst);
+  std::printf("[full-training %s fp64] worst relative error of a final tensor %.3g\n", name.c_str(), worst);
+}
+
+TEST(FullTrainingGolden, Gemma2StepsAndFinalWeightsMatchTorch) {
+  expect_full_training_matches_torch("gemma2");
+}
+TEST(FullTrainingGolden, Gemma3StepsAndFinalWeightsMatchTorch) {
+  expect_full_training_matches_torch("gemma3");
 }
 
 }  // namespace

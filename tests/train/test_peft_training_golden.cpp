@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Gemma 2 in float64 only: its float32 run drifts ~1% from torch's float64 by step 4
                       // (AdamW turns the float32 rounding of near-zero gradient entries, amplified by the
                       // post-norms, into whole steps), which no tolerance would honestly cover.
-                      Case{"gemma2", "fp64", 1e-10}, Case{"bloom", "fp64", 1e-10},
+                      Case{"gemma2", "fp64", 1e-10}, Case{"gemma3", "fp64", 1e-10},
+                      Case{"bloom", "fp64", 1e-10},
                       Case{"bloom", "fp32", 1e-4}, Case{"qlora_llama", "fp64", 1e-9},
                       Case{"qlora_llama", "fp32", 3e-4, 2e-2, 1e-3},
                       Case{"qlora_fresh", "fp64", 1e-9}, Case{"qlora_fresh", "fp32", 1e-5, 1e-5, 1.5e-5},

@@ -66,6 +66,8 @@ struct ArchitectureDef {
   // The checkpoint's fused query_key_value rows are interleaved per head, [H, 3, HD] (BLOOM), where the
   // engine holds [3, H, HD] (q rows, then k, then v): model/hf_layout.h converts at the HF boundary.
   bool qkv_interleaved_per_head = false;
+  // The family's own RoPE keys (Gemma 3: a local and a global RoPE) instead of the shared reader's.
+  void (*read_rope)(const FieldReader& r, const std::string& source, ModelConfig& cfg) = nullptr;
 };
 
 // Every registered architecture, in the order they are listed to users.
@@ -77,6 +79,8 @@ std::string supported_model_types();
 
 // The HF names shared by the Llama family (Llama, Qwen2, Mistral, Qwen3; Phi-3 with its fused names).
 extern const HfTensorNames kLlamaTensorNames;
+// Gemma 2's names (sandwich norms, pre_feedforward_layernorm), also Gemma 3's.
+extern const HfTensorNames kGemma2TensorNames;
 // hidden_act of a gated MLP: "silu" is SwiGLU; GELU variants are GeGLU (refused until its op lands).
 MlpKind gated_mlp_from_hidden_act(const FieldReader& r, const std::string& source);
 
@@ -87,6 +91,7 @@ extern const ArchitectureDef kQwen3Architecture;
 extern const ArchitectureDef kPhi3Architecture;
 extern const ArchitectureDef kGemma2Architecture;
 extern const ArchitectureDef kBloomArchitecture;
+extern const ArchitectureDef kGemma3Architecture;
 
 // Qwen2Config's (and Qwen3Config's) sliding windows: use_sliding_window, then layer_types or
 // max_window_layers.

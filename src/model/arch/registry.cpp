@@ -10,7 +10,7 @@ namespace lt::model {
 namespace {
 constexpr const ArchitectureDef* kRegistry[] = {
     &kLlamaArchitecture, &kQwen2Architecture,  &kMistralArchitecture, &kQwen3Architecture,
-    &kPhi3Architecture,  &kGemma2Architecture, &kBloomArchitecture};
+    &kPhi3Architecture,  &kGemma2Architecture, &kBloomArchitecture,   &kGemma3Architecture};
 }  // namespace
 
 std::span<const ArchitectureDef* const> architectures() {
