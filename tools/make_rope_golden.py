@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/ops/golden/rope_inv_freq.json: RoPE inverse frequencies as transformers computes them.
 
-The llama3 cases go through transformers' own ROPE_INIT_FUNCTIONS["llama3"]; the default case through
+The llama3 and linear cases go through transformers' own ROPE_INIT_FUNCTIONS; the default case through
 LlamaRotaryEmbedding.compute_default_rope_parameters (the "default" rope type has no entry in that table).
 transformers computes in float32, so tests compare at float32 precision.
 
@@ -33,6 +33,9 @@ CASES = [
     {"name": "llama3.2-1b", "head_dim": 64, "theta": 500000.0,
      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 8192}},
+    # Linear scaling (Gemma 3 4B+'s global layers): head_dim 256, theta 1e6, factor 8.
+    {"name": "linear-gemma3-4b", "head_dim": 256, "theta": 1000000.0,
+     "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
     # Unscaled RoPE (Llama 2 / Mistral style): head_dim 128, theta 10000.
     {"name": "default-10000", "head_dim": 128, "theta": 10000.0, "rope_scaling": None},
 ]

@@ -39,9 +39,10 @@ CliRun leantune(std::vector<std::string> args) {
 
 const std::string kGolden = "tests/model/golden/peft_llama";
 
-// The golden batch and the loss of `checkpoint` on it (with `adapter_dir`'s adapter when not empty).
-double golden_batch_loss(const std::string& checkpoint, const std::string& adapter_dir) {
-  auto golden = io::SafetensorsFile::open(test::source_path(kGolden + "/golden.safetensors"));
+// `golden`'s batch and the loss of `checkpoint` on it (with `adapter_dir`'s adapter when not empty).
+double golden_batch_loss(const std::string& checkpoint, const std::string& adapter_dir,
+                         const std::string& golden_dir = kGolden) {
+  auto golden = io::SafetensorsFile::open(test::source_path(golden_dir + "/golden.safetensors"));
   const io::SafetensorsEntry* ids_e = golden->find("input_ids");
   const int64_t B = ids_e->shape[0], T = ids_e->shape[1];
   std::vector<int32_t> ids(size_t(B * T)), labels(size_t(B * T)), positions(size_t(B * T));
@@ -75,16 +76,23 @@ double golden_batch_loss(const std::string& checkpoint, const std::string& adapt
   return decoder.forward(w, batch, model::count_label_tokens(batch), &lora);
 }
 
+// PEFT's loss on `golden_dir`'s batch (golden.safetensors, float64).
+double peft_golden_loss(const std::string& golden_dir) {
+  double loss;
+  std::memcpy(
+      &loss,
+      io::SafetensorsFile::open(test::source_path(golden_dir + "/golden.safetensors"))->find("loss")->data,
+      8);
+  return loss;
+}
+
 TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
   const std::string base = test::source_path(kGolden + "/base"),
                     adapter = test::source_path(kGolden + "/adapter");
   const double with_adapter = golden_batch_loss(base, adapter);
   const double base_only = golden_batch_loss(base, "");
   ASSERT_GT(std::abs(with_adapter - base_only), 1e-3);
-  double peft_loss;
-  std::memcpy(
-      &peft_loss,
-      io::SafetensorsFile::open(test::source_path(kGolden + "/golden.safetensors"))->find("loss")->data, 8);
+  const double peft_loss = peft_golden_loss(kGolden);
 
   test::TempDir tmp;
   CliRun r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
@@ -124,6 +132,24 @@ TEST(ExportCommand, MergedCheckpointGivesTheAdaptedLoss) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(tmp.file("sharded/model.safetensors.index.json")));
   EXPECT_EQ(golden_batch_loss(tmp.file("sharded"), ""), merged32);
+}
+
+// Gemma 3 (tools/make_gemma3_golden.py's peft_gemma3: q/k norms, a local and a global RoPE): the merged
+// checkpoint, config.json included (layer_types, rope_parameters per layer type), gives PEFT's loss.
+TEST(ExportCommand, Gemma3MergedCheckpointGivesPeftsLoss) {
+  const std::string golden = "tests/model/golden/peft_gemma3";
+  const std::string base = test::source_path(golden + "/base"),
+                    adapter = test::source_path(golden + "/adapter");
+  const double peft_loss = peft_golden_loss(golden);
+  test::TempDir tmp;
+  const CliRun r = leantune({"export", "--base_model", base, "--adapter", adapter, "--merge", "--output_dir",
+                             tmp.file("merged"), "--dtype", "float64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const model::ModelConfig merged = model::load_model_config(tmp.file("merged"));
+  EXPECT_EQ(merged.arch, model::Architecture::Gemma3);
+  EXPECT_EQ(merged.layer_local_rope, model::load_model_config(base).layer_local_rope);
+  EXPECT_NEAR(golden_batch_loss(tmp.file("merged"), "", golden), peft_loss, 1e-12 * peft_loss);
+  EXPECT_GT(std::abs(golden_batch_loss(base, "", golden) - peft_loss), 1e-3);
 }
 
 TEST(ExportCommand, BadInvocationsFailWithOneMessage) {

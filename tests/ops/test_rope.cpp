@@ -34,12 +34,16 @@ TEST(Rope, InvFreqMatchesTransformers) {
     ops::RopeParams p{1, 1, c["head_dim"].get<int64_t>(), c["theta"].get<double>()};
     if (!c["rope_scaling"].is_null()) {
       const auto& s = c["rope_scaling"];
-      ASSERT_EQ(s["rope_type"], "llama3");
-      p.type = ops::RopeType::Llama3;
       p.factor = s["factor"].get<double>();
-      p.low_freq_factor = s["low_freq_factor"].get<double>();
-      p.high_freq_factor = s["high_freq_factor"].get<double>();
-      p.original_max_position = s["original_max_position_embeddings"].get<int64_t>();
+      if (s["rope_type"] == "linear") {
+        p.type = ops::RopeType::Linear;
+      } else {
+        ASSERT_EQ(s["rope_type"], "llama3");
+        p.type = ops::RopeType::Llama3;
+      }
+      p.low_freq_factor = s.value("low_freq_factor", 1.0);
+      p.high_freq_factor = s.value("high_freq_factor", 4.0);
+      p.original_max_position = s.value("original_max_position_embeddings", int64_t(8192));
     }
     std::vector<double> want = c["inv_freq"].get<std::vector<double>>();
     std::vector<double> got = ops::rope_inv_freq(p);
