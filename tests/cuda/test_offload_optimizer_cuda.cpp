@@ -23,8 +23,6 @@
 namespace lt::test {
 namespace {
 
-namespace fs = std::filesystem;
-
 struct OffloadVariant {
   std::string name;
   bool master_weights = true;
@@ -67,29 +65,6 @@ OffloadRun run(const TempDir& dir, const OffloadVariant& v, bool offload) {
   return r;
 }
 
-std::map<std::string, std::string> tensor_bytes(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".safetensors") continue;
-    auto file = io::SafetensorsFile::open(e.path().string());
-    for (const io::SafetensorsEntry& t : file->entries())
-      out[e.path().filename().string() + "/" + t.name] =
-          std::string(reinterpret_cast<const char*>(t.data), size_t(t.end - t.begin));
-  }
-  return out;
-}
-
-std::vector<std::string> differing(const std::string& a_dir, const std::string& b_dir) {
-  const auto a = tensor_bytes(a_dir), b = tensor_bytes(b_dir);
-  std::vector<std::string> out;
-  for (const auto& [name, bytes] : a)
-    if (!b.count(name) || b.at(name) != bytes) out.push_back(name);
-  for (const auto& [name, bytes] : b)
-    if (!a.count(name)) out.push_back(name);
-  if (a.empty()) out.push_back("(no tensors in " + a_dir + ")");
-  return out;
-}
-
 TEST(CudaOffloadOptimizer, BitIdenticalToTheOnDeviceOptimizer) {
   LT_REQUIRE_GPU();
   TempDir dir;
@@ -109,8 +84,8 @@ TEST(CudaOffloadOptimizer, BitIdenticalToTheOnDeviceOptimizer) {
     ASSERT_EQ(on.losses.size(), 4u);
     ASSERT_EQ(off.losses.size(), 4u);
     const std::vector<std::string> checkpoint =
-        differing(on.output_dir + "/checkpoint-4", off.output_dir + "/checkpoint-4");
-    const std::vector<std::string> final_model = differing(on.output_dir, off.output_dir);
+        differing_tensors(on.output_dir + "/checkpoint-4", off.output_dir + "/checkpoint-4");
+    const std::vector<std::string> final_model = differing_tensors(on.output_dir, off.output_dir);
     std::printf("OFFLOAD %-22s losses %s, checkpoint tensors differing %zu, final model %zu\n",
                 v.name.c_str(),
                 on.losses == off.losses && on.grad_norms == off.grad_norms ? "same" : "DIFFER",

@@ -3,12 +3,11 @@
 // values. On the CPU the window and the host are both host memory, so these tests prove the staging's
 // bookkeeping (batches that fit the window, every tensor staged and copied back, state read after the copies)
 // and the trainer's wiring; CudaOffloadOptimizer (tests/cuda) proves the device path.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -20,8 +19,6 @@
 
 namespace lt::train {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(AdamWOffload, WindowBatchesGiveTheOnDeviceBitsAndState) {
   constexpr int kTensors = 6;
@@ -96,19 +93,6 @@ TEST(OptimizerOffloadWindow, HoldsTheLargestTensorOrTheLimit) {
   EXPECT_EQ(model::optimizer_offload_window_bytes({800, 700, 600}, 1000), 1000u + 256u);
 }
 
-// Every tensor of every .safetensors file of `dir`: its raw bytes, keyed "file/tensor".
-std::map<std::string, std::string> tensor_bytes(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".safetensors") continue;
-    auto file = io::SafetensorsFile::open(e.path().string());
-    for (const io::SafetensorsEntry& t : file->entries())
-      out[e.path().filename().string() + "/" + t.name] =
-          std::string(reinterpret_cast<const char*>(t.data), size_t(t.end - t.begin));
-  }
-  return out;
-}
-
 struct Variant {
   const char* name;
   const char* precision;
@@ -159,13 +143,9 @@ TEST_P(OffloadOptimizer, BitIdenticalToTheOnDeviceOptimizer) {
   EXPECT_EQ(off_losses, on_losses);
   EXPECT_EQ(off_norms, on_norms);
   for (const std::string sub : {"/checkpoint-3", ""}) {
-    const auto a = tensor_bytes(on_dir + sub), b = tensor_bytes(off_dir + sub);
-    ASSERT_FALSE(a.empty()) << on_dir + sub;
-    ASSERT_EQ(a.size(), b.size()) << sub;
-    for (const auto& [name, bytes] : a) {
-      ASSERT_TRUE(b.count(name)) << name;
-      EXPECT_TRUE(bytes == b.at(name)) << sub << ": " << name << " differs";
-    }
+    const std::vector<std::string> differ = test::differing_tensors(on_dir + sub, off_dir + sub);
+    EXPECT_TRUE(differ.empty()) << sub << ": " << differ.size() << " tensors differ, first "
+                                << differ.front();
   }
 }
 

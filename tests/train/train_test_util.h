@@ -3,16 +3,18 @@
 #pragma once
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/philox.h"
 #include "io/safetensors.h"
-#include "train/train_config.h"
 #include "train/run_training.h"
 #include "train/stop_signal.h"
+#include "train/train_config.h"
 #include "train/trainer.h"
 
 namespace lt::test {
@@ -87,8 +89,8 @@ inline train::TrainerHooks quiet_hooks() {
 // `config` run until a SIGINT raised after step `stop_after` (the trainer finishes the step, writes a
 // checkpoint and returns), then resumed from its latest checkpoint: the two parts' results. The first part
 // must have been interrupted after `stop_after` steps.
-inline std::pair<train::TrainResult, train::TrainResult> run_interrupted_then_resumed(train::TrainConfig config,
-                                                                                     int64_t stop_after) {
+inline std::pair<train::TrainResult, train::TrainResult> run_interrupted_then_resumed(
+    train::TrainConfig config, int64_t stop_after) {
   train::install_stop_handlers();
   train::TrainerHooks interrupt = quiet_hooks();
   interrupt.on_step = [stop_after](const train::StepMetrics& m) {
@@ -116,6 +118,32 @@ inline std::map<std::string, std::vector<double>> read_checkpoint_f64(const std:
     reader->read_into(name, t);
     out[name] = std::move(v);
   }
+  return out;
+}
+
+// Every tensor of every .safetensors file of `dir`: its raw bytes, keyed "file/tensor".
+inline std::map<std::string, std::string> safetensors_bytes(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    auto file = io::SafetensorsFile::open(e.path().string());
+    for (const io::SafetensorsEntry& t : file->entries())
+      out[e.path().filename().string() + "/" + t.name] =
+          std::string(reinterpret_cast<const char*>(t.data), size_t(t.end - t.begin));
+  }
+  return out;
+}
+
+// The "file/tensor" names whose bytes differ between two directories (or exist in one only); a directory
+// without tensors is named too, so two empty directories never compare equal.
+inline std::vector<std::string> differing_tensors(const std::string& a_dir, const std::string& b_dir) {
+  const auto a = safetensors_bytes(a_dir), b = safetensors_bytes(b_dir);
+  std::vector<std::string> out;
+  for (const auto& [name, bytes] : a)
+    if (!b.count(name) || b.at(name) != bytes) out.push_back(name);
+  for (const auto& [name, bytes] : b)
+    if (!a.count(name)) out.push_back(name);
+  if (a.empty()) out.push_back("(no tensors in " + a_dir + ")");
   return out;
 }
 
