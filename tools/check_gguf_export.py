@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import make_gguf_bloom_golden  # noqa: E402
 import make_gguf_gemma2_golden  # noqa: E402
+import make_gguf_gemma3_golden  # noqa: E402
 import make_gguf_golden  # noqa: E402
 import make_gguf_llama3_golden  # noqa: E402
 import make_gguf_phi3_golden  # noqa: E402
@@ -63,6 +64,11 @@ def expected_of(model_dir, cfg):
     if arch == "Gemma2ForCausalLM":
         keys = tuple(k[len("gemma2."):] for k in make_gguf_gemma2_golden.REQUIRED_KEYS if k.startswith("gemma2."))
         return "gemma2", keys, make_gguf_gemma2_golden.tensors_of(model_dir, cfg)
+    if arch == "Gemma3ForCausalLM":  # rope.scaling.* only when the global layers are scaled
+        scaled = make_gguf_gemma3_golden.global_rope(cfg)[1] is not None
+        keys = tuple(k[len("gemma3."):] for k in make_gguf_gemma3_golden.REQUIRED_KEYS
+                     if k.startswith("gemma3.") and (scaled or ".rope.scaling." not in k))
+        return "gemma3", keys, make_gguf_gemma3_golden.tensors_of(model_dir, cfg, cfg["vocab_size"])
     if arch == "BloomForCausalLM":
         keys = tuple(k[len("bloom."):] for k in make_gguf_bloom_golden.REQUIRED_KEYS if k.startswith("bloom."))
         return "bloom", keys, make_gguf_bloom_golden.tensors_of(model_dir, cfg)

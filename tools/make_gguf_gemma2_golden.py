@@ -72,13 +72,18 @@ def make_fixture():
             p.copy_(torch.randn_like(p) * 0.5)
     directory = os.path.join(OUT, "gguf_gemma2")
     model.save_pretrained(directory)
+    write_tokenizer_config(directory)
+    return directory
+
+
+def write_tokenizer_config(directory):
+    """Gemma's chat template and the ADDED_DECODER tokens (the Gemma 3 fixture's too)."""
     with open(os.path.join(ROOT, "tests", "data", "golden", "chat_templates", "gemma.jinja")) as f:
         template = f.read()
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
         json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
                    "pad_token": "<pad>", "chat_template": template, "tokenizer_class": "GemmaTokenizer",
                    "added_tokens_decoder": ADDED_DECODER}, f, indent=1)
-    return directory
 
 
 # The checkpoint's tensors in the order leantune writes them.
@@ -90,16 +95,24 @@ LAYER_TENSORS = ("input_layernorm.weight", "self_attn.q_proj.weight", "self_attn
 
 def tensors_of(model_dir, cfg):
     """Gemma2Model.modify_tensors: lm_head skipped, every *norm.weight + 1, names by gguf-py's map."""
+    return gemma_tensors(model_dir, cfg, gguf.MODEL_ARCH.GEMMA2, LAYER_TENSORS)
+
+
+def gemma_tensors(model_dir, cfg, arch, layer_tensors, n_tokens=None):
+    """The checkpoint's tensors (`layer_tensors` per layer) as float32 under gguf-py's name map of `arch`:
+    every *norm.weight + 1 in float32, token_embd cut to `n_tokens` rows when given, lm_head skipped."""
     st = load_checkpoint(model_dir)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA2, cfg["num_hidden_layers"])
+    names = gguf.get_tensor_name_map(arch, cfg["num_hidden_layers"])
     hf = ["model.embed_tokens.weight"]
     for l in range(cfg["num_hidden_layers"]):
-        hf += [f"model.layers.{l}.{t}" for t in LAYER_TENSORS]
+        hf += [f"model.layers.{l}.{t}" for t in layer_tensors]
     hf.append("model.norm.weight")
     assert set(st) - set(hf) <= {"lm_head.weight"}, set(st) - set(hf)
     out = []
     for name in hf:
         data = st[name].astype(np.float32)
+        if name == "model.embed_tokens.weight" and n_tokens is not None:
+            data = data[:n_tokens]
         if name.endswith("norm.weight"):
             data = data + np.float32(1)
         out.append((names.get_name(name, try_suffixes=(".weight",)), data))

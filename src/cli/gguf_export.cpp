@@ -215,6 +215,7 @@ io::GgmlType gguf_type_from_name(const std::string& name, const model::ModelConf
 
 void check_gguf_exportable(const std::string& model_dir, const model::ModelConfig& config) {
   if (config.arch == model::Architecture::Gemma2) check_gemma2_exportable(config);
+  if (config.arch == model::Architecture::Gemma3) check_gemma3_exportable(config);
   if (config.arch == model::Architecture::Bloom) check_bloom_exportable(model_dir);
 }
 
@@ -226,12 +227,14 @@ void write_gguf_model(const std::string& path, const std::string& model_dir, con
     return write_phi3_gguf(path, model_dir, config, weights, type);
   if (config.arch == model::Architecture::Gemma2)
     return write_gemma2_gguf(path, model_dir, config, weights, type);
+  if (config.arch == model::Architecture::Gemma3)
+    return write_gemma3_gguf(path, model_dir, config, weights, type);
   if (config.arch == model::Architecture::Bloom)
     return write_bloom_gguf(path, model_dir, config, weights, type);
   LT_CHECK(
       config.arch == model::Architecture::Llama || config.arch == model::Architecture::Mistral,
-      "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and BLOOM "
-      "are)",
+      "export --gguf: {} is not written to GGUF yet (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3 "
+      "and BLOOM are)",
       config.architecture_name);
   LT_CHECK(!config.qkv_bias && !config.o_bias && !config.mlp_bias,
            "export --gguf: linear biases (attention_bias / mlp_bias) are not written to GGUF yet");

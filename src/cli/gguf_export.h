@@ -33,6 +33,13 @@
 // add_space_prefix false. What llama.cpp's gemma2 cannot run as trained is refused by name (attention biases,
 // an untied head, a RoPE base other than 10000, null soft-caps, another sliding-window layout, a
 // query_pre_attn_scalar other than the one llama.cpp derives).
+// Gemma3ForCausalLM (text) as the converter's Gemma3Model lays it out (gguf_export_gemma3.cpp): architecture
+// "gemma3" with gemma3.* hyperparameters (key/value_length, rope.freq_base of the global layers and their
+// linear rope.scaling when set, attention.sliding_window), every RMSNorm weight plus 1 (attn_q_norm and
+// attn_k_norm too), Q/K as stored, no output tensor (tied); the SentencePiece vocabulary as for Gemma 2.
+// Refused by name: what llama.cpp's gemma3 hard-codes otherwise (attention biases, an untied head, a local
+// RoPE base other than 10000, soft-caps, another sliding-window pattern than five sliding then one global,
+// a query_pre_attn_scalar other than the one llama.cpp derives).
 // BloomForCausalLM as the converter's BloomModel lays it out (gguf_export_bloom.cpp): architecture "bloom"
 // with bloom.* hyperparameters (context_length = config.json's seq_length, else hidden_size, as the converter
 // takes it; feed_forward_length 4 D; attention.layer_norm_epsilon), token_embd_norm, attn_qkv rows all q then
@@ -78,11 +85,20 @@ void add_sentencepiece_tokenizer(io::GgufWriter& w, const std::string& model_dir
 // The Split regex of tokenizer.json's pre-tokenizer (the last, in a Sequence), "" without one: what
 // llama.cpp's name for the pre-tokenizer (tokenizer.ggml.pre) is recognized by.
 std::string tokenizer_split_regex(const std::string& model_dir);
-// The Gemma 2 and BLOOM parts of check_gguf_exportable.
+// The Gemma 2, Gemma 3 and BLOOM parts of check_gguf_exportable.
 void check_gemma2_exportable(const model::ModelConfig& config);
+void check_gemma3_exportable(const model::ModelConfig& config);
 void check_bloom_exportable(const std::string& model_dir);
 // The Gemma 2 part of write_gguf_model.
 void write_gemma2_gguf(const std::string& path, const std::string& model_dir,
+                       const model::ModelConfig& config, const model::ModelWeights& weights,
+                       io::GgmlType type);
+// Gemma 2 / 3 tensors under llama.cpp's names, every RMSNorm weight plus 1, Q/K as stored, no output
+// (tied); attn_q_norm / attn_k_norm after attn_v when the block has them.
+void add_gemma_tensors(io::GgufWriter& w, io::GgmlType type, const model::ModelConfig& config,
+                       const model::ModelWeights& weights);
+// The Gemma 3 part of write_gguf_model.
+void write_gemma3_gguf(const std::string& path, const std::string& model_dir,
                        const model::ModelConfig& config, const model::ModelWeights& weights,
                        io::GgmlType type);
 // The BLOOM part of write_gguf_model.

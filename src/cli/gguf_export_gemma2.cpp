@@ -48,6 +48,41 @@ void check_gemma2_exportable(const model::ModelConfig& c) {
       c.block.query_pre_attn_scalar, llama_cpp_scalar);
 }
 
+// HF's Gemma RMSNorm multiplies by (1 + w), llama.cpp's by w: the converter adds 1 in float32 to every
+// "*norm.weight" (Gemma 3's per-head q_norm / k_norm too).
+void add_gemma_tensors(io::GgufWriter& w, io::GgmlType type, const model::ModelConfig& config,
+                       const model::ModelWeights& weights) {
+  TensorAdder t(w, type);
+  auto add_norm = [&t](const std::string& name, const Tensor& norm) {
+    const float* x = norm.ptr<float>(name);
+    std::vector<float> shifted(x, x + norm.numel());  // (D) or (HD)
+    for (float& v : shifted) v += 1.0f;
+    t.add(name, shifted.data(), {norm.numel()});
+  };
+  t.add("token_embd.weight", weights.embed);
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const model::LayerWeights& layer = weights.layers[size_t(l)];
+    const std::string blk = fmt::format("blk.{}.", l);
+    add_norm(blk + "attn_norm.weight", layer.attn_norm);
+    // Q and K as stored: llama.cpp runs Gemma's RoPE in HF's NEOX (rotate-half) layout.
+    t.add(blk + "attn_q.weight", layer.attn_q);
+    t.add(blk + "attn_k.weight", layer.attn_k);
+    t.add(blk + "attn_v.weight", layer.attn_v);
+    if (config.block.qk_norm) {  // Gemma 3
+      add_norm(blk + "attn_q_norm.weight", layer.attn_q_norm);
+      add_norm(blk + "attn_k_norm.weight", layer.attn_k_norm);
+    }
+    t.add(blk + "attn_output.weight", layer.attn_o);
+    add_norm(blk + "post_attention_norm.weight", layer.attn_post_norm);
+    add_norm(blk + "ffn_norm.weight", layer.ffn_norm);
+    t.add(blk + "ffn_gate.weight", layer.ffn_gate);
+    t.add(blk + "ffn_up.weight", layer.ffn_up);
+    t.add(blk + "ffn_down.weight", layer.ffn_down);
+    add_norm(blk + "post_ffw_norm.weight", layer.ffn_post_norm);
+  }
+  add_norm("output_norm.weight", weights.final_norm);
+}
+
 void write_gemma2_gguf(const std::string& path, const std::string& model_dir,
                        const model::ModelConfig& config, const model::ModelWeights& weights,
                        io::GgmlType type) {
@@ -72,32 +107,7 @@ void write_gemma2_gguf(const std::string& path, const std::string& model_dir,
   add_sentencepiece_tokenizer(w, model_dir, config);
   w.add_bool("tokenizer.ggml.add_space_prefix", false);  // Gemma2Model.set_vocab
 
-  TensorAdder t(w, type);
-  // HF's Gemma RMSNorm multiplies by (1 + w), llama.cpp's by w: the converter adds 1 in float32.
-  auto add_norm = [&t](const std::string& name, const Tensor& norm) {
-    const float* x = norm.ptr<float>(name);
-    std::vector<float> shifted(x, x + norm.numel());  // (D)
-    for (float& v : shifted) v += 1.0f;
-    t.add(name, shifted.data(), {norm.numel()});
-  };
-  t.add("token_embd.weight", weights.embed);
-  for (int64_t l = 0; l < config.num_layers; ++l) {
-    const model::LayerWeights& layer = weights.layers[size_t(l)];
-    const std::string blk = fmt::format("blk.{}.", l);
-    add_norm(blk + "attn_norm.weight", layer.attn_norm);
-    // Q and K as stored: llama.cpp runs Gemma's RoPE in HF's NEOX (rotate-half) layout.
-    t.add(blk + "attn_q.weight", layer.attn_q);
-    t.add(blk + "attn_k.weight", layer.attn_k);
-    t.add(blk + "attn_v.weight", layer.attn_v);
-    t.add(blk + "attn_output.weight", layer.attn_o);
-    add_norm(blk + "post_attention_norm.weight", layer.attn_post_norm);
-    add_norm(blk + "ffn_norm.weight", layer.ffn_norm);
-    t.add(blk + "ffn_gate.weight", layer.ffn_gate);
-    t.add(blk + "ffn_up.weight", layer.ffn_up);
-    t.add(blk + "ffn_down.weight", layer.ffn_down);
-    add_norm(blk + "post_ffw_norm.weight", layer.ffn_post_norm);
-  }
-  add_norm("output_norm.weight", weights.final_norm);
+  add_gemma_tensors(w, type, config, weights);
   w.write(path);
 }
 

@@ -3,8 +3,8 @@
 // conventions (tools/make_gguf_golden.py: tensor names, the Q/K RoPE permutation, f32 norms, the
 // SentencePiece vocabulary, the hyperparameters), for f32, f16, bf16 and q8_0; a mismatch names the tensor.
 // Qwen2 and Qwen3 with a BPE tokenizer.json likewise (tools/make_gguf_qwen_golden.py), Phi-3
-// (tools/make_gguf_phi3_golden.py), Llama 3, Gemma 2 and BLOOM; with --adapter, the merged model. Bad
-// arguments, and models llama.cpp would run differently than trained, are refused.
+// (tools/make_gguf_phi3_golden.py), Llama 3, Gemma 2, Gemma 3 and BLOOM; with --adapter, the merged model.
+// Bad arguments, and models llama.cpp would run differently than trained, are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -172,6 +172,26 @@ std::string copy_fixture(const nlohmann::json& golden, const test::TempDir& dir)
   return model;
 }
 
+// Each case's keys set over a copy of the golden's fixture (with the tokenizer.model `spm` beside it):
+// export --gguf fails naming the case's message, and leaves no file.
+void expect_config_patches_refused(const nlohmann::json& golden, const std::string& spm,
+                                   const std::vector<std::pair<nlohmann::json, std::string>>& cases) {
+  for (const auto& [patch, message] : cases) {
+    SCOPED_TRACE(patch.dump());
+    test::TempDir dir;
+    const std::string model = copy_fixture(golden, dir);
+    fs::copy_file(spm, model + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(model + "/config.json"));
+    for (const auto& [key, value] : patch.items()) config[key] = value;  // null kept (merge_patch drops it)
+    std::ofstream(model + "/config.json") << config.dump();
+    const test::CliResult r =
+        test::run_cli({"export", "--base_model", model, "--gguf", "f32", "--output_dir", dir.file("out")});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("out") + "/model-f32.gguf"));
+  }
+}
+
 // Gemma 2 (sandwich norms, H * HD != D, soft-caps, a sliding window, tied embeddings) with its SentencePiece
 // vocabulary and Gemma-style added tokens: byte-identical to gguf-py under the converter's Gemma2Model
 // conventions (every RMSNorm weight + 1, no rope.freq_base, add_space_prefix false), whose tensors
@@ -201,20 +221,47 @@ TEST(ExportGguf, Gemma2ThatLlamaCppWouldRunDifferentlyIsRefused) {
       {{{"layer_types", {"full_attention", "sliding_attention"}}}, "layer 0 has sliding window 0"},
       {{{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}}, "rope_theta 500000"},
   };
-  for (const auto& [patch, message] : cases) {
-    SCOPED_TRACE(patch.dump());
-    test::TempDir dir;
-    const std::string model = copy_fixture(golden, dir);
-    fs::copy_file(spm, model + "/tokenizer.model");
-    nlohmann::json config = nlohmann::json::parse(read_bytes(model + "/config.json"));
-    for (const auto& [key, value] : patch.items()) config[key] = value;  // null kept (merge_patch drops it)
-    std::ofstream(model + "/config.json") << config.dump();
-    const test::CliResult r =
-        test::run_cli({"export", "--base_model", model, "--gguf", "f32", "--output_dir", dir.file("out")});
-    EXPECT_NE(r.code, 0);
-    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(dir.file("out") + "/model-f32.gguf"));
-  }
+  expect_config_patches_refused(golden, spm, cases);
+}
+
+// Gemma 3 text (7 layers: llama.cpp's five sliding then one global, q_norm / k_norm, H * HD != D, global
+// rope_theta 1e6 with linear scaling, no soft-caps, tied embeddings, bfloat16) with its SentencePiece
+// vocabulary and Gemma-style added tokens: byte-identical to gguf-py under the converter's Gemma3Model
+// conventions (every RMSNorm weight + 1, q_norm and k_norm too; rope.freq_base and rope.scaling of the
+// global layers; add_space_prefix false), whose tensors tools/make_gguf_gemma3_golden.py checked against the
+// HF checkpoint with gguf's GGUFReader for every type (q8_0 within its quantization error).
+TEST(ExportGguf, Gemma3EqualsGgufPyWithItsNormsShiftedByOne) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma3.json")));
+  test::TempDir dir;
+  const std::string model = copy_fixture(golden, dir);
+  fs::copy_file(spm, model + "/tokenizer.model");
+  expect_equal_to_gguf_py(model, golden["files"], dir);
+}
+
+// What llama.cpp's gemma3 hard-codes otherwise (the sliding pattern, the local RoPE base, no soft-caps, the
+// query scaling, no biases, a tied head) is refused by name before the weights are read (this checkpoint has
+// neither biases nor lm_head), and no file is left behind.
+TEST(ExportGguf, Gemma3ThatLlamaCppWouldRunDifferentlyIsRefused) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_gemma3.json")));
+  nlohmann::json all_sliding = nlohmann::json::array();
+  for (int l = 0; l < 7; ++l) all_sliding.push_back("sliding_attention");
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"query_pre_attn_scalar", 12}}, "query_pre_attn_scalar 12"},
+      {{{"tie_word_embeddings", false}}, "tie_word_embeddings false"},
+      {{{"attention_bias", true}}, "attention_bias true"},
+      {{{"final_logit_softcapping", 30.0}}, "final_logit_softcapping 30"},
+      {{{"attn_logit_softcapping", 50.0}}, "attn_logit_softcapping 50"},
+      {{{"layer_types", all_sliding}}, "layer 5 has sliding window 64"},
+      {{{"rope_parameters",
+         {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}}}},
+       "rope_local_base_freq 20000"},
+  };
+  expect_config_patches_refused(golden, spm, cases);
 }
 
 // BLOOM (ALiBi, LayerNorms with biases, the fused query_key_value, tied embeddings, no seq_length) with a
