@@ -325,11 +325,12 @@ void expect_adapter_gguf_equals_merged_gguf(const std::string& family,
 
 // With --adapter the GGUF holds the merged model (whose checkpoint test_export_bloom.cpp and the PEFT merge
 // tests check against W + scaling B A): BLOOM's LoRA on the fused, per-head interleaved query_key_value and
-// its other projections; Gemma 2's on every projection, with the norms shifted by one after the merge.
-// The bases get a tokenizer of at most their 80 ids: BLOOM the fixture's tokenizer.json cut to them,
-// Gemma 2 a 72-piece tokenizer.model (tools/make_gguf_gemma2_golden.py). BLOOM's base gets a seq_length
-// (without one the converter writes n_embed as the context length, while a saved config.json names BLOOM's
-// default 2048); Gemma 2's query_pre_attn_scalar is set to its head_dim, as llama.cpp assumes.
+// its other projections; Gemma 2's and Gemma 3's on every projection, with the norms shifted by one after
+// the merge. The bases get a tokenizer of at most their 80 ids: BLOOM the fixture's tokenizer.json cut to
+// them, Gemma 2 and 3 a 72-piece tokenizer.model (tools/make_gguf_gemma2_golden.py). BLOOM's base gets a
+// seq_length (without one the converter writes n_embed as the context length, while a saved config.json
+// names BLOOM's default 2048); Gemma's query_pre_attn_scalar is set to its head_dim, as llama.cpp assumes,
+// and Gemma 3's two layers both slide with the local base 10000 (llama.cpp's pattern and base).
 TEST(ExportGguf, WithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
   expect_adapter_gguf_equals_merged_gguf("bloom", [](const std::string& base) {
     nlohmann::json tj =
@@ -351,6 +352,16 @@ TEST(ExportGguf, WithAnAdapterEqualsTheGgufOfTheMergedCheckpoint) {
     nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
     ASSERT_EQ(config["vocab_size"], 80);
     config["query_pre_attn_scalar"] = config["head_dim"];
+    std::ofstream(base + "/config.json") << config.dump();
+  });
+  expect_adapter_gguf_equals_merged_gguf("gemma3", [](const std::string& base) {
+    fs::copy_file(test::source_path("tests/cli/golden/gguf_gemma2_small_tokenizer.model"),
+                  base + "/tokenizer.model");
+    nlohmann::json config = nlohmann::json::parse(read_bytes(base + "/config.json"));
+    ASSERT_EQ(config["vocab_size"], 80);
+    config["query_pre_attn_scalar"] = config["head_dim"];
+    config["layer_types"] = {"sliding_attention", "sliding_attention"};
+    config["rope_parameters"]["sliding_attention"]["rope_theta"] = 10000.0;
     std::ofstream(base + "/config.json") << config.dump();
   });
 }
