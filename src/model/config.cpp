@@ -85,6 +85,54 @@ void read_partial_rotary(const FieldReader& r, const std::string& source, ModelC
   cfg.block.rotary_dim = rotary;
 }
 
+// One LongRoPE factor list: (R/2) positive numbers.
+std::vector<double> read_longrope_factors(const FieldReader& r, const std::string& source, const char* key,
+                                          int64_t half) {
+  LT_CHECK(r.has(key), "{}: required field '{}' is missing (LongRoPE needs short_factor and long_factor)",
+           source, r.name(key));
+  const json& list = r.at(key);
+  LT_CHECK(list.is_array() && int64_t(list.size()) == half,
+           "{}: field '{}' is {}, expected a list of {} numbers (rotary dims / 2)", source, r.name(key),
+           list.dump(), half);
+  std::vector<double> factors;  // (R/2)
+  for (const json& v : list) {
+    LT_CHECK(v.is_number() && v.get<double>() > 0, "{}: field '{}' holds {}, expected positive numbers",
+             source, r.name(key), v.dump());
+    factors.push_back(v.get<double>());
+  }
+  return factors;
+}
+
+// transformers' longrope (Phi-3's legacy "su"): short_factor and long_factor divide the inverse frequencies;
+// the pretraining length is the top-level original_max_position_embeddings when the file has one (Phi3Config
+// gives it priority over the dict's; its class default is 4096), else the dict's, else
+// max_position_embeddings; factor defaults to max_position_embeddings / original; attention_factor to sqrt(1
+// + ln(factor) / ln(original)) (1 when factor <= 1).
+void read_longrope(const FieldReader& top, const FieldReader& r, const std::string& source,
+                   ModelConfig& cfg) {
+  cfg.rope_type = ops::RopeType::LongRope;
+  const int64_t fallback = cfg.arch == Architecture::Phi3 ? 4096 : cfg.max_position_embeddings;
+  cfg.rope_original_max_position =
+      top.has("original_max_position_embeddings")
+          ? top.size("original_max_position_embeddings", ModelConfigLimits::kPositions)
+          : r.size_or("original_max_position_embeddings", ModelConfigLimits::kPositions, fallback);
+  LT_CHECK(cfg.rope_original_max_position > 1,
+           "{}: field 'original_max_position_embeddings' is {}, expected > 1", source,
+           cfg.rope_original_max_position);
+  const int64_t rotary = cfg.block.rotary_dim > 0 ? cfg.block.rotary_dim : cfg.head_dim;
+  cfg.rope_short_factor = read_longrope_factors(r, source, "short_factor", rotary / 2);
+  cfg.rope_long_factor = read_longrope_factors(r, source, "long_factor", rotary / 2);
+  const double original = double(cfg.rope_original_max_position);
+  cfg.rope_factor = r.number_or("factor", double(cfg.max_position_embeddings) / original);
+  LT_CHECK(cfg.rope_factor > 0, "{}: field '{}' is {}, expected a positive number", source, r.name("factor"),
+           cfg.rope_factor);
+  cfg.rope_attention_factor = r.number_or(
+      "attention_factor",
+      cfg.rope_factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(cfg.rope_factor) / std::log(original)));
+  LT_CHECK(cfg.rope_attention_factor > 0, "{}: field '{}' is {}, expected a positive number", source,
+           r.name("attention_factor"), cfg.rope_attention_factor);
+}
+
 void read_rope(const FieldReader& top, const std::string& source, ModelConfig& cfg) {
   // transformers: `rope_parameters = rope_scaling or rope_parameters`; a file carrying both with different
   // contents is ambiguous, so it is refused rather than resolved silently.
@@ -125,8 +173,13 @@ void read_rope(const FieldReader& top, const std::string& source, ModelConfig& c
   read_partial_rotary(r, source, cfg);
 
   if (type == "default") return;
-  LT_CHECK(type == "llama3", "{}: field '{}' is \"{}\": RoPE type not supported (supported: default, llama3)",
-           source, r.name(type_key), type);
+  // transformers runs LongRoPE's per-forward choice of factors for Phi3 (the family that ships it).
+  if ((type == "longrope" || type == "su") && cfg.arch == Architecture::Phi3)
+    return read_longrope(top, r, source, cfg);
+  LT_CHECK(
+      type == "llama3",
+      "{}: field '{}' is \"{}\": RoPE type not supported (supported: default, llama3; Phi-3: longrope/su)",
+      source, r.name(type_key), type);
   cfg.rope_type = ops::RopeType::Llama3;
   cfg.rope_factor = r.number("factor");
   cfg.rope_low_freq_factor = r.number("low_freq_factor");
@@ -318,6 +371,11 @@ ops::RopeParams ModelConfig::rope_params(int64_t tokens, int64_t heads) const {
   p.low_freq_factor = rope_low_freq_factor;
   p.high_freq_factor = rope_high_freq_factor;
   p.original_max_position = rope_original_max_position;
+  if (rope_type == ops::RopeType::LongRope) {
+    p.short_factor = rope_short_factor;
+    p.long_factor = rope_long_factor;
+    p.attention_factor = rope_attention_factor;
+  }
   return p;
 }
 
@@ -340,6 +398,8 @@ std::string rope_type_name(ops::RopeType type) {
       return "llama3";
     case ops::RopeType::Linear:
       return "linear";
+    case ops::RopeType::LongRope:
+      return "longrope";
     default:
       return "default";
   }
@@ -379,6 +439,9 @@ std::string describe_model_config(const ModelConfig& cfg) {
                         cfg.rope_original_max_position);
   }
   if (cfg.rope_type == ops::RopeType::Linear) rope += fmt::format(" factor {}", cfg.rope_factor);
+  if (cfg.rope_type == ops::RopeType::LongRope)
+    rope += fmt::format(" original_max_position {} attention_factor {}", cfg.rope_original_max_position,
+                        cfg.rope_attention_factor);
   if (!cfg.layer_local_rope.empty())
     rope += fmt::format("; sliding layers: default theta {}", cfg.rope_local_theta);
   std::string out;

@@ -45,6 +45,9 @@ struct ModelConfig {
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_max_position = 8192;
+  // LongRoPE ("longrope"/"su"): per-frequency divisors below and past the pretraining length, cos/sin scale
+  std::vector<double> rope_short_factor, rope_long_factor;  // (R/2) each
+  double rope_attention_factor = 1.0;
   // Gemma 3's local RoPE: the layers marked in layer_local_rope rotate with this base, unscaled
   // (transformers' "sliding_attention" RoPE parameters); the others with the fields above. Empty: every layer
   // uses those.

@@ -29,6 +29,15 @@ void put_rope(const ModelConfig& cfg, json& j) {
     dict["high_freq_factor"] = cfg.rope_high_freq_factor;
     dict["original_max_position_embeddings"] = cfg.rope_original_max_position;
   }
+  if (cfg.rope_type == ops::RopeType::LongRope) {
+    dict["short_factor"] = cfg.rope_short_factor;
+    dict["long_factor"] = cfg.rope_long_factor;
+    dict["factor"] = cfg.rope_factor;
+    dict["attention_factor"] = cfg.rope_attention_factor;
+    dict["original_max_position_embeddings"] = cfg.rope_original_max_position;
+    // Phi3Config prefers its top-level field (class default 4096) over the dict's.
+    j["original_max_position_embeddings"] = cfg.rope_original_max_position;
+  }
   j[cfg.rope_dict_key.empty() ? "rope_scaling" : cfg.rope_dict_key] = dict;
 }
 

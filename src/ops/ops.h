@@ -80,7 +80,11 @@ void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N
 
 // ---- rotary position embedding, HF's rotate-half layout (dim j pairs with j + HD/2) ----------------------
 // Linear (transformers' "linear"): every inverse frequency divided by factor (Gemma 3's global layers).
-enum class RopeType : uint8_t { Default, Llama3, Linear };
+// LongRope (transformers' "longrope", Phi-3's legacy "su"): inverse frequency i divided by short_factor[i]
+// while the largest position of the call + 1 is at most original_max_position, by long_factor[i] past it
+// (transformers' longrope_frequency_update decides per forward from max(position_ids) + 1, for the whole
+// batch); cos and sin are scaled by attention_factor.
+enum class RopeType : uint8_t { Default, Llama3, Linear, LongRope };
 struct RopeParams {
   int64_t tokens;    // N
   int64_t heads;     // H (or KVH for keys)
@@ -94,8 +98,11 @@ struct RopeParams {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
+  std::vector<double> short_factor = {}, long_factor = {};  // (R/2) each, LongRope only
+  double attention_factor = 1.0;                            // cos and sin scale (LongRope)
+  bool long_context = false;  // LongRope: long_factor applies (rope_forward/backward set it from positions)
 };
-// The (R/2) inverse frequencies (R = rotary_dim or HD), in double, after llama3 or linear scaling.
+// The (R/2) inverse frequencies (R = rotary_dim or HD), in double, after llama3, linear or LongRoPE scaling.
 int64_t rope_rotary_dim(const RopeParams& p);  // R
 std::vector<double> rope_inv_freq(const RopeParams& p);
 // In place: x[n, h, :] rotated by angle positions[n] * inv_freq. Backward rotates by the negative angle.

@@ -1,10 +1,13 @@
-// Rotary position embedding (HF rotate-half layout) and its inverse frequencies, with llama3 or linear
-// scaling (FORMATS.md). The frequencies are device independent: both backends take them from rope_inv_freq.
+// Rotary position embedding (HF rotate-half layout) and its inverse frequencies, with llama3, linear or
+// LongRoPE scaling (FORMATS.md). The frequencies are device independent: both backends take them from
+// rope_inv_freq.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/device.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -33,6 +36,18 @@ std::vector<double> rope_inv_freq(const RopeParams& p) {
   if (p.type == RopeType::Linear) {  // transformers' _compute_linear_scaling_rope_parameters
     LT_CHECK(p.factor > 0, "rope linear scaling: factor is {}, expected > 0", p.factor);
     for (double& f : inv) f /= p.factor;
+    return inv;
+  }
+  if (p.type == RopeType::LongRope) {  // transformers' _compute_longrope_parameters
+    const std::vector<double>& ext = p.long_context ? p.long_factor : p.short_factor;
+    LT_CHECK(int64_t(ext.size()) == half,
+             "rope longrope scaling: {} has {} entries, expected rotary_dim / 2 = {}",
+             p.long_context ? "long_factor" : "short_factor", ext.size(), half);
+    for (int64_t i = 0; i < half; ++i) {
+      LT_CHECK(ext[size_t(i)] > 0, "rope longrope scaling: {}[{}] is {}, expected > 0",
+               p.long_context ? "long_factor" : "short_factor", i, ext[size_t(i)]);
+      inv[size_t(i)] /= ext[size_t(i)];
+    }
     return inv;
   }
 
@@ -73,16 +88,29 @@ void check_args(const RopeParams& p, const Tensor& x, const Tensor& positions, c
   check_tensor(positions, {p.tokens}, fmt::format("{} positions", op));
   check_dtype(positions, DType::I32, fmt::format("{} positions", op));
 }
+
+// LongRoPE picks its factor set from the call's largest position, as transformers' longrope_frequency_update
+// does from max(position_ids) + 1 over the whole batch. Positions on a GPU are read back (one small copy).
+RopeParams with_context(const RopeParams& p, Tensor positions) {
+  if (p.type != RopeType::LongRope || p.tokens == 0) return p;
+  std::vector<int32_t> host(size_t(p.tokens));  // (N)
+  copy(Tensor(host.data(), DType::I32, {p.tokens}), positions);
+  int64_t max_position = 0;
+  for (int32_t v : host) max_position = std::max<int64_t>(max_position, v);
+  RopeParams q = p;
+  q.long_context = max_position + 1 > p.original_max_position;
+  return q;
+}
 }  // namespace
 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions) {
   check_args(p, x, positions, "rope_forward", "rope_forward x");
-  LT_OP_DISPATCH(x.device, rope_forward, p, x, positions);
+  LT_OP_DISPATCH(x.device, rope_forward, with_context(p, positions), x, positions);
 }
 
 void rope_backward(const RopeParams& p, Tensor dx, Tensor positions) {
   check_args(p, dx, positions, "rope_backward", "rope_backward dx");
-  LT_OP_DISPATCH(dx.device, rope_backward, p, dx, positions);
+  LT_OP_DISPATCH(dx.device, rope_backward, with_context(p, positions), dx, positions);
 }
 
 }  // namespace lt::ops

@@ -90,7 +90,8 @@ TEST(Architectures, ArchitectureFilesSetBiasesAndWindows) {
 
 // Phi3Config: fused qkv_proj / gate_up_proj (one weight each, one LoRA module each), no biases whatever the
 // file says, eos 32000 by default, a window on every layer when sliding_window is set, partial_rotary_factor
-// (top level or in the RoPE dict) as rotary dims; dropouts and longrope refused naming their fields.
+// (top level or in the RoPE dict) as rotary dims; dropouts refused naming their fields; LongRoPE ("su" or
+// "longrope") read with its factor lists (of rotary dims / 2 entries, else refused naming the field).
 TEST(Architectures, Phi3FusedWeightsAndItsDefaults) {
   json j = config_for("Phi3ForCausalLM", "phi3");
   j["vocab_size"] = 32064;
@@ -134,9 +135,19 @@ TEST(Architectures, Phi3FusedWeightsAndItsDefaults) {
   expect_error_mentions([&] { parse_model_config(drop, "m/config.json"); },
                         {"m/config.json", "'resid_pdrop'", "0.1"});
   json longrope = config_for("Phi3ForCausalLM", "phi3");
-  longrope["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  longrope["rope_scaling"] = {{"type", "su"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
   expect_error_mentions([&] { parse_model_config(longrope, "m/config.json"); },
-                        {"m/config.json", "'rope_scaling.type'", "longrope", "not supported"});
+                        {"m/config.json", "'rope_scaling.short_factor'", "[1.0]", "list of"});
+  const int64_t half = parse_model_config(config_for("Phi3ForCausalLM", "phi3"), "x.json").head_dim / 2;
+  longrope["rope_scaling"]["short_factor"] = std::vector<double>(size_t(half), 1.0);
+  longrope["rope_scaling"]["long_factor"] = std::vector<double>(size_t(half), 2.0);
+  longrope["max_position_embeddings"] = 8192;
+  longrope["original_max_position_embeddings"] = 1024;
+  const ModelConfig lr = parse_model_config(longrope, "m/config.json");
+  EXPECT_EQ(lr.rope_type, ops::RopeType::LongRope);
+  EXPECT_EQ(lr.rope_original_max_position, 1024);
+  EXPECT_DOUBLE_EQ(lr.rope_attention_factor, std::sqrt(1 + std::log(8.0) / std::log(1024.0)));
+  EXPECT_EQ(lr.rope_params(1, 1).long_factor, std::vector<double>(size_t(half), 2.0));
   json llama = config_for("LlamaForCausalLM", "llama");
   llama["partial_rotary_factor"] = 0.5;
   expect_error_mentions([&] { parse_model_config(llama, "m/config.json"); },

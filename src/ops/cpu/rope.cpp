@@ -4,7 +4,8 @@
 //   out[j + R/2] = x[j + R/2] cos(a) + x[j] sin(a),     a = position * inv_freq[j].
 // Angles, cosines and sines are computed in double from the double inverse frequencies (transformers does
 // this in float32, whose angles are off by ~pos * 6e-8 rad). The rotation is orthogonal, so backward
-// (the transpose) is the rotation by -a. Each token's cos/sin are computed once for all its heads.
+// (the transpose) is the rotation by -a. Each token's cos/sin are computed once for all its heads. LongRoPE
+// scales cos and sin by attention_factor (a scaled rotation: its transpose is the same scale by -a).
 #include <cmath>
 #include <vector>
 
@@ -34,8 +35,8 @@ void rotate(const RopeParams& p, Tensor x_t, Tensor positions_t, double directio
     for (int64_t n = 0; n < p.tokens; ++n) {
       for (int64_t j = 0; j < half; ++j) {
         const double a = double(pos[n]) * inv_freq[size_t(j)];
-        cos_a[size_t(j)] = std::cos(a);
-        sin_a[size_t(j)] = direction * std::sin(a);
+        cos_a[size_t(j)] = p.attention_factor * std::cos(a);
+        sin_a[size_t(j)] = direction * p.attention_factor * std::sin(a);
       }
       for (int64_t h = 0; h < p.heads; ++h) {
         T* v = x + (n * p.heads + h) * p.head_dim;

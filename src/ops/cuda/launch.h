@@ -43,8 +43,8 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
 constexpr int64_t kRopeMaxHeadDim = 512;
 // Rotates the leading rotary_dim (R, even, <= head_dim) dims of each head; the rest are left as they are.
 void launch_rope(DType dt, void* x, const int32_t* positions, const double* inv_freq /*host, (R/2)*/,
-                 int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse,
-                 int64_t* err, cudaStream_t s);
+                 int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                 double scale /*cos/sin factor*/, bool inverse, int64_t* err, cudaStream_t s);
 
 void launch_swiglu_forward(DType dt, void* h, const void* gate, const void* up, int64_t count,
                            cudaStream_t s);

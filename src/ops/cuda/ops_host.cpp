@@ -61,7 +61,7 @@ void rope(const RopeParams& p, Tensor x, Tensor positions, bool inverse, const c
            p.head_dim, kRopeMaxHeadDim);
   const std::vector<double> inv_freq = rope_inv_freq(p);  // (R/2)
   launch_rope(dt, x.data, cptr<int32_t>(positions), inv_freq.data(), p.tokens, p.heads, p.head_dim,
-              rope_rotary_dim(p), inverse, device_error_slot(), current_stream());
+              rope_rotary_dim(p), p.attention_factor, inverse, device_error_slot(), current_stream());
 }
 }  // namespace
 
