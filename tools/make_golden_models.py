@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 import transformers
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
 from transformers.models.llama import modeling_llama
@@ -52,9 +53,11 @@ MODULES = (modeling_llama, modeling_qwen2, modeling_mistral, modeling_qwen3, mod
 
 
 # ---- exact float64 patches ---------------------------------------------------------------------------
-def inv_freq_float64(config):
-    """inv_freq in float64 by transformers' default / llama3 rules, over the rotary dims
-    (int(head_dim * partial_rotary_factor), Phi-3's partial rotary; all of head_dim by default)."""
+def inv_freq_float64(config, long=False):
+    """inv_freq in float64 by transformers' default / llama3 / longrope rules, over the rotary dims
+    (int(head_dim * partial_rotary_factor), Phi-3's partial rotary; all of head_dim by default). longrope
+    divides by long_factor when `long` (the batch reaches past original_max_position_embeddings), else by
+    short_factor."""
     rope = config.rope_parameters
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     dim = int(head_dim * rope.get("partial_rotary_factor", 1.0))
@@ -70,6 +73,8 @@ def inv_freq_float64(config):
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelen < high_wl) & ~(wavelen > low_wl)
         inv = torch.where(medium, smoothed, scaled)
+    elif rope["rope_type"] == "longrope":
+        inv = inv / torch.tensor(rope["long_factor" if long else "short_factor"], dtype=torch.float64)
     else:
         assert rope["rope_type"] == "default", rope
     return inv
@@ -77,9 +82,16 @@ def inv_freq_float64(config):
 
 def rotary_forward_float64(self, x, position_ids):
     inv = self.inv_freq_float64.to(x.device)
+    # longrope: transformers' longrope_frequency_update takes the long factors for the whole batch when
+    # max(position_ids) + 1 passes original_max_position_embeddings.
+    long_inv = getattr(self, "inv_freq_float64_long", None)
+    if long_inv is not None and int(position_ids.max()) + 1 > self.config.rope_parameters[
+            "original_max_position_embeddings"]:
+        inv = long_inv.to(x.device)
     freqs = position_ids[..., None].to(torch.float64) * inv
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    scale = getattr(self, "attention_scaling", 1.0)  # longrope's attention_factor; 1.0 otherwise
+    return (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
 
 
 def rmsnorm_forward_exact(self, hidden_states):
@@ -117,9 +129,17 @@ def attach_float64_inv_freq(model):
     for mod in model.modules():
         if hasattr(mod, "inv_freq") and hasattr(mod, "config"):
             inv64 = inv_freq_float64(mod.config)
-            hf32 = mod.inv_freq.detach().to(torch.float64)
+            # original_inv_freq: the short set, where a longrope forward has already swapped inv_freq
+            hf32 = getattr(mod, "original_inv_freq", mod.inv_freq).detach().to(torch.float64)
             assert torch.allclose(inv64, hf32, rtol=1e-6, atol=0), (inv64, hf32)
             mod.inv_freq_float64 = inv64
+            rope = mod.config.rope_parameters
+            if rope["rope_type"] == "longrope":
+                long64 = inv_freq_float64(mod.config, long=True)
+                long32, _ = ROPE_INIT_FUNCTIONS["longrope"](
+                    mod.config, None, seq_len=rope["original_max_position_embeddings"] + 1)
+                assert torch.allclose(long64, long32.to(torch.float64), rtol=1e-6, atol=0), (long64, long32)
+                mod.inv_freq_float64_long = long64
 
 
 def hf_causal_lm_loss(logits, labels):

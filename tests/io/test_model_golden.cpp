@@ -168,6 +168,28 @@ TEST(ModelGolden, Phi3FusedPartialRotaryFloat64) {
 TEST(ModelGolden, Phi3FusedPartialRotaryFloat32) {
   expect_parity("phi3", DType::F32, 1e-5);
 }
+// Phi-3 LongRoPE with partial rotary (tools/make_phi3_golden.py): original_max_position_embeddings 8, which
+// the batch's largest position + 1 (10) passes: transformers takes long_factor for the whole batch; with 10
+// it does not (10 is not past 10): short_factor. cos/sin carry the attention factor either way.
+TEST(ModelGolden, Phi3LongropeLongFactorsFloat64) {
+  expect_parity("phi3_longrope", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Phi3LongropeShortFactorsFloat64) {
+  expect_parity("phi3_longrope_short", DType::F64, 1e-12);
+}
+TEST(ModelGolden, Phi3LongropeFloat32) {
+  expect_parity("phi3_longrope", DType::F32, 1e-5);
+}
+TEST(ModelGolden, Phi3LongropeConfigReadsBothFactorSets) {
+  for (const char* name : {"phi3_longrope", "phi3_longrope_short"}) {
+    const model::ModelConfig c =
+        model::load_model_config(test::source_path("tests/model/golden/" + std::string(name)));
+    EXPECT_EQ(c.rope_type, ops::RopeType::LongRope) << name;
+    EXPECT_EQ(c.block.rotary_dim, 4) << name;
+    EXPECT_EQ(c.rope_short_factor, (std::vector<double>{1.0, 1.25})) << name;
+    EXPECT_EQ(c.rope_long_factor, (std::vector<double>{3.0, 7.5})) << name;
+  }
+}
 // Gemma 2 (tools/make_gemma2_golden.py): (1 + w) norms, GeGLU, the embedding scale, sandwich norms,
 // query_pre_attn_scalar, attention and final soft-caps, a sliding and a global layer.
 TEST(ModelGolden, Gemma2Float64) {
