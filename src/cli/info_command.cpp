@@ -71,6 +71,9 @@ std::string rope_summary(const model::ModelConfig& cfg) {
                      cfg.rope_low_freq_factor, cfg.rope_high_freq_factor, cfg.rope_original_max_position);
   if (cfg.rope_type == ops::RopeType::Linear)
     s += fmt::format(", linear scaling (factor {})", cfg.rope_factor);
+  if (cfg.rope_type == ops::RopeType::LongRope)
+    s += fmt::format(", longrope scaling (short/long factors past original {}, attention factor {:.6f})",
+                     cfg.rope_original_max_position, cfg.rope_attention_factor);
   if (!cfg.layer_local_rope.empty()) s += fmt::format("; sliding layers: theta {}", cfg.rope_local_theta);
   return s;
 }

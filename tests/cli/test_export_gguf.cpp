@@ -192,6 +192,20 @@ void expect_config_patches_refused(const nlohmann::json& golden, const std::stri
   }
 }
 
+// Phi-3 with LongRoPE is refused by name (llama.cpp takes its factors as rope_factors_short/long tensors,
+// not written yet), and no file is left behind.
+TEST(ExportGguf, Phi3LongropeIsRefused) {
+  LT_REQUIRE_SHARED(spm, "data/models/stories260K-hf/tokenizer.model");
+  const nlohmann::json golden =
+      nlohmann::json::parse(read_bytes(test::source_path("tests/cli/golden/gguf_phi3.json")));
+  const nlohmann::json longrope = {{"rope_type", "longrope"},
+                                   {"rope_theta", 10000.0},
+                                   {"partial_rotary_factor", 0.5},
+                                   {"short_factor", {1.0, 1.5}},
+                                   {"long_factor", {2.0, 4.0}}};  // head_dim 8, 4 rotary dims
+  expect_config_patches_refused(golden, spm, {{{{"rope_parameters", longrope}}, "RoPE type 'longrope'"}});
+}
+
 // Gemma 2 (sandwich norms, H * HD != D, soft-caps, a sliding window, tied embeddings) with its SentencePiece
 // vocabulary and Gemma-style added tokens: byte-identical to gguf-py under the converter's Gemma2Model
 // conventions (every RMSNorm weight + 1, no rope.freq_base, add_space_prefix false), whose tensors

@@ -63,6 +63,22 @@ TEST(InfoCommand, Bloom560mConfig) {
   EXPECT_NE(out.find("alibi"), std::string::npos) << out;
 }
 
+// microsoft/Phi-3.5-mini-instruct's config.json (LongRoPE, "longrope" with 48 short and long factors):
+// transformers 5.24's num_parameters() on the meta device, 3,821,079,552; its attention scaling
+// sqrt(1 + ln(131072 / 4096) / ln(4096)) = 1.190238.
+TEST(InfoCommand, Phi35MiniLongropeConfig) {
+  test::TempDir dir;
+  std::ifstream in(test::source_path("tests/model/configs/Phi-3.5-mini-instruct.json"));
+  std::ofstream(dir.file("config.json")) << in.rdbuf();
+  std::string out, err;
+  ASSERT_EQ(run_cli({"info", dir.path(), "--lora_r", "16"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("Phi3ForCausalLM"), std::string::npos) << out;
+  EXPECT_NE(out.find("3821079552"), std::string::npos) << out;
+  EXPECT_NE(out.find("longrope scaling (short/long factors past original 4096, attention factor 1.190238)"),
+            std::string::npos)
+      << out;
+}
+
 TEST(InfoCommand, ErrorsAreOneMessageAndNonZero) {
   test::TempDir dir;
   std::string out, err;

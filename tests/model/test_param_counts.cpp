@@ -42,6 +42,15 @@ TEST(ParamCounts, Phi3FusedModules) {
   EXPECT_EQ(phi3.layer_window, std::vector<int64_t>(32, 2047));
 }
 
+// Phi-3.5-mini-instruct (LongRoPE: no parameters of its own): transformers 5.24's num_parameters() on the
+// meta device, the Phi-3-mini shape.
+TEST(ParamCounts, Phi35MiniLongrope) {
+  const ModelConfig phi35 = fixture("Phi-3.5-mini-instruct");
+  EXPECT_EQ(phi35.rope_type, ops::RopeType::LongRope);
+  EXPECT_EQ(phi35.rope_original_max_position, 4096);
+  EXPECT_EQ(count_params(phi35).total(), 3'821'079'552);
+}
+
 // bigscience/bloom-560m's config.json: transformers 5.24's num_parameters() on the meta device (559,214,592,
 // the published 560m) and PEFT 0.21's trainable count for r = 16 on BLOOM's four modules (one adapter on the
 // fused query_key_value); the older spelling of its sizes (n_embed, num_attention_heads) means the same
