@@ -148,6 +148,16 @@ TEST(Architectures, Phi3FusedWeightsAndItsDefaults) {
   EXPECT_EQ(lr.rope_original_max_position, 1024);
   EXPECT_DOUBLE_EQ(lr.rope_attention_factor, std::sqrt(1 + std::log(8.0) / std::log(1024.0)));
   EXPECT_EQ(lr.rope_params(1, 1).long_factor, std::vector<double>(size_t(half), 2.0));
+  // A saved config reads back to the same LongRoPE (top-level original_max_position_embeddings included:
+  // Phi3Config prefers it over the dict's).
+  const json saved_lr = model_config_json(lr, "float32");
+  EXPECT_EQ(saved_lr["original_max_position_embeddings"], 1024);
+  const ModelConfig back = parse_model_config(saved_lr, "saved.json");
+  EXPECT_EQ(back.rope_type, ops::RopeType::LongRope);
+  EXPECT_EQ(back.rope_short_factor, lr.rope_short_factor);
+  EXPECT_EQ(back.rope_long_factor, lr.rope_long_factor);
+  EXPECT_EQ(back.rope_original_max_position, 1024);
+  EXPECT_DOUBLE_EQ(back.rope_attention_factor, lr.rope_attention_factor);
   json llama = config_for("LlamaForCausalLM", "llama");
   llama["partial_rotary_factor"] = 0.5;
   expect_error_mentions([&] { parse_model_config(llama, "m/config.json"); },
