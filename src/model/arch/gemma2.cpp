@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "model/arch/architecture.h"
+#include "model/arch/gemma_block.h"
 
 namespace lt::model {
 
@@ -48,27 +49,11 @@ double read_softcap(const FieldReader& r, const std::string& source, const char*
 }
 
 void read_gemma2_block(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
-  const std::string act = r.string_or("hidden_activation", "gelu_pytorch_tanh");
-  LT_CHECK(
-      act == "gelu_pytorch_tanh",
-      "{}: field 'hidden_activation' is \"{}\": only \"gelu_pytorch_tanh\" (GeGLU with the tanh GELU) is "
-      "supported for Gemma 2",
-      source, act);
-  LT_CHECK(!r.boolean_or("use_bidirectional_attention", false),
-           "{}: field 'use_bidirectional_attention' is true: only causal attention is supported", source);
-  const double query_scalar = r.number_or("query_pre_attn_scalar", 256.0);
-  LT_CHECK(std::isfinite(query_scalar) && query_scalar > 0,
-           "{}: field 'query_pre_attn_scalar' is {}, expected a positive number", source, query_scalar);
-  cfg.block = BlockSpec{.norm = NormKind::RmsOnePlus,
-                        .mlp = MlpKind::GeGlu,
-                        .embedding_scale = std::sqrt(double(cfg.hidden_size)),
-                        .logit_softcap = read_softcap(r, source, "final_logit_softcapping", 30.0),
-                        .post_norms = true,
-                        .attention_softcap = read_softcap(r, source, "attn_logit_softcapping", 50.0),
-                        .query_pre_attn_scalar = query_scalar};
-  cfg.qkv_bias = cfg.o_bias = r.boolean_or("attention_bias", false);
-  cfg.mlp_bias = false;
-  cfg.tie_word_embeddings = r.boolean_or("tie_word_embeddings", true);  // Gemma2Config's default
+  read_gemma_block(r, source,
+                   {.family = "Gemma 2",
+                    .logit_softcap = read_softcap(r, source, "final_logit_softcapping", 30.0),
+                    .attention_softcap = read_softcap(r, source, "attn_logit_softcapping", 50.0)},
+                   cfg);
   read_gemma2_windows(r, source, cfg);
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "model/arch/architecture.h"
+#include "model/arch/gemma_block.h"
 
 namespace lt::model {
 
@@ -56,28 +57,12 @@ double read_optional_softcap(const FieldReader& r, const std::string& source, co
 }
 
 void read_gemma3_block(const FieldReader& r, const std::string& source, ModelConfig& cfg) {
-  const std::string act = r.string_or("hidden_activation", "gelu_pytorch_tanh");
-  LT_CHECK(
-      act == "gelu_pytorch_tanh",
-      "{}: field 'hidden_activation' is \"{}\": only \"gelu_pytorch_tanh\" (GeGLU with the tanh GELU) is "
-      "supported for Gemma 3",
-      source, act);
-  LT_CHECK(!r.boolean_or("use_bidirectional_attention", false),
-           "{}: field 'use_bidirectional_attention' is true: only causal attention is supported", source);
-  const double query_scalar = r.number_or("query_pre_attn_scalar", 256.0);
-  LT_CHECK(std::isfinite(query_scalar) && query_scalar > 0,
-           "{}: field 'query_pre_attn_scalar' is {}, expected a positive number", source, query_scalar);
-  cfg.block = BlockSpec{.norm = NormKind::RmsOnePlus,
-                        .mlp = MlpKind::GeGlu,
-                        .qk_norm = true,
-                        .embedding_scale = std::sqrt(double(cfg.hidden_size)),
-                        .logit_softcap = read_optional_softcap(r, source, "final_logit_softcapping"),
-                        .post_norms = true,
-                        .attention_softcap = read_optional_softcap(r, source, "attn_logit_softcapping"),
-                        .query_pre_attn_scalar = query_scalar};
-  cfg.qkv_bias = cfg.o_bias = r.boolean_or("attention_bias", false);
-  cfg.mlp_bias = false;
-  cfg.tie_word_embeddings = r.boolean_or("tie_word_embeddings", true);  // Gemma3TextConfig's default
+  read_gemma_block(r, source,
+                   {.family = "Gemma 3",
+                    .qk_norm = true,
+                    .logit_softcap = read_optional_softcap(r, source, "final_logit_softcapping"),
+                    .attention_softcap = read_optional_softcap(r, source, "attn_logit_softcapping")},
+                   cfg);
   read_gemma3_layers(r, source, cfg);
 }
 
