@@ -219,6 +219,42 @@ TEST(CudaParity, Rope) {
     }
 }
 
+// LongRoPE (Phi-3): the factor set follows the call's largest position against original_max_position (4096
+// here: the first case stays short, the second goes long), cos/sin scaled by attention_factor; partial rotary
+// as Phi-4-mini (96 of 128). The CPU reference goes through the same dispatch (ops::rope_forward on host
+// tensors), which picks the factor set the same way.
+TEST(CudaParity, RopeLongrope) {
+  LT_REQUIRE_GPU();
+  constexpr int64_t N = 23, H = 4, HD = 128, R = 96;
+  for (DType dt : kDtypes)
+    for (int32_t max_pos : {4000, 9000}) {
+      const uint64_t seed = seed_of(14, dt, size_t(max_pos));
+      ops::RopeParams p{N, H, HD, 10000.0};
+      p.rotary_dim = R;
+      p.type = ops::RopeType::LongRope;
+      p.original_max_position = 4096;
+      p.short_factor = random_values(R / 2, seed + 3, 1.0, 3.0);
+      p.long_factor = random_values(R / 2, seed + 4, 1.0, 64.0);
+      p.attention_factor = 1.1902380714238083;
+      std::vector<double> x = random_values(static_cast<size_t>(N * H * HD), seed);
+      std::vector<double> dx = random_values(static_cast<size_t>(N * H * HD), seed + 1);
+      std::vector<int32_t> pos = random_ints(static_cast<size_t>(N), seed + 2, 0, max_pos);
+      DeviceTensor g_x = upload(x, dt, {N, H, HD}), g_dx = upload(dx, dt, {N, H, HD});
+      DeviceTensor g_pos = upload_i32(pos, {N});
+      ops::rope_forward(p, g_x.t, g_pos.t);
+      ops::rope_backward(p, g_dx.t, g_pos.t);
+      Tensor h_pos(pos.data(), DType::I32, {N});
+      ops::rope_forward(p, host(x, {N, H, HD}), h_pos);
+      ops::rope_backward(p, host(dx, {N, H, HD}), h_pos);
+      Worst fw, bw;
+      fw.add("x", test::download(g_x), x);
+      bw.add("dx", test::download(g_dx), dx);
+      const std::string shape = dims({N, H, HD}) + " longrope max position " + std::to_string(max_pos);
+      report("rope_forward", dt, shape, fw, tolerance(dt));
+      report("rope_backward", dt, shape, bw, tolerance(dt));
+    }
+}
+
 TEST(CudaParity, SwigluAndAdd) {
   LT_REQUIRE_GPU();
   struct Shape {
