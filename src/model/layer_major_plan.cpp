@@ -21,6 +21,13 @@ LayerMajorSchedule::LayerMajorSchedule(const ModelConfig& config, DType dtype, i
            options.chunk_size);
   LT_CHECK(config.num_layers > 0, "{}: a model without layers", what);
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
+  // LongRoPE picks its factor set from the largest position of each RoPE call (transformers: once per forward
+  // over the whole sequence); a chunk would decide on its own positions.
+  LT_CHECK(
+      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens,
+      "chunk_size {} splits the {}-token sequence, but LongRoPE (rope_scaling longrope/su) picks its factors "
+      "from the whole sequence; set chunk_size 0",
+      options.chunk_size, tokens);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   device_checkpoints_ = options.resolved_device_checkpoints(config.num_layers);
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));

@@ -43,6 +43,13 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
       "{}: offload_only [{}]: a chunked run's K/V cache stays on the device (every later chunk reads it)",
       what, fmt::join(options.offload_only, ", "));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
+  // LongRoPE picks its factor set from the largest position of each RoPE call (transformers: once per forward
+  // over the whole sequence); a chunk would decide on its own positions.
+  LT_CHECK(
+      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens,
+      "chunk_size {} splits the {}-token sequence, but LongRoPE (rope_scaling longrope/su) picks its factors "
+      "from the whole sequence; set chunk_size 0",
+      options.chunk_size, tokens);
   LT_CHECK(options.chunked_plan || chunk_ == tokens, "{}: the whole-sequence plan runs one chunk", what);
   for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));

@@ -150,6 +150,22 @@ TEST(ChunkedDecoder, PaddedBatchHasRowsOfDifferentLengths) {
   EXPECT_TRUE(std::any_of(lengths.begin(), lengths.end(), [](int64_t l) { return l < 12; }));
 }
 
+// LongRoPE decides its factor set from the whole sequence's largest position (transformers: once per
+// forward): a chunk_size that splits the sequence is refused by name; one chunk is accepted.
+TEST(ChunkedDecoder, LongropeRefusesChunksThatSplitTheSequence) {
+  model::ModelConfig config = model::tiny_random_config(model::Architecture::Llama, 8);
+  config.rope_type = ops::RopeType::LongRope;
+  const int64_t half = (config.block.rotary_dim > 0 ? config.block.rotary_dim : config.head_dim) / 2;
+  config.rope_short_factor.assign(size_t(half), 1.0);
+  config.rope_long_factor.assign(size_t(half), 2.0);
+  config.rope_original_max_position = 4;
+  Arena arena("chunked_longrope", HostMemory::instance(), size_t(32) << 20);
+  test::expect_error_mentions(
+      [&] { model::ChunkedDecoder d(config, DType::F64, 2, 9, {.chunk_size = 4}, arena); },
+      {"chunk_size 4", "LongRoPE", "chunk_size 0"});
+  EXPECT_NO_THROW(model::ChunkedDecoder(config, DType::F64, 2, 9, {.chunk_size = 0}, arena));
+}
+
 TEST(ChunkedDecoder, FloatAgreesWithFloat64) {
   const model::ModelConfig config = model::tiny_random_config(model::Architecture::Llama, 8);
   Arena arena("chunked_f32", HostMemory::instance(), size_t(32) << 20);
