@@ -12,6 +12,7 @@
 #include "support/test_support.h"
 #include "train/lora_test_util.h"
 #include "train/run_training.h"
+#include "train/train_test_util.h"
 
 namespace lt::train {
 namespace {
@@ -33,17 +34,7 @@ void expect_full_training_matches_torch(const std::string& name) {
   apply_overrides(c, {"--precision", "fp64"});
   c.shuffle = false;
   c.val_set_size = 0;
-  c.batch_size = g["batch_size"];
-  c.micro_batch_size = g["micro_batch_size"];
-  c.max_steps = g["max_steps"];
-  c.learning_rate = g["learning_rate"];
-  c.warmup_steps = g["warmup_steps"].get<int64_t>();
-  apply_overrides(c, {"--lr_scheduler_type", g["lr_scheduler_type"].get<std::string>()});
-  c.weight_decay = g["weight_decay"];
-  c.adam_beta1 = g["adam_beta1"];
-  c.adam_beta2 = g["adam_beta2"];
-  c.adam_epsilon = g["adam_epsilon"];
-  c.max_grad_norm = g["max_grad_norm"];
+  test::apply_golden_schedule(c, g);
   c.save_steps = g["max_steps"];  // the checkpoint holds the weights in the run's float64
   c.eval_steps = 0;
   c.logging_steps = 1;

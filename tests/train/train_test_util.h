@@ -147,4 +147,19 @@ inline std::vector<std::string> differing_tensors(const std::string& a_dir, cons
   return out;
 }
 
+// A training golden's batch, schedule and AdamW settings (the keys tools/make_*_golden.py write) into `c`.
+inline void apply_golden_schedule(train::TrainConfig& c, const nlohmann::json& g) {
+  c.batch_size = g["batch_size"];
+  c.micro_batch_size = g["micro_batch_size"];
+  c.max_steps = g["max_steps"];
+  c.learning_rate = g["learning_rate"];
+  c.warmup_steps = g["warmup_steps"].get<int64_t>();
+  train::apply_overrides(c, {"--lr_scheduler_type", g["lr_scheduler_type"].get<std::string>()});
+  c.weight_decay = g["weight_decay"];
+  c.adam_beta1 = g["adam_beta1"];
+  c.adam_beta2 = g["adam_beta2"];
+  c.adam_epsilon = g["adam_epsilon"];
+  c.max_grad_norm = g["max_grad_norm"];
+}
+
 }  // namespace lt::test
