@@ -125,7 +125,7 @@ struct BenchWeights {
   std::unique_ptr<Arena> arena;
   model::ModelWeights weights;
 };
-BenchWeights load_weights(const Setup& s, Device device) {
+BenchWeights load_weights(const ops::Context& ctx, const Setup& s, Device device) {
   const model::ModelConfig& c = *s.config;
   const BenchOptions& o = *s.options;
   Arena host("bench host weights", HostMemory::instance(), model::weights_bytes(c, s.dtype));
@@ -133,12 +133,12 @@ BenchWeights load_weights(const Setup& s, Device device) {
   if (!o.model_dir.empty() && !o.random_init)
     io::load_hf_weights(o.model_dir, c, hw);
   else
-    model::init_random(c, hw, o.seed);
+    model::init_random(ctx, c, hw, o.seed);
   BenchWeights b;
   b.arena = std::make_unique<Arena>("bench weights", ops::memory_resource(device),
                                     model::weights_bytes(c, s.dtype));
   b.weights = model::allocate_weights(c, s.dtype, *b.arena);
-  model::copy_weights(c, b.weights, hw);
+  model::copy_weights(ctx, c, b.weights, hw);
   return b;
 }
 
@@ -161,7 +161,7 @@ double useful_flops(const model::ModelConfig& c, const std::vector<model::LoraSp
   return per_token * tokens + 3 * attention_fwd * double(c.num_layers);
 }
 
-ModeResult run_mode(const Setup& s, int64_t chunk) {
+ModeResult run_mode(const ops::Context& ctx, const Setup& s, int64_t chunk) {
   const model::ModelConfig& c = *s.config;
   const BenchOptions& o = *s.options;
   const bool lora = !s.lora_specs.empty();
@@ -171,11 +171,11 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   const auto trainable = [&](const model::WeightSpec&) { return !lora; };
   const size_t param_bytes =
       model::grads_bytes(c, master, trainable) + 2 * model::lora_bytes(s.lora_specs, master) + 4096;
-  BenchWeights bw = load_weights(s, device);
+  BenchWeights bw = load_weights(ctx, s, device);
   const model::ModelWeights& w = bw.weights;
   Arena params("bench parameters", ops::memory_resource(device), param_bytes);
-  model::ModelWeights g = model::allocate_grads(c, master, params, trainable);
-  model::zero_grads(c, g);
+  model::ModelWeights g = model::allocate_grads(ctx, c, master, params, trainable);
+  model::zero_grads(ctx, c, g);
   std::optional<model::LoraWeights> adapters, adapter_grads;
   if (lora) {
     Arena host("bench host adapters", HostMemory::instance(), model::lora_bytes(s.lora_specs, s.dtype));
@@ -183,9 +183,9 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
     // B non-zero too, so that no product is skipped or trivially zero.
     model::init_lora(ha, model::LoraInit::NoInit, o.seed);
     adapters = model::allocate_lora(c, s.lora_specs, s.dtype, params);
-    model::copy_lora(*adapters, ha);
+    model::copy_lora(ctx, *adapters, ha);
     adapter_grads = model::allocate_lora(c, s.lora_specs, master, params);
-    model::zero_lora(*adapter_grads);
+    model::zero_lora(ctx, *adapter_grads);
   }
 
   ModeResult r;
@@ -206,7 +206,7 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
     pinned.emplace("bench offloaded checkpoints", ops::staging_memory(device),
                    model::schedule_offload_bytes(c, s.dtype, B, T, options, s.lora_specs));
   std::unique_ptr<model::Schedule> schedule =
-      model::make_schedule(c, s.dtype, B, T, options, arena, s.lora_specs, pinned ? &*pinned : nullptr);
+      model::make_schedule(ctx, c, s.dtype, B, T, options, arena, s.lora_specs, pinned ? &*pinned : nullptr);
   model::ChunkTiming timing;
   if (chunk > 0) {
     r.num_chunks = schedule->num_chunks();
@@ -219,11 +219,11 @@ ModeResult run_mode(const Setup& s, int64_t chunk) {
   for (int64_t i = 0; i < o.warmup + o.trials; ++i) {
     Timer timer;
     r.loss = schedule->forward(w, s.batch, s.label_tokens, lw);
-    ops::synchronize(device);
+    ops::synchronize(ctx, device);
     const double fwd = timer.seconds();
     timer.restart();
     schedule->backward(w, g, lg);
-    ops::synchronize(device);
+    ops::synchronize(ctx, device);
     const double bwd = timer.seconds();
     if (i < o.warmup) continue;
     r.trials.push_back({fwd, bwd});
@@ -327,6 +327,7 @@ nlohmann::json to_json(const ModeResult& r) {
 }
 
 int run_bench(const BenchOptions& o) {
+  const ops::Context ctx;  // the command's ops: the default kernels with the environment's overrides
   check_options(o);
   const model::ModelConfig config = !o.model_dir.empty()     ? model::load_model_config(o.model_dir)
                                     : !o.config_file.empty() ? model::load_model_config(o.config_file)
@@ -374,8 +375,8 @@ int run_bench(const BenchOptions& o) {
                          : fmt::format("cpu ({} hardware threads)", std::thread::hardware_concurrency()));
 
   std::vector<ModeResult> results;
-  if (!o.no_whole) results.push_back(run_mode(s, 0));
-  if (o.chunk_size > 0) results.push_back(run_mode(s, o.chunk_size));
+  if (!o.no_whole) results.push_back(run_mode(ctx, s, 0));
+  if (o.chunk_size > 0) results.push_back(run_mode(ctx, s, o.chunk_size));
 
   fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>7} {:>12} {:>12} {:>12}\n", "mode", "forward s",
              "backward s", "step s", "tokens/s", "MFU", "peak memory", "(decoder)", "GPU in use");

@@ -34,6 +34,7 @@ struct EvalOptions {
 };
 
 void run_eval(const EvalOptions& o) {
+  const ops::Context ctx;  // the command's ops: the default kernels with the environment's overrides
   Device device = train::parse_device(o.device, "eval");
   train::Precision precision = train::parse_precision(o.precision, "eval");
   train::resolve_auto_device(device, precision);
@@ -42,7 +43,7 @@ void run_eval(const EvalOptions& o) {
            o.micro_batch_size);
   LT_CHECK(o.cutoff_len > 0, "eval: '--cutoff_len' is {}, expected a positive integer", o.cutoff_len);
   const DType dtype = train::compute_dtype(precision);
-  train::LoadedModel model = train::load_model(o.model, dtype, o.random_init, uint64_t(o.seed), device);
+  train::LoadedModel model = train::load_model(ctx, o.model, dtype, o.random_init, uint64_t(o.seed), device);
   auto tokenizer = train::load_model_tokenizer(o.model, false, model.config.vocab_size);
   train::TrainConfig c;
   c.cutoff_len = o.cutoff_len;
@@ -53,7 +54,7 @@ void run_eval(const EvalOptions& o) {
       train::load_examples(o.data, tokenizer.get(), model.config, train::dataset_options(c, o.model));
   const int32_t pad_id = tokenizer ? data::padding_id(*tokenizer) : 0;
   std::optional<train::LoadedAdapter> adapter;
-  if (!o.adapter.empty()) adapter = train::load_adapter(o.adapter, model.config, dtype, device);
+  if (!o.adapter.empty()) adapter = train::load_adapter(ctx, o.adapter, model.config, dtype, device);
   const model::LoraWeights* lora = adapter ? &adapter->weights : nullptr;
   Arena activations("activations", ops::memory_resource(device),
                     train::activation_bytes(model.config, dtype, o.micro_batch_size,
@@ -62,7 +63,7 @@ void run_eval(const EvalOptions& o) {
   std::optional<train::TaskProgress> progress;  // made once evaluate knows the number of batches
   Timer timer;
   train::EvalResult r =
-      train::evaluate(model.config, dtype, model.weights, dataset.examples, o.micro_batch_size, pad_id,
+      train::evaluate(ctx, model.config, dtype, model.weights, dataset.examples, o.micro_batch_size, pad_id,
                       activations, lora, 0, nullptr, {}, [&](int64_t done, int64_t total) {
                         if (!progress) progress.emplace(train::stderr_progress("eval", "batches", total));
                         progress->update(done, timer.seconds());

@@ -37,7 +37,7 @@ struct ExportOptions {
 };
 
 // --gguf [TYPE]: the base model, with the adapter merged when one is given, as OUT/model-TYPE.gguf.
-void run_export_gguf(const ExportOptions& o) {
+void run_export_gguf(const ops::Context& ctx, const ExportOptions& o) {
   LT_CHECK(fs::is_directory(o.base_model), "export: --base_model '{}' is not a directory", o.base_model);
   LT_CHECK(o.adapter.empty() || fs::is_directory(o.adapter), "export: --adapter '{}' is not a directory",
            o.adapter);
@@ -68,7 +68,7 @@ void run_export_gguf(const ExportOptions& o) {
   if (!o.adapter.empty()) {
     model::LoraWeights lora = model::allocate_lora(config, specs, DType::F32, arena);
     io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
-    model::merge_lora(config, weights, lora);
+    model::merge_lora(ctx, config, weights, lora);
     fmt::print("merged {} LoRA adapters of {}\n", specs.size(), o.adapter);
   }
   io::OutputDir out(o.output_dir, claim);
@@ -81,7 +81,8 @@ void run_export_gguf(const ExportOptions& o) {
 }
 
 void run_export(const ExportOptions& o) {
-  if (o.gguf) return run_export_gguf(o);
+  const ops::Context ctx;  // the command's ops: the default kernels with the environment's overrides
+  if (o.gguf) return run_export_gguf(ctx, o);
   LT_CHECK(
       o.merge,
       "export: --merge is required (export writes the base model with the adapter folded in; the adapter "
@@ -123,7 +124,7 @@ void run_export(const ExportOptions& o) {
   model::LoraWeights lora = model::allocate_lora(config, specs, compute, arena);
   io::load_peft_adapter_weights(o.adapter, config, adapter, lora);
   train::print_phase("export", fmt::format("merging {} LoRA adapters of {}", specs.size(), o.adapter));
-  model::merge_lora(config, weights, lora);
+  model::merge_lora(ctx, config, weights, lora);
 
   train::print_phase("export", fmt::format("writing {}", o.output_dir));
   io::OutputDir out(o.output_dir, claim);

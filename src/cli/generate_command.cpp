@@ -172,6 +172,7 @@ size_t settled_length(const std::string& text, const std::vector<std::string>& s
 }
 
 void run_generate(const GenerateOptions& o) {
+  const ops::Context ctx;  // the command's ops: the default kernels with the environment's overrides
   Device device = train::parse_device(o.device, "generate");
   train::Precision precision = train::parse_precision(o.precision, "generate");
   train::resolve_auto_device(device, precision);
@@ -189,14 +190,14 @@ void run_generate(const GenerateOptions& o) {
   const DType dtype = train::compute_dtype(precision);
   // Loaded and merged on the host (in f32 when the GPU computes in bf16 or f16), then moved to the device.
   const DType host_dtype = train::master_dtype(dtype);
-  train::LoadedModel model = train::load_model(o.model, host_dtype, o.random_init, uint64_t(o.seed));
+  train::LoadedModel model = train::load_model(ctx, o.model, host_dtype, o.random_init, uint64_t(o.seed));
   if (!o.adapter.empty()) {
     // Folded into this process's copy of the weights: the KV-cache decoder then needs no LoRA pass, and
     // without dropout the merged model computes what base + adapters compute (to rounding).
-    train::LoadedAdapter adapter = train::load_adapter(o.adapter, model.config, host_dtype);
-    model::merge_lora(model.config, model.weights, adapter.weights);
+    train::LoadedAdapter adapter = train::load_adapter(ctx, o.adapter, model.config, host_dtype);
+    model::merge_lora(ctx, model.config, model.weights, adapter.weights);
   }
-  if (device != Device::CPU) model = train::to_device(std::move(model), dtype, device);
+  if (device != Device::CPU) model = train::to_device(ctx, std::move(model), dtype, device);
   std::unique_ptr<data::Tokenizer> tokenizer =
       train::load_model_tokenizer(o.model, o.ids.empty(), model.config.vocab_size);
   const std::string template_name = o.ids.empty() ? resolve_template(o) : "raw";
@@ -247,7 +248,7 @@ void run_generate(const GenerateOptions& o) {
       return !stopped;
     };
     const std::vector<std::vector<int32_t>> outs =
-        model::generate_rows(model.config, dtype, model.weights, rows, s, on_token);
+        model::generate_rows(ctx, model.config, dtype, model.weights, rows, s, on_token);
     for (size_t r = 0; r < rows.size(); ++r) {
       const std::string answer =
           tokenizer ? cut_at_stop(tokenizer->decode(outs[r], true), o.stop) : std::string();

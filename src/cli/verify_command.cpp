@@ -86,6 +86,7 @@ struct Trial {
 };
 
 int run_verify_chunked(const VerifyOptions& o) {
+  const ops::Context ctx;  // the command's ops: the default kernels with the environment's overrides
   LT_CHECK(o.dtype == "fp64" || o.dtype == "fp32", "verify chunked: --dtype {}, expected fp64 or fp32",
            o.dtype);
   const DType dt = o.dtype == "fp64" ? DType::F64 : DType::F32;
@@ -185,8 +186,8 @@ int run_verify_chunked(const VerifyOptions& o) {
       io::load_hf_weights(o.model_dir, config, w);
     else
       model::fill_weights_uniform(config, w, ts);
-    model::ModelWeights g_whole = model::allocate_grads(config, dt, arena, trainable);
-    model::ModelWeights g_chunk = model::allocate_grads(config, dt, arena, trainable);
+    model::ModelWeights g_whole = model::allocate_grads(ctx, config, dt, arena, trainable);
+    model::ModelWeights g_chunk = model::allocate_grads(ctx, config, dt, arena, trainable);
     std::optional<model::LoraWeights> lora, lora_g_whole, lora_g_chunk;
     if (use_lora) {
       lora = model::allocate_lora(config, lora_specs, dt, arena);
@@ -202,8 +203,8 @@ int run_verify_chunked(const VerifyOptions& o) {
       }
       lora_g_whole = model::allocate_lora(config, lora_specs, dt, arena);
       lora_g_chunk = model::allocate_lora(config, lora_specs, dt, arena);
-      model::zero_lora(*lora_g_whole);
-      model::zero_lora(*lora_g_chunk);
+      model::zero_lora(ctx, *lora_g_whole);
+      model::zero_lora(ctx, *lora_g_chunk);
     }
     const model::LoraWeights* lora_ptr = lora ? &*lora : nullptr;
     model::RandomBatch data = model::random_batch(tr.rows, T, config.vocab_size, tr.packed, ts);
@@ -213,11 +214,11 @@ int run_verify_chunked(const VerifyOptions& o) {
     const int64_t label_tokens = std::max<int64_t>(1, model::count_label_tokens(batch));
 
     const std::unique_ptr<model::Schedule> whole =
-        model::make_schedule(config, dt, tr.rows, T, whole_options, arena, lora_specs);
+        model::make_schedule(ctx, config, dt, tr.rows, T, whole_options, arena, lora_specs);
     const double loss_whole = whole->forward(w, batch, label_tokens, lora_ptr, dropout);
     whole->backward(w, g_whole, lora_g_whole ? &*lora_g_whole : nullptr);
     const std::unique_ptr<model::Schedule> chunked =
-        model::make_schedule(config, dt, tr.rows, T, chunked_options, arena, lora_specs);
+        model::make_schedule(ctx, config, dt, tr.rows, T, chunked_options, arena, lora_specs);
     const double loss_chunk = chunked->forward(w, batch, label_tokens, lora_ptr, dropout);
     chunked->backward(w, g_chunk, lora_g_chunk ? &*lora_g_chunk : nullptr);
 

@@ -11,12 +11,12 @@ void SingleCommunicator::all_reduce(Tensor t, ReduceOp) {
 
 void SingleCommunicator::reduce_scatter(Tensor in, Tensor out, ReduceOp) {
   check_scatter_gather("reduce_scatter", in, out, 1);
-  if (in.data != out.data) ops::copy(out, in);
+  if (in.data != out.data) ops::copy(ctx_, out, in);
 }
 
 void SingleCommunicator::all_gather(Tensor in, Tensor out) {
   check_scatter_gather("all_gather", out, in, 1);
-  if (in.data != out.data) ops::copy(out, in);
+  if (in.data != out.data) ops::copy(ctx_, out, in);
 }
 
 void SingleCommunicator::broadcast(Tensor t, int root) {

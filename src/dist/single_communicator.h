@@ -5,11 +5,14 @@
 #pragma once
 
 #include "dist/communicator.h"
+#include "ops/context.h"
 
 namespace lt::dist {
 
 class SingleCommunicator final : public Communicator {
  public:
+  // The copies of reduce_scatter and all_gather run in `ctx`.
+  explicit SingleCommunicator(const ops::Context& ctx = ops::default_context()) : ctx_(ctx) {}
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string_view backend() const override { return "single"; }
@@ -21,6 +24,9 @@ class SingleCommunicator final : public Communicator {
   void barrier() override {}
   // Throws the local error as it is (there is no other rank to name).
   void agree(const std::string& local_error, double timeout_s) override;
+
+ private:
+  ops::Context ctx_;
 };
 
 }  // namespace lt::dist

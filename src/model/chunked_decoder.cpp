@@ -63,10 +63,10 @@ std::vector<PlannedBuffer> ChunkedDecoder::planned_buffers(const ModelConfig& co
                                          chunked_engine_options(config, dtype, batch, tokens, options), lora);
 }
 
-ChunkedDecoder::ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                               const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora,
-                               Arena* offload)
-    : ScheduleEngine(config, dtype, batch, tokens,
+ChunkedDecoder::ChunkedDecoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                               int64_t tokens, const ChunkedOptions& options, Arena& arena,
+                               const std::vector<LoraSpec>& lora, Arena* offload)
+    : ScheduleEngine(ctx, config, dtype, batch, tokens,
                      chunked_engine_options(config, dtype, batch, tokens, options), arena, lora, offload,
                      "chunked decoder") {}
 

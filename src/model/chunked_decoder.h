@@ -51,6 +51,7 @@
 #include "model/schedule_engine.h"
 #include "model/schedule_types.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -96,9 +97,9 @@ class ChunkedDecoder : public ScheduleEngine {
                                                     const std::vector<LoraSpec>& lora = {});
   // `config` is kept by reference: it must outlive the decoder. `offload` is the host arena of the
   // checkpoints: given exactly when options.offload.
-  ChunkedDecoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const ChunkedOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {},
-                 Arena* offload = nullptr);
+  ChunkedDecoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                 int64_t tokens, const ChunkedOptions& options, Arena& arena,
+                 const std::vector<LoraSpec>& lora = {}, Arena* offload = nullptr);
 };
 
 }  // namespace lt::model

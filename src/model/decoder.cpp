@@ -49,9 +49,10 @@ std::vector<PlannedBuffer> Decoder::planned_buffers(const ModelConfig& config, D
                                          lora);
 }
 
-Decoder::Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-                 const std::vector<LoraSpec>& lora, const DecoderOptions& options, Arena* offload)
-    : ScheduleEngine(config, dtype, batch, tokens,
+Decoder::Decoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                 int64_t tokens, Arena& arena, const std::vector<LoraSpec>& lora,
+                 const DecoderOptions& options, Arena* offload)
+    : ScheduleEngine(ctx, config, dtype, batch, tokens,
                      whole_engine_options(config, dtype, batch, tokens, options, offload != nullptr), arena,
                      lora, offload, "decoder"),
       batch_(batch),

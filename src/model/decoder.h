@@ -17,6 +17,7 @@
 #include "model/schedule_engine.h"
 #include "model/schedule_types.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -35,8 +36,8 @@ class Decoder : public ScheduleEngine {
 
   // `config` is kept by reference: it must outlive the decoder. `offload` (nullptr: none) is the host arena
   // of offloaded activations.
-  Decoder(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens, Arena& arena,
-          const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {},
+  Decoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
+          Arena& arena, const std::vector<LoraSpec>& lora = {}, const DecoderOptions& options = {},
           Arena* offload = nullptr);
 
   // Only the after_backward hook (layer_hooks.h): for l = L-1 down to 0 (frozen layers too), then -1.

@@ -72,9 +72,10 @@ size_t KvCacheDecoder::arena_bytes(const ModelConfig& c, DType dtype, int64_t T,
   return counter.bytes;
 }
 
-KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWeights& weights, int64_t T,
-                               Arena& a, int64_t B)
-    : config_(c),
+KvCacheDecoder::KvCacheDecoder(const ops::Context& ctx, const ModelConfig& c, DType dtype,
+                               const ModelWeights& weights, int64_t T, Arena& a, int64_t B)
+    : ctx_(ctx),
+      config_(c),
       dtype_(dtype),
       device_(a.device()),
       weights_(weights),
@@ -90,8 +91,8 @@ KvCacheDecoder::KvCacheDecoder(const ModelConfig& c, DType dtype, const ModelWei
   // Attention reads the whole cache (B, T) as its K/V range and never looks past a query's own position;
   // zeros there keep the positions not yet written finite for kernels that load a whole tile.
   for (size_t l = 0; l < b_.k.size(); ++l) {
-    ops::zero(b_.k[l]);
-    ops::zero(b_.v[l]);
+    ops::zero(ctx_, b_.k[l]);
+    ops::zero(ctx_, b_.v[l]);
   }
 }
 
@@ -121,7 +122,7 @@ std::vector<double> KvCacheDecoder::feed_rows(std::span<const int32_t> ids, std:
     if (padded_) {  // (B, T) host: 0 over each row's padding, 1 from its first token on
       std::vector<int32_t> k_segments(size_t(B * T), 1);
       for (int64_t r = 0; r < B; ++r) std::fill_n(k_segments.begin() + r * T, pads_[size_t(r)], 0);
-      ops::copy(b_.k_segments, Tensor(k_segments.data(), DType::I32, {B, T}));
+      ops::copy(ctx_, b_.k_segments, Tensor(k_segments.data(), DType::I32, {B, T}));
     }
   }
   // (B*C) host: a row's positions count from its first real token (its padding sits at 0, in segment 0).
@@ -133,12 +134,12 @@ std::vector<double> KvCacheDecoder::feed_rows(std::span<const int32_t> ids, std:
       q_segments[size_t(r * C + i)] = at < pad ? 0 : 1;
     }
   Tensor id_view = view_at(b_.ids, 0, {N});
-  ops::copy(id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {N}));
-  ops::copy(view_at(b_.positions, 0, {N}), Tensor(positions.data(), DType::I32, {N}));
-  if (padded_) ops::copy(view_at(b_.q_segments, 0, {N}), Tensor(q_segments.data(), DType::I32, {N}));
+  ops::copy(ctx_, id_view, Tensor(const_cast<int32_t*>(ids.data()), DType::I32, {N}));
+  ops::copy(ctx_, view_at(b_.positions, 0, {N}), Tensor(positions.data(), DType::I32, {N}));
+  if (padded_) ops::copy(ctx_, view_at(b_.q_segments, 0, {N}), Tensor(q_segments.data(), DType::I32, {N}));
   Tensor x = view_at(b_.x0, 0, {N, D}), y = view_at(b_.x1, 0, {N, D});
   // The embedding (and its LayerNorm, BLOOM) into x; y and attn_rstd are free until layer 0 writes them.
-  embedding_stage_forward(c, weights_, N, id_view, x, y, view_at(b_.attn_rstd, 0, {N}));
+  embedding_stage_forward(ctx_, c, weights_, N, id_view, x, y, view_at(b_.attn_rstd, 0, {N}));
 
   const ChunkInfo chunk{.batch = B,
                         .tokens = C,
@@ -174,22 +175,22 @@ std::vector<double> KvCacheDecoder::feed_rows(std::span<const int32_t> ids, std:
     // The whole cache is the K/V range: rows are T apart, and causality hides what is not written yet.
     const KvContext kv{
         .k = b_.k[size_t(l)], .v = b_.v[size_t(l)], .k_segments = padded_ ? b_.k_segments : Tensor()};
-    layer_forward(c, l, weights_.layers[size_t(l)], chunk, kv, acts, y);
+    layer_forward(ctx_, c, l, weights_.layers[size_t(l)], chunk, kv, acts, y);
     std::swap(x, y);
     acts.x = x;
   }
   length_ = S;
 
   for (int64_t r = 0; r < B; ++r)
-    ops::copy(b_.last_x.slice_rows(r, r + 1), x.slice_rows(r * C + C - 1, r * C + C));
-  block_norm_forward(c, B, b_.final_x, b_.final_rstd, b_.last_x, weights_.final_norm,
+    ops::copy(ctx_, b_.last_x.slice_rows(r, r + 1), x.slice_rows(r * C + C - 1, r * C + C));
+  block_norm_forward(ctx_, c, B, b_.final_x, b_.final_rstd, b_.last_x, weights_.final_norm,
                      weights_.final_norm_bias);
-  ops::linear_forward({.rows = B, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
+  ops::linear_forward(ctx_, {.rows = B, .in = D, .out = V}, b_.logits, b_.final_x, head_weight(c, weights_),
                       Tensor());
   if (c.block.logit_softcap > 0)
-    ops::logit_softcap_forward({.rows = B, .cols = V, .cap = c.block.logit_softcap}, b_.logits);
+    ops::logit_softcap_forward(ctx_, {.rows = B, .cols = V, .cap = c.block.logit_softcap}, b_.logits);
   std::vector<double> out(static_cast<size_t>(B * V));  // (B, V) host
-  ops::copy(Tensor(out.data(), DType::F64, {B, V}), b_.logits);
+  ops::copy(ctx_, Tensor(out.data(), DType::F64, {B, V}), b_.logits);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -45,8 +46,8 @@ class KvCacheDecoder {
     Tensor attn_proj, ffn_proj, post_rstd;
   };
 
-  KvCacheDecoder(const ModelConfig& config, DType dtype, const ModelWeights& weights, int64_t max_tokens,
-                 Arena& arena, int64_t batch = 1);
+  KvCacheDecoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, const ModelWeights& weights,
+                 int64_t max_tokens, Arena& arena, int64_t batch = 1);
 
   // One row (batch 1): runs `ids` as the next chunk (positions [length(), length() + n)) and returns the
   // logits of its last token (V), in double.
@@ -60,6 +61,7 @@ class KvCacheDecoder {
   int64_t batch() const { return batch_; }
 
  private:
+  ops::Context ctx_;  // every op's
   const ModelConfig& config_;
   DType dtype_;
   Device device_;  // the arena's; the weights must be there too
@@ -86,15 +88,16 @@ struct SamplingOptions {
 int32_t sample_token(std::span<const double> logits, const SamplingOptions& options, uint64_t draw);
 
 // The prompt's continuation (new tokens only), decoded with the KV cache.
-std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const ModelWeights& weights,
-                              std::span<const int32_t> prompt, const SamplingOptions& options);
+std::vector<int32_t> generate(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                              const ModelWeights& weights, std::span<const int32_t> prompt,
+                              const SamplingOptions& options);
 
 // Each prompt's continuation, the prompts decoded together as the rows of one KV cache. Row r draws its
 // samples as generate() would for it alone (draw i for its i-th token, the same seed), so every row's
 // result is independent of the batch it is in. `on_token(row, id)` (when set; options.on_token is not
 // called) sees each row's new tokens; returning false ends that row after it.
 std::vector<std::vector<int32_t>> generate_rows(
-    const ModelConfig& config, DType dtype, const ModelWeights& weights,
+    const ops::Context& ctx, const ModelConfig& config, DType dtype, const ModelWeights& weights,
     const std::vector<std::vector<int32_t>>& prompts, const SamplingOptions& options,
     const std::function<bool(size_t row, int32_t id)>& on_token = {});
 

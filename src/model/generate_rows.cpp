@@ -53,17 +53,18 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, u
   return order[keep - 1];
 }
 
-std::vector<int32_t> generate(const ModelConfig& config, DType dtype, const ModelWeights& weights,
-                              std::span<const int32_t> prompt, const SamplingOptions& options) {
+std::vector<int32_t> generate(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                              const ModelWeights& weights, std::span<const int32_t> prompt,
+                              const SamplingOptions& options) {
   LT_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   std::function<bool(size_t, int32_t)> each;
   if (options.on_token) each = [&](size_t, int32_t id) { return options.on_token(id); };
-  return generate_rows(config, dtype, weights, {std::vector<int32_t>(prompt.begin(), prompt.end())}, options,
-                       each)[0];
+  return generate_rows(ctx, config, dtype, weights, {std::vector<int32_t>(prompt.begin(), prompt.end())},
+                       options, each)[0];
 }
 
-std::vector<std::vector<int32_t>> generate_rows(const ModelConfig& config, DType dtype,
-                                                const ModelWeights& weights,
+std::vector<std::vector<int32_t>> generate_rows(const ops::Context& ctx, const ModelConfig& config,
+                                                DType dtype, const ModelWeights& weights,
                                                 const std::vector<std::vector<int32_t>>& prompts,
                                                 const SamplingOptions& options,
                                                 const std::function<bool(size_t, int32_t)>& on_token) {
@@ -80,7 +81,7 @@ std::vector<std::vector<int32_t>> generate_rows(const ModelConfig& config, DType
   const int64_t room = longest + options.max_new_tokens;
   Arena arena("generate", ops::memory_resource(weights.embed.device),
               KvCacheDecoder::arena_bytes(config, dtype, room, B));
-  KvCacheDecoder decoder(config, dtype, weights, room, arena, B);
+  KvCacheDecoder decoder(ctx, config, dtype, weights, room, arena, B);
 
   // The prompts left-padded to the longest (B, longest): the pad id is the row's first token, never seen.
   std::vector<int32_t> chunk(size_t(B * longest));

@@ -29,21 +29,21 @@ void check_chunk(Tensor chunk, Tensor range, int64_t q_offset) {
 
 }  // namespace
 
-void append_chunk_rows(Tensor range, Tensor chunk, int64_t q_offset) {
+void append_chunk_rows(const ops::Context& ctx, Tensor range, Tensor chunk, int64_t q_offset) {
   check_chunk(chunk, range, q_offset);
   if (same_buffer(chunk, range, q_offset)) return;
   const int64_t B = chunk.dim(0), C = chunk.dim(1);
   for (int64_t b = 0; b < B; ++b)
-    ops::cast(range_rows(range, b, q_offset, C),
+    ops::cast(ctx, range_rows(range, b, q_offset, C),
               chunk.slice_rows(b, b + 1).reshaped({C, chunk.dim(2), chunk.dim(3)}));
 }
 
-void take_chunk_rows(Tensor chunk, Tensor range, int64_t q_offset) {
+void take_chunk_rows(const ops::Context& ctx, Tensor chunk, Tensor range, int64_t q_offset) {
   check_chunk(chunk, range, q_offset);
   if (same_buffer(chunk, range, q_offset)) return;
   const int64_t B = chunk.dim(0), C = chunk.dim(1);
   for (int64_t b = 0; b < B; ++b)
-    ops::cast(chunk.slice_rows(b, b + 1).reshaped({C, chunk.dim(2), chunk.dim(3)}),
+    ops::cast(ctx, chunk.slice_rows(b, b + 1).reshaped({C, chunk.dim(2), chunk.dim(3)}),
               range_rows(range, b, q_offset, C));
 }
 

@@ -26,27 +26,28 @@ namespace {
 
 // n2 = post_attention_layernorm(mid), gate and up (with their adapters), h = silu(gate) * up (BLOOM's plain
 // MLP: up only, h = gelu(up)).
-void mlp_inputs_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                        LayerActivations& a, const LoraPass& lora) {
+void mlp_inputs_forward(const ops::Context& ctx, const ModelConfig& c, int64_t layer, const LayerWeights& w,
+                        const ChunkInfo& chunk, LayerActivations& a, const LoraPass& lora) {
   const int64_t N = chunk.batch * chunk.tokens;
   const LayerProjs projs{c, layer, chunk, w, nullptr, lora, a.lora_t};
-  block_norm_forward(c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm, w.ffn_norm_bias);
+  block_norm_forward(ctx, c, N, a.ffn_in, a.ffn_rstd, a.mid, w.ffn_norm, w.ffn_norm_bias);
   if (c.block.mlp == MlpKind::Gelu)  // a plain MLP: up only
-    projs_forward(projs, std::array{ProjId::Up}, a.ffn_in, std::array{a.up});
+    projs_forward(ctx, projs, std::array{ProjId::Up}, a.ffn_in, std::array{a.up});
   else
-    projs_forward(projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{a.gate, a.up});
-  block_mlp_act_forward(c, N, a.h, a.gate, a.up);
+    projs_forward(ctx, projs, std::array{ProjId::Gate, ProjId::Up}, a.ffn_in, std::array{a.gate, a.up});
+  block_mlp_act_forward(ctx, c, N, a.h, a.gate, a.up);
 }
 
 }  // namespace
 
-void layer_recompute_selective(const ModelConfig& c, int64_t layer, const LayerWeights& w,
-                               const ChunkInfo& chunk, LayerActivations& a, const LoraPass& lora) {
+void layer_recompute_selective(const ops::Context& ctx, const ModelConfig& c, int64_t layer,
+                               const LayerWeights& w, const ChunkInfo& chunk, LayerActivations& a,
+                               const LoraPass& lora) {
   const int64_t N = chunk.batch * chunk.tokens, D = c.hidden_size;
   check_shape(a.x, {N, D}, "layer_recompute_selective: input");
   check_shape(a.mid, {N, D}, "layer_recompute_selective: mid");
-  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
-  mlp_inputs_forward(c, layer, w, chunk, a, lora);
+  block_norm_forward(ctx, c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
+  mlp_inputs_forward(ctx, c, layer, w, chunk, a, lora);
 }
 
 namespace {
@@ -56,9 +57,9 @@ namespace {
 // read (the K/V projections, their RoPE and the cache append, the down projection and the residual adds),
 // but computes every LoRA activation t, since backward reads them all. attention_kept: acts' attention
 // output and lse hold the forward's (the chunked decoder's offloaded copies), so attention is not re-run.
-void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora,
-                bool attention_kept) {
+void layer_pass(const ops::Context& ctx, const ModelConfig& c, int64_t layer, const LayerWeights& w,
+                const ChunkInfo& chunk, const KvContext& kv, LayerActivations& a, Tensor out,
+                const LoraPass& lora, bool attention_kept) {
   const bool recompute = out.empty();
   const int64_t B = chunk.batch, C = chunk.tokens, N = B * C;
   const int64_t D = c.hidden_size, H = c.num_heads, KVH = c.num_kv_heads, HD = c.head_dim;
@@ -72,7 +73,7 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   if (!recompute) check_shape(out, {N, D}, "layer_forward: output");
   Tensor positions = chunk.positions.reshaped({N});  // (N) i32
 
-  block_norm_forward(c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
+  block_norm_forward(ctx, c, N, a.attn_in, a.attn_rstd, a.x, w.attn_norm, w.attn_norm_bias);
 
   // q, k, v: (N, H*HD) / (N, KVH*HD) rows are the (B, C, heads, HD) layout the attention op reads. They
   // share attn_in (one stacked adapter GEMM, proj.h). The recomputation needs every adapter's t but only q's
@@ -84,57 +85,59 @@ void layer_pass(const ModelConfig& c, int64_t layer, const LayerWeights& w, cons
   const bool qk_norm = c.block.qk_norm;
   Tensor q_out = qk_norm ? a.q_raw : a.q.reshaped({N, H * HD});                           // (N, H*HD)
   Tensor k_out = qk_norm ? a.k_raw : recompute ? Tensor() : a.k.reshaped({N, KVH * HD});  // (N, KVH*HD)
-  projs_forward(projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
+  projs_forward(ctx, projs, std::array{ProjId::Q, ProjId::K, ProjId::V}, a.attn_in,
                 std::array{q_out, k_out, recompute ? Tensor() : a.v.reshaped({N, KVH * HD})});
   if (qk_norm) {
-    block_head_norm_forward(c, N, H, a.q.reshaped({N, H * HD}), a.q_rstd, a.q_raw, w.attn_q_norm);
-    block_head_norm_forward(c, N, KVH, a.k.reshaped({N, KVH * HD}), a.k_rstd, a.k_raw, w.attn_k_norm);
+    block_head_norm_forward(ctx, c, N, H, a.q.reshaped({N, H * HD}), a.q_rstd, a.q_raw, w.attn_q_norm);
+    block_head_norm_forward(ctx, c, N, KVH, a.k.reshaped({N, KVH * HD}), a.k_rstd, a.k_raw, w.attn_k_norm);
   }
-  block_positions_forward(c, layer, N, H, a.q.reshaped({N, H, HD}), positions);
+  block_positions_forward(ctx, c, layer, N, H, a.q.reshaped({N, H, HD}), positions);
   if (!recompute) {
-    block_positions_forward(c, layer, N, KVH, a.k.reshaped({N, KVH, HD}), positions);
-    append_chunk_rows(kv.k, a.k, chunk.q_offset);
-    append_chunk_rows(kv.v, a.v, chunk.q_offset);
+    block_positions_forward(ctx, c, layer, N, KVH, a.k.reshaped({N, KVH, HD}), positions);
+    append_chunk_rows(ctx, kv.k, a.k, chunk.q_offset);
+    append_chunk_rows(ctx, kv.v, a.v, chunk.q_offset);
   }
 
   const ops::AttentionParams attn = block_attention_params(c, layer, B, C, S, chunk.q_offset);
   if (!attention_kept)
-    ops::attention_forward(attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments, kv.k_segments);
+    ops::attention_forward(ctx, attn, a.attn_out, a.attn_lse, a.q, kv.k, kv.v, chunk.q_segments,
+                           kv.k_segments);
 
   if (c.block.post_norms) {
     // mid = x + post_norm(o_proj(...)); the recomputation needs the same (mid, attn_proj and its rstd).
-    proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.attn_proj);
-    block_norm_forward(c, N, a.mid, a.attn_post_rstd, a.attn_proj, w.attn_post_norm, Tensor());
-    ops::add_inplace(a.mid, a.x);
-    mlp_inputs_forward(c, layer, w, chunk, a, lora);
+    proj_forward(ctx, projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.attn_proj);
+    block_norm_forward(ctx, c, N, a.mid, a.attn_post_rstd, a.attn_proj, w.attn_post_norm, Tensor());
+    ops::add_inplace(ctx, a.mid, a.x);
+    mlp_inputs_forward(ctx, c, layer, w, chunk, a, lora);
     // out = mid + post_norm(down_proj(h)); the recomputation needs ffn_proj and its rstd (backward reads
     // them), so it runs the down projection too, and writes the norm's output where nothing reads it.
-    proj_forward(projs, ProjId::Down, a.h, a.ffn_proj);
-    block_norm_forward(c, N, recompute ? a.post_norm_out : out, a.ffn_post_rstd, a.ffn_proj, w.ffn_post_norm,
-                       Tensor());
-    if (!recompute) ops::add_inplace(out, a.mid);
+    proj_forward(ctx, projs, ProjId::Down, a.h, a.ffn_proj);
+    block_norm_forward(ctx, c, N, recompute ? a.post_norm_out : out, a.ffn_post_rstd, a.ffn_proj,
+                       w.ffn_post_norm, Tensor());
+    if (!recompute) ops::add_inplace(ctx, out, a.mid);
     return;
   }
   // mid = x + o_proj(...): the residual x rides on a GEMM (no copy of x into mid first).
-  proj_forward(projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.mid, a.x);
+  proj_forward(ctx, projs, ProjId::O, a.attn_out.reshaped({N, H * HD}), a.mid, a.x);
 
-  mlp_inputs_forward(c, layer, w, chunk, a, lora);
+  mlp_inputs_forward(ctx, c, layer, w, chunk, a, lora);
   // out = mid + down_proj(h); the recomputation (out empty) computes only the adapter's t.
-  proj_forward(projs, ProjId::Down, a.h, out, recompute ? Tensor() : a.mid);
+  proj_forward(ctx, projs, ProjId::Down, a.h, out, recompute ? Tensor() : a.mid);
 }
 
 }  // namespace
 
-void layer_forward(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                   const KvContext& kv, LayerActivations& a, Tensor out, const LoraPass& lora) {
+void layer_forward(const ops::Context& ctx, const ModelConfig& c, int64_t layer, const LayerWeights& w,
+                   const ChunkInfo& chunk, const KvContext& kv, LayerActivations& a, Tensor out,
+                   const LoraPass& lora) {
   LT_CHECK(!out.empty(), "layer_forward: no output tensor given");
-  layer_pass(c, layer, w, chunk, kv, a, out, lora, false);
+  layer_pass(ctx, c, layer, w, chunk, kv, a, out, lora, false);
 }
 
-void layer_recompute_full(const ModelConfig& c, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                          const KvContext& kv, LayerActivations& a, const LoraPass& lora,
-                          bool attention_kept) {
-  layer_pass(c, layer, w, chunk, kv, a, Tensor(), lora, attention_kept);
+void layer_recompute_full(const ops::Context& ctx, const ModelConfig& c, int64_t layer, const LayerWeights& w,
+                          const ChunkInfo& chunk, const KvContext& kv, LayerActivations& a,
+                          const LoraPass& lora, bool attention_kept) {
+  layer_pass(ctx, c, layer, w, chunk, kv, a, Tensor(), lora, attention_kept);
 }
 
 }  // namespace lt::model

@@ -7,6 +7,7 @@
 
 #include "model/config.h"
 #include "model/decoder.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -14,7 +15,8 @@ namespace lt::model {
 // adapters' t of q, k and v are computed too, as they share one stacked GEMM), the per-head k norm
 // (k_raw, k_rstd) where the block has one, RoPE on k, and the chunk's K/V rows written into kv at
 // chunk.q_offset. The same ops on the same inputs as layer_forward: the same bits.
-void layer_kv_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                      const KvContext& kv, LayerActivations& acts, const LoraPass& lora = {});
+void layer_kv_forward(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                      const LayerWeights& w, const ChunkInfo& chunk, const KvContext& kv,
+                      LayerActivations& acts, const LoraPass& lora = {});
 
 }  // namespace lt::model

@@ -218,10 +218,10 @@ LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>
   return w;
 }
 
-void zero_lora(LoraWeights& weights) {
+void zero_lora(const ops::Context& ctx, LoraWeights& weights) {
   for (const LoraSpec& s : weights.specs) {
-    ops::zero(weights.matrix(s, LoraMatrix::A));
-    ops::zero(weights.matrix(s, LoraMatrix::B));
+    ops::zero(ctx, weights.matrix(s, LoraMatrix::A));
+    ops::zero(ctx, weights.matrix(s, LoraMatrix::B));
   }
 }
 

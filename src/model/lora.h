@@ -18,6 +18,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/proj_id.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -114,7 +115,7 @@ size_t lora_bytes(const std::vector<LoraSpec>& specs, DType dtype);
 LoraWeights allocate_lora(const ModelConfig& config, const std::vector<LoraSpec>& specs, DType dtype,
                           Arena& arena);
 // Sets every present tensor to zero (on its device).
-void zero_lora(LoraWeights& weights);
+void zero_lora(const ops::Context& ctx, LoraWeights& weights);
 
 // PEFT's init_lora_weights: true = A kaiming-uniform as nn.Linear's default (bound 1/sqrt(in)), B zero;
 // gaussian = A ~ N(0, 1/r^2) (std 1/r), B zero; false = A and B both as nn.Linear's default (B bound

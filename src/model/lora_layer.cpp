@@ -27,11 +27,13 @@ Tensor scratch_view(const Tensor& scratch, int64_t rows, int64_t cols, const cha
 
 // x (N, in) *= mask / (1 - p) in place (ops::dropout_apply, on the tensor's device); row b of the batch
 // draws from its lora_dropout_stream, token i at position q_offset + i.
-void dropout_in_place(Tensor x, const LoraDropout& d, int64_t layer, LoraModule m, const ChunkInfo& chunk) {
+void dropout_in_place(const ops::Context& ctx, Tensor x, const LoraDropout& d, int64_t layer, LoraModule m,
+                      const ChunkInfo& chunk) {
   LT_CHECK(d.p > 0 && d.p < 1, "LoRA dropout {} outside [0, 1)", d.p);
   std::vector<uint64_t> streams(size_t(chunk.batch));  // (B)
   for (int64_t b = 0; b < chunk.batch; ++b) streams[size_t(b)] = lora_dropout_stream(d, layer, m, b);
-  ops::dropout_apply({.batch = chunk.batch,
+  ops::dropout_apply(ctx,
+                     {.batch = chunk.batch,
                       .tokens = chunk.tokens,
                       .dim = x.dim(1),
                       .q_offset = chunk.q_offset,
@@ -50,8 +52,10 @@ const LoraAdapter* adapter_of(const LoraPass& lora, LoraModule m) {
 
 namespace {
 // y (N, out) = [residual +] or += scaling * t B^T.
-void lora_output(const LoraAdapter& ad, int64_t N, Tensor t, Tensor y, LoraInto into, Tensor residual) {
-  ops::linear_forward({.rows = N,
+void lora_output(const ops::Context& ctx, const LoraAdapter& ad, int64_t N, Tensor t, Tensor y, LoraInto into,
+                 Tensor residual) {
+  ops::linear_forward(ctx,
+                      {.rows = N,
                        .in = ad.rank,
                        .out = ad.b.dim(0),
                        .out_scale = ad.scaling,
@@ -60,8 +64,8 @@ void lora_output(const LoraAdapter& ad, int64_t N, Tensor t, Tensor y, LoraInto 
 }
 }  // namespace
 
-bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                  Tensor t, Tensor y, LoraInto into, Tensor residual) {
+bool lora_forward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
+                  const ChunkInfo& chunk, Tensor x, Tensor t, Tensor y, LoraInto into, Tensor residual) {
   const LoraAdapter* ad = adapter_of(lora, m);
   if (!ad) return false;
   const int64_t N = chunk.batch * chunk.tokens, in = ad->a.dim(1), out = ad->b.dim(0), r = ad->rank;
@@ -69,13 +73,13 @@ bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const Chunk
   Tensor input = x;  // (N, in)
   if (lora.dropout.p > 0) {
     input = scratch_view(lora.scratch_in, N, in, "dropout input");
-    ops::cast(input, x);
-    dropout_in_place(input, lora.dropout, layer, m, chunk);
+    ops::cast(ctx, input, x);
+    dropout_in_place(ctx, input, lora.dropout, layer, m, chunk);
   }
-  ops::linear_forward({.rows = N, .in = in, .out = r}, t, input, ad->a, Tensor());
+  ops::linear_forward(ctx, {.rows = N, .in = in, .out = r}, t, input, ad->a, Tensor());
   if (y.empty()) return false;
   check_shape(y, {N, out}, "LoRA output");
-  lora_output(*ad, N, t, y, into, residual);
+  lora_output(ctx, *ad, N, t, y, into, residual);
   return true;
 }
 
@@ -83,27 +87,28 @@ namespace {
 
 // From dt (N, r), the gradient of t = dropout(x) A^T: dA += dt^T dropout(x) (da empty: frozen) and dx gets
 // dropout'(dt A) as `into` says. The dropout mask is module m's.
-void input_side_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk,
-                         const LoraAdapter& ad, Tensor da, Tensor x, Tensor dt, Tensor dx, LoraInto into) {
+void input_side_backward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
+                         const ChunkInfo& chunk, const LoraAdapter& ad, Tensor da, Tensor x, Tensor dt,
+                         Tensor dx, LoraInto into) {
   const int64_t N = chunk.batch * chunk.tokens, in = ad.a.dim(1), r = ad.rank;
   if (lora.dropout.p <= 0) {
-    ops::linear_backward({.rows = N, .in = in, .out = r, .accumulate_dx = into == LoraInto::Add}, dx, da,
+    ops::linear_backward(ctx, {.rows = N, .in = in, .out = r, .accumulate_dx = into == LoraInto::Add}, dx, da,
                          Tensor(), dt, x, ad.a);
     return;
   }
   // The masked input for dA, then the same scratch for the masked input's gradient.
   Tensor scratch = scratch_view(lora.scratch_in, N, in, "dropout input");  // (N, in)
   if (!da.empty()) {
-    ops::cast(scratch, x);
-    dropout_in_place(scratch, lora.dropout, layer, m, chunk);
-    ops::linear_backward({.rows = N, .in = in, .out = r}, Tensor(), da, Tensor(), dt, scratch, ad.a);
+    ops::cast(ctx, scratch, x);
+    dropout_in_place(ctx, scratch, lora.dropout, layer, m, chunk);
+    ops::linear_backward(ctx, {.rows = N, .in = in, .out = r}, Tensor(), da, Tensor(), dt, scratch, ad.a);
   }
-  ops::linear_backward({.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad.a);
-  dropout_in_place(scratch, lora.dropout, layer, m, chunk);
+  ops::linear_backward(ctx, {.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad.a);
+  dropout_in_place(ctx, scratch, lora.dropout, layer, m, chunk);
   if (into == LoraInto::Add)
-    ops::add_inplace(dx, scratch);
+    ops::add_inplace(ctx, dx, scratch);
   else
-    ops::cast(dx, scratch);
+    ops::cast(ctx, dx, scratch);
 }
 
 // The gradient tensors of module m's adapter (empty when there are none or they are frozen).
@@ -117,16 +122,16 @@ LoraAdapter grads_of(const LoraPass& lora, int64_t layer, LoraModule m, const Lo
 
 }  // namespace
 
-bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                   Tensor t, Tensor dy, Tensor dx, LoraInto into) {
+bool lora_backward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
+                   const ChunkInfo& chunk, Tensor x, Tensor t, Tensor dy, Tensor dx, LoraInto into) {
   const LoraAdapter* ad = adapter_of(lora, m);
   if (!ad) return false;
   const int64_t N = chunk.batch * chunk.tokens, out = ad->b.dim(0), r = ad->rank;
   const LoraAdapter g = grads_of(lora, layer, m, *ad);
   Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
-  ops::linear_backward({.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, g.b, Tensor(), dy, t,
-                       ad->b);
-  input_side_backward(lora, layer, m, chunk, *ad, g.a, x, dt, dx, into);
+  ops::linear_backward(ctx, {.rows = N, .in = r, .out = out, .out_scale = ad->scaling}, dt, g.b, Tensor(), dy,
+                       t, ad->b);
+  input_side_backward(ctx, lora, layer, m, chunk, *ad, g.a, x, dt, dx, into);
   return true;
 }
 
@@ -201,18 +206,19 @@ Tensor part_rows(const LoraAdapter& ad, const Tensor& b, size_t i) {
 
 // A fused module's forward: t = dropout(x) A^T once (into ts[0], the first part's), then each part's output
 // y_i = scaling t B_i^T, B_i its rows of B.
-std::vector<bool> fused_forward(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                                const LoraAdapter& ad, const ChunkInfo& chunk, Tensor x,
-                                std::span<const Tensor> ts, std::span<const Tensor> ys, LoraInto into) {
+std::vector<bool> fused_forward(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
+                                std::span<const LoraModule> modules, const LoraAdapter& ad,
+                                const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
+                                std::span<const Tensor> ys, LoraInto into) {
   const int64_t N = chunk.batch * chunk.tokens;
-  lora_forward(lora, layer, modules[0], chunk, x, ts[0], Tensor());
+  lora_forward(ctx, lora, layer, modules[0], chunk, x, ts[0], Tensor());
   std::vector<bool> wrote(modules.size(), false);
   for (size_t i = 0; i < modules.size(); ++i) {
     if (ys[i].empty()) continue;
     LoraAdapter part = ad;
     part.b = part_rows(ad, ad.b, i);
     check_shape(ys[i], {N, part.b.dim(0)}, "LoRA output of a fused module's part");
-    lora_output(part, N, ts[0], ys[i], into, Tensor());
+    lora_output(ctx, part, N, ts[0], ys[i], into, Tensor());
     wrote[i] = true;
   }
   return wrote;
@@ -220,17 +226,17 @@ std::vector<bool> fused_forward(const LoraPass& lora, int64_t layer, std::span<c
 
 // Its backward: dt = sum_i scaling dy_i B_i (the shared A's input gradient sums the parts', as one
 // nn.Linear's does), dB_i += scaling dy_i^T t, then dA and dx from dt once.
-void fused_backward(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                    const LoraAdapter& ad, const ChunkInfo& chunk, Tensor x, Tensor t,
-                    std::span<const Tensor> dys, Tensor dx, LoraInto into) {
+void fused_backward(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
+                    std::span<const LoraModule> modules, const LoraAdapter& ad, const ChunkInfo& chunk,
+                    Tensor x, Tensor t, std::span<const Tensor> dys, Tensor dx, LoraInto into) {
   const int64_t N = chunk.batch * chunk.tokens, r = ad.rank;
   const LoraAdapter g = grads_of(lora, layer, modules[0], ad);
   Tensor dt = scratch_view(lora.scratch_r, N, r, "gradient of x A^T");  // (N, r)
   for (size_t i = 0; i < modules.size(); ++i)
     ops::linear_backward(
-        {.rows = N, .in = r, .out = ad.part_out[i], .out_scale = ad.scaling, .accumulate_dx = i > 0}, dt,
+        ctx, {.rows = N, .in = r, .out = ad.part_out[i], .out_scale = ad.scaling, .accumulate_dx = i > 0}, dt,
         g.b.empty() ? Tensor() : part_rows(ad, g.b, i), Tensor(), dys[i], t, part_rows(ad, ad.b, i));
-  input_side_backward(lora, layer, modules[0], chunk, ad, g.a, x, dt, dx, into);
+  input_side_backward(ctx, lora, layer, modules[0], chunk, ad, g.a, x, dt, dx, into);
 }
 
 }  // namespace
@@ -239,53 +245,53 @@ bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool
   return stacked(lora, modules, backward).has_value();
 }
 
-std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
+std::vector<bool> lora_forward_shared(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
                                       std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
                                       std::span<const Tensor> ts, std::span<const Tensor> ys, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && ys.size() == modules.size(),
            "lora_forward_shared: {} modules, {} t and {} outputs", modules.size(), ts.size(), ys.size());
   if (const LoraAdapter* fused = fused_adapter(lora, modules))
-    return fused_forward(lora, layer, modules, *fused, chunk, x, ts, ys, into);
+    return fused_forward(ctx, lora, layer, modules, *fused, chunk, x, ts, ys, into);
   std::vector<bool> wrote(modules.size(), false);
   const std::optional<Stacked> s = stacked(lora, modules, false);
   if (!s) {
     for (size_t i = 0; i < modules.size(); ++i)
-      wrote[i] = lora_forward(lora, layer, modules[i], chunk, x, ts[i], ys[i], into);
+      wrote[i] = lora_forward(ctx, lora, layer, modules[i], chunk, x, ts[i], ys[i], into);
     return wrote;
   }
   const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
   Tensor t_all = scratch_view(lora.scratch_in, N, s->rank_sum, "stacked x A^T");  // (N, R)
-  ops::linear_forward({.rows = N, .in = in, .out = s->rank_sum}, t_all, x, s->a, Tensor());
+  ops::linear_forward(ctx, {.rows = N, .in = in, .out = s->rank_sum}, t_all, x, s->a, Tensor());
   int64_t col = 0;
   for (size_t i = 0; i < modules.size(); ++i) {
     const LoraAdapter& ad = *s->adapters[i];
     check_shape(ts[i], {N, ad.rank}, "LoRA activation x A^T");
-    ops::copy_block(ts[i], 0, t_all, col, ad.rank);
+    ops::copy_block(ctx, ts[i], 0, t_all, col, ad.rank);
     col += ad.rank;
     if (ys[i].empty()) continue;
     check_shape(ys[i], {N, ad.b.dim(0)}, "LoRA output");
-    lora_output(ad, N, ts[i], ys[i], into, Tensor());
+    lora_output(ctx, ad, N, ts[i], ys[i], into, Tensor());
     wrote[i] = true;
   }
   return wrote;
 }
 
-bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
-                          std::span<const Tensor> dys, Tensor dx, LoraInto into) {
+bool lora_backward_shared(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
+                          std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
+                          std::span<const Tensor> ts, std::span<const Tensor> dys, Tensor dx, LoraInto into) {
   LT_CHECK(ts.size() == modules.size() && dys.size() == modules.size(),
            "lora_backward_shared: {} modules, {} t and {} output gradients", modules.size(), ts.size(),
            dys.size());
   if (const LoraAdapter* fused = fused_adapter(lora, modules)) {
-    fused_backward(lora, layer, modules, *fused, chunk, x, ts[0], dys, dx, into);
+    fused_backward(ctx, lora, layer, modules, *fused, chunk, x, ts[0], dys, dx, into);
     return true;
   }
   const std::optional<Stacked> s = stacked(lora, modules, true);
   if (!s) {
     bool wrote = false;  // Write: the first adapter writes dx, the others add into it
     for (size_t i = 0; i < modules.size(); ++i)
-      wrote |=
-          lora_backward(lora, layer, modules[i], chunk, x, ts[i], dys[i], dx, wrote ? LoraInto::Add : into);
+      wrote |= lora_backward(ctx, lora, layer, modules[i], chunk, x, ts[i], dys[i], dx,
+                             wrote ? LoraInto::Add : into);
     return wrote;
   }
   const int64_t N = chunk.batch * chunk.tokens, in = s->a.dim(1);
@@ -295,13 +301,13 @@ bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const L
     const LoraAdapter& ad = *s->adapters[i];
     Tensor db = lora.grads ? (*lora.grads)[modules[i]].b : Tensor();
     Tensor dt = scratch_view(lora.scratch_r, N, ad.rank, "gradient of x A^T");  // (N, r)
-    ops::linear_backward({.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling}, dt, db,
+    ops::linear_backward(ctx, {.rows = N, .in = ad.rank, .out = ad.b.dim(0), .out_scale = ad.scaling}, dt, db,
                          Tensor(), dys[i], ts[i], ad.b);
-    ops::copy_block(dt_all, col, dt, 0, ad.rank);
+    ops::copy_block(ctx, dt_all, col, dt, 0, ad.rank);
     col += ad.rank;
   }
-  ops::linear_backward({.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = into == LoraInto::Add}, dx,
-                       s->da, Tensor(), dt_all, x, s->a);
+  ops::linear_backward(ctx, {.rows = N, .in = in, .out = s->rank_sum, .accumulate_dx = into == LoraInto::Add},
+                       dx, s->da, Tensor(), dt_all, x, s->a);
   return true;
 }
 

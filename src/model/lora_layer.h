@@ -8,6 +8,7 @@
 
 #include "model/decoder.h"
 #include "model/lora.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -21,14 +22,16 @@ enum class LoraInto : uint8_t { Add, Write };
 // y (N, out) gets scaling * t B^T (as `into` says; residual: Write's y = residual + ...) with
 // t = dropout(x) A^T (N, r), which is written into `t` for backward. An empty y: t only (a recomputation for
 // backward). Returns whether y was touched (an adapter exists and y was given).
-bool lora_forward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                  Tensor t, Tensor y, LoraInto into = LoraInto::Add, Tensor residual = Tensor());
+bool lora_forward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
+                  const ChunkInfo& chunk, Tensor x, Tensor t, Tensor y, LoraInto into = LoraInto::Add,
+                  Tensor residual = Tensor());
 
 // With dt = scaling * dy B:  dB += scaling * dy^T t,  dA += dt^T dropout(x),  dx gets dropout'(dt A) as
 // `into` says. x (N, in), t (N, r), dy (N, out), dx (N, in) the projection input's gradient. Returns whether
 // dx was touched.
-bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const ChunkInfo& chunk, Tensor x,
-                   Tensor t, Tensor dy, Tensor dx, LoraInto into = LoraInto::Add);
+bool lora_backward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
+                   const ChunkInfo& chunk, Tensor x, Tensor t, Tensor dy, Tensor dx,
+                   LoraInto into = LoraInto::Add);
 
 // The adapters of projections that share their input x (q/k/v, gate/up), forward (for a fused module, one
 // adapter whose parts these are: t = x A^T once into ts[0], then each part's y_i from its rows of B): with no
@@ -36,7 +39,7 @@ bool lora_backward(const LoraPass& lora, int64_t layer, LoraModule m, const Chun
 // split into each t_i (lora.scratch_in holds the stacked (N, sum r)); then each y_i gets scaling_i t_i B_i^T.
 // Otherwise one lora_forward per module. The same values either way; an empty y_i: t_i only. Returns, per
 // module, whether its y was touched.
-std::vector<bool> lora_forward_shared(const LoraPass& lora, int64_t layer,
+std::vector<bool> lora_forward_shared(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
                                       std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
                                       std::span<const Tensor> ts, std::span<const Tensor> ys,
                                       LoraInto into = LoraInto::Add);
@@ -45,8 +48,9 @@ bool lora_stacks(const LoraPass& lora, std::span<const LoraModule> modules, bool
 // Their backward: each dt_i = scaling_i dy_i B_i (and dB_i), gathered into one (N, sum r), then dA (stacked,
 // when the gradients are back to back too) and dx (+)= dt [A_1; ...] as ONE GEMM each. Otherwise one
 // lora_backward per module, in order (with Write the first writes dx). Returns whether dx was touched.
-bool lora_backward_shared(const LoraPass& lora, int64_t layer, std::span<const LoraModule> modules,
-                          const ChunkInfo& chunk, Tensor x, std::span<const Tensor> ts,
-                          std::span<const Tensor> dys, Tensor dx, LoraInto into = LoraInto::Add);
+bool lora_backward_shared(const ops::Context& ctx, const LoraPass& lora, int64_t layer,
+                          std::span<const LoraModule> modules, const ChunkInfo& chunk, Tensor x,
+                          std::span<const Tensor> ts, std::span<const Tensor> dys, Tensor dx,
+                          LoraInto into = LoraInto::Add);
 
 }  // namespace lt::model

@@ -28,7 +28,8 @@ Tensor& projection_weight(LayerWeights& w, LoraModule m) {
   }
 }
 
-void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeights& lora) {
+void merge_lora(const ops::Context& ctx, const ModelConfig& config, ModelWeights& weights,
+                const LoraWeights& lora) {
   LT_CHECK(
       weights.layers.size() == size_t(config.num_layers) && lora.layers.size() == size_t(config.num_layers),
       "merge_lora: {} weight layers and {} adapter layers for a model of {}", weights.layers.size(),
@@ -55,8 +56,8 @@ void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeig
         std::memcpy(&a_t_bytes[size_t(j * s.rank + k) * elem], a + size_t(k * s.in + j) * elem, elem);
     Tensor a_t(a_t_bytes.data(), lora.dtype, {s.in, s.rank});
     ops::linear_forward(
-        {.rows = s.out, .in = s.rank, .out = s.in, .out_scale = ad.scaling, .accumulate_y = true}, w, ad.b,
-        a_t, Tensor());
+        ctx, {.rows = s.out, .in = s.rank, .out = s.in, .out_scale = ad.scaling, .accumulate_y = true}, w,
+        ad.b, a_t, Tensor());
   }
 }
 

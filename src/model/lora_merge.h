@@ -5,6 +5,7 @@
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -12,6 +13,7 @@ namespace lt::model {
 Tensor& projection_weight(LayerWeights& layer, LoraModule m);
 
 // For every adapter of `lora`: weights' projection += scaling * B A. Both in one dtype, host memory.
-void merge_lora(const ModelConfig& config, ModelWeights& weights, const LoraWeights& lora);
+void merge_lora(const ops::Context& ctx, const ModelConfig& config, ModelWeights& weights,
+                const LoraWeights& lora);
 
 }  // namespace lt::model

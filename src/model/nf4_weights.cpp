@@ -44,13 +44,13 @@ size_t proj_storage_bytes(int64_t n, bool double_quant) {
 
 // A tensor of `dtype` and `dims` from `arena` holding `host`'s bytes (uploaded when the arena is a GPU's).
 template <class T>
-Tensor upload(Arena& arena, const std::string& name, const std::vector<T>& host, DType dtype,
-              std::initializer_list<int64_t> dims) {
+Tensor upload(const ops::Context& ctx, Arena& arena, const std::string& name, const std::vector<T>& host,
+              DType dtype, std::initializer_list<int64_t> dims) {
   Tensor t(nullptr, dtype, dims, arena.device());
   LT_CHECK(size_t(t.numel()) == host.size(), "QLoRA weights: '{}' has {} values, expected {}", name,
            host.size(), t.numel());
   t.data = arena.alloc_bytes(name, t.bytes(), kAlignment);
-  ops::copy(t, Tensor(const_cast<T*>(host.data()), dtype, {t.numel()}));
+  ops::copy(ctx, t, Tensor(const_cast<T*>(host.data()), dtype, {t.numel()}));
   return t;
 }
 
@@ -93,7 +93,7 @@ size_t nf4_scratch_bytes(const ModelConfig& config, DType compute) {
   return aligned(size_t(n) * dtype_size(compute)) + aligned(size_t(ops::quant4_blocks(n)) * 4);
 }
 
-std::unique_ptr<Nf4Weights> upload_nf4(const ModelConfig& config,
+std::unique_ptr<Nf4Weights> upload_nf4(const ops::Context& ctx, const ModelConfig& config,
                                        const std::map<std::string, ops::Quant4Weight>& quantized,
                                        DType compute, Arena& arena) {
   auto nf4 = std::make_unique<Nf4Weights>();
@@ -117,15 +117,15 @@ std::unique_ptr<Nf4Weights> upload_nf4(const ModelConfig& config,
     Nf4Proj p;
     p.type = w.type, p.out = spec.shape[0], p.in = spec.shape[1];
     const std::string& name = spec.hf_name;
-    p.packed = upload(arena, name, w.packed, DType::U8, {ops::quant4_packed_bytes(n)});
+    p.packed = upload(ctx, arena, name, w.packed, DType::U8, {ops::quant4_packed_bytes(n)});
     if (w.double_quant) {
-      p.qabsmax = upload(arena, name + ".absmax", w.qabsmax, DType::U8, {blocks});
-      p.nested_absmax =
-          upload(arena, name + ".nested_absmax", w.nested_absmax, DType::F32, {ops::nested_blocks(blocks)});
-      p.nested_map = upload(arena, name + ".nested_quant_map", w.nested_map, DType::F32, {256});
+      p.qabsmax = upload(ctx, arena, name + ".absmax", w.qabsmax, DType::U8, {blocks});
+      p.nested_absmax = upload(ctx, arena, name + ".nested_absmax", w.nested_absmax, DType::F32,
+                               {ops::nested_blocks(blocks)});
+      p.nested_map = upload(ctx, arena, name + ".nested_quant_map", w.nested_map, DType::F32, {256});
       p.offset = w.offset;
     } else {
-      p.absmax = upload(arena, name + ".absmax", w.absmax, DType::F32, {blocks});
+      p.absmax = upload(ctx, arena, name + ".absmax", w.absmax, DType::F32, {blocks});
     }
     nf4->layers[size_t(spec.layer)].proj[*id] = p;
   }
@@ -147,7 +147,7 @@ void attach_nf4(ModelWeights& weights, const Nf4Weights& nf4) {
   for (size_t l = 0; l < nf4.layers.size(); ++l) weights.layers[l].nf4 = &nf4.layers[l];
 }
 
-Tensor dequantize_to_scratch(const Nf4Proj& p, const Nf4Scratch& scratch) {
+Tensor dequantize_to_scratch(const ops::Context& ctx, const Nf4Proj& p, const Nf4Scratch& scratch) {
   const int64_t n = p.out * p.in, blocks = ops::quant4_blocks(n);
   LT_CHECK(scratch.weight.numel() >= n && scratch.absmax.numel() >= blocks,
            "QLoRA: a ({}, {}) projection does not fit the dequantization scratch of {} values", p.out, p.in,
@@ -155,10 +155,10 @@ Tensor dequantize_to_scratch(const Nf4Proj& p, const Nf4Scratch& scratch) {
   Tensor absmax = p.absmax;
   if (p.double_quant()) {
     absmax = Tensor(scratch.absmax.data, DType::F32, {blocks}, scratch.absmax.device);
-    ops::dequantize_absmax(p.qabsmax, p.nested_absmax, p.nested_map, p.offset, absmax);
+    ops::dequantize_absmax(ctx, p.qabsmax, p.nested_absmax, p.nested_map, p.offset, absmax);
   }
   Tensor w(scratch.weight.data, scratch.weight.dtype, {p.out, p.in}, scratch.weight.device);
-  ops::dequantize_4bit(p.packed, absmax, p.type, w);
+  ops::dequantize_4bit(ctx, p.packed, absmax, p.type, w);
   return w;
 }
 

@@ -26,6 +26,7 @@
 #include "model/config.h"
 #include "model/proj_id.h"
 #include "model/weights.h"
+#include "ops/context.h"
 #include "ops/quant4.h"
 
 namespace lt::model {
@@ -76,7 +77,7 @@ size_t nf4_scratch_bytes(const ModelConfig& config, DType compute);
 
 // The projections of `quantized` (by HF weight name, every projection of the model, all of one quant type
 // and double-quantization setting) copied into `arena` with the scratch, on the arena's device.
-std::unique_ptr<Nf4Weights> upload_nf4(const ModelConfig& config,
+std::unique_ptr<Nf4Weights> upload_nf4(const ops::Context& ctx, const ModelConfig& config,
                                        const std::map<std::string, ops::Quant4Weight>& quantized,
                                        DType compute, Arena& arena);
 // Points each layer of `weights` at its 4-bit projections (LayerWeights::nf4); their dense tensors are empty.
@@ -84,6 +85,6 @@ void attach_nf4(ModelWeights& weights, const Nf4Weights& nf4);
 
 // The projection's weight (out, in) in the compute dtype, dequantized into the scratch (bitsandbytes'
 // dequantize_4bit values: code * absmax in f32, one rounding; f64 widens exactly). Valid until the next call.
-Tensor dequantize_to_scratch(const Nf4Proj& proj, const Nf4Scratch& scratch);
+Tensor dequantize_to_scratch(const ops::Context& ctx, const Nf4Proj& proj, const Nf4Scratch& scratch);
 
 }  // namespace lt::model

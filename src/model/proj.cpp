@@ -12,8 +12,8 @@ namespace {
 
 // The dense (out, in) weight to compute with: the tensor itself, or the 4-bit weight dequantized into the
 // shared scratch (valid until the next projection's). A shard is refused until its path lands.
-Tensor resident(const ProjWeight& pw, ProjId id) {
-  if (pw.format == WeightFormat::Nf4) return dequantize_to_scratch(*pw.nf4, *pw.nf4_scratch);
+Tensor resident(const ops::Context& ctx, const ProjWeight& pw, ProjId id) {
+  if (pw.format == WeightFormat::Nf4) return dequantize_to_scratch(ctx, *pw.nf4, *pw.nf4_scratch);
   LT_CHECK(pw.format == WeightFormat::Dense, "projection {}: weight format {} is not supported yet", int(id),
            int(pw.format));
   return pw.weight;
@@ -56,56 +56,58 @@ ProjWeight proj_weight(const LayerWeights& w, ProjId id) {
   return pw;
 }
 
-void proj_forward(const LayerProjs& p, ProjId id, Tensor x, Tensor y, Tensor residual) {
+void proj_forward(const ops::Context& ctx, const LayerProjs& p, ProjId id, Tensor x, Tensor y,
+                  Tensor residual) {
   const bool adapter_wrote =
-      lora_forward(p.lora, p.layer, id, p.chunk, x, p.lora_t[id], y, LoraInto::Write, residual);
+      lora_forward(ctx, p.lora, p.layer, id, p.chunk, x, p.lora_t[id], y, LoraInto::Write, residual);
   if (y.empty()) return;
   const ProjWeight pw = proj_weight(p.weights, id);
-  const Tensor w = resident(pw, id);
+  const Tensor w = resident(ctx, pw, id);
   ops::LinearParams lp = linear_params(x, w);
   lp.accumulate_y = adapter_wrote;
-  ops::linear_forward(lp, y, x, w, pw.bias, adapter_wrote ? Tensor() : residual);
+  ops::linear_forward(ctx, lp, y, x, w, pw.bias, adapter_wrote ? Tensor() : residual);
 }
 
-void projs_forward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> ys) {
+void projs_forward(const ops::Context& ctx, const LayerProjs& p, std::span<const ProjId> ids, Tensor x,
+                   std::span<const Tensor> ys) {
   std::vector<Tensor> ts;
   for (ProjId id : ids) ts.push_back(p.lora_t[id]);
   const std::vector<bool> adapter_wrote =
-      lora_forward_shared(p.lora, p.layer, ids, p.chunk, x, ts, ys, LoraInto::Write);
+      lora_forward_shared(ctx, p.lora, p.layer, ids, p.chunk, x, ts, ys, LoraInto::Write);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ys[i].empty()) continue;
     const ProjWeight pw = proj_weight(p.weights, ids[i]);
-    const Tensor w = resident(pw, ids[i]);
+    const Tensor w = resident(ctx, pw, ids[i]);
     ops::LinearParams lp = linear_params(x, w);
     lp.accumulate_y = adapter_wrote[i];
-    ops::linear_forward(lp, ys[i], x, w, pw.bias);
+    ops::linear_forward(ctx, lp, ys[i], x, w, pw.bias);
   }
 }
 
-void proj_backward(const LayerProjs& p, ProjId id, Tensor x, Tensor dy, Tensor dx) {
+void proj_backward(const ops::Context& ctx, const LayerProjs& p, ProjId id, Tensor x, Tensor dy, Tensor dx) {
   LT_CHECK(p.grads != nullptr, "proj_backward: no gradients given");
   const bool adapter_wrote =
-      lora_backward(p.lora, p.layer, id, p.chunk, x, p.lora_t[id], dy, dx, LoraInto::Write);
+      lora_backward(ctx, p.lora, p.layer, id, p.chunk, x, p.lora_t[id], dy, dx, LoraInto::Write);
   const ProjWeight pw = proj_weight(p.weights, id), pg = proj_weight(*p.grads, id);
-  const Tensor w = resident(pw, id);
+  const Tensor w = resident(ctx, pw, id);
   ops::LinearParams lp = linear_params(x, w);
   lp.accumulate_dx = adapter_wrote;
-  ops::linear_backward(lp, dx, pg.weight, pg.bias, dy, x, w);
+  ops::linear_backward(ctx, lp, dx, pg.weight, pg.bias, dy, x, w);
 }
 
-void projs_backward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> dys,
-                    Tensor dx) {
+void projs_backward(const ops::Context& ctx, const LayerProjs& p, std::span<const ProjId> ids, Tensor x,
+                    std::span<const Tensor> dys, Tensor dx) {
   LT_CHECK(p.grads != nullptr, "projs_backward: no gradients given");
   std::vector<Tensor> ts;
   for (ProjId id : ids) ts.push_back(p.lora_t[id]);
   // dx is written by the first that touches it (an adapter, else the first projection), then added to.
-  bool dx_written = lora_backward_shared(p.lora, p.layer, ids, p.chunk, x, ts, dys, dx, LoraInto::Write);
+  bool dx_written = lora_backward_shared(ctx, p.lora, p.layer, ids, p.chunk, x, ts, dys, dx, LoraInto::Write);
   for (size_t i = 0; i < ids.size(); ++i) {
     const ProjWeight pw = proj_weight(p.weights, ids[i]), pg = proj_weight(*p.grads, ids[i]);
-    const Tensor w = resident(pw, ids[i]);
+    const Tensor w = resident(ctx, pw, ids[i]);
     ops::LinearParams lp = linear_params(x, w);
     lp.accumulate_dx = dx_written;
-    ops::linear_backward(lp, dx, pg.weight, pg.bias, dys[i], x, w);
+    ops::linear_backward(ctx, lp, dx, pg.weight, pg.bias, dys[i], x, w);
     dx_written = true;
   }
 }

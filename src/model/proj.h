@@ -15,6 +15,7 @@
 #include "model/nf4_weights.h"
 #include "model/proj_id.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -49,14 +50,16 @@ struct LayerProjs {
 
 // y (N, out) = [residual +] x W^T + b + adapter(x); x (N, in). An empty y: only what backward needs from
 // this projection's forward is computed (the adapter's t), not y.
-void proj_forward(const LayerProjs& p, ProjId id, Tensor x, Tensor y, Tensor residual = Tensor());
+void proj_forward(const ops::Context& ctx, const LayerProjs& p, ProjId id, Tensor x, Tensor y,
+                  Tensor residual = Tensor());
 // The projections `ids` sharing the input x: ys[i] = x W_i^T + b_i + adapter_i(x); an empty ys[i] as above.
-void projs_forward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> ys);
+void projs_forward(const ops::Context& ctx, const LayerProjs& p, std::span<const ProjId> ids, Tensor x,
+                   std::span<const Tensor> ys);
 
 // dx (N, in) = dy W + adapter's input gradient; the weight's, bias's and adapter's gradients +=.
-void proj_backward(const LayerProjs& p, ProjId id, Tensor x, Tensor dy, Tensor dx);
+void proj_backward(const ops::Context& ctx, const LayerProjs& p, ProjId id, Tensor x, Tensor dy, Tensor dx);
 // The projections `ids` sharing the input x: dx = sum_i (dys[i] W_i + adapter_i's), gradients +=.
-void projs_backward(const LayerProjs& p, std::span<const ProjId> ids, Tensor x, std::span<const Tensor> dys,
-                    Tensor dx);
+void projs_backward(const ops::Context& ctx, const LayerProjs& p, std::span<const ProjId> ids, Tensor x,
+                    std::span<const Tensor> dys, Tensor dx);
 
 }  // namespace lt::model

@@ -89,13 +89,13 @@ bool default_attention_offload(const ModelConfig& config, DType dtype, int64_t b
          attention_offload_fits(config, dtype, batch, tokens, physical_host_memory_bytes());
 }
 
-std::unique_ptr<Schedule> make_schedule(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                        const ScheduleOptions& o, Arena& arena,
+std::unique_ptr<Schedule> make_schedule(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                                        int64_t batch, int64_t tokens, const ScheduleOptions& o, Arena& arena,
                                         const std::vector<LoraSpec>& lora, Arena* offload) {
   if (o.layer_major())
-    return std::make_unique<LayerMajorSchedule>(config, dtype, batch, tokens, layer_major_options(o), arena,
-                                                lora, offload);
-  return std::make_unique<ScheduleEngine>(config, dtype, batch, tokens,
+    return std::make_unique<LayerMajorSchedule>(ctx, config, dtype, batch, tokens, layer_major_options(o),
+                                                arena, lora, offload);
+  return std::make_unique<ScheduleEngine>(ctx, config, dtype, batch, tokens,
                                           engine_options(config, dtype, batch, tokens, o), arena, lora,
                                           offload, engine_name(o));
 }

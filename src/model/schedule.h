@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "model/schedule_api.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -35,9 +36,10 @@ bool default_attention_offload(const ModelConfig& config, DType dtype, int64_t b
 
 // `config` must outlive the schedule; buffers come from `arena` (and `offload`, the host arena, given
 // exactly when options.offload).
-std::unique_ptr<Schedule> make_schedule(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                        const ScheduleOptions& options, Arena& arena,
-                                        const std::vector<LoraSpec>& lora = {}, Arena* offload = nullptr);
+std::unique_ptr<Schedule> make_schedule(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                                        int64_t batch, int64_t tokens, const ScheduleOptions& options,
+                                        Arena& arena, const std::vector<LoraSpec>& lora = {},
+                                        Arena* offload = nullptr);
 
 // What make_schedule takes from its arenas: the device arena's bytes, the host arena's (0 without offload)
 // and every device buffer in order (the memory plan's rows).

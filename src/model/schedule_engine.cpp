@@ -65,12 +65,13 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
   kv_cached_ = options.chunked_plan || kept(K);
 }
 
-ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                               const EngineOptions& options, Arena& arena, const std::vector<LoraSpec>& lora,
-                               Arena* offload, const char* what)
+ScheduleEngine::ScheduleEngine(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                               int64_t tokens, const EngineOptions& options, Arena& arena,
+                               const std::vector<LoraSpec>& lora, Arena* offload, const char* what)
     : ScheduleEngine(config, dtype, batch, tokens, options, lora, what) {
   check_compute_dtype(arena.device(), dtype, what);
   device_ = arena.device();
+  ctx_ = ctx;
   LT_CHECK(options.offloads() == (offload != nullptr),
            "{}: offload is {} but {} host arena was given (expected one exactly when offloading)", what,
            options.offloads(), offload ? "a" : "no");
@@ -80,7 +81,7 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
              offload->name(), device_name(offload->device()));
     ArenaAllocator host{*offload};
     plan(allocator, &host);
-    transfers_ = std::make_unique<ops::TransferQueue>(device_);
+    transfers_ = std::make_unique<ops::TransferQueue>(ctx_, device_);
     checkpoint_ring_.set_queue(transfers_.get());
     activation_ring_.set_queue(transfers_.get());
   } else {
@@ -221,11 +222,11 @@ double ScheduleEngine::loss_forward(const ModelWeights& w, int64_t k, Tensor x) 
   LmActivations a = lm_views(k, x);
   const int64_t N = a.x.dim(0), D = config_.hidden_size;
   if (options_.head_backward_in_forward)  // writes d_norm, which nothing touches before backward reads it
-    return fused_lm_loss_forward_backward(config_, w, a, loss_scale_ / double(label_tokens_),
+    return fused_lm_loss_forward_backward(ctx_, config_, w, a, loss_scale_ / double(label_tokens_),
                                           options_.loss_token_block, options_.loss_vocab_block,
                                           view_at(scratch_.d_norm, 0, {N, D}), head_grad_);
-  if (!options_.fused_loss) return lm_loss_forward(config_, w, a);
-  return fused_lm_loss_forward(config_, w, a, options_.loss_token_block, options_.loss_vocab_block);
+  if (!options_.fused_loss) return lm_loss_forward(ctx_, config_, w, a);
+  return fused_lm_loss_forward(ctx_, config_, w, a, options_.loss_token_block, options_.loss_vocab_block);
 }
 
 void ScheduleEngine::loss_backward(const ModelWeights& w, ModelWeights& g, int64_t k, Tensor x,
@@ -243,14 +244,14 @@ void ScheduleEngine::loss_backward(const ModelWeights& w, ModelWeights& g, int64
              "{}: head_backward_in_forward with a trainable LM head whose gradient forward did not compute "
              "(set_head_gradient with the head's gradient tensor before forward)",
              what_);
-    final_norm_backward(c, w, g, a, d_xn, d_resid);
+    final_norm_backward(ctx_, c, w, g, a, d_xn, d_resid);
   } else if (!options_.fused_loss) {
-    if (recompute) lm_loss_forward(c, w, a);  // the logits again (the lse it rewrites is bit-identical)
-    lm_loss_backward(c, w, g, a, grad_scale, d_xn, d_resid);
+    if (recompute) lm_loss_forward(ctx_, c, w, a);  // the logits again (the lse it rewrites is bit-identical)
+    lm_loss_backward(ctx_, c, w, g, a, grad_scale, d_xn, d_resid);
   } else {
-    if (recompute) block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
-    fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block, d_xn,
-                           d_resid);
+    if (recompute) block_norm_forward(ctx_, c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
+    fused_lm_loss_backward(ctx_, c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block,
+                           d_xn, d_resid);
   }
 }
 
@@ -275,15 +276,15 @@ Tensor ScheduleEngine::backward_checkpoint(int64_t k, int64_t l) {
 void ScheduleEngine::upload(const Batch& batch) {
   const int64_t B = batch_, T = tokens_;
   packed_ = !batch.segments.empty();
-  upload_chunk_major(batch, chunk_, ids_, positions_, segments_, labels_);
-  if (packed_ && options_.chunked_plan) ops::copy(kv_segments_, batch.segments);
+  upload_chunk_major(ctx_, batch, chunk_, ids_, positions_, segments_, labels_);
+  if (packed_ && options_.chunked_plan) ops::copy(ctx_, kv_segments_, batch.segments);
   if (!options_.chunked_plan) kv_segments_ = packed_ ? segments_.reshaped({B, T}) : Tensor();
   for (KvContext& kv : kv_) {
     kv.k_segments = packed_ ? kv_segments_ : Tensor();
     // Positions after a chunk are masked, but a GPU kernel loads whole key tiles: masked keys must hold
     // finite values (0 * NaN from an earlier batch's leftovers would poison P V), so the cache starts at 0.
-    ops::zero(kv.k);
-    ops::zero(kv.v);
+    ops::zero(ctx_, kv.k);
+    ops::zero(ctx_, kv.v);
   }
 }
 
@@ -306,7 +307,7 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
     const int64_t C = chunk_tokens(k), N = B * C;
     const ChunkInfo chunk = chunk_info(k);
     Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
-    embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
+    embedding_stage_forward(ctx_, c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
                             embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
                             embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
     checkpoint_written(k, 0);
@@ -316,7 +317,7 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
       if (!activation_ring_.empty()) activation_ring_.before_write(k * L + l);
       x = forward_checkpoint(k, l + 1);
       run_hook(hooks_.before_forward, l);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
+      layer_forward(ctx_, c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
       checkpoint_written(k, l + 1);
       if (!activation_ring_.empty()) activation_ring_.written(k * L + l);
     }
@@ -337,8 +338,8 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
   const bool accumulate_kv = options_.chunked_plan;
   if (accumulate_kv)
     for (KvGrads& kg : kv_grads_) {
-      ops::zero(kg.dk);
-      ops::zero(kg.dv);
+      ops::zero(ctx_, kg.dk);
+      ops::zero(ctx_, kg.dv);
     }
   if (timing_) timing_->backward_s.assign(size_t(num_chunks()), 0.0);
   for (int64_t k = num_chunks() - 1; k >= 0; --k) {
@@ -351,8 +352,8 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
     const LayerScratch chunk_scratch = scratch_views(C);
     for (int64_t l = L - 1; l >= 0; --l) {
       if (!accumulate_kv) {
-        ops::zero(kv_grads_[0].dk);
-        ops::zero(kv_grads_[0].dv);
+        ops::zero(ctx_, kv_grads_[0].dk);
+        ops::zero(ctx_, kv_grads_[0].dv);
       }
       run_hook(hooks_.before_backward, l);
       LayerActivations a = layer_views(k, l);
@@ -362,7 +363,7 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       // dAttn and dQ the plan left to this layer's h (Norms: dead by then).
       if (s.d_attn.empty()) attention_grads_in_h(a.h, s);
       const Tensor output = kv_cached_ ? Tensor() : chunk_rows(resid_[size_t(l + 1)], k, D);
-      recompute_and_backward(c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_context(l, a),
+      recompute_and_backward(ctx_, c, l, w.layers[size_t(l)], g.layers[size_t(l)], chunk, kv_context(l, a),
                              kv_grads(l), a, s, d_resid,
                              {.policy = options_.recompute,
                               .kv_cached = kv_cached_,
@@ -372,7 +373,7 @@ void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeight
       if (k == 0) run_hook(hooks_.after_backward, l);  // the layer's last backward of the step
     }
     if (!g.embed.empty() || c.block.embedding_norm)
-      embedding_stage_backward(c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}), d_resid,
+      embedding_stage_backward(ctx_, c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}), d_resid,
                                embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
                                embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
     if (k == 0) run_hook(hooks_.after_backward, -1);

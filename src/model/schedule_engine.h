@@ -63,9 +63,11 @@ class ScheduleEngine : public Schedule {
                                                     const std::vector<LoraSpec>& lora);
 
   // `config` must outlive the engine; `offload` is the host arena, given exactly when options.offloads().
-  ScheduleEngine(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                 const EngineOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {},
-                 Arena* offload = nullptr, const char* what = "schedule");
+  // Every op of the engine runs in `ctx` (its stream and kernel options).
+  ScheduleEngine(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                 int64_t tokens, const EngineOptions& options, Arena& arena,
+                 const std::vector<LoraSpec>& lora = {}, Arena* offload = nullptr,
+                 const char* what = "schedule");
   ~ScheduleEngine() override;
 
   // Loss = (sum of token CEs) / label_tokens; label_tokens > 0 is the denominator of the whole optimizer
@@ -167,6 +169,7 @@ class ScheduleEngine : public Schedule {
   bool forward_done_ = false;
   bool packed_ = false;
   Device device_ = Device::CPU;
+  ops::Context ctx_;  // the ops' context (the defaults in a planning-only engine)
 
   std::vector<Tensor> resid_;  // L+1 of (B*T, D) chunk-major: the input of layer l (L: the final norm's);
                                // offloaded checkpoints: in host memory

@@ -18,12 +18,13 @@ constexpr const char* kWhat = "layer-major schedule";
 using Key = CheckpointStore::Key;
 }  // namespace
 
-LayerMajorSchedule::LayerMajorSchedule(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                                       const LayerMajorOptions& options, Arena& arena,
-                                       const std::vector<LoraSpec>& lora, Arena* host)
+LayerMajorSchedule::LayerMajorSchedule(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                                       int64_t batch, int64_t tokens, const LayerMajorOptions& options,
+                                       Arena& arena, const std::vector<LoraSpec>& lora, Arena* host)
     : LayerMajorSchedule(config, dtype, batch, tokens, options, lora) {
   check_compute_dtype(arena.device(), dtype, kWhat);
   device_ = arena.device();
+  ctx_ = ctx;
   const bool offloads = device_checkpoints_ < config.num_layers;
   LT_CHECK(!offloads || host != nullptr,
            "{}: {} of {} checkpoints in host memory but no host arena was given", kWhat,
@@ -34,7 +35,7 @@ LayerMajorSchedule::LayerMajorSchedule(const ModelConfig& config, DType dtype, i
              host->name(), device_name(host->device()));
     ArenaAllocator host_alloc{*host};
     plan(device_alloc, host_alloc);
-    transfers_ = std::make_unique<ops::TransferQueue>(device_);
+    transfers_ = std::make_unique<ops::TransferQueue>(ctx_, device_);
     checkpoints_.set_queue(transfers_.get());
   } else {
     plan(device_alloc, device_alloc);  // no checkpoint asks the host allocator
@@ -45,12 +46,12 @@ LayerMajorSchedule::~LayerMajorSchedule() = default;
 
 void LayerMajorSchedule::upload(const Batch& batch) {
   packed_ = !batch.segments.empty();
-  upload_chunk_major(batch, chunk_, ids_, positions_, segments_, labels_);
-  if (packed_) ops::copy(kv_.k_segments, batch.segments);
+  upload_chunk_major(ctx_, batch, chunk_, ids_, positions_, segments_, labels_);
+  if (packed_) ops::copy(ctx_, kv_.k_segments, batch.segments);
   // Positions after a chunk are masked, but a GPU kernel loads whole key tiles: masked keys must hold finite
   // values (0 * NaN from leftovers would poison P V). Later layers overwrite them with finite K/V.
-  ops::zero(kv_.k);
-  ops::zero(kv_.v);
+  ops::zero(ctx_, kv_.k);
+  ops::zero(ctx_, kv_.v);
 }
 
 KvContext LayerMajorSchedule::kv_context() const {
@@ -72,7 +73,8 @@ double LayerMajorSchedule::forward(const ModelWeights& w, const Batch& batch, in
   for (int64_t k = 0; k < n; ++k) {
     const int64_t N = B * chunk_tokens(k);
     Tensor x = checkpoints_.write({0, k});  // (N, D)
-    embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x, embed_raw(N), embed_rstd(k));
+    embedding_stage_forward(ctx_, c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x, embed_raw(N),
+                            embed_rstd(k));
     checkpoints_.written({0, k});
   }
   const KvContext kv = kv_context();
@@ -87,7 +89,7 @@ double LayerMajorSchedule::forward(const ModelWeights& w, const Batch& batch, in
       a.x = checkpoints_.read({l, k}, next);
       const Tensor out = l + 1 < L ? checkpoints_.write({l + 1, k}) : chunk_rows(running_, k, D);  // (N, D)
       run_hook(hooks_.before_forward, l);
-      layer_forward(c, l, w.layers[size_t(l)], chunk_info(k), kv, a, out,
+      layer_forward(ctx_, c, l, w.layers[size_t(l)], chunk_info(k), kv, a, out,
                     lora_pass(chunk_tokens(k), l, nullptr));
       if (l + 1 < L) checkpoints_.written({l + 1, k});
       if (timing_) timing_->forward_s[size_t(k)] += timer->seconds();
@@ -96,9 +98,9 @@ double LayerMajorSchedule::forward(const ModelWeights& w, const Batch& batch, in
   double loss_sum = 0;
   for (int64_t k = 0; k < n; ++k) {
     LmActivations a = lm_views(k, chunk_rows(running_, k, D));
-    loss_sum += options_.fused_loss
-                    ? fused_lm_loss_forward(c, w, a, options_.loss_token_block, options_.loss_vocab_block)
-                    : lm_loss_forward(c, w, a);
+    loss_sum += options_.fused_loss ? fused_lm_loss_forward(ctx_, c, w, a, options_.loss_token_block,
+                                                            options_.loss_vocab_block)
+                                    : lm_loss_forward(ctx_, c, w, a);
   }
   forward_done_ = true;
   return loss_sum / double(label_tokens);
@@ -120,28 +122,28 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
     const Tensor d_xn = view_at(scratch_.d_norm, 0, {N, D});                            // (N, D)
     LmActivations a = lm_views(k, rows);
     if (options_.fused_loss) {
-      block_norm_forward(c, N, a.xn, a.rstd, a.x, w.final_norm,
+      block_norm_forward(ctx_, c, N, a.xn, a.rstd, a.x, w.final_norm,
                          w.final_norm_bias);  // the same bits as forward's
-      fused_lm_loss_backward(c, w, g, a, grad_scale, options_.loss_token_block, options_.loss_vocab_block,
-                             d_xn, d_x);
+      fused_lm_loss_backward(ctx_, c, w, g, a, grad_scale, options_.loss_token_block,
+                             options_.loss_vocab_block, d_xn, d_x);
     } else {
-      lm_loss_forward(c, w, a);  // the logits again (the lse it rewrites is bit-identical)
-      lm_loss_backward(c, w, g, a, grad_scale, d_xn, d_x);
+      lm_loss_forward(ctx_, c, w, a);  // the logits again (the lse it rewrites is bit-identical)
+      lm_loss_backward(ctx_, c, w, g, a, grad_scale, d_xn, d_x);
     }
-    ops::copy(rows, d_x);
+    ops::copy(ctx_, rows, d_x);
   }
 
   const KvContext kv = kv_context();
   for (int64_t l = L - 1; l >= 0; --l) {
     const LayerWeights& lw = w.layers[size_t(l)];
-    ops::zero(kv_grads_.dk);
-    ops::zero(kv_grads_.dv);
+    ops::zero(ctx_, kv_grads_.dk);
+    ops::zero(ctx_, kv_grads_.dv);
     // Layer l's K/V of every token, from its checkpoint.
     run_hook(hooks_.before_backward, l);
     for (int64_t k = 0; k < n; ++k) {
       LayerActivations a = chunk_views(k, l);
       a.x = checkpoints_.read({l, k}, Key{l, k + 1 < n ? k + 1 : n - 1});
-      layer_kv_forward(c, l, lw, chunk_info(k), kv, a, lora_pass(chunk_tokens(k), l, nullptr));
+      layer_kv_forward(ctx_, c, l, lw, chunk_info(k), kv, a, lora_pass(chunk_tokens(k), l, nullptr));
     }
     for (int64_t k = n - 1; k >= 0; --k) {
       std::optional<Timer> timer;  // only when timing
@@ -155,9 +157,9 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
       a.x = checkpoints_.read({l, k}, next);
       LayerScratch s = scratch_views(C);
       const ChunkInfo chunk = chunk_info(k);
-      layer_recompute_full(c, l, lw, chunk, kv, a, lora_pass(C, l, nullptr));
-      layer_backward(c, l, lw, g.layers[size_t(l)], chunk, kv, kv_grads_, a, s, chunk_rows(running_, k, D),
-                     lora_pass(C, l, lora_grads));
+      layer_recompute_full(ctx_, c, l, lw, chunk, kv, a, lora_pass(C, l, nullptr));
+      layer_backward(ctx_, c, l, lw, g.layers[size_t(l)], chunk, kv, kv_grads_, a, s,
+                     chunk_rows(running_, k, D), lora_pass(C, l, lora_grads));
       if (timing_) timing_->backward_s[size_t(k)] += timer->seconds();
     }
     run_hook(hooks_.after_backward, l);
@@ -165,8 +167,8 @@ void LayerMajorSchedule::backward(const ModelWeights& w, ModelWeights& g, LoraWe
   if (!g.embed.empty() || c.block.embedding_norm)
     for (int64_t k = n - 1; k >= 0; --k) {  // the chunked schedule's order: the same sums
       const int64_t N = B * chunk_tokens(k);
-      embedding_stage_backward(c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}), chunk_rows(running_, k, D),
-                               embed_raw(N), embed_rstd(k));
+      embedding_stage_backward(ctx_, c, w, g, N, chunk_rows(ids_, k, 1).reshaped({N}),
+                               chunk_rows(running_, k, D), embed_raw(N), embed_rstd(k));
     }
   run_hook(hooks_.after_backward, -1);
 }

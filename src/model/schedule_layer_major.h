@@ -78,9 +78,9 @@ class LayerMajorSchedule : public Schedule {
                          const LayerMajorOptions& options, const std::vector<LoraSpec>& lora = {});
 
   // `config` must outlive the schedule; `host` is given exactly when some checkpoints live in host memory.
-  LayerMajorSchedule(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
-                     const LayerMajorOptions& options, Arena& arena, const std::vector<LoraSpec>& lora = {},
-                     Arena* host = nullptr);
+  LayerMajorSchedule(const ops::Context& ctx, const ModelConfig& config, DType dtype, int64_t batch,
+                     int64_t tokens, const LayerMajorOptions& options, Arena& arena,
+                     const std::vector<LoraSpec>& lora = {}, Arena* host = nullptr);
   ~LayerMajorSchedule() override;
 
   double forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
@@ -122,6 +122,7 @@ class LayerMajorSchedule : public Schedule {
   std::vector<LoraSpec> lora_specs_;
   std::vector<std::vector<int64_t>> lora_rank_;  // L x 7: each layer's adapter rank, 0 = none
   Device device_ = Device::CPU;
+  ops::Context ctx_;  // the ops' context (the defaults in a planning-only schedule)
   int64_t label_tokens_ = 0;
   double loss_scale_ = 1.0;
   bool forward_done_ = false, packed_ = false;

@@ -169,8 +169,8 @@ void check_backward_args(bool forward_done, const LoraWeights* lora_grads, const
   if (lora_grads) check_lora_grads_layout(*lora_grads, planned, dtype, what);
 }
 
-void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor positions, Tensor segments,
-                        Tensor labels) {
+void upload_chunk_major(const ops::Context& ctx, const Batch& batch, int64_t chunk, Tensor ids,
+                        Tensor positions, Tensor segments, Tensor labels) {
   const int64_t B = batch.input_ids.dim(0), T = batch.input_ids.dim(1);
   // Across chunk boundaries: the last token of a chunk targets the next chunk's first.
   std::vector<int32_t> shifted(size_t(B * T));  // (B, T) host
@@ -190,7 +190,7 @@ void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor po
       }
       from = chunk_major.data();
     }
-    ops::copy(dst[i].reshaped({B * T}), Tensor(const_cast<int32_t*>(from), DType::I32, {B * T}));
+    ops::copy(ctx, dst[i].reshaped({B * T}), Tensor(const_cast<int32_t*>(from), DType::I32, {B * T}));
   }
 }
 
@@ -214,20 +214,20 @@ LoraPass layer_lora_pass(const LoraWeights* lora, int64_t layer, LoraWeights* gr
           .scratch_r = scratch_r};
 }
 
-void recompute_and_backward(const ModelConfig& config, int64_t layer, const LayerWeights& w, LayerWeights& g,
-                            const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                            LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
-                            const LayerRecompute& recompute, const LoraPass& forward_lora,
-                            const LoraPass& backward_lora) {
+void recompute_and_backward(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                            const LayerWeights& w, LayerWeights& g, const ChunkInfo& chunk,
+                            const KvContext& kv, const KvGrads& kv_grads, LayerActivations& acts,
+                            LayerScratch& scratch, Tensor d_resid, const LayerRecompute& recompute,
+                            const LoraPass& forward_lora, const LoraPass& backward_lora) {
   switch (recompute.policy) {
     case Recompute::Full:
       if (recompute.kv_cached)
-        layer_recompute_full(config, layer, w, chunk, kv, acts, forward_lora, recompute.attention_kept);
+        layer_recompute_full(ctx, config, layer, w, chunk, kv, acts, forward_lora, recompute.attention_kept);
       else
-        layer_forward(config, layer, w, chunk, kv, acts, recompute.output, forward_lora);
+        layer_forward(ctx, config, layer, w, chunk, kv, acts, recompute.output, forward_lora);
       break;
     case Recompute::Selective:
-      layer_recompute_selective(config, layer, w, chunk, acts, forward_lora);
+      layer_recompute_selective(ctx, config, layer, w, chunk, acts, forward_lora);
       break;
     case Recompute::None:
     case Recompute::Elementwise:
@@ -235,10 +235,10 @@ void recompute_and_backward(const ModelConfig& config, int64_t layer, const Laye
       break;
   }
   if (recompute.policy == Recompute::Elementwise || recompute.policy == Recompute::Norms)
-    layer_backward_elementwise(config, layer, w, g, chunk, kv, kv_grads, acts, scratch, d_resid,
+    layer_backward_elementwise(ctx, config, layer, w, g, chunk, kv, kv_grads, acts, scratch, d_resid,
                                backward_lora, recompute.policy == Recompute::Norms);
   else
-    layer_backward(config, layer, w, g, chunk, kv, kv_grads, acts, scratch, d_resid, backward_lora);
+    layer_backward(ctx, config, layer, w, g, chunk, kv, kv_grads, acts, scratch, d_resid, backward_lora);
 }
 
 }  // namespace lt::model

@@ -12,6 +12,7 @@
 #include "model/lora.h"
 #include "model/schedule_types.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -38,8 +39,8 @@ void check_backward_args(bool forward_done, const LoraWeights* lora_grads, const
 // (tokens [k*C, k*C + C_k) of every row) as one contiguous block, so every chunk is a plain view (one chunk:
 // the rows as given). ids, positions, segments (only when the batch is packed) and the labels shifted (HF)
 // across chunk boundaries.
-void upload_chunk_major(const Batch& batch, int64_t chunk, Tensor ids, Tensor positions, Tensor segments,
-                        Tensor labels);
+void upload_chunk_major(const ops::Context& ctx, const Batch& batch, int64_t chunk, Tensor ids,
+                        Tensor positions, Tensor segments, Tensor labels);
 
 // Layer `layer`'s adapters (none without `lora`) with their gradients (nullptr: frozen or forward), the
 // dropout and the scratch (B*C rows) of one chunk.
@@ -69,10 +70,10 @@ struct LayerRecompute {
 
 // The recompute the policy asks, then the layer's backward (layer_backward, or layer_backward_elementwise
 // for Elementwise and Norms, Norms reading the kept h). `scratch` as the policy's plan placed it.
-void recompute_and_backward(const ModelConfig& config, int64_t layer, const LayerWeights& w, LayerWeights& g,
-                            const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
-                            LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
-                            const LayerRecompute& recompute, const LoraPass& forward_lora,
-                            const LoraPass& backward_lora);
+void recompute_and_backward(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                            const LayerWeights& w, LayerWeights& g, const ChunkInfo& chunk,
+                            const KvContext& kv, const KvGrads& kv_grads, LayerActivations& acts,
+                            LayerScratch& scratch, Tensor d_resid, const LayerRecompute& recompute,
+                            const LoraPass& forward_lora, const LoraPass& backward_lora);
 
 }  // namespace lt::model

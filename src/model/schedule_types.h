@@ -140,14 +140,15 @@ struct LoraPass {
 
 // out = layer(acts.x): fills acts (acts' buffers are given, acts.k/v may alias kv), writes the chunk's K/V
 // into kv at q_offset. `out` (B*C, D) is written.
-void layer_forward(const ModelConfig& config, int64_t layer, const LayerWeights& w, const ChunkInfo& chunk,
-                   const KvContext& kv, LayerActivations& acts, Tensor out, const LoraPass& lora = {});
+void layer_forward(const ops::Context& ctx, const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                   const ChunkInfo& chunk, const KvContext& kv, LayerActivations& acts, Tensor out,
+                   const LoraPass& lora = {});
 
 // d_resid (B*C, D): in, the gradient of the layer's output; out, the gradient of its input (accumulated in
 // place). Adds dK/dV of positions [0, q_offset + C) into kv_grads and consumes those of the chunk's own
 // positions (which must be complete: later chunks ran their backward first). Parameter gradients +=.
-void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights& w, LayerWeights& g,
-                    const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
+void layer_backward(const ops::Context& ctx, const ModelConfig& config, int64_t layer, const LayerWeights& w,
+                    LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv, const KvGrads& kv_grads,
                     const LayerActivations& acts, LayerScratch& scratch, Tensor d_resid,
                     const LoraPass& lora = {});
 
@@ -160,10 +161,11 @@ void layer_backward(const ModelConfig& config, int64_t layer, const LayerWeights
 // rstds in one buffer, and scratch.d_attn/d_q in h's buffer (h is dead before the attention branch begins).
 // h_kept (Recompute::Norms): acts.h holds the forward's h, which is read, not recomputed; the rest as above
 // (h is still dead once the MLP branch is done, so d_attn/d_q may still live in it).
-void layer_backward_elementwise(const ModelConfig& config, int64_t layer, const LayerWeights& w,
-                                LayerWeights& g, const ChunkInfo& chunk, const KvContext& kv,
-                                const KvGrads& kv_grads, LayerActivations& acts, LayerScratch& scratch,
-                                Tensor d_resid, const LoraPass& lora = {}, bool h_kept = false);
+void layer_backward_elementwise(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                                const LayerWeights& w, LayerWeights& g, const ChunkInfo& chunk,
+                                const KvContext& kv, const KvGrads& kv_grads, LayerActivations& acts,
+                                LayerScratch& scratch, Tensor d_resid, const LoraPass& lora = {},
+                                bool h_kept = false);
 
 // The final norm, the LM head and the cross-entropy over N = B*T rows.
 struct LmActivations {
@@ -198,14 +200,15 @@ std::optional<Recompute> recompute_from_name(std::string_view name);
 // (same bits), without the work whose results backward does not read (the K/V projections and the cache
 // append, the down projection and the layer's output). attention_kept: acts.attn_out and acts.attn_lse
 // already hold the forward's values (the chunked decoder's offloaded copies), so attention is not re-run.
-void layer_recompute_full(const ModelConfig& config, int64_t layer, const LayerWeights& w,
-                          const ChunkInfo& chunk, const KvContext& kv, LayerActivations& acts,
-                          const LoraPass& lora = {}, bool attention_kept = false);
+void layer_recompute_full(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                          const LayerWeights& w, const ChunkInfo& chunk, const KvContext& kv,
+                          LayerActivations& acts, const LoraPass& lora = {}, bool attention_kept = false);
 
 // The MLP's inputs of a layer from its kept state (Selective): attn_in/attn_rstd = input_layernorm(x),
 // ffn_in/ffn_rstd = post_attention_layernorm(mid), gate, up (with LoRA) and h = silu(gate) * up.
-void layer_recompute_selective(const ModelConfig& config, int64_t layer, const LayerWeights& w,
-                               const ChunkInfo& chunk, LayerActivations& acts, const LoraPass& lora = {});
+void layer_recompute_selective(const ops::Context& ctx, const ModelConfig& config, int64_t layer,
+                               const LayerWeights& w, const ChunkInfo& chunk, LayerActivations& acts,
+                               const LoraPass& lora = {});
 
 // The per-layer activations a whole-sequence decoder can keep (and offload), as DecoderOptions::offload_only
 // names them.
@@ -242,24 +245,26 @@ struct DecoderOptions {
 };
 
 // Returns the sum of the token losses (double).
-double lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts);
+double lm_loss_forward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
+                       LmActivations& acts);
 // d_resid (N, D) is written; d_xn (N, D) is scratch. grad_scale = 1 / label tokens of the step.
-void lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g, LmActivations& acts,
-                      double grad_scale, Tensor d_xn, Tensor d_resid);
+void lm_loss_backward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
+                      ModelWeights& g, LmActivations& acts, double grad_scale, Tensor d_xn, Tensor d_resid);
 // The fused head's forward and its backward at once: dx into d_xn, the head's gradient added to d_head
 // ((V, D); empty for a frozen head); returns the loss sum.
-double fused_lm_loss_forward_backward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
-                                      double grad_scale, int64_t token_block, int64_t vocab_block,
-                                      Tensor d_xn, Tensor d_head = Tensor());
+double fused_lm_loss_forward_backward(const ops::Context& ctx, const ModelConfig& config,
+                                      const ModelWeights& w, LmActivations& acts, double grad_scale,
+                                      int64_t token_block, int64_t vocab_block, Tensor d_xn,
+                                      Tensor d_head = Tensor());
 // The final norm's backward from the head's d_xn: d_resid (N, D) written, g.final_norm added to.
-void final_norm_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
-                         LmActivations& acts, Tensor d_xn, Tensor d_resid);
+void final_norm_backward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
+                         ModelWeights& g, LmActivations& acts, Tensor d_xn, Tensor d_resid);
 // The same through the fused head + loss (acts.logits unused): forward fills xn, rstd, lse and losses;
 // backward (after the forward: xn and lse as it left them) recomputes the logits tile by tile.
-double fused_lm_loss_forward(const ModelConfig& config, const ModelWeights& w, LmActivations& acts,
-                             int64_t token_block, int64_t vocab_block);
-void fused_lm_loss_backward(const ModelConfig& config, const ModelWeights& w, ModelWeights& g,
-                            LmActivations& acts, double grad_scale, int64_t token_block, int64_t vocab_block,
-                            Tensor d_xn, Tensor d_resid);
+double fused_lm_loss_forward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
+                             LmActivations& acts, int64_t token_block, int64_t vocab_block);
+void fused_lm_loss_backward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
+                            ModelWeights& g, LmActivations& acts, double grad_scale, int64_t token_block,
+                            int64_t vocab_block, Tensor d_xn, Tensor d_resid);
 
 }  // namespace lt::model

@@ -38,8 +38,8 @@ size_t shared_layer_grads_bytes(const ModelConfig& config, DType dtype, const Tr
   return total;
 }
 
-SharedLayerGrads allocate_shared_layer_grads(const ModelConfig& config, DType dtype, Arena& arena,
-                                             const TrainableFn& trainable) {
+SharedLayerGrads allocate_shared_layer_grads(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                                             Arena& arena, const TrainableFn& trainable) {
   LT_CHECK(is_floating(dtype), "model gradients: dtype {} is not a floating dtype", dtype_name(dtype));
   SharedLayerGrads out;
   out.grads.dtype = dtype;
@@ -66,16 +66,16 @@ SharedLayerGrads allocate_shared_layer_grads(const ModelConfig& config, DType dt
     weight_of(out.grads, spec) = t;
   }
   bind_fused_parts(config, out.grads);
-  zero_shared_layer_grads(config, out);
+  zero_shared_layer_grads(ctx, config, out);
   return out;
 }
 
-void zero_shared_layer_grads(const ModelConfig& config, SharedLayerGrads& grads) {
+void zero_shared_layer_grads(const ops::Context& ctx, const ModelConfig& config, SharedLayerGrads& grads) {
   for (const WeightSpec& spec : weight_specs(config)) {
     Tensor& t = weight_of(grads.grads, spec);
-    if (spec.layer < 0 && !t.empty()) ops::zero(t);
+    if (spec.layer < 0 && !t.empty()) ops::zero(ctx, t);
   }
-  if (!grads.layer_buffer.empty()) ops::zero(grads.layer_buffer);
+  if (!grads.layer_buffer.empty()) ops::zero(ctx, grads.layer_buffer);
 }
 
 }  // namespace lt::model

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -28,9 +29,9 @@ size_t shared_layer_region_bytes(const ModelConfig& config, DType dtype, const T
 size_t shared_layer_grads_bytes(const ModelConfig& config, DType dtype,
                                 const TrainableFn& trainable = train_all);
 // The gradients (zeroed); frozen weights get empty tensors, as allocate_grads gives them.
-SharedLayerGrads allocate_shared_layer_grads(const ModelConfig& config, DType dtype, Arena& arena,
-                                             const TrainableFn& trainable = train_all);
+SharedLayerGrads allocate_shared_layer_grads(const ops::Context& ctx, const ModelConfig& config, DType dtype,
+                                             Arena& arena, const TrainableFn& trainable = train_all);
 // Zeroes the model-level gradients and the layer buffer once (zero_grads would zero the buffer L times).
-void zero_shared_layer_grads(const ModelConfig& config, SharedLayerGrads& grads);
+void zero_shared_layer_grads(const ops::Context& ctx, const ModelConfig& config, SharedLayerGrads& grads);
 
 }  // namespace lt::model

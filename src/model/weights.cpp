@@ -261,7 +261,7 @@ size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& tr
   return total;
 }
 
-ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena,
+ModelWeights allocate_grads(const ops::Context& ctx, const ModelConfig& config, DType dtype, Arena& arena,
                             const TrainableFn& trainable) {
   LT_CHECK(is_floating(dtype), "model gradients: dtype {} is not a floating dtype", dtype_name(dtype));
   ModelWeights g;
@@ -270,7 +270,7 @@ ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena
   for (const WeightSpec& spec : weight_specs(config))
     if (trainable(spec)) weight_of(g, spec) = alloc_tensor(arena, spec, dtype, "grad.");
   bind_fused_parts(config, g);
-  zero_grads(config, g);
+  zero_grads(ctx, config, g);
   return g;
 }
 
@@ -285,10 +285,10 @@ void check_weights_fit(const ModelConfig& config, DType dtype, Device device, co
            config.intermediate_size, config.num_layers, format_bytes(double(memory)), device_name(device));
 }
 
-void zero_grads(const ModelConfig& config, ModelWeights& grads) {
+void zero_grads(const ops::Context& ctx, const ModelConfig& config, ModelWeights& grads) {
   for (const WeightSpec& spec : weight_specs(config)) {
     Tensor& t = weight_of(grads, spec);
-    if (!t.empty()) ops::zero(t);
+    if (!t.empty()) ops::zero(ctx, t);
   }
 }
 
@@ -304,13 +304,13 @@ namespace {
 // Tensor `index` of weight_specs() drawn into `t` (on its device): norms `norm_value` (the identity norm: 1,
 // or 0 where it multiplies by 1 + w), biases 0, the others stddev * N(0, 1) from Philox stream `index`
 // (ops::init_normal).
-void init_random_tensor(const WeightSpec& spec, size_t index, double stddev, uint64_t seed, double norm_value,
-                        Tensor t) {
+void init_random_tensor(const ops::Context& ctx, const WeightSpec& spec, size_t index, double stddev,
+                        uint64_t seed, double norm_value, Tensor t) {
   if (is_norm(spec.kind) || is_bias(spec.kind)) {
     std::vector<double> values(size_t(t.numel()), is_norm(spec.kind) ? norm_value : 0.0);
     const Tensor constant(values.data(), DType::F64, {t.numel()});
     if (t.device == Device::CPU) {
-      ops::cast(t, constant);
+      ops::cast(ctx, t, constant);
       return;
     }
     std::vector<std::byte> staged(size_t(t.numel()) *
@@ -318,16 +318,16 @@ void init_random_tensor(const WeightSpec& spec, size_t index, double stddev, uin
     Tensor host = t;
     host.data = staged.data();
     host.device = Device::CPU;
-    ops::cast(Tensor(staged.data(), t.dtype, {t.numel()}), constant);
-    ops::copy(t, host);
+    ops::cast(ctx, Tensor(staged.data(), t.dtype, {t.numel()}), constant);
+    ops::copy(ctx, t, host);
     return;
   }
-  ops::init_normal(t, seed, index, stddev);
+  ops::init_normal(ctx, t, seed, index, stddev);
 }
 
 }  // namespace
 
-void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed,
+void init_random(const ops::Context& ctx, const ModelConfig& config, ModelWeights& weights, uint64_t seed,
                  const StreamedWeights* streamed) {
   const double stddev = config.initializer_range;
   std::vector<WeightSpec> specs = weight_specs(config);
@@ -348,11 +348,11 @@ void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed
     if (streamed && !streamed->held(spec)) {
       Tensor t = spec_view(spec, buffer, streamed->dtype);
       t.device = streamed->device;
-      init_random_tensor(spec, i, stddev, seed, norm_value, t);
+      init_random_tensor(ctx, spec, i, stddev, seed, norm_value, t);
       streamed->consume(spec, t);
       continue;
     }
-    init_random_tensor(spec, i, stddev, seed, norm_value, weight_of(weights, spec));
+    init_random_tensor(ctx, spec, i, stddev, seed, norm_value, weight_of(weights, spec));
   }
 }
 

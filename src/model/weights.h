@@ -12,6 +12,7 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "ops/context.h"
 
 namespace lt::model {
 
@@ -146,17 +147,17 @@ void bind_fused_parts(const ModelConfig& config, ModelWeights& weights);
 
 size_t grads_bytes(const ModelConfig& config, DType dtype, const TrainableFn& trainable = train_all);
 // Gradient tensors for the trainable weights (zeroed), empty Tensors for the frozen ones.
-ModelWeights allocate_grads(const ModelConfig& config, DType dtype, Arena& arena,
+ModelWeights allocate_grads(const ops::Context& ctx, const ModelConfig& config, DType dtype, Arena& arena,
                             const TrainableFn& trainable = train_all);
 // Sets every present gradient to zero (on its device).
-void zero_grads(const ModelConfig& config, ModelWeights& grads);
+void zero_grads(const ops::Context& ctx, const ModelConfig& config, ModelWeights& grads);
 
 // HF's initialization from a seed: linear weights and embeddings ~ N(0, initializer_range) (config.json's
 // initializer_range, default 0.02), biases 0, norm weights 1. Tensor i of weight_specs() draws from Philox
 // stream i, so each tensor's values depend only on (seed, its index) (not on the thread count). Host memory.
 // `streamed` (when given) draws the tensors it does not hold one at a time, see StreamedWeights.
 struct StreamedWeights;
-void init_random(const ModelConfig& config, ModelWeights& weights, uint64_t seed,
+void init_random(const ops::Context& ctx, const ModelConfig& config, ModelWeights& weights, uint64_t seed,
                  const StreamedWeights* streamed = nullptr);
 
 // Weights read one at a time instead of held whole: `held` selects the tensors that stay in ModelWeights

@@ -62,13 +62,13 @@ void check_adamw(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg
 }
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_copy) {
+void adamw_step(const Context& ctx, const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
+                Tensor exp_avg_sq, Tensor param_copy) {
   check_adamw(p, param, grad, exp_avg, exp_avg_sq, param_copy);
-  LT_OP_DISPATCH(param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq, param_copy);
+  LT_OP_DISPATCH(ctx, param.device, adamw_step, p, param, grad, exp_avg, exp_avg_sq, param_copy);
 }
 
-void adamw_step_many(std::span<const AdamWTensor> tensors) {
+void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors) {
   if (tensors.empty()) return;
   const AdamWParams& first = tensors[0].p;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -86,9 +86,11 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
   }
   if (tensors[0].param.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
+    CallScope call(ctx);
     cuda::OpProfileScope profile("adamw_step_many");
     cuda::adamw_step_many(tensors);
 #else
+    (void)ctx;
     fail_no_cuda("adamw_step_many");
 #endif
     return;
@@ -97,16 +99,16 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
     cpu::adamw_step(t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.param_copy);
 }
 
-double grad_norm_squared(Tensor grad) {
+double grad_norm_squared(const Context& ctx, Tensor grad) {
   LT_CHECK(grad.numel() == 0 || !grad.empty(), "grad_norm_squared: gradient of shape {} has no memory",
            grad.shape_string());
   LT_CHECK(is_floating(grad.dtype), "grad_norm_squared: gradient dtype {} is not a floating dtype",
            dtype_name(grad.dtype));
   if (grad.numel() == 0) return 0.0;
-  return LT_OP_DISPATCH(grad.device, grad_norm_squared, grad);
+  return LT_OP_DISPATCH(ctx, grad.device, grad_norm_squared, grad);
 }
 
-std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
+std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tensor> grads) {
   const Tensor* first = nullptr;  // the first with memory: its device is the call's
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
@@ -120,7 +122,7 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
              device_name(first->device), device_name(g.device));
   }
   if (!first) return std::vector<double>(grads.size(), 0.0);
-  return LT_OP_DISPATCH(first->device, grad_norms_squared, grads);
+  return LT_OP_DISPATCH(ctx, first->device, grad_norms_squared, grads);
 }
 
 }  // namespace lt::ops

@@ -70,7 +70,7 @@ void check_tensor(const AdamW8bitTensor& t, size_t i) {
 
 }  // namespace
 
-void adamw8bit_step_many(std::span<const AdamW8bitTensor> tensors) {
+void adamw8bit_step_many(const Context& ctx, std::span<const AdamW8bitTensor> tensors) {
   if (tensors.empty()) return;
   const AdamWParams& first = tensors[0].p;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -88,9 +88,11 @@ void adamw8bit_step_many(std::span<const AdamW8bitTensor> tensors) {
   }
   if (tensors[0].param.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
+    CallScope call(ctx);
     cuda::OpProfileScope profile("adamw8bit_step_many");
     cuda::adamw8bit_step_many(tensors);
 #else
+    (void)ctx;
     fail_no_cuda("adamw8bit_step_many");
 #endif
     return;

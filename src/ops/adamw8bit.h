@@ -29,7 +29,7 @@ constexpr int64_t adamw8bit_blocks(int64_t count) {
 
 // Every tensor checked (naming the offending one), then stepped; all on one device with one lr, betas, eps
 // and step.
-void adamw8bit_step_many(std::span<const AdamW8bitTensor> tensors);
+void adamw8bit_step_many(const Context& ctx, std::span<const AdamW8bitTensor> tensors);
 
 namespace cpu {
 void adamw8bit_step(const AdamW8bitTensor& t);

@@ -18,6 +18,6 @@ struct AdamWTensor {
 
 // Every tensor checked as adamw_step checks it, then stepped; all on one device, with one lr, beta1, beta2,
 // eps and step (count, weight decay, rounding and seed are per tensor).
-void adamw_step_many(std::span<const AdamWTensor> tensors);
+void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors);
 
 }  // namespace lt::ops

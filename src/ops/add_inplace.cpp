@@ -10,11 +10,11 @@
 
 namespace lt::ops {
 
-void add_inplace(Tensor y, Tensor x) {
+void add_inplace(const Context& ctx, Tensor y, Tensor x) {
   LT_CHECK(!y.empty() && !x.empty(), "add_inplace: y or x is missing (empty view)");
   check_device(y.device, {&y, &x}, "add_inplace");
   check_same_shape(x, y, "add_inplace x (must match y)");
-  LT_OP_DISPATCH(y.device, add_inplace, y, x);
+  LT_OP_DISPATCH(ctx, y.device, add_inplace, y, x);
 }
 
 }  // namespace lt::ops

@@ -72,18 +72,19 @@ void check_inputs(const AttentionParams& p, const Tensor& out, const Tensor& lse
 
 }  // namespace
 
-void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor q_segments, Tensor k_segments) {
+void attention_forward(const Context& ctx, const AttentionParams& p, Tensor out, Tensor lse, Tensor q,
+                       Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
   const char* op = "attention_forward";
   check_params(p, op);
   check_inputs(p, out, lse, q, k, v, op);
   check_segments(p, q_segments, k_segments, op);
   check_device(q.device, {&out, &lse, &q, &k, &v, &q_segments, &k_segments}, op);
-  LT_OP_DISPATCH(q.device, attention_forward, p, out, lse, q, k, v, q_segments, k_segments);
+  LT_OP_DISPATCH(ctx, q.device, attention_forward, p, out, lse, q, k, v, q_segments, k_segments);
 }
 
-void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
-                        Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
+void attention_backward(const Context& ctx, const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv,
+                        Tensor dout, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments,
+                        Tensor k_segments) {
   const char* op = "attention_backward";
   check_params(p, op);
   check_inputs(p, out, lse, q, k, v, op);
@@ -98,7 +99,7 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
   check_same_dtype(dv, q, fmt::format("{} dv vs q", op));
   check_same_dtype(dout, q, fmt::format("{} dout vs q", op));
   check_device(q.device, {&dq, &dk, &dv, &dout, &out, &lse, &q, &k, &v, &q_segments, &k_segments}, op);
-  LT_OP_DISPATCH(q.device, attention_backward, p, dq, dk, dv, dout, out, lse, q, k, v, q_segments,
+  LT_OP_DISPATCH(ctx, q.device, attention_backward, p, dq, dk, dv, dout, out, lse, q, k, v, q_segments,
                  k_segments);
 }
 

@@ -10,7 +10,7 @@
 
 namespace lt::ops {
 
-void cast(Tensor dst, Tensor src) {
+void cast(const Context& ctx, Tensor dst, Tensor src) {
   LT_CHECK(!dst.empty() && !src.empty(), "cast: dst or src is missing (empty view)");
   check_device(src.device, {&dst, &src}, "cast");
   check_same_shape(dst, src, "cast dst (must match src)");
@@ -18,7 +18,7 @@ void cast(Tensor dst, Tensor src) {
            dtype_name(src.dtype));
   LT_CHECK(is_floating(dst.dtype), "cast dst: dtype {} is not floating (f64, f32, bf16 or f16)",
            dtype_name(dst.dtype));
-  LT_OP_DISPATCH(src.device, cast, dst, src);
+  LT_OP_DISPATCH(ctx, src.device, cast, dst, src);
 }
 
 }  // namespace lt::ops

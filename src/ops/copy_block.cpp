@@ -7,7 +7,7 @@
 
 namespace lt::ops {
 
-void copy_block(Tensor dst, int64_t dst_col, Tensor src, int64_t src_col, int64_t cols) {
+void copy_block(const Context& ctx, Tensor dst, int64_t dst_col, Tensor src, int64_t src_col, int64_t cols) {
   LT_CHECK(dst.ndim == 2 && src.ndim == 2 && dst.dim(0) == src.dim(0),
            "copy_block: dst {} and src {}, expected two matrices of the same number of rows",
            dst.shape_string(), src.shape_string());
@@ -26,8 +26,10 @@ void copy_block(Tensor dst, int64_t dst_col, Tensor src, int64_t src_col, int64_
   const int64_t dp = dst.dim(1) * es, sp = src.dim(1) * es, bytes = cols * es;
   if (dst.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
+    CallScope call(ctx);
     cuda::copy_block_bytes(d, dp, s, sp, bytes, rows);
 #else
+    (void)ctx;
     fail_no_cuda("copy_block");
 #endif
     return;

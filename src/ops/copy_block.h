@@ -8,11 +8,12 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::ops {
 
-void copy_block(Tensor dst /*(R, Cd)*/, int64_t dst_col, Tensor src /*(R, Cs)*/, int64_t src_col,
-                int64_t cols);
+void copy_block(const Context& ctx, Tensor dst /*(R, Cd)*/, int64_t dst_col, Tensor src /*(R, Cs)*/,
+                int64_t src_col, int64_t cols);
 
 namespace cuda {
 // The CUDA side (checked by ops::copy_block): byte offsets and pitches of the two matrices.

@@ -22,8 +22,8 @@ void check_params(const CrossEntropyParams& p, const char* op) {
 }
 }  // namespace
 
-double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor lse, Tensor logits,
-                             Tensor labels) {
+double cross_entropy_forward(const Context& ctx, const CrossEntropyParams& p, Tensor losses, Tensor lse,
+                             Tensor logits, Tensor labels) {
   const char* op = "cross_entropy_forward";
   check_params(p, op);
   check_device(logits.device, {&losses, &lse, &logits, &labels}, op);
@@ -32,11 +32,11 @@ double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses, Tensor 
   check_tensor(logits, {p.rows, p.vocab}, "cross_entropy_forward logits");
   check_tensor(labels, {p.rows}, "cross_entropy_forward labels");
   check_dtype(labels, DType::I32, "cross_entropy_forward labels");
-  return LT_OP_DISPATCH(logits.device, cross_entropy_forward, p, losses, lse, logits, labels);
+  return LT_OP_DISPATCH(ctx, logits.device, cross_entropy_forward, p, losses, lse, logits, labels);
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor logits, Tensor lse,
-                            Tensor labels) {
+void cross_entropy_backward(const Context& ctx, const CrossEntropyParams& p, Tensor dlogits, Tensor logits,
+                            Tensor lse, Tensor labels) {
   const char* op = "cross_entropy_backward";
   check_params(p, op);
   check_device(logits.device, {&dlogits, &logits, &lse, &labels}, op);
@@ -45,7 +45,7 @@ void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits, Tensor 
   check_tensor(lse, {p.rows}, "cross_entropy_backward lse");
   check_tensor(labels, {p.rows}, "cross_entropy_backward labels");
   check_dtype(labels, DType::I32, "cross_entropy_backward labels");
-  LT_OP_DISPATCH(logits.device, cross_entropy_backward, p, dlogits, logits, lse, labels);
+  LT_OP_DISPATCH(ctx, logits.device, cross_entropy_backward, p, dlogits, logits, lse, labels);
 }
 
 }  // namespace lt::ops

@@ -11,7 +11,7 @@
 
 namespace lt::ops {
 
-void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
+void dequantize_4bit(const Context& ctx, Tensor packed, Tensor absmax, Quant4Type type, Tensor out) {
   LT_CHECK(!packed.empty() && !absmax.empty() && !out.empty(),
            "dequantize_4bit: a tensor is missing (empty view)");
   check_device(out.device, {&packed, &absmax, &out}, "dequantize_4bit");
@@ -22,10 +22,10 @@ void dequantize_4bit(Tensor packed, Tensor absmax, Quant4Type type, Tensor out) 
            "dequantize_4bit: {} packed bytes and {} block scales for {} values; expected {} and {}",
            packed.numel(), absmax.numel(), n, quant4_packed_bytes(n), quant4_blocks(n));
   LT_CHECK(is_floating(out.dtype), "dequantize_4bit out: dtype {} is not floating", dtype_name(out.dtype));
-  LT_OP_DISPATCH(out.device, dequantize_4bit, packed, absmax, type, out);
+  LT_OP_DISPATCH(ctx, out.device, dequantize_4bit, packed, absmax, type, out);
 }
 
-void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
+void quantize_4bit(const Context& ctx, Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
   LT_CHECK(!x.empty() && !packed.empty() && !absmax.empty(),
            "quantize_4bit: a tensor is missing (empty view)");
   check_device(x.device, {&x, &packed, &absmax}, "quantize_4bit");
@@ -38,10 +38,11 @@ void quantize_4bit(Tensor x, Quant4Type type, Tensor packed, Tensor absmax) {
   LT_CHECK(packed.numel() == quant4_packed_bytes(n) && absmax.numel() == quant4_blocks(n),
            "quantize_4bit: {} packed bytes and {} block scales for {} values; expected {} and {}",
            packed.numel(), absmax.numel(), n, quant4_packed_bytes(n), quant4_blocks(n));
-  LT_OP_DISPATCH(x.device, quantize_4bit, x, type, packed, absmax);
+  LT_OP_DISPATCH(ctx, x.device, quantize_4bit, x, type, packed, absmax);
 }
 
-void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset, Tensor absmax) {
+void dequantize_absmax(const Context& ctx, Tensor q, Tensor nested_absmax, Tensor map, float offset,
+                       Tensor absmax) {
   LT_CHECK(!q.empty() && !nested_absmax.empty() && !map.empty() && !absmax.empty(),
            "dequantize_absmax: a tensor is missing (empty view)");
   check_device(absmax.device, {&q, &nested_absmax, &map, &absmax}, "dequantize_absmax");
@@ -54,7 +55,7 @@ void dequantize_absmax(Tensor q, Tensor nested_absmax, Tensor map, float offset,
            "dequantize_absmax: {} codes, {} nested scales and a {}-value map for {} scales; expected {}, {} "
            "and 256",
            q.numel(), nested_absmax.numel(), map.numel(), blocks, blocks, nested_blocks(blocks));
-  LT_OP_DISPATCH(absmax.device, dequantize_absmax, q, nested_absmax, map, offset, absmax);
+  LT_OP_DISPATCH(ctx, absmax.device, dequantize_absmax, q, nested_absmax, map, offset, absmax);
 }
 
 }  // namespace lt::ops

@@ -86,29 +86,33 @@ std::string device_description(Device device) {
 #endif
 }
 
-void synchronize(Device device) {
+void synchronize(const Context& ctx, Device device) {
   if (device == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx);
   cuda::synchronize_current_stream();
 #else
+  (void)ctx;
   fail_no_cuda("synchronize");
 #endif
 }
 
-void zero(Tensor t) {
+void zero(const Context& ctx, Tensor t) {
   if (t.empty() || t.numel() == 0) return;
   if (t.device == Device::CPU) {
     std::memset(t.data, 0, t.bytes());
     return;
   }
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx);
   cuda::zero(t);
 #else
+  (void)ctx;
   fail_no_cuda("zero");
 #endif
 }
 
-void copy(Tensor dst, Tensor src) {
+void copy(const Context& ctx, Tensor dst, Tensor src) {
   check_copy(dst, src);
   if (dst.numel() == 0) return;
   if (dst.device == src.device) {
@@ -118,11 +122,12 @@ void copy(Tensor dst, Tensor src) {
     }
     if (dst.dtype != src.dtype) {  // a same-device conversion is a cast of equal shapes
       Tensor flat_dst = dst.reshaped({dst.numel()}), flat_src = src.reshaped({src.numel()});
-      cast(flat_dst, flat_src);
+      cast(ctx, flat_dst, flat_src);
       return;
     }
   }
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx);
   if (dst.dtype == src.dtype) {
     cuda::copy_bytes(dst, src);
     return;
@@ -133,29 +138,23 @@ void copy(Tensor dst, Tensor src) {
     std::vector<char> staging(src.bytes());
     Tensor host_src(staging.data(), src.dtype, {n});
     cuda::copy_bytes(host_src, src);
-    cast(dst.reshaped({n}), host_src);
+    cast(ctx, dst.reshaped({n}), host_src);
   } else {  // host src -> host staging (dst dtype) -> device dst
     std::vector<char> staging(dst.bytes());
     Tensor host_dst(staging.data(), dst.dtype, {n});
-    cast(host_dst, src.reshaped({n}));
+    cast(ctx, host_dst, src.reshaped({n}));
     cuda::copy_bytes(dst, host_dst);
   }
 #else
+  (void)ctx;
   fail_no_cuda("copy");
 #endif
 }
 
-void set_allow_tf32(bool allow) {
+std::string attention_backend_summary(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  cuda::set_linear_allow_tf32(allow);
-#else
-  if (allow) fail_no_cuda("tf32");
-#endif
-}
-
-std::string attention_backend_summary() {
-#if defined(LT_HAVE_CUDA)
-  const KernelOptions& options = kernel_options();
+  CallScope call(ctx);  // cuDNN's loader reads the library path from the call's options
+  const KernelOptions& options = ctx.kernels;
   const cuda::AttentionKernelRequest request = options.attention;
   const bool deterministic = options.deterministic;
   cuda::CudnnLoadResult cudnn;
@@ -167,6 +166,7 @@ std::string attention_backend_summary() {
   }
   return cuda::attention_backend_summary(request, deterministic, cudnn);
 #else
+  (void)ctx;
   return "the CPU reference kernels (a build without CUDA)";
 #endif
 }
@@ -188,9 +188,10 @@ struct TransferQueue::Impl {
 struct TransferQueue::Impl {};
 #endif
 
-TransferQueue::TransferQueue(Device device) : device_(device) {
+TransferQueue::TransferQueue(const Context& ctx, Device device) : ctx_(ctx), device_(device) {
   if (device == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx_);
   impl_ = std::make_unique<Impl>();
 #else
   fail_no_cuda("transfer queue");
@@ -207,6 +208,7 @@ int64_t TransferQueue::copy(Tensor dst, Tensor src) {
     return 0;
   }
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx_);
   return impl_->stream.copy(dst, src);
 #else
   fail_no_cuda("transfer queue");
@@ -216,6 +218,7 @@ int64_t TransferQueue::copy(Tensor dst, Tensor src) {
 void TransferQueue::compute_waits_for(int64_t ticket) {
   if (device_ == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx_);
   impl_->stream.compute_waits_for(ticket);
 #else
   (void)ticket;
@@ -223,7 +226,7 @@ void TransferQueue::compute_waits_for(int64_t ticket) {
 #endif
 }
 
-void scale_inplace(Tensor t, double factor) {
+void scale_inplace(const Context& ctx, Tensor t, double factor) {
   if (t.empty() || t.numel() == 0) return;
   LT_CHECK(is_floating(t.dtype), "scale: dtype {} is not floating", dtype_name(t.dtype));
   if (t.device == Device::CPU) {
@@ -233,8 +236,10 @@ void scale_inplace(Tensor t, double factor) {
     return;
   }
 #if defined(LT_HAVE_CUDA)
+  CallScope call(ctx);
   cuda::scale_inplace(t, factor);
 #else
+  (void)ctx;
   fail_no_cuda("scale");
 #endif
 }

@@ -10,6 +10,7 @@
 
 #include "core/arena.h"
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::ops {
 
@@ -25,26 +26,22 @@ DeviceMemoryInfo device_memory_info(Device device);
 // "NVIDIA H200 (sm_90)" or "cpu".
 std::string device_description(Device device);
 // Waits for the device's queued work (no-op on the CPU).
-void synchronize(Device device);
+void synchronize(const Context& ctx, Device device);
 
-// t = 0 (any dtype). Queued on the current stream for CUDA.
-void zero(Tensor t);
+// t = 0 (any dtype). Queued on the context's stream for CUDA.
+void zero(const Context& ctx, Tensor t);
 // dst = src element for element: any pair of devices; floating dtypes may differ (converted as ops::cast
 // does, on the host for transfers), other dtypes must match. numel must match; shapes may differ. A
 // device-to-host copy returns when the data is on the host.
-void copy(Tensor dst, Tensor src);
+void copy(const Context& ctx, Tensor dst, Tensor src);
 // t *= factor (floating dtypes), in the tensor's dtype with f32 math (f64 for f64 tensors).
-void scale_inplace(Tensor t, double factor);
+void scale_inplace(const Context& ctx, Tensor t, double factor);
 
-// fp32 GEMMs on the GPU in TF32 (tensor cores, about 1e-3 relative error) instead of full f32; this
-// thread's setting (off by default). Refused on a CPU-only build.
-void set_allow_tf32(bool allow);
-
-// One line for the run header: which attention kernels GPU calls take under the kernel options in effect
-// (ops/kernel_options.h) and, when not cuDNN's, why (e.g. "leantune kernels (cuDNN unavailable: cuDNN 9.14.0
-// found at libcudnn.so.9; 9.16.0 or newer needed ...)"). Loads cuDNN when the options may use it. A CPU-only
-// build names the CPU kernels.
-std::string attention_backend_summary();
+// One line for the run header: which attention kernels GPU calls take under the context's kernel options
+// (ops/kernel_options.h) and, when not cuDNN's, why (e.g. "leantune kernels (cuDNN
+// unavailable: cuDNN 9.14.0 found at libcudnn.so.9; 9.16.0 or newer needed ...)"). Loads cuDNN when the
+// options may use it. A CPU-only build names the CPU kernels.
+std::string attention_backend_summary(const Context& ctx);
 
 // The CPU's BLAS in one line: "OpenBLAS Haswell kernels, 2 threads", and how to pick faster kernels when
 // OpenBLAS fell back to generic ones on a CPU that could run better (ops/blas_info.h).
@@ -55,12 +52,12 @@ std::string cpu_blas_description();
 MemoryResource& staging_memory(Device device);
 
 // Copies between a device's memory and host staging memory on a stream of their own, ordered against the
-// compute stream (ops/cuda/stream.h's current stream at construction) by events: a copy starts once the
+// compute stream (the context's) by events: a copy starts once the
 // compute work queued before it is done, and compute waits only where it needs a copy (compute_waits_for).
 // On the CPU a copy happens at once and waiting is a no-op. Activation offload uses it.
 class TransferQueue {
  public:
-  explicit TransferQueue(Device device);
+  TransferQueue(const Context& ctx, Device device);
   ~TransferQueue();
   TransferQueue(const TransferQueue&) = delete;
   TransferQueue& operator=(const TransferQueue&) = delete;
@@ -72,6 +69,7 @@ class TransferQueue {
 
  private:
   struct Impl;
+  Context ctx_;  // the compute stream's
   Device device_;
   std::unique_ptr<Impl> impl_;  // CUDA: the stream and one event per ticket
 };

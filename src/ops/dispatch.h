@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::ops {
 
@@ -11,17 +12,20 @@ void check_device(Device device, std::initializer_list<const Tensor*> tensors, c
 
 }  // namespace lt::ops
 
-// LT_OP_DISPATCH(device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...) (timed under
-// profile_ops: the scope object lives to the end of the full expression, i.e. across the call).
+// LT_OP_DISPATCH(ctx, device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...), with ctx
+// the call context (ops/context.h) for the call and, on the GPU, timed under profile_ops (the scope objects
+// live to the end of the full expression, i.e. across the call).
 #if defined(LT_HAVE_CUDA)
 #include "ops/cuda/op_profile.h"
-#define LT_OP_DISPATCH(device, op, ...)                                                                      \
-  ((device) == ::lt::Device::CUDA ? (::lt::ops::cuda::OpProfileScope(#op), ::lt::ops::cuda::op(__VA_ARGS__)) \
+#define LT_OP_DISPATCH(ctx, device, op, ...)                                                                 \
+  (::lt::ops::CallScope(ctx), (device) == ::lt::Device::CUDA                                                 \
+                                  ? (::lt::ops::cuda::OpProfileScope(#op), ::lt::ops::cuda::op(__VA_ARGS__)) \
                                   : ::lt::ops::cpu::op(__VA_ARGS__))
 #else
-#define LT_OP_DISPATCH(device, op, ...)                                                             \
-  ((device) == ::lt::Device::CUDA ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
-                                  : ::lt::ops::cpu::op(__VA_ARGS__))
+#define LT_OP_DISPATCH(ctx, device, op, ...)                                          \
+  ((void)(ctx), (device) == ::lt::Device::CUDA                                        \
+                    ? (::lt::ops::fail_no_cuda(#op), ::lt::ops::cpu::op(__VA_ARGS__)) \
+                    : ::lt::ops::cpu::op(__VA_ARGS__))
 #endif
 
 // For an op whose CUDA twin does not exist yet: CUDA tensors are refused with a clear message.

@@ -11,7 +11,8 @@
 
 namespace lt::ops {
 
-void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>& streams) {
+void dropout_apply(const Context& ctx, const DropoutParams& p, Tensor x,
+                   const std::vector<uint64_t>& streams) {
   const char* op = "dropout_apply";
   check_size(p.batch, 0, op, "batch");
   check_size(p.tokens, 0, op, "tokens");
@@ -22,7 +23,7 @@ void dropout_apply(const DropoutParams& p, Tensor x, const std::vector<uint64_t>
            op, streams.size(), p.batch);
   check_tensor(x, {p.batch * p.tokens, p.dim}, "dropout_apply x");
   if (x.numel() == 0) return;
-  LT_OP_DISPATCH(x.device, dropout_apply, p, x, streams);
+  LT_OP_DISPATCH(ctx, x.device, dropout_apply, p, x, streams);
 }
 
 }  // namespace lt::ops

@@ -18,7 +18,7 @@ void check_params(const EmbeddingParams& p, const char* op) {
 }
 }  // namespace
 
-void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor table) {
+void embedding_forward(const Context& ctx, const EmbeddingParams& p, Tensor out, Tensor ids, Tensor table) {
   const char* op = "embedding_forward";
   check_params(p, op);
   check_device(table.device, {&out, &ids, &table}, op);
@@ -26,10 +26,11 @@ void embedding_forward(const EmbeddingParams& p, Tensor out, Tensor ids, Tensor 
   check_tensor(ids, {p.tokens}, "embedding_forward ids");
   check_dtype(ids, DType::I32, "embedding_forward ids");
   check_tensor(table, {p.vocab, p.dim}, "embedding_forward table");
-  LT_OP_DISPATCH(table.device, embedding_forward, p, out, ids, table);
+  LT_OP_DISPATCH(ctx, table.device, embedding_forward, p, out, ids, table);
 }
 
-void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Tensor ids) {
+void embedding_backward(const Context& ctx, const EmbeddingParams& p, Tensor dtable, Tensor dout,
+                        Tensor ids) {
   const char* op = "embedding_backward";
   check_params(p, op);
   check_device(dtable.device, {&dtable, &dout, &ids}, op);
@@ -37,7 +38,7 @@ void embedding_backward(const EmbeddingParams& p, Tensor dtable, Tensor dout, Te
   check_tensor(dout, {p.tokens, p.dim}, "embedding_backward dout");
   check_tensor(ids, {p.tokens}, "embedding_backward ids");
   check_dtype(ids, DType::I32, "embedding_backward ids");
-  LT_OP_DISPATCH(dtable.device, embedding_backward, p, dtable, dout, ids);
+  LT_OP_DISPATCH(ctx, dtable.device, embedding_backward, p, dtable, dout, ids);
 }
 
 }  // namespace lt::ops

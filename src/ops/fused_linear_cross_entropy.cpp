@@ -23,8 +23,8 @@ void check_params(const FusedLinearCrossEntropyParams& p, const char* op) {
 }
 }  // namespace
 
-double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
-                                          Tensor x, Tensor w, Tensor labels) {
+double fused_linear_cross_entropy_forward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                          Tensor losses, Tensor lse, Tensor x, Tensor w, Tensor labels) {
   const char* op = "fused_linear_cross_entropy_forward";
   check_params(p, op);
   check_device(x.device, {&losses, &lse, &x, &w, &labels}, op);
@@ -34,11 +34,12 @@ double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p
   check_tensor(w, {p.vocab, p.dim}, "fused_linear_cross_entropy_forward w");
   check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_forward labels");
   check_dtype(labels, DType::I32, "fused_linear_cross_entropy_forward labels");
-  return LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_forward, p, losses, lse, x, w, labels);
+  return LT_OP_DISPATCH(ctx, x.device, fused_linear_cross_entropy_forward, p, losses, lse, x, w, labels);
 }
 
-void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
-                                         Tensor x, Tensor w, Tensor lse, Tensor labels) {
+void fused_linear_cross_entropy_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                         Tensor dx, Tensor dw, Tensor x, Tensor w, Tensor lse,
+                                         Tensor labels) {
   const char* op = "fused_linear_cross_entropy_backward";
   check_params(p, op);
   check_device(x.device, {&dx, &dw, &x, &w, &lse, &labels}, op);
@@ -49,12 +50,12 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
   check_tensor(lse, {p.rows}, "fused_linear_cross_entropy_backward lse");
   check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_backward labels");
   check_dtype(labels, DType::I32, "fused_linear_cross_entropy_backward labels");
-  LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_backward, p, dx, dw, x, w, lse, labels);
+  LT_OP_DISPATCH(ctx, x.device, fused_linear_cross_entropy_backward, p, dx, dw, x, w, lse, labels);
 }
 
-double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
-                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
-                                                   Tensor labels) {
+double fused_linear_cross_entropy_forward_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                                   Tensor losses, Tensor lse, Tensor dx, Tensor dw, Tensor x,
+                                                   Tensor w, Tensor labels) {
   const char* op = "fused_linear_cross_entropy_forward_backward";
   check_params(p, op);
   check_device(x.device, {&losses, &lse, &dx, &dw, &x, &w, &labels}, op);
@@ -66,8 +67,8 @@ double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropy
   check_tensor(w, {p.vocab, p.dim}, "fused_linear_cross_entropy_forward_backward w");
   check_tensor(labels, {p.rows}, "fused_linear_cross_entropy_forward_backward labels");
   check_dtype(labels, DType::I32, "fused_linear_cross_entropy_forward_backward labels");
-  return LT_OP_DISPATCH(x.device, fused_linear_cross_entropy_forward_backward, p, losses, lse, dx, dw, x, w,
-                        labels);
+  return LT_OP_DISPATCH(ctx, x.device, fused_linear_cross_entropy_forward_backward, p, losses, lse, dx, dw, x,
+                        w, labels);
 }
 
 }  // namespace lt::ops

@@ -17,17 +17,18 @@ void check_params(const GegluParams& p, const char* op) {
 }
 }  // namespace
 
-void geglu_forward(const GegluParams& p, Tensor h, Tensor gate, Tensor up) {
+void geglu_forward(const Context& ctx, const GegluParams& p, Tensor h, Tensor gate, Tensor up) {
   const char* op = "geglu_forward";
   check_params(p, op);
   check_device(gate.device, {&h, &gate, &up}, op);
   check_tensor(h, {p.rows, p.dim}, "geglu_forward h");
   check_tensor(gate, {p.rows, p.dim}, "geglu_forward gate");
   check_tensor(up, {p.rows, p.dim}, "geglu_forward up");
-  LT_OP_DISPATCH(gate.device, geglu_forward, p, h, gate, up);
+  LT_OP_DISPATCH(ctx, gate.device, geglu_forward, p, h, gate, up);
 }
 
-void geglu_backward(const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
+void geglu_backward(const Context& ctx, const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh,
+                    Tensor gate, Tensor up) {
   const char* op = "geglu_backward";
   check_params(p, op);
   check_device(gate.device, {&dgate, &dup, &dh, &gate, &up}, op);
@@ -36,7 +37,7 @@ void geglu_backward(const GegluParams& p, Tensor dgate, Tensor dup, Tensor dh, T
   check_tensor(dh, {p.rows, p.dim}, "geglu_backward dh");
   check_tensor(gate, {p.rows, p.dim}, "geglu_backward gate");
   check_tensor(up, {p.rows, p.dim}, "geglu_backward up");
-  LT_OP_DISPATCH(gate.device, geglu_backward, p, dgate, dup, dh, gate, up);
+  LT_OP_DISPATCH(ctx, gate.device, geglu_backward, p, dgate, dup, dh, gate, up);
 }
 
 }  // namespace lt::ops

@@ -10,10 +10,10 @@
 
 namespace lt::ops {
 
-void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev) {
+void init_normal(const Context& ctx, Tensor out, uint64_t seed, uint64_t stream, double stddev) {
   LT_CHECK(!out.empty(), "init_normal: out is missing (empty view)");
   LT_CHECK(is_floating(out.dtype), "init_normal: dtype {} is not floating", dtype_name(out.dtype));
-  LT_OP_DISPATCH(out.device, init_normal, out, seed, stream, stddev);
+  LT_OP_DISPATCH(ctx, out.device, init_normal, out, seed, stream, stddev);
 }
 
 }  // namespace lt::ops

@@ -6,6 +6,7 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/process_env.h"
+#include "ops/context.h"
 
 namespace lt::ops {
 namespace {
@@ -85,19 +86,10 @@ const std::vector<Option>& options_table() {
   return table;
 }
 
-KernelOptions& current() {
-  static KernelOptions options = with_environment_overrides(KernelOptions{});
-  return options;
-}
-
 }  // namespace
 
 const KernelOptions& kernel_options() {
-  return current();
-}
-
-void set_kernel_options(const KernelOptions& options) {
-  current() = options;
+  return call_context().kernels;
 }
 
 void set_kernel_option(KernelOptions& options, std::string_view key, std::string_view value,

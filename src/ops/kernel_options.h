@@ -1,6 +1,7 @@
-// The kernel options: which GPU kernels and tuning the ops take, one struct for every switch. A run sets
-// them once at its start (the trainer, from the configuration's keys: attention, deterministic, gemm_tune,
-// profile_ops); tests set them for a scope (ScopedKernelOptions). Environment variables remain as
+// The kernel options: which GPU kernels and tuning the ops take, one struct for every switch. They travel in
+// the op call's context (ops/context.h): a run puts them there once (the trainer, from the configuration's
+// keys: attention, deterministic, gemm_tune, profile_ops); tests make a context with theirs. Environment
+// variables remain as
 // development overrides of the same options, read once (environment_overrides, through core/process_env.h:
 // the run header prints the ones that are set). No CUDA types: the CPU build parses and prints them too.
 //
@@ -56,12 +57,9 @@ struct KernelOptions {
   bool operator==(const KernelOptions&) const = default;
 };
 
-// The options in effect: set_kernel_options' last value; before any, the defaults with the environment's
-// overrides.
+// The options of the op call in progress on this thread (call_context().kernels, ops/context.h): what the
+// backends below the public ops read.
 const KernelOptions& kernel_options();
-// Replaces the options in effect (exactly these: apply environment_overrides first where they should win).
-// Set before work is queued; the ops read them at every call.
-void set_kernel_options(const KernelOptions& options);
 
 // Sets the option named `key` (the table above) from text; an unknown key or value is refused naming
 // `where`, the key, the value and what is accepted.
@@ -81,19 +79,5 @@ KernelOptions with_environment_overrides(KernelOptions options);
 // "key: value" per option, in the table's order (for the run header and the saved run plan).
 std::vector<std::pair<std::string, std::string>> describe_kernel_options(const KernelOptions& options);
 const char* attention_request_name(AttentionKernelRequest request);  // auto | cudnn | leantune | simt
-
-// For a scope: the options in effect become `options`; the previous ones come back at its end.
-class ScopedKernelOptions {
- public:
-  explicit ScopedKernelOptions(const KernelOptions& options) : saved_(kernel_options()) {
-    set_kernel_options(options);
-  }
-  ~ScopedKernelOptions() { set_kernel_options(saved_); }
-  ScopedKernelOptions(const ScopedKernelOptions&) = delete;
-  ScopedKernelOptions& operator=(const ScopedKernelOptions&) = delete;
-
- private:
-  KernelOptions saved_;
-};
 
 }  // namespace lt::ops

@@ -19,7 +19,8 @@ void check_params(const LayerNormParams& p, const char* op) {
 }
 }  // namespace
 
-void layernorm_forward(const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w, Tensor b) {
+void layernorm_forward(const Context& ctx, const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x,
+                       Tensor w, Tensor b) {
   const char* op = "layernorm_forward";
   check_params(p, op);
   check_device(x.device, {&y, &rstd, &x, &w, &b}, op);
@@ -28,11 +29,11 @@ void layernorm_forward(const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x
   check_tensor(x, {p.rows, p.dim}, "layernorm_forward x");
   check_tensor(w, {p.dim}, "layernorm_forward w");
   check_tensor(b, {p.dim}, "layernorm_forward b");
-  LT_OP_DISPATCH(x.device, layernorm_forward, p, y, rstd, x, w, b);
+  LT_OP_DISPATCH(ctx, x.device, layernorm_forward, p, y, rstd, x, w, b);
 }
 
-void layernorm_backward(const LayerNormParams& p, Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x,
-                        Tensor w, Tensor rstd) {
+void layernorm_backward(const Context& ctx, const LayerNormParams& p, Tensor dx, Tensor dw, Tensor db,
+                        Tensor dy, Tensor x, Tensor w, Tensor rstd) {
   const char* op = "layernorm_backward";
   check_params(p, op);
   check_device(x.device, {&dx, &dw, &db, &dy, &x, &w, &rstd}, op);
@@ -43,7 +44,7 @@ void layernorm_backward(const LayerNormParams& p, Tensor dx, Tensor dw, Tensor d
   check_tensor(x, {p.rows, p.dim}, "layernorm_backward x");
   check_tensor(w, {p.dim}, "layernorm_backward w");
   check_tensor(rstd, {p.rows}, "layernorm_backward rstd");
-  LT_OP_DISPATCH(x.device, layernorm_backward, p, dx, dw, db, dy, x, w, rstd);
+  LT_OP_DISPATCH(ctx, x.device, layernorm_backward, p, dx, dw, db, dy, x, w, rstd);
 }
 
 }  // namespace lt::ops

@@ -19,7 +19,8 @@ void check_params(const LinearParams& p, const char* op) {
 }
 }  // namespace
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
+void linear_forward(const Context& ctx, const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias,
+                    Tensor residual) {
   const char* op = "linear_forward";
   check_params(p, op);
   check_device(x.device, {&y, &x, &w, &bias, &residual}, op);
@@ -34,11 +35,11 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
   LT_CHECK(residual.empty() || residual.dtype == y.dtype,
            "linear_forward residual: dtype {}, expected y's {}", dtype_name(residual.dtype),
            dtype_name(y.dtype));
-  LT_OP_DISPATCH(x.device, linear_forward, p, y, x, w, bias, residual);
+  LT_OP_DISPATCH(ctx, x.device, linear_forward, p, y, x, w, bias, residual);
 }
 
-void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
-                     Tensor w) {
+void linear_backward(const Context& ctx, const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy,
+                     Tensor x, Tensor w) {
   const char* op = "linear_backward";
   check_params(p, op);
   check_device(dy.device, {&dx, &dw, &dbias, &dy, &x, &w}, op);
@@ -49,7 +50,7 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
   // x is read only for dw and w only for dx: a frozen layer need not keep its input.
   if (!dw.empty()) check_tensor(x, {p.rows, p.in}, "linear_backward x");
   if (!dx.empty()) check_tensor(w, {p.out, p.in}, "linear_backward w");
-  LT_OP_DISPATCH(dy.device, linear_backward, p, dx, dw, dbias, dy, x, w);
+  LT_OP_DISPATCH(ctx, dy.device, linear_backward, p, dx, dw, dbias, dy, x, w);
 }
 
 }  // namespace lt::ops

@@ -1,6 +1,7 @@
 // The ops of the decoder, one POD parameter struct each. The same names are implemented in
 // ops/cpu/<op>.cpp (float and double, plain loops + BLAS: the reference) and ops/cuda/<op>.cu; the public
-// functions below dispatch on the tensors' device (ops/<op>.cpp).
+// functions below dispatch on the tensors' device (ops/<op>.cpp). Each takes the call's context first
+// (ops/context.h: the stream, the kernel options, TF32); the CPU backend reads nothing from it.
 //
 // Conventions for every op:
 // - Tensors are dense row-major views; tokens of a batch are flattened to rows where the op does not care
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::ops {
 
@@ -25,10 +27,10 @@ struct EmbeddingParams {
   int64_t dim;     // D
   int64_t vocab;   // V; an id outside [0, V) is an error naming the id and its row
 };
-void embedding_forward(const EmbeddingParams& p, Tensor out /*(N, D)*/, Tensor ids /*(N) i32*/,
-                       Tensor table /*(V, D)*/);
-void embedding_backward(const EmbeddingParams& p, Tensor dtable /*(V, D) +=*/, Tensor dout /*(N, D)*/,
-                        Tensor ids /*(N) i32*/);
+void embedding_forward(const Context& ctx, const EmbeddingParams& p, Tensor out /*(N, D)*/,
+                       Tensor ids /*(N) i32*/, Tensor table /*(V, D)*/);
+void embedding_backward(const Context& ctx, const EmbeddingParams& p, Tensor dtable /*(V, D) +=*/,
+                        Tensor dout /*(N, D)*/, Tensor ids /*(N) i32*/);
 
 // ---- RMSNorm, as transformers computes it: y = x * rsqrt(mean(x^2) + eps) * w ----------------------------
 struct RmsNormParams {
@@ -40,10 +42,11 @@ struct RmsNormParams {
   // same as the plain norm's).
   bool one_plus_weight = false;
 };
-void rmsnorm_forward(const RmsNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/, Tensor x /*(N, D)*/,
-                     Tensor w /*(D)*/);
-void rmsnorm_backward(const RmsNormParams& p, Tensor dx /*(N, D)*/, Tensor dw /*(D) +=, optional*/,
-                      Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor rstd /*(N)*/);
+void rmsnorm_forward(const Context& ctx, const RmsNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/,
+                     Tensor x /*(N, D)*/, Tensor w /*(D)*/);
+void rmsnorm_backward(const Context& ctx, const RmsNormParams& p, Tensor dx /*(N, D)*/,
+                      Tensor dw /*(D) +=, optional*/, Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/,
+                      Tensor w /*(D)*/, Tensor rstd /*(N)*/);
 
 // ---- LayerNorm with bias, as torch.nn.LayerNorm: y = (x - mean) * rstd * w + b ---------------------------
 // rstd = 1 / sqrt(var + eps) (biased variance over the row) is kept for backward; the mean is recomputed
@@ -54,11 +57,11 @@ struct LayerNormParams {
   double eps;
   bool accumulate_dx = false;  // dx += (residual stream) instead of dx =
 };
-void layernorm_forward(const LayerNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/,
+void layernorm_forward(const Context& ctx, const LayerNormParams& p, Tensor y /*(N, D)*/, Tensor rstd /*(N)*/,
                        Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor b /*(D)*/);
-void layernorm_backward(const LayerNormParams& p, Tensor dx /*(N, D)*/, Tensor dw /*(D) +=, optional*/,
-                        Tensor db /*(D) +=, optional*/, Tensor dy /*(N, D)*/, Tensor x /*(N, D)*/,
-                        Tensor w /*(D)*/, Tensor rstd /*(N)*/);
+void layernorm_backward(const Context& ctx, const LayerNormParams& p, Tensor dx /*(N, D)*/,
+                        Tensor dw /*(D) +=, optional*/, Tensor db /*(D) +=, optional*/, Tensor dy /*(N, D)*/,
+                        Tensor x /*(N, D)*/, Tensor w /*(D)*/, Tensor rstd /*(N)*/);
 
 // ---- linear: y = out_scale * (x W^T + b)  (nn.Linear: W is (out, in)) ------------------------------------
 struct LinearParams {
@@ -72,11 +75,12 @@ struct LinearParams {
 // residual (optional, (M, N), not with accumulate_y): y = residual + out_scale * (x W^T + b), the residual
 // stream's add done by the GEMM (cuBLASLt reads it as C) instead of a copy into y first; the same values as
 // copying residual into y and accumulating.
-void linear_forward(const LinearParams& p, Tensor y /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/,
-                    Tensor bias /*(N), optional*/, Tensor residual = Tensor() /*(M, N)*/);
+void linear_forward(const Context& ctx, const LinearParams& p, Tensor y /*(M, N)*/, Tensor x /*(M, K)*/,
+                    Tensor w /*(N, K)*/, Tensor bias /*(N), optional*/,
+                    Tensor residual = Tensor() /*(M, N)*/);
 // dx = out_scale * dy W; dw += out_scale * dy^T x; dbias += out_scale * sum_rows dy. Each optional.
-void linear_backward(const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N, K)*/, Tensor dbias /*(N)*/,
-                     Tensor dy /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/);
+void linear_backward(const Context& ctx, const LinearParams& p, Tensor dx /*(M, K)*/, Tensor dw /*(N, K)*/,
+                     Tensor dbias /*(N)*/, Tensor dy /*(M, N)*/, Tensor x /*(M, K)*/, Tensor w /*(N, K)*/);
 
 // ---- rotary position embedding, HF's rotate-half layout (dim j pairs with j + HD/2) ----------------------
 // Linear (transformers' "linear"): every inverse frequency divided by factor (Gemma 3's global layers).
@@ -106,8 +110,10 @@ struct RopeParams {
 int64_t rope_rotary_dim(const RopeParams& p);  // R
 std::vector<double> rope_inv_freq(const RopeParams& p);
 // In place: x[n, h, :] rotated by angle positions[n] * inv_freq. Backward rotates by the negative angle.
-void rope_forward(const RopeParams& p, Tensor x /*(N, H, HD)*/, Tensor positions /*(N) i32*/);
-void rope_backward(const RopeParams& p, Tensor dx /*(N, H, HD)*/, Tensor positions /*(N) i32*/);
+void rope_forward(const Context& ctx, const RopeParams& p, Tensor x /*(N, H, HD)*/,
+                  Tensor positions /*(N) i32*/);
+void rope_backward(const Context& ctx, const RopeParams& p, Tensor dx /*(N, H, HD)*/,
+                   Tensor positions /*(N) i32*/);
 
 // ---- causal attention with GQA, queries at an offset into a longer K/V range ----------------------------
 // Query i of a sequence sits at absolute index q_offset + i of its K/V range; it sees key j iff
@@ -133,11 +139,11 @@ struct AttentionParams {
   bool alibi = false;
 };
 // q_segments / k_segments: (B, Tq) / (B, S) i32 non-decreasing ids, or both empty (one sequence per row).
-void attention_forward(const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/, Tensor lse /*(B, H, Tq)*/,
-                       Tensor q /*(B, Tq, H, HD)*/, Tensor k /*(B, S, KVH, HD)*/,
+void attention_forward(const Context& ctx, const AttentionParams& p, Tensor out /*(B, Tq, H, HD)*/,
+                       Tensor lse /*(B, H, Tq)*/, Tensor q /*(B, Tq, H, HD)*/, Tensor k /*(B, S, KVH, HD)*/,
                        Tensor v /*(B, S, KVH, HD)*/, Tensor q_segments, Tensor k_segments);
 // dq is written; dk and dv ACCUMULATE (chunked training adds into the dK/dV accumulators).
-void attention_backward(const AttentionParams& p, Tensor dq /*(B, Tq, H, HD) =*/,
+void attention_backward(const Context& ctx, const AttentionParams& p, Tensor dq /*(B, Tq, H, HD) =*/,
                         Tensor dk /*(B, S, KVH, HD) +=*/, Tensor dv /*(B, S, KVH, HD) +=*/,
                         Tensor dout /*(B, Tq, H, HD)*/, Tensor out /*(B, Tq, H, HD)*/,
                         Tensor lse /*(B, H, Tq)*/, Tensor q, Tensor k, Tensor v, Tensor q_segments,
@@ -148,9 +154,10 @@ struct SwigluParams {
   int64_t rows;  // N
   int64_t dim;   // F
 };
-void swiglu_forward(const SwigluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/, Tensor up /*(N, F)*/);
-void swiglu_backward(const SwigluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
-                     Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
+void swiglu_forward(const Context& ctx, const SwigluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/,
+                    Tensor up /*(N, F)*/);
+void swiglu_backward(const Context& ctx, const SwigluParams& p, Tensor dgate /*(N, F) =*/,
+                     Tensor dup /*(N, F) =*/, Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
 
 // ---- GeGLU (Gemma's MLP): h = gelu_tanh(gate) * up, the tanh form of GELU as torch's approximate="tanh"
 // ----
@@ -159,9 +166,10 @@ struct GegluParams {
   int64_t rows;  // N
   int64_t dim;   // F
 };
-void geglu_forward(const GegluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/, Tensor up /*(N, F)*/);
-void geglu_backward(const GegluParams& p, Tensor dgate /*(N, F) =*/, Tensor dup /*(N, F) =*/,
-                    Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
+void geglu_forward(const Context& ctx, const GegluParams& p, Tensor h /*(N, F)*/, Tensor gate /*(N, F)*/,
+                   Tensor up /*(N, F)*/);
+void geglu_backward(const Context& ctx, const GegluParams& p, Tensor dgate /*(N, F) =*/,
+                    Tensor dup /*(N, F) =*/, Tensor dh /*(N, F)*/, Tensor gate, Tensor up);
 // ---- BLOOM's GELU (transformers' bloom_gelu_forward / bloom_gelu_back, the tanh form) ---------------------
 //   h = x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x^2)))
 //   dx = dh * (0.5 * x * (1 - t^2) * (0.79788456 + 0.1070322243 * x^2) + 0.5 * (1 + t)),  t = the tanh above
@@ -171,13 +179,14 @@ struct BloomGeluParams {
   int64_t rows;  // N
   int64_t dim;   // F
 };
-void bloom_gelu_forward(const BloomGeluParams& p, Tensor h /*(N, F)*/, Tensor x /*(N, F)*/);
+void bloom_gelu_forward(const Context& ctx, const BloomGeluParams& p, Tensor h /*(N, F)*/,
+                        Tensor x /*(N, F)*/);
 // dx may alias x (each element is read before its gradient is written).
-void bloom_gelu_backward(const BloomGeluParams& p, Tensor dx /*(N, F) =*/, Tensor dh /*(N, F)*/,
-                         Tensor x /*(N, F)*/);
+void bloom_gelu_backward(const Context& ctx, const BloomGeluParams& p, Tensor dx /*(N, F) =*/,
+                         Tensor dh /*(N, F)*/, Tensor x /*(N, F)*/);
 
 // ---- residual: y += x ----------------------------------------------------------------------------------
-void add_inplace(Tensor y, Tensor x);
+void add_inplace(const Context& ctx, Tensor y, Tensor x);
 
 // ---- cross-entropy over logits whose labels are already shifted (label of row n = token n+1's) -----------
 struct CrossEntropyParams {
@@ -191,10 +200,10 @@ struct CrossEntropyParams {
 };
 // losses[n] = lse[n] - logits[n, labels[n]], 0 where the label is ignored; returns the sum of losses
 // (double).
-double cross_entropy_forward(const CrossEntropyParams& p, Tensor losses /*(N)*/, Tensor lse /*(N)*/,
-                             Tensor logits /*(N, V)*/, Tensor labels /*(N) i32*/);
+double cross_entropy_forward(const Context& ctx, const CrossEntropyParams& p, Tensor losses /*(N)*/,
+                             Tensor lse /*(N)*/, Tensor logits /*(N, V)*/, Tensor labels /*(N) i32*/);
 // dlogits = grad_scale * (softmax(logits) - onehot(label)), 0 rows where ignored. May alias logits.
-void cross_entropy_backward(const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/,
+void cross_entropy_backward(const Context& ctx, const CrossEntropyParams& p, Tensor dlogits /*(N, V) =*/,
                             Tensor logits /*(N, V)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
 
 // ---- final-logit soft-capping (Gemma 2's final_logit_softcapping): z = cap * tanh(z / cap) in place
@@ -206,7 +215,8 @@ struct LogitSoftcapParams {
   int64_t cols;  // V
   double cap;    // > 0
 };
-void logit_softcap_forward(const LogitSoftcapParams& p, Tensor logits /*(N, V) in place*/);
+void logit_softcap_forward(const Context& ctx, const LogitSoftcapParams& p,
+                           Tensor logits /*(N, V) in place*/);
 
 // ---- fused LM head + cross-entropy, blocked over tokens and vocabulary (docs/DESIGN.md: never materialize)
 // ---- logits = x W^T are computed one (token_block, vocab_block) tile at a time and folded into an online
@@ -226,18 +236,19 @@ struct FusedLinearCrossEntropyParams {
   double softcap = 0.0;
 };
 // losses[n] = lse[n] - (x W^T)[n, labels[n]], 0 where ignored; returns the sum of losses (double).
-double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses /*(N)*/,
-                                          Tensor lse /*(N)*/, Tensor x /*(N, D)*/, Tensor w /*(V, D)*/,
-                                          Tensor labels /*(N) i32*/);
+double fused_linear_cross_entropy_forward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                          Tensor losses /*(N)*/, Tensor lse /*(N)*/, Tensor x /*(N, D)*/,
+                                          Tensor w /*(V, D)*/, Tensor labels /*(N) i32*/);
 // dx = (or +=) dlogits W; dw += dlogits^T x (optional: empty = frozen head), with
 // dlogits = grad_scale * (softmax - onehot), 0 rows where ignored, recomputed tile by tile from lse.
-void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx /*(N, D)*/,
-                                         Tensor dw /*(V, D) +=, optional*/, Tensor x /*(N, D)*/,
-                                         Tensor w /*(V, D)*/, Tensor lse /*(N)*/, Tensor labels /*(N) i32*/);
+void fused_linear_cross_entropy_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                         Tensor dx /*(N, D)*/, Tensor dw /*(V, D) +=, optional*/,
+                                         Tensor x /*(N, D)*/, Tensor w /*(V, D)*/, Tensor lse /*(N)*/,
+                                         Tensor labels /*(N) i32*/);
 // Both at once, for training, where the backward always follows: the same losses, lse, total, dx and dw as
 // forward then backward (bit for bit), computed from one pass over the logits (on the GPU the tile's logits
 // become dlogits in place: one GEMM fewer than the separate calls, which recompute them).
-double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p,
+double fused_linear_cross_entropy_forward_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
                                                    Tensor losses /*(N)*/, Tensor lse /*(N)*/,
                                                    Tensor dx /*(N, D)*/, Tensor dw /*(V, D) +=, optional*/,
                                                    Tensor x /*(N, D)*/, Tensor w /*(V, D)*/,
@@ -258,10 +269,11 @@ struct DropoutParams {
   double p = 0;
   uint64_t seed = 0;
 };
-void dropout_apply(const DropoutParams& p, Tensor x /*(B*C, D)*/, const std::vector<uint64_t>& streams);
+void dropout_apply(const Context& ctx, const DropoutParams& p, Tensor x /*(B*C, D)*/,
+                   const std::vector<uint64_t>& streams);
 
 // ---- dtype casts between floating tensors of the same shape ----------------------------------------------
-void cast(Tensor dst, Tensor src);
+void cast(const Context& ctx, Tensor dst, Tensor src);
 
 // ---- normal random values: HF's initialization of linear weights and embeddings -------------------------
 // out[j] = stddev * N(0, 1) from Philox (seed, stream) at element j (core/philox.h's philox_normal), computed
@@ -269,7 +281,7 @@ void cast(Tensor dst, Tensor src);
 // the same Philox bits, but the GPU's f64 log and cos are not always correctly rounded as the host's are:
 // about one value in 10^8 then differs by one f32 ulp from the CPU's (tests/cuda/test_init_normal_cuda.cpp).
 // Why on the GPU at all: a 70B-shaped model's 70e9 draws take minutes on the host and a second there.
-void init_normal(Tensor out, uint64_t seed, uint64_t stream, double stddev);
+void init_normal(const Context& ctx, Tensor out, uint64_t seed, uint64_t stream, double stddev);
 
 // ---- AdamW: one optimizer step on one parameter tensor (torch.optim.AdamW, non-amsgrad) -----------------
 //   p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = fma((1-b2)*g, g, v*b2);
@@ -297,7 +309,7 @@ struct AdamWParams {
 // param_copy (optional, (count), a narrower floating dtype than param's): also written with the updated
 // parameter rounded to nearest, as ops::copy would (an f32 master's compute copy, refreshed in the same pass
 // instead of one more launch per tensor).
-void adamw_step(const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(count)*/,
+void adamw_step(const Context& ctx, const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(count)*/,
                 Tensor exp_avg /*(count)*/, Tensor exp_avg_sq /*(count)*/, Tensor param_copy = Tensor());
 
 // ---- sum of squares of a gradient (for global norm clipping) -------------------------------------------
@@ -305,9 +317,9 @@ void adamw_step(const AdamWParams& p, Tensor param /*(count)*/, Tensor grad /*(c
 // result for any thread count, on every run. CUDA: two passes (f64 per-block partials, then one block adds
 // them in a fixed tree order); the result comes back to the host, so the call SYNCHRONIZES the current
 // stream. Dtypes: f32, bf16 (CPU also f64, f16).
-double grad_norm_squared(Tensor grad);
+double grad_norm_squared(const Context& ctx, Tensor grad);
 // Each gradient's grad_norm_squared (the same bits), all on one device; an empty one gives 0. CUDA: two
 // launches for all of them and ONE synchronization, not one per tensor (a LoRA run has hundreds).
-std::vector<double> grad_norms_squared(std::span<const Tensor> grads);
+std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tensor> grads);
 
 }  // namespace lt::ops

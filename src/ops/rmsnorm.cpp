@@ -19,7 +19,7 @@ void check_params(const RmsNormParams& p, const char* op) {
 }
 }  // namespace
 
-void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w) {
+void rmsnorm_forward(const Context& ctx, const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w) {
   const char* op = "rmsnorm_forward";
   check_params(p, op);
   check_device(x.device, {&y, &rstd, &x, &w}, op);
@@ -27,11 +27,11 @@ void rmsnorm_forward(const RmsNormParams& p, Tensor y, Tensor rstd, Tensor x, Te
   check_tensor(rstd, {p.rows}, "rmsnorm_forward rstd");
   check_tensor(x, {p.rows, p.dim}, "rmsnorm_forward x");
   check_tensor(w, {p.dim}, "rmsnorm_forward w");
-  LT_OP_DISPATCH(x.device, rmsnorm_forward, p, y, rstd, x, w);
+  LT_OP_DISPATCH(ctx, x.device, rmsnorm_forward, p, y, rstd, x, w);
 }
 
-void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w,
-                      Tensor rstd) {
+void rmsnorm_backward(const Context& ctx, const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, Tensor x,
+                      Tensor w, Tensor rstd) {
   const char* op = "rmsnorm_backward";
   check_params(p, op);
   check_device(x.device, {&dx, &dw, &dy, &x, &w, &rstd}, op);
@@ -41,7 +41,7 @@ void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, T
   check_tensor(x, {p.rows, p.dim}, "rmsnorm_backward x");
   check_tensor(w, {p.dim}, "rmsnorm_backward w");
   check_tensor(rstd, {p.rows}, "rmsnorm_backward rstd");
-  LT_OP_DISPATCH(x.device, rmsnorm_backward, p, dx, dw, dy, x, w, rstd);
+  LT_OP_DISPATCH(ctx, x.device, rmsnorm_backward, p, dx, dw, dy, x, w, rstd);
 }
 
 }  // namespace lt::ops

@@ -91,10 +91,10 @@ void check_args(const RopeParams& p, const Tensor& x, const Tensor& positions, c
 
 // LongRoPE picks its factor set from the call's largest position, as transformers' longrope_frequency_update
 // does from max(position_ids) + 1 over the whole batch. Positions on a GPU are read back (one small copy).
-RopeParams with_context(const RopeParams& p, Tensor positions) {
+RopeParams with_long_context(const Context& ctx, const RopeParams& p, Tensor positions) {
   if (p.type != RopeType::LongRope || p.tokens == 0) return p;
   std::vector<int32_t> host(size_t(p.tokens));  // (N)
-  copy(Tensor(host.data(), DType::I32, {p.tokens}), positions);
+  copy(ctx, Tensor(host.data(), DType::I32, {p.tokens}), positions);
   int64_t max_position = 0;
   for (int32_t v : host) max_position = std::max<int64_t>(max_position, v);
   RopeParams q = p;
@@ -103,14 +103,14 @@ RopeParams with_context(const RopeParams& p, Tensor positions) {
 }
 }  // namespace
 
-void rope_forward(const RopeParams& p, Tensor x, Tensor positions) {
+void rope_forward(const Context& ctx, const RopeParams& p, Tensor x, Tensor positions) {
   check_args(p, x, positions, "rope_forward", "rope_forward x");
-  LT_OP_DISPATCH(x.device, rope_forward, with_context(p, positions), x, positions);
+  LT_OP_DISPATCH(ctx, x.device, rope_forward, with_long_context(ctx, p, positions), x, positions);
 }
 
-void rope_backward(const RopeParams& p, Tensor dx, Tensor positions) {
+void rope_backward(const Context& ctx, const RopeParams& p, Tensor dx, Tensor positions) {
   check_args(p, dx, positions, "rope_backward", "rope_backward dx");
-  LT_OP_DISPATCH(dx.device, rope_backward, with_context(p, positions), dx, positions);
+  LT_OP_DISPATCH(ctx, dx.device, rope_backward, with_long_context(ctx, p, positions), dx, positions);
 }
 
 }  // namespace lt::ops

@@ -17,17 +17,18 @@ void check_params(const SwigluParams& p, const char* op) {
 }
 }  // namespace
 
-void swiglu_forward(const SwigluParams& p, Tensor h, Tensor gate, Tensor up) {
+void swiglu_forward(const Context& ctx, const SwigluParams& p, Tensor h, Tensor gate, Tensor up) {
   const char* op = "swiglu_forward";
   check_params(p, op);
   check_device(gate.device, {&h, &gate, &up}, op);
   check_tensor(h, {p.rows, p.dim}, "swiglu_forward h");
   check_tensor(gate, {p.rows, p.dim}, "swiglu_forward gate");
   check_tensor(up, {p.rows, p.dim}, "swiglu_forward up");
-  LT_OP_DISPATCH(gate.device, swiglu_forward, p, h, gate, up);
+  LT_OP_DISPATCH(ctx, gate.device, swiglu_forward, p, h, gate, up);
 }
 
-void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) {
+void swiglu_backward(const Context& ctx, const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh,
+                     Tensor gate, Tensor up) {
   const char* op = "swiglu_backward";
   check_params(p, op);
   check_device(gate.device, {&dgate, &dup, &dh, &gate, &up}, op);
@@ -36,7 +37,7 @@ void swiglu_backward(const SwigluParams& p, Tensor dgate, Tensor dup, Tensor dh,
   check_tensor(dh, {p.rows, p.dim}, "swiglu_backward dh");
   check_tensor(gate, {p.rows, p.dim}, "swiglu_backward gate");
   check_tensor(up, {p.rows, p.dim}, "swiglu_backward up");
-  LT_OP_DISPATCH(gate.device, swiglu_backward, p, dgate, dup, dh, gate, up);
+  LT_OP_DISPATCH(ctx, gate.device, swiglu_backward, p, dgate, dup, dh, gate, up);
 }
 
 }  // namespace lt::ops

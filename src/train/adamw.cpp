@@ -29,8 +29,8 @@ std::vector<std::string> bias_and_norm_no_decay() {
   return {"bias", "norm"};
 }
 
-AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
-    : params_(std::move(params)), options_(std::move(options)) {
+AdamW::AdamW(const ops::Context& ctx, std::vector<ParamGroup> params, AdamWOptions options)
+    : ctx_(ctx), params_(std::move(params)), options_(std::move(options)) {
   LT_CHECK(is_f64_or_f32(options_.state_dtype), "AdamW state dtype is {}, expected f32 or f64",
            dtype_name(options_.state_dtype));
   LT_CHECK(options_.beta1 >= 0 && options_.beta1 < 1, "AdamW beta1 is {}, expected a value in [0, 1)",
@@ -79,14 +79,14 @@ AdamW::AdamW(std::vector<ParamGroup> params, AdamWOptions options)
       mo.v = arena_->alloc(name + ".state2", DType::U8, {n});
       mo.absmax1 = arena_->alloc(name + ".absmax1", DType::F32, {ops::adamw8bit_blocks(n)});
       mo.absmax2 = arena_->alloc(name + ".absmax2", DType::F32, {ops::adamw8bit_blocks(n)});
-      ops::zero(mo.absmax1);
-      ops::zero(mo.absmax2);
+      ops::zero(ctx_, mo.absmax1);
+      ops::zero(ctx_, mo.absmax2);
     } else {
       mo.m = arena_->alloc(name + ".state1", DType::F32, {n});
       mo.v = arena_->alloc(name + ".state2", DType::F32, {n});
     }
-    ops::zero(mo.m);
-    ops::zero(mo.v);
+    ops::zero(ctx_, mo.m);
+    ops::zero(ctx_, mo.v);
   }
   if (options_.offload) {
     std::vector<int64_t> staged;
@@ -172,13 +172,13 @@ void AdamW::step_tensors(double lr, std::span<const size_t> indices) {
       tensors.push_back(
           {t.p, t.param, t.grad, t.exp_avg, t.exp_avg_sq, mo.absmax1, mo.absmax2, t.param_copy});
     }
-    ops::adamw8bit_step_many(tensors);
+    ops::adamw8bit_step_many(ctx_, tensors);
     return;
   }
   std::vector<ops::AdamWTensor> tensors;
   tensors.reserve(indices.size());
   for (size_t i : indices) tensors.push_back(update(i, lr));
-  ops::adamw_step_many(tensors);
+  ops::adamw_step_many(ctx_, tensors);
 }
 
 ops::AdamWTensor AdamW::update(size_t i, double lr) {
@@ -262,7 +262,7 @@ void AdamW::load_state(const std::vector<io::NamedTensor>& tensors, const std::s
       }
     });
   }
-  for (size_t i = 1; i < dst.size(); ++i) ops::copy(dst[i].tensor, *srcs[i]);  // converts the dtype
+  for (size_t i = 1; i < dst.size(); ++i) ops::copy(ctx_, dst[i].tensor, *srcs[i]);  // converts the dtype
   step_ = int64_t(step);
   step_as_double_ = step;
 }

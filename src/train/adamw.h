@@ -69,7 +69,7 @@ struct ParamGroup {
 class AdamW {
  public:
   // Validates every tensor (names the offending one) and allocates zeroed moments.
-  AdamW(std::vector<ParamGroup> params, AdamWOptions options);
+  AdamW(const ops::Context& ctx, std::vector<ParamGroup> params, AdamWOptions options);
 
   // One optimizer step at learning rate `lr`: increments the step count t, then updates every parameter.
   void step(double lr);
@@ -108,6 +108,7 @@ class AdamW {
   void load_state(const std::vector<io::NamedTensor>& tensors, const std::string& source = "optimizer state");
 
  private:
+  ops::Context ctx_;  // the context of its ops
   struct Moments {
     Tensor m, v;              // (numel) state dtype, on the parameters' device (eight_bit: u8 codes or f32)
     Tensor absmax1, absmax2;  // eight_bit with 8-bit codes: (ceil(numel / 256)) f32; empty otherwise

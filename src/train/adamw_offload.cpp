@@ -37,7 +37,7 @@ size_t AdamW::staged_bytes(size_t i) const {
 
 AdamW::StagedBatch AdamW::stage_batch(std::span<const size_t> indices) {
   const Device device = window_->device();
-  if (!transfers_) transfers_ = std::make_unique<ops::TransferQueue>(device);
+  if (!transfers_) transfers_ = std::make_unique<ops::TransferQueue>(ctx_, device);
   window_->reset();
   StagedBatch batch;
   size_t used = 0;
@@ -88,7 +88,7 @@ void AdamW::step_offloaded(double lr, std::span<const size_t> indices) {
       tensors.push_back(t);
     }
     transfers_->compute_waits_for(batch.ready);
-    ops::adamw_step_many(tensors);
+    ops::adamw_step_many(ctx_, tensors);
     for (const StagedBatch::Back& b : batch.back) last_copy_back_ = transfers_->copy(b.host, b.staged);
     k += batch.indices.size();
   }
@@ -98,7 +98,7 @@ void AdamW::wait_offloaded() {
   if (!transfers_) return;
   if (last_copy_back_ >= 0) {
     transfers_->compute_waits_for(last_copy_back_);
-    ops::synchronize(window_->device());
+    ops::synchronize(ctx_, window_->device());
   }
   last_copy_back_ = -1;
   prefetched_.reset();

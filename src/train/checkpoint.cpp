@@ -60,7 +60,7 @@ void rotate(const std::string& output_dir, int64_t keep,
 
 }  // namespace
 
-std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
+std::vector<io::NamedTensor> on_host(const ops::Context& ctx, std::vector<io::NamedTensor> tensors,
                                      std::vector<std::vector<char>>& staging) {
   for (io::NamedTensor& t : tensors) {
     if (t.tensor.device == Device::CPU) continue;
@@ -68,7 +68,7 @@ std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
     Tensor host = t.tensor;
     host.data = bytes.data();
     host.device = Device::CPU;
-    ops::copy(host, t.tensor);
+    ops::copy(ctx, host, t.tensor);
     t.tensor = host;
   }
   return tensors;
@@ -78,8 +78,8 @@ std::string checkpoint_dir_name(int64_t step) {
   return fmt::format("checkpoint-{}", step);
 }
 
-std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& c,
-                            int64_t save_total_limit) {
+std::string save_checkpoint(const ops::Context& ctx, const std::string& output_dir,
+                            const CheckpointContents& c, int64_t save_total_limit) {
   fs::create_directories(output_dir);
   const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
   io::AtomicDirectory dir(final_path);
@@ -92,18 +92,18 @@ std::string save_checkpoint(const std::string& output_dir, const CheckpointConte
     if (on_cpu(*c.lora)) {
       io::save_peft_adapter(dir.path(), *c.model, *c.adapter, *c.lora, c.lora->dtype);
     } else {
-      const model::HostLora host = model::host_copy(*c.model, *c.lora);
+      const model::HostLora host = model::host_copy(ctx, *c.model, *c.lora);
       io::save_peft_adapter(dir.path(), *c.model, *c.adapter, host.weights, c.lora->dtype);
     }
   } else if (c.weights->embed.device == Device::CPU) {
     io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
   } else {
-    const model::HostWeights host = model::host_copy(*c.model, *c.weights);
+    const model::HostWeights host = model::host_copy(ctx, *c.model, *c.weights);
     io::save_hf_checkpoint(dir.path(), *c.model, host.weights, {.dtype = c.weights->dtype});
   }
   std::vector<std::vector<char>> staging;
   io::write_safetensors(
-      dir.file(kOptimizerFile), on_host(c.optimizer->state_tensors(), staging),
+      dir.file(kOptimizerFile), on_host(ctx, c.optimizer->state_tensors(), staging),
       {{"leantune", "optimizer"}, {"optimizer", c.optimizer->options().eight_bit ? "adamw_8bit" : "adamw"}});
   nlohmann::json state = state_json(c.state, *c.schedule);
   if (c.plan) state["run_plan"] = run_plan_json(*c.plan);
@@ -266,7 +266,7 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   }
 }
 
-TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& model,
+TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, const model::ModelConfig& model,
                              model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora,
                              const io::LoraAdapterConfig* adapter) {
   TrainerState s = read_trainer_state(dir);
@@ -280,14 +280,14 @@ TrainerState load_checkpoint(const std::string& dir, const model::ModelConfig& m
     } else {  // the readers write host memory
       model::HostLora host = model::host_allocation(model, lora->specs, lora->dtype);
       io::load_peft_adapter_weights(dir, model, *adapter, host.weights);
-      model::copy_lora(*lora, host.weights);
+      model::copy_lora(ctx, *lora, host.weights);
     }
   } else if (weights.embed.device == Device::CPU) {
     io::load_hf_weights(dir, model, weights);
   } else {
     model::HostWeights host = model::host_allocation(model, weights.dtype);
     io::load_hf_weights(dir, model, host.weights);
-    model::copy_weights(model, weights, host.weights);
+    model::copy_weights(ctx, model, weights, host.weights);
   }
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   auto file = io::SafetensorsFile::open(opt_path);

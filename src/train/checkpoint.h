@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "ops/context.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/run_plan.h"
@@ -63,14 +64,14 @@ struct CheckpointContents {
 std::string checkpoint_dir_name(int64_t step);  // "checkpoint-STEP"
 
 // `tensors` with every device tensor replaced by a host copy whose bytes live in `staging`.
-std::vector<io::NamedTensor> on_host(std::vector<io::NamedTensor> tensors,
+std::vector<io::NamedTensor> on_host(const ops::Context& ctx, std::vector<io::NamedTensor> tensors,
                                      std::vector<std::vector<char>>& staging);
 
 // Writes OUTPUT_DIR/checkpoint-STEP atomically, then removes the oldest checkpoints beyond
 // save_total_limit (0 keeps all; only leantune's own, see list_checkpoints; rename-then-delete, so a kill
 // never leaves a listed partial one). Returns the checkpoint's path.
-std::string save_checkpoint(const std::string& output_dir, const CheckpointContents& contents,
-                            int64_t save_total_limit);
+std::string save_checkpoint(const ops::Context& ctx, const std::string& output_dir,
+                            const CheckpointContents& contents, int64_t save_total_limit);
 
 // Checkpoint directories of output_dir, by ascending step: named checkpoint-STEP exactly as leantune names
 // them, carrying leantune's marker (io/output_dir.h) and complete (trainer_state.json present).
@@ -91,8 +92,8 @@ void check_resume_position(const std::string& checkpoint_dir, const TrainerState
 void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfig& config);
 // Restores weights (or, given `lora`, the adapters of layout `adapter`: the base weights stay as loaded)
 // and optimizer state; returns the trainer state. Errors name the checkpoint and file.
-TrainerState load_checkpoint(const std::string& checkpoint_dir, const model::ModelConfig& model,
-                             model::ModelWeights& weights, AdamW& optimizer,
+TrainerState load_checkpoint(const ops::Context& ctx, const std::string& checkpoint_dir,
+                             const model::ModelConfig& model, model::ModelWeights& weights, AdamW& optimizer,
                              model::LoraWeights* lora = nullptr,
                              const io::LoraAdapterConfig* adapter = nullptr);
 

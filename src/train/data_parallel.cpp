@@ -26,9 +26,9 @@ Tensor flat(const Tensor& t) {
 
 }  // namespace
 
-DataParallel::DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
-                           MemoryResource& memory)
-    : comm_(comm), sharding_(sharding), full_(std::move(full)) {
+DataParallel::DataParallel(const ops::Context& ctx, dist::Communicator& comm, dist::Sharding sharding,
+                           std::vector<ParamGroup> full, MemoryResource& memory)
+    : ctx_(ctx), comm_(comm), sharding_(sharding), full_(std::move(full)) {
   layer_shard_.assign(full_.size(), nullptr);
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (comm_.world_size() > 1 && sharding_ != dist::Sharding::Zero3)
@@ -120,11 +120,11 @@ void DataParallel::reduce_gradients() {
     if (buckets_ && buckets_->holds(i)) continue;  // reduce-scattered in place: its slice is block `rank`
     const Tensor& grad = full_[i].grad;
     const Tensor whole = whole_scratch(i, grad.dtype), part = part_scratch(i, grad.dtype);
-    ops::zero(whole);  // the padding past n adds zeros
-    ops::copy(flat_range(whole, 0, grad.numel()), flat(grad));
+    ops::zero(ctx_, whole);  // the padding past n adds zeros
+    ops::copy(ctx_, flat_range(whole, 0, grad.numel()), flat(grad));
     comm_.reduce_scatter(whole, part, dist::ReduceOp::Sum);
     const auto [begin, end] = mine_[i];
-    if (begin < end) ops::copy(flat_range(grad, begin, end), flat_range(part, 0, end - begin));
+    if (begin < end) ops::copy(ctx_, flat_range(grad, begin, end), flat_range(part, 0, end - begin));
   }
 }
 
@@ -143,12 +143,12 @@ std::vector<Tensor> DataParallel::local_gradients() const {
 }
 
 double DataParallel::clip(double max_norm) {
-  if (!reduce_scatters()) return clip_grad_norm(local_gradients(), max_norm);
+  if (!reduce_scatters()) return clip_grad_norm(ctx_, local_gradients(), max_norm);
   // Each rank's squared norm over its slices, summed over ranks in rank order: the grouping of the sum
   // differs from one process's, so the norm agrees with it to rounding (and is the same on every rank).
   const std::vector<Tensor> grads = local_gradients();
   double squares = 0;
-  for (double s : ops::grad_norms_squared(grads)) squares += s;
+  for (double s : ops::grad_norms_squared(ctx_, grads)) squares += s;
   comm_.all_reduce(Tensor(&squares, DType::F64, {1}), dist::ReduceOp::Sum);
   const double norm = std::sqrt(squares);
   LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
@@ -156,16 +156,16 @@ double DataParallel::clip(double max_norm) {
   if (max_norm == 0 || !std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);  // clip_grad_norm's rule (train/grad_clip.h)
   if (coef < 1.0)
-    for (const Tensor& g : grads) ops::scale_inplace(g, coef);
+    for (const Tensor& g : grads) ops::scale_inplace(ctx_, g, coef);
   return norm;
 }
 
 void DataParallel::gather_into(size_t index, Tensor whole, Tensor mine) {
   const Tensor part = part_scratch(index, whole.dtype), gathered = whole_scratch(index, whole.dtype);
-  ops::zero(part);
-  if (mine.numel() > 0) ops::copy(flat_range(part, 0, mine.numel()), flat(mine));
+  ops::zero(ctx_, part);
+  if (mine.numel() > 0) ops::copy(ctx_, flat_range(part, 0, mine.numel()), flat(mine));
   comm_.all_gather(part, gathered);
-  ops::copy(flat(whole), flat_range(gathered, 0, whole.numel()));
+  ops::copy(ctx_, flat(whole), flat_range(gathered, 0, whole.numel()));
 }
 
 void DataParallel::gather_parameters() {
@@ -181,13 +181,13 @@ void DataParallel::gather_parameters() {
       gather_into(i, g.param, mine);
     // AdamW rounded this rank's slice into the compute copy; the others' arrive as the parameter's bits
     // and are rounded here the same way (to nearest).
-    if (!g.compute_copy.empty()) ops::copy(flat(g.compute_copy), flat(g.param));
+    if (!g.compute_copy.empty()) ops::copy(ctx_, flat(g.compute_copy), flat(g.param));
   }
 }
 
 std::unique_ptr<AdamW> DataParallel::whole_optimizer(const AdamWOptions& options) const {
   if (!shards_optimizer()) return nullptr;
-  return std::make_unique<AdamW>(full_, options);
+  return std::make_unique<AdamW>(ctx_, full_, options);
 }
 
 void DataParallel::gather_state(AdamW& sharded, AdamW& whole) {
@@ -220,7 +220,7 @@ void DataParallel::scatter_state(AdamW& whole, AdamW& sharded) const {
     }
   }
   std::vector<std::vector<char>> staging;
-  sharded.load_state(on_host(std::move(slices), staging), "the checkpoint's optimizer state");
+  sharded.load_state(on_host(ctx_, std::move(slices), staging), "the checkpoint's optimizer state");
 }
 
 }  // namespace lt::train

@@ -27,6 +27,7 @@
 #include "dist/communicator.h"
 #include "dist/sharding.h"
 #include "model/layer_hooks.h"
+#include "ops/context.h"
 #include "train/adamw.h"
 #include "train/gradient_buckets.h"
 #include "train/zero3_layers.h"
@@ -37,8 +38,8 @@ class DataParallel {
  public:
   // `full`: every trainable tensor of the run (name, parameter, gradient, optional compute copy), in the
   // trainer's order, all on one device. `sharding` none behaves as ddp (with one process both are a no-op).
-  DataParallel(dist::Communicator& comm, dist::Sharding sharding, std::vector<ParamGroup> full,
-               MemoryResource& memory);
+  DataParallel(const ops::Context& ctx, dist::Communicator& comm, dist::Sharding sharding,
+               std::vector<ParamGroup> full, MemoryResource& memory);
 
   // The scratch a sharded strategy allocates for a largest tensor of `largest_elements` over `world` ranks.
   static size_t scratch_bytes(int64_t largest_elements, int world);
@@ -85,6 +86,7 @@ class DataParallel {
   void scatter_state(AdamW& whole, AdamW& sharded) const;
 
  private:
+  ops::Context ctx_;  // the context of its ops
   struct Slice {
     int64_t begin = 0, end = 0;  // elements of the full tensor this rank owns
   };

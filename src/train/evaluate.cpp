@@ -53,9 +53,10 @@ int64_t longest_example(std::span<const data::Example> examples) {
   return n;
 }
 
-EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
-                    std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
+EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DType dtype,
+                    const model::ModelWeights& weights, std::span<const data::Example> examples,
+                    int64_t micro_batch_size, int32_t pad_id, Arena& activations,
+                    const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
                     const EvalLayout& layout, const std::function<void(int64_t, int64_t)>& on_batch) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
@@ -82,7 +83,7 @@ EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::M
     options.order = layout.order;
     options.device_checkpoints = layout.device_checkpoints;
     std::unique_ptr<model::Schedule> schedule = model::make_schedule(
-        model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
+        ctx, model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
     loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     activations.release(mark);
     if (offloading) offload->release(offload_mark);

@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::train {
 
@@ -58,9 +59,10 @@ struct EvalLayout {
   int64_t device_checkpoints = -1;
 };
 // `on_batch(done, total)`, when set, is called after each micro-batch (progress).
-EvalResult evaluate(const model::ModelConfig& model, DType dtype, const model::ModelWeights& weights,
-                    std::span<const data::Example> examples, int64_t micro_batch_size, int32_t pad_id,
-                    Arena& activations, const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
+EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DType dtype,
+                    const model::ModelWeights& weights, std::span<const data::Example> examples,
+                    int64_t micro_batch_size, int32_t pad_id, Arena& activations,
+                    const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
                     Arena* offload = nullptr, const EvalLayout& layout = {},
                     const std::function<void(int64_t done, int64_t total)>& on_batch = {});
 

@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::train {
 
 // L2 norm of all elements of all tensors (floating dtypes, on any device). Deterministic.
-double global_grad_norm(const std::vector<Tensor>& grads);
+double global_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grads);
 
 // Returns the norm before clipping. max_norm == 0 turns clipping off (the norm is still computed). A
 // non-finite norm leaves the gradients untouched: the caller sees it and decides (skip the step, stop).
-double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
+double clip_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double max_norm);
 
 }  // namespace lt::train

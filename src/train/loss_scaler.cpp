@@ -46,10 +46,11 @@ void LossScaler::restore(double scale, int64_t good_steps) {
   good_steps_ = good_steps;
 }
 
-double unscale_and_clip(const std::vector<Tensor>& grads, double scale, double max_norm) {
+double unscale_and_clip(const ops::Context& ctx, const std::vector<Tensor>& grads, double scale,
+                        double max_norm) {
   LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
            "max_grad_norm is {}, expected a finite value >= 0 (0 = off)", max_norm);
-  const double norm = global_grad_norm(grads) / scale;
+  const double norm = global_grad_norm(ctx, grads) / scale;
   if (!std::isfinite(norm)) return norm;
   double factor = 1.0 / scale;
   if (max_norm > 0) {
@@ -57,7 +58,7 @@ double unscale_and_clip(const std::vector<Tensor>& grads, double scale, double m
     if (clip < 1.0) factor *= clip;
   }
   for (const Tensor& g : grads)
-    if (g.numel() > 0) ops::scale_inplace(g, factor);
+    if (g.numel() > 0) ops::scale_inplace(ctx, g, factor);
   return norm;
 }
 

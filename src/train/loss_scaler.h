@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 
 namespace lt::train {
 
@@ -50,6 +51,7 @@ class LossScaler {
 // The scaled parameter gradients' true global norm (their norm / scale): +inf or NaN when any gradient is
 // not finite, and then the gradients are left as they are. Otherwise they are divided by `scale` and, when
 // max_norm > 0 and the true norm exceeds it, clipped to max_norm, in one pass over each tensor.
-double unscale_and_clip(const std::vector<Tensor>& grads, double scale, double max_norm);
+double unscale_and_clip(const ops::Context& ctx, const std::vector<Tensor>& grads, double scale,
+                        double max_norm);
 
 }  // namespace lt::train

@@ -23,9 +23,9 @@ double norm_of(const std::vector<double>& squares, const std::vector<char>& incl
 
 }  // namespace
 
-OptimizerInBackward::OptimizerInBackward(const model::ModelConfig& config, AdamW& optimizer,
-                                         model::SharedLayerGrads& grads)
-    : config_(config), optimizer_(optimizer), grads_(grads) {
+OptimizerInBackward::OptimizerInBackward(const ops::Context& ctx, const model::ModelConfig& config,
+                                         AdamW& optimizer, model::SharedLayerGrads& grads)
+    : ctx_(ctx), config_(config), optimizer_(optimizer), grads_(grads) {
   std::map<std::string, int64_t> layer_of;
   for (const model::WeightSpec& spec : model::weight_specs(config)) layer_of[spec.hf_name] = spec.layer;
   by_layer_.resize(size_t(config.num_layers + 1));
@@ -43,7 +43,7 @@ OptimizerInBackward::OptimizerInBackward(const model::ModelConfig& config, AdamW
 }
 
 void OptimizerInBackward::begin_step(int64_t step, double lr) {
-  model::zero_shared_layer_grads(config_, grads_);
+  model::zero_shared_layer_grads(ctx_, config_, grads_);
   optimizer_.begin_step();
   step_ = step;
   lr_ = lr;
@@ -66,7 +66,7 @@ void OptimizerInBackward::layer_done(int64_t layer) {
   std::vector<Tensor> grads;
   for (size_t i : indices) grads.push_back(params[i].grad);
   // global_grad_norm's per-tensor terms (the same op), so the logged norm is the end-of-step one bit for bit.
-  const std::vector<double> squares = ops::grad_norms_squared(grads);
+  const std::vector<double> squares = ops::grad_norms_squared(ctx_, grads);
   for (size_t k = 0; k < indices.size(); ++k) {
     LT_CHECK(!stepped_[indices[k]], "optimizer in backward: '{}' stepped twice in step {}",
              params[indices[k]].name, step_);
@@ -78,7 +78,8 @@ void OptimizerInBackward::layer_done(int64_t layer) {
   check_finite();
   if (indices.empty()) return;
   optimizer_.step_params(lr_, indices);
-  if (layer >= 0 && !grads_.layer_buffer.empty()) ops::zero(grads_.layer_buffer);  // layer - 1 accumulates
+  if (layer >= 0 && !grads_.layer_buffer.empty())
+    ops::zero(ctx_, grads_.layer_buffer);  // layer - 1 accumulates
 }
 
 void OptimizerInBackward::layer_starts_backward(int64_t layer) {

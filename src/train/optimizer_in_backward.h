@@ -21,6 +21,7 @@
 
 #include "model/config.h"
 #include "model/shared_layer_grads.h"
+#include "ops/context.h"
 #include "train/adamw.h"
 
 namespace lt::train {
@@ -30,7 +31,8 @@ class OptimizerInBackward {
   // `optimizer`'s parameters are named as weight_specs names them (trainable_tensors) and their gradients
   // are `grads`' tensors. Working weights of master weights are AdamW's compute copies (written by each
   // update), so nothing else runs after a layer's update.
-  OptimizerInBackward(const model::ModelConfig& config, AdamW& optimizer, model::SharedLayerGrads& grads);
+  OptimizerInBackward(const ops::Context& ctx, const model::ModelConfig& config, AdamW& optimizer,
+                      model::SharedLayerGrads& grads);
 
   // Before the step's forward: zeroes the gradients, starts AdamW's step. `step` (1-based) names the step in
   // errors; `lr` is its learning rate.
@@ -48,6 +50,7 @@ class OptimizerInBackward {
   double finish_step();
 
  private:
+  ops::Context ctx_;  // the context of its ops
   double check_finite()
       const;  // the norm of the gradients seen so far; throws unless it and the loss are finite
 

@@ -41,8 +41,9 @@ namespace {
 
 // The dense tensors (all but the projections' matrices) of `host` in `dtype` on `device`, and the 4-bit
 // projections beside them.
-LoadedModel assemble(const model::ModelConfig& config, const model::ModelWeights& host,
-                     const io::Bnb4Weights& quantized, DType dtype, Device device) {
+LoadedModel assemble(const ops::Context& ctx, const model::ModelConfig& config,
+                     const model::ModelWeights& host, const io::Bnb4Weights& quantized, DType dtype,
+                     Device device) {
   LoadedModel m;
   m.config = config;
   m.dtype = dtype;
@@ -51,11 +52,11 @@ LoadedModel assemble(const model::ModelConfig& config, const model::ModelWeights
   m.arena = std::make_unique<Arena>("weights", memory,
                                     model::weights_bytes(config, dtype, model::dense_under_qlora));
   m.weights = model::allocate_weights(config, dtype, *m.arena, model::dense_under_qlora);
-  model::copy_weights(config, m.weights, host);  // converted to the compute dtype (exact for wider ones)
+  model::copy_weights(ctx, config, m.weights, host);  // converted to the compute dtype (exact for wider ones)
   m.nf4_arena = std::make_unique<Arena>("4-bit weights", memory,
                                         model::nf4_storage_bytes(config, quantized.quant.double_quant) +
                                             model::nf4_scratch_bytes(config, dtype));
-  m.nf4 = model::upload_nf4(config, quantized.projections, dtype, *m.nf4_arena);
+  m.nf4 = model::upload_nf4(ctx, config, quantized.projections, dtype, *m.nf4_arena);
   model::attach_nf4(m.weights, *m.nf4);
   return m;
 }
@@ -107,7 +108,8 @@ class Projection4BitQuantizer {
     absmax_ = arena_->alloc_bytes("block scales", scales);
   }
 
-  ops::Quant4Weight quantize(const model::WeightSpec& spec, const Tensor& x, const io::Bnb4Config& quant) {
+  ops::Quant4Weight quantize(const ops::Context& ctx, const model::WeightSpec& spec, const Tensor& x,
+                             const io::Bnb4Config& quant) {
     ops::Quant4Weight w;
     w.type = quant.quant_type;
     w.shape = spec.shape;
@@ -118,13 +120,13 @@ class Projection4BitQuantizer {
     Tensor packed(w.packed.data(), DType::U8, {int64_t(w.packed.size())});
     Tensor absmax(w.absmax.data(), DType::F32, {int64_t(w.absmax.size())});
     if (device_ == Device::CPU) {
-      ops::quantize_4bit(x.reshaped({n}), quant.quant_type, packed, absmax);
+      ops::quantize_4bit(ctx, x.reshaped({n}), quant.quant_type, packed, absmax);
     } else {
       const Tensor d_packed(packed_, DType::U8, {packed.numel()}, device_);
       const Tensor d_absmax(absmax_, DType::F32, {absmax.numel()}, device_);
-      ops::quantize_4bit(x.reshaped({n}), quant.quant_type, d_packed, d_absmax);
-      ops::copy(packed, d_packed);
-      ops::copy(absmax, d_absmax);
+      ops::quantize_4bit(ctx, x.reshaped({n}), quant.quant_type, d_packed, d_absmax);
+      ops::copy(ctx, packed, d_packed);
+      ops::copy(ctx, absmax, d_absmax);
     }
     ops::finish_quant4_weight(w, quant.double_quant);
     return w;
@@ -143,8 +145,9 @@ std::string describe(const io::Bnb4Config& q) {
 
 }  // namespace
 
-LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& options, DType dtype,
-                             bool random_init, uint64_t seed, Device device, std::string* summary) {
+LoadedModel load_qlora_model(const ops::Context& ctx, const std::string& model_dir,
+                             const QloraOptions& options, DType dtype, bool random_init, uint64_t seed,
+                             Device device, std::string* summary) {
   if (!random_init && io::read_bnb4_quantization(model_dir).has_value()) {
     // A 4-bit checkpoint: its codes as stored (its own quant type and double quantization).
     const model::ModelConfig config = io::load_bnb4_model_config(model_dir);
@@ -157,7 +160,7 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
     if (summary)
       *summary = fmt::format("QLoRA: {} projections of the 4-bit checkpoint {} ({}), as stored",
                              quantized.projections.size(), model_dir, describe(quantized.quant));
-    return assemble(config, weights, quantized, dtype, device);
+    return assemble(ctx, config, weights, quantized, dtype, device);
   }
   const model::ModelConfig config = model::load_model_config(model_dir);
   refuse_fused(config, model_dir);
@@ -185,17 +188,17 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
                                         .dtype = source,
                                         .device = draw,
                                         .consume = [&](const model::WeightSpec& spec, const Tensor& w) {
-                                          quantized.projections.emplace(spec.hf_name,
-                                                                        quantizer.quantize(spec, w, quant));
+                                          quantized.projections.emplace(
+                                              spec.hf_name, quantizer.quantize(ctx, spec, w, quant));
                                         }};
   if (random_init)
-    model::init_random(config, weights, seed, &streamed);
+    model::init_random(ctx, config, weights, seed, &streamed);
   else
     io::load_hf_weights(model_dir, config, weights, &streamed);
   if (summary)
     *summary = fmt::format("QLoRA: {} projections quantized to {} from {}", quantized.projections.size(),
                            describe(quantized.quant), io::torch_dtype_name(source));
-  return assemble(config, weights, quantized, dtype, device);
+  return assemble(ctx, config, weights, quantized, dtype, device);
 }
 
 }  // namespace lt::train

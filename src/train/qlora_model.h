@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/context.h"
 #include "ops/quant4.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
@@ -29,7 +30,8 @@ QloraOptions qlora_options(const TrainConfig& config);
 // base_model as a QLoRA base in `dtype` on `device`; random_init draws HF's initialization from `seed` in
 // float32 (unless torch_dtype says otherwise) and quantizes that. `summary` (when given) gets one line
 // saying where the 4-bit weights came from.
-LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& options, DType dtype,
-                             bool random_init, uint64_t seed, Device device, std::string* summary = nullptr);
+LoadedModel load_qlora_model(const ops::Context& ctx, const std::string& model_dir,
+                             const QloraOptions& options, DType dtype, bool random_init, uint64_t seed,
+                             Device device, std::string* summary = nullptr);
 
 }  // namespace lt::train

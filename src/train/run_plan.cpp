@@ -18,6 +18,12 @@ ops::KernelOptions kernel_options_from_config(const TrainConfig& config) {
   return o;
 }
 
+ops::Context run_context(const RunPlan& plan, Device device) {
+  ops::Context ctx = ops::context_with(plan.kernels);
+  ctx.allow_tf32 = device == Device::CUDA && plan.tf32;
+  return ctx;
+}
+
 RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype) {
   RunPlan p;
   p.device = device;

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "model/decoder.h"
 #include "model/memory_plan.h"
+#include "ops/context.h"
 #include "ops/kernel_options.h"
 #include "train/train_config.h"
 
@@ -49,6 +50,9 @@ struct RunPlan {
 
 // `config` is validated; `device` and `compute_dtype` are the run's (config.device, compute_dtype).
 RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute_dtype);
+
+// The context the run's ops take (ops/context.h): the plan's kernel options, and TF32 on a GPU when asked.
+ops::Context run_context(const RunPlan& plan, Device device);
 
 // Decides, once for the run's largest micro-batch (rows x tokens), whether a chunked run that offloads its
 // checkpoints offloads the attention outputs too (model::default_attention_offload: where they fit in half

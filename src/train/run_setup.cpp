@@ -115,8 +115,8 @@ void check_not_adapter_dir(const std::string& model_dir) {
            model_dir, model_dir);
 }
 
-LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
-                       Device device) {
+LoadedModel load_model(const ops::Context& ctx, const std::string& model_dir, DType dtype, bool random_init,
+                       uint64_t seed, Device device) {
   check_not_adapter_dir(model_dir);
   LoadedModel m;
   // A 4-bit checkpoint (bitsandbytes' layout) is read dequantized: each projection's code * absmax in f32
@@ -134,7 +134,7 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
     m.arena = std::make_unique<Arena>("weights", ops::memory_resource(device),
                                       model::weights_bytes(m.config, dtype));
     m.weights = model::allocate_weights(m.config, dtype, *m.arena);
-    model::init_random(m.config, m.weights, seed);
+    model::init_random(ctx, m.config, m.weights, seed);
     return m;
   }
   // Read (or drawn) on the host in the compute dtype; a GPU run uploads that and frees the host copy.
@@ -142,17 +142,17 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
       std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));
   model::ModelWeights host_weights = model::allocate_weights(m.config, dtype, *host);
   if (random_init)
-    model::init_random(m.config, host_weights, seed);
+    model::init_random(ctx, m.config, host_weights, seed);
   else if (four_bit)
     io::load_bnb4_checkpoint(model_dir, m.config, host_weights, /*dequantize=*/true);
   else
     io::load_hf_weights(model_dir, m.config, host_weights);
   m.arena = std::move(host);
   m.weights = host_weights;
-  return device == Device::CPU ? std::move(m) : to_device(std::move(m), dtype, device);
+  return device == Device::CPU ? std::move(m) : to_device(ctx, std::move(m), dtype, device);
 }
 
-LoadedModel to_device(LoadedModel model, DType dtype, Device device) {
+LoadedModel to_device(const ops::Context& ctx, LoadedModel model, DType dtype, Device device) {
   LoadedModel m;
   m.config = model.config;
   m.dtype = dtype;
@@ -160,12 +160,12 @@ LoadedModel to_device(LoadedModel model, DType dtype, Device device) {
   m.arena =
       std::make_unique<Arena>("weights", ops::memory_resource(device), model::weights_bytes(m.config, dtype));
   m.weights = model::allocate_weights(m.config, dtype, *m.arena);
-  model::copy_weights(m.config, m.weights, model.weights);
+  model::copy_weights(ctx, m.config, m.weights, model.weights);
   return m;
 }
 
-LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
-                           Device device) {
+LoadedAdapter load_adapter(const ops::Context& ctx, const std::string& adapter_dir,
+                           const model::ModelConfig& model, DType dtype, Device device) {
   LT_CHECK(fs::exists(fs::path(adapter_dir) / io::kAdapterConfigFile),
            "adapter '{}': no {} there; expected a PEFT LoRA adapter directory", adapter_dir,
            io::kAdapterConfigFile);
@@ -182,7 +182,7 @@ LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelCon
   }
   a.arena = std::make_unique<Arena>("adapter", ops::memory_resource(device), model::lora_bytes(specs, dtype));
   a.weights = model::allocate_lora(model, specs, dtype, *a.arena);
-  model::copy_lora(a.weights, host_weights);
+  model::copy_lora(ctx, a.weights, host_weights);
   return a;
 }
 

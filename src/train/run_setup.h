@@ -18,6 +18,7 @@
 #include "model/lora.h"
 #include "model/nf4_weights.h"
 #include "model/weights.h"
+#include "ops/context.h"
 #include "train/train_config.h"
 
 namespace lt::train {
@@ -65,11 +66,11 @@ void check_not_adapter_dir(const std::string& model_dir);
 // base_model's config.json and, unless random_init, its safetensors weights; random_init draws HF's
 // initialization from `seed`.
 // The weights end up on `device` (read on the host, then uploaded).
-LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_init, uint64_t seed,
-                       Device device = Device::CPU);
+LoadedModel load_model(const ops::Context& ctx, const std::string& model_dir, DType dtype, bool random_init,
+                       uint64_t seed, Device device = Device::CPU);
 
 // The same weights on `device` in `dtype` (converted); `model` is consumed.
-LoadedModel to_device(LoadedModel model, DType dtype, Device device);
+LoadedModel to_device(const ops::Context& ctx, LoadedModel model, DType dtype, Device device);
 
 // A PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) loaded for `model` in
 // `dtype`: what `eval --adapter` and `generate --adapter` add to a base model.
@@ -78,8 +79,8 @@ struct LoadedAdapter {
   std::unique_ptr<Arena> arena;  // holds the adapters
   model::LoraWeights weights;
 };
-LoadedAdapter load_adapter(const std::string& adapter_dir, const model::ModelConfig& model, DType dtype,
-                           Device device = Device::CPU);
+LoadedAdapter load_adapter(const ops::Context& ctx, const std::string& adapter_dir,
+                           const model::ModelConfig& model, DType dtype, Device device = Device::CPU);
 
 // The base model's tokenizer; nullptr when the directory has none and `required` is false. A tokenizer
 // whose ids reach past the model's `model_vocab` embedding rows is refused here, at load, naming both.

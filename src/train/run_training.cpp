@@ -76,6 +76,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   const DType dtype = compute_dtype(config.precision);
   const Device device = config.device;
   std::string qlora_summary;
+  // The ops' context of the whole run (the trainer makes the same from its plan).
+  const ops::Context ctx = run_context(resolve_run_plan(config, device, dtype), device);
   // A 4-bit base trains only as QLoRA: full or 16-bit-LoRA training would silently start from its rounded
   // weights, where the user most likely has (and should give) the 16-bit model.
   LT_CHECK(is_qlora(config) || config.random_init || !io::read_bnb4_quantization(config.base_model),
@@ -84,9 +86,9 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
            config.base_model, name_of(model::kFinetuneNames, config.finetune), config.bits);
   LoadedModel model =
       is_qlora(config)
-          ? load_qlora_model(config.base_model, qlora_options(config), dtype, config.random_init,
+          ? load_qlora_model(ctx, config.base_model, qlora_options(config), dtype, config.random_init,
                              uint64_t(config.seed), device, &qlora_summary)
-          : load_model(config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
+          : load_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer =
@@ -141,7 +143,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                  "warning: the warmup ({} steps) covers the whole run ({} steps): the learning rate never "
                  "reaches learning_rate {}; lower warmup_steps or warmup_ratio\n",
                  warmup, trainer.total_steps(), config.learning_rate);
-    if (device == Device::CUDA) fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary());
+    if (device == Device::CUDA)
+      fmt::print(hooks.out, "attention: {}\n", ops::attention_backend_summary(trainer.context()));
     if (const model::LoraWeights* lora = trainer.lora())
       fmt::print(hooks.out, "LoRA: {} adapters on [{}], base weights frozen; {}\n", lora->specs.size(),
                  fmt::join(trainer.adapter_config()->target_modules, ", "),

@@ -93,8 +93,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
            "(train/qlora_model.h's load_qlora_model) and only such a run takes one; the model given is {}",
            model_.nf4 ? "4-bit" : "dense");
   plan_ = resolve_run_plan(config_, model_.device, model_.dtype);
-  ops::set_kernel_options(plan_.kernels);
-  if (model_.device == Device::CUDA) ops::set_allow_tf32(plan_.tf32);
+  ctx_ = run_context(plan_, model_.device);
   MemoryResource& memory = ops::memory_resource(model_.device);
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.
@@ -102,12 +101,12 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   if (config_.optimizer_in_backward) {
     grad_arena_ = std::make_unique<Arena>(
         "grads", memory, std::max<size_t>(model::shared_layer_grads_bytes(mc, grad_dtype, trainable), 1));
-    shared_grads_ = model::allocate_shared_layer_grads(mc, grad_dtype, *grad_arena_, trainable);
+    shared_grads_ = model::allocate_shared_layer_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
     grads_ = shared_grads_.grads;
   } else {
     grad_arena_ = std::make_unique<Arena>("grads", memory,
                                           std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
-    grads_ = model::allocate_grads(mc, grad_dtype, *grad_arena_, trainable);
+    grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
   }
   if (keeps_master_weights(config_)) setup_master_weights(trainable);
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
@@ -126,19 +125,19 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   AdamWOptions adamw = adamw_options(config_);
   adamw.stochastic_rounding = plan_.stochastic_rounding;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
-  data_parallel_ = std::make_unique<DataParallel>(*comm_, config_.sharding, std::move(params), memory);
+  data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory);
   LT_CHECK(data_parallel_->shards_optimizer() == false || config_.precision != Precision::Fp16 ||
                config_.sharding == dist::Sharding::Zero1,
            "config: precision fp16 with sharding {}: the loss scaler's overflow check needs every gradient "
            "on every rank; use zero1 or ddp",
            name_of(kShardingNames, config_.sharding));
-  optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_groups(), adamw);
+  optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
                  config_.precision != Precision::Fp16 && config_.max_grad_norm == 0,
              "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
              "micro_batch_size, no fp16 and max_grad_norm 0 (validate() refuses the others)");
-    in_backward_ = std::make_unique<OptimizerInBackward>(mc, *optimizer_, shared_grads_);
+    in_backward_ = std::make_unique<OptimizerInBackward>(ctx_, mc, *optimizer_, shared_grads_);
   }
 
   accum_ = gradient_accumulation_steps(config_);
@@ -204,7 +203,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
     // A sharded optimizer's checkpoint holds the whole state (data_parallel.h): loaded whole, then sliced.
     std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
-    state_ = load_checkpoint(dir, mc, saved_weights(), whole ? *whole : *optimizer_,
+    state_ = load_checkpoint(ctx_, dir, mc, saved_weights(), whole ? *whole : *optimizer_,
                              lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
     if (whole) data_parallel_->scatter_state(*whole, *optimizer_);
   }
@@ -216,7 +215,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   refresh_lora_compute();
   refresh_working_weights();
   if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    zero3_ = std::make_unique<Zero3Layers>(*comm_, mc, model_.weights, model_.arena, grads_, grad_arena_);
+    zero3_ =
+        std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_);
     data_parallel_->attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
   }
 }
@@ -242,9 +242,9 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
   if (in_backward_)
     in_backward_->begin_step(step + 1, schedule_->lr(step));  // zeroes the gradients
   else
-    model::zero_grads(model_.config, grads_);
+    model::zero_grads(ctx_, model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
-  if (lora) model::zero_lora(lora_grads_);
+  if (lora) model::zero_lora(ctx_, lora_grads_);
   if (zero3_) zero3_->begin_step();
   // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
   const size_t rounds =
@@ -264,7 +264,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     // One schedule for whole sequences (chunk_size 0) and chunks (same gradients, O(C) memory).
     const model::ScheduleOptions options = run_schedule_options(config_, plan_);
     std::unique_ptr<model::Schedule> schedule =
-        model::make_schedule(model_.config, model_.dtype, batch.B, batch.T, options, *activations_,
+        model::make_schedule(ctx_, model_.config, model_.dtype, batch.B, batch.T, options, *activations_,
                              lora_.specs, offload_arena_.get());
     schedule->set_head_gradient(model::head_weight(model_.config, grads_));
     if (in_backward_)
@@ -284,7 +284,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     Timer backward;
     schedule->backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
     if (zero3_) zero3_->finish_micro_batch();
-    ops::synchronize(model_.device);  // GPU work is asynchronous: time it to its end
+    ops::synchronize(ctx_, model_.device);  // GPU work is asynchronous: time it to its end
     r.backward_s += backward.seconds();
     schedule.reset();  // its buffers go back to the arenas below
     activations_->release(mark);
@@ -304,7 +304,7 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
     grad_norm = std::isfinite(r.loss)
-                    ? unscale_and_clip(grad_tensors, scaler_->scale(), config_.max_grad_norm)
+                    ? unscale_and_clip(ctx_, grad_tensors, scaler_->scale(), config_.max_grad_norm)
                     : r.loss;
     if (!scaler_->update(std::isfinite(grad_norm), state_.step + 1)) return {grad_norm, false};
   } else {
@@ -322,8 +322,8 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
   EvalResult e =
-      evaluate(model_.config, model_.dtype, whole_weights(gathered), val_, config_.micro_batch_size, pad_id_,
-               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
+      evaluate(ctx_, model_.config, model_.dtype, whole_weights(gathered), val_, config_.micro_batch_size,
+               pad_id_, *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
                {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
@@ -348,7 +348,7 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
   std::string path = config_.output_dir + "/" + checkpoint_dir_name(state.step);
   write_on_rank_zero(
       *comm_, "a checkpoint",
-      [&] { path = save_checkpoint(config_.output_dir, c, config_.save_total_limit); }, kWriteTimeoutS);
+      [&] { path = save_checkpoint(ctx_, config_.output_dir, c, config_.save_total_limit); }, kWriteTimeoutS);
   return path;
 }
 
@@ -387,7 +387,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     if (!applied)
       say(fmt::format("step {}: fp16 gradients not finite at loss scale {}; update skipped, scale now {}",
                       state_.step + 1, loss_scale, scaler_->scale()));
-    ops::synchronize(model_.device);  // the step's time includes its GPU work
+    ops::synchronize(ctx_, model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
     ops::op_profile_step();  // profile_ops only
 

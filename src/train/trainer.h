@@ -34,6 +34,7 @@
 #include "io/peft_config.h"
 #include "model/lora.h"
 #include "model/shared_layer_grads.h"
+#include "ops/context.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
@@ -92,6 +93,8 @@ class Trainer {
   const io::LoraAdapterConfig* adapter_config() const { return lora_arena_ ? &adapter_config_ : nullptr; }
   // The settings the run resolved at its start (printed as the run header, saved in checkpoints).
   const RunPlan& plan() const { return plan_; }
+  // The context every op of the run takes (the plan's kernel options and TF32).
+  const ops::Context& context() const { return ctx_; }
 
  private:
   struct StepResult {
@@ -149,6 +152,7 @@ class Trainer {
   std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors
   std::string memory_plan_summary_;       // one line, printed when the run starts
   RunPlan plan_;
+  ops::Context ctx_;
   std::unique_ptr<data::DataLoader> loader_;
   int64_t accum_ = 1;            // micro-batches per optimizer step
   int64_t steps_per_epoch_ = 0;  // optimizer steps

@@ -35,13 +35,13 @@ void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
       config_.offload_optimizer ? ops::staging_memory(model_.device) : ops::memory_resource(model_.device);
   master_arena_ = std::make_unique<Arena>("master weights", memory,
                                           std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
-  const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
+  const model::ModelWeights copies = model::allocate_grads(ctx_, mc, wide, *master_arena_, trainable);
   masters_ = model_.weights;
   masters_.dtype = wide;
   for (const model::WeightSpec& spec : model::weight_specs(mc)) {
     const Tensor& m = model::weight_of(copies, spec);
     if (m.empty()) continue;
-    ops::copy(m, model::weight_of(model_.weights, spec));
+    ops::copy(ctx_, m, model::weight_of(model_.weights, spec));
     model::weight_of(masters_, spec) = m;
   }
   model::bind_fused_parts(mc, masters_);
@@ -56,12 +56,12 @@ void Trainer::refresh_working_weights() {
   for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
     Tensor& working = model::weight_of(model_.weights, spec);
     const Tensor& master = model::weight_of(masters_, spec);
-    if (master.data != working.data) ops::copy(working, master);  // rounded once, to nearest
+    if (master.data != working.data) ops::copy(ctx_, working, master);  // rounded once, to nearest
   }
 }
 
 void Trainer::refresh_lora_compute() {
-  if (lora_compute_arena_) model::copy_lora(lora_compute_, lora_);
+  if (lora_compute_arena_) model::copy_lora(ctx_, lora_compute_, lora_);
 }
 
 const model::LoraWeights* Trainer::lora_for_compute() const {
@@ -81,7 +81,7 @@ void Trainer::setup_lora() {
   lora_arena_ = std::make_unique<Arena>("lora", memory, 2 * bytes);
   lora_ = model::allocate_lora(mc, specs, master, *lora_arena_);
   lora_grads_ = model::allocate_lora(mc, specs, master, *lora_arena_);
-  model::zero_lora(lora_grads_);
+  model::zero_lora(ctx_, lora_grads_);
   if (master != model_.dtype) {
     lora_compute_arena_ =
         std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
@@ -98,7 +98,7 @@ void Trainer::setup_lora() {
   } else {
     io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, host.weights);
   }
-  model::copy_lora(lora_, host.weights);
+  model::copy_lora(ctx_, lora_, host.weights);
 }
 
 void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& result) {
@@ -122,7 +122,7 @@ void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& 
     if (model_.device == Device::CPU) {
       io::save_peft_adapter(staging, model_.config, adapter_config_, lora_, lora_.dtype);
     } else {
-      const model::HostLora host = model::host_copy(model_.config, lora_);
+      const model::HostLora host = model::host_copy(ctx_, model_.config, lora_);
       io::save_peft_adapter(staging, model_.config, adapter_config_, host.weights, lora_.dtype);
     }
     std::vector<std::string> written = {io::kAdapterWeightsFile, io::kAdapterConfigFile};
@@ -143,7 +143,7 @@ void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& 
     train::save_final_model(*output_, config_.base_model, model_.config, weights, options, model_card);
     return;
   }
-  const model::HostWeights host = model::host_copy(model_.config, weights);
+  const model::HostWeights host = model::host_copy(ctx_, model_.config, weights);
   train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options, model_card);
 }
 

@@ -60,10 +60,10 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
   return f;
 }
 
-Zero3Layers::Zero3Layers(dist::Communicator& comm, const model::ModelConfig& config,
+Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena)
-    : comm_(comm), config_(config), weights_(weights), grad_dtype_(grads.dtype) {
+    : ctx_(ctx), comm_(comm), config_(config), weights_(weights), grad_dtype_(grads.dtype) {
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
   const Device device = weights_arena->device();
@@ -119,11 +119,11 @@ Zero3Layers::Zero3Layers(dist::Communicator& comm, const model::ModelConfig& con
     if (!sharded(spec, grads)) {
       if (!w.empty()) {
         model::weight_of(w_new, spec) = moved(w, new_weights->alloc_bytes(spec.hf_name, w.bytes()));
-        ops::copy(model::weight_of(w_new, spec), w);
+        ops::copy(ctx_, model::weight_of(w_new, spec), w);
       }
       if (!g.empty()) {
         model::weight_of(g_new, spec) = moved(g, new_grads->alloc_bytes(spec.hf_name, g.bytes()));
-        ops::copy(model::weight_of(g_new, spec), g);
+        ops::copy(ctx_, model::weight_of(g_new, spec), g);
       }
       continue;
     }
@@ -132,17 +132,17 @@ Zero3Layers::Zero3Layers(dist::Communicator& comm, const model::ModelConfig& con
                    s.capacity, device);
     s.grad = flat(new_grads->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)),
                   grad_dtype_, s.capacity, device);
-    ops::zero(s.param);
-    ops::zero(s.grad);
+    ops::zero(ctx_, s.param);
+    ops::zero(ctx_, s.grad);
     if (s.owned > 0) {
       const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
-      ops::copy(flat(s.param.data, dtype, s.owned, device),
+      ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
                 flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
     }
     model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[spec.layer % 2]) + s.slot_offset);
     model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffer_) + s.grad_offset);
   }
-  ops::synchronize(device);  // the copies read the old arenas, released below
+  ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
   weights = w_new;
   grads = g_new;
   weights_arena = std::move(new_weights);
@@ -172,7 +172,7 @@ void Zero3Layers::flush() {
     const Shard& s = shards_[i];
     const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
     comm_.reduce_scatter(grad_view(s), part, dist::ReduceOp::Sum);
-    ops::add_inplace(s.grad, part);
+    ops::add_inplace(ctx_, s.grad, part);
   }
   pending_ = -1;
 }
@@ -180,7 +180,7 @@ void Zero3Layers::flush() {
 void Zero3Layers::before_backward(int64_t layer) {
   flush();  // the previous layer's (or chunk's) gradient leaves the buffer
   gather(layer);
-  for (size_t i : by_layer_[size_t(layer)]) ops::zero(grad_view(shards_[i]));
+  for (size_t i : by_layer_[size_t(layer)]) ops::zero(ctx_, grad_view(shards_[i]));
   pending_ = layer;
 }
 
@@ -194,7 +194,7 @@ model::LayerHooks Zero3Layers::hooks() {
 }
 
 void Zero3Layers::begin_step() {
-  for (const Shard& s : shards_) ops::zero(s.grad);
+  for (const Shard& s : shards_) ops::zero(ctx_, s.grad);
 }
 
 int64_t Zero3Layers::round_chunks(int64_t mine) {

@@ -33,6 +33,7 @@
 #include "dist/communicator.h"
 #include "model/layer_hooks.h"
 #include "model/weights.h"
+#include "ops/context.h"
 
 namespace lt::train {
 
@@ -63,8 +64,8 @@ class Zero3Layers {
   // new ones that hold the slices, the slots, the gradient buffer and every other tensor whole, and the
   // tensors of `weights` and `grads` are re-pointed (layers at their slot and at the gradient buffer).
   // The sharded tensors are the layer tensors whose gradient exists in `grads`.
-  Zero3Layers(dist::Communicator& comm, const model::ModelConfig& config, model::ModelWeights& weights,
-              std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
+  Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
+              model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
               std::unique_ptr<Arena>& grads_arena);
 
   const std::vector<Shard>& shards() const { return shards_; }
@@ -86,6 +87,7 @@ class Zero3Layers {
   size_t gather_whole_bytes() const;
 
  private:
+  ops::Context ctx_;  // the context of its ops
   void gather(int64_t layer);
   void before_backward(int64_t layer);
   void flush();

@@ -8,6 +8,7 @@
 #include "cli/cli_test_util.h"
 #include "model/decoder.h"
 #include "model/generate.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/model_batch.h"
 #include "train/run_setup.h"
@@ -30,7 +31,7 @@ TEST(EvalCommand, PrintsTokenWeightedLossPerplexityAndTokens) {
   EXPECT_NE(r.err.find("eval: 3/3 batches (100%)"), std::string::npos) << r.err;
 
   // Reference: one example at a time, sum of token CEs / scored tokens.
-  train::LoadedModel m = train::load_model(dir.file("model"), DType::F64, true, 5);
+  train::LoadedModel m = train::load_model(ctx, dir.file("model"), DType::F64, true, 5);
   train::TrainConfig c;
   data::Dataset d = train::load_examples(dir.file("data.jsonl"), nullptr, m.config,
                                          train::dataset_options(c, dir.file("model")));
@@ -45,7 +46,7 @@ TEST(EvalCommand, PrintsTokenWeightedLossPerplexityAndTokens) {
                    .segments = Tensor(),
                    .labels = Tensor(labels.data(), DType::I32, {1, T})};
     Arena arena("a", HostMemory::instance(), model::Decoder::arena_bytes(m.config, DType::F64, 1, T));
-    model::Decoder dec(m.config, DType::F64, 1, T, arena);
+    model::Decoder dec(ctx, m.config, DType::F64, 1, T, arena);
     sum += dec.forward(m.weights, b, 1);
     tokens += model::count_label_tokens(b);
   }
@@ -77,9 +78,9 @@ TEST(GenerateCommand, IdsPromptGreedyMatchesLibraryCall) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_ids"], nlohmann::json({5, 6, 7}));
-  train::LoadedModel m = train::load_model(dir.file("model"), DType::F64, true, 9);
+  train::LoadedModel m = train::load_model(ctx, dir.file("model"), DType::F64, true, 9);
   std::vector<int32_t> expected =
-      model::generate(m.config, DType::F64, m.weights, std::vector<int32_t>{5, 6, 7},
+      model::generate(ctx, m.config, DType::F64, m.weights, std::vector<int32_t>{5, 6, 7},
                       {.max_new_tokens = 6, .stop_ids = m.config.eos_token_ids});
   EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), expected);
   EXPECT_FALSE(expected.empty());

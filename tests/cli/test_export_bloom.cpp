@@ -12,6 +12,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -59,7 +60,7 @@ double golden_loss(const std::string& checkpoint) {
       model::weights_bytes(config, DType::F64) + model::Decoder::arena_bytes(config, DType::F64, B, T));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   io::load_hf_weights(checkpoint, config, w);
-  model::Decoder decoder(config, DType::F64, B, T, arena);
+  model::Decoder decoder(ctx, config, DType::F64, B, T, arena);
   return decoder.forward(w, batch, model::count_label_tokens(batch));
 }
 

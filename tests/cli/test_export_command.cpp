@@ -13,6 +13,7 @@
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -69,7 +70,7 @@ double golden_batch_loss(const std::string& checkpoint, const std::string& adapt
                   model::Decoder::arena_bytes(config, DType::F64, B, T, specs));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   io::load_hf_weights(checkpoint, config, w);
-  model::Decoder decoder(config, DType::F64, B, T, arena, specs);
+  model::Decoder decoder(ctx, config, DType::F64, B, T, arena, specs);
   if (specs.empty()) return decoder.forward(w, batch, model::count_label_tokens(batch));
   model::LoraWeights lora = model::allocate_lora(config, specs, DType::F64, arena);
   io::load_peft_adapter_weights(adapter_dir, config, adapter, lora);

@@ -19,27 +19,28 @@
 #include "ops/cuda/device_memory.h"
 #include "ops/cuda/poison.h"
 #include "ops/kernel_options.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt::test {
 
-// Sets the kernel option `key` (ops/kernel_options.h) to `value` for its lifetime (nullptr: the option's
-// default), then restores the options in effect before.
+// Sets the kernel option `key` (ops/kernel_options.h) of the tests' context (support/test_context.h) to
+// `value` for its lifetime (nullptr: the option's default), then restores the options it held before.
 class ScopedKernelOption {
  public:
-  ScopedKernelOption(const char* key, const char* value) : scope_(with(key, value)) {}
-
- private:
-  static ops::KernelOptions with(const char* key, const char* value) {
-    ops::KernelOptions o = ops::kernel_options();
+  ScopedKernelOption(const char* key, const char* value) : saved_(test_context().kernels) {
     std::string text = value ? value : "";
     if (!value)
       for (const auto& [name, default_value] : ops::describe_kernel_options(ops::KernelOptions{}))
         if (name == key) text = default_value;
-    ops::set_kernel_option(o, key, text, "test");
-    return o;
+    ops::set_kernel_option(test_context().kernels, key, text, "test");
   }
-  ops::ScopedKernelOptions scope_;
+  ~ScopedKernelOption() { test_context().kernels = saved_; }
+  ScopedKernelOption(const ScopedKernelOption&) = delete;
+  ScopedKernelOption& operator=(const ScopedKernelOption&) = delete;
+
+ private:
+  ops::KernelOptions saved_;
 };
 
 // The attention kernels (auto, cudnn, tc, simt; nullptr: auto) for its lifetime.

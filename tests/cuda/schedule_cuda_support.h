@@ -15,6 +15,7 @@
 #include "model/tiny_model.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 
@@ -43,7 +44,7 @@ struct Outcome {
 
 inline std::vector<double> to_f64(const Tensor& t) {
   std::vector<double> v(size_t(t.numel()));
-  ops::copy(Tensor(v.data(), DType::F64, {t.numel()}), t);
+  ops::copy(ctx, Tensor(v.data(), DType::F64, {t.numel()}), t);
   return v;
 }
 
@@ -59,35 +60,36 @@ inline Outcome run_two_steps(const model::ModelConfig& c, const model::ModelWeig
       "weights", memory,
       model::weights_bytes(c, dt) + model::grads_bytes(c, gt) + 2 * model::lora_bytes(specs, gt));
   model::ModelWeights w = model::allocate_weights(c, dt, weights_arena);
-  model::copy_weights(c, w, host_weights);
+  model::copy_weights(ctx, c, w, host_weights);
   model::ModelWeights g =
-      model::allocate_grads(c, gt, weights_arena,
+      model::allocate_grads(ctx, c, gt, weights_arena,
                             host_lora ? model::TrainableFn([](const model::WeightSpec&) { return false; })
                                       : model::TrainableFn(model::train_all));
-  model::zero_grads(c, g);
+  model::zero_grads(ctx, c, g);
   model::LoraWeights lora, lora_grads;
   if (host_lora) {
     lora = model::allocate_lora(c, specs, dt, weights_arena);
-    model::copy_lora(lora, *host_lora);
+    model::copy_lora(ctx, lora, *host_lora);
     lora_grads = model::allocate_lora(c, specs, gt, weights_arena);
-    model::zero_lora(lora_grads);
+    model::zero_lora(ctx, lora_grads);
   }
   Arena acts("activations", memory, model::schedule_arena_bytes(c, dt, B, T, options, specs));
   std::unique_ptr<Arena> pinned;
   if (options.offload)
     pinned = std::make_unique<Arena>("offload", ops::staging_memory(Device::CUDA),
                                      model::schedule_offload_bytes(c, dt, B, T, options, specs));
-  std::unique_ptr<model::Schedule> s = model::make_schedule(c, dt, B, T, options, acts, specs, pinned.get());
+  std::unique_ptr<model::Schedule> s =
+      model::make_schedule(ctx, c, dt, B, T, options, acts, specs, pinned.get());
   const int64_t label_tokens = model::count_label_tokens(batch);
   Outcome o;
-  ops::synchronize(Device::CUDA);
+  ops::synchronize(ctx, Device::CUDA);
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < 2; ++step) {
     const model::LoraDropout drop{.p = dropout, .seed = 7, .step = step, .micro_batch = 0};
     o.losses.push_back(s->forward(w, batch, label_tokens, host_lora ? &lora : nullptr, drop));
     s->backward(w, g, host_lora ? &lora_grads : nullptr);
   }
-  ops::synchronize(Device::CUDA);
+  ops::synchronize(ctx, Device::CUDA);
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (host_lora) {
     for (const model::LoraSpec& spec : specs)

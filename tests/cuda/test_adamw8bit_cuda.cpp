@@ -13,6 +13,7 @@
 
 #include "io/safetensors.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/adamw.h"
 #include "train/adamw8bit.h"
@@ -65,7 +66,7 @@ TEST(CudaAdamW8bit, ReproducesBitsandbytesGoldenByteForByte) {
   o.no_decay_substrings = train::bias_and_norm_no_decay();
   o.eight_bit = true;
   o.f32_state_substrings = train::hf_embedding_f32_state();
-  train::AdamW opt(groups, o);
+  train::AdamW opt(ctx, groups, o);
   const int steps = config["steps"];
   for (int s = 1; s <= steps; ++s) {
     const std::string prefix = "step" + std::to_string(s) + ".";
@@ -119,8 +120,8 @@ TEST(CudaAdamW8bit, EqualsTheCpuOpForBf16AndComputeCopies) {
     o.eight_bit = true;
     o.weight_decay = 0.05;
     train::AdamW cpu(
-        {{"w", Tensor(p_host.data(), c.param, {n}), Tensor(g_host.data(), c.grad, {n}), copy_cpu}}, o);
-    train::AdamW gpu({{"w", p_dev.t, g_dev.t, c.copy ? copy_dev.t : Tensor()}}, o);
+        ctx, {{"w", Tensor(p_host.data(), c.param, {n}), Tensor(g_host.data(), c.grad, {n}), copy_cpu}}, o);
+    train::AdamW gpu(ctx, {{"w", p_dev.t, g_dev.t, c.copy ? copy_dev.t : Tensor()}}, o);
     for (int s = 1; s <= 4; ++s) {
       std::vector<double> g(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)

@@ -16,6 +16,7 @@
 #include "ops/adamw_many.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -118,11 +119,11 @@ void run_case(int64_t n, DType pdt, DType gdt, bool sr, int64_t offset, Result& 
     same.set_grad(g);
     f64.set_grad(g);
     const ops::AdamWParams a = params_at(n, t, sr);
-    ops::adamw_step(a, gp.t, gg.t, gm.t, gv.t);
-    ops::adamw_step(a, same.tp, same.tg, same.tm, same.tv);
+    ops::adamw_step(ctx, a, gp.t, gg.t, gm.t, gv.t);
+    ops::adamw_step(ctx, a, same.tp, same.tg, same.tm, same.tv);
     ops::AdamWParams a64 = a;
     a64.stochastic_rounding = false;
-    ops::adamw_step(a64, f64.tp, f64.tg, f64.tm, f64.tv);
+    ops::adamw_step(ctx, a64, f64.tp, f64.tg, f64.tm, f64.tv);
   }
   gpu = {gp.get(), gm.get(), gv.get()};
   auto host = [&](const HostSet& h) {
@@ -204,8 +205,8 @@ TEST(CudaAdamW, ComputeCopyIsTheUpdatedParameterRounded) {
         v2.set(z4);
         for (int64_t t = 1; t <= 2; ++t) {
           const ops::AdamWParams prm = params_at(n, t, false);
-          ops::adamw_step(prm, p1.t, g.t, m1.t, v1.t, copy.t);
-          ops::adamw_step(prm, p2.t, g.t, m2.t, v2.t);
+          ops::adamw_step(ctx, prm, p1.t, g.t, m1.t, v1.t, copy.t);
+          ops::adamw_step(ctx, prm, p2.t, g.t, m2.t, v2.t);
         }
         const std::string what =
             std::string(dtype_name(cdt)) + " " + shape_of(n) + (offset ? " unaligned" : "");
@@ -260,9 +261,9 @@ TEST(CudaAdamW, ManyTensorsGiveEachTensorsOwnBits) {
       prm.weight_decay = i % 2 ? 0.0 : 0.05;
       prm.seed = 1000 + i;
       many.push_back({prm, a[i]->p.t, a[i]->g.t, a[i]->m.t, a[i]->v.t, c.copy ? a[i]->copy.t : Tensor()});
-      ops::adamw_step(prm, b[i]->p.t, b[i]->g.t, b[i]->m.t, b[i]->v.t, c.copy ? b[i]->copy.t : Tensor());
+      ops::adamw_step(ctx, prm, b[i]->p.t, b[i]->g.t, b[i]->m.t, b[i]->v.t, c.copy ? b[i]->copy.t : Tensor());
     }
-    ops::adamw_step_many(many);
+    ops::adamw_step_many(ctx, many);
   }
   for (size_t i = 0; i < std::size(cases); ++i) {
     const std::string what = "tensor " + std::to_string(i) + " " + shape_of(cases[i].n);
@@ -294,11 +295,11 @@ TEST(CudaAdamW, StochasticRoundingIsUnbiasedOnAverage) {
   v32.set(zero2);
   ops::AdamWParams a = params_at(n, 1, true);
   a.lr = 0.01;
-  ops::adamw_step(a, p.t, gg.t, m.t, v.t);
+  ops::adamw_step(ctx, a, p.t, gg.t, m.t, v.t);
   ops::AdamWParams a32 = a;
   a32.count = 1;
   a32.stochastic_rounding = false;
-  ops::adamw_step(a32, p32.t, g32.t, m32.t, v32.t);
+  ops::adamw_step(ctx, a32, p32.t, g32.t, m32.t, v32.t);
   const double x = p32.get()[0];
   const std::vector<double> out = p.get();
   const float xf = float(x);
@@ -329,8 +330,8 @@ TEST(CudaGradNorm, MatchesCpuDoubleAndIsDeterministic) {
       std::vector<double> x = test::random_values(size_t(n), 77 + uint64_t(n), -2.0, 2.0);
       DeviceTensor d = test::upload(x, dt, {n});  // x now holds the rounded values
       const Tensor host(x.data(), DType::F64, {n});
-      const double ref = ops::grad_norm_squared(host);
-      const double got = ops::grad_norm_squared(d.t), again = ops::grad_norm_squared(d.t);
+      const double ref = ops::grad_norm_squared(ctx, host);
+      const double got = ops::grad_norm_squared(ctx, d.t), again = ops::grad_norm_squared(ctx, d.t);
       test::Worst w;
       w.add("sum_sq", {got}, {ref});
       report("grad_norm_squared", dt, shape_of(n), w, 1e-6);
@@ -356,11 +357,11 @@ TEST(CudaGradNorm, ManyTensorsGiveEachTensorsOwnBits) {
     owned.push_back(test::upload(x, dt, {n}));
     grads.push_back(owned.back().t);
   }
-  const std::vector<double> sums = ops::grad_norms_squared(grads);
+  const std::vector<double> sums = ops::grad_norms_squared(ctx, grads);
   ASSERT_EQ(sums.size(), grads.size());
   int mismatches = 0;
   for (size_t j = 0; j < grads.size(); ++j) {
-    const double own = grads[j].numel() ? ops::grad_norm_squared(grads[j]) : 0.0;
+    const double own = grads[j].numel() ? ops::grad_norm_squared(ctx, grads[j]) : 0.0;
     if (std::memcmp(&own, &sums[j], sizeof(double)) != 0) {
       ++mismatches;
       std::printf("grad_norms_squared tensor %zu (%ld elements): %.17g, its own call %.17g\n", j,
@@ -385,14 +386,14 @@ TEST(CudaAdamW, Bandwidth) {
     int64_t step = 1;
     const float ms = median_ms(20, [&] {
       ops::AdamWParams a = params_at(n, step++, pdt == DType::BF16);
-      ops::adamw_step(a, p.t, g.t, m.t, v.t);
+      ops::adamw_step(ctx, a, p.t, g.t, m.t, v.t);
     });
     // Reads param, grad, m, v; writes param, m, v.
     const double bytes = double(n) * double(2 * dtype_size(pdt) + dtype_size(pdt) + 16);
     std::printf("BANDWIDTH adamw_step %-4s params%s: %.3f ms, %.0f GB/s (%.0f%% of 4280)\n",
                 std::string(dtype_name(pdt)).c_str(), pdt == DType::BF16 ? "+sr" : "", ms, bytes / ms / 1e6,
                 100 * bytes / ms / 1e6 / 4280);
-    const float nms = median_ms(20, [&] { ops::grad_norm_squared(g.t); });
+    const float nms = median_ms(20, [&] { ops::grad_norm_squared(ctx, g.t); });
     const double nbytes = double(n) * double(dtype_size(pdt));
     std::printf("BANDWIDTH grad_norm_squared %-4s: %.3f ms incl. sync, %.0f GB/s\n",
                 std::string(dtype_name(pdt)).c_str(), nms, nbytes / nms / 1e6);

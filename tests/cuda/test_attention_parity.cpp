@@ -16,6 +16,7 @@
 #include "ops/cpu/cpu_attention.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -100,8 +101,8 @@ TEST(CudaParity, Attention) {
       }
       DeviceTensor g_qseg = segmented ? upload_i32(qseg, {B, Tq}) : DeviceTensor();
       DeviceTensor g_kseg = segmented ? upload_i32(kseg, {B, S}) : DeviceTensor();
-      ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, g_qseg.t, g_kseg.t);
-      ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+      ops::attention_forward(ctx, p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, g_qseg.t, g_kseg.t);
+      ops::attention_backward(ctx, p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
                               g_qseg.t, g_kseg.t);
 
       std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq);
@@ -131,7 +132,7 @@ TEST(CudaParity, AttentionRefusesLargeHeadDim) {
   DeviceTensor v = poisoned(DType::BF16, {B, T, H, HD}), out = poisoned(DType::BF16, {B, T, H, HD});
   DeviceTensor lse = poisoned(DType::F32, {B, H, T});
   try {
-    ops::attention_forward(p, out.t, lse.t, q.t, k.t, v.t, Tensor(), Tensor());
+    ops::attention_forward(ctx, p, out.t, lse.t, q.t, k.t, v.t, Tensor(), Tensor());
     FAIL() << "head_dim 320 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim = 320"), std::string::npos) << e.what();
@@ -165,9 +166,9 @@ TEST(CudaBench, DISABLED_AttentionTiming) {
     std::vector<float> fw_ms, bw_ms;
     for (int it = 0; it < 6; ++it) {
       cudaEventRecord(e0);
-      ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
+      ops::attention_forward(ctx, p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
       cudaEventRecord(e1);
-      ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+      ops::attention_backward(ctx, p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
                               Tensor(), Tensor());
       cudaEventRecord(e2);
       ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);

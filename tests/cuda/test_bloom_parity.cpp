@@ -13,6 +13,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -38,8 +39,8 @@ TEST(CudaParity, LayerNorm) {
         DeviceTensor g_dx = accumulate ? upload(dx, dt, {N, D}) : poisoned(dt, {N, D});
         DeviceTensor g_dw = upload(dw, DType::F32, {D}), g_db = upload(db, DType::F32, {D});
         DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N});
-        ops::layernorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t, g_b.t);
-        ops::layernorm_backward(p, g_dx.t, dt == DType::F32 ? g_dw.t : Tensor(),
+        ops::layernorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t, g_b.t);
+        ops::layernorm_backward(ctx, p, g_dx.t, dt == DType::F32 ? g_dw.t : Tensor(),
                                 dt == DType::F32 ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t, g_rstd.t);
         std::vector<double> y(size_t(N * D)), rstd(static_cast<size_t>(N));
         ops::cpu::layernorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}),
@@ -76,8 +77,8 @@ TEST(CudaParity, BloomGelu) {
       if (N * F == 1) x[0] = 1.5;
       DeviceTensor g_x = upload(x, dt, {N, F}), g_dh = upload(dh, dt, {N, F});
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dx = poisoned(dt, {N, F});
-      ops::bloom_gelu_forward(p, g_h.t, g_x.t);
-      ops::bloom_gelu_backward(p, g_dx.t, g_dh.t, g_x.t);
+      ops::bloom_gelu_forward(ctx, p, g_h.t, g_x.t);
+      ops::bloom_gelu_backward(ctx, p, g_dx.t, g_dh.t, g_x.t);
       std::vector<double> h(size_t(N * F)), dx(size_t(N * F));
       ops::cpu::bloom_gelu_forward(p, host(h, {N, F}), host(x, {N, F}));
       ops::cpu::bloom_gelu_backward(p, host(dx, {N, F}), host(dh, {N, F}), host(x, {N, F}));
@@ -132,9 +133,9 @@ TEST(CudaParity, AttentionAlibi) {
         }
         DeviceTensor g_qseg = segmented ? upload_i32(qseg, {B, Tq}) : DeviceTensor();
         DeviceTensor g_kseg = segmented ? upload_i32(kseg, {B, S}) : DeviceTensor();
-        ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, g_qseg.t, g_kseg.t);
-        ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
-                                g_qseg.t, g_kseg.t);
+        ops::attention_forward(ctx, p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, g_qseg.t, g_kseg.t);
+        ops::attention_backward(ctx, p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t,
+                                g_v.t, g_qseg.t, g_kseg.t);
         std::vector<double> out(nq), lse(size_t(B * H * Tq)), dq(nq);
         ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
                                     host(q, {B, Tq, H, HD}), host(k, {B, S, H, HD}), host(v, {B, S, H, HD}),

@@ -27,6 +27,7 @@
 #include "ops/device.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -105,8 +106,8 @@ Results run(const Case& c, Inputs& in, const char* kernel, bool zero_start = fal
   const ops::AttentionParams p = params(c);
   Results r(c, in, zero_start);
   KernelChoice choice(kernel);
-  ops::attention_forward(p, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
-  ops::attention_backward(p, r.dq.t, r.dk.t, r.dv.t, in.dout.t, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t,
+  ops::attention_forward(ctx, p, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+  ops::attention_backward(ctx, p, r.dq.t, r.dk.t, r.dv.t, in.dout.t, r.out.t, r.lse.t, in.q.t, in.k.t, in.v.t,
                           Tensor(), Tensor());
   return r;
 }
@@ -133,7 +134,7 @@ void check_fallback(const Case& c, uint64_t seed) {
     EXPECT_NE(std::string(e.what()).find(st.reason), std::string::npos) << e.what();
   }
   KernelChoice automatic("auto");
-  const std::string header = ops::attention_backend_summary();
+  const std::string header = ops::attention_backend_summary(ctx);
   EXPECT_NE(header.find("leantune kernels (cuDNN unavailable: " + st.reason + ")"), std::string::npos)
       << header;
 }
@@ -155,7 +156,7 @@ TEST(CudaParity, CudnnAttentionStatus) {
   const ops::cuda::CudnnAttentionStatus& st = ops::cuda::cudnn_attention_status();
   EXPECT_TRUE(st.reason.empty());
   KernelChoice automatic("auto");
-  const std::string header = ops::attention_backend_summary();
+  const std::string header = ops::attention_backend_summary(ctx);
   EXPECT_NE(header.find("cuDNN " + ops::cuda::cudnn_version_name(st.version) + " fused attention"),
             std::string::npos)
       << header;
@@ -297,7 +298,7 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
   DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), lse = poisoned(DType::F32, {B, H, Tq});
   {
     KernelChoice choice(windowed_request);
-    ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+    ops::attention_forward(ctx, p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
   }
   std::vector<double> ref(size_t(B * Tq * H * HD)), ref_lse(size_t(B * H * Tq));
   ops::cpu::attention_forward(p, host(ref, {B, Tq, H, HD}), host(ref_lse, {B, H, Tq}),
@@ -346,11 +347,11 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
       auto wall = [] { return std::chrono::steady_clock::now(); };
       const auto t0 = wall();
-      ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+      ops::attention_forward(ctx, p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const auto t1 = wall();
-      ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(),
-                              Tensor());
+      ops::attention_backward(ctx, p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t,
+                              Tensor(), Tensor());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const auto t2 = wall();
       const double build_ms = (ops::cuda::cudnn_attention_plan_stats().build_seconds - build_before) * 1e3;
@@ -361,9 +362,9 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       std::vector<float> fw_ms, bw_ms;
       for (int it = 0; it < 3; ++it) {
         cudaEventRecord(e0);
-        ops::attention_forward(p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
+        ops::attention_forward(ctx, p, out.t, lse.t, in.q.t, in.k.t, in.v.t, Tensor(), Tensor());
         cudaEventRecord(e1);
-        ops::attention_backward(p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t,
+        ops::attention_backward(ctx, p, dq.t, dk.t, dv.t, in.dout.t, out.t, lse.t, in.q.t, in.k.t, in.v.t,
                                 Tensor(), Tensor());
         cudaEventRecord(e2);
         ASSERT_EQ(cudaEventSynchronize(e2), cudaSuccess);

@@ -12,6 +12,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -50,7 +51,7 @@ TEST(CudaDropout, SameMasksAsTheCpu) {
       std::vector<double> x =
           random_values(static_cast<size_t>(count), 9500 + si * 2 + uint64_t(dt == DType::BF16), -3, 3);
       DeviceTensor g_x = upload(x, dt, {rows, s.d});  // x now holds the dt-rounded values
-      ops::dropout_apply(p, g_x.t, streams);
+      ops::dropout_apply(ctx, p, g_x.t, streams);
       const std::vector<char> gpu = raw(g_x);
 
       std::vector<float> ref(x.begin(), x.end());  // exact: the values are f32 or bf16
@@ -95,7 +96,7 @@ TEST(CudaDropout, RefusesOtherDtypes) {
   std::vector<double> x = random_values(12, 9600);
   DeviceTensor g_x = upload(x, DType::F64, {3, 4});
   try {
-    ops::dropout_apply({.batch = 1, .tokens = 3, .dim = 4, .p = 0.1, .seed = 1}, g_x.t, {5});
+    ops::dropout_apply(ctx, {.batch = 1, .tokens = 3, .dim = 4, .p = 0.1, .seed = 1}, g_x.t, {5});
     ADD_FAILURE() << "an f64 tensor was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dropout_apply on CUDA: dtype f64 is not supported"),

@@ -16,6 +16,7 @@
 #include "ops/cuda/rmsnorm_select.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -83,24 +84,24 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     for (const RmsNormVariant& v : kRmsNormVariants) {
       RmsNormChoice choice(v);
       report_bandwidth(label("rmsnorm_forward", v.name).c_str(), double(rows * D) * 2 * e + double(rows) * 4,
-                       median_ms(20, [&] { ops::rmsnorm_forward(p, y.t, rstd.t, x.t, w.t); }));
-      report_bandwidth(label("rmsnorm_backward (dw f32)", v.name).c_str(),
-                       double(rows * D) * 3 * e + double(rows) * 4,
-                       median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+                       median_ms(20, [&] { ops::rmsnorm_forward(ctx, p, y.t, rstd.t, x.t, w.t); }));
+      report_bandwidth(
+          label("rmsnorm_backward (dw f32)", v.name).c_str(), double(rows * D) * 3 * e + double(rows) * 4,
+          median_ms(20, [&] { ops::rmsnorm_backward(ctx, p, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
     }
     const Tensor no_dw;
-    report_bandwidth(label("rmsnorm_backward (no dw)", "").c_str(),
-                     double(rows * D) * 3 * e + double(rows) * 4,
-                     median_ms(20, [&] { ops::rmsnorm_backward(p, dx.t, no_dw, dy.t, x.t, w.t, rstd.t); }));
+    report_bandwidth(
+        label("rmsnorm_backward (no dw)", "").c_str(), double(rows * D) * 3 * e + double(rows) * 4,
+        median_ms(20, [&] { ops::rmsnorm_backward(ctx, p, dx.t, no_dw, dy.t, x.t, w.t, rstd.t); }));
     const ops::RmsNormParams pa{rows, D, 1e-5, true};
-    report_bandwidth(label("rmsnorm_backward (dw f32, dx+=)", "").c_str(),
-                     double(rows * D) * 4 * e + double(rows) * 4,
-                     median_ms(20, [&] { ops::rmsnorm_backward(pa, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
+    report_bandwidth(
+        label("rmsnorm_backward (dw f32, dx+=)", "").c_str(), double(rows * D) * 4 * e + double(rows) * 4,
+        median_ms(20, [&] { ops::rmsnorm_backward(ctx, pa, dx.t, dw.t, dy.t, x.t, w.t, rstd.t); }));
   }
   {
     DeviceTensor x = filled(dt, {N, D}, 1), y = filled(dt, {N, D}, 2);
     report_bandwidth("add_inplace", double(N * D) * 3 * e,
-                     median_ms(20, [&] { ops::add_inplace(y.t, x.t); }));
+                     median_ms(20, [&] { ops::add_inplace(ctx, y.t, x.t); }));
   }
   {
     DeviceTensor q = filled(dt, {N, H, HD}, 4);
@@ -111,18 +112,19 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
     p.type = ops::RopeType::Llama3;
     p.factor = 8.0;
     report_bandwidth("rope_forward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
-                     median_ms(20, [&] { ops::rope_forward(p, q.t, positions.t); }));
+                     median_ms(20, [&] { ops::rope_forward(ctx, p, q.t, positions.t); }));
     report_bandwidth("rope_backward (in place)", double(N * H * HD) * 2 * e + double(N) * 4,
-                     median_ms(20, [&] { ops::rope_backward(p, q.t, positions.t); }));
+                     median_ms(20, [&] { ops::rope_backward(ctx, p, q.t, positions.t); }));
   }
   {
     DeviceTensor gate = filled(dt, {N, F}, 5), up = filled(dt, {N, F}, 6), h(dt, {N, F});
     DeviceTensor dh = filled(dt, {N, F}, 7), dgate(dt, {N, F}), dup(dt, {N, F});
     const ops::SwigluParams p{N, F};
     report_bandwidth("swiglu_forward", double(N * F) * 3 * e,
-                     median_ms(20, [&] { ops::swiglu_forward(p, h.t, gate.t, up.t); }));
-    report_bandwidth("swiglu_backward", double(N * F) * 5 * e,
-                     median_ms(20, [&] { ops::swiglu_backward(p, dgate.t, dup.t, dh.t, gate.t, up.t); }));
+                     median_ms(20, [&] { ops::swiglu_forward(ctx, p, h.t, gate.t, up.t); }));
+    report_bandwidth("swiglu_backward", double(N * F) * 5 * e, median_ms(20, [&] {
+                       ops::swiglu_backward(ctx, p, dgate.t, dup.t, dh.t, gate.t, up.t);
+                     }));
   }
 }
 

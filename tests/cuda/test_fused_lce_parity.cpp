@@ -13,6 +13,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -94,9 +95,9 @@ void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
   DeviceTensor g_dw = upload(dw, dw_dt, {V, D});
   DeviceTensor g_losses = poisoned(DType::F32, {N}), g_lse = poisoned(DType::F32, {N});
   const double total =
-      ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+      ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
   const Tensor g_dw_view = var.dw == DwKind::None ? Tensor() : g_dw.t;
-  ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw_view, g_x.t, g_w.t, g_lse.t, g_labels.t);
+  ops::fused_linear_cross_entropy_backward(ctx, p, g_dx.t, g_dw_view, g_x.t, g_w.t, g_lse.t, g_labels.t);
   EXPECT_NO_THROW(ops::cuda::check_device_errors());
 
   // The reference backward from its own float64 lse, onto the same starting values.
@@ -179,14 +180,17 @@ TEST(CudaParity, FusedLinearCrossEntropyForwardBackwardIsBitIdentical) {
         DeviceTensor g_x = upload(x, dt, {N, D}), g_w = upload(w, dt, {V, D});
         DeviceTensor g_labels = upload_i32(make_labels(N, V, 990003, sh.ignored_begin, sh.ignored_end), {N});
         std::vector<double> zeros(size_t(V * D), 0.0);
-        DeviceTensor l1(DType::F32, {N}), s1(DType::F32, {N}), dx1 = poisoned(dt, {N, D}), dw1 = upload(zeros, dw_dt, {V, D});
-        DeviceTensor l2(DType::F32, {N}), s2(DType::F32, {N}), dx2 = poisoned(dt, {N, D}), dw2 = upload(zeros, dw_dt, {V, D});
-        const double t1 = ops::fused_linear_cross_entropy_forward(p, l1.t, s1.t, g_x.t, g_w.t, g_labels.t);
-        ops::fused_linear_cross_entropy_backward(p, dx1.t, dw1.t, g_x.t, g_w.t, s1.t, g_labels.t);
-        const double t2 =
-            ops::fused_linear_cross_entropy_forward_backward(p, l2.t, s2.t, dx2.t, dw2.t, g_x.t, g_w.t, g_labels.t);
-        const std::string what = std::string(dtype_name(dt)) + " dw " + std::string(dtype_name(dw_dt)) + " V " +
-                                 std::to_string(V);
+        DeviceTensor l1(DType::F32, {N}), s1(DType::F32, {N}), dx1 = poisoned(dt, {N, D}),
+                                                               dw1 = upload(zeros, dw_dt, {V, D});
+        DeviceTensor l2(DType::F32, {N}), s2(DType::F32, {N}), dx2 = poisoned(dt, {N, D}),
+                                                               dw2 = upload(zeros, dw_dt, {V, D});
+        const double t1 =
+            ops::fused_linear_cross_entropy_forward(ctx, p, l1.t, s1.t, g_x.t, g_w.t, g_labels.t);
+        ops::fused_linear_cross_entropy_backward(ctx, p, dx1.t, dw1.t, g_x.t, g_w.t, s1.t, g_labels.t);
+        const double t2 = ops::fused_linear_cross_entropy_forward_backward(ctx, p, l2.t, s2.t, dx2.t, dw2.t,
+                                                                           g_x.t, g_w.t, g_labels.t);
+        const std::string what =
+            std::string(dtype_name(dt)) + " dw " + std::string(dtype_name(dw_dt)) + " V " + std::to_string(V);
         EXPECT_EQ(t1, t2) << what;
         EXPECT_EQ(test::download(l1), test::download(l2)) << what << " losses";
         EXPECT_EQ(test::download(s1), test::download(s2)) << what << " lse";
@@ -240,8 +244,8 @@ TEST(CudaBehavior, FusedLinearCrossEntropyMemoryAndDeterminism) {
     auto run = [&] {
       EXPECT_EQ(cudaMemset(g_dw.t.data, 0, g_dw.t.bytes()), cudaSuccess);
       const double total =
-          ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
-      ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
+          ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+      ops::fused_linear_cross_entropy_backward(ctx, p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_TRUE(std::isfinite(total));
       std::vector<double> out = test::download(g_dx), dw = test::download(g_dw);
@@ -291,7 +295,7 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   // Row 9 sits in the third token block: the message names its row in the whole input.
   DeviceTensor g_labels = upload_i32({1, 2, 3, -100, 4, 5, 6, 7, 8, 50}, {N});
   try {
-    ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+    ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
     ADD_FAILURE() << "a label equal to the vocabulary size was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
@@ -300,8 +304,8 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   // The same from forward_backward's one-kernel cross-entropy.
   DeviceTensor g_dx = poisoned(DType::F32, {N, D}), g_dw = poisoned(DType::F32, {V, D});
   try {
-    ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
-                                                     g_labels.t);
+    ops::fused_linear_cross_entropy_forward_backward(ctx, p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t,
+                                                     g_w.t, g_labels.t);
     ADD_FAILURE() << "forward_backward accepted a label equal to the vocabulary size";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
@@ -312,13 +316,15 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   DeviceTensor g_w16 = upload(w, DType::BF16, {V, D}), g_lse64 = poisoned(DType::F64, {N});
   DeviceTensor g_ok_labels = upload_i32({1, 2, 3, -100, 4, 5, 6, 7, 8, 9}, {N});
   DeviceTensor g_dx16 = poisoned(DType::BF16, {N, D});
-  EXPECT_THROW(ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w16.t, g_ok_labels.t),
-               Error);
-  EXPECT_THROW(ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse64.t, g_x.t, g_w.t, g_ok_labels.t),
-               Error);
   EXPECT_THROW(
-      ops::fused_linear_cross_entropy_backward(p, g_dx16.t, Tensor(), g_x.t, g_w.t, g_lse.t, g_ok_labels.t),
+      ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w16.t, g_ok_labels.t),
       Error);
+  EXPECT_THROW(
+      ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse64.t, g_x.t, g_w.t, g_ok_labels.t),
+      Error);
+  EXPECT_THROW(ops::fused_linear_cross_entropy_backward(ctx, p, g_dx16.t, Tensor(), g_x.t, g_w.t, g_lse.t,
+                                                        g_ok_labels.t),
+               Error);
   EXPECT_NO_THROW(ops::cuda::check_device_errors());
 }
 
@@ -366,12 +372,12 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
           cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used_before);
           cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
           cudaEventRecord(e0);
-          ops::fused_linear_cross_entropy_forward(p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
+          ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
           cudaEventRecord(e1);
-          ops::fused_linear_cross_entropy_backward(p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
+          ops::fused_linear_cross_entropy_backward(ctx, p, g_dx.t, g_dw.t, g_x.t, g_w.t, g_lse.t, g_labels.t);
           cudaEventRecord(e2);
-          ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
-                                                           g_labels.t);
+          ops::fused_linear_cross_entropy_forward_backward(ctx, p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t,
+                                                           g_w.t, g_labels.t);
           cudaEventRecord(e3);
           ASSERT_EQ(cudaEventSynchronize(e3), cudaSuccess);
           cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high);
@@ -389,15 +395,18 @@ TEST(CudaBench, DISABLED_FusedLinearCrossEntropyTiming) {
       std::sort(fw_ms.begin(), fw_ms.end());
       std::sort(bw_ms.begin(), bw_ms.end());
       std::sort(both_ms.begin(), both_ms.end());
-      const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2], both = both_ms[both_ms.size() / 2];
+      const double fw = fw_ms[fw_ms.size() / 2], bw = bw_ms[bw_ms.size() / 2],
+                   both = both_ms[both_ms.size() / 2];
       const double gemm = 2.0 * double(N) * double(D) * double(V);
       std::printf(
           "TIMING  fused_lce bf16 dw %s N=%lld D=%lld V=%lld tb=%lld  fwd %.2f ms %.1f TFLOP/s  bwd %.2f ms "
-          "%.1f TFLOP/s  fwd+bwd %.2f ms  forward_backward %.2f ms %.1f TFLOP/s  pool peak %.1f MiB (workspace "
+          "%.1f TFLOP/s  fwd+bwd %.2f ms  forward_backward %.2f ms %.1f TFLOP/s  pool peak %.1f MiB "
+          "(workspace "
           "%.1f MiB; full logits %.1f MiB)\n",
           std::string(dtype_name(dw_dt)).c_str(), (long long)N, (long long)D, (long long)V,
           (long long)ops::cuda::fused_linear_cross_entropy_token_block(p, dt), fw, gemm / fw * 1e-9, bw,
-          3 * gemm / bw * 1e-9, fw + bw, both, 3 * gemm / both * 1e-9, double(used_high - used_before) / 1048576.0,
+          3 * gemm / bw * 1e-9, fw + bw, both, 3 * gemm / both * 1e-9,
+          double(used_high - used_before) / 1048576.0,
           double(ops::cuda::fused_linear_cross_entropy_workspace_bytes(p, dt)) / 1048576.0,
           double(N) * double(V) * 2.0 / 1048576.0);
       std::fflush(stdout);

@@ -12,6 +12,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -29,8 +30,8 @@ TEST(CudaParity, Geglu) {
       std::vector<double> dh = random_values(static_cast<size_t>(N * F), seed + 2);
       DeviceTensor g_g = upload(g, dt, {N, F}), g_u = upload(u, dt, {N, F}), g_dh = upload(dh, dt, {N, F});
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dg = poisoned(dt, {N, F}), g_du = poisoned(dt, {N, F});
-      ops::geglu_forward(p, g_h.t, g_g.t, g_u.t);
-      ops::geglu_backward(p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
+      ops::geglu_forward(ctx, p, g_h.t, g_g.t, g_u.t);
+      ops::geglu_backward(ctx, p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
       std::vector<double> h(static_cast<size_t>(N * F)), dg(static_cast<size_t>(N * F)),
           du(static_cast<size_t>(N * F));
       ops::cpu::geglu_forward(p, host(h, {N, F}), host(g, {N, F}), host(u, {N, F}));
@@ -62,8 +63,8 @@ TEST(CudaParity, RmsNormOnePlus) {
         DeviceTensor g_dw = upload(dw, dt, {D});
         DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N}),
                      g_dx = poisoned(dt, {N, D});
-        ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
-        ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+        ops::rmsnorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+        ops::rmsnorm_backward(ctx, p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
         std::vector<double> y(static_cast<size_t>(N * D)), rstd(static_cast<size_t>(N)),
             dx(static_cast<size_t>(N * D));
         ops::cpu::rmsnorm_forward(p, host(y, {N, D}), host(rstd, {N}), host(x, {N, D}), host(w, {D}));
@@ -105,8 +106,8 @@ TEST(CudaParity, AttentionSoftcap) {
       DeviceTensor g_dk = upload(dk, dt, {B, S, KVH, HD}), g_dv = upload(dv, dt, {B, S, KVH, HD});
       DeviceTensor g_out = poisoned(dt, {B, Tq, H, HD}), g_dq = poisoned(dt, {B, Tq, H, HD});
       DeviceTensor g_lse = poisoned(DType::F32, {B, H, Tq});
-      ops::attention_forward(p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
-      ops::attention_backward(p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
+      ops::attention_forward(ctx, p, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t, Tensor(), Tensor());
+      ops::attention_backward(ctx, p, g_dq.t, g_dk.t, g_dv.t, g_dout.t, g_out.t, g_lse.t, g_q.t, g_k.t, g_v.t,
                               Tensor(), Tensor());
       std::vector<double> out(nq), lse(static_cast<size_t>(B * H * Tq)), dq(nq);
       ops::cpu::attention_forward(p, host(out, {B, Tq, H, HD}), host(lse, {B, H, Tq}),
@@ -149,8 +150,8 @@ TEST(CudaParity, LogitSoftcapAndFusedHead) {
                                                .token_block = 32,
                                                .vocab_block = 256,
                                                .softcap = 3.0};
-    ops::fused_linear_cross_entropy_forward_backward(p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t, g_w.t,
-                                                     g_labels.t);
+    ops::fused_linear_cross_entropy_forward_backward(ctx, p, g_losses.t, g_lse.t, g_dx.t, g_dw.t, g_x.t,
+                                                     g_w.t, g_labels.t);
     std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N));
     Tensor h_labels(labels.data(), DType::I32, {N});
     ops::cpu::fused_linear_cross_entropy_forward(p, host(losses, {N}), host(lse, {N}), host(x, {N, D}),
@@ -169,7 +170,7 @@ TEST(CudaParity, LogitSoftcapAndFusedHead) {
     // The plain head: logit_softcap_forward, then the cross-entropy with the slope.
     std::vector<double> z = random_values(static_cast<size_t>(N * V), seed + 3, -6, 6);
     DeviceTensor g_z = upload(z, dt, {N, V});
-    ops::logit_softcap_forward({.rows = N, .cols = V, .cap = 3.0}, g_z.t);
+    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = 3.0}, g_z.t);
     ops::cpu::logit_softcap_forward({.rows = N, .cols = V, .cap = 3.0}, host(z, {N, V}));
     Worst cap;
     cap.add("logits", download(g_z), z);

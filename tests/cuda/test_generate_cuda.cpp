@@ -11,6 +11,7 @@
 #include "model/tiny_model.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -24,20 +25,20 @@ TEST(GenerateCuda, BatchedRowsEqualEachRowAloneAndTheCpu) {
   test::fill_random(c, host, 11);
   Arena gpu_arena("gpu", ops::memory_resource(Device::CUDA), model::weights_bytes(c, DType::F32));
   model::ModelWeights gpu = model::allocate_weights(c, DType::F32, gpu_arena);
-  model::copy_weights(c, gpu, host);
+  model::copy_weights(ctx, c, gpu, host);
 
   const model::SamplingOptions greedy{.max_new_tokens = 8};
   const std::vector<std::vector<int32_t>> together =
-      model::generate_rows(c, DType::F32, gpu, kPrompts, greedy);
+      model::generate_rows(ctx, c, DType::F32, gpu, kPrompts, greedy);
   for (size_t r = 0; r < kPrompts.size(); ++r) {
-    EXPECT_EQ(together[r], model::generate(c, DType::F32, gpu, kPrompts[r], greedy)) << "row " << r;
+    EXPECT_EQ(together[r], model::generate(ctx, c, DType::F32, gpu, kPrompts[r], greedy)) << "row " << r;
   }
 
   // The first step's logits of every row against the CPU float64 decoder of that row alone.
   const int64_t B = int64_t(kPrompts.size()), longest = 7, V = c.vocab_size;
   Arena rows_arena("rows", ops::memory_resource(Device::CUDA),
                    model::KvCacheDecoder::arena_bytes(c, DType::F32, longest + 1, B));
-  model::KvCacheDecoder rows(c, DType::F32, gpu, longest + 1, rows_arena, B);
+  model::KvCacheDecoder rows(ctx, c, DType::F32, gpu, longest + 1, rows_arena, B);
   std::vector<int32_t> chunk;
   std::vector<int64_t> pads;
   for (const std::vector<int32_t>& p : kPrompts) {
@@ -50,7 +51,7 @@ TEST(GenerateCuda, BatchedRowsEqualEachRowAloneAndTheCpu) {
     const std::vector<int32_t>& p = kPrompts[size_t(r)];
     Arena cpu_arena("cpu", HostMemory::instance(),
                     model::KvCacheDecoder::arena_bytes(c, DType::F64, int64_t(p.size())));
-    model::KvCacheDecoder alone(c, DType::F64, host, int64_t(p.size()), cpu_arena);
+    model::KvCacheDecoder alone(ctx, c, DType::F64, host, int64_t(p.size()), cpu_arena);
     const std::vector<double> reference = alone.feed(p);
     double worst = 0;
     for (int64_t v = 0; v < V; ++v)

@@ -14,6 +14,7 @@
 #include "ops/device.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -24,10 +25,10 @@ TEST(CudaInitNormal, EqualsTheCpuDrawsWithinOneUlpAndAlmostAlwaysExactly) {
   for (DType dt : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(dtype_name(dt));
     std::vector<char> cpu(size_t(n) * dtype_size(dt)), gpu(cpu.size());
-    ops::init_normal(Tensor(cpu.data(), dt, {n}), 3, 17, 0.02);
+    ops::init_normal(ctx, Tensor(cpu.data(), dt, {n}), 3, 17, 0.02);
     DeviceTensor d(dt, {n});
-    ops::init_normal(d.t, 3, 17, 0.02);
-    ops::copy(Tensor(gpu.data(), dt, {n}), d.t);
+    ops::init_normal(ctx, d.t, 3, 17, 0.02);
+    ops::copy(ctx, Tensor(gpu.data(), dt, {n}), d.t);
     std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
     convert_elements(a.data(), DType::F32, cpu.data(), dt, size_t(n));
     convert_elements(b.data(), DType::F32, gpu.data(), dt, size_t(n));
@@ -57,9 +58,9 @@ TEST(CudaInitNormal, RandomModelOnTheDeviceEqualsTheHostDraw) {
     Arena device_arena("device", ops::memory_resource(Device::CUDA), model::weights_bytes(c, dt));
     model::ModelWeights host = model::allocate_weights(c, dt, host_arena);
     model::ModelWeights device = model::allocate_weights(c, dt, device_arena);
-    model::init_random(c, host, 7);
-    model::init_random(c, device, 7);
-    const model::HostWeights back = model::host_copy(c, device);
+    model::init_random(ctx, c, host, 7);
+    model::init_random(ctx, c, device, 7);
+    const model::HostWeights back = model::host_copy(ctx, c, device);
     int64_t differ = 0, total = 0;
     for (const model::WeightSpec& s : model::weight_specs(c)) {
       const Tensor& a = model::weight_of(host, s);

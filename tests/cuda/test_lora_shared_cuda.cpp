@@ -11,6 +11,7 @@
 #include "model/tiny_model.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -33,14 +34,14 @@ Tensor upload_random(Arena& arena, DType dt, std::initializer_list<int64_t> dims
   std::vector<double> v = test::random_values(size_t(t.numel()), seed, -1.0, 1.0);
   std::vector<char> bytes(v.size() * dtype_size(dt) + 1);
   convert_elements(bytes.data(), dt, v.data(), DType::F64, v.size());
-  ops::copy(t, Tensor(bytes.data(), dt, {t.dim(0), t.dim(1)}));  // every buffer here is a matrix
+  ops::copy(ctx, t, Tensor(bytes.data(), dt, {t.dim(0), t.dim(1)}));  // every buffer here is a matrix
   return t;
 }
 
 std::vector<double> download(const Tensor& t) {
   std::vector<char> bytes(t.bytes() + 1);
-  ops::copy(Tensor(bytes.data(), t.dtype, {t.numel()}), t.reshaped({t.numel()}));
-  ops::synchronize(Device::CUDA);
+  ops::copy(ctx, Tensor(bytes.data(), t.dtype, {t.numel()}), t.reshaped({t.numel()}));
+  ops::synchronize(ctx, Device::CUDA);
   std::vector<double> v(size_t(t.numel()));
   convert_elements(v.data(), DType::F64, bytes.data(), t.dtype, v.size());
   return v;
@@ -52,12 +53,12 @@ Side make_side(const model::ModelConfig& c, const std::vector<model::LoraSpec>& 
   s.arena = std::make_unique<Arena>("lora-shared", ops::memory_resource(Device::CUDA), size_t(8) << 20);
   s.lora = model::allocate_lora(c, specs, dt, *s.arena);
   s.grads = model::allocate_lora(c, specs, DType::F32, *s.arena);  // the trainer's f32 gradients
-  model::zero_lora(s.grads);
+  model::zero_lora(ctx, s.grads);
   for (size_t i = 0; i < specs.size(); ++i)
     for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
       Tensor& m = s.lora.matrix(specs[i], which);
       Tensor r = upload_random(*s.arena, dt, {m.dim(0), m.dim(1)}, 10 * i + (which == model::LoraMatrix::B));
-      ops::copy(m, r);
+      ops::copy(ctx, m, r);
     }
   s.x = upload_random(*s.arena, dt, {N, kIn}, 100);
   s.dx = upload_random(*s.arena, dt, {N, kIn}, 101);
@@ -97,12 +98,12 @@ TEST(CudaLoraShared, StackedEqualsOneAdapterAtATime) {
                                .scratch_r = s.scratch_r};
       };
       ASSERT_TRUE(model::lora_stacks(pass(st), modules, true)) << dtype_name(dt);
-      model::lora_forward_shared(pass(st), 0, modules, chunk, st.x, st.t, st.y);
-      model::lora_backward_shared(pass(st), 0, modules, chunk, st.x, st.t, st.dy, st.dx);
+      model::lora_forward_shared(ctx, pass(st), 0, modules, chunk, st.x, st.t, st.y);
+      model::lora_backward_shared(ctx, pass(st), 0, modules, chunk, st.x, st.t, st.dy, st.dx);
       for (size_t i = 0; i < modules.size(); ++i)
-        model::lora_forward(pass(one), 0, modules[i], chunk, one.x, one.t[i], one.y[i]);
+        model::lora_forward(ctx, pass(one), 0, modules[i], chunk, one.x, one.t[i], one.y[i]);
       for (size_t i = 0; i < modules.size(); ++i)
-        model::lora_backward(pass(one), 0, modules[i], chunk, one.x, one.t[i], one.dy[i], one.dx);
+        model::lora_backward(ctx, pass(one), 0, modules[i], chunk, one.x, one.t[i], one.dy[i], one.dx);
       test::Worst w;
       for (size_t i = 0; i < modules.size(); ++i) {
         w.add("t", download(st.t[i]), download(one.t[i]));

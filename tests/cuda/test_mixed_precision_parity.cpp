@@ -10,6 +10,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -51,7 +52,7 @@ TEST(CudaMixedPrecision, LinearBackwardF32Gradients) {
       DeviceTensor g_x = upload(x, kIn, {M, K}), g_w = upload(w, kIn, {N, K}), g_dy = upload(dy, kIn, {M, N});
       DeviceTensor g_dx = var.acc_dx ? upload(dx, kIn, {M, K}) : poisoned(kIn, {M, K});
       DeviceTensor g_dw = upload(dw, kGrad, {N, K}), g_db = upload(db, kGrad, {N});  // nonzero: += is tested
-      ops::linear_backward(p, g_dx.t, g_dw.t, var.bias ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t);
+      ops::linear_backward(ctx, p, g_dx.t, g_dw.t, var.bias ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t);
 
       ops::cpu::linear_backward(p, host(dx, {M, K}), host(dw, {N, K}), var.bias ? host(db, {N}) : Tensor(),
                                 host(dy, {M, N}), host(x, {M, K}), host(w, {N, K}));
@@ -98,8 +99,8 @@ TEST(CudaMixedPrecision, RmsNormBackwardF32Weight) {
       DeviceTensor g_dw = upload(dw_in, kGrad, {D});
       DeviceTensor g_y = poisoned(kIn, {N, D}), g_dx = poisoned(kIn, {N, D}),
                    g_rstd = poisoned(DType::F32, {N});
-      ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
-      ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+      ops::rmsnorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+      ops::rmsnorm_backward(ctx, p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
       Worst in, grad;
       in.add("dx", test::download(g_dx), dx);
       grad.add("dw", test::download(g_dw), dw);
@@ -124,7 +125,7 @@ TEST(CudaMixedPrecision, EmbeddingBackwardF32Table) {
     std::vector<int32_t> ids = random_ints(static_cast<size_t>(N), seed + 2, 0, int32_t(V));
     DeviceTensor g_dtable = upload(dtable, kGrad, {V, D}), g_dout = upload(dout, kIn, {N, D});
     DeviceTensor g_ids = upload_i32(ids, {N});
-    ops::embedding_backward(p, g_dtable.t, g_dout.t, g_ids.t);
+    ops::embedding_backward(ctx, p, g_dtable.t, g_dout.t, g_ids.t);
     Tensor h_ids(ids.data(), DType::I32, {N});
     ops::cpu::embedding_backward(p, host(dtable, {V, D}), host(dout, {N, D}), h_ids);
     Worst grad;
@@ -161,7 +162,7 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
   // An f32 computation cannot put its gradient in bf16.
   expect_error(
       [&] {
-        ops::linear_backward({M, K, N}, dx32.t, dw16.t, Tensor(), dy32.t, x32.t, w32.t);
+        ops::linear_backward(ctx, {M, K, N}, dx32.t, dw16.t, Tensor(), dy32.t, x32.t, w32.t);
       },
       "linear_backward dw on CUDA: dtype bf16 with f32 inputs; expected f32");
   // dx stays in the compute dtype.
@@ -169,7 +170,7 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
   DeviceTensor w16 = filled(DType::BF16, {N, K}, 7);
   expect_error(
       [&] {
-        ops::linear_backward({M, K, N}, dx32.t, Tensor(), Tensor(), dy16.t, x16.t, w16.t);
+        ops::linear_backward(ctx, {M, K, N}, dx32.t, Tensor(), Tensor(), dy16.t, x16.t, w16.t);
       },
       "tensors of dtypes f32 and bf16 are mixed");
   DeviceTensor dw_f16 = filled(DType::F16, {K}, 8), xr = filled(DType::BF16, {M, K}, 9);
@@ -177,7 +178,7 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
   DeviceTensor dxr = poisoned(DType::BF16, {M, K}), dyr = filled(DType::BF16, {M, K}, 12);
   expect_error(
       [&] {
-        ops::rmsnorm_backward({M, K, 1e-5}, dxr.t, dw_f16.t, dyr.t, xr.t, wr.t, rstd.t);
+        ops::rmsnorm_backward(ctx, {M, K, 1e-5}, dxr.t, dw_f16.t, dyr.t, xr.t, wr.t, rstd.t);
       },
       "rmsnorm_backward dw on CUDA: dtype f16 with bf16 inputs; expected bf16 or f32");
   std::vector<int32_t> ids = {0, 1, 0};
@@ -185,7 +186,7 @@ TEST(CudaMixedPrecision, OtherPairingsAreRefused) {
   DeviceTensor table16 = filled(DType::BF16, {2, K}, 14);
   expect_error(
       [&] {
-        ops::embedding_backward({3, K, 2}, table16.t, dout32.t, g_ids.t);
+        ops::embedding_backward(ctx, {3, K, 2}, table16.t, dout32.t, g_ids.t);
       },
       "embedding_backward dtable on CUDA: dtype bf16 with f32 inputs; expected f32");
 }

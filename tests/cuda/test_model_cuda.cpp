@@ -17,6 +17,7 @@
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -50,22 +51,22 @@ struct ModelOn {
     arena = std::make_unique<Arena>("weights", memory,
                                     model::weights_bytes(c, dt) + model::grads_bytes(c, grad_dt));
     weights = model::allocate_weights(c, dt, *arena);
-    model::copy_weights(c, weights, host_f64);
-    grads = model::allocate_grads(c, grad_dt, *arena);
+    model::copy_weights(ctx, c, weights, host_f64);
+    grads = model::allocate_grads(ctx, c, grad_dt, *arena);
     if (!host_lora) return;
     lora_arena = std::make_unique<Arena>(
         "lora", memory,
         model::lora_bytes(host_lora->specs, dt) + model::lora_bytes(host_lora->specs, grad_dt));
     lora_compute = model::allocate_lora(c, host_lora->specs, dt, *lora_arena);
-    model::copy_lora(lora_compute, *host_lora);
+    model::copy_lora(ctx, lora_compute, *host_lora);
     lora_grads = model::allocate_lora(c, host_lora->specs, grad_dt, *lora_arena);
-    model::zero_lora(lora_grads);
+    model::zero_lora(ctx, lora_grads);
   }
 };
 
 std::vector<double> to_f64(const Tensor& t) {
   std::vector<double> v(size_t(t.numel()));
-  ops::copy(Tensor(v.data(), DType::F64, {t.numel()}), t);
+  ops::copy(ctx, Tensor(v.data(), DType::F64, {t.numel()}), t);
   return v;
 }
 
@@ -89,18 +90,18 @@ StepResult run_step(const model::ModelConfig& c, ModelOn& m, Device device, DTyp
   if (chunk == 0) {
     Arena arena("activations", ops::memory_resource(device),
                 model::Decoder::arena_bytes(c, dt, TinyBatch::B, TinyBatch::T, specs));
-    model::Decoder d(c, dt, TinyBatch::B, TinyBatch::T, arena, specs);
+    model::Decoder d(ctx, c, dt, TinyBatch::B, TinyBatch::T, arena, specs);
     r.loss = d.forward(m.weights, batch, label_tokens, lora, drop);
     d.backward(m.weights, m.grads, lora_grads);
   } else {
     const model::ChunkedOptions o{.chunk_size = chunk};
     Arena arena("activations", ops::memory_resource(device),
                 model::ChunkedDecoder::arena_bytes(c, dt, TinyBatch::B, TinyBatch::T, o, specs));
-    model::ChunkedDecoder d(c, dt, TinyBatch::B, TinyBatch::T, o, arena, specs);
+    model::ChunkedDecoder d(ctx, c, dt, TinyBatch::B, TinyBatch::T, o, arena, specs);
     r.loss = d.forward(m.weights, batch, label_tokens, lora, drop);
     d.backward(m.weights, m.grads, lora_grads);
   }
-  ops::synchronize(device);
+  ops::synchronize(ctx, device);
   if (with_lora) {
     for (const model::LoraSpec& s : m.lora_grads.specs)
       for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
@@ -332,7 +333,8 @@ TEST(ModelStepCuda, DISABLED_Bf16ErrorSources) {
     Worst w;
     for (size_t i = 0; i < whole.grads.size(); ++i)
       w.add(whole.grads[i].first, chunked.grads[i].second, whole.grads[i].second);
-    std::printf("DIAG softcap %.0f: bf16 chunk 3 vs bf16 whole, worst %s %.3e\n", cap, w.output.c_str(), w.error);
+    std::printf("DIAG softcap %.0f: bf16 chunk 3 vs bf16 whole, worst %s %.3e\n", cap, w.output.c_str(),
+                w.error);
   }
 }
 
@@ -385,11 +387,11 @@ TEST(ModelStepCuda, RecomputeAndOffloadGiveTheSameBits) {
           model::Decoder::arena_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, options, offload));
       Arena pinned("offload", ops::staging_memory(Device::CUDA),
                    model::Decoder::offload_bytes(c, DType::BF16, TinyBatch::B, TinyBatch::T, {}, options));
-      model::Decoder d(c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, options,
+      model::Decoder d(ctx, c, DType::BF16, TinyBatch::B, TinyBatch::T, arena, {}, options,
                        offload ? &pinned : nullptr);
       d.forward(m.weights, batch, label_tokens);
       d.backward(m.weights, m.grads);
-      ops::synchronize(Device::CUDA);
+      ops::synchronize(ctx, Device::CUDA);
       std::vector<std::vector<double>> got;
       for (const model::WeightSpec& s : model::weight_specs(c))
         got.push_back(to_f64(model::weight_of(m.grads, s)));

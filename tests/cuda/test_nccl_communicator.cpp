@@ -12,6 +12,7 @@
 #include "dist/single_communicator.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
 
@@ -80,10 +81,10 @@ TEST(NcclCommunicator, OrderedWithTheComputeStreamByEvents) {
   for (int round = 0; round < 3; ++round) {
     DeviceTensor a = upload(v, DType::F32, {n});
     DeviceTensor b = poisoned(DType::F32, {n});
-    for (int i = 0; i < 8; ++i) ops::scale_inplace(a.t, i % 2 ? 0.5 : 2.0);  // ends where it began
-    ops::scale_inplace(a.t, 2.0);
+    for (int i = 0; i < 8; ++i) ops::scale_inplace(ctx, a.t, i % 2 ? 0.5 : 2.0);  // ends where it began
+    ops::scale_inplace(ctx, a.t, 2.0);
     nccl->all_gather(a.t, b.t);
-    ops::scale_inplace(b.t, 3.0);
+    ops::scale_inplace(ctx, b.t, 3.0);
     const std::vector<double> got = download(b);
     size_t wrong = 0;
     for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != double(float(float(v[i] * 2.0) * 3.0f));
@@ -103,12 +104,12 @@ TEST(NcclCommunicator, OverlappedCollectivesWaitForQueuedWorkAndAreWaitedFor) {
   for (int round = 0; round < 3; ++round) {
     DeviceTensor a = upload(v, DType::F32, {n});
     DeviceTensor b = poisoned(DType::F32, {n});
-    for (int i = 0; i < 8; ++i) ops::scale_inplace(a.t, i % 2 ? 0.5 : 2.0);  // ends where it began
-    ops::scale_inplace(a.t, 2.0);
+    for (int i = 0; i < 8; ++i) ops::scale_inplace(ctx, a.t, i % 2 ? 0.5 : 2.0);  // ends where it began
+    ops::scale_inplace(ctx, a.t, 2.0);
     nccl->reduce_scatter_overlapped(a.t, b.t, dist::ReduceOp::Sum);
     nccl->all_reduce_overlapped(a.t, dist::ReduceOp::Sum);
     nccl->wait_overlapped();
-    ops::scale_inplace(b.t, 3.0);
+    ops::scale_inplace(ctx, b.t, 3.0);
     nccl->reduce_scatter_overlapped(b.t, b.t, dist::ReduceOp::Sum);  // in place
     nccl->wait_overlapped();
     const std::vector<double> got = download(b), kept = download(a);

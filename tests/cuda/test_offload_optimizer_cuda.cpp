@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "ops/device.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 #include "train/adamw.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
@@ -128,7 +129,7 @@ TEST(CudaOffloadOptimizer, SmallWindowBatchesEqualTheOnDeviceUpdate) {
   train::AdamWOptions off = o;
   off.offload = true;
   off.offload_window_bytes = 4096;  // the 3000-element tensor alone, the small ones a few per batch
-  train::AdamW on_device(on_groups, o), offloaded(off_groups, off);
+  train::AdamW on_device(ctx, on_groups, o), offloaded(ctx, off_groups, off);
   for (int step = 1; step <= 3; ++step) {
     for (int i = 0; i < kTensors; ++i) {
       std::vector<double> g = random_values(size_t(sizes[i]), 1000 * uint64_t(step) + uint64_t(i));

@@ -1,6 +1,6 @@
 // What the parity table does not show: bit-for-bit determinism of the reductions that avoid atomics, bad
 // ids / labels / positions reported through check_device_errors, dtypes the GPU refuses, and launches on a
-// stream set through StreamScope.
+// stream of the context an op is given.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -12,6 +12,7 @@
 #include "ops/cuda/stream.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -43,7 +44,7 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
     for (int run = 0; run < 2; ++run) {
       std::vector<double> t = table0;
       DeviceTensor g_t = upload(t, dt, {V, D});
-      ops::embedding_backward({N, D, V}, g_t.t, g_dout.t, g_ids.t);
+      ops::embedding_backward(ctx, {N, D, V}, g_t.t, g_dout.t, g_ids.t);
       std::vector<char> bytes = raw(g_t);
       if (run == 0)
         first = bytes;
@@ -63,8 +64,8 @@ TEST(CudaBehavior, ReductionsAreBitwiseDeterministic) {
       std::vector<double> zeros(static_cast<size_t>(C), 0.0);
       DeviceTensor g_dw = upload(zeros, dt, {C}), g_db = upload(zeros, dt, {C});
       DeviceTensor g_dx = poisoned(dt, {R, C});
-      ops::rmsnorm_backward({R, C, 1e-5}, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
-      ops::linear_backward({R, 1, C}, Tensor(), Tensor(), g_db.t, g_dy.t, Tensor(), Tensor());
+      ops::rmsnorm_backward(ctx, {R, C, 1e-5}, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+      ops::linear_backward(ctx, {R, 1, C}, Tensor(), Tensor(), g_db.t, g_dy.t, Tensor(), Tensor());
       if (run == 0) {
         first_dw = raw(g_dw);
         first_db = raw(g_db);
@@ -110,12 +111,12 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
                                  std::to_string(C) + ")" + (accumulate ? " dx+=" : "") + v.name;
         DeviceTensor g_y = poisoned(c.dt, {R, C}), g_rstd = poisoned(DType::F32, {R});
         const ops::RmsNormParams p{R, C, 1e-5, accumulate};
-        ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+        ops::rmsnorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t);
         std::vector<char> first_dx, first_dw;
         for (int run = 0; run < 2; ++run) {
           DeviceTensor g_dw = upload(dw0, c.dw_dt, {C});
           DeviceTensor g_dx = accumulate ? upload(dx0, c.dt, {R, C}) : poisoned(c.dt, {R, C});
-          ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+          ops::rmsnorm_backward(ctx, p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
           if (run == 0) {
             first_dx = raw(g_dx);
             first_dw = raw(g_dw);
@@ -158,7 +159,7 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
                    g_dy = upload(dy, DType::BF16, {R, C}), g_y = poisoned(DType::BF16, {R, C}),
                    g_rstd = poisoned(DType::F32, {R});
       const ops::RmsNormParams p{R, C, 1e-5, accumulate};
-      ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+      ops::rmsnorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t);
       std::vector<char> dx_bits[2];
       std::vector<double> dw_values[2];
       const char* variants[2] = {"single-pdl", "pair"};
@@ -166,7 +167,7 @@ TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
         test::ScopedKernelOption bwd("rmsnorm_backward", variants[i]);
         DeviceTensor g_dw = upload(dw0, DType::F32, {C});
         DeviceTensor g_dx = accumulate ? upload(dx0, DType::BF16, {R, C}) : poisoned(DType::BF16, {R, C});
-        ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+        ops::rmsnorm_backward(ctx, p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
         dx_bits[i] = raw(g_dx);
         dw_values[i] = test::download(g_dw);
       }
@@ -193,22 +194,26 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   using ops::cuda::RmsNormBackwardKernel;
   using ops::cuda::RmsNormForwardKernel;
   {
-    ops::ScopedKernelOptions defaults{ops::KernelOptions{}};
+    const ops::Context defaults = ops::context_with(ops::KernelOptions{});
+    ops::CallScope call(defaults);  // what an op call in this context reads
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "single-pdl");
+    ops::CallScope call(ctx);
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::SinglePdl);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "rows"), bwd("rmsnorm_backward", "pair");
+    ops::CallScope call(ctx);
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "general");
+    ops::CallScope call(ctx);
     EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
     EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);
   }
@@ -274,7 +279,7 @@ TEST(CudaBehavior, BadIndicesAreReported) {
   DeviceTensor g_out = poisoned(DType::F32, {N, D});
   expect_device_error(
       [&] {
-        ops::embedding_forward({N, D, V}, g_out.t, g_ids.t, g_table.t);
+        ops::embedding_forward(ctx, {N, D, V}, g_out.t, g_ids.t, g_table.t);
       },
       "token id 99 at row 2");
   const std::vector<double> out = test::download(g_out);
@@ -285,20 +290,24 @@ TEST(CudaBehavior, BadIndicesAreReported) {
   DeviceTensor g_dout = upload(dout, DType::F32, {N, D});
   expect_device_error(
       [&] {
-        ops::embedding_backward({N, D, V}, g_table.t, g_dout.t, g_ids.t);
+        ops::embedding_backward(ctx, {N, D, V}, g_table.t, g_dout.t, g_ids.t);
       },
       "token id 99 at row 2");
 
   std::vector<double> x = random_values(static_cast<size_t>(3 * 2 * 4), 33);
   DeviceTensor g_x = upload(x, DType::F32, {3, 2, 4}), g_pos = upload_i32({0, -7, 3}, {3});
-  expect_device_error([&] { ops::rope_forward({3, 2, 4, 10000.0}, g_x.t, g_pos.t); }, "position -7 at row 1");
+  expect_device_error(
+      [&] {
+        ops::rope_forward(ctx, {3, 2, 4, 10000.0}, g_x.t, g_pos.t);
+      },
+      "position -7 at row 1");
 
   // cross_entropy_forward synchronizes for its total, so it throws at once.
   std::vector<double> z = random_values(static_cast<size_t>(3 * 6), 34);
   DeviceTensor g_z = upload(z, DType::F32, {3, 6}), g_labels = upload_i32({1, -100, 6}, {3});
   DeviceTensor g_losses = poisoned(DType::F32, {3}), g_lse = poisoned(DType::F32, {3});
   try {
-    ops::cross_entropy_forward({3, 6}, g_losses.t, g_lse.t, g_z.t, g_labels.t);
+    ops::cross_entropy_forward(ctx, {3, 6}, g_losses.t, g_lse.t, g_z.t, g_labels.t);
     ADD_FAILURE() << "cross_entropy_forward accepted label 6 of a vocabulary of 6";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 6 at row 2"), std::string::npos) << e.what();
@@ -313,28 +322,30 @@ TEST(CudaBehavior, UnsupportedDtypesAreRefused) {
   DeviceTensor g_y = poisoned(DType::BF16, {2, 4});
   DeviceTensor g_rstd_bf16 = poisoned(DType::BF16, {2});
   try {
-    ops::rmsnorm_forward({2, 4, 1e-5}, g_y.t, g_rstd_bf16.t, g_x.t, g_w.t);
+    ops::rmsnorm_forward(ctx, {2, 4, 1e-5}, g_y.t, g_rstd_bf16.t, g_x.t, g_w.t);
     ADD_FAILURE() << "a bf16 rstd was accepted on the GPU";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rstd"), std::string::npos) << e.what();
   }
   DeviceTensor g_h64 = upload(x, DType::F64, {2, 4}), g_x64 = upload(x, DType::F64, {2, 4});
-  EXPECT_THROW(ops::add_inplace(g_h64.t, g_x64.t), Error);
+  EXPECT_THROW(ops::add_inplace(ctx, g_h64.t, g_x64.t), Error);
 }
 
-TEST(CudaBehavior, LaunchesUseTheCurrentStream) {
+TEST(CudaBehavior, LaunchesUseTheContextsStream) {
   LT_REQUIRE_GPU();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::vector<double> y = random_values(1000, 51), x = random_values(1000, 52);
   DeviceTensor g_y = upload(y, DType::F32, {1000}), g_x = upload(x, DType::F32, {1000});
+  ops::Context on_stream = ctx;
+  on_stream.stream = stream;
+  ops::add_inplace(on_stream, g_y.t, g_x.t);
   {
-    ops::cuda::StreamScope scope(stream);
+    ops::CallScope call(on_stream);  // what the launchers of a call in on_stream read
     EXPECT_EQ(ops::cuda::current_stream(), stream);
-    ops::add_inplace(g_y.t, g_x.t);
     EXPECT_NO_THROW(ops::cuda::check_device_errors());  // synchronizes `stream`
   }
-  EXPECT_EQ(ops::cuda::current_stream(), nullptr);
+  EXPECT_EQ(ops::cuda::current_stream(), nullptr);  // outside a call: the default context's
   const std::vector<double> out = test::download(g_y);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], double(float(y[i]) + float(x[i]))) << i;
   cudaStreamDestroy(stream);

@@ -8,6 +8,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "parity_support.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -42,8 +43,8 @@ TEST(CudaParity, Embedding) {
       DeviceTensor g_table = upload(table, dt, {V, D}), g_dtable = upload(dtable, dt, {V, D});
       DeviceTensor g_dout = upload(dout, dt, {N, D}), g_ids = upload_i32(ids, {N});
       DeviceTensor g_out = poisoned(dt, {N, D});
-      ops::embedding_forward(p, g_out.t, g_ids.t, g_table.t);
-      ops::embedding_backward(p, g_dtable.t, g_dout.t, g_ids.t);
+      ops::embedding_forward(ctx, p, g_out.t, g_ids.t, g_table.t);
+      ops::embedding_backward(ctx, p, g_dtable.t, g_dout.t, g_ids.t);
 
       std::vector<double> out(static_cast<size_t>(N * D));
       Tensor h_ids(ids.data(), DType::I32, {N});
@@ -90,8 +91,8 @@ TEST(CudaParity, RmsNorm) {
           DeviceTensor g_dw = upload(dw_in, dt, {D});
           DeviceTensor g_dx = accumulate ? upload(dx_in, dt, {N, D}) : poisoned(dt, {N, D});
           DeviceTensor g_y = poisoned(dt, {N, D}), g_rstd = poisoned(DType::F32, {N});
-          ops::rmsnorm_forward(p, g_y.t, g_rstd.t, g_x.t, g_w.t);
-          ops::rmsnorm_backward(p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
+          ops::rmsnorm_forward(ctx, p, g_y.t, g_rstd.t, g_x.t, g_w.t);
+          ops::rmsnorm_backward(ctx, p, g_dx.t, g_dw.t, g_dy.t, g_x.t, g_w.t, g_rstd.t);
           if (!reference_done) {  // from the values rounded by the first uploads
             dx = dx_in;
             dw = dw_in;
@@ -157,8 +158,8 @@ TEST(CudaParity, Linear) {
         DeviceTensor g_dx = var.acc ? upload(dx, dt, {M, K}) : poisoned(dt, {M, K});
         Tensor bias = var.bias ? g_b.t : Tensor();
         DeviceTensor g_r = upload(r, dt, {M, N});
-        ops::linear_forward(p, g_y.t, g_x.t, g_w.t, bias, var.residual ? g_r.t : Tensor());
-        ops::linear_backward(p, g_dx.t, g_dw.t, var.bias ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t);
+        ops::linear_forward(ctx, p, g_y.t, g_x.t, g_w.t, bias, var.residual ? g_r.t : Tensor());
+        ops::linear_backward(ctx, p, g_dx.t, g_dw.t, var.bias ? g_db.t : Tensor(), g_dy.t, g_x.t, g_w.t);
 
         Tensor h_bias = var.bias ? host(b, {N}) : Tensor();
         ops::cpu::linear_forward(p, host(y, {M, N}), host(x, {M, K}), host(w, {N, K}), h_bias,
@@ -204,8 +205,8 @@ TEST(CudaParity, Rope) {
       std::vector<int32_t> pos = random_ints(static_cast<size_t>(N), seed + 2, 0, s.max_pos);
       DeviceTensor g_x = upload(x, dt, {N, H, HD}), g_dx = upload(dx, dt, {N, H, HD});
       DeviceTensor g_pos = upload_i32(pos, {N});
-      ops::rope_forward(p, g_x.t, g_pos.t);
-      ops::rope_backward(p, g_dx.t, g_pos.t);
+      ops::rope_forward(ctx, p, g_x.t, g_pos.t);
+      ops::rope_backward(ctx, p, g_dx.t, g_pos.t);
       Tensor h_pos(pos.data(), DType::I32, {N});
       ops::cpu::rope_forward(p, host(x, {N, H, HD}), h_pos);
       ops::cpu::rope_backward(p, host(dx, {N, H, HD}), h_pos);
@@ -241,11 +242,11 @@ TEST(CudaParity, RopeLongrope) {
       std::vector<int32_t> pos = random_ints(static_cast<size_t>(N), seed + 2, 0, max_pos);
       DeviceTensor g_x = upload(x, dt, {N, H, HD}), g_dx = upload(dx, dt, {N, H, HD});
       DeviceTensor g_pos = upload_i32(pos, {N});
-      ops::rope_forward(p, g_x.t, g_pos.t);
-      ops::rope_backward(p, g_dx.t, g_pos.t);
+      ops::rope_forward(ctx, p, g_x.t, g_pos.t);
+      ops::rope_backward(ctx, p, g_dx.t, g_pos.t);
       Tensor h_pos(pos.data(), DType::I32, {N});
-      ops::rope_forward(p, host(x, {N, H, HD}), h_pos);
-      ops::rope_backward(p, host(dx, {N, H, HD}), h_pos);
+      ops::rope_forward(ctx, p, host(x, {N, H, HD}), h_pos);
+      ops::rope_backward(ctx, p, host(dx, {N, H, HD}), h_pos);
       Worst fw, bw;
       fw.add("x", test::download(g_x), x);
       bw.add("dx", test::download(g_dx), dx);
@@ -271,8 +272,8 @@ TEST(CudaParity, SwigluAndAdd) {
       std::vector<double> dh = random_values(static_cast<size_t>(N * F), seed + 2);
       DeviceTensor g_g = upload(g, dt, {N, F}), g_u = upload(u, dt, {N, F}), g_dh = upload(dh, dt, {N, F});
       DeviceTensor g_h = poisoned(dt, {N, F}), g_dg = poisoned(dt, {N, F}), g_du = poisoned(dt, {N, F});
-      ops::swiglu_forward(p, g_h.t, g_g.t, g_u.t);
-      ops::swiglu_backward(p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
+      ops::swiglu_forward(ctx, p, g_h.t, g_g.t, g_u.t);
+      ops::swiglu_backward(ctx, p, g_dg.t, g_du.t, g_dh.t, g_g.t, g_u.t);
       std::vector<double> h(static_cast<size_t>(N * F)), dg(static_cast<size_t>(N * F)),
           du(static_cast<size_t>(N * F));
       ops::cpu::swiglu_forward(p, host(h, {N, F}), host(g, {N, F}), host(u, {N, F}));
@@ -289,7 +290,7 @@ TEST(CudaParity, SwigluAndAdd) {
       std::vector<double> y = random_values(static_cast<size_t>(N * F), seed + 3);
       std::vector<double> x = random_values(static_cast<size_t>(N * F), seed + 4);
       DeviceTensor g_y = upload(y, dt, {N, F}), g_x = upload(x, dt, {N, F});
-      ops::add_inplace(g_y.t, g_x.t);
+      ops::add_inplace(ctx, g_y.t, g_x.t);
       ops::cpu::add_inplace(host(y, {N, F}), host(x, {N, F}));
       Worst ad;
       ad.add("y", test::download(g_y), y);
@@ -312,7 +313,7 @@ TEST(CudaParity, Cast) {
         for (size_t i = 0; i < v.size(); ++i) v[i] = v[i] * std::pow(2.0, double(int(i % 41) - 25));
         DeviceTensor g_src = upload(v, src_dt, {n});
         DeviceTensor g_dst = poisoned(dst_dt, {n});
-        ops::cast(g_dst.t, g_src.t);
+        ops::cast(ctx, g_dst.t, g_src.t);
         std::vector<char> src_bytes(static_cast<size_t>(n) * dtype_size(src_dt)),
             dst_bytes(static_cast<size_t>(n) * dtype_size(dst_dt));
         convert_elements(src_bytes.data(), src_dt, v.data(), DType::F64, v.size());
@@ -345,8 +346,8 @@ TEST(CudaParity, CrossEntropy) {
       DeviceTensor g_z = upload(z, dt, {N, V}), g_labels = upload_i32(labels, {N});
       DeviceTensor g_losses = poisoned(DType::F32, {N}), g_lse = poisoned(DType::F32, {N});
       DeviceTensor g_dz = poisoned(dt, {N, V});
-      const double total = ops::cross_entropy_forward(p, g_losses.t, g_lse.t, g_z.t, g_labels.t);
-      ops::cross_entropy_backward(p, g_dz.t, g_z.t, g_lse.t, g_labels.t);
+      const double total = ops::cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_z.t, g_labels.t);
+      ops::cross_entropy_backward(ctx, p, g_dz.t, g_z.t, g_lse.t, g_labels.t);
 
       std::vector<double> losses(static_cast<size_t>(N)), lse(static_cast<size_t>(N)),
           dz(static_cast<size_t>(N * V));
@@ -378,8 +379,8 @@ TEST(CudaParity, MisalignedElementwise) {
     auto view = [&](const DeviceTensor& d) {
       return Tensor(static_cast<char*>(d.t.data) + dtype_size(dt), dt, {1, n}, Device::CUDA);
     };
-    ops::swiglu_forward({1, n}, view(g_h), view(g_g), view(g_u));
-    ops::add_inplace(view(g_u), view(g_g));
+    ops::swiglu_forward(ctx, {1, n}, view(g_h), view(g_g), view(g_u));
+    ops::add_inplace(ctx, view(g_u), view(g_g));
     std::vector<double> h(static_cast<size_t>(n)), gv(g.begin() + 1, g.end()), uv(u.begin() + 1, u.end());
     ops::cpu::swiglu_forward({1, n}, host(h, {1, n}), host(gv, {1, n}), host(uv, {1, n}));
     ops::cpu::add_inplace(host(uv, {1, n}), host(gv, {1, n}));

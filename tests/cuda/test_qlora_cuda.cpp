@@ -12,9 +12,10 @@
 #include "model/nf4_weights.h"
 #include "ops/device.h"
 #include "parity_support.h"
-#include "train/run_setup.h"
+#include "support/test_context.h"
 #include "train/config_enums.h"
 #include "train/qlora_model.h"
+#include "train/run_setup.h"
 #include "train/run_training.h"
 #include "train/train_test_util.h"
 
@@ -26,7 +27,7 @@ std::vector<uint8_t> host_bytes(const Tensor& t) {
   Tensor host = t;
   host.data = out.data();
   host.device = Device::CPU;
-  ops::copy(host, t);
+  ops::copy(ctx, host, t);
   return out;
 }
 
@@ -37,15 +38,17 @@ TEST(CudaQlora, DequantizedProjectionsEqualTheCpu) {
   for (const bool double_quant : {false, true})
     for (const DType dt : {DType::F32, DType::BF16, DType::F16}) {
       const train::QloraOptions o{.quant_type = ops::Quant4Type::NF4, .double_quant = double_quant};
-      const train::LoadedModel cpu = train::load_qlora_model(dir.file("model"), o, dt, true, 9, Device::CPU);
-      const train::LoadedModel gpu = train::load_qlora_model(dir.file("model"), o, dt, true, 9, Device::CUDA);
+      const train::LoadedModel cpu =
+          train::load_qlora_model(ctx, dir.file("model"), o, dt, true, 9, Device::CPU);
+      const train::LoadedModel gpu =
+          train::load_qlora_model(ctx, dir.file("model"), o, dt, true, 9, Device::CUDA);
       int compared = 0;
       for (size_t l = 0; l < cpu.nf4->layers.size(); ++l)
         for (model::ProjId id : model::kAllProjs) {
           const std::vector<uint8_t> want =
-              host_bytes(model::dequantize_to_scratch(cpu.nf4->layers[l].proj[id], cpu.nf4->scratch));
+              host_bytes(model::dequantize_to_scratch(ctx, cpu.nf4->layers[l].proj[id], cpu.nf4->scratch));
           const std::vector<uint8_t> got =
-              host_bytes(model::dequantize_to_scratch(gpu.nf4->layers[l].proj[id], gpu.nf4->scratch));
+              host_bytes(model::dequantize_to_scratch(ctx, gpu.nf4->layers[l].proj[id], gpu.nf4->scratch));
           EXPECT_EQ(got, want) << dtype_name(dt) << " layer " << l << " projection " << int(id)
                                << (double_quant ? " (double quant)" : "");
           ++compared;

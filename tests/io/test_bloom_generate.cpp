@@ -9,6 +9,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/generate.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -40,7 +41,7 @@ TEST(BloomGenerate, LogitsOfEveryStepAndGreedyTokensEqualTransformers) {
       model::weights_bytes(config, DType::F64) + model::KvCacheDecoder::arena_bytes(config, DType::F64, T));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   io::load_hf_weights(dir, config, w);
-  model::KvCacheDecoder decoder(config, DType::F64, w, T, arena);
+  model::KvCacheDecoder decoder(ctx, config, DType::F64, w, T, arena);
   double worst = 0;
   for (int64_t s = 0; s < steps; ++s) {
     const std::vector<double> got =
@@ -51,7 +52,7 @@ TEST(BloomGenerate, LogitsOfEveryStepAndGreedyTokensEqualTransformers) {
     worst = std::max(worst, d);
   }
   std::printf("[bloom generate] worst relative logit error over %lld steps %.2e\n", (long long)steps, worst);
-  EXPECT_EQ(model::generate(config, DType::F64, w, prompt, {.max_new_tokens = steps}), ids);
+  EXPECT_EQ(model::generate(ctx, config, DType::F64, w, prompt, {.max_new_tokens = steps}), ids);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/hf_layout.h"
 #include "model/weights.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -68,7 +69,7 @@ ParityResult run_parity(const std::string& name, DType dtype) {
                      model::weights_bytes(config, dtype) + model::grads_bytes(config, dtype));
   model::ModelWeights weights = model::allocate_weights(config, dtype, weight_arena);
   io::load_hf_weights(dir, config, weights);
-  model::ModelWeights grads = model::allocate_grads(config, dtype, weight_arena);
+  model::ModelWeights grads = model::allocate_grads(ctx, config, dtype, weight_arena);
 
   auto golden = io::SafetensorsFile::open(dir + "/golden.safetensors");
   std::vector<int32_t> ids = golden_ints(*golden, "input_ids");
@@ -86,7 +87,7 @@ ParityResult run_parity(const std::string& name, DType dtype) {
                      .labels = Tensor(labels.data(), DType::I32, {B, T})};
   Arena act_arena("activations", HostMemory::instance(),
                   model::Decoder::arena_bytes(config, dtype, B, T, {}, model::DecoderOptions::plain_head()));
-  model::Decoder decoder(config, dtype, B, T, act_arena, {}, model::DecoderOptions::plain_head());
+  model::Decoder decoder(ctx, config, dtype, B, T, act_arena, {}, model::DecoderOptions::plain_head());
   const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch));
 
   ParityResult r;
@@ -285,7 +286,7 @@ TEST(ModelGolden, Stories260KLoss) {
                        .positions = Tensor(positions.data(), DType::I32, {1, T}),
                        .segments = Tensor(),
                        .labels = Tensor(ids.data(), DType::I32, {1, T})};
-    model::Decoder decoder(config, dtype, 1, T, arena);
+    model::Decoder decoder(ctx, config, dtype, 1, T, arena);
     const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch));
     EXPECT_LT(loss, 1.5) << "nats per token";
     if (dtype == DType::F32) {

@@ -17,6 +17,7 @@
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -279,7 +280,7 @@ TEST(PeftAdapter, WritesAnAdapterForThePeftRoundTripCheck) {
   io::load_hf_weights(golden_dir + "/base", l.config, w);
   model::LoraWeights saved = model::allocate_lora(l.config, l.specs, DType::F64, arena);
   io::load_peft_adapter_weights(dir, l.config, io::read_adapter_config(dir), saved);
-  model::Decoder decoder(l.config, DType::F64, B, T, arena, l.specs);
+  model::Decoder decoder(ctx, l.config, DType::F64, B, T, arena, l.specs);
   const double loss = decoder.forward(w, batch, model::count_label_tokens(batch), &saved);
   const double golden_loss = [&] {
     double x;

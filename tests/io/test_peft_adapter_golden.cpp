@@ -17,6 +17,7 @@
 #include "model/decoder.h"
 #include "model/hf_layout.h"
 #include "model/lora.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -80,13 +81,13 @@ GoldenRun run_golden(const std::string& name, DType dtype) {
                   model::Decoder::arena_bytes(config, dtype, B, T, specs));
   model::ModelWeights weights = model::allocate_weights(config, dtype, arena);
   io::load_hf_weights(dir + "/base", config, weights);
-  model::ModelWeights grads = model::allocate_grads(config, dtype, arena, frozen);
+  model::ModelWeights grads = model::allocate_grads(ctx, config, dtype, arena, frozen);
   model::LoraWeights lora = model::allocate_lora(config, specs, dtype, arena);
   io::load_peft_adapter_weights(dir + "/adapter", config, adapter, lora);
   model::LoraWeights lora_grads = model::allocate_lora(config, specs, dtype, arena);
-  model::zero_lora(lora_grads);
+  model::zero_lora(ctx, lora_grads);
 
-  model::Decoder decoder(config, dtype, B, T, arena, specs);
+  model::Decoder decoder(ctx, config, dtype, B, T, arena, specs);
   const double loss = decoder.forward(weights, batch, model::count_label_tokens(batch), &lora);
   decoder.backward(weights, grads, &lora_grads);
 

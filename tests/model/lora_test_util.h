@@ -8,6 +8,7 @@
 #include "core/arena.h"
 #include "model/decoder.h"
 #include "model/lora.h"
+#include "support/test_context.h"
 #include "tiny_model.h"
 
 namespace lt::test {
@@ -75,12 +76,12 @@ struct TinyLoraModel {
             model::Decoder::arena_bytes(config, dtype, B, T, specs, model::DecoderOptions::plain_head()));
     weights = model::allocate_weights(config, dtype, *arena);
     fill_random(config, weights, seed);
-    grads = model::allocate_grads(config, dtype, *arena, trainable);
+    grads = model::allocate_grads(ctx, config, dtype, *arena, trainable);
     lora = model::allocate_lora(config, specs, dtype, *arena);
     fill_lora_random(lora, seed + 1000);
     lora_grads = model::allocate_lora(config, specs, dtype, *arena);
-    model::zero_lora(lora_grads);
-    decoder = std::make_unique<model::Decoder>(config, dtype, B, T, *arena, specs,
+    model::zero_lora(ctx, lora_grads);
+    decoder = std::make_unique<model::Decoder>(ctx, config, dtype, B, T, *arena, specs,
                                                model::DecoderOptions::plain_head());  // logits() for tests
   }
 };

@@ -10,6 +10,7 @@
 #include "model/chunked_decoder.h"
 #include "model/decoder.h"
 #include "model/random_model.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -30,14 +31,14 @@ Outcome run(bool lora, int64_t chunk, Recompute policy, bool offload) {
   model::fill_weights_uniform(c, w, 5);
   const model::TrainableFn trainable =
       lora ? model::TrainableFn([](const model::WeightSpec&) { return false; }) : model::train_all;
-  model::ModelWeights g = model::allocate_grads(c, DType::F64, arena, trainable);
+  model::ModelWeights g = model::allocate_grads(ctx, c, DType::F64, arena, trainable);
   const std::vector<model::LoraSpec> specs = lora ? test::tiny_lora_specs(c) : std::vector<model::LoraSpec>{};
   model::LoraWeights lw, lg;
   if (lora) {
     lw = model::allocate_lora(c, specs, DType::F64, arena);
     test::fill_lora_random(lw, 3);
     lg = model::allocate_lora(c, specs, DType::F64, arena);
-    model::zero_lora(lg);
+    model::zero_lora(ctx, lg);
   }
   model::RandomBatch data = model::random_batch(B, T, c.vocab_size, true, 12);
   const model::Batch batch = data.batch();
@@ -47,12 +48,12 @@ Outcome run(bool lora, int64_t chunk, Recompute policy, bool offload) {
     model::DecoderOptions options(policy);
     Arena host("offload", HostMemory::instance(),
                std::max<size_t>(model::Decoder::offload_bytes(c, DType::F64, B, T, specs, options), 1));
-    model::Decoder d(c, DType::F64, B, T, arena, specs, options, offload ? &host : nullptr);
+    model::Decoder d(ctx, c, DType::F64, B, T, arena, specs, options, offload ? &host : nullptr);
     o.loss = d.forward(w, batch, labels, lora ? &lw : nullptr);
     d.backward(w, g, lora ? &lg : nullptr);
   } else {
     const model::ChunkedOptions options{.chunk_size = chunk, .recompute = policy};
-    model::ChunkedDecoder d(c, DType::F64, B, T, options, arena, specs);
+    model::ChunkedDecoder d(ctx, c, DType::F64, B, T, options, arena, specs);
     o.loss = d.forward(w, batch, labels, lora ? &lw : nullptr);
     d.backward(w, g, lora ? &lg : nullptr);
   }

@@ -7,6 +7,7 @@
 #include "core/arena.h"
 #include "model/chunked_decoder.h"
 #include "model/random_model.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -17,15 +18,15 @@ TEST(ChunkTiming, OneTimePerChunkAndTheSameResults) {
   Arena arena("timing", HostMemory::instance(), size_t(32) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   model::fill_weights_uniform(config, w, 5);
-  model::ModelWeights g_plain = model::allocate_grads(config, DType::F64, arena);
-  model::ModelWeights g_timed = model::allocate_grads(config, DType::F64, arena);
-  model::zero_grads(config, g_plain);
-  model::zero_grads(config, g_timed);
+  model::ModelWeights g_plain = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::ModelWeights g_timed = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::zero_grads(ctx, config, g_plain);
+  model::zero_grads(ctx, config, g_timed);
   model::RandomBatch data = model::random_batch(B, T, config.vocab_size, false, 9);
   const model::Batch batch = data.batch();
   const int64_t label_tokens = std::max<int64_t>(1, model::count_label_tokens(batch));
 
-  model::ChunkedDecoder decoder(config, DType::F64, B, T, {.chunk_size = 4}, arena);
+  model::ChunkedDecoder decoder(ctx, config, DType::F64, B, T, {.chunk_size = 4}, arena);
   ASSERT_EQ(decoder.num_chunks(), 3);  // ceil(11 / 4)
   const double loss_plain = decoder.forward(w, batch, label_tokens);
   decoder.backward(w, g_plain);

@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 #include "model/random_model.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -40,21 +41,21 @@ double worst_difference(const Setup& su, int64_t chunk_size, bool fused = true) 
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   model::fill_weights_uniform(config, w, su.seed);
   const model::TrainableFn trainable = su.partial ? model::TrainableFn(trainable_partial) : model::train_all;
-  model::ModelWeights g_whole = model::allocate_grads(config, DType::F64, arena, trainable);
-  model::ModelWeights g_chunk = model::allocate_grads(config, DType::F64, arena, trainable);
+  model::ModelWeights g_whole = model::allocate_grads(ctx, config, DType::F64, arena, trainable);
+  model::ModelWeights g_chunk = model::allocate_grads(ctx, config, DType::F64, arena, trainable);
   model::RandomBatch data =
       model::random_batch(su.rows, su.tokens, config.vocab_size, su.packed, su.seed + 7);
   const model::Batch batch = data.batch();
   const int64_t label_tokens = model::count_label_tokens(batch);
   if (label_tokens == 0) return 0.0;
 
-  model::Decoder whole(config, DType::F64, su.rows, su.tokens, arena);
+  model::Decoder whole(ctx, config, DType::F64, su.rows, su.tokens, arena);
   const double loss_whole = whole.forward(w, batch, label_tokens);
   whole.backward(w, g_whole);
 
   const model::ChunkedOptions options{
       .chunk_size = chunk_size, .fused_loss = fused, .loss_token_block = 3, .loss_vocab_block = 5};
-  model::ChunkedDecoder chunked(config, DType::F64, su.rows, su.tokens, options, arena);
+  model::ChunkedDecoder chunked(ctx, config, DType::F64, su.rows, su.tokens, options, arena);
   const double loss_chunk = chunked.forward(w, batch, label_tokens);
   chunked.backward(w, g_chunk);
 
@@ -161,9 +162,9 @@ TEST(ChunkedDecoder, LongropeRefusesChunksThatSplitTheSequence) {
   config.rope_original_max_position = 4;
   Arena arena("chunked_longrope", HostMemory::instance(), size_t(32) << 20);
   test::expect_error_mentions(
-      [&] { model::ChunkedDecoder d(config, DType::F64, 2, 9, {.chunk_size = 4}, arena); },
+      [&] { model::ChunkedDecoder d(ctx, config, DType::F64, 2, 9, {.chunk_size = 4}, arena); },
       {"chunk_size 4", "LongRoPE", "chunk_size 0"});
-  EXPECT_NO_THROW(model::ChunkedDecoder(config, DType::F64, 2, 9, {.chunk_size = 0}, arena));
+  EXPECT_NO_THROW(model::ChunkedDecoder(ctx, config, DType::F64, 2, 9, {.chunk_size = 0}, arena));
 }
 
 TEST(ChunkedDecoder, FloatAgreesWithFloat64) {
@@ -173,13 +174,13 @@ TEST(ChunkedDecoder, FloatAgreesWithFloat64) {
   model::ModelWeights w32 = model::allocate_weights(config, DType::F32, arena);
   model::fill_weights_uniform(config, w64, 8);
   model::fill_weights_uniform(config, w32, 8);
-  model::ModelWeights g64 = model::allocate_grads(config, DType::F64, arena);
-  model::ModelWeights g32 = model::allocate_grads(config, DType::F32, arena);
+  model::ModelWeights g64 = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::ModelWeights g32 = model::allocate_grads(ctx, config, DType::F32, arena);
   model::RandomBatch data = model::random_batch(2, 9, config.vocab_size, true, 9);
   const model::Batch batch = data.batch();
   const int64_t label_tokens = model::count_label_tokens(batch);
-  model::ChunkedDecoder d64(config, DType::F64, 2, 9, {.chunk_size = 4}, arena);
-  model::ChunkedDecoder d32(config, DType::F32, 2, 9, {.chunk_size = 4}, arena);
+  model::ChunkedDecoder d64(ctx, config, DType::F64, 2, 9, {.chunk_size = 4}, arena);
+  model::ChunkedDecoder d32(ctx, config, DType::F32, 2, 9, {.chunk_size = 4}, arena);
   const double l64 = d64.forward(w64, batch, label_tokens), l32 = d32.forward(w32, batch, label_tokens);
   d64.backward(w64, g64);
   d32.backward(w32, g32);
@@ -194,7 +195,7 @@ TEST(ChunkedDecoder, ArenaBytesMatchTheConstructor) {
   const model::ChunkedOptions options{.chunk_size = 3};
   const size_t bytes = model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10, options);
   Arena arena("exact", HostMemory::instance(), bytes);
-  EXPECT_NO_THROW(model::ChunkedDecoder(config, DType::F64, 2, 10, options, arena));
+  EXPECT_NO_THROW(model::ChunkedDecoder(ctx, config, DType::F64, 2, 10, options, arena));
   // Smaller chunks need less: the per-chunk buffers scale with C.
   EXPECT_LT(model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 64, {.chunk_size = 4}),
             model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 64, {.chunk_size = 0}));

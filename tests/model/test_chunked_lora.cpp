@@ -6,6 +6,7 @@
 #include "lora_test_util.h"
 #include "model/chunked_decoder.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -29,7 +30,7 @@ void check_lora_chunks(bool train_base, double dropout_p, bool fused = false) {
     const model::ChunkedOptions options{.chunk_size = C, .loss_token_block = 4, .loss_vocab_block = 3};
     Arena arena("chunked-lora", HostMemory::instance(),
                 model::ChunkedDecoder::arena_bytes(m.config, DType::F64, B, T, options, m.specs));
-    model::ChunkedDecoder chunked(m.config, DType::F64, B, T, options, arena, m.specs);
+    model::ChunkedDecoder chunked(ctx, m.config, DType::F64, B, T, options, arena, m.specs);
     const double loss = chunked.forward(m.weights, batch, label_tokens, &m.lora, dropout);
     chunked.backward(m.weights, m.grads, &m.lora_grads);
     EXPECT_NEAR(loss, loss_whole, 1e-12 * std::abs(loss_whole)) << "C=" << C;
@@ -70,7 +71,7 @@ TEST(ChunkedLora, RefusesAdaptersOfAnotherLayout) {
   const model::Batch batch = data.batch(true);
   Arena arena("chunked-lora", HostMemory::instance(),
               model::ChunkedDecoder::arena_bytes(m.config, DType::F64, 2, 7, {.chunk_size = 3}));
-  model::ChunkedDecoder no_lora(m.config, DType::F64, 2, 7, {.chunk_size = 3}, arena);
+  model::ChunkedDecoder no_lora(ctx, m.config, DType::F64, 2, 7, {.chunk_size = 3}, arena);
   test::expect_error_mentions([&] { no_lora.forward(m.weights, batch, 5, &m.lora); },
                               {"LoRA adapters given", "planned for 0"});
 }

@@ -15,6 +15,7 @@
 #include "model/memory_plan.h"
 #include "model/random_model.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -63,16 +64,16 @@ struct Run {
     arena = std::make_unique<Arena>("offload-test", HostMemory::instance(), size_t(16) << 20);
     weights = model::allocate_weights(config, dtype, *arena);
     model::fill_weights_uniform(config, weights, seed);
-    grads = model::allocate_grads(config, dtype, *arena,
+    grads = model::allocate_grads(ctx, config, dtype, *arena,
                                   train_base
                                       ? model::TrainableFn(model::train_all)
                                       : model::TrainableFn([](const model::WeightSpec&) { return false; }));
-    model::zero_grads(config, grads);
+    model::zero_grads(ctx, config, grads);
     if (with_lora) {
       lora = model::allocate_lora(config, specs, dtype, *arena);
       test::fill_lora_random(lora, seed + 1000);
       lora_grads = model::allocate_lora(config, specs, dtype, *arena);
-      model::zero_lora(lora_grads);
+      model::zero_lora(ctx, lora_grads);
     }
   }
 
@@ -90,7 +91,8 @@ struct Run {
       host =
           std::make_unique<Arena>("offloaded", HostMemory::instance(),
                                   model::ChunkedDecoder::offload_bytes(config, dtype, B, T, options, specs));
-    model::ChunkedDecoder decoder(config, dtype, B, T, options, acts, specs, offload ? host.get() : nullptr);
+    model::ChunkedDecoder decoder(ctx, config, dtype, B, T, options, acts, specs,
+                                  offload ? host.get() : nullptr);
     EXPECT_EQ(decoder.offloads_attention(), attention == AttentionOffload::On);
     const int64_t label_tokens = model::count_label_tokens(batch);
     const bool with_lora = !specs.empty();
@@ -252,10 +254,10 @@ TEST(ChunkedOffload, RefusesOtherPoliciesAndAMissingOrUnexpectedHostArena) {
               model::ChunkedDecoder::arena_bytes(config, DType::F64, 2, 10, {.chunk_size = 3}));
   Arena host("host", HostMemory::instance(),
              model::ChunkedDecoder::offload_bytes(config, DType::F64, 2, 10, offload));
-  test::expect_error_mentions([&] { model::ChunkedDecoder(config, DType::F64, 2, 10, offload, arena); },
+  test::expect_error_mentions([&] { model::ChunkedDecoder(ctx, config, DType::F64, 2, 10, offload, arena); },
                               {"offload is true", "no host arena"});
   test::expect_error_mentions(
-      [&] { model::ChunkedDecoder(config, DType::F64, 2, 10, {.chunk_size = 3}, arena, {}, &host); },
+      [&] { model::ChunkedDecoder(ctx, config, DType::F64, 2, 10, {.chunk_size = 3}, arena, {}, &host); },
       {"offload is false", "a host arena"});
 }
 

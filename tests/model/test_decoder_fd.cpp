@@ -6,6 +6,7 @@
 
 #include "core/arena.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
 
@@ -23,8 +24,8 @@ void check_finite_differences(bool tied, bool packed, bool qk_norm = false) {
                   model::Decoder::arena_bytes(config, DType::F64, B, T));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   test::fill_random(config, w, tied ? 21 : 22);
-  model::ModelWeights g = model::allocate_grads(config, DType::F64, arena);
-  model::Decoder decoder(config, DType::F64, B, T, arena);
+  model::ModelWeights g = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::Decoder decoder(ctx, config, DType::F64, B, T, arena);
   const int64_t label_tokens = model::count_label_tokens(batch);
   ASSERT_GT(label_tokens, 0);
 
@@ -81,7 +82,7 @@ TEST(Decoder, LabelTokenCountIsTheDenominator) {
       model::weights_bytes(config, DType::F64) + model::Decoder::arena_bytes(config, DType::F64, B, T));
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   test::fill_random(config, w, 3);
-  model::Decoder decoder(config, DType::F64, B, T, arena);
+  model::Decoder decoder(ctx, config, DType::F64, B, T, arena);
   const int64_t n = model::count_label_tokens(batch);
   // Row 0 packs [3 7 1 9 | 4 10 2]: targets 7 1 9 (none across the boundary) 10 2; row 1: 8 6 2 9 1.
   EXPECT_EQ(n, 10);
@@ -106,8 +107,8 @@ TEST(Decoder, BackwardNeedsAForward) {
               model::weights_bytes(config, DType::F32) + model::grads_bytes(config, DType::F32) +
                   model::Decoder::arena_bytes(config, DType::F32, 2, 7));
   model::ModelWeights w = model::allocate_weights(config, DType::F32, arena);
-  model::ModelWeights g = model::allocate_grads(config, DType::F32, arena);
-  model::Decoder decoder(config, DType::F32, 2, 7, arena);
+  model::ModelWeights g = model::allocate_grads(ctx, config, DType::F32, arena);
+  model::Decoder decoder(ctx, config, DType::F32, 2, 7, arena);
   EXPECT_THROW(decoder.backward(w, g), Error);
   EXPECT_THROW(decoder.logits(), Error);
 }

@@ -13,6 +13,7 @@
 #include "model/random_model.h"
 #include "model/schedule.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt::model {
@@ -31,12 +32,12 @@ StepResult full_step(const ModelConfig& config, const ScheduleOptions& options, 
   Arena host("gemma2 host", HostMemory::instance(), size_t(16) << 20);
   ModelWeights w = allocate_weights(config, DType::F64, arena);
   fill_weights_uniform(config, w, seed);
-  ModelWeights g = allocate_grads(config, DType::F64, arena);
-  zero_grads(config, g);
+  ModelWeights g = allocate_grads(ctx, config, DType::F64, arena);
+  zero_grads(ctx, config, g);
   RandomBatch data = random_batch(B, T, config.vocab_size, packed, seed + 7);
   const Batch batch = data.batch();
   std::unique_ptr<Schedule> s =
-      make_schedule(config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
+      make_schedule(ctx, config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
   StepResult r;
   r.loss = s->forward(w, batch, count_label_tokens(batch));
   s->backward(w, g);

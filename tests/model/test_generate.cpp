@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 #include "model/generate.h"
 #include "model/tiny_model.h"
+#include "support/test_context.h"
 
 namespace lt::model {
 namespace {
@@ -19,8 +20,9 @@ namespace {
 std::vector<double> full_forward_last_logits(const ModelConfig& c, DType dtype, const ModelWeights& w,
                                              const std::vector<int32_t>& ids) {
   const int64_t T = int64_t(ids.size());
-  Arena arena("full", HostMemory::instance(), Decoder::arena_bytes(c, dtype, 1, T, {}, DecoderOptions::plain_head()));
-  Decoder decoder(c, dtype, 1, T, arena, {}, DecoderOptions::plain_head());
+  Arena arena("full", HostMemory::instance(),
+              Decoder::arena_bytes(c, dtype, 1, T, {}, DecoderOptions::plain_head()));
+  Decoder decoder(ctx, c, dtype, 1, T, arena, {}, DecoderOptions::plain_head());
   std::vector<int32_t> input = ids, positions(ids.size()), labels = ids;
   for (int64_t i = 0; i < T; ++i) positions[size_t(i)] = int32_t(i);
   Batch b{.input_ids = Tensor(input.data(), DType::I32, {1, T}),
@@ -48,13 +50,13 @@ TEST_P(GenerateKvCache, TokensAndLogitsEqualFullRecompute) {
 
   const std::vector<int32_t> prompt{3, 7, 1, 9, 4};
   SamplingOptions options{.max_new_tokens = 12, .temperature = temperature, .top_p = 0.95, .seed = 4};
-  std::vector<int32_t> cached = generate(c, dtype, w, prompt, options);
+  std::vector<int32_t> cached = generate(ctx, c, dtype, w, prompt, options);
   ASSERT_EQ(cached.size(), 12u);
 
   // Reference: each next token from a full forward over everything so far; and the cached logits along
   // the way must match the full forward's at every step.
   Arena cache_arena("cache", HostMemory::instance(), KvCacheDecoder::arena_bytes(c, dtype, 17));
-  KvCacheDecoder kv(c, dtype, w, 17, cache_arena);
+  KvCacheDecoder kv(ctx, c, dtype, w, 17, cache_arena);
   std::vector<double> kv_logits = kv.feed(prompt);
   std::vector<int32_t> seq = prompt, reference;
   const double tol = dtype == DType::F64 ? 1e-12 : 2e-5;
@@ -104,12 +106,12 @@ TEST(GenerateErrors, CacheOverflowAndBadOptions) {
   ModelWeights w = allocate_weights(c, DType::F64, arena);
   test::fill_random(c, w, 1);
   Arena cache_arena("cache", HostMemory::instance(), KvCacheDecoder::arena_bytes(c, DType::F64, 3));
-  KvCacheDecoder kv(c, DType::F64, w, 3, cache_arena);
+  KvCacheDecoder kv(ctx, c, DType::F64, w, 3, cache_arena);
   kv.feed(std::vector<int32_t>{1, 2});
   EXPECT_THROW(kv.feed(std::vector<int32_t>{3, 4}), Error);
-  EXPECT_THROW(generate(c, DType::F64, w, std::vector<int32_t>{}, {}), Error);
-  EXPECT_THROW(generate(c, DType::F64, w, std::vector<int32_t>{1}, {.top_p = 0}), Error);
-  EXPECT_THROW(generate(c, DType::F64, w, std::vector<int32_t>{1, 99}, {}), Error);  // id outside V
+  EXPECT_THROW(generate(ctx, c, DType::F64, w, std::vector<int32_t>{}, {}), Error);
+  EXPECT_THROW(generate(ctx, c, DType::F64, w, std::vector<int32_t>{1}, {.top_p = 0}), Error);
+  EXPECT_THROW(generate(ctx, c, DType::F64, w, std::vector<int32_t>{1, 99}, {}), Error);  // id outside V
 }
 
 }  // namespace

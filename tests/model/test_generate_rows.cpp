@@ -11,6 +11,7 @@
 
 #include "model/generate.h"
 #include "model/tiny_model.h"
+#include "support/test_context.h"
 
 namespace lt::model {
 namespace {
@@ -45,13 +46,13 @@ TEST_P(GenerateRows, EveryRowEqualsItselfAlone) {
   // A stop id ends some rows early; the others go on.
   const SamplingOptions options{
       .max_new_tokens = 9, .temperature = temperature, .top_p = 0.95, .seed = 4, .stop_ids = {6}};
-  const std::vector<std::vector<int32_t>> together = generate_rows(m.c, dtype, m.w, kPrompts, options);
+  const std::vector<std::vector<int32_t>> together = generate_rows(ctx, m.c, dtype, m.w, kPrompts, options);
   ASSERT_EQ(together.size(), kPrompts.size());
   for (size_t r = 0; r < kPrompts.size(); ++r)
-    EXPECT_EQ(together[r], generate(m.c, dtype, m.w, kPrompts[r], options)) << "row " << r;
+    EXPECT_EQ(together[r], generate(ctx, m.c, dtype, m.w, kPrompts[r], options)) << "row " << r;
   // Another batch composition (other rows, another order, another longest prompt): the same rows.
   const std::vector<std::vector<int32_t>> other =
-      generate_rows(m.c, dtype, m.w, {kPrompts[3], kPrompts[1], kPrompts[0]}, options);
+      generate_rows(ctx, m.c, dtype, m.w, {kPrompts[3], kPrompts[1], kPrompts[0]}, options);
   EXPECT_EQ(other[0], together[3]);
   EXPECT_EQ(other[1], together[1]);
   EXPECT_EQ(other[2], together[0]);
@@ -65,7 +66,7 @@ TEST_P(GenerateRowsLogits, EqualEachRowsOwnCache) {
   const int64_t B = int64_t(kPrompts.size()), longest = 7, V = m.c.vocab_size, steps = 6;
   Arena rows_arena("rows", HostMemory::instance(),
                    KvCacheDecoder::arena_bytes(m.c, dtype, longest + steps, B));
-  KvCacheDecoder rows(m.c, dtype, m.w, longest + steps, rows_arena, B);
+  KvCacheDecoder rows(ctx, m.c, dtype, m.w, longest + steps, rows_arena, B);
   std::vector<int32_t> chunk;
   std::vector<int64_t> pads;
   for (const std::vector<int32_t>& p : kPrompts) {
@@ -81,7 +82,7 @@ TEST_P(GenerateRowsLogits, EqualEachRowsOwnCache) {
     const int64_t room = int64_t(p.size()) + steps;
     arenas.push_back(std::make_unique<Arena>("alone", HostMemory::instance(),
                                              KvCacheDecoder::arena_bytes(m.c, dtype, room)));
-    alone.push_back(std::make_unique<KvCacheDecoder>(m.c, dtype, m.w, room, *arenas.back()));
+    alone.push_back(std::make_unique<KvCacheDecoder>(ctx, m.c, dtype, m.w, room, *arenas.back()));
     alone_logits.push_back(alone.back()->feed(p));
   }
   const double tol = dtype == DType::F64 ? 1e-12 : 2e-5;
@@ -109,10 +110,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GenerateRowsLogits,
 
 TEST(GenerateRowsErrors, PaddingAndEmptyPrompts) {
   RowsCase m(DType::F64, false);
-  EXPECT_THROW(generate_rows(m.c, DType::F64, m.w, {{1, 2}, {}}, {}), Error);
-  EXPECT_THROW(generate_rows(m.c, DType::F64, m.w, {}, {}), Error);
+  EXPECT_THROW(generate_rows(ctx, m.c, DType::F64, m.w, {{1, 2}, {}}, {}), Error);
+  EXPECT_THROW(generate_rows(ctx, m.c, DType::F64, m.w, {}, {}), Error);
   Arena arena("rows", HostMemory::instance(), KvCacheDecoder::arena_bytes(m.c, DType::F64, 8, 2));
-  KvCacheDecoder rows(m.c, DType::F64, m.w, 8, arena, 2);
+  KvCacheDecoder rows(ctx, m.c, DType::F64, m.w, 8, arena, 2);
   EXPECT_THROW(rows.feed_rows(std::vector<int32_t>{1, 2, 3}), Error);  // 3 ids are not 2 equal rows
   const std::vector<int64_t> all_pad{0, 2};
   EXPECT_THROW(rows.feed_rows(std::vector<int32_t>{1, 2, 3, 4}, all_pad), Error);  // row 1 has no token

@@ -7,6 +7,7 @@
 
 #include "lora_test_util.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -24,10 +25,12 @@ std::vector<std::vector<char>> lora_step(DType dt, bool in_forward, double loss_
   model::DecoderOptions options;
   options.head_backward_in_forward = in_forward;
   options.loss_token_block = 5;
-  Arena arena("head", HostMemory::instance(), model::Decoder::arena_bytes(m.config, dt, B, T, m.specs, options));
-  model::Decoder d(m.config, dt, B, T, arena, m.specs, options);
+  Arena arena("head", HostMemory::instance(),
+              model::Decoder::arena_bytes(m.config, dt, B, T, m.specs, options));
+  model::Decoder d(ctx, m.config, dt, B, T, arena, m.specs, options);
   d.set_loss_scale(loss_scale);
-  *loss = d.forward(m.weights, batch, label_tokens, &m.lora, {.p = 0.25, .seed = 3, .step = 1, .micro_batch = 0});
+  *loss =
+      d.forward(m.weights, batch, label_tokens, &m.lora, {.p = 0.25, .seed = 3, .step = 1, .micro_batch = 0});
   d.backward(m.weights, m.grads, &m.lora_grads);
   std::vector<std::vector<char>> out;
   for (const model::LoraSpec& s : m.specs)
@@ -52,7 +55,8 @@ TEST(HeadBackwardInForward, SameLossAndGradientBits) {
 }
 
 // One full fine-tuning step of the tiny model (tied or untied head); every gradient's bytes and the loss.
-std::vector<std::vector<char>> full_step(DType dt, bool tied, bool in_forward, double loss_scale, double* loss) {
+std::vector<std::vector<char>> full_step(DType dt, bool tied, bool in_forward, double loss_scale,
+                                         double* loss) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   const model::ModelConfig config = test::tiny_config(tied);
   test::TinyBatch data;
@@ -65,9 +69,9 @@ std::vector<std::vector<char>> full_step(DType dt, bool tied, bool in_forward, d
                   model::Decoder::arena_bytes(config, dt, B, T, {}, options));
   model::ModelWeights weights = model::allocate_weights(config, dt, arena);
   test::fill_random(config, weights, 61);
-  model::ModelWeights grads = model::allocate_grads(config, dt, arena);
-  model::zero_grads(config, grads);
-  model::Decoder d(config, dt, B, T, arena, {}, options);
+  model::ModelWeights grads = model::allocate_grads(ctx, config, dt, arena);
+  model::zero_grads(ctx, config, grads);
+  model::Decoder d(ctx, config, dt, B, T, arena, {}, options);
   d.set_loss_scale(loss_scale);
   if (in_forward) d.set_head_gradient(model::head_weight(config, grads));
   // Two micro-batches accumulate, as a step with gradient accumulation does.
@@ -89,7 +93,8 @@ TEST(HeadBackwardInForward, TrainableHeadSameLossAndGradientBits) {
         double loss_ref = 0, loss = 0;
         const auto ref = full_step(dt, tied, false, scale, &loss_ref);
         const auto got = full_step(dt, tied, true, scale, &loss);
-        const std::string what = fmt::format("{} {} scale {}", tied ? "tied" : "untied", dtype_name(dt), scale);
+        const std::string what =
+            fmt::format("{} {} scale {}", tied ? "tied" : "untied", dtype_name(dt), scale);
         EXPECT_EQ(loss, loss_ref) << what;
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < ref.size(); ++i) EXPECT_EQ(got[i], ref[i]) << what << " gradient " << i;
@@ -103,10 +108,12 @@ TEST(HeadBackwardInForward, RefusedForATrainableHeadWithoutItsGradient) {
   const model::Batch batch = data.batch(true);
   model::DecoderOptions options;
   options.head_backward_in_forward = true;
-  Arena arena("head", HostMemory::instance(), model::Decoder::arena_bytes(m.config, DType::F64, B, T, {}, options));
-  model::Decoder d(m.config, DType::F64, B, T, arena, {}, options);
+  Arena arena("head", HostMemory::instance(),
+              model::Decoder::arena_bytes(m.config, DType::F64, B, T, {}, options));
+  model::Decoder d(ctx, m.config, DType::F64, B, T, arena, {}, options);
   d.forward(m.weights, batch, model::count_label_tokens(batch));
-  test::expect_error_mentions([&] { d.backward(m.weights, m.grads); }, {"head_backward_in_forward", "LM head"});
+  test::expect_error_mentions([&] { d.backward(m.weights, m.grads); },
+                              {"head_backward_in_forward", "LM head"});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "core/arena.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
 
@@ -75,8 +76,8 @@ TEST(LayerChunks, TwoChunksEqualTheWholeSequence) {
   Arena arena("chunks", HostMemory::instance(), size_t(8) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   test::fill_random(config, w, 41);
-  model::ModelWeights g_whole = model::allocate_grads(config, DType::F64, arena);
-  model::ModelWeights g_chunks = model::allocate_grads(config, DType::F64, arena);
+  model::ModelWeights g_whole = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::ModelWeights g_chunks = model::allocate_grads(ctx, config, DType::F64, arena);
   const model::LayerWeights& lw = w.layers[layer];
   std::vector<double> x = test::random_values(size_t(B * T * D), 1);
   std::vector<double> d_out = test::random_values(size_t(B * T * D), 2);
@@ -97,10 +98,10 @@ TEST(LayerChunks, TwoChunksEqualTheWholeSequence) {
                              .q_offset = 0,
                              .positions = Tensor(data.positions.data(), DType::I32, {B, T}),
                              .q_segments = segments};
-  model::layer_forward(config, layer, lw, all, kv, whole.acts, out_whole);
+  model::layer_forward(ctx, config, layer, lw, all, kv, whole.acts, out_whole);
   Tensor d_whole = arena.alloc("d_whole", DType::F64, {B * T, D});
   std::copy(d_out.begin(), d_out.end(), d_whole.ptr<double>());
-  model::layer_backward(config, layer, lw, g_whole.layers[layer], all, kv, kv_grads, whole.acts,
+  model::layer_backward(ctx, config, layer, lw, g_whole.layers[layer], all, kv, kv_grads, whole.acts,
                         whole.scratch, d_whole);
 
   // Two chunks of 4 and 3 tokens over a separate K/V context.
@@ -128,7 +129,7 @@ TEST(LayerChunks, TwoChunksEqualTheWholeSequence) {
     std::vector<double> xc = take(x, D, offsets[c], C);
     std::copy(xc.begin(), xc.end(), bufs[c].acts.x.ptr<double>());
     Tensor out = arena.alloc("out_c", DType::F64, {B * C, D});
-    model::layer_forward(config, layer, lw, chunks[c], kv2, bufs[c].acts, out);
+    model::layer_forward(ctx, config, layer, lw, chunks[c], kv2, bufs[c].acts, out);
     put(out_chunks, out.ptr<double>(), D, offsets[c], C);
   }
   for (int c = 1; c >= 0; --c) {  // backward in reverse chunk order
@@ -136,8 +137,8 @@ TEST(LayerChunks, TwoChunksEqualTheWholeSequence) {
     std::vector<double> dc = take(d_out, D, offsets[c], C);
     Tensor d = arena.alloc("d_c", DType::F64, {B * C, D});
     std::copy(dc.begin(), dc.end(), d.ptr<double>());
-    model::layer_backward(config, layer, lw, g_chunks.layers[layer], chunks[c], kv2, kv_grads2, bufs[c].acts,
-                          bufs[c].scratch, d);
+    model::layer_backward(ctx, config, layer, lw, g_chunks.layers[layer], chunks[c], kv2, kv_grads2,
+                          bufs[c].acts, bufs[c].scratch, d);
     put(d_in_chunks, d.ptr<double>(), D, offsets[c], C);
   }
 

@@ -12,6 +12,7 @@
 #include "model/decoder.h"
 #include "model/layer_hooks.h"
 #include "model/random_model.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -45,8 +46,8 @@ TEST(LayerHooks, SameScheduleWholeAndChunked) {
   Arena arena("hooks", HostMemory::instance(), size_t(64) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
   model::fill_weights_uniform(config, w, 3);
-  model::ModelWeights g_whole = model::allocate_grads(config, DType::F64, arena);
-  model::ModelWeights g_chunk = model::allocate_grads(config, DType::F64, arena);
+  model::ModelWeights g_whole = model::allocate_grads(ctx, config, DType::F64, arena);
+  model::ModelWeights g_chunk = model::allocate_grads(ctx, config, DType::F64, arena);
   const int64_t rows = 2, tokens = 7;
   model::RandomBatch data = model::random_batch(rows, tokens, config.vocab_size, false, 5);
   const model::Batch batch = data.batch();
@@ -54,14 +55,14 @@ TEST(LayerHooks, SameScheduleWholeAndChunked) {
   ASSERT_GT(label_tokens, 0);
 
   HookLog whole_log;
-  model::Decoder whole(config, DType::F64, rows, tokens, arena, {}, model::Recompute::Full);
+  model::Decoder whole(ctx, config, DType::F64, rows, tokens, arena, {}, model::Recompute::Full);
   whole.set_layer_hooks(whole_log.hooks());
   whole.forward(w, batch, label_tokens);
   whole.backward(w, g_whole);
   EXPECT_EQ(whole_log.events, expected(config.num_layers, 1));
 
   HookLog chunk_log;
-  model::ChunkedDecoder chunked(config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
+  model::ChunkedDecoder chunked(ctx, config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
   ASSERT_EQ(chunked.num_chunks(), 3);
   chunked.set_layer_hooks(chunk_log.hooks());
   chunked.forward(w, batch, label_tokens);

@@ -16,6 +16,7 @@
 #include "model/memory_plan.h"
 #include "model/random_model.h"
 #include "model/schedule.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt::model {
@@ -35,12 +36,12 @@ StepResult full_step(const ModelConfig& config, const ScheduleOptions& options, 
   Arena host("layer-major host", HostMemory::instance(), size_t(16) << 20);
   ModelWeights w = allocate_weights(config, DType::F64, arena);
   fill_weights_uniform(config, w, 4);
-  ModelWeights g = allocate_grads(config, DType::F64, arena);
-  zero_grads(config, g);
+  ModelWeights g = allocate_grads(ctx, config, DType::F64, arena);
+  zero_grads(ctx, config, g);
   RandomBatch data = random_batch(B, T, config.vocab_size, true, 11);
   const Batch batch = data.batch();
   std::unique_ptr<Schedule> s =
-      make_schedule(config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
+      make_schedule(ctx, config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
   if (hook_order)
     s->set_layer_hooks({.after_backward = [hook_order](int64_t l) { hook_order->push_back(l); }});
   StepResult r;
@@ -218,7 +219,7 @@ void check_lora(bool train_base, double dropout_p) {
       Arena host("layer-major lora host", HostMemory::instance(),
                  schedule_offload_bytes(m.config, DType::F64, B, T, o, m.specs) + kArenaAlignment);
       std::unique_ptr<Schedule> s =
-          make_schedule(m.config, DType::F64, B, T, o, arena, m.specs, offload ? &host : nullptr);
+          make_schedule(ctx, m.config, DType::F64, B, T, o, arena, m.specs, offload ? &host : nullptr);
       const double loss = s->forward(m.weights, batch, label_tokens, &m.lora, dropout);
       s->backward(m.weights, m.grads, &m.lora_grads);
       const std::string what = fmt::format("C={} offload={}", C, offload);

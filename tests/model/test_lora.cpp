@@ -13,6 +13,7 @@
 #include "model/lora_layer.h"
 #include "model/lora_merge.h"
 #include "model/random_model.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -117,7 +118,7 @@ void check_merge(bool fused) {
   const double base_only = m.decoder->forward(m.weights, batch, n);
   EXPECT_GT(std::abs(with_adapters - base_only), 1e-3) << "the adapters must change the model";
 
-  model::merge_lora(m.config, m.weights, m.lora);
+  model::merge_lora(ctx, m.config, m.weights, m.lora);
   const double merged = m.decoder->forward(m.weights, batch, n);
   const std::vector<double> merged_logits = values(m.decoder->logits());
   EXPECT_NEAR(merged, with_adapters, 1e-12 * std::abs(with_adapters));
@@ -215,7 +216,7 @@ TEST(LoraDropout, ChunkedEqualsWhole) {
     chunk.batch = B;
     chunk.tokens = C;
     chunk.q_offset = q_offset;
-    model::lora_forward(pass, 1, model::LoraModule::Q, chunk, Tensor(xc.data(), DType::F64, {B * C, in}),
+    model::lora_forward(ctx, pass, 1, model::LoraModule::Q, chunk, Tensor(xc.data(), DType::F64, {B * C, in}),
                         Tensor(t.data(), DType::F64, {B * C, r}), Tensor(y.data(), DType::F64, {B * C, out}));
     return y;
   };
@@ -240,7 +241,7 @@ TEST(LoraDropout, ChunkedEqualsWhole) {
   model::ChunkInfo whole_row;
   whole_row.batch = B;
   whole_row.tokens = T;
-  model::lora_forward(no_dropout, 1, model::LoraModule::Q, whole_row,
+  model::lora_forward(ctx, no_dropout, 1, model::LoraModule::Q, whole_row,
                       Tensor(xc.data(), DType::F64, {B * T, in}), Tensor(t.data(), DType::F64, {B * T, r}),
                       Tensor(y.data(), DType::F64, {B * T, out}));
   EXPECT_NE(y, whole);
@@ -253,7 +254,7 @@ TEST(LoraDecoder, RefusesAdaptersItWasNotPlannedFor) {
   const int64_t n = model::count_label_tokens(batch);
   // A decoder planned without LoRA refuses adapters; one planned for them refuses others.
   Arena arena("plain", HostMemory::instance(), model::Decoder::arena_bytes(m.config, DType::F64, 2, 7));
-  model::Decoder plain(m.config, DType::F64, 2, 7, arena);
+  model::Decoder plain(ctx, m.config, DType::F64, 2, 7, arena);
   EXPECT_THROW(plain.forward(m.weights, batch, n, &m.lora), Error);
   std::vector<model::LoraSpec> fewer(m.specs.begin(), m.specs.end() - 1);
   Arena arena2("fewer", HostMemory::instance(), model::lora_bytes(fewer, DType::F64));

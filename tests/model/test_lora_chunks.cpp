@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "lora_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -83,7 +84,7 @@ TEST(LoraChunks, TwoChunksWithDropoutEqualTheWholeSequence) {
   test::TinyBatch data;
   Arena arena("lora-chunks", HostMemory::instance(), size_t(8) << 20);
   model::LoraWeights g_chunks = model::allocate_lora(config, m.specs, DType::F64, arena);
-  model::zero_lora(g_chunks);
+  model::zero_lora(ctx, g_chunks);
   const model::LayerWeights& lw = m.weights.layers[layer];
   model::LayerWeights frozen;  // no base gradients
   const model::LayerLora& lora = m.lora.layers[layer];
@@ -114,10 +115,10 @@ TEST(LoraChunks, TwoChunksWithDropoutEqualTheWholeSequence) {
                              .positions = Tensor(data.positions.data(), DType::I32, {B, T}),
                              .q_segments = segments};
   const model::LoraPass whole_pass = pass(&m.lora_grads.layers[layer]);
-  model::layer_forward(config, layer, lw, all, kv, whole.acts, out_whole, whole_pass);
+  model::layer_forward(ctx, config, layer, lw, all, kv, whole.acts, out_whole, whole_pass);
   Tensor d_whole = arena.alloc("d_whole", DType::F64, {B * T, D});
   std::copy(d_out.begin(), d_out.end(), d_whole.ptr<double>());
-  model::layer_backward(config, layer, lw, frozen, all, kv, kvg, whole.acts, whole.scratch, d_whole,
+  model::layer_backward(ctx, config, layer, lw, frozen, all, kv, kvg, whole.acts, whole.scratch, d_whole,
                         whole_pass);
 
   // Chunks of 4 and 3 tokens.
@@ -142,7 +143,7 @@ TEST(LoraChunks, TwoChunksWithDropoutEqualTheWholeSequence) {
     std::vector<double> xc = take(x, D, offsets[c], C);
     std::copy(xc.begin(), xc.end(), bufs[c].acts.x.ptr<double>());
     Tensor out = arena.alloc("out_c", DType::F64, {B * C, D});
-    model::layer_forward(config, layer, lw, chunks[c], kv2, bufs[c].acts, out, chunk_pass);
+    model::layer_forward(ctx, config, layer, lw, chunks[c], kv2, bufs[c].acts, out, chunk_pass);
     put(out_chunks, out.ptr<double>(), D, offsets[c], C);
   }
   for (int c = 1; c >= 0; --c) {
@@ -150,8 +151,8 @@ TEST(LoraChunks, TwoChunksWithDropoutEqualTheWholeSequence) {
     std::vector<double> dc = take(d_out, D, offsets[c], C);
     Tensor d = arena.alloc("d_c", DType::F64, {B * C, D});
     std::copy(dc.begin(), dc.end(), d.ptr<double>());
-    model::layer_backward(config, layer, lw, frozen, chunks[c], kv2, kvg2, bufs[c].acts, bufs[c].scratch, d,
-                          chunk_pass);
+    model::layer_backward(ctx, config, layer, lw, frozen, chunks[c], kv2, kvg2, bufs[c].acts, bufs[c].scratch,
+                          d, chunk_pass);
     put(d_in_chunks, d.ptr<double>(), D, offsets[c], C);
   }
 

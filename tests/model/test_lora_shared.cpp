@@ -11,6 +11,7 @@
 #include "model/lora.h"
 #include "model/lora_layer.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
 
@@ -42,13 +43,13 @@ Side make_side(const model::ModelConfig& c, const std::vector<model::LoraSpec>& 
   s.arena = std::make_unique<Arena>("lora-shared", HostMemory::instance(), size_t(4) << 20);
   s.lora = model::allocate_lora(c, specs, DType::F64, *s.arena);
   s.grads = model::allocate_lora(c, specs, DType::F64, *s.arena);
-  model::zero_lora(s.grads);
+  model::zero_lora(ctx, s.grads);
   for (size_t i = 0; i < specs.size(); ++i)
     for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) {
       Tensor& m = s.lora.matrix(specs[i], which);
       std::vector<double> v =
           test::random_values(size_t(m.numel()), 10 * i + (which == model::LoraMatrix::B));
-      ops::copy(m, Tensor(v.data(), DType::F64, {m.numel()}).reshaped({m.dim(0), m.dim(1)}));
+      ops::copy(ctx, m, Tensor(v.data(), DType::F64, {m.numel()}).reshaped({m.dim(0), m.dim(1)}));
     }
   auto fill = [&](const char* name, std::initializer_list<int64_t> dims, uint64_t seed) {
     Tensor t = s.arena->alloc(name, DType::F64, dims);
@@ -104,12 +105,14 @@ void run_group(const std::vector<LoraModule>& modules, double dropout) {
   };
   const std::string what = fmt::format("{} modules, dropout {}", modules.size(), dropout);
   EXPECT_EQ(model::lora_stacks(pass(stacked), modules, true), dropout == 0) << what;
-  model::lora_forward_shared(pass(stacked), 0, modules, chunk, stacked.x, stacked.t, stacked.y);
-  model::lora_backward_shared(pass(stacked), 0, modules, chunk, stacked.x, stacked.t, stacked.dy, stacked.dx);
+  model::lora_forward_shared(ctx, pass(stacked), 0, modules, chunk, stacked.x, stacked.t, stacked.y);
+  model::lora_backward_shared(ctx, pass(stacked), 0, modules, chunk, stacked.x, stacked.t, stacked.dy,
+                              stacked.dx);
   for (size_t i = 0; i < modules.size(); ++i)
-    model::lora_forward(pass(single), 0, modules[i], chunk, single.x, single.t[i], single.y[i]);
+    model::lora_forward(ctx, pass(single), 0, modules[i], chunk, single.x, single.t[i], single.y[i]);
   for (size_t i = 0; i < modules.size(); ++i)
-    model::lora_backward(pass(single), 0, modules[i], chunk, single.x, single.t[i], single.dy[i], single.dx);
+    model::lora_backward(ctx, pass(single), 0, modules[i], chunk, single.x, single.t[i], single.dy[i],
+                         single.dx);
   for (size_t i = 0; i < modules.size(); ++i) {
     expect_near(values(stacked.t[i]), values(single.t[i]), what + " t");
     expect_near(values(stacked.y[i]), values(single.y[i]), what + " y");

@@ -8,6 +8,7 @@
 #include "lora_test_util.h"
 #include "model/chunked_decoder.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -16,7 +17,8 @@ namespace {
 using test::values;
 
 // Every gradient of one forward/backward, as doubles. chunk 0: Decoder; otherwise ChunkedDecoder.
-std::vector<std::vector<double>> gradients(DType dt, bool lora, int64_t chunk, double loss_scale, double* loss) {
+std::vector<std::vector<double>> gradients(DType dt, bool lora, int64_t chunk, double loss_scale,
+                                           double* loss) {
   constexpr int64_t B = test::TinyBatch::B, T = test::TinyBatch::T;
   test::TinyLoraModel m(dt, !lora, 33);
   test::TinyBatch data;
@@ -33,20 +35,21 @@ std::vector<std::vector<double>> gradients(DType dt, bool lora, int64_t chunk, d
   };
   if (chunk == 0) {
     Arena arena("scale", HostMemory::instance(), model::Decoder::arena_bytes(m.config, dt, B, T, specs));
-    model::Decoder d(m.config, dt, B, T, arena, specs);
+    model::Decoder d(ctx, m.config, dt, B, T, arena, specs);
     run(d);
   } else {
     const model::ChunkedOptions options{.chunk_size = chunk, .loss_token_block = 4, .loss_vocab_block = 3};
     Arena arena("scale", HostMemory::instance(),
                 model::ChunkedDecoder::arena_bytes(m.config, dt, B, T, options, specs));
-    model::ChunkedDecoder d(m.config, dt, B, T, options, arena, specs);
+    model::ChunkedDecoder d(ctx, m.config, dt, B, T, options, arena, specs);
     run(d);
   }
   std::vector<std::vector<double>> out;
   auto add = [&](const Tensor& t) { out.push_back(values(t)); };
   if (lora) {
     for (const model::LoraSpec& s : m.specs)
-      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B}) add(m.lora_grads.matrix(s, which));
+      for (model::LoraMatrix which : {model::LoraMatrix::A, model::LoraMatrix::B})
+        add(m.lora_grads.matrix(s, which));
   } else {
     for (const model::WeightSpec& s : model::weight_specs(m.config)) add(model::weight_of(m.grads, s));
   }
@@ -59,8 +62,7 @@ TEST(LossScale, GradientsScaleExactlyAndTheLossDoesNot) {
   for (DType dt : {DType::F64, DType::F32})
     for (bool lora : {false, true})
       for (int64_t chunk : {0, 3}) {
-        const std::string what =
-            fmt::format("{} {} chunk {}", dtype_name(dt), lora ? "lora" : "full", chunk);
+        const std::string what = fmt::format("{} {} chunk {}", dtype_name(dt), lora ? "lora" : "full", chunk);
         double loss1 = 0, loss_s = 0;
         const auto ref = gradients(dt, lora, chunk, 1.0, &loss1);
         const double scale = 1024.0;

@@ -20,6 +20,7 @@
 #include "model/shared_layer_grads.h"
 #include "model_test_util.h"
 #include "ops/device.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -80,14 +81,14 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
   model::SharedLayerGrads shared;
   model::ModelWeights g =
       s.optimizer_in_backward
-          ? (shared = model::allocate_shared_layer_grads(config, s.dtype, arena, trainable)).grads
-          : model::allocate_grads(config, s.dtype, arena, trainable);
+          ? (shared = model::allocate_shared_layer_grads(ctx, config, s.dtype, arena, trainable)).grads
+          : model::allocate_grads(ctx, config, s.dtype, arena, trainable);
   model::LoraWeights adapters, adapter_grads;
   if (lora) {
     adapters = model::allocate_lora(config, s.lora, s.dtype, arena);
     model::init_lora(adapters, model::LoraInit::NoInit, 9);
     adapter_grads = model::allocate_lora(config, s.lora, s.dtype, arena);
-    model::zero_lora(adapter_grads);
+    model::zero_lora(ctx, adapter_grads);
   }
   int64_t trainable_elements = 0;
   if (lora)
@@ -110,12 +111,12 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
     options.offload_only = s.offload_only;
     // s.offload: the kept activations in a host arena of the plan's host_offload bytes.
     Arena host("offload", HostMemory::instance(), std::max<size_t>(plan.host_offload, 1));
-    model::Decoder d(config, s.dtype, s.batch, s.seq_len, arena,
+    model::Decoder d(ctx, config, s.dtype, s.batch, s.seq_len, arena,
                      lora ? s.lora : std::vector<model::LoraSpec>{}, options, s.offload ? &host : nullptr);
     m.after_build = arena.high_water();
     if (s.optimizer_in_backward)
       d.set_layer_gradients_done([&](int64_t layer) {
-        if (layer >= 0 && !shared.layer_buffer.empty()) ops::zero(shared.layer_buffer);
+        if (layer >= 0 && !shared.layer_buffer.empty()) ops::zero(ctx, shared.layer_buffer);
       });
     if (run) {
       m.loss = d.forward(w, batch, label_tokens, lw);
@@ -127,7 +128,7 @@ Measured run_step(const model::ModelConfig& config, const model::MemoryPlanSetti
                                         .loss_token_block = s.loss_token_block,
                                         .loss_vocab_block = s.loss_vocab_block,
                                         .recompute = s.recompute.value_or(model::Recompute::Full)};
-    model::ChunkedDecoder d(config, s.dtype, s.batch, s.seq_len, options, arena,
+    model::ChunkedDecoder d(ctx, config, s.dtype, s.batch, s.seq_len, options, arena,
                             lora ? s.lora : std::vector<model::LoraSpec>{});
     m.after_build = arena.high_water();
     if (run) {

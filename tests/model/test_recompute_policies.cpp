@@ -14,6 +14,7 @@
 #include "model/chunked_decoder.h"
 #include "model/memory_plan.h"
 #include "model_test_util.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -56,7 +57,7 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
     Arena arena("policy", HostMemory::instance(), o.planned);
     Arena host("offload", HostMemory::instance(),
                std::max<size_t>(model::Decoder::offload_bytes(m.config, dt, B, T, specs, options), 1));
-    model::Decoder d(m.config, dt, B, T, arena, specs, options, offload ? &host : nullptr);
+    model::Decoder d(ctx, m.config, dt, B, T, arena, specs, options, offload ? &host : nullptr);
     o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
     d.backward(m.weights, m.grads, lg);
     o.arena_high_water = arena.high_water();
@@ -65,7 +66,7 @@ Outcome run(DType dt, bool lora, double dropout, int64_t chunk, Recompute policy
         .chunk_size = chunk, .loss_token_block = 4, .loss_vocab_block = 3, .recompute = policy};
     o.planned = model::ChunkedDecoder::arena_bytes(m.config, dt, B, T, options, specs);
     Arena arena("policy", HostMemory::instance(), o.planned);
-    model::ChunkedDecoder d(m.config, dt, B, T, options, arena, specs);
+    model::ChunkedDecoder d(ctx, m.config, dt, B, T, options, arena, specs);
     o.loss = d.forward(m.weights, batch, label_tokens, lw, drop);
     d.backward(m.weights, m.grads, lg);
     o.arena_high_water = arena.high_water();
@@ -415,12 +416,12 @@ TEST(RecomputePolicies, OffloadedLayersComeBackBitIdentical) {
       const Recompute p = kPolicies[variant % kPolicyCount];
       const bool offload = variant >= kPolicyCount;
       Arena grads_arena("grads", HostMemory::instance(), model::grads_bytes(c, DType::F64));
-      model::ModelWeights g = model::allocate_grads(c, DType::F64, grads_arena);
+      model::ModelWeights g = model::allocate_grads(ctx, c, DType::F64, grads_arena);
       Arena arena("acts", HostMemory::instance(),
                   model::Decoder::arena_bytes(c, DType::F64, B, T, {}, p, offload));
       Arena host("offload", HostMemory::instance(),
                  model::Decoder::offload_bytes(c, DType::F64, B, T, {}, p));
-      model::Decoder d(c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
+      model::Decoder d(ctx, c, DType::F64, B, T, arena, {}, p, offload ? &host : nullptr);
       d.forward(w, batch, label_tokens);
       d.backward(w, g);
       std::vector<std::vector<char>> got;

@@ -11,6 +11,7 @@
 #include "core/arena.h"
 #include "model/random_model.h"
 #include "model/schedule.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt::model {
@@ -54,11 +55,11 @@ StepResult run_step(const ModelConfig& config, const ScheduleOptions& options) {
   Arena host("offload", HostMemory::instance(), size_t(16) << 20);
   ModelWeights w = allocate_weights(config, DType::F64, arena);
   fill_weights_uniform(config, w, 4);
-  ModelWeights g = allocate_grads(config, DType::F64, arena);
+  ModelWeights g = allocate_grads(ctx, config, DType::F64, arena);
   RandomBatch data = random_batch(B, T, config.vocab_size, true, 11);
   const Batch batch = data.batch();
   std::unique_ptr<Schedule> s =
-      make_schedule(config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
+      make_schedule(ctx, config, DType::F64, B, T, options, arena, {}, options.offload ? &host : nullptr);
   StepResult r;
   r.loss = s->forward(w, batch, count_label_tokens(batch));
   s->backward(w, g);
@@ -136,7 +137,7 @@ TEST(Schedule, WholeAndChunkedGiveTheSameLoss) {
   double losses[2];
   for (int64_t chunk : {0, 4}) {
     const Arena::Mark mark = arena.mark();
-    std::unique_ptr<Schedule> s = make_schedule(config, DType::F64, 2, 9, {.chunk_size = chunk}, arena);
+    std::unique_ptr<Schedule> s = make_schedule(ctx, config, DType::F64, 2, 9, {.chunk_size = chunk}, arena);
     losses[chunk > 0] = s->forward(w, batch, label_tokens);
     s.reset();
     arena.release(mark);

@@ -14,6 +14,7 @@
 #include "model/decoder.h"
 #include "model/shared_layer_grads.h"
 #include "ops/device.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
 
@@ -65,7 +66,7 @@ TEST(SharedLayerGrads, LayersAliasOneBufferSizedForTheLargestLayer) {
       EXPECT_EQ(model::grads_bytes(config, dt, trainable) - bytes, all_layers - largest);
 
       Arena arena("grads", HostMemory::instance(), bytes);
-      model::SharedLayerGrads g = model::allocate_shared_layer_grads(config, dt, arena, trainable);
+      model::SharedLayerGrads g = model::allocate_shared_layer_grads(ctx, config, dt, arena, trainable);
       EXPECT_LE(arena.used(), bytes);  // the last tensor's end, before its alignment padding
       EXPECT_GT(arena.used() + model::kArenaAlignment, bytes);
       EXPECT_EQ(g.layer_buffer.bytes(), largest);
@@ -112,12 +113,12 @@ StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::Trai
   model::SharedLayerGrads sg;
   model::ModelWeights grads;
   if (shared) {
-    sg = model::allocate_shared_layer_grads(config, dt, arena, trainable);
+    sg = model::allocate_shared_layer_grads(ctx, config, dt, arena, trainable);
     grads = sg.grads;
   } else {
-    grads = model::allocate_grads(config, dt, arena, trainable);
+    grads = model::allocate_grads(ctx, config, dt, arena, trainable);
   }
-  model::Decoder d(config, dt, B, T, arena, {}, options);
+  model::Decoder d(ctx, config, dt, B, T, arena, {}, options);
   d.set_head_gradient(model::head_weight(config, grads));
   StepOut out;
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
@@ -131,7 +132,7 @@ StepOut run_step(DType dt, bool tied, model::Recompute policy, const model::Trai
     d.set_layer_gradients_done([&](int64_t layer) {
       out.order.push_back(layer);
       copy_layer(layer);
-      if (layer >= 0 && !sg.layer_buffer.empty()) ops::zero(sg.layer_buffer);
+      if (layer >= 0 && !sg.layer_buffer.empty()) ops::zero(ctx, sg.layer_buffer);
     });
   out.loss = d.forward(weights, batch, model::count_label_tokens(batch));
   d.backward(weights, grads);

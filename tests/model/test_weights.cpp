@@ -7,6 +7,7 @@
 #include "core/arena.h"
 #include "core/philox.h"
 #include "model/weights.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "tiny_model.h"
 
@@ -63,7 +64,7 @@ TEST(Weights, FrozenTensorsHaveNoGradient) {
   const size_t bytes = model::grads_bytes(config, DType::F64, only_attention);
   EXPECT_LT(bytes, model::weights_bytes(config, DType::F64));
   Arena arena("g", HostMemory::instance(), bytes);
-  model::ModelWeights g = model::allocate_grads(config, DType::F64, arena, only_attention);
+  model::ModelWeights g = model::allocate_grads(ctx, config, DType::F64, arena, only_attention);
   for (const model::WeightSpec& s : model::weight_specs(config)) {
     const Tensor& t = model::weight_of(g, s);
     EXPECT_EQ(t.empty(), !only_attention(s)) << s.hf_name;
@@ -81,8 +82,8 @@ TEST(Weights, RandomInitLikeHf) {
   Arena arena("w", HostMemory::instance(), 2 * model::weights_bytes(config, DType::F64));
   model::ModelWeights a = model::allocate_weights(config, DType::F64, arena);
   model::ModelWeights b = model::allocate_weights(config, DType::F64, arena);
-  model::init_random(config, a, 7);
-  model::init_random(config, b, 7);
+  model::init_random(ctx, config, a, 7);
+  model::init_random(ctx, config, b, 7);
   for (const model::WeightSpec& s : model::weight_specs(config)) {
     const double* x = model::weight_of(a, s).ptr<double>();
     const double* y = model::weight_of(b, s).ptr<double>();
@@ -102,7 +103,7 @@ TEST(Weights, RandomInitLikeHf) {
   EXPECT_NEAR(stddev, 0.05, 0.002);
   // Different tensors draw from different streams: q and k of a layer do not share values.
   EXPECT_NE(a.layers[0].attn_q.ptr<double>()[0], a.layers[0].attn_k.ptr<double>()[0]);
-  model::init_random(config, b, 8);
+  model::init_random(ctx, config, b, 8);
   EXPECT_NE(a.embed.ptr<double>()[0], b.embed.ptr<double>()[0]);
 }
 
@@ -114,7 +115,7 @@ TEST(Weights, RandomInitIsPhiloxPerTensorAndStreamingGivesTheSameValues) {
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
   Arena arena("w", HostMemory::instance(), 2 * model::weights_bytes(config, DType::F32));
   model::ModelWeights whole = model::allocate_weights(config, DType::F32, arena);
-  model::init_random(config, whole, 11);
+  model::init_random(ctx, config, whole, 11);
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].hf_name.find("norm") != std::string::npos ||
         specs[i].hf_name.find("bias") != std::string::npos)
@@ -134,7 +135,7 @@ TEST(Weights, RandomInitIsPhiloxPerTensorAndStreamingGivesTheSameValues) {
         ASSERT_EQ(t.numel(), s.numel());
         ASSERT_EQ(std::memcmp(t.data, model::weight_of(whole, s).data, t.bytes()), 0) << s.hf_name;
       }};
-  model::init_random(config, part, 11, &streamed);
+  model::init_random(ctx, config, part, 11, &streamed);
   EXPECT_EQ(streamed_count, 7 * config.num_layers);
   for (const model::WeightSpec& s : specs) {
     if (!held(s)) continue;

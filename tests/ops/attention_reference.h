@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt::test {
@@ -164,10 +165,10 @@ AttnOut run_forward(const AttnCase& c, AttnData& d) {
   std::vector<T> lse(size_t(c.B * c.H * c.Tq), std::numeric_limits<T>::quiet_NaN());
   const DType dt = dtype_for<T>();
   ops::attention_forward(
-      c.params(), Tensor(out.data(), dt, {c.B, c.Tq, c.H, c.HD}), Tensor(lse.data(), dt, {c.B, c.H, c.Tq}),
-      Tensor(q.data(), dt, {c.B, c.Tq, c.H, c.HD}), Tensor(k.data(), dt, {c.B, c.S, c.KVH, c.HD}),
-      Tensor(v.data(), dt, {c.B, c.S, c.KVH, c.HD}), seg_tensor(d.q_seg, c.B, c.Tq),
-      seg_tensor(d.k_seg, c.B, c.S));
+      ctx, c.params(), Tensor(out.data(), dt, {c.B, c.Tq, c.H, c.HD}),
+      Tensor(lse.data(), dt, {c.B, c.H, c.Tq}), Tensor(q.data(), dt, {c.B, c.Tq, c.H, c.HD}),
+      Tensor(k.data(), dt, {c.B, c.S, c.KVH, c.HD}), Tensor(v.data(), dt, {c.B, c.S, c.KVH, c.HD}),
+      seg_tensor(d.q_seg, c.B, c.Tq), seg_tensor(d.k_seg, c.B, c.S));
   return {from(out), from(lse)};
 }
 
@@ -187,7 +188,7 @@ AttnGrads run_backward(const AttnCase& c, AttnData& d, const std::vector<double>
   const DType dt = dtype_for<T>();
   auto qshape = [&](std::vector<T>& x) { return Tensor(x.data(), dt, {c.B, c.Tq, c.H, c.HD}); };
   auto kshape = [&](std::vector<T>& x) { return Tensor(x.data(), dt, {c.B, c.S, c.KVH, c.HD}); };
-  ops::attention_backward(c.params(), qshape(dq), kshape(dk), kshape(dv), qshape(g), qshape(out),
+  ops::attention_backward(ctx, c.params(), qshape(dq), kshape(dk), kshape(dv), qshape(g), qshape(out),
                           Tensor(lse.data(), dt, {c.B, c.H, c.Tq}), qshape(q), kshape(k), kshape(v),
                           seg_tensor(d.q_seg, c.B, c.Tq), seg_tensor(d.k_seg, c.B, c.S));
   return {from(dq), from(dk), from(dv)};

@@ -8,6 +8,7 @@
 #include "host_buffers.h"
 #include "ops/adamw_math.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -52,7 +53,7 @@ TEST(AdamWStep, FirstStepByHand) {
   a.step = 1;
   HostTensor p = HostTensor::of(DType::F64, {1}, {1.0}), g = HostTensor::of(DType::F64, {1}, {0.5});
   HostTensor m = HostTensor::of(DType::F64, {1}, {0.0}), v = HostTensor::of(DType::F64, {1}, {0.0});
-  ops::adamw_step(a, p, g, m, v);
+  ops::adamw_step(ctx, a, p, g, m, v);
   EXPECT_NEAR(p.values()[0], 0.999 - 0.1 * 0.5 / (0.5 + 1e-8), 1e-15);
   EXPECT_NEAR(m.values()[0], 0.05, 1e-16);  // 1 - 0.9 is not exact in double
   EXPECT_NEAR(v.values()[0], 0.00025, 1e-18);
@@ -71,7 +72,7 @@ TEST(AdamWStep, SeveralStepsMatchTextbookFloat64AndFloat32) {
       if (dt == DType::F32) g = test::rounded_to_float(g);
       HostTensor gt = HostTensor::of(dt, {n}, g);
       const ops::AdamWParams a = params(n, t);
-      ops::adamw_step(a, p, gt, m, v);
+      ops::adamw_step(ctx, a, p, gt, m, v);
       ref.step(a, g);
     }
     const double tol = dt == DType::F64 ? 1e-13 : 1e-6;
@@ -88,7 +89,7 @@ TEST(AdamWStep, NoWeightDecayLeavesTheDecayOut) {
   a.weight_decay = 0;
   HostTensor p = HostTensor::of(DType::F64, {n}, p0), gt = HostTensor::of(DType::F64, {n}, g);
   HostTensor m = HostTensor::of(DType::F64, {n}, std::vector<double>(n, 0.0)), v = m;
-  ops::adamw_step(a, p, gt, m, v);
+  ops::adamw_step(ctx, a, p, gt, m, v);
   ReferenceAdamW ref{p0, std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
   ref.step(a, g);
   EXPECT_LT(test::max_rel_diff(p.values(), ref.p), 1e-14);
@@ -105,7 +106,7 @@ std::vector<double> run_bf16(const std::vector<double>& p0, bool stochastic, uin
     ops::AdamWParams a = params(n, t);
     a.stochastic_rounding = stochastic;
     a.seed = seed;
-    ops::adamw_step(a, p, g, m, v);
+    ops::adamw_step(ctx, a, p, g, m, v);
   }
   if (m_out) *m_out = m.values();
   return p.values();
@@ -123,7 +124,7 @@ TEST(AdamWStep, Bf16ParamsRoundTheFloat32Result) {
   HostTensor m = HostTensor::of(DType::F32, {n}, std::vector<double>(n, 0.0)), v = m;
   for (int64_t t = 1; t <= 3; ++t) {
     HostTensor g = HostTensor::of(DType::F32, {n}, test::random_values(n, 200 + uint64_t(t)));
-    ops::adamw_step(params(n, t), p32, g, m, v);
+    ops::adamw_step(ctx, params(n, t), p32, g, m, v);
     p32 = HostTensor::of(DType::F32, {n}, HostTensor::of(DType::BF16, {n}, p32.values()).values());
   }
   EXPECT_EQ(got, p32.values());
@@ -142,7 +143,7 @@ TEST(AdamWStep, StochasticRoundingPicksANeighbourUnbiasedAndReproducibly) {
   HostTensor m = HostTensor::of(DType::F32, {n}, std::vector<double>(n, 0.0)), v = m;
   ops::AdamWParams a32 = a;
   a32.stochastic_rounding = false;
-  ops::adamw_step(a32, p32, g32, m, v);
+  ops::adamw_step(ctx, a32, p32, g32, m, v);
   const double x = p32.values()[0];  // 1 - 0.01 * 0.25 / (0.25 + 1e-8) in f32: not a bf16 value
   const float xf = float(x);
   const double lo = double(to_float(bf16::from_bits(uint16_t(float_bits(xf) >> 16))));
@@ -155,7 +156,7 @@ TEST(AdamWStep, StochasticRoundingPicksANeighbourUnbiasedAndReproducibly) {
     HostTensor mm = HostTensor::of(DType::F32, {n}, std::vector<double>(n, 0.0)), vv = mm;
     ops::AdamWParams b = a;
     b.seed = seed;
-    ops::adamw_step(b, p, gb, mm, vv);
+    ops::adamw_step(ctx, b, p, gb, mm, vv);
     return p.values();
   };
   const std::vector<double> r = run(42);
@@ -184,7 +185,7 @@ TEST(AdamWStep, StochasticRoundingDependsOnTheStep) {
     ops::AdamWParams a = params(n, step);
     a.stochastic_rounding = true;
     a.seed = 7;
-    ops::adamw_step(a, p, gb, m, v);
+    ops::adamw_step(ctx, a, p, gb, m, v);
     return p.values();
   };
   EXPECT_EQ(run(3), run(3));
@@ -210,7 +211,7 @@ TEST(AdamWStep, SameBitsForAnyThreadCount) {
     HostTensor m = HostTensor::of(DType::F32, {n}, std::vector<double>(n, 0.0)), v = m;
     ops::AdamWParams a = params(n, 1);
     a.stochastic_rounding = true;
-    test::with_threads(threads, [&] { ops::adamw_step(a, p, gt, m, v); });
+    test::with_threads(threads, [&] { ops::adamw_step(ctx, a, p, gt, m, v); });
     return p.values();
   };
   EXPECT_EQ(run(1), run(3));
@@ -222,25 +223,25 @@ TEST(AdamWStep, BadArgumentsAreNamed) {
   HostTensor m64 = HostTensor::of(DType::F64, {4}, {0, 0, 0, 0});
   HostTensor gi = HostTensor::ints({4}, {1, 2, 3, 4});
   ops::AdamWParams a = params(4, 1);
-  test::expect_error([&] { ops::adamw_step(a, p, g5, m, v); },
+  test::expect_error([&] { ops::adamw_step(ctx, a, p, g5, m, v); },
                      "adamw_step grad: shape (5) has 5 elements, expected params.count = 4");
-  test::expect_error([&] { ops::adamw_step(a, p, gi, m, v); },
+  test::expect_error([&] { ops::adamw_step(ctx, a, p, gi, m, v); },
                      "adamw_step grad: dtype i32 is not a floating");
-  test::expect_error([&] { ops::adamw_step(a, p, g, m64, v); },
+  test::expect_error([&] { ops::adamw_step(ctx, a, p, g, m64, v); },
                      "exp_avg is f64 but exp_avg_sq is f32, expected one dtype");
   ops::AdamWParams bad = a;
   bad.step = 0;
-  test::expect_error([&] { ops::adamw_step(bad, p, g, m, v); },
+  test::expect_error([&] { ops::adamw_step(ctx, bad, p, g, m, v); },
                      "adamw_step: params.step is 0, expected at least 1");
   bad = a;
   bad.lr = -1;
-  test::expect_error([&] { ops::adamw_step(bad, p, g, m, v); }, "params.lr is -1");
+  test::expect_error([&] { ops::adamw_step(ctx, bad, p, g, m, v); }, "params.lr is -1");
   bad = a;
   bad.beta2 = 1;
-  test::expect_error([&] { ops::adamw_step(bad, p, g, m, v); }, "params.beta2 is 1");
+  test::expect_error([&] { ops::adamw_step(ctx, bad, p, g, m, v); }, "params.beta2 is 1");
   bad = a;
   bad.stochastic_rounding = true;
-  test::expect_error([&] { ops::adamw_step(bad, p, g, m, v); },
+  test::expect_error([&] { ops::adamw_step(ctx, bad, p, g, m, v); },
                      "stochastic_rounding is set for a f32 parameter, expected bf16");
 }
 

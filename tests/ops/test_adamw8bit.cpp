@@ -12,6 +12,7 @@
 
 #include "ops/adamw8bit.h"
 #include "ops/adamw8bit_maps.h"
+#include "support/test_context.h"
 
 namespace lt {
 namespace {
@@ -66,7 +67,7 @@ TEST(AdamW8bitOp, ManyTensorsInOneCallAreEachSteppedAlone) {
   for (int64_t step = 1; step <= 3; ++step) {
     std::vector<ops::AdamW8bitTensor> views;
     for (Stepped& s : together) views.push_back(s.view(step));
-    ops::adamw8bit_step_many(views);
+    ops::adamw8bit_step_many(ctx, views);
     for (Stepped& s : alone) ops::cpu::adamw8bit_step(s.view(step));
   }
   for (size_t i = 0; i < together.size(); ++i) EXPECT_TRUE(together[i] == alone[i]) << "tensor " << i;

@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -14,7 +15,7 @@ TEST(AddInplace, AddsElementwiseInBothDtypes) {
   std::vector<double> x0 = test::rounded_to_float(test::random_values(3 * 5 * 7, 502));
   for (DType t : {DType::F64, DType::F32}) {
     HostTensor y = HostTensor::of(t, {3, 5, 7}, y0), x = HostTensor::of(t, {3, 5, 7}, x0);
-    ops::add_inplace(y, x);
+    ops::add_inplace(ctx, y, x);
     std::vector<double> yv = y.values();
     for (size_t i = 0; i < yv.size(); ++i)
       EXPECT_EQ(yv[i], t == DType::F64 ? y0[i] + x0[i] : double(float(y0[i]) + float(x0[i])));
@@ -25,13 +26,14 @@ TEST(AddInplace, AddsElementwiseInBothDtypes) {
 TEST(AddInplace, BadArgumentsAreNamed) {
   HostTensor y = HostTensor::of(DType::F64, {3, 4}, test::random_values(12, 503));
   HostTensor x = HostTensor::of(DType::F64, {4, 3}, test::random_values(12, 504));
-  test::expect_error([&] { ops::add_inplace(y, x); },
+  test::expect_error([&] { ops::add_inplace(ctx, y, x); },
                      "add_inplace x (must match y): shape (4, 3) expected (3, 4)");
   HostTensor x32 = HostTensor::of(DType::F32, {3, 4}, test::random_values(12, 504));
-  test::expect_error([&] { ops::add_inplace(y, x32); }, "add_inplace x: dtype is f32, expected f64");
+  test::expect_error([&] { ops::add_inplace(ctx, y, x32); }, "add_inplace x: dtype is f32, expected f64");
   HostTensor yi(DType::I32, {3, 4}), xi(DType::I32, {3, 4});
-  test::expect_error([&] { ops::add_inplace(yi, xi); }, "add_inplace on CPU: dtype i32 is not supported");
-  test::expect_error([&] { ops::add_inplace(y, Tensor()); }, "add_inplace: y or x is missing");
+  test::expect_error([&] { ops::add_inplace(ctx, yi, xi); },
+                     "add_inplace on CPU: dtype i32 is not supported");
+  test::expect_error([&] { ops::add_inplace(ctx, y, Tensor()); }, "add_inplace: y or x is missing");
 }
 
 TEST(AddInplace, SameBitsWithAnyThreadCount) {
@@ -42,7 +44,7 @@ TEST(AddInplace, SameBitsWithAnyThreadCount) {
   for (int i = 0; i < 2; ++i)
     test::with_threads(threads[i], [&] {
       HostTensor y = HostTensor::of(DType::F32, {n, d}, y0), x = HostTensor::of(DType::F32, {n, d}, x0);
-      ops::add_inplace(y, x);
+      ops::add_inplace(ctx, y, x);
       out[i] = y.values();
     });
   EXPECT_EQ(out[0], out[1]);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/attention_reference.h"
+#include "support/test_context.h"
 
 namespace lt::test {
 namespace {
@@ -32,10 +33,10 @@ struct Call {
   Tensor lse_t() { return Tensor(lse.data(), DType::F64, {c.B, c.H, c.Tq}); }
   Tensor qs() { return seg_tensor(d.q_seg, c.B, c.Tq); }
   Tensor ks() { return seg_tensor(d.k_seg, c.B, c.S); }
-  void forward() { ops::attention_forward(p, qt(out), lse_t(), qt(d.q), kt(d.k), kt(d.v), qs(), ks()); }
+  void forward() { ops::attention_forward(ctx, p, qt(out), lse_t(), qt(d.q), kt(d.k), kt(d.v), qs(), ks()); }
   void backward() {
-    ops::attention_backward(p, qt(dq), kt(dk), kt(dv), qt(dout), qt(out), lse_t(), qt(d.q), kt(d.k), kt(d.v),
-                            qs(), ks());
+    ops::attention_backward(ctx, p, qt(dq), kt(dk), kt(dv), qt(dout), qt(out), lse_t(), qt(d.q), kt(d.k),
+                            kt(d.v), qs(), ks());
   }
 };
 
@@ -90,9 +91,9 @@ TEST(AttentionErrors, BadShapesAndDtypes) {
     Call call;
     expect_error(
         [&] {
-          ops::attention_forward(call.p, call.qt(call.out), Tensor(call.lse.data(), DType::F64, {2, 5, 4}),
-                                 call.qt(call.d.q), call.kt(call.d.k), call.kt(call.d.v), call.qs(),
-                                 call.ks());
+          ops::attention_forward(ctx, call.p, call.qt(call.out),
+                                 Tensor(call.lse.data(), DType::F64, {2, 5, 4}), call.qt(call.d.q),
+                                 call.kt(call.d.k), call.kt(call.d.v), call.qs(), call.ks());
         },
         "lse (B, H, Tq): shape (2, 5, 4) expected (2, 4, 5)");
   }
@@ -100,10 +101,10 @@ TEST(AttentionErrors, BadShapesAndDtypes) {
     Call call;
     expect_error(
         [&] {
-          ops::attention_backward(call.p, call.qt(call.dq), Tensor(call.dk.data(), DType::F64, {2, 9, 8, 4}),
-                                  call.kt(call.dv), call.qt(call.dout), call.qt(call.out), call.lse_t(),
-                                  call.qt(call.d.q), call.kt(call.d.k), call.kt(call.d.v), call.qs(),
-                                  call.ks());
+          ops::attention_backward(ctx, call.p, call.qt(call.dq),
+                                  Tensor(call.dk.data(), DType::F64, {2, 9, 8, 4}), call.kt(call.dv),
+                                  call.qt(call.dout), call.qt(call.out), call.lse_t(), call.qt(call.d.q),
+                                  call.kt(call.d.k), call.kt(call.d.v), call.qs(), call.ks());
         },
         "dk (B, S, KVH, HD): shape (2, 9, 8, 4) expected (2, 9, 2, 8)");
   }
@@ -112,7 +113,7 @@ TEST(AttentionErrors, BadShapesAndDtypes) {
     std::vector<float> k32(call.d.k.begin(), call.d.k.end());
     expect_error(
         [&] {
-          ops::attention_forward(call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
+          ops::attention_forward(ctx, call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
                                  Tensor(k32.data(), DType::F32, {2, 9, 2, 8}), call.kt(call.d.v), call.qs(),
                                  call.ks());
         },
@@ -127,7 +128,7 @@ TEST(AttentionErrors, BadShapesAndDtypes) {
     };
     expect_error(
         [&] {
-          ops::attention_forward(call.p, t(o16, {2, 5, 4, 8}), t(l16, {2, 4, 5}), t(q16, {2, 5, 4, 8}),
+          ops::attention_forward(ctx, call.p, t(o16, {2, 5, 4, 8}), t(l16, {2, 4, 5}), t(q16, {2, 5, 4, 8}),
                                  t(k16, {2, 9, 2, 8}), t(k16, {2, 9, 2, 8}), call.qs(), call.ks());
         },
         "dtype bf16 is not supported (f32 or f64)");
@@ -139,7 +140,7 @@ TEST(AttentionErrors, BadSegments) {
     Call call;
     expect_error(
         [&] {
-          ops::attention_forward(call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
+          ops::attention_forward(ctx, call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
                                  call.kt(call.d.k), call.kt(call.d.v), call.qs(), Tensor());
         },
         "q_segments is given but k_segments is empty; give both (packed sequences) or neither");
@@ -148,7 +149,7 @@ TEST(AttentionErrors, BadSegments) {
     Call call;
     expect_error(
         [&] {
-          ops::attention_forward(call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
+          ops::attention_forward(ctx, call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
                                  call.kt(call.d.k), call.kt(call.d.v), call.qs(),
                                  Tensor(call.d.k_seg.data(), DType::I32, {2, 8}));
         },
@@ -159,7 +160,7 @@ TEST(AttentionErrors, BadSegments) {
     std::vector<int64_t> wide(call.d.q_seg.begin(), call.d.q_seg.end());
     expect_error(
         [&] {
-          ops::attention_forward(call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
+          ops::attention_forward(ctx, call.p, call.qt(call.out), call.lse_t(), call.qt(call.d.q),
                                  call.kt(call.d.k), call.kt(call.d.v),
                                  Tensor(wide.data(), DType::I64, {2, 5}), call.ks());
         },

@@ -6,6 +6,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -22,7 +23,7 @@ std::vector<double> inputs() {
 TEST(BloomGelu, ForwardIsTransformersFormula) {
   const std::vector<double> xs = inputs();
   HostTensor x = HostTensor::of(DType::F64, {N, F}, xs), h(DType::F64, {N, F});
-  ops::bloom_gelu_forward({N, F}, h, x);
+  ops::bloom_gelu_forward(ctx, {N, F}, h, x);
   const std::vector<double> hv = h.values();
   for (size_t i = 0; i < xs.size(); ++i) {
     const long double v = xs[i];
@@ -35,7 +36,7 @@ TEST(BloomGelu, BackwardIsTransformersBloomGeluBack) {
   const std::vector<double> xs = inputs(), dhs = test::random_values(N * F, 122);
   HostTensor x = HostTensor::of(DType::F64, {N, F}, xs), dh = HostTensor::of(DType::F64, {N, F}, dhs),
              dx(DType::F64, {N, F});
-  ops::bloom_gelu_backward({N, F}, dx, dh, x);
+  ops::bloom_gelu_backward(ctx, {N, F}, dx, dh, x);
   const std::vector<double> got = dx.values();
   for (size_t i = 0; i < xs.size(); ++i) {
     const long double v = xs[i];
@@ -51,11 +52,11 @@ TEST(BloomGelu, GradientMatchesFiniteDifferences) {
   const std::vector<double> r = test::random_values(N * F, 123);
   HostTensor x = HostTensor::of(DType::F64, {N, F}, xs), h(DType::F64, {N, F});
   auto loss = [&] {
-    ops::bloom_gelu_forward({N, F}, h, x);
+    ops::bloom_gelu_forward(ctx, {N, F}, h, x);
     return test::dot(h.values(), r);
   };
   HostTensor dh = HostTensor::of(DType::F64, {N, F}, r), dx(DType::F64, {N, F});
-  ops::bloom_gelu_backward({N, F}, dx, dh, x);
+  ops::bloom_gelu_backward(ctx, {N, F}, dx, dh, x);
   const std::vector<double> x0 = xs;
   auto fd = test::finite_difference_gradient(xs, [&] {
     x.set(xs);
@@ -64,7 +65,7 @@ TEST(BloomGelu, GradientMatchesFiniteDifferences) {
   EXPECT_LE(test::max_rel_diff(dx.values(), fd), 1e-6);
   x.set(x0);
   // dx may alias x.
-  ops::bloom_gelu_backward({N, F}, x, dh, x);
+  ops::bloom_gelu_backward(ctx, {N, F}, x, dh, x);
   EXPECT_EQ(x.values(), dx.values());
 }
 
@@ -76,8 +77,8 @@ TEST(BloomGelu, FloatAgreesWithDouble) {
   for (int k = 0; k < 2; ++k) {
     HostTensor x = HostTensor::of(dtypes[k], {N, F}, xs), dh = HostTensor::of(dtypes[k], {N, F}, dhs);
     HostTensor h(dtypes[k], {N, F}), dx(dtypes[k], {N, F});
-    ops::bloom_gelu_forward({N, F}, h, x);
-    ops::bloom_gelu_backward({N, F}, dx, dh, x);
+    ops::bloom_gelu_forward(ctx, {N, F}, h, x);
+    ops::bloom_gelu_backward(ctx, {N, F}, dx, dh, x);
     out[k][0] = h.values(), out[k][1] = dx.values();
   }
   EXPECT_LE(test::max_rel_diff(out[1][0], out[0][0]), 1e-6);

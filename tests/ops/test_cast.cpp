@@ -1,5 +1,6 @@
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -19,7 +20,7 @@ TEST(Cast, EveryPairOfFloatingDtypesRoundsLikeCore) {
     std::vector<double> sv = src.values();
     for (DType to : all) {
       HostTensor dst(to, {kRows, kCols});
-      ops::cast(dst, src);
+      ops::cast(ctx, dst, src);
       std::vector<double> got = dst.values();
       // Element by element through float for 16-bit targets, as PyTorch rounds (RNE).
       size_t bad = 0;
@@ -37,10 +38,11 @@ TEST(Cast, EveryPairOfFloatingDtypesRoundsLikeCore) {
 
 TEST(Cast, BadArgumentsAreNamed) {
   HostTensor src = HostTensor::of(DType::F32, {2, 3}, test::random_values(6, 602)), dst(DType::BF16, {3, 2});
-  test::expect_error([&] { ops::cast(dst, src); }, "cast dst (must match src): shape (3, 2) expected (2, 3)");
+  test::expect_error([&] { ops::cast(ctx, dst, src); },
+                     "cast dst (must match src): shape (3, 2) expected (2, 3)");
   HostTensor ints(DType::I32, {2, 3}), out(DType::F32, {2, 3});
-  test::expect_error([&] { ops::cast(out, ints); }, "cast src: dtype i32 is not floating");
-  test::expect_error([&] { ops::cast(ints, src); }, "cast dst: dtype i32 is not floating");
+  test::expect_error([&] { ops::cast(ctx, out, ints); }, "cast src: dtype i32 is not floating");
+  test::expect_error([&] { ops::cast(ctx, ints, src); }, "cast dst: dtype i32 is not floating");
 }
 
 }  // namespace

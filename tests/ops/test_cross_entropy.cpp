@@ -3,6 +3,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -31,7 +32,7 @@ TEST(CrossEntropy, ForwardMatchesLongDoubleLogSoftmax) {
   CrossEntropyCase c;
   HostTensor logits = HostTensor::of(DType::F64, {N, V}, c.logits), labels = HostTensor::ints({N}, c.labels);
   HostTensor losses(DType::F64, {N}), lse(DType::F64, {N});
-  double total = ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
+  double total = ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
   std::vector<double> l = losses.values();
   long double want_total = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -50,13 +51,13 @@ TEST(CrossEntropy, GradientMatchesFiniteDifferences) {
   CrossEntropyCase c;
   HostTensor logits = HostTensor::of(DType::F64, {N, V}, c.logits), labels = HostTensor::ints({N}, c.labels);
   HostTensor losses(DType::F64, {N}), lse(DType::F64, {N}), dlogits(DType::F64, {N, V});
-  ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
-  ops::cross_entropy_backward(c.p, dlogits, logits, lse, labels);
+  ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
+  ops::cross_entropy_backward(ctx, c.p, dlogits, logits, lse, labels);
   std::vector<double> zv = c.logits;
   // The step's loss is grad_scale * (sum of row losses).
   auto fd = test::finite_difference_gradient(zv, [&] {
     logits.set(zv);
-    return c.p.grad_scale * ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
+    return c.p.grad_scale * ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
   });
   std::vector<double> g = dlogits.values();
   EXPECT_LE(test::max_rel_diff(g, fd), 1e-6);
@@ -68,12 +69,12 @@ TEST(CrossEntropy, GradScaleAndInPlaceBackward) {
   CrossEntropyCase c;
   HostTensor logits = HostTensor::of(DType::F64, {N, V}, c.logits), labels = HostTensor::ints({N}, c.labels);
   HostTensor losses(DType::F64, {N}), lse(DType::F64, {N}), d1(DType::F64, {N, V}), d3(DType::F64, {N, V});
-  ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
+  ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
   ops::CrossEntropyParams p1 = c.p, p3 = c.p;
   p1.grad_scale = 1.0;
   p3.grad_scale = 3.0;
-  ops::cross_entropy_backward(p1, d1, logits, lse, labels);
-  ops::cross_entropy_backward(p3, d3, logits, lse, labels);
+  ops::cross_entropy_backward(ctx, p1, d1, logits, lse, labels);
+  ops::cross_entropy_backward(ctx, p3, d3, logits, lse, labels);
   std::vector<double> g1 = d1.values(), g3 = d3.values();
   for (size_t i = 0; i < g1.size(); ++i) EXPECT_NEAR(g3[i], 3 * g1[i], 1e-15);
   // Each live row of softmax - onehot sums to zero.
@@ -83,7 +84,7 @@ TEST(CrossEntropy, GradScaleAndInPlaceBackward) {
     EXPECT_NEAR(s, 0.0, 1e-15);
   }
   // dlogits over the logits' own buffer gives the same gradient.
-  ops::cross_entropy_backward(p3, logits, logits, lse, labels);
+  ops::cross_entropy_backward(ctx, p3, logits, logits, lse, labels);
   EXPECT_EQ(logits.values(), g3);
 }
 
@@ -96,8 +97,8 @@ TEST(CrossEntropy, LargeLogitsStayFinite) {
     std::vector<double> zs = test::rounded_to_float(c.logits);
     HostTensor logits = HostTensor::of(t, {N, V}, zs), labels = HostTensor::ints({N}, c.labels);
     HostTensor losses(t, {N}), lse(t, {N}), dlogits(t, {N, V});
-    double total = ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
-    ops::cross_entropy_backward(c.p, dlogits, logits, lse, labels);
+    double total = ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
+    ops::cross_entropy_backward(ctx, c.p, dlogits, logits, lse, labels);
     ASSERT_TRUE(std::isfinite(total));
     std::vector<double> l = losses.values(), g = dlogits.values();
     for (double v : g) ASSERT_TRUE(std::isfinite(v));
@@ -123,8 +124,8 @@ TEST(CrossEntropy, FloatAgreesWithDouble) {
     DType t = dtypes[i];
     HostTensor logits = HostTensor::of(t, {N, V}, zs), labels = HostTensor::ints({N}, c.labels);
     HostTensor losses(t, {N}), lse(t, {N}), dlogits(t, {N, V});
-    totals[i] = ops::cross_entropy_forward(c.p, losses, lse, logits, labels);
-    ops::cross_entropy_backward(c.p, dlogits, logits, lse, labels);
+    totals[i] = ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels);
+    ops::cross_entropy_backward(ctx, c.p, dlogits, logits, lse, labels);
     out[i][0] = losses.values(), out[i][1] = lse.values(), out[i][2] = dlogits.values();
   }
   for (int k = 0; k < 3; ++k) EXPECT_LE(test::max_rel_diff(out[1][k], out[0][k]), 1e-5) << "output " << k;
@@ -138,22 +139,22 @@ TEST(CrossEntropy, BadLabelsAndShapesAreNamed) {
   std::vector<int32_t> bad = c.labels;
   bad[3] = 11;
   HostTensor labels_high = HostTensor::ints({N}, bad);
-  test::expect_error([&] { ops::cross_entropy_forward(c.p, losses, lse, logits, labels_high); },
+  test::expect_error([&] { ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels_high); },
                      "cross_entropy_forward: label 11 at row 3 is outside the vocabulary [0, 11) and is not "
                      "ignore_index (-100)");
   bad[3] = -1;
   HostTensor labels_neg = HostTensor::ints({N}, bad), dlogits(DType::F64, {N, V});
-  test::expect_error([&] { ops::cross_entropy_backward(c.p, dlogits, logits, lse, labels_neg); },
+  test::expect_error([&] { ops::cross_entropy_backward(ctx, c.p, dlogits, logits, lse, labels_neg); },
                      "cross_entropy_backward: label -1 at row 3");
   HostTensor labels = HostTensor::ints({N}, c.labels), lse_short(DType::F64, {N - 1});
-  test::expect_error([&] { ops::cross_entropy_forward(c.p, losses, lse_short, logits, labels); },
+  test::expect_error([&] { ops::cross_entropy_forward(ctx, c.p, losses, lse_short, logits, labels); },
                      "cross_entropy_forward lse: shape (5) expected (6)");
   HostTensor labels_f(DType::F32, {N});
-  test::expect_error([&] { ops::cross_entropy_forward(c.p, losses, lse, logits, labels_f); },
+  test::expect_error([&] { ops::cross_entropy_forward(ctx, c.p, losses, lse, logits, labels_f); },
                      "cross_entropy_forward labels: dtype f32 expected i32");
   ops::CrossEntropyParams no_vocab = c.p;
   no_vocab.vocab = 0;
-  test::expect_error([&] { ops::cross_entropy_forward(no_vocab, losses, lse, logits, labels); },
+  test::expect_error([&] { ops::cross_entropy_forward(ctx, no_vocab, losses, lse, logits, labels); },
                      "params.vocab is 0, expected at least 1");
 }
 
@@ -171,8 +172,8 @@ TEST(CrossEntropy, SameBitsWithAnyThreadCount) {
     test::with_threads(threads[i], [&] {
       HostTensor z = HostTensor::of(DType::F32, {n, v}, z0), lab = HostTensor::ints({n}, labels);
       HostTensor losses(DType::F32, {n}), lse(DType::F32, {n}), dz(DType::F32, {n, v});
-      totals[i] = ops::cross_entropy_forward(p, losses, lse, z, lab);
-      ops::cross_entropy_backward(p, dz, z, lse, lab);
+      totals[i] = ops::cross_entropy_forward(ctx, p, losses, lse, z, lab);
+      ops::cross_entropy_backward(ctx, p, dz, z, lse, lab);
       out[i][0] = losses.values(), out[i][1] = lse.values(), out[i][2] = dz.values();
     });
   for (int c = 0; c < 3; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
@@ -187,8 +188,8 @@ TEST(CrossEntropy, MatchesTorchCrossEntropy) {
   HostTensor logits = HostTensor::of(DType::F64, {n, v}, test::doubles(g["logits"]));
   HostTensor labels = HostTensor::ints({n}, g["labels"].get<std::vector<int32_t>>());
   HostTensor losses(DType::F64, {n}), lse(DType::F64, {n}), dlogits(DType::F64, {n, v});
-  const double total = ops::cross_entropy_forward(p, losses, lse, logits, labels);
-  ops::cross_entropy_backward(p, dlogits, logits, lse, labels);
+  const double total = ops::cross_entropy_forward(ctx, p, losses, lse, logits, labels);
+  ops::cross_entropy_backward(ctx, p, dlogits, logits, lse, labels);
   EXPECT_NEAR(total, g["total"].get<double>(), 1e-13 * std::abs(total));
   EXPECT_LE(test::max_rel_diff(losses.values(), test::doubles(g["losses"])), 1e-14);
   EXPECT_LE(test::max_rel_diff(dlogits.values(), test::doubles(g["dlogits"])), 1e-14);

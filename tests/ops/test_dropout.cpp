@@ -8,6 +8,7 @@
 #include "core/philox.h"
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -24,8 +25,8 @@ TEST(Dropout, FollowsThePhiloxDefinition) {
   const std::vector<double> x0 = test::random_values(static_cast<size_t>(B * C * D), 601);
   for (DType t : {DType::F32, DType::F64}) {
     HostTensor x = HostTensor::of(t, {B * C, D}, x0);
-    ops::dropout_apply({.batch = B, .tokens = C, .dim = D, .q_offset = q_offset, .p = p, .seed = seed}, x,
-                       kStreams);
+    ops::dropout_apply(ctx, {.batch = B, .tokens = C, .dim = D, .q_offset = q_offset, .p = p, .seed = seed},
+                       x, kStreams);
     const std::vector<double> out = x.values();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < C; ++i)
@@ -48,7 +49,7 @@ TEST(Dropout, ChunksDrawTheMasksOfTheWholeSequence) {
   const std::vector<double> x0 = test::random_values(static_cast<size_t>(B * T * D), 602);
   for (DType t : {DType::F32, DType::F64}) {
     HostTensor whole = HostTensor::of(t, {B * T, D}, x0);
-    ops::dropout_apply({.batch = B, .tokens = T, .dim = D, .p = 0.45, .seed = 5}, whole, kStreams);
+    ops::dropout_apply(ctx, {.batch = B, .tokens = T, .dim = D, .p = 0.45, .seed = 5}, whole, kStreams);
     const std::vector<double> expected = whole.values();
     for (const auto& [q0, c] : chunks) {
       std::vector<double> part(
@@ -57,7 +58,7 @@ TEST(Dropout, ChunksDrawTheMasksOfTheWholeSequence) {
         for (int64_t k = 0; k < c * D; ++k)
           part[static_cast<size_t>(b * c * D + k)] = x0[static_cast<size_t>((b * T + q0) * D + k)];
       HostTensor x = HostTensor::of(t, {B * c, D}, part);
-      ops::dropout_apply({.batch = B, .tokens = c, .dim = D, .q_offset = q0, .p = 0.45, .seed = 5}, x,
+      ops::dropout_apply(ctx, {.batch = B, .tokens = c, .dim = D, .q_offset = q0, .p = 0.45, .seed = 5}, x,
                          kStreams);
       const std::vector<double> got = x.values();
       for (int64_t b = 0; b < B; ++b)
@@ -75,7 +76,7 @@ TEST(Dropout, KeepsAboutOneMinusPScaled) {
   for (double p : {0.05, 0.1, 0.5, 0.9}) {
     HostTensor x =
         HostTensor::of(DType::F32, {B * C, D}, std::vector<double>(static_cast<size_t>(B * C * D), 1.0));
-    ops::dropout_apply({.batch = B, .tokens = C, .dim = D, .p = p, .seed = 17}, x, streams);
+    ops::dropout_apply(ctx, {.batch = B, .tokens = C, .dim = D, .p = p, .seed = 17}, x, streams);
     const std::vector<double> out = x.values();
     int64_t kept[2] = {0, 0}, same = 0;
     for (size_t e = 0; e < out.size(); ++e) {
@@ -96,7 +97,7 @@ TEST(Dropout, KeepsAboutOneMinusPScaled) {
 TEST(Dropout, ZeroProbabilityKeepsEverything) {
   const std::vector<double> x0 = test::random_values(3 * 4 * 9, 603);
   HostTensor x = HostTensor::of(DType::F64, {3 * 4, 9}, x0);
-  ops::dropout_apply({.batch = 3, .tokens = 4, .dim = 9, .p = 0.0, .seed = 1}, x, kStreams);
+  ops::dropout_apply(ctx, {.batch = 3, .tokens = 4, .dim = 9, .p = 0.0, .seed = 1}, x, kStreams);
   EXPECT_EQ(x.values(), x0);
 }
 
@@ -108,22 +109,23 @@ TEST(Dropout, BadArgumentsAreNamed) {
     q.p = p;
     return q;
   };
-  test::expect_error([&] { ops::dropout_apply(with_p(1.0), x, kStreams); },
+  test::expect_error([&] { ops::dropout_apply(ctx, with_p(1.0), x, kStreams); },
                      "dropout_apply: params.p is 1, expected a probability in [0, 1)");
-  test::expect_error([&] { ops::dropout_apply(with_p(-0.5), x, kStreams); }, "params.p is -0.5");
+  test::expect_error([&] { ops::dropout_apply(ctx, with_p(-0.5), x, kStreams); }, "params.p is -0.5");
   test::expect_error(
       [&] {
-        ops::dropout_apply(ok, x, {1, 2});
+        ops::dropout_apply(ctx, ok, x, {1, 2});
       },
       "dropout_apply: 2 streams for a batch of 3 rows; expected one per row");
   ops::DropoutParams wide = ok;
   wide.dim = 5;
-  test::expect_error([&] { ops::dropout_apply(wide, x, kStreams); }, "dropout_apply x");
+  test::expect_error([&] { ops::dropout_apply(ctx, wide, x, kStreams); }, "dropout_apply x");
   ops::DropoutParams back = ok;
   back.q_offset = -1;
-  test::expect_error([&] { ops::dropout_apply(back, x, kStreams); }, "dropout_apply: params.q_offset is -1");
+  test::expect_error([&] { ops::dropout_apply(ctx, back, x, kStreams); },
+                     "dropout_apply: params.q_offset is -1");
   HostTensor h(DType::BF16, {6, 4});
-  test::expect_error([&] { ops::dropout_apply(ok, h, kStreams); }, "dropout_apply on CPU: dtype bf16");
+  test::expect_error([&] { ops::dropout_apply(ctx, ok, h, kStreams); }, "dropout_apply on CPU: dtype bf16");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -22,7 +23,7 @@ TEST(Embedding, ForwardCopiesRows) {
   EmbeddingCase c;
   HostTensor ids = HostTensor::ints({N}, c.ids), table = HostTensor::of(DType::F64, {V, D}, c.table);
   HostTensor out(DType::F64, {N, D});
-  ops::embedding_forward(c.p, out, ids, table);
+  ops::embedding_forward(ctx, c.p, out, ids, table);
   std::vector<double> o = out.values();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d)
@@ -35,11 +36,11 @@ TEST(Embedding, GradientMatchesFiniteDifferences) {
   HostTensor out(DType::F64, {N, D});
   std::vector<double> dt0 = test::random_values(V * D, 303);  // dtable accumulates onto what it holds
   HostTensor dtable = HostTensor::of(DType::F64, {V, D}, dt0), dout = HostTensor::of(DType::F64, {N, D}, c.r);
-  ops::embedding_backward(c.p, dtable, dout, ids);
+  ops::embedding_backward(ctx, c.p, dtable, dout, ids);
   std::vector<double> tv = c.table;
   auto fd = test::finite_difference_gradient(tv, [&] {
     table.set(tv);
-    ops::embedding_forward(c.p, out, ids, table);
+    ops::embedding_forward(ctx, c.p, out, ids, table);
     return test::dot(out.values(), c.r);
   });
   EXPECT_LE(test::max_rel_diff(test::minus(dtable.values(), dt0), fd), 1e-6);
@@ -55,10 +56,10 @@ TEST(Embedding, FloatAgreesWithDoubleAndBackwardAccumulates) {
     HostTensor ids = HostTensor::ints({N}, c.ids), table = HostTensor::of(t, {V, D}, ts), o(t, {N, D});
     HostTensor dtable = HostTensor::of(t, {V, D}, std::vector<double>(V * D, 0.0)),
                dout = HostTensor::of(t, {N, D}, gs);
-    ops::embedding_forward(c.p, o, ids, table);
-    ops::embedding_backward(c.p, dtable, dout, ids);
+    ops::embedding_forward(ctx, c.p, o, ids, table);
+    ops::embedding_backward(ctx, c.p, dtable, dout, ids);
     std::vector<double> once = dtable.values();
-    ops::embedding_backward(c.p, dtable, dout, ids);
+    ops::embedding_backward(ctx, c.p, dtable, dout, ids);
     std::vector<double> twice = dtable.values();
     for (size_t k = 0; k < once.size(); ++k)
       EXPECT_NEAR(twice[k], 2 * once[k], 1e-6 * (1 + std::abs(once[k])));
@@ -73,19 +74,19 @@ TEST(Embedding, BadIdsAndShapesAreNamed) {
   std::vector<int32_t> bad = c.ids;
   bad[4] = 9;
   HostTensor ids_high = HostTensor::ints({N}, bad);
-  test::expect_error([&] { ops::embedding_forward(c.p, out, ids_high, table); },
+  test::expect_error([&] { ops::embedding_forward(ctx, c.p, out, ids_high, table); },
                      "token id 9 at row 4 is outside the vocabulary [0, 9)");
   bad[4] = 1;
   bad[2] = -7;
   HostTensor ids_neg = HostTensor::ints({N}, bad);
   HostTensor dtable(DType::F64, {V, D}), dout = HostTensor::of(DType::F64, {N, D}, c.r);
-  test::expect_error([&] { ops::embedding_backward(c.p, dtable, dout, ids_neg); },
+  test::expect_error([&] { ops::embedding_backward(ctx, c.p, dtable, dout, ids_neg); },
                      "embedding_backward: token id -7 at row 2 is outside the vocabulary [0, 9)");
   HostTensor ids_i64(DType::I64, {N});
-  test::expect_error([&] { ops::embedding_forward(c.p, out, ids_i64, table); },
+  test::expect_error([&] { ops::embedding_forward(ctx, c.p, out, ids_i64, table); },
                      "embedding_forward ids: dtype i64 expected i32");
   HostTensor ids = HostTensor::ints({N}, c.ids), wide(DType::F64, {V, D + 1});
-  test::expect_error([&] { ops::embedding_forward(c.p, out, ids, wide); },
+  test::expect_error([&] { ops::embedding_forward(ctx, c.p, out, ids, wide); },
                      "embedding_forward table: shape (9, 6) expected (9, 5)");
 }
 
@@ -103,8 +104,8 @@ TEST(Embedding, SameBitsWithAnyThreadCount) {
       HostTensor idt = HostTensor::ints({n}, ids), table = HostTensor::of(DType::F32, {v, d}, table0);
       HostTensor o(DType::F32, {n, d}), dout = HostTensor::of(DType::F32, {n, d}, dout0);
       HostTensor dtable = HostTensor::of(DType::F32, {v, d}, table0);
-      ops::embedding_forward(p, o, idt, table);
-      ops::embedding_backward(p, dtable, dout, idt);
+      ops::embedding_forward(ctx, p, o, idt, table);
+      ops::embedding_backward(ctx, p, dtable, dout, idt);
       out[i][0] = o.values(), out[i][1] = dtable.values();
     });
   for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;

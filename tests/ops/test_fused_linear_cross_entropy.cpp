@@ -7,6 +7,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -38,12 +39,12 @@ Result plain(const Case& c, DType dt, const std::vector<double>& x, const std::v
   HostTensor labels = HostTensor::ints({c.N}, labels_v);
   HostTensor logits(dt, {c.N, c.V}), losses(dt, {c.N}), lse(dt, {c.N});
   HostTensor dx(dt, {c.N, c.D}), dw = HostTensor::of(dt, {c.V, c.D}, std::vector<double>(size_t(c.V * c.D)));
-  ops::linear_forward({.rows = c.N, .in = c.D, .out = c.V}, logits, xt, wt, Tensor());
+  ops::linear_forward(ctx, {.rows = c.N, .in = c.D, .out = c.V}, logits, xt, wt, Tensor());
   const ops::CrossEntropyParams ce{.rows = c.N, .vocab = c.V, .grad_scale = c.grad_scale};
   Result r;
-  r.total = ops::cross_entropy_forward(ce, losses, lse, logits, labels);
-  ops::cross_entropy_backward(ce, logits, logits, lse, labels);
-  ops::linear_backward({.rows = c.N, .in = c.D, .out = c.V}, dx, dw, Tensor(), logits, xt, wt);
+  r.total = ops::cross_entropy_forward(ctx, ce, losses, lse, logits, labels);
+  ops::cross_entropy_backward(ctx, ce, logits, logits, lse, labels);
+  ops::linear_backward(ctx, {.rows = c.N, .in = c.D, .out = c.V}, dx, dw, Tensor(), logits, xt, wt);
   r.losses = losses.values();
   r.lse = lse.values();
   r.dx = dx.values();
@@ -64,8 +65,8 @@ Result fused(const Case& c, DType dt, const std::vector<double>& x, const std::v
                                              .token_block = c.token_block,
                                              .vocab_block = c.vocab_block};
   Result r;
-  r.total = ops::fused_linear_cross_entropy_forward(p, losses, lse, xt, wt, labels);
-  ops::fused_linear_cross_entropy_backward(p, dx, dw, xt, wt, lse, labels);
+  r.total = ops::fused_linear_cross_entropy_forward(ctx, p, losses, lse, xt, wt, labels);
+  ops::fused_linear_cross_entropy_backward(ctx, p, dx, dw, xt, wt, lse, labels);
   r.losses = losses.values();
   r.lse = lse.values();
   r.dx = dx.values();
@@ -118,8 +119,8 @@ TEST(FusedLinearCrossEntropy, FrozenHeadAndAccumulatedDx) {
                                              .token_block = c.token_block,
                                              .vocab_block = c.vocab_block,
                                              .accumulate_dx = true};
-  ops::fused_linear_cross_entropy_forward(p, losses, lse, xt, wt, labels);
-  ops::fused_linear_cross_entropy_backward(p, dx, Tensor(), xt, wt, lse, labels);
+  ops::fused_linear_cross_entropy_forward(ctx, p, losses, lse, xt, wt, labels);
+  ops::fused_linear_cross_entropy_backward(ctx, p, dx, Tensor(), xt, wt, lse, labels);
   std::vector<double> expected = want.dx;
   for (size_t i = 0; i < expected.size(); ++i) expected[i] += base[i];
   EXPECT_LE(test::max_rel_diff(dx.values(), expected), 1e-12);
@@ -142,14 +143,16 @@ TEST(FusedLinearCrossEntropy, RefusesALabelOutsideTheVocabulary) {
   HostTensor w = HostTensor::of(DType::F64, {V, D}, test::random_values(V * D, 2));
   HostTensor labels = HostTensor::ints({N}, {1, 5}), losses(DType::F64, {N}), lse(DType::F64, {N});
   try {
-    ops::fused_linear_cross_entropy_forward({.rows = N, .dim = D, .vocab = V}, losses, lse, x, w, labels);
+    ops::fused_linear_cross_entropy_forward(ctx, {.rows = N, .dim = D, .vocab = V}, losses, lse, x, w,
+                                            labels);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 5 at row 1"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ops::fused_linear_cross_entropy_forward({.rows = N, .dim = D, .vocab = V, .vocab_block = 0},
-                                                       losses, lse, x, w, HostTensor::ints({N}, {1, 2})),
-               Error);
+  EXPECT_THROW(
+      ops::fused_linear_cross_entropy_forward(ctx, {.rows = N, .dim = D, .vocab = V, .vocab_block = 0},
+                                              losses, lse, x, w, HostTensor::ints({N}, {1, 2})),
+      Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -28,7 +29,7 @@ TEST(Geglu, ForwardMatchesTheFormula) {
   GegluCase c;
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
              h(DType::F64, {N, F});
-  ops::geglu_forward(c.p, h, g, u);
+  ops::geglu_forward(ctx, c.p, h, g, u);
   std::vector<double> hv = h.values();
   for (size_t i = 0; i < hv.size(); ++i)
     EXPECT_NEAR(hv[i], double(gelu_tanh(c.g[i]) * c.u[i]), 1e-15 * (1 + std::abs(hv[i])));
@@ -39,11 +40,11 @@ TEST(Geglu, GradientsMatchFiniteDifferences) {
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
              h(DType::F64, {N, F});
   auto loss = [&] {
-    ops::geglu_forward(c.p, h, g, u);
+    ops::geglu_forward(ctx, c.p, h, g, u);
     return test::dot(h.values(), c.r);
   };
   HostTensor dg(DType::F64, {N, F}), du(DType::F64, {N, F}), dh = HostTensor::of(DType::F64, {N, F}, c.r);
-  ops::geglu_backward(c.p, dg, du, dh, g, u);
+  ops::geglu_backward(ctx, c.p, dg, du, dh, g, u);
   std::vector<double> gv = c.g, uv = c.u;
   auto fd_g = test::finite_difference_gradient(gv, [&] { return g.set(gv), loss(); });
   g.set(c.g);
@@ -65,8 +66,8 @@ TEST(Geglu, FloatAgreesWithDoubleAndExtremesStayFinite) {
     HostTensor g = HostTensor::of(t, {N, F}, gs), u = HostTensor::of(t, {N, F}, us),
                dh = HostTensor::of(t, {N, F}, rs);
     HostTensor h(t, {N, F}), dg(t, {N, F}), du(t, {N, F});
-    ops::geglu_forward(c.p, h, g, u);
-    ops::geglu_backward(c.p, dg, du, dh, g, u);
+    ops::geglu_forward(ctx, c.p, h, g, u);
+    ops::geglu_backward(ctx, c.p, dg, du, dh, g, u);
     out[i][0] = h.values(), out[i][1] = dg.values(), out[i][2] = du.values();
     for (int k = 0; k < 3; ++k)
       for (double v : out[i][k]) ASSERT_TRUE(std::isfinite(v)) << "output " << k << " dtype " << i;
@@ -83,10 +84,10 @@ TEST(Geglu, BadArgumentsAreNamed) {
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g),
              u = HostTensor::of(DType::F64, {N, F + 1}, std::vector<double>(N * (F + 1), 1.0));
   HostTensor h(DType::F64, {N, F});
-  test::expect_error([&] { ops::geglu_forward(c.p, h, g, u); },
+  test::expect_error([&] { ops::geglu_forward(ctx, c.p, h, g, u); },
                      "geglu_forward up: shape (4, 14) expected (4, 13)");
   HostTensor du(DType::F64, {N, F}), dh(DType::F64, {N, F});
-  test::expect_error([&] { ops::geglu_backward(c.p, Tensor(), du, dh, g, g); },
+  test::expect_error([&] { ops::geglu_backward(ctx, c.p, Tensor(), du, dh, g, g); },
                      "geglu_backward dgate: the tensor is missing");
 }
 

@@ -4,6 +4,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -22,18 +23,18 @@ TEST(GradNormSquared, SumsSquaresOfTheStoredValuesInEveryDtype) {
   for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     HostTensor t = HostTensor::of(dt, {50, 100}, x);
     // Below one block (65536 elements) the op adds in index order, like the naive loop: exactly equal.
-    EXPECT_EQ(ops::grad_norm_squared(t), naive_sum_of_squares(t.values())) << dtype_name(dt);
+    EXPECT_EQ(ops::grad_norm_squared(ctx, t), naive_sum_of_squares(t.values())) << dtype_name(dt);
   }
   HostTensor small = HostTensor::of(DType::F32, {3}, {3.0, -4.0, 12.0});
-  EXPECT_EQ(ops::grad_norm_squared(small), 169.0);
+  EXPECT_EQ(ops::grad_norm_squared(ctx, small), 169.0);
 }
 
 TEST(GradNormSquared, LargeTensorsGiveTheSameBitsForAnyThreadCount) {
   const std::vector<double> x = test::random_values(300001, 22);
   HostTensor t = HostTensor::of(DType::F32, {300001}, x);
   double one = 0, three = 0;
-  test::with_threads(1, [&] { one = ops::grad_norm_squared(t); });
-  test::with_threads(3, [&] { three = ops::grad_norm_squared(t); });
+  test::with_threads(1, [&] { one = ops::grad_norm_squared(ctx, t); });
+  test::with_threads(3, [&] { three = ops::grad_norm_squared(ctx, t); });
   EXPECT_EQ(one, three);
   const double naive = naive_sum_of_squares(t.values());
   EXPECT_NEAR(one, naive, 1e-12 * naive);
@@ -41,9 +42,9 @@ TEST(GradNormSquared, LargeTensorsGiveTheSameBitsForAnyThreadCount) {
 
 TEST(GradNormSquared, EmptyIsZeroAndIntegersAreRefused) {
   HostTensor empty(DType::F32, {0});
-  EXPECT_EQ(ops::grad_norm_squared(empty), 0.0);
+  EXPECT_EQ(ops::grad_norm_squared(ctx, empty), 0.0);
   HostTensor ints = HostTensor::ints({2}, {1, 2});
-  test::expect_error([&] { ops::grad_norm_squared(ints); },
+  test::expect_error([&] { ops::grad_norm_squared(ctx, ints); },
                      "grad_norm_squared: gradient dtype i32 is not a floating dtype");
 }
 
@@ -52,16 +53,16 @@ TEST(GradNormsSquared, EachTensorGivesWhatItsOwnCallGives) {
   HostTensor b(DType::F64, {0});
   HostTensor c = HostTensor::of(DType::BF16, {40, 7}, test::random_values(280, 24));
   const std::vector<Tensor> grads{a, b, c};
-  const std::vector<double> sums = ops::grad_norms_squared(grads);
+  const std::vector<double> sums = ops::grad_norms_squared(ctx, grads);
   ASSERT_EQ(sums.size(), 3u);
-  EXPECT_EQ(sums[0], ops::grad_norm_squared(a));
+  EXPECT_EQ(sums[0], ops::grad_norm_squared(ctx, a));
   EXPECT_EQ(sums[1], 0.0);
-  EXPECT_EQ(sums[2], ops::grad_norm_squared(c));
-  EXPECT_TRUE(ops::grad_norms_squared(std::vector<Tensor>{}).empty());
+  EXPECT_EQ(sums[2], ops::grad_norm_squared(ctx, c));
+  EXPECT_TRUE(ops::grad_norms_squared(ctx, std::vector<Tensor>{}).empty());
   HostTensor ints = HostTensor::ints({2}, {1, 2});
   test::expect_error(
       [&] {
-        ops::grad_norms_squared(std::vector<Tensor>{a, ints});
+        ops::grad_norms_squared(ctx, std::vector<Tensor>{a, ints});
       },
       "grad_norms_squared: gradient 1 has dtype i32, expected a floating dtype");
 }

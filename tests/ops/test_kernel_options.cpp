@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/context.h"
 #include "ops/kernel_options.h"
 
 namespace lt::ops {
@@ -112,16 +113,28 @@ TEST(KernelOptions, UnknownKeysAndValuesAreRefusedNamingThem) {
             std::string::npos);
 }
 
-TEST(KernelOptions, AScopeSetsAndRestoresTheOptionsInEffect) {
-  const KernelOptions before = kernel_options();
-  KernelOptions o = before;
-  o.gemm_tune = !before.gemm_tune;
+TEST(KernelOptions, AnOpCallSeesTheOptionsOfItsContext) {
+  // Outside any op call the backends see the default context's options; inside a call, the options of the
+  // context it was given, and the outer ones again after it (calls nest).
+  const KernelOptions defaults = default_context().kernels;
+  EXPECT_EQ(kernel_options(), defaults);
+  KernelOptions o = defaults;
+  o.gemm_tune = !defaults.gemm_tune;
   o.rmsnorm_backward = RmsNormBackwardKernel::General;
+  const Context outer = context_with(o);
   {
-    ScopedKernelOptions scope(o);
+    CallScope call(outer);
+    EXPECT_EQ(kernel_options(), o);
+    KernelOptions inner_options = o;
+    inner_options.cuda_sync = !o.cuda_sync;
+    const Context inner = context_with(inner_options);
+    {
+      CallScope nested(inner);
+      EXPECT_EQ(kernel_options(), inner_options);
+    }
     EXPECT_EQ(kernel_options(), o);
   }
-  EXPECT_EQ(kernel_options(), before);
+  EXPECT_EQ(kernel_options(), defaults);
 }
 
 TEST(KernelOptions, EnvironmentOverridesApplyOnTopOfTheGivenOptions) {

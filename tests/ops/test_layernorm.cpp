@@ -4,6 +4,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -26,7 +27,7 @@ TEST(LayerNorm, ForwardMatchesTheFormula) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w),
              b = HostTensor::of(DType::F64, {D}, c.b);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
-  ops::layernorm_forward(c.p, y, rstd, x, w, b);
+  ops::layernorm_forward(ctx, c.p, y, rstd, x, w, b);
   std::vector<double> yv = y.values(), rv = rstd.values();
   for (int64_t n = 0; n < N; ++n) {
     long double mean = 0, var = 0;
@@ -48,7 +49,7 @@ TEST(LayerNorm, GradientsMatchFiniteDifferences) {
              b = HostTensor::of(DType::F64, {D}, c.b);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
   auto loss = [&] {
-    ops::layernorm_forward(c.p, y, rstd, x, w, b);
+    ops::layernorm_forward(ctx, c.p, y, rstd, x, w, b);
     return test::dot(y.values(), c.r);
   };
   loss();
@@ -57,7 +58,7 @@ TEST(LayerNorm, GradientsMatchFiniteDifferences) {
   HostTensor dx(DType::F64, {N, D}), dw = HostTensor::of(DType::F64, {D}, dw0),
                                      db = HostTensor::of(DType::F64, {D}, db0);
   HostTensor dy = HostTensor::of(DType::F64, {N, D}, c.r);
-  ops::layernorm_backward(c.p, dx, dw, db, dy, x, w, rstd);
+  ops::layernorm_backward(ctx, c.p, dx, dw, db, dy, x, w, rstd);
 
   std::vector<double> xv = c.x, wv = c.w, bv = c.b;
   auto fd_x = test::finite_difference_gradient(xv, [&] {
@@ -92,8 +93,8 @@ TEST(LayerNorm, FloatAgreesWithDouble) {
     HostTensor y(t, {N, D}), rstd(t, {N}), dx(t, {N, D}),
         dw = HostTensor::of(t, {D}, std::vector<double>(D, 0.0)),
         db = HostTensor::of(t, {D}, std::vector<double>(D, 0.0));
-    ops::layernorm_forward(c.p, y, rstd, x, w, b);
-    ops::layernorm_backward(c.p, dx, dw, db, dy, x, w, rstd);
+    ops::layernorm_forward(ctx, c.p, y, rstd, x, w, b);
+    ops::layernorm_backward(ctx, c.p, dx, dw, db, dy, x, w, rstd);
     out[k][0] = y.values(), out[k][1] = rstd.values(), out[k][2] = dx.values(), out[k][3] = dw.values(),
     out[k][4] = db.values();
   }
@@ -105,17 +106,17 @@ TEST(LayerNorm, WritesOrAccumulatesDxAndSkipsEmptyParameterGradients) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w),
              b = HostTensor::of(DType::F64, {D}, c.b);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N}), dy = HostTensor::of(DType::F64, {N, D}, c.r);
-  ops::layernorm_forward(c.p, y, rstd, x, w, b);
+  ops::layernorm_forward(ctx, c.p, y, rstd, x, w, b);
   HostTensor dx(DType::F64, {N, D});
-  ops::layernorm_backward(c.p, dx, Tensor(), Tensor(), dy, x, w, rstd);
+  ops::layernorm_backward(ctx, c.p, dx, Tensor(), Tensor(), dy, x, w, rstd);
   const std::vector<double> g = dx.values();
-  ops::layernorm_backward(c.p, dx, Tensor(), Tensor(), dy, x, w, rstd);
+  ops::layernorm_backward(ctx, c.p, dx, Tensor(), Tensor(), dy, x, w, rstd);
   EXPECT_EQ(dx.values(), g);  // written again, not added
   const std::vector<double> base = test::random_values(N * D, 117);
   HostTensor dx_acc = HostTensor::of(DType::F64, {N, D}, base);
   ops::LayerNormParams pa = c.p;
   pa.accumulate_dx = true;
-  ops::layernorm_backward(pa, dx_acc, Tensor(), Tensor(), dy, x, w, rstd);
+  ops::layernorm_backward(ctx, pa, dx_acc, Tensor(), Tensor(), dy, x, w, rstd);
   const std::vector<double> acc = dx_acc.values();
   for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i] - base[i], g[i], 1e-14);
 }
@@ -125,13 +126,13 @@ TEST(LayerNorm, BadArgumentsAreNamed) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
   HostTensor b_short = HostTensor::of(DType::F64, {D - 1}, std::vector<double>(D - 1, 0.0));
-  test::expect_error([&] { ops::layernorm_forward(c.p, y, rstd, x, w, b_short); },
+  test::expect_error([&] { ops::layernorm_forward(ctx, c.p, y, rstd, x, w, b_short); },
                      "layernorm_forward b: shape (10) expected (11)");
-  test::expect_error([&] { ops::layernorm_forward(c.p, y, rstd, x, w, Tensor()); },
+  test::expect_error([&] { ops::layernorm_forward(ctx, c.p, y, rstd, x, w, Tensor()); },
                      "layernorm_forward b: the tensor is missing");
   ops::LayerNormParams bad = c.p;
   bad.eps = -1;
-  test::expect_error([&] { ops::layernorm_forward(bad, y, rstd, x, w, w); }, "params.eps is -1");
+  test::expect_error([&] { ops::layernorm_forward(ctx, bad, y, rstd, x, w, w); }, "params.eps is -1");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -23,7 +24,7 @@ TEST(Linear, ForwardMatchesPlainLoops) {
   LinearCase c;
   HostTensor x = HostTensor::of(DType::F64, {M, K}, c.x), w = HostTensor::of(DType::F64, {N, K}, c.w);
   HostTensor b = HostTensor::of(DType::F64, {N}, c.b), y(DType::F64, {M, N});
-  ops::linear_forward(c.p, y, x, w, b);
+  ops::linear_forward(ctx, c.p, y, x, w, b);
   std::vector<double> yv = y.values();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -36,11 +37,11 @@ TEST(Linear, ForwardMatchesPlainLoops) {
   HostTensor y_acc = HostTensor::of(DType::F64, {M, N}, base);
   ops::LinearParams pa = c.p;
   pa.accumulate_y = true;
-  ops::linear_forward(pa, y_acc, x, w, b);
+  ops::linear_forward(ctx, pa, y_acc, x, w, b);
   EXPECT_LE(test::max_abs_diff(test::minus(y_acc.values(), base), yv), 1e-14);
   // Without bias.
   HostTensor y_nb(DType::F64, {M, N});
-  ops::linear_forward(c.p, y_nb, x, w, Tensor());
+  ops::linear_forward(ctx, c.p, y_nb, x, w, Tensor());
   std::vector<double> nb = y_nb.values();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n)
@@ -52,13 +53,13 @@ TEST(Linear, GradientsMatchFiniteDifferences) {
   HostTensor x = HostTensor::of(DType::F64, {M, K}, c.x), w = HostTensor::of(DType::F64, {N, K}, c.w);
   HostTensor b = HostTensor::of(DType::F64, {N}, c.b), y(DType::F64, {M, N});
   auto loss = [&] {
-    ops::linear_forward(c.p, y, x, w, b);
+    ops::linear_forward(ctx, c.p, y, x, w, b);
     return test::dot(y.values(), c.r);
   };
   std::vector<double> dw0 = test::random_values(N * K, 206), db0 = test::random_values(N, 207);
   HostTensor dx(DType::F64, {M, K}), dw = HostTensor::of(DType::F64, {N, K}, dw0);
   HostTensor db = HostTensor::of(DType::F64, {N}, db0), dy = HostTensor::of(DType::F64, {M, N}, c.r);
-  ops::linear_backward(c.p, dx, dw, db, dy, x, w);
+  ops::linear_backward(ctx, c.p, dx, dw, db, dy, x, w);
 
   std::vector<double> xv = c.x, wv = c.w, bv = c.b;
   auto fd_x = test::finite_difference_gradient(xv, [&] { return x.set(xv), loss(); });
@@ -88,8 +89,8 @@ TEST(Linear, FloatAgreesWithDouble) {
     HostTensor dy = HostTensor::of(t, {m, n}, dys), y(t, {m, n}), dx(t, {m, k});
     HostTensor dw = HostTensor::of(t, {n, k}, std::vector<double>(size_t(n * k), 0.0));
     HostTensor db = HostTensor::of(t, {n}, std::vector<double>(size_t(n), 0.0));
-    ops::linear_forward(p, y, x, w, b);
-    ops::linear_backward(p, dx, dw, db, dy, x, w);
+    ops::linear_forward(ctx, p, y, x, w, b);
+    ops::linear_backward(ctx, p, dx, dw, db, dy, x, w);
     out[i][0] = y.values(), out[i][1] = dx.values(), out[i][2] = dw.values(), out[i][3] = db.values();
   }
   for (int i = 0; i < 4; ++i) EXPECT_LE(test::max_rel_diff(out[1][i], out[0][i]), 1e-5) << "output " << i;
@@ -102,11 +103,11 @@ TEST(Linear, AccumulateAndOptionalOutputs) {
   HostTensor dx(DType::F64, {M, K});
   HostTensor dw = HostTensor::of(DType::F64, {N, K}, std::vector<double>(N * K, 0.0));
   HostTensor db = HostTensor::of(DType::F64, {N}, std::vector<double>(N, 0.0));
-  ops::linear_backward(c.p, dx, dw, db, dy, x, w);
+  ops::linear_backward(ctx, c.p, dx, dw, db, dy, x, w);
   std::vector<double> g = dx.values(), gw = dw.values(), gb = db.values();
   for (double v : g) ASSERT_TRUE(std::isfinite(v));  // written over the poison
 
-  ops::linear_backward(c.p, dx, dw, db, dy, x, w);
+  ops::linear_backward(ctx, c.p, dx, dw, db, dy, x, w);
   EXPECT_EQ(dx.values(), g);  // written again
   std::vector<double> gw2 = dw.values(), gb2 = db.values();
   for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(gw2[i], 2 * gw[i], 1e-14);
@@ -115,16 +116,16 @@ TEST(Linear, AccumulateAndOptionalOutputs) {
   // accumulate_dx: q/k/v share one input, so their dx add up.
   ops::LinearParams pa = c.p;
   pa.accumulate_dx = true;
-  ops::linear_backward(pa, dx, Tensor(), Tensor(), dy, x, w);
+  ops::linear_backward(ctx, pa, dx, Tensor(), Tensor(), dy, x, w);
   std::vector<double> twice = dx.values();
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(twice[i], 2 * g[i], 1e-14);
 
   // Frozen weight: dx only, and x may be absent. No dx: w may be absent.
   HostTensor dx2(DType::F64, {M, K});
-  ops::linear_backward(c.p, dx2, Tensor(), Tensor(), dy, Tensor(), w);
+  ops::linear_backward(ctx, c.p, dx2, Tensor(), Tensor(), dy, Tensor(), w);
   EXPECT_EQ(dx2.values(), g);
   HostTensor dw2 = HostTensor::of(DType::F64, {N, K}, std::vector<double>(N * K, 0.0));
-  ops::linear_backward(c.p, Tensor(), dw2, Tensor(), dy, x, Tensor());
+  ops::linear_backward(ctx, c.p, Tensor(), dw2, Tensor(), dy, x, Tensor());
   EXPECT_EQ(dw2.values(), gw);
 }
 
@@ -136,13 +137,13 @@ TEST(Linear, ResidualEqualsCopyThenAccumulate) {
     HostTensor x = HostTensor::of(dt, {M, K}, c.x), w = HostTensor::of(dt, {N, K}, c.w);
     HostTensor b = HostTensor::of(dt, {N}, c.b), r = HostTensor::of(dt, {M, N}, c.r);
     HostTensor y(dt, {M, N}), expected = HostTensor::of(dt, {M, N}, r.values());
-    ops::linear_forward(c.p, y, x, w, b, r);
+    ops::linear_forward(ctx, c.p, y, x, w, b, r);
     ops::LinearParams acc = c.p;
     acc.accumulate_y = true;
-    ops::linear_forward(acc, expected, x, w, b);
+    ops::linear_forward(ctx, acc, expected, x, w, b);
     EXPECT_EQ(y.values(), expected.values()) << dtype_name(dt);
     EXPECT_EQ(r.values(), HostTensor::of(dt, {M, N}, c.r).values()) << "the residual is read only";
-    test::expect_error([&] { ops::linear_forward(acc, y, x, w, b, r); },
+    test::expect_error([&] { ops::linear_forward(ctx, acc, y, x, w, b, r); },
                        "linear_forward: a residual with accumulate_y");
   }
 }
@@ -152,7 +153,8 @@ TEST(Linear, EmptyReductionGivesTheScaledBias) {
   std::vector<double> b = test::random_values(2, 215);
   double unused = 0;
   HostTensor y(DType::F64, {3, 2}), bias = HostTensor::of(DType::F64, {2}, b);
-  ops::linear_forward(p, y, Tensor(&unused, DType::F64, {3, 0}), Tensor(&unused, DType::F64, {2, 0}), bias);
+  ops::linear_forward(ctx, p, y, Tensor(&unused, DType::F64, {3, 0}), Tensor(&unused, DType::F64, {2, 0}),
+                      bias);
   std::vector<double> yv = y.values();
   for (int64_t m = 0; m < 3; ++m)
     for (int64_t n = 0; n < 2; ++n) EXPECT_EQ(yv[size_t(m * 2 + n)], 0.5 * b[size_t(n)]);
@@ -163,20 +165,21 @@ TEST(Linear, BadArgumentsAreNamed) {
   HostTensor x = HostTensor::of(DType::F64, {M, K}, c.x), w = HostTensor::of(DType::F64, {N, K}, c.w);
   HostTensor y(DType::F64, {M, N}), dy = HostTensor::of(DType::F64, {M, N}, c.r);
   HostTensor wt = HostTensor::of(DType::F64, {K, N}, c.w);  // transposed by mistake
-  test::expect_error([&] { ops::linear_forward(c.p, y, x, wt, Tensor()); },
+  test::expect_error([&] { ops::linear_forward(ctx, c.p, y, x, wt, Tensor()); },
                      "linear_forward w: shape (7, 3) expected (3, 7)");
   HostTensor b_bad = HostTensor::of(DType::F64, {N + 1}, std::vector<double>(N + 1, 1.0));
-  test::expect_error([&] { ops::linear_forward(c.p, y, x, w, b_bad); },
+  test::expect_error([&] { ops::linear_forward(ctx, c.p, y, x, w, b_bad); },
                      "linear_forward bias: shape (4) expected (3)");
   HostTensor x32 = HostTensor::of(DType::F32, {M, K}, c.x);
-  test::expect_error([&] { ops::linear_forward(c.p, y, x32, w, Tensor()); },
+  test::expect_error([&] { ops::linear_forward(ctx, c.p, y, x32, w, Tensor()); },
                      "linear_forward y: dtype is f64, expected f32");
   HostTensor dw(DType::F64, {N, K});
-  test::expect_error([&] { ops::linear_backward(c.p, Tensor(), dw, Tensor(), dy, Tensor(), w); },
+  test::expect_error([&] { ops::linear_backward(ctx, c.p, Tensor(), dw, Tensor(), dy, Tensor(), w); },
                      "linear_backward x: the tensor is missing");
   ops::LinearParams bad = c.p;
   bad.in = -1;
-  test::expect_error([&] { ops::linear_forward(bad, y, x, w, Tensor()); }, "linear_forward: params.in is -1");
+  test::expect_error([&] { ops::linear_forward(ctx, bad, y, x, w, Tensor()); },
+                     "linear_forward: params.in is -1");
 }
 
 TEST(Linear, SameBitsWithAnyThreadCount) {
@@ -191,8 +194,8 @@ TEST(Linear, SameBitsWithAnyThreadCount) {
       HostTensor x = HostTensor::of(DType::F32, {m, k}, x0), w = HostTensor::of(DType::F32, {n, k}, w0);
       HostTensor b = HostTensor::of(DType::F32, {n}, b0), dy = HostTensor::of(DType::F32, {m, n}, dy0);
       HostTensor y(DType::F32, {m, n}), db = HostTensor::of(DType::F32, {n}, b0);
-      ops::linear_forward(p, y, x, w, b);
-      ops::linear_backward(p, Tensor(), Tensor(), db, dy, x, w);
+      ops::linear_forward(ctx, p, y, x, w, b);
+      ops::linear_backward(ctx, p, Tensor(), Tensor(), db, dy, x, w);
       out[i][0] = y.values(), out[i][1] = db.values();
     });
   for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
@@ -215,8 +218,8 @@ TEST(Linear, MatchesTorchLinear) {
   HostTensor y(DType::F64, {m, n}), dx(DType::F64, {m, k});
   HostTensor dw = HostTensor::of(DType::F64, {n, k}, std::vector<double>(size_t(n * k), 0.0));
   HostTensor db = HostTensor::of(DType::F64, {n}, std::vector<double>(size_t(n), 0.0));
-  ops::linear_forward(p, y, x, w, b);
-  ops::linear_backward(p, dx, dw, db, dy, x, w);
+  ops::linear_forward(ctx, p, y, x, w, b);
+  ops::linear_backward(ctx, p, dx, dw, db, dy, x, w);
   EXPECT_LE(test::max_rel_diff(y.values(), test::doubles(g["y"])), 1e-14);
   EXPECT_LE(test::max_rel_diff(dx.values(), test::doubles(g["dx"])), 1e-14);
   EXPECT_LE(test::max_rel_diff(dw.values(), test::doubles(g["dw"])), 1e-14);

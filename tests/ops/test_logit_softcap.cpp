@@ -8,6 +8,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -28,7 +29,7 @@ TEST(LogitSoftcap, ForwardMatchesTheFormula) {
   const std::vector<double> z = test::random_values(N * V, 31, -8.0, 8.0);
   for (DType dt : {DType::F64, DType::F32}) {
     HostTensor t = HostTensor::of(dt, {N, V}, z);
-    ops::logit_softcap_forward({.rows = N, .cols = V, .cap = kCap}, t);
+    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = kCap}, t);
     const std::vector<double> got = t.values();
     for (size_t i = 0; i < z.size(); ++i) {
       const double zi = dt == DType::F64 ? z[i] : double(float(z[i]));
@@ -37,7 +38,7 @@ TEST(LogitSoftcap, ForwardMatchesTheFormula) {
     }
   }
   HostTensor t = HostTensor::of(DType::F64, {N, V}, z);
-  test::expect_error_mentions([&] { ops::logit_softcap_forward({.rows = N, .cols = V, .cap = 0.0}, t); },
+  test::expect_error_mentions([&] { ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = 0.0}, t); },
                               {"logit_softcap_forward: cap = 0; expected a finite number > 0"});
 }
 
@@ -49,13 +50,13 @@ TEST(LogitSoftcap, CrossEntropySlopeMatchesFiniteDifferences) {
   const ops::CrossEntropyParams ce{.rows = N, .vocab = V, .grad_scale = 0.25, .softcap = kCap};
   auto loss = [&] {
     HostTensor z = HostTensor::of(DType::F64, {N, V}, raw), losses(DType::F64, {N}), lse(DType::F64, {N});
-    ops::logit_softcap_forward({.rows = N, .cols = V, .cap = kCap}, z);
-    return 0.25 * ops::cross_entropy_forward(ce, losses, lse, z, labels);
+    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = kCap}, z);
+    return 0.25 * ops::cross_entropy_forward(ctx, ce, losses, lse, z, labels);
   };
   HostTensor z = HostTensor::of(DType::F64, {N, V}, raw), losses(DType::F64, {N}), lse(DType::F64, {N});
-  ops::logit_softcap_forward({.rows = N, .cols = V, .cap = kCap}, z);
-  ops::cross_entropy_forward(ce, losses, lse, z, labels);
-  ops::cross_entropy_backward(ce, z, z, lse, labels);  // in place, as the plain head does
+  ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = kCap}, z);
+  ops::cross_entropy_forward(ctx, ce, losses, lse, z, labels);
+  ops::cross_entropy_backward(ctx, ce, z, z, lse, labels);  // in place, as the plain head does
   const std::vector<double> fd = test::finite_difference_gradient(raw, loss);
   EXPECT_LE(test::max_rel_diff(z.values(), fd), 1e-6);
 }
@@ -73,12 +74,12 @@ TEST(LogitSoftcap, FusedHeadEqualsLinearCapAndCrossEntropy) {
     // Plain: logits materialized, capped, cross-entropy with the slope.
     HostTensor logits(dt, {N, V}), losses(dt, {N}), lse(dt, {N}), dx(dt, {N, D});
     HostTensor dw = HostTensor::of(dt, {V, D}, std::vector<double>(size_t(V * D)));
-    ops::linear_forward({.rows = N, .in = D, .out = V}, logits, xt, wt, Tensor());
-    ops::logit_softcap_forward({.rows = N, .cols = V, .cap = kCap}, logits);
+    ops::linear_forward(ctx, {.rows = N, .in = D, .out = V}, logits, xt, wt, Tensor());
+    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = kCap}, logits);
     const ops::CrossEntropyParams ce{.rows = N, .vocab = V, .grad_scale = 0.125, .softcap = kCap};
-    const double total = ops::cross_entropy_forward(ce, losses, lse, logits, labels);
-    ops::cross_entropy_backward(ce, logits, logits, lse, labels);
-    ops::linear_backward({.rows = N, .in = D, .out = V}, dx, dw, Tensor(), logits, xt, wt);
+    const double total = ops::cross_entropy_forward(ctx, ce, losses, lse, logits, labels);
+    ops::cross_entropy_backward(ctx, ce, logits, logits, lse, labels);
+    ops::linear_backward(ctx, {.rows = N, .in = D, .out = V}, dx, dw, Tensor(), logits, xt, wt);
     // Fused, blocks that do not divide the sizes.
     HostTensor f_losses(dt, {N}), f_lse(dt, {N}), f_dx(dt, {N, D});
     HostTensor f_dw = HostTensor::of(dt, {V, D}, std::vector<double>(size_t(V * D)));
@@ -89,8 +90,8 @@ TEST(LogitSoftcap, FusedHeadEqualsLinearCapAndCrossEntropy) {
                                                .token_block = 5,
                                                .vocab_block = 8,
                                                .softcap = kCap};
-    const double f_total = ops::fused_linear_cross_entropy_forward(p, f_losses, f_lse, xt, wt, labels);
-    ops::fused_linear_cross_entropy_backward(p, f_dx, f_dw, xt, wt, f_lse, labels);
+    const double f_total = ops::fused_linear_cross_entropy_forward(ctx, p, f_losses, f_lse, xt, wt, labels);
+    ops::fused_linear_cross_entropy_backward(ctx, p, f_dx, f_dw, xt, wt, f_lse, labels);
     EXPECT_NEAR(f_total, total, tol * std::abs(total));
     EXPECT_LE(test::max_rel_diff(f_losses.values(), losses.values()), tol);
     EXPECT_LE(test::max_rel_diff(f_lse.values(), lse.values()), tol);
@@ -100,13 +101,13 @@ TEST(LogitSoftcap, FusedHeadEqualsLinearCapAndCrossEntropy) {
     HostTensor b_losses(dt, {N}), b_lse(dt, {N}), b_dx(dt, {N, D});
     HostTensor b_dw = HostTensor::of(dt, {V, D}, std::vector<double>(size_t(V * D)));
     const double b_total =
-        ops::fused_linear_cross_entropy_forward_backward(p, b_losses, b_lse, b_dx, b_dw, xt, wt, labels);
+        ops::fused_linear_cross_entropy_forward_backward(ctx, p, b_losses, b_lse, b_dx, b_dw, xt, wt, labels);
     EXPECT_EQ(b_total, f_total);
     EXPECT_EQ(b_dx.values(), f_dx.values());
     // The cap matters here (a missing cap would show).
     const ops::FusedLinearCrossEntropyParams uncapped{.rows = N, .dim = D, .vocab = V};
     HostTensor u_losses(dt, {N}), u_lse(dt, {N});
-    ops::fused_linear_cross_entropy_forward(uncapped, u_losses, u_lse, xt, wt, labels);
+    ops::fused_linear_cross_entropy_forward(ctx, uncapped, u_losses, u_lse, xt, wt, labels);
     EXPECT_GT(test::max_rel_diff(u_lse.values(), lse.values()), 1e-3);
   }
 }

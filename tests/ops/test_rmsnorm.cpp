@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -22,7 +23,7 @@ TEST(RmsNorm, ForwardMatchesTheFormula) {
   RmsNormCase c;
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
-  ops::rmsnorm_forward(c.p, y, rstd, x, w);
+  ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
   std::vector<double> yv = y.values(), rv = rstd.values();
   for (int64_t n = 0; n < N; ++n) {
     long double ss = 0;
@@ -41,14 +42,14 @@ TEST(RmsNorm, GradientsMatchFiniteDifferences) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
   auto loss = [&] {
-    ops::rmsnorm_forward(c.p, y, rstd, x, w);
+    ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
     return test::dot(y.values(), c.r);
   };
   loss();
   std::vector<double> dw0 = test::random_values(D, 104);  // dw accumulates onto what it holds
   HostTensor dx(DType::F64, {N, D}), dw = HostTensor::of(DType::F64, {D}, dw0);
   HostTensor dy = HostTensor::of(DType::F64, {N, D}, c.r);
-  ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
+  ops::rmsnorm_backward(ctx, c.p, dx, dw, dy, x, w, rstd);
 
   std::vector<double> xv = c.x, wv = c.w;
   auto fd_x = test::finite_difference_gradient(xv, [&] {
@@ -76,8 +77,8 @@ TEST(RmsNorm, FloatAgreesWithDouble) {
                dy = HostTensor::of(t, {N, D}, dys);
     HostTensor y(t, {N, D}), rstd(t, {N}), dx(t, {N, D}),
         dw = HostTensor::of(t, {D}, std::vector<double>(D, 0.0));
-    ops::rmsnorm_forward(c.p, y, rstd, x, w);
-    ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
+    ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
+    ops::rmsnorm_backward(ctx, c.p, dx, dw, dy, x, w, rstd);
     out[k][0] = y.values(), out[k][1] = rstd.values(), out[k][2] = dx.values(), out[k][3] = dw.values();
   }
   for (int i = 0; i < 4; ++i) EXPECT_LE(test::max_rel_diff(out[1][i], out[0][i]), 1e-5) << "output " << i;
@@ -87,14 +88,14 @@ TEST(RmsNorm, AccumulateSemantics) {
   RmsNormCase c;
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N}), dy = HostTensor::of(DType::F64, {N, D}, c.r);
-  ops::rmsnorm_forward(c.p, y, rstd, x, w);
+  ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
 
   // Written dx over poison; dw from zero, then a second call doubles it.
   HostTensor dx(DType::F64, {N, D}), dw = HostTensor::of(DType::F64, {D}, std::vector<double>(D, 0.0));
-  ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
+  ops::rmsnorm_backward(ctx, c.p, dx, dw, dy, x, w, rstd);
   std::vector<double> g = dx.values(), gw = dw.values();
   for (double v : g) ASSERT_TRUE(std::isfinite(v));
-  ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
+  ops::rmsnorm_backward(ctx, c.p, dx, dw, dy, x, w, rstd);
   EXPECT_EQ(dx.values(), g);  // written again, not added
   std::vector<double> gw2 = dw.values();
   for (size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(gw2[i], 2 * gw[i], 1e-15 * (1 + std::abs(gw[i])));
@@ -104,7 +105,7 @@ TEST(RmsNorm, AccumulateSemantics) {
   HostTensor dx_acc = HostTensor::of(DType::F64, {N, D}, base);
   ops::RmsNormParams pa = c.p;
   pa.accumulate_dx = true;
-  ops::rmsnorm_backward(pa, dx_acc, Tensor(), dy, x, w, rstd);
+  ops::rmsnorm_backward(ctx, pa, dx_acc, Tensor(), dy, x, w, rstd);
   std::vector<double> acc = dx_acc.values();
   for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i] - base[i], g[i], 1e-14);
 }
@@ -114,32 +115,34 @@ TEST(RmsNorm, BadArgumentsAreNamed) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N});
   HostTensor w_short = HostTensor::of(DType::F64, {D - 1}, std::vector<double>(D - 1, 1.0));
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, w_short); },
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w_short); },
                      "rmsnorm_forward w: shape (10) expected (11)");
   HostTensor w32 = HostTensor::of(DType::F32, {D}, c.w);
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, w32); }, "rmsnorm_forward w: dtype is f32");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w32); },
+                     "rmsnorm_forward w: dtype is f32");
   HostTensor x16 = HostTensor::of(DType::BF16, {N, D}, c.x);
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x16, w); }, "dtype bf16 is not supported");
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, Tensor(), x, w); },
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, y, rstd, x16, w); }, "dtype bf16 is not supported");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, y, Tensor(), x, w); },
                      "rmsnorm_forward rstd: the tensor is missing");
   ops::RmsNormParams bad = c.p;
   bad.eps = -1;
-  test::expect_error([&] { ops::rmsnorm_forward(bad, y, rstd, x, w); }, "params.eps is -1");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, bad, y, rstd, x, w); }, "params.eps is -1");
   bad = c.p;
   bad.rows = -1;
-  test::expect_error([&] { ops::rmsnorm_forward(bad, y, rstd, x, w); }, "params.rows is -1");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, bad, y, rstd, x, w); }, "params.rows is -1");
   Tensor on_gpu = w.view();
   on_gpu.device = Device::CUDA;
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, y, rstd, x, on_gpu); }, "tensors on different devices");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, y, rstd, x, on_gpu); },
+                     "tensors on different devices");
   // All on the GPU (f64 host data posing as device memory): a CPU build says it has no CUDA backend, a CUDA
   // build refuses f64; both name the op and CUDA instead of running anything.
   auto gpu = [](Tensor t) {
     t.device = Device::CUDA;
     return t;
   };
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); },
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); },
                      "rmsnorm_forward");
-  test::expect_error([&] { ops::rmsnorm_forward(c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); }, "CUDA");
+  test::expect_error([&] { ops::rmsnorm_forward(ctx, c.p, gpu(y), gpu(rstd), gpu(x), gpu(w)); }, "CUDA");
 }
 
 TEST(RmsNorm, SameBitsWithAnyThreadCount) {
@@ -154,8 +157,8 @@ TEST(RmsNorm, SameBitsWithAnyThreadCount) {
       HostTensor x = HostTensor::of(DType::F32, {n, d}, x0), w = HostTensor::of(DType::F32, {d}, w0);
       HostTensor dy = HostTensor::of(DType::F32, {n, d}, dy0), dw = HostTensor::of(DType::F32, {d}, dw0);
       HostTensor y(DType::F32, {n, d}), rstd(DType::F32, {n}), dx(DType::F32, {n, d});
-      ops::rmsnorm_forward(p, y, rstd, x, w);
-      ops::rmsnorm_backward(p, dx, dw, dy, x, w, rstd);
+      ops::rmsnorm_forward(ctx, p, y, rstd, x, w);
+      ops::rmsnorm_backward(ctx, p, dx, dw, dy, x, w, rstd);
       out[i][0] = y.values(), out[i][1] = rstd.values(), out[i][2] = dx.values(), out[i][3] = dw.values();
     });
   for (int k = 0; k < 4; ++k) EXPECT_EQ(out[0][k], out[1][k]) << "output " << k;
@@ -179,8 +182,8 @@ TEST(RmsNorm, MatchesTransformersLlamaRMSNorm) {
   HostTensor dy = HostTensor::of(DType::F64, {n, d}, test::doubles(g["dy"]));
   HostTensor y(DType::F64, {n, d}), rstd(DType::F64, {n}), dx(DType::F64, {n, d});
   HostTensor dw = HostTensor::of(DType::F64, {d}, std::vector<double>(size_t(d), 0.0));
-  ops::rmsnorm_forward(p, y, rstd, x, w);
-  ops::rmsnorm_backward(p, dx, dw, dy, x, w, rstd);
+  ops::rmsnorm_forward(ctx, p, y, rstd, x, w);
+  ops::rmsnorm_backward(ctx, p, dx, dw, dy, x, w, rstd);
   EXPECT_LE(test::max_rel_diff(y.values(), test::doubles(g["y"])), 1e-6);
   EXPECT_LE(test::max_rel_diff(dx.values(), test::doubles(g["dx"])), 1e-6);
   EXPECT_LE(test::max_rel_diff(dw.values(), test::doubles(g["dw"])), 1e-6);

@@ -3,6 +3,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -26,10 +27,10 @@ TEST(RmsNormOnePlus, ForwardIsThePlainNormWithOnePlusW) {
   HostTensor x = HostTensor::of(DType::F64, {N, D}, c.x), w = HostTensor::of(DType::F64, {D}, c.w),
              w1 = HostTensor::of(DType::F64, {D}, one_plus);
   HostTensor y(DType::F64, {N, D}), rstd(DType::F64, {N}), y1(DType::F64, {N, D}), rstd1(DType::F64, {N});
-  ops::rmsnorm_forward(c.p, y, rstd, x, w);
+  ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
   ops::RmsNormParams plain = c.p;
   plain.one_plus_weight = false;
-  ops::rmsnorm_forward(plain, y1, rstd1, x, w1);
+  ops::rmsnorm_forward(ctx, plain, y1, rstd1, x, w1);
   EXPECT_EQ(rstd.values(), rstd1.values());
   EXPECT_EQ(y.values(), y1.values());  // the same double products: 1 + w is one exact-order sum either way
 }
@@ -40,7 +41,7 @@ TEST(RmsNormOnePlus, GradientsMatchFiniteDifferences) {
     HostTensor x = HostTensor::of(t, {N, D}, c.x), w = HostTensor::of(t, {D}, c.w);
     HostTensor y(t, {N, D}), rstd(t, {N});
     auto loss = [&] {
-      ops::rmsnorm_forward(c.p, y, rstd, x, w);
+      ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
       return test::dot(y.values(), c.r);
     };
     loss();
@@ -51,7 +52,7 @@ TEST(RmsNormOnePlus, GradientsMatchFiniteDifferences) {
     HostTensor dy = HostTensor::of(t, {N, D}, c.r);
     ops::RmsNormParams acc = c.p;
     acc.accumulate_dx = true;  // the residual stream's form: dx += on top of what it holds
-    ops::rmsnorm_backward(acc, dx, dw, dy, x, w, rstd);
+    ops::rmsnorm_backward(ctx, acc, dx, dw, dy, x, w, rstd);
     std::vector<double> xv = c.x, wv = c.w;
     auto fd_x = test::finite_difference_gradient(xv, [&] { return x.set(xv), loss(); });
     x.set(c.x);
@@ -73,8 +74,8 @@ TEST(RmsNormOnePlus, FloatAgreesWithDouble) {
                dy = HostTensor::of(t, {N, D}, dys);
     HostTensor y(t, {N, D}), rstd(t, {N}), dx(t, {N, D}),
         dw = HostTensor::of(t, {D}, std::vector<double>(D, 0.0));
-    ops::rmsnorm_forward(c.p, y, rstd, x, w);
-    ops::rmsnorm_backward(c.p, dx, dw, dy, x, w, rstd);
+    ops::rmsnorm_forward(ctx, c.p, y, rstd, x, w);
+    ops::rmsnorm_backward(ctx, c.p, dx, dw, dy, x, w, rstd);
     out[k][0] = y.values(), out[k][1] = dx.values(), out[k][2] = dw.values();
   }
   for (int i = 0; i < 3; ++i) EXPECT_LE(test::max_rel_diff(out[1][i], out[0][i]), 1e-5) << "output " << i;

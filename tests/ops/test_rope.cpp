@@ -4,6 +4,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -59,7 +60,7 @@ TEST(Rope, ForwardMatchesTheRotateHalfFormula) {
   ops::RopeParams p = llama3_params(N, H, HD);
   std::vector<double> x0 = test::random_values(N * H * HD, 701);
   HostTensor x = HostTensor::of(DType::F64, {N, H, HD}, x0), pos = HostTensor::ints({N}, kPositions);
-  ops::rope_forward(p, x, pos);
+  ops::rope_forward(ctx, p, x, pos);
   std::vector<double> got = x.values(), inv = ops::rope_inv_freq(p);
   const int64_t half = HD / 2;
   for (int64_t n = 0; n < N; ++n)
@@ -85,7 +86,7 @@ TEST(Rope, PartialRotaryRotatesOnlyTheLeadingDims) {
     EXPECT_EQ(ops::rope_inv_freq(p), ops::rope_inv_freq(whole));
     std::vector<double> x0 = test::random_values(N * H * HD, 705);
     HostTensor x = HostTensor::of(DType::F64, {N, H, HD}, x0), pos = HostTensor::ints({N}, kPositions);
-    ops::rope_forward(p, x, pos);
+    ops::rope_forward(ctx, p, x, pos);
     // The reference: the leading R dims of every (token, head) as rows of a full rotary of R dims.
     std::vector<double> lead(size_t(N * H * R));
     std::vector<int32_t> row_pos(size_t(N * H));
@@ -95,7 +96,7 @@ TEST(Rope, PartialRotaryRotatesOnlyTheLeadingDims) {
     }
     HostTensor ref = HostTensor::of(DType::F64, {N * H, 1, R}, lead),
                ref_pos = HostTensor::ints({N * H}, row_pos);
-    ops::rope_forward(whole, ref, ref_pos);
+    ops::rope_forward(ctx, whole, ref, ref_pos);
     const std::vector<double> got = x.values(), want = ref.values();
     for (int64_t r = 0; r < N * H; ++r)
       for (int64_t j = 0; j < HD; ++j) {
@@ -106,13 +107,13 @@ TEST(Rope, PartialRotaryRotatesOnlyTheLeadingDims) {
           EXPECT_EQ(got[i], x0[i]) << "pass-through dim " << j;
       }
     EXPECT_GT(test::max_abs_diff(got, x0), 0.1);
-    ops::rope_backward(p, x, pos);
+    ops::rope_backward(ctx, p, x, pos);
     EXPECT_LE(test::max_rel_diff(x.values(), x0), 1e-14);
   }
   ops::RopeParams bad = llama3_params(N, H, HD);
   bad.rotary_dim = 7;
   HostTensor x(DType::F64, {N, H, HD}), pos = HostTensor::ints({N}, kPositions);
-  test::expect_error_mentions([&] { ops::rope_forward(bad, x, pos); }, {"rotary_dim", "7"});
+  test::expect_error_mentions([&] { ops::rope_forward(ctx, bad, x, pos); }, {"rotary_dim", "7"});
 }
 
 TEST(Rope, BackwardInvertsForward) {
@@ -121,9 +122,9 @@ TEST(Rope, BackwardInvertsForward) {
   for (DType t : {DType::F64, DType::F32}) {
     HostTensor x = HostTensor::of(t, {N, H, HD}, x0), pos = HostTensor::ints({N}, kPositions);
     std::vector<double> start = x.values();
-    ops::rope_forward(p, x, pos);
+    ops::rope_forward(ctx, p, x, pos);
     EXPECT_GT(test::max_abs_diff(x.values(), start), 0.1);  // it did rotate
-    ops::rope_backward(p, x, pos);
+    ops::rope_backward(ctx, p, x, pos);
     EXPECT_LE(test::max_rel_diff(x.values(), start), t == DType::F64 ? 1e-14 : 1e-6) << dtype_name(t);
   }
 }
@@ -137,11 +138,11 @@ TEST(Rope, GradientMatchesFiniteDifferences) {
     std::vector<double> xv = x0;
     auto fd = test::finite_difference_gradient(xv, [&] {
       x.set(xv);
-      ops::rope_forward(p, x, pos);
+      ops::rope_forward(ctx, p, x, pos);
       return test::dot(x.values(), r);
     });
     HostTensor dx = HostTensor::of(DType::F64, {N, H, HD}, r);
-    ops::rope_backward(p, dx, pos);
+    ops::rope_backward(ctx, p, dx, pos);
     EXPECT_LE(test::max_rel_diff(dx.values(), fd), 1e-6);
   }
 }
@@ -154,7 +155,7 @@ TEST(Rope, DotProductDependsOnlyOnThePositionDifference) {
     std::vector<double> both = q0;
     both.insert(both.end(), k0.begin(), k0.end());
     HostTensor x = HostTensor::of(DType::F64, {2, 1, HD}, both), pos = HostTensor::ints({2}, {qpos, kpos});
-    ops::rope_forward(p, x, pos);
+    ops::rope_forward(ctx, p, x, pos);
     std::vector<double> v = x.values();
     return test::dot(std::vector<double>(v.begin(), v.begin() + HD),
                      std::vector<double>(v.begin() + HD, v.end()));
@@ -173,8 +174,8 @@ TEST(Rope, FloatAgreesWithDouble) {
   for (int i = 0; i < 2; ++i) {
     HostTensor x = HostTensor::of(dtypes[i], {N, H, HD}, x0), g = HostTensor::of(dtypes[i], {N, H, HD}, x0);
     HostTensor pos = HostTensor::ints({N}, kPositions);
-    ops::rope_forward(p, x, pos);
-    ops::rope_backward(p, g, pos);
+    ops::rope_forward(ctx, p, x, pos);
+    ops::rope_backward(ctx, p, g, pos);
     out[i][0] = x.values(), out[i][1] = g.values();
   }
   for (int k = 0; k < 2; ++k) EXPECT_LE(test::max_rel_diff(out[1][k], out[0][k]), 1e-6) << "output " << k;
@@ -184,18 +185,19 @@ TEST(Rope, BadArgumentsAreNamed) {
   ops::RopeParams p = llama3_params(N, H, HD);
   HostTensor x = HostTensor::of(DType::F64, {N, H, HD}, test::random_values(N * H * HD, 708));
   HostTensor pos = HostTensor::ints({N}, {0, 1, -2, 3, 4});
-  test::expect_error([&] { ops::rope_forward(p, x, pos); }, "rope_forward: position -2 at row 2 is negative");
+  test::expect_error([&] { ops::rope_forward(ctx, p, x, pos); },
+                     "rope_forward: position -2 at row 2 is negative");
   HostTensor pos_ok = HostTensor::ints({N}, kPositions);
   ops::RopeParams odd = p;
   odd.head_dim = 9;
-  test::expect_error([&] { ops::rope_forward(odd, x, pos_ok); },
+  test::expect_error([&] { ops::rope_forward(ctx, odd, x, pos_ok); },
                      "rope_forward: params.head_dim is 9, expected a positive even");
   ops::RopeParams wrong_heads = p;
   wrong_heads.heads = 4;
-  test::expect_error([&] { ops::rope_backward(wrong_heads, x, pos_ok); },
+  test::expect_error([&] { ops::rope_backward(ctx, wrong_heads, x, pos_ok); },
                      "rope_backward dx: shape (5, 3, 10) expected (5, 4, 10)");
   HostTensor pos64(DType::I64, {N});
-  test::expect_error([&] { ops::rope_forward(p, x, pos64); },
+  test::expect_error([&] { ops::rope_forward(ctx, p, x, pos64); },
                      "rope_forward positions: dtype i64 expected i32");
   ops::RopeParams flat = p;
   flat.high_freq_factor = flat.low_freq_factor;
@@ -218,8 +220,8 @@ TEST(Rope, SameBitsWithAnyThreadCount) {
       HostTensor x = HostTensor::of(DType::F32, {n, h, hd}, x0),
                  g = HostTensor::of(DType::F32, {n, h, hd}, x0);
       HostTensor pos = HostTensor::ints({n}, positions);
-      ops::rope_forward(p, x, pos);
-      ops::rope_backward(p, g, pos);
+      ops::rope_forward(ctx, p, x, pos);
+      ops::rope_backward(ctx, p, g, pos);
       out[i][0] = x.values(), out[i][1] = g.values();
     });
   for (int c = 0; c < 2; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
@@ -239,7 +241,7 @@ TEST(Rope, MatchesTransformersApplyRotaryPosEmb) {
   p.original_max_position = s["original_max_position_embeddings"];
   HostTensor x = HostTensor::of(DType::F64, {n, h, hd}, test::doubles(g["x"]));
   HostTensor pos = HostTensor::ints({n}, g["positions"].get<std::vector<int32_t>>());
-  ops::rope_forward(p, x, pos);
+  ops::rope_forward(ctx, p, x, pos);
   EXPECT_LE(test::max_rel_diff(x.values(), test::doubles(g["out"])), 2e-6);
 }
 

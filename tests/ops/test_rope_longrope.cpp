@@ -7,6 +7,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -66,7 +67,7 @@ TEST(RopeLongrope, ForwardPicksTheFactorsByTheLargestPositionAndScales) {
     const int64_t HD = p.head_dim, half = HD / 2;
     std::vector<double> x0 = test::random_values(N * H * HD, 731);
     HostTensor x = HostTensor::of(DType::F64, {N, H, HD}, x0), pos = HostTensor::ints({N}, positions);
-    ops::rope_forward(p, x, pos);
+    ops::rope_forward(ctx, p, x, pos);
     ops::RopeParams chosen = p;
     chosen.long_context = last + 1 > 16;
     const std::vector<double> inv = ops::rope_inv_freq(chosen), got = x.values();
@@ -85,7 +86,7 @@ TEST(RopeLongrope, ForwardPicksTheFactorsByTheLargestPositionAndScales) {
           EXPECT_NEAR(got[i2], double(x0[i2] * cs + x0[i1] * sn), 1e-12) << "last " << last;
         }
     // Backward is the transpose: the same scale, the negative angle; forward then backward scales by 1.25^2.
-    ops::rope_backward(p, x, pos);
+    ops::rope_backward(ctx, p, x, pos);
     const std::vector<double> back = x.values();
     for (size_t i = 0; i < back.size(); ++i) EXPECT_NEAR(back[i], 1.5625 * x0[i], 1e-12);
   }

@@ -2,6 +2,7 @@
 
 #include "host_buffers.h"
 #include "ops/ops.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -26,7 +27,7 @@ TEST(Swiglu, ForwardMatchesTheFormula) {
   SwigluCase c;
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
              h(DType::F64, {N, F});
-  ops::swiglu_forward(c.p, h, g, u);
+  ops::swiglu_forward(ctx, c.p, h, g, u);
   std::vector<double> hv = h.values();
   for (size_t i = 0; i < hv.size(); ++i)
     EXPECT_NEAR(hv[i], double(silu(c.g[i]) * c.u[i]), 1e-15 * (1 + std::abs(hv[i])));
@@ -37,11 +38,11 @@ TEST(Swiglu, GradientsMatchFiniteDifferences) {
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g), u = HostTensor::of(DType::F64, {N, F}, c.u),
              h(DType::F64, {N, F});
   auto loss = [&] {
-    ops::swiglu_forward(c.p, h, g, u);
+    ops::swiglu_forward(ctx, c.p, h, g, u);
     return test::dot(h.values(), c.r);
   };
   HostTensor dg(DType::F64, {N, F}), du(DType::F64, {N, F}), dh = HostTensor::of(DType::F64, {N, F}, c.r);
-  ops::swiglu_backward(c.p, dg, du, dh, g, u);
+  ops::swiglu_backward(ctx, c.p, dg, du, dh, g, u);
   std::vector<double> gv = c.g, uv = c.u;
   auto fd_g = test::finite_difference_gradient(gv, [&] { return g.set(gv), loss(); });
   g.set(c.g);
@@ -63,8 +64,8 @@ TEST(Swiglu, FloatAgreesWithDoubleAndExtremesStayFinite) {
     HostTensor g = HostTensor::of(t, {N, F}, gs), u = HostTensor::of(t, {N, F}, us),
                dh = HostTensor::of(t, {N, F}, rs);
     HostTensor h(t, {N, F}), dg(t, {N, F}), du(t, {N, F});
-    ops::swiglu_forward(c.p, h, g, u);
-    ops::swiglu_backward(c.p, dg, du, dh, g, u);
+    ops::swiglu_forward(ctx, c.p, h, g, u);
+    ops::swiglu_backward(ctx, c.p, dg, du, dh, g, u);
     out[i][0] = h.values(), out[i][1] = dg.values(), out[i][2] = du.values();
     for (int k = 0; k < 3; ++k)
       for (double v : out[i][k]) ASSERT_TRUE(std::isfinite(v)) << "output " << k << " dtype " << i;
@@ -81,13 +82,13 @@ TEST(Swiglu, BadArgumentsAreNamed) {
   HostTensor g = HostTensor::of(DType::F64, {N, F}, c.g),
              u = HostTensor::of(DType::F64, {N, F + 1}, std::vector<double>(N * (F + 1), 1.0));
   HostTensor h(DType::F64, {N, F});
-  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u); },
+  test::expect_error([&] { ops::swiglu_forward(ctx, c.p, h, g, u); },
                      "swiglu_forward up: shape (4, 14) expected (4, 13)");
   HostTensor u32 = HostTensor::of(DType::F32, {N, F}, c.u);
-  test::expect_error([&] { ops::swiglu_forward(c.p, h, g, u32); },
+  test::expect_error([&] { ops::swiglu_forward(ctx, c.p, h, g, u32); },
                      "swiglu_forward up: dtype is f32, expected f64");
   HostTensor du(DType::F64, {N, F}), dh(DType::F64, {N, F});
-  test::expect_error([&] { ops::swiglu_backward(c.p, Tensor(), du, dh, g, g); },
+  test::expect_error([&] { ops::swiglu_backward(ctx, c.p, Tensor(), du, dh, g, g); },
                      "swiglu_backward dgate: the tensor is missing");
 }
 
@@ -103,8 +104,8 @@ TEST(Swiglu, SameBitsWithAnyThreadCount) {
       HostTensor g = HostTensor::of(DType::F32, {n, f}, g0), u = HostTensor::of(DType::F32, {n, f}, u0);
       HostTensor dh = HostTensor::of(DType::F32, {n, f}, dh0), h(DType::F32, {n, f});
       HostTensor dg(DType::F32, {n, f}), du(DType::F32, {n, f});
-      ops::swiglu_forward(p, h, g, u);
-      ops::swiglu_backward(p, dg, du, dh, g, u);
+      ops::swiglu_forward(ctx, p, h, g, u);
+      ops::swiglu_backward(ctx, p, dg, du, dh, g, u);
       out[i][0] = h.values(), out[i][1] = dg.values(), out[i][2] = du.values();
     });
   for (int c = 0; c < 3; ++c) EXPECT_EQ(out[0][c], out[1][c]) << "output " << c;
@@ -119,8 +120,8 @@ TEST(Swiglu, MatchesTorchSilu) {
   HostTensor up = HostTensor::of(DType::F64, {n, f}, test::doubles(g["up"]));
   HostTensor dh = HostTensor::of(DType::F64, {n, f}, test::doubles(g["dh"]));
   HostTensor h(DType::F64, {n, f}), dgate(DType::F64, {n, f}), dup(DType::F64, {n, f});
-  ops::swiglu_forward(p, h, gate, up);
-  ops::swiglu_backward(p, dgate, dup, dh, gate, up);
+  ops::swiglu_forward(ctx, p, h, gate, up);
+  ops::swiglu_backward(ctx, p, dgate, dup, dh, gate, up);
   EXPECT_LE(test::max_rel_diff(h.values(), test::doubles(g["h"])), 1e-14);
   EXPECT_LE(test::max_rel_diff(dgate.values(), test::doubles(g["dgate"])), 1e-14);
   EXPECT_LE(test::max_rel_diff(dup.values(), test::doubles(g["dup"])), 1e-14);

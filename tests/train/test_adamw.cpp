@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/device.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/adamw.h"
 
@@ -55,7 +56,7 @@ void run_case(const nlohmann::json& c, DType state_dtype, double tol, bool relat
   o.eps = c["eps"];
   o.weight_decay = c["weight_decay"];
   o.state_dtype = state_dtype;
-  AdamW opt(groups, o);
+  AdamW opt(ctx, groups, o);
   auto lrs = values(c["lrs"]);
   for (size_t s = 0; s < lrs.size(); ++s) {
     const auto& st = c["steps"][s];
@@ -121,7 +122,7 @@ TEST(AdamW, HandComputedFirstStep) {
   AdamWOptions o;
   o.weight_decay = 0.5;
   o.state_dtype = DType::F64;
-  AdamW opt({{"p", Tensor(&p, DType::F64, {1}), Tensor(&grad, DType::F64, {1})}}, o);
+  AdamW opt(ctx, {{"p", Tensor(&p, DType::F64, {1}), Tensor(&grad, DType::F64, {1})}}, o);
   opt.step(0.1);
   EXPECT_NEAR(p, 3.0 * 0.95 - 0.1 * 2.0 / (2.0 + 1e-8), 1e-15);
   // Second step with the same gradient: m = 0.19 g /(1-0.81) = g, v = 0.001999 g^2 / (1 - 0.998001) = g^2.
@@ -137,6 +138,7 @@ TEST(AdamW, NoDecayByName) {
   o.no_decay_substrings = bias_and_norm_no_decay();
   o.state_dtype = DType::F64;
   AdamW opt(
+      ctx,
       {{"layers.0.q_proj.weight", Tensor(w.data(), DType::F64, {2}), Tensor(w_g.data(), DType::F64, {2})},
        {"layers.0.q_proj.bias", Tensor(bias.data(), DType::F64, {2}),
         Tensor(bias_g.data(), DType::F64, {2})}},
@@ -154,7 +156,8 @@ TEST(AdamW, NoDecayByName) {
 TEST(AdamW, Bf16ParamsUseFloatStateAndRoundOnce) {
   std::vector<bf16> p = {to_bf16(1.0f), to_bf16(-0.5f)};
   std::vector<float> g = {0.25f, -4.0f};
-  AdamW opt({{"p", Tensor(p.data(), DType::BF16, {2}), Tensor(g.data(), DType::F32, {2})}}, AdamWOptions{});
+  AdamW opt(ctx, {{"p", Tensor(p.data(), DType::BF16, {2}), Tensor(g.data(), DType::F32, {2})}},
+            AdamWOptions{});
   opt.step(0.01);
   // First step moves each element by about lr * sign(g).
   EXPECT_EQ(p[0].bits, to_bf16(1.0f - 0.01f).bits);
@@ -198,7 +201,7 @@ TEST(AdamW, StepInPartsEqualsOneStepBitForBit) {
   o.seed = 77;
   AdamWOptions nearest = o;
   nearest.stochastic_rounding = false;
-  AdamW whole(a->groups, o), parts(b->groups, o), rounded(c->groups, nearest);
+  AdamW whole(ctx, a->groups, o), parts(ctx, b->groups, o), rounded(ctx, c->groups, nearest);
   const std::vector<std::vector<size_t>> order = {{3, 4}, {2}, {0, 1}};  // "layers" from the last one
   for (int step = 1; step <= 3; ++step) {
     for (int i = 0; i < kTensors; ++i) {
@@ -225,7 +228,7 @@ TEST(AdamW, StepInPartsEqualsOneStepBitForBit) {
   test::expect_error_mentions([&] { parts.step_params(0.1, std::vector<size_t>{kTensors}); },
                               {"index 5", "out of range"});
   auto d = make();
-  AdamW fresh(d->groups, o);
+  AdamW fresh(ctx, d->groups, o);
   test::expect_error_mentions([&] { fresh.step_params(0.1, std::vector<size_t>{0}); }, {"before begin_step"});
 }
 
@@ -245,11 +248,11 @@ TEST(AdamW, StateSaveLoadResumesIdentically) {
   o.weight_decay = 0.01;
   o.state_dtype = DType::F64;
   std::vector<double> p1 = init, g1(init.size());
-  AdamW a({{"b", Tensor(p1.data(), DType::F64, {5}), Tensor(g1.data(), DType::F64, {5})}}, o);
+  AdamW a(ctx, {{"b", Tensor(p1.data(), DType::F64, {5}), Tensor(g1.data(), DType::F64, {5})}}, o);
   run(7, p1, a, g1, 0);
 
   std::vector<double> p2 = init, g2(init.size());
-  AdamW b({{"b", Tensor(p2.data(), DType::F64, {5}), Tensor(g2.data(), DType::F64, {5})}}, o);
+  AdamW b(ctx, {{"b", Tensor(p2.data(), DType::F64, {5}), Tensor(g2.data(), DType::F64, {5})}}, o);
   run(3, p2, b, g2, 0);
   // Copy the state out (as a checkpoint would), into a fresh optimizer.
   std::vector<std::vector<double>> saved;
@@ -263,7 +266,7 @@ TEST(AdamW, StateSaveLoadResumesIdentically) {
     named.push_back({names[i].name, Tensor(saved[i].data(), DType::F64, {int64_t(saved[i].size())})});
   std::vector<double> g3(init.size());
   std::vector<double> p3 = p2;
-  AdamW resumed({{"b", Tensor(p3.data(), DType::F64, {5}), Tensor(g3.data(), DType::F64, {5})}}, o);
+  AdamW resumed(ctx, {{"b", Tensor(p3.data(), DType::F64, {5}), Tensor(g3.data(), DType::F64, {5})}}, o);
   resumed.load_state(named);
   EXPECT_EQ(resumed.steps_taken(), 3);
   run(7, p3, resumed, g3, 3);
@@ -274,7 +277,7 @@ TEST(AdamW, LoadStateRefusesMissingOrMisshapenTensors) {
   double p = 1, g = 1;
   AdamWOptions o;
   o.state_dtype = DType::F64;
-  AdamW opt({{"w", Tensor(&p, DType::F64, {1}), Tensor(&g, DType::F64, {1})}}, o);
+  AdamW opt(ctx, {{"w", Tensor(&p, DType::F64, {1}), Tensor(&g, DType::F64, {1})}}, o);
   double step = 4, m = 0.5, v[2] = {1, 2};
   try {
     opt.load_state({{"step", Tensor(&step, DType::F64, {1})}, {"w.exp_avg", Tensor(&m, DType::F64, {1})}});
@@ -304,7 +307,7 @@ TEST(AdamW, LoadStateRefusesCorruptMomentsNamingTheSource) {
   double p = 1, g = 1;
   AdamWOptions o;
   o.state_dtype = DType::F64;
-  AdamW opt({{"w", Tensor(&p, DType::F64, {1}), Tensor(&g, DType::F64, {1})}}, o);
+  AdamW opt(ctx, {{"w", Tensor(&p, DType::F64, {1}), Tensor(&g, DType::F64, {1})}}, o);
   double step = 4, good = 0.5, nan = std::nan(""), negative = -1;
   struct Case {
     double* m;
@@ -341,14 +344,15 @@ TEST(AdamW, ComputeCopyIsTheUpdatedParameterRounded) {
   std::vector<bf16> copy(37, to_bf16(0.0f)), separate(37);
   AdamWOptions o;
   o.weight_decay = 0.1;
-  AdamW fused({{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
+  AdamW fused(ctx,
+              {{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
                 Tensor(copy.data(), DType::BF16, {37})}},
               o);
-  AdamW plain({{"w", Tensor(p_plain.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37})}}, o);
+  AdamW plain(ctx, {{"w", Tensor(p_plain.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37})}}, o);
   for (int step = 0; step < 3; ++step) {
     fused.step(1e-2);
     plain.step(1e-2);
-    ops::copy(Tensor(separate.data(), DType::BF16, {37}), Tensor(p_plain.data(), DType::F32, {37}));
+    ops::copy(ctx, Tensor(separate.data(), DType::BF16, {37}), Tensor(p_plain.data(), DType::F32, {37}));
     ASSERT_EQ(p, p_plain) << "step " << step;
     for (size_t i = 0; i < copy.size(); ++i) ASSERT_EQ(copy[i].bits, separate[i].bits) << "step " << step;
   }
@@ -356,14 +360,16 @@ TEST(AdamW, ComputeCopyIsTheUpdatedParameterRounded) {
   float wide[2] = {0, 0};
   test::expect_error_mentions(
       [&] {
-        AdamW({{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
+        AdamW(ctx,
+              {{"w", Tensor(p.data(), DType::F32, {37}), Tensor(g.data(), DType::F32, {37}),
                 Tensor(d, DType::F64, {2})}},
               o);
       },
       {"AdamW: the compute copy of 'w' is f64 (2)"});
   test::expect_error_mentions(
       [&] {
-        AdamW({{"v", Tensor(d, DType::F64, {2}), Tensor(dg, DType::F64, {2}), Tensor(wide, DType::F32, {1})}},
+        AdamW(ctx,
+              {{"v", Tensor(d, DType::F64, {2}), Tensor(dg, DType::F64, {2}), Tensor(wide, DType::F32, {1})}},
               o);
       },
       {"the compute copy of 'v' is f32 (1) on cpu, expected 2 elements of a narrower dtype than f64"});
@@ -371,14 +377,15 @@ TEST(AdamW, ComputeCopyIsTheUpdatedParameterRounded) {
 
 TEST(AdamW, RefusesBadInputs) {
   double p[2] = {1, 2}, g[3] = {1, 2, 3};
-  EXPECT_THROW(AdamW({{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {3})}}, AdamWOptions{}), Error);
+  EXPECT_THROW(AdamW(ctx, {{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {3})}}, AdamWOptions{}),
+               Error);
   AdamWOptions o;
   o.beta2 = 1.0;
-  EXPECT_THROW(AdamW({{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, o), Error);
+  EXPECT_THROW(AdamW(ctx, {{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, o), Error);
   o = AdamWOptions{};
   o.state_dtype = DType::BF16;
-  EXPECT_THROW(AdamW({{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, o), Error);
-  AdamW ok({{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, AdamWOptions{});
+  EXPECT_THROW(AdamW(ctx, {{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, o), Error);
+  AdamW ok(ctx, {{"w", Tensor(p, DType::F64, {2}), Tensor(g, DType::F64, {2})}}, AdamWOptions{});
   EXPECT_THROW(ok.step(std::nan("")), Error);
 }
 

@@ -13,6 +13,7 @@
 
 #include "io/safetensors.h"
 #include "ops/adamw8bit_maps.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/adamw.h"
 #include "train/adamw8bit.h"
@@ -76,7 +77,7 @@ struct GoldenRun {
     o.no_decay_substrings = bias_and_norm_no_decay();
     o.eight_bit = true;
     o.f32_state_substrings = hf_embedding_f32_state();
-    opt = std::make_unique<AdamW>(std::move(groups), o);
+    opt = std::make_unique<AdamW>(ctx, std::move(groups), o);
   }
 
   void step(const Golden& g, int s) {
@@ -221,14 +222,14 @@ TEST(AdamW8bit, RefusesWhatItCannotHonour) {
   AdamWOptions o;
   o.eight_bit = true;
   o.state_dtype = DType::F64;
-  EXPECT_THROW(AdamW({{"w", Tensor(p, DType::F32, {4}), Tensor(gr, DType::F32, {4})}}, o), Error);
+  EXPECT_THROW(AdamW(ctx, {{"w", Tensor(p, DType::F32, {4}), Tensor(gr, DType::F32, {4})}}, o), Error);
   o.state_dtype = DType::F32;
   o.stochastic_rounding = true;
-  EXPECT_THROW(AdamW({{"w", Tensor(p, DType::F32, {4}), Tensor(gr, DType::F32, {4})}}, o), Error);
+  EXPECT_THROW(AdamW(ctx, {{"w", Tensor(p, DType::F32, {4}), Tensor(gr, DType::F32, {4})}}, o), Error);
   // f64 parameters: refused by the step (bitsandbytes computes in f32).
   double pd[4] = {}, gd[4] = {};
   o.stochastic_rounding = false;
-  AdamW opt({{"w", Tensor(pd, DType::F64, {4}), Tensor(gd, DType::F64, {4})}}, o);
+  AdamW opt(ctx, {{"w", Tensor(pd, DType::F64, {4}), Tensor(gd, DType::F64, {4})}}, o);
   EXPECT_THROW(opt.step(1e-3), Error);
 }
 
@@ -236,7 +237,7 @@ TEST(AdamW8bit, LoadStateRefusesFloatCodes) {
   std::vector<float> p(4096, 0.5f), gr(4096, 0.25f);
   AdamWOptions o;
   o.eight_bit = true;
-  AdamW opt({{"w", Tensor(p.data(), DType::F32, {4096}), Tensor(gr.data(), DType::F32, {4096})}}, o);
+  AdamW opt(ctx, {{"w", Tensor(p.data(), DType::F32, {4096}), Tensor(gr.data(), DType::F32, {4096})}}, o);
   opt.step(1e-3);
   std::vector<float> wrong(4096, 0.0f);
   std::vector<io::NamedTensor> tensors = opt.state_tensors();
@@ -265,8 +266,8 @@ TEST(AdamW8bit, Bf16ParamsAreTheF32StepRoundedToNearest) {
   AdamWOptions o;
   o.eight_bit = true;
   o.weight_decay = 0.1;
-  AdamW ob({{"w", Tensor(pb.data(), DType::BF16, {n}), Tensor(g.data(), DType::F32, {n})}}, o);
-  AdamW of({{"w", Tensor(pf.data(), DType::F32, {n}), Tensor(g.data(), DType::F32, {n})}}, o);
+  AdamW ob(ctx, {{"w", Tensor(pb.data(), DType::BF16, {n}), Tensor(g.data(), DType::F32, {n})}}, o);
+  AdamW of(ctx, {{"w", Tensor(pf.data(), DType::F32, {n}), Tensor(g.data(), DType::F32, {n})}}, o);
   ob.step(1e-2);
   of.step(1e-2);
   size_t differ = 0;

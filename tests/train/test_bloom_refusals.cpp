@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/qlora_model.h"
 
@@ -34,7 +35,7 @@ void expect_error(const std::function<void()>& body, const std::vector<std::stri
 TEST(BloomRefusals, QloraOnTheFusedQueryKeyValue) {
   expect_error(
       [] {
-        train::load_qlora_model(test::source_path(kGolden), train::QloraOptions{}, DType::F32, false, 1,
+        train::load_qlora_model(ctx, test::source_path(kGolden), train::QloraOptions{}, DType::F32, false, 1,
                                 Device::CPU);
       },
       {"QLoRA (bits 4)", "BloomForCausalLM", "self_attention.query_key_value", "not supported yet"});

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/grad_clip.h"
 
@@ -22,7 +23,7 @@ void run_case(const nlohmann::json& c, double norm_tol, double grad_tol) {
     names.push_back(name);
   }
   for (auto& g : grads) views.push_back(Tensor(g.data(), dtype_of<T>::value, {int64_t(g.size())}));
-  double norm = clip_grad_norm(views, c["max_norm"].get<double>());
+  double norm = clip_grad_norm(ctx, views, c["max_norm"].get<double>());
   double want = c["total_norm"];
   EXPECT_NEAR(norm, want, norm_tol * want) << c["name"];
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -53,11 +54,11 @@ TEST(GradClip, MatchesTorchClipGradNorm) {
 TEST(GradClip, NotClippedWhenBelowMaxAndOffAtZero) {
   std::vector<double> g = {3.0, 4.0};
   std::vector<Tensor> v = {Tensor(g.data(), DType::F64, {2})};
-  EXPECT_DOUBLE_EQ(clip_grad_norm(v, 10.0), 5.0);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(ctx, v, 10.0), 5.0);
   EXPECT_EQ(g[0], 3.0);
-  EXPECT_DOUBLE_EQ(clip_grad_norm(v, 0.0), 5.0);  // off: norm still reported
+  EXPECT_DOUBLE_EQ(clip_grad_norm(ctx, v, 0.0), 5.0);  // off: norm still reported
   EXPECT_EQ(g[1], 4.0);
-  EXPECT_DOUBLE_EQ(clip_grad_norm(v, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(ctx, v, 1.0), 5.0);
   EXPECT_NEAR(g[0], 3.0 / (5.0 + 1e-6), 1e-16);
   EXPECT_NEAR(g[1], 4.0 / (5.0 + 1e-6), 1e-16);
 }
@@ -70,8 +71,8 @@ TEST(GradClip, DeterministicAndMixedDtypes) {
   for (double x : test::random_values(1000, 12)) b.push_back(to_bf16(float(x)));
   std::vector<Tensor> v = {Tensor(a.data(), DType::F32, {int64_t(a.size())}),
                            Tensor(b.data(), DType::BF16, {int64_t(b.size())})};
-  double n1 = global_grad_norm(v);
-  double n2 = global_grad_norm(v);
+  double n1 = global_grad_norm(ctx, v);
+  double n2 = global_grad_norm(ctx, v);
   EXPECT_EQ(n1, n2);
   long double ref = 0;
   for (float x : a) ref += (long double)x * x;
@@ -82,11 +83,11 @@ TEST(GradClip, DeterministicAndMixedDtypes) {
 TEST(GradClip, NonFiniteNormLeavesGradients) {
   std::vector<double> g = {1.0, INFINITY};
   std::vector<Tensor> v = {Tensor(g.data(), DType::F64, {2})};
-  EXPECT_TRUE(std::isinf(clip_grad_norm(v, 1.0)));
+  EXPECT_TRUE(std::isinf(clip_grad_norm(ctx, v, 1.0)));
   EXPECT_EQ(g[0], 1.0);
-  EXPECT_THROW(clip_grad_norm(v, -1.0), Error);
+  EXPECT_THROW(clip_grad_norm(ctx, v, -1.0), Error);
   std::vector<int32_t> ints = {1};
-  EXPECT_THROW(global_grad_norm({Tensor(ints.data(), DType::I32, {1})}), Error);
+  EXPECT_THROW(global_grad_norm(ctx, {Tensor(ints.data(), DType::I32, {1})}), Error);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "model/chunked_decoder.h"
 #include "model/random_model.h"
 #include "ops/device.h"
+#include "support/test_context.h"
 #include "train/data_parallel.h"
 #include "train/gradient_buckets.h"
 #include "train/trainable.h"
@@ -33,18 +34,18 @@ class TwinCommunicator final : public dist::Communicator {
   std::string_view backend() const override { return "twin"; }
   void all_reduce(Tensor t, dist::ReduceOp) override {
     log_.push_back(fmt::format("R{}", t.numel()));
-    ops::scale_inplace(t, 2.0);
+    ops::scale_inplace(ctx, t, 2.0);
   }
   void all_reduce_overlapped(Tensor t, dist::ReduceOp) override {
     log_.push_back(fmt::format("O{}", t.numel()));
-    ops::scale_inplace(t, 2.0);
+    ops::scale_inplace(ctx, t, 2.0);
   }
   void wait_overlapped() override { log_.push_back("wait"); }
   // Rank 0's block of the twins' sum: twice its own first block (in place when out is that block).
   void reduce_scatter_overlapped(Tensor in, Tensor out, dist::ReduceOp) override {
     log_.push_back(fmt::format("S{}", in.numel()));
     if (out.data != in.data) std::memcpy(out.data, in.data, out.bytes());
-    ops::scale_inplace(out, 2.0);
+    ops::scale_inplace(ctx, out, 2.0);
   }
   void reduce_scatter(Tensor, Tensor, dist::ReduceOp) override { LT_FAIL("not used"); }
   void all_gather(Tensor, Tensor) override { LT_FAIL("not used"); }
@@ -84,7 +85,7 @@ struct ChunkedBackward {
     label_tokens = model::count_label_tokens(data.batch());
   }
   void run(model::ModelWeights& g, std::vector<std::string>& log, GradientBuckets* buckets) {
-    model::ChunkedDecoder decoder(config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
+    model::ChunkedDecoder decoder(ctx, config, DType::F64, rows, tokens, {.chunk_size = 3}, arena);
     ASSERT_EQ(decoder.num_chunks(), 3);
     model::LayerHooks hooks = buckets ? buckets->hooks() : model::LayerHooks{};
     if (buckets)
@@ -97,7 +98,7 @@ struct ChunkedBackward {
     decoder.backward(w, g);
     log.push_back("backward done");
   }
-  model::ModelWeights grads() { return model::allocate_grads(config, DType::F64, arena); }
+  model::ModelWeights grads() { return model::allocate_grads(ctx, config, DType::F64, arena); }
 
   const model::ModelConfig config = aligned_config();
   Arena arena{"buckets", HostMemory::instance(), size_t(64) << 20};
@@ -212,7 +213,7 @@ TEST(GradientBuckets, FinishIssuesWhatNoHookStartedInTheSameOrder) {
   const model::ModelConfig config = aligned_config();
   Arena arena("buckets", HostMemory::instance(), size_t(64) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
-  model::ModelWeights g = model::allocate_grads(config, DType::F64, arena);
+  model::ModelWeights g = model::allocate_grads(ctx, config, DType::F64, arena);
   std::vector<std::string> hooked_log, alone_log;
   TwinCommunicator hooked_comm(hooked_log), alone_comm(alone_log);
   const auto all_reduce = GradientBuckets::Collective::AllReduce;
@@ -237,7 +238,7 @@ TEST(GradientBuckets, DdpZero1AndZero2OverSeveralRanksOverlap) {
   const model::ModelConfig config = aligned_config();
   Arena arena("buckets", HostMemory::instance(), size_t(64) << 20);
   model::ModelWeights w = model::allocate_weights(config, DType::F64, arena);
-  model::ModelWeights g = model::allocate_grads(config, DType::F64, arena);
+  model::ModelWeights g = model::allocate_grads(ctx, config, DType::F64, arena);
   std::vector<std::string> log;
   TwinCommunicator twin(log);
   dist::SingleCommunicator one;
@@ -245,10 +246,10 @@ TEST(GradientBuckets, DdpZero1AndZero2OverSeveralRanksOverlap) {
        {std::pair{dist::Sharding::Ddp, true}, std::pair{dist::Sharding::None, true},
         std::pair{dist::Sharding::Zero1, true}, std::pair{dist::Sharding::Zero2, true},
         std::pair{dist::Sharding::Zero3, false}}) {
-    DataParallel dp(twin, sharding, trainable_tensors(config, w, g), HostMemory::instance());
+    DataParallel dp(ctx, twin, sharding, trainable_tensors(config, w, g), HostMemory::instance());
     EXPECT_EQ(dp.overlaps(), overlaps) << int(sharding);
   }
-  DataParallel single(one, dist::Sharding::Ddp, trainable_tensors(config, w, g), HostMemory::instance());
+  DataParallel single(ctx, one, dist::Sharding::Ddp, trainable_tensors(config, w, g), HostMemory::instance());
   EXPECT_FALSE(single.overlaps());
 }
 

@@ -13,6 +13,7 @@
 #include "data/dataset_split.h"
 #include "io/peft_config.h"
 #include "model/weights.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -140,7 +141,7 @@ TEST(LoraTrainer, BaseStaysFrozenAndOnlyAdaptersTrain) {
   c.max_steps = 6;
   c.lora_target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   c.lora_rank_pattern = {{"down_proj", 2}};
-  LoadedModel m = load_model(c.base_model, DType::F64, true, uint64_t(c.seed));
+  LoadedModel m = load_model(ctx, c.base_model, DType::F64, true, uint64_t(c.seed));
   const auto before = weight_bytes(m.config, m.weights);
   data::Dataset d = load_examples(c.data_path, nullptr, m.config, dataset_options(c, c.base_model));
   Trainer trainer(c, m, d.examples, {}, 0);
@@ -195,15 +196,15 @@ TEST(LoraTrainer, InitAdapterContinuesFromASavedAdapter) {
   second.max_steps = 1;
   TrainResult continued = run_training(second, quiet);
 
-  LoadedModel m = load_model(first.base_model, DType::F64, true, uint64_t(first.seed));
-  LoadedAdapter adapter = load_adapter(first.output_dir, m.config, DType::F64);
+  LoadedModel m = load_model(ctx, first.base_model, DType::F64, true, uint64_t(first.seed));
+  LoadedAdapter adapter = load_adapter(ctx, first.output_dir, m.config, DType::F64);
   data::Dataset d =
       load_examples(first.data_path, nullptr, m.config, dataset_options(first, first.base_model));
   Arena acts("acts", HostMemory::instance(),
              activation_bytes(m.config, DType::F64, 8, longest_example(d.examples), adapter.weights.specs));
   const EvalResult with_adapter =
-      evaluate(m.config, DType::F64, m.weights, d.examples, 8, 0, acts, &adapter.weights);
-  const EvalResult base_only = evaluate(m.config, DType::F64, m.weights, d.examples, 8, 0, acts);
+      evaluate(ctx, m.config, DType::F64, m.weights, d.examples, 8, 0, acts, &adapter.weights);
+  const EvalResult base_only = evaluate(ctx, m.config, DType::F64, m.weights, d.examples, 8, 0, acts);
   ASSERT_EQ(continued.losses.size(), 1u);
   EXPECT_NEAR(continued.losses[0], with_adapter.loss, 1e-12 * with_adapter.loss);
   EXPECT_GT(std::abs(with_adapter.loss - base_only.loss), 1e-6) << "the saved adapter must matter";

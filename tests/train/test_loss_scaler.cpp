@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/grad_clip.h"
 #include "train/loss_scaler.h"
@@ -64,8 +65,8 @@ TEST(LossScaler, UnscaleAndClipEqualsClippingTheUnscaledGradients) {
     std::vector<float> ra = a, rb = b, ta = sa, tb = sb;
     const std::vector<Tensor> ref = {Tensor(ra.data(), DType::F32, {3}), Tensor(rb.data(), DType::F32, {2})};
     const std::vector<Tensor> got = {Tensor(ta.data(), DType::F32, {3}), Tensor(tb.data(), DType::F32, {2})};
-    const double want = clip_grad_norm(ref, max_norm);
-    EXPECT_DOUBLE_EQ(unscale_and_clip(got, scale, max_norm), want) << "max_norm " << max_norm;
+    const double want = clip_grad_norm(ctx, ref, max_norm);
+    EXPECT_DOUBLE_EQ(unscale_and_clip(ctx, got, scale, max_norm), want) << "max_norm " << max_norm;
     for (size_t i = 0; i < ta.size(); ++i) EXPECT_FLOAT_EQ(ta[i], ra[i]) << "max_norm " << max_norm;
     for (size_t i = 0; i < tb.size(); ++i) EXPECT_FLOAT_EQ(tb[i], rb[i]) << "max_norm " << max_norm;
   }
@@ -74,10 +75,10 @@ TEST(LossScaler, UnscaleAndClipEqualsClippingTheUnscaledGradients) {
 TEST(LossScaler, NonFiniteGradientsAreReportedAndLeftAlone) {
   std::vector<float> g = {1.0f, std::numeric_limits<float>::infinity(), 2.0f};
   const std::vector<Tensor> t = {Tensor(g.data(), DType::F32, {3})};
-  EXPECT_FALSE(std::isfinite(unscale_and_clip(t, 1024, 1.0)));
+  EXPECT_FALSE(std::isfinite(unscale_and_clip(ctx, t, 1024, 1.0)));
   EXPECT_EQ(g[0], 1.0f) << "a skipped step's gradients are not touched";
   g[1] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_FALSE(std::isfinite(unscale_and_clip(t, 1024, 0.0)));
+  EXPECT_FALSE(std::isfinite(unscale_and_clip(ctx, t, 1024, 0.0)));
 }
 
 TEST(LossScaler, KeysOnlyForFp16AndFp16KeepsMasters) {

@@ -7,6 +7,7 @@
 
 #include "data/batch.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/model_batch.h"
 #include "train/run_setup.h"
@@ -48,20 +49,20 @@ TEST(ModelBatch, PaddingGetsAFreshSegmentAfterTheRowsLast) {
 TEST(ModelBatch, PackedRowScoresWhatItsExamplesScoreAlone) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
-  LoadedModel m = load_model(dir.file("model"), DType::F64, true, 2);
+  LoadedModel m = load_model(ctx, dir.file("model"), DType::F64, true, 2);
   auto ex = examples_of_lengths({5, 3, 6, 2});
   ModelBatch packed = to_model_batch(data::make_batch(ex, {{0, 1}, {2, 3}, {1}}, 0));
   Arena arena("a", HostMemory::instance(), model::Decoder::arena_bytes(m.config, DType::F64, 3, packed.T));
   double packed_sum = 0;
   {
-    model::Decoder d(m.config, DType::F64, packed.B, packed.T, arena);
+    model::Decoder d(ctx, m.config, DType::F64, packed.B, packed.T, arena);
     packed_sum = d.forward(m.weights, packed.view(), 1);
   }
   double alone = 0;
   for (int64_t i : {0, 1, 2, 3, 1}) {
     ModelBatch one = to_model_batch(data::make_batch(ex, {{i}}, 0));
     arena.reset();
-    model::Decoder d(m.config, DType::F64, 1, one.T, arena);
+    model::Decoder d(ctx, m.config, DType::F64, 1, one.T, arena);
     alone += d.forward(m.weights, one.view(), 1);
   }
   EXPECT_NEAR(packed_sum, alone, 1e-12 * std::abs(alone));

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/memory_plan.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/adamw.h"
 #include "train/run_training.h"
@@ -47,7 +48,7 @@ TEST(AdamWOffload, WindowBatchesGiveTheOnDeviceBitsAndState) {
   off.offload = true;
   off.offload_window_bytes = 3000;  // a few small tensors per batch; the 1000-element one alone
   auto a = make(), b = make(), c = make();
-  AdamW on_device(a->groups, o), offloaded(b->groups, off), in_parts(c->groups, off);
+  AdamW on_device(ctx, a->groups, o), offloaded(ctx, b->groups, off), in_parts(ctx, c->groups, off);
   for (int step = 1; step <= 3; ++step) {
     for (int i = 0; i < kTensors; ++i) {
       const std::vector<double> g = test::random_values(sizes[i], 1000 * uint64_t(step) + uint64_t(i));
@@ -82,7 +83,7 @@ TEST(AdamWOffload, RefusesEightBitState) {
   o.eight_bit = true;
   test::expect_error_mentions(
       [&] {
-        AdamW({{"w", Tensor(p, DType::F32, {4}), Tensor(g, DType::F32, {4})}}, o);
+        AdamW(ctx, {{"w", Tensor(p, DType::F32, {4}), Tensor(g, DType::F32, {4})}}, o);
       },
       {"offload", "8-bit"});
 }

@@ -11,6 +11,7 @@
 
 #include "io/safetensors.h"
 #include "model/shared_layer_grads.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/run_setup.h"
 #include "train/run_training.h"
@@ -241,7 +242,7 @@ TEST(OptimizerInBackwardRun, GradientsTakeOneLayersMemory) {
       if (partial) v.trainable = {"attention", "norms"}, v.layers = "1";
       TrainConfig c = variant_config(dir, v, in_backward);
       validate(c);
-      LoadedModel model = load_model(c.base_model, DType::F64, true, 3);
+      LoadedModel model = load_model(ctx, c.base_model, DType::F64, true, 3);
       data::Dataset d = load_examples(c.data_path, nullptr, model.config, dataset_options(c, c.base_model));
       Trainer trainer(c, model, d.examples, {}, 0);
       bytes[in_backward] = trainer.grads_bytes();
@@ -259,7 +260,7 @@ TEST(OptimizerInBackwardRun, GradientsTakeOneLayersMemory) {
     // Full fine-tuning saves one layer's gradients (both layers are alike); partial with one trained layer
     // saves nothing.
     size_t layer = 0;
-    const model::ModelConfig config = load_model(dir.file("model"), DType::F64, true, 3).config;
+    const model::ModelConfig config = load_model(ctx, dir.file("model"), DType::F64, true, 3).config;
     for (const model::WeightSpec& s : model::weight_specs(config))
       if (s.layer == 0) layer += (size_t(s.numel()) * 8 + 255) / 256 * 256;
     EXPECT_EQ(bytes[0] - bytes[1], partial ? 0 : layer);

@@ -3,15 +3,15 @@
 // same sequences run one by one, with the step's label-token count as the common denominator. float64.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/philox.h"
 #include "data/batch.h"
 #include "model/decoder.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/model_batch.h"
 #include "train/run_setup.h"
@@ -61,12 +61,12 @@ struct Result {
 Result run(const LoadedModel& m, const std::vector<data::Example>& ex,
            const std::vector<std::vector<std::vector<int64_t>>>& batches, int64_t label_tokens) {
   Arena grad_arena("grads", HostMemory::instance(), model::grads_bytes(m.config, DType::F64));
-  model::ModelWeights grads = model::allocate_grads(m.config, DType::F64, grad_arena);
+  model::ModelWeights grads = model::allocate_grads(ctx, m.config, DType::F64, grad_arena);
   Result r;
   for (const auto& rows : batches) {
     ModelBatch b = to_model_batch(data::make_batch(ex, rows, 0));
     Arena arena("acts", HostMemory::instance(), model::Decoder::arena_bytes(m.config, DType::F64, b.B, b.T));
-    model::Decoder d(m.config, DType::F64, b.B, b.T, arena);
+    model::Decoder d(ctx, m.config, DType::F64, b.B, b.T, arena);
     r.loss += d.forward(m.weights, b.view(), label_tokens);
     d.backward(m.weights, grads);
   }
@@ -81,7 +81,7 @@ Result run(const LoadedModel& m, const std::vector<data::Example>& ex,
 void check_packed_equals_unpacked(const std::string& arch, bool tied) {
   test::TempDir dir;
   write_model(dir.file("model"), arch, tied);
-  LoadedModel m = load_model(dir.file("model"), DType::F64, /*random_init=*/true, /*seed=*/5);
+  LoadedModel m = load_model(ctx, dir.file("model"), DType::F64, /*random_init=*/true, /*seed=*/5);
   auto ex = make_examples({7, 4, 9, 5, 3, 8}, m.config.vocab_size);
 
   std::vector<std::vector<int64_t>> rows = data::pack_rows({7, 4, 9, 5, 3, 8}, 14);
@@ -110,9 +110,15 @@ void check_packed_equals_unpacked(const std::string& arch, bool tied) {
   }
 }
 
-TEST(PackedEqualsUnpacked, LlamaUntied) { check_packed_equals_unpacked("Llama", false); }
-TEST(PackedEqualsUnpacked, Qwen2TiedWithBiases) { check_packed_equals_unpacked("Qwen2", true); }
-TEST(PackedEqualsUnpacked, MistralSlidingWindow) { check_packed_equals_unpacked("Mistral", false); }
+TEST(PackedEqualsUnpacked, LlamaUntied) {
+  check_packed_equals_unpacked("Llama", false);
+}
+TEST(PackedEqualsUnpacked, Qwen2TiedWithBiases) {
+  check_packed_equals_unpacked("Qwen2", true);
+}
+TEST(PackedEqualsUnpacked, MistralSlidingWindow) {
+  check_packed_equals_unpacked("Mistral", false);
+}
 
 }  // namespace
 }  // namespace lt::train

@@ -2,6 +2,7 @@
 // gradient nor optimizer state.
 #include <gtest/gtest.h>
 
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/run_setup.h"
 #include "train/train_test_util.h"
@@ -32,7 +33,7 @@ TEST_P(PartialFinetune, FrozenTensorsStayIdenticalAndHoldNoGradient) {
   c.save_steps = 0;
   validate(c);
 
-  LoadedModel model = load_model(c.base_model, DType::F64, true, 3);
+  LoadedModel model = load_model(ctx, c.base_model, DType::F64, true, 3);
   std::map<std::string, std::vector<double>> before;
   for (const model::WeightSpec& spec : model::weight_specs(model.config)) {
     const Tensor& t = model::weight_of(model.weights, spec);

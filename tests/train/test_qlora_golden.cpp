@@ -15,6 +15,7 @@
 #include "model/decoder.h"
 #include "model/lora.h"
 #include "model/nf4_weights.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/qlora_model.h"
 
@@ -50,14 +51,14 @@ std::vector<uint8_t> tensor_bytes(const Tensor& t) {
 // peft_llama's float32 base quantized on load by leantune (the QLoRA recipe: NF4, double quantization).
 train::LoadedModel quantized_on_load(DType dtype) {
   return train::load_qlora_model(
-      test::source_path(kPeft + "/base"),
+      ctx, test::source_path(kPeft + "/base"),
       train::QloraOptions{.quant_type = ops::Quant4Type::NF4, .double_quant = true}, dtype,
       /*random_init=*/false, 0, Device::CPU);
 }
 
 // bitsandbytes' own 4-bit model of that base (save_pretrained), its codes as stored.
 train::LoadedModel bitsandbytes_checkpoint(DType dtype) {
-  return train::load_qlora_model(test::source_path(kBnbBase), train::QloraOptions{}, dtype, false, 0,
+  return train::load_qlora_model(ctx, test::source_path(kBnbBase), train::QloraOptions{}, dtype, false, 0,
                                  Device::CPU);
 }
 
@@ -155,13 +156,13 @@ GoldenErrors run_qlora_golden(DType dtype) {
   Arena arena("qlora-golden", HostMemory::instance(),
               model::grads_bytes(config, dtype, frozen) + 2 * model::lora_bytes(specs, dtype) +
                   model::Decoder::arena_bytes(config, dtype, B, T, specs));
-  model::ModelWeights grads = model::allocate_grads(config, dtype, arena, frozen);
+  model::ModelWeights grads = model::allocate_grads(ctx, config, dtype, arena, frozen);
   model::LoraWeights lora = model::allocate_lora(config, specs, dtype, arena);
   io::load_peft_adapter_weights(test::source_path(kPeft + "/adapter"), config, adapter, lora);
   model::LoraWeights lora_grads = model::allocate_lora(config, specs, dtype, arena);
-  model::zero_lora(lora_grads);
+  model::zero_lora(ctx, lora_grads);
 
-  model::Decoder decoder(config, dtype, B, T, arena, specs);
+  model::Decoder decoder(ctx, config, dtype, B, T, arena, specs);
   const double loss = decoder.forward(m.weights, batch, model::count_label_tokens(batch), &lora);
   decoder.backward(m.weights, grads, &lora_grads);
 

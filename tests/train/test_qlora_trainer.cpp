@@ -16,6 +16,7 @@
 #include "io/peft_adapter.h"
 #include "io/safetensors.h"
 #include "model/memory_plan.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/checkpoint.h"
 #include "train/config_enums.h"
@@ -37,7 +38,7 @@ void write_bases(const test::TempDir& dir) {
   const model::ModelConfig config = model::load_model_config(dir.file("config_only"));
   Arena arena("bases", HostMemory::instance(), model::weights_bytes(config, DType::F32));
   model::ModelWeights w = model::allocate_weights(config, DType::F32, arena);
-  model::init_random(config, w, 5);
+  model::init_random(ctx, config, w, 5);
   io::save_hf_checkpoint(dir.file("base"), config, w, {.dtype = DType::F32});
   const io::Bnb4Weights q = io::quantize_projections(
       config, w, io::Bnb4Config{.quant_type = ops::Quant4Type::NF4, .double_quant = true});
@@ -148,8 +149,8 @@ TEST(QloraTrainer, FourBitCheckpointLoadsForEvalAsItsDequantizedWeights) {
     io::save_bnb4_checkpoint(dir.file("base4"), config, w, q);
   }
   for (DType dt : {DType::F64, DType::F32}) {
-    const LoadedModel four = load_model(dir.file("base4"), dt, false, 0);
-    const LoadedModel dense = load_model(dir.file("dequantized"), dt, false, 0);
+    const LoadedModel four = load_model(ctx, dir.file("base4"), dt, false, 0);
+    const LoadedModel dense = load_model(ctx, dir.file("dequantized"), dt, false, 0);
     for (const model::WeightSpec& spec : model::weight_specs(config)) {
       const Tensor& a = model::weight_of(four.weights, spec);
       const Tensor& b = model::weight_of(dense.weights, spec);
@@ -205,7 +206,7 @@ TEST(QloraMemoryPlan, CountsTheFourBitWeightsTheLoaderAllocates) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));
   for (const bool double_quant : {false, true}) {
-    const LoadedModel m = load_qlora_model(dir.file("model"), QloraOptions{.double_quant = double_quant},
+    const LoadedModel m = load_qlora_model(ctx, dir.file("model"), QloraOptions{.double_quant = double_quant},
                                            DType::F64, /*random_init=*/true, 1, Device::CPU);
     model::MemoryPlanSettings s;
     s.dtype = DType::F64;

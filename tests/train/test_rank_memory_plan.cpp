@@ -9,6 +9,7 @@
 
 #include "model/random_model.h"
 #include "model/weights.h"
+#include "support/test_context.h"
 #include "train/data_parallel.h"
 #include "train/memory_check.h"
 #include "train/zero3_layers.h"
@@ -91,15 +92,15 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   auto weights_arena =
       std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
   model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
-  model::init_random(mc, weights, 1);
+  model::init_random(ctx, mc, weights, 1);
   auto grads_arena =
       std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
-  model::ModelWeights grads = model::allocate_grads(mc, DType::F32, *grads_arena);
+  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
   const Tensor q0 = weights.layers[0].attn_q;
   const std::vector<float> whole_q(q0.ptr<float>(), q0.ptr<float>() + q0.numel());  // the arena goes
   const Arena* old_weights = weights_arena.get();
   FourRanks comm;
-  train::Zero3Layers layers(comm, mc, weights, weights_arena, grads, grads_arena);
+  train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena);
   EXPECT_NE(weights_arena.get(), old_weights);  // the whole layers' memory is gone
   // (The last allocation counts without its alignment padding.)
   auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };

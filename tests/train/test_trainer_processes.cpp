@@ -11,6 +11,7 @@
 #include <map>
 
 #include "dist/single_communicator.h"
+#include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/run_training.h"
 #include "train/train_config.h"
@@ -54,7 +55,7 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
   const TrainResult counted = run_training(c, test::quiet_hooks(), &comm);
   EXPECT_EQ(counted.losses, plain.losses);  // the single-process reductions change no bit
   int64_t parameters = 0, tensors = 0;
-  const LoadedModel model = load_model(c.base_model, DType::F64, true, uint64_t(c.seed), Device::CPU);
+  const LoadedModel model = load_model(ctx, c.base_model, DType::F64, true, uint64_t(c.seed), Device::CPU);
   for (const model::WeightSpec& spec : model::weight_specs(model.config)) {
     parameters += spec.numel();
     ++tensors;

@@ -12,6 +12,7 @@
 #include "core/dtype_visit.h"
 #include "ops/adamw8bit_maps.h"
 #include "ops/adamw8bit_math.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 namespace lt::ops::cpu {

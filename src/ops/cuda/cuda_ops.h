@@ -35,8 +35,6 @@ void rmsnorm_backward(const RmsNormParams& p, Tensor dx, Tensor dw, Tensor dy, T
 void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual);
 void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
                      Tensor w);
-// f32 GEMMs in TF32 (tensor cores, ~1e-3 relative error) instead of full f32. Off by default; per thread.
-void set_linear_allow_tf32(bool allow);
 
 void rope_forward(const RopeParams& p, Tensor x, Tensor positions);
 void rope_backward(const RopeParams& p, Tensor dx, Tensor positions);

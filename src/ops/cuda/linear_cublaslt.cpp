@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "ops/context.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dtype_checks.h"
@@ -54,7 +55,6 @@ class LinearContext {
   void* workspace_ = nullptr;
 };
 
-thread_local bool g_allow_tf32 = false;
 thread_local std::unique_ptr<LinearContext> g_context;
 
 LinearContext& context() {
@@ -114,7 +114,7 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
   LinearContext& ctx = context();
   const cudaDataType_t type = cuda_type(dt), c_type = cuda_type(c_dt);
   const cublasComputeType_t compute =
-      dt == DType::F32 && g_allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      dt == DType::F32 && call_context().allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MatmulDesc op;
   LT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, compute, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -191,10 +191,6 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
 }
 
 }  // namespace
-
-void set_linear_allow_tf32(bool allow) {
-  g_allow_tf32 = allow;
-}
 
 void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
   const DType dt = compute_dtype(x, {&y, &w, &bias, &residual}, "linear_forward");

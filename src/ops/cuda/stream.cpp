@@ -2,11 +2,11 @@
 
 #include <cstdint>
 
+#include "ops/context.h"
+
 namespace lt::ops::cuda {
 
 namespace {
-
-thread_local cudaStream_t g_current_stream = nullptr;
 
 // The ops take their scratch from the device's stream-ordered pool (cudaMallocAsync). By default the pool
 // gives its memory back to the driver at every synchronization, so the next op's scratch is mapped afresh:
@@ -28,10 +28,7 @@ bool keep_pool_memory() {
 cudaStream_t current_stream() {
   static const bool pool_kept = keep_pool_memory();
   (void)pool_kept;
-  return g_current_stream;
-}
-void set_current_stream(cudaStream_t stream) {
-  g_current_stream = stream;
+  return static_cast<cudaStream_t>(call_context().stream);
 }
 
 }  // namespace lt::ops::cuda
