@@ -61,6 +61,11 @@ class ScheduleEngine : public Schedule {
   static std::vector<PlannedBuffer> planned_buffers(const ModelConfig& config, DType dtype, int64_t batch,
                                                     int64_t tokens, const EngineOptions& options,
                                                     const std::vector<LoraSpec>& lora);
+  // Every device buffer with its live range and offset, those that share bytes too (planned_buffers lists
+  // only those with bytes of their own).
+  static std::vector<PlannedBuffer> planned_layout(const ModelConfig& config, DType dtype, int64_t batch,
+                                                   int64_t tokens, const EngineOptions& options,
+                                                   const std::vector<LoraSpec>& lora);
 
   // `config` must outlive the engine; `offload` is the host arena, given exactly when options.offloads().
   ScheduleEngine(const ModelConfig& config, DType dtype, int64_t batch, int64_t tokens,
