@@ -9,8 +9,8 @@
 // stages are declared (the whole-sequence Elementwise and Norms policies, which trade recomputation for
 // memory): then the planner places the recomputed norm outputs in the MLP gradient's bytes (dead outside
 // the MLP's backward) and the attention gradients in the recomputed h (dead after the down projection's
-// backward) where they fit. Declaring every buffer's stages would share more; the plan totals the tests
-// record (tests/cli/test_bench_plan_totals.cpp, test_recompute_policies.cpp) are today's.
+// backward) where they fit. Declaring every buffer's stages would share more and lower the plans that
+// test_recompute_policies.cpp and test_bench_plan_totals.cpp pin byte for byte.
 #include <fmt/core.h>
 
 #include <algorithm>
