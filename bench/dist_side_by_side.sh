@@ -4,7 +4,8 @@
 # .carry/fsdp_peer.py beside .carry/hf_peer.py) back to back, same model shape (random init), sequence
 # length and sequences per GPU. tokens/s per GPU: leantune's logged tokens/s (all ranks' tokens) / GPUs,
 # median over the steps after the first; memory: the largest peak over leantune's steps (rank 0's GPU).
-#   bash bench/dist_side_by_side.sh [WORKLOAD ...]   GPUS (default 2); SKIP_PEERS=1: leantune only
+#   bash bench/dist_side_by_side.sh [WORKLOAD ...]   GPUS (default 2); SKIP_PEERS=1: leantune only;
+#   LT_EXTRA="--overlap_gathers false": more leantune flags for every row (e.g. overlap off, to compare)
 set -uo pipefail
 out=${OUT:-/tmp/dist_side_by_side}
 mkdir -p "$out"
@@ -29,7 +30,7 @@ leantune_run() {
       --output_dir "/tmp/dsbs_run_$name" --finetune "${FINETUNE:-full}" --device cuda --precision bf16 --sharding "$sharding" \
       --batch_size $((batch * gpus)) --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" \
       --val_set_size 0 --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 \
-      --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" > "$out/leantune_$name.rank$rank.log" 2>&1 &
+      --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" ${LT_EXTRA:-} > "$out/leantune_$name.rank$rank.log" 2>&1 &
     pids+=($!)
   done
   local failed=0
