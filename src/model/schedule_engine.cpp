@@ -44,14 +44,20 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
       what, fmt::join(options.offload_only, ", "));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   // LongRoPE picks its factor set from the largest position of each RoPE call (transformers: once per forward
-  // over the whole sequence); a chunk would decide on its own positions.
+  // over the whole sequence); a training chunk would decide on its own positions. Inference has no whole
+  // sequence: each step is one forward, as transformers' generate runs it.
   LT_CHECK(
-      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens,
+      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens || options.inference,
       "chunk_size {} splits the {}-token sequence, but LongRoPE (rope_scaling longrope/su) picks its factors "
       "from the whole sequence; set chunk_size 0",
       options.chunk_size, tokens);
-  LT_CHECK(options.chunked_plan || chunk_ == tokens, "{}: the whole-sequence plan runs one chunk", what);
-  for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
+  LT_CHECK(options.chunked_plan || options.inference || chunk_ == tokens,
+           "{}: the whole-sequence plan runs one chunk", what);
+  LT_CHECK(!options.inference || (!options.chunked_plan && !options.offloads() && lora.empty() &&
+                                  options.recompute == Recompute::None),
+           "{}: the inference plan has no chunked, offload, adapter or recompute settings", what);
+  // Inference runs one chunk per step (forward_step), of the step's size.
+  for (int64_t o = 0; o < (options.inference ? 1 : tokens); o += chunk_) offsets_.push_back(o);
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
   for (const LoraSpec& spec : lora) {
     LT_CHECK(spec.layer >= 0 && spec.layer < config.num_layers,
@@ -91,6 +97,7 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
 ScheduleEngine::~ScheduleEngine() = default;
 
 int64_t ScheduleEngine::chunk_tokens(int64_t k) const {
+  if (options_.inference) return step_tokens_;
   return std::min(chunk_, tokens_ - offsets_[size_t(k)]);
 }
 
@@ -170,8 +177,9 @@ LayerActivations ScheduleEngine::layer_views(int64_t k, int64_t layer) const {
 }
 
 KvContext ScheduleEngine::kv_context(int64_t layer, const LayerActivations& a) const {
-  // A chunked run's cache holds every position; a whole sequence's chunk is its whole K/V range.
-  if (options_.chunked_plan) return kv_[size_t(layer)];
+  // A chunked run's (and inference's) cache holds every position; a whole sequence's chunk is its whole K/V
+  // range.
+  if (!kv_.empty()) return kv_[size_t(layer)];
   return {.k = a.k, .v = a.v, .k_segments = kv_segments_};
 }
 
@@ -255,7 +263,8 @@ void ScheduleEngine::loss_backward(const ModelWeights& w, ModelWeights& g, int64
 }
 
 Tensor ScheduleEngine::forward_checkpoint(int64_t k, int64_t l) {
-  if (checkpoint_ring_.empty()) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
+  // The inference plan's two residual buffers alternate: layer l reads resid_[l % 2], writes the other.
+  if (checkpoint_ring_.empty()) return chunk_rows(resid_[size_t(l) % resid_.size()], k, config_.hidden_size);
   const int64_t j = k * (config_.num_layers + 1) + l;
   checkpoint_ring_.before_write(j);
   return view_at(resid_slots_[size_t(j % 2)], 0, {batch_ * chunk_tokens(k), config_.hidden_size});
@@ -289,9 +298,8 @@ void ScheduleEngine::upload(const Batch& batch) {
 
 double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
-  const ModelConfig& c = config_;
-  const int64_t B = batch_, D = c.hidden_size, L = c.num_layers;
-  check_batch(batch, B, tokens_);
+  LT_CHECK(!options_.inference, "{}: the inference plan runs forward_step, not a training forward", what_);
+  check_batch(batch, batch_, tokens_);
   check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, what_);
   label_tokens_ = label_tokens;
   lora_ = lora;
@@ -303,28 +311,81 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
   for (int64_t k = 0; k < num_chunks(); ++k) {
     std::optional<Timer> timer;  // only when timing
     if (timing_) timer.emplace();
-    const int64_t C = chunk_tokens(k), N = B * C;
-    const ChunkInfo chunk = chunk_info(k);
-    Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
-    embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
-                            embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
-                            embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
-    checkpoint_written(k, 0);
-    for (int64_t l = 0; l < L; ++l) {
-      LayerActivations a = layer_views(k, l);
-      a.x = x;
-      if (!activation_ring_.empty()) activation_ring_.before_write(k * L + l);
-      x = forward_checkpoint(k, l + 1);
-      run_hook(hooks_.before_forward, l);
-      layer_forward(c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
-      checkpoint_written(k, l + 1);
-      if (!activation_ring_.empty()) activation_ring_.written(k * L + l);
-    }
-    loss_sum += loss_forward(w, k, x);
+    loss_sum += loss_forward(w, k, forward_chunk(w, k, chunk_info(k)));
     if (timing_) timing_->forward_s[size_t(k)] = timer->seconds();
   }
   forward_done_ = true;
   return loss_sum / double(label_tokens);
+}
+
+Tensor ScheduleEngine::forward_chunk(const ModelWeights& w, int64_t k, const ChunkInfo& chunk) {
+  const ModelConfig& c = config_;
+  const int64_t C = chunk.tokens, N = batch_ * C, D = c.hidden_size, L = c.num_layers;
+  Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
+  embedding_stage_forward(c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
+                          embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
+                          embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
+  checkpoint_written(k, 0);
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActivations a = layer_views(k, l);
+    a.x = x;
+    if (!activation_ring_.empty()) activation_ring_.before_write(k * L + l);
+    x = forward_checkpoint(k, l + 1);
+    run_hook(hooks_.before_forward, l);
+    layer_forward(c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
+    checkpoint_written(k, l + 1);
+    if (!activation_ring_.empty()) activation_ring_.written(k * L + l);
+  }
+  return x;
+}
+
+Tensor ScheduleEngine::forward_step(const ModelWeights& w, const StepInput& in, int64_t q_offset) {
+  LT_CHECK(options_.inference, "{}: forward_step runs the inference plan", what_);
+  const int64_t B = batch_, T = tokens_;
+  check_shape(in.ids, {B, -1}, fmt::format("{}: ids", what_));
+  const int64_t C = in.ids.dim(1), N = B * C;
+  LT_CHECK(
+      C > 0 && C <= chunk_ && q_offset >= 0 && q_offset + C <= T,
+      "{}: a chunk of {} tokens at {} does not fit chunks of up to {} tokens in a K/V cache of {} positions",
+      what_, C, q_offset, chunk_, T);
+  check_shape(in.positions, {B, C}, fmt::format("{}: positions", what_));
+  check_on_device(w.embed, device_, fmt::format("{}: weights", what_).c_str());
+  step_tokens_ = C;
+  if (q_offset == 0) {
+    // A new sequence. Positions after a chunk are masked, but a GPU kernel loads whole key tiles: masked
+    // keys must hold finite values (0 * NaN from leftovers would poison P V), so the cache starts at 0.
+    for (KvContext& kv : kv_) {
+      ops::zero(kv.k);
+      ops::zero(kv.v);
+    }
+    kv_segments_given_ = false;
+  }
+  ops::copy(view_at(ids_, 0, {N}), in.ids.reshaped({N}));
+  ops::copy(view_at(positions_, 0, {N}), in.positions.reshaped({N}));
+  packed_ = !in.segments.empty();
+  if (packed_) {
+    check_shape(in.segments, {B, C}, fmt::format("{}: segments", what_));
+    ops::copy(view_at(segments_, 0, {N}), in.segments.reshaped({N}));
+  }
+  if (!in.kv_segments.empty()) {
+    check_shape(in.kv_segments, {B, T}, fmt::format("{}: kv_segments", what_));
+    ops::copy(kv_segments_, in.kv_segments);
+    kv_segments_given_ = true;
+  }
+  LT_CHECK(!packed_ || kv_segments_given_, "{}: segments without the K/V range's (kv_segments)", what_);
+  for (KvContext& kv : kv_) kv.k_segments = packed_ ? kv_segments_ : Tensor();
+  ChunkInfo chunk = chunk_info(0);
+  chunk.q_offset = q_offset;
+  return forward_chunk(w, 0, chunk);
+}
+
+Tensor ScheduleEngine::logits_head(const ModelWeights& w, const Tensor& x) {
+  LT_CHECK(options_.inference, "{}: logits_head runs the inference plan", what_);
+  const int64_t B = batch_, C = x.dim(0) / B;
+  for (int64_t r = 0; r < B; ++r)
+    ops::copy(last_rows_.slice_rows(r, r + 1), x.slice_rows(r * C + C - 1, r * C + C));
+  logits_forward(config_, w, last_rows_, final_rstd_, final_xn_, logits_);
+  return logits_;
 }
 
 void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {
