@@ -9,7 +9,8 @@ and tests/io/test_bnb4_checkpoint.cpp):
   tests/train/golden/peft_training/qlora_bloom*.json|safetensors, qlora_phi3*
                                          LoRA training over those bases as PEFT does it: one adapter on each
                                          fused module (peft_bloom's / peft_phi3's adapters, B non-zero), in
-                                         float64 over the dequantized weights.
+                                         float64 over the dequantized weights (qlora_<family>), and in float32
+                                         over bitsandbytes' Linear4bit itself (qlora_<family>_float32).
 
 The method is tools/make_qlora_golden.py's:
   1. transformers + bitsandbytes (CPU) load the base in 4 bits as QLoRA does (BitsAndBytesConfig nf4, double
@@ -19,8 +20,9 @@ The method is tools/make_qlora_golden.py's:
   2. Each projection's dequantized weight (bitsandbytes.functional.dequantize_4bit) replaces the weight of a
      float64 copy of the model, PEFT attaches the adapter and trains it for the steps
      tools/make_peft_training_golden.py defines (BLOOM: 4 steps as tools/make_bloom_golden.py; Phi-3: 5).
-  3. As a check of step 2, the 4-bit model itself (PEFT over Linear4bit, float32 compute) with the same
-     adapter gives the float64 model's first loss within float32 rounding.
+  3. The 4-bit model itself (base4 loaded by transformers + bitsandbytes: Linear4bit, float32 compute) under
+     PEFT with the same adapter, trained the same steps in float32: QLoRA as people run it. As a check of
+     step 2, its first loss is the float64 model's within float32 rounding.
 
 Usage: python3 tools/make_qlora_fused_golden.py   (from the repository root)
 """
@@ -30,7 +32,6 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 from peft import PeftModel
 from transformers import BitsAndBytesConfig, BloomForCausalLM, Phi3ForCausalLM
 
@@ -88,17 +89,23 @@ def quantize_base(name, cls, fused, modules):
     return q4, dequantized
 
 
-def first_loss(model, rows):
-    """The first step's loss as the training goldens define it (sum of token CEs / label count)."""
-    examples = [r for mb in pt.steps_of(rows, 1)[0] for r in mb]
-    denominator = sum(sum(1 for t in pt.shifted(r["labels"]) if t != -100) for r in examples)
-    total = 0.0
-    with torch.no_grad():
-        for r in examples:
-            logits = model(input_ids=torch.tensor([r["input_ids"]])).logits[0].to(torch.float64)
-            total += F.cross_entropy(logits, torch.tensor(pt.shifted(r["labels"])), ignore_index=-100,
-                                     reduction="sum").item()
-    return total / denominator
+def hyper_of(name):
+    return bg.HYPER if name == "bloom" else pt.HYPER
+
+
+def files_of(name):
+    return {"base_model": f"tests/model/golden/qlora_{name}/base4",
+            "init_adapter": f"tests/model/golden/peft_{name}/adapter", "bits": 4}
+
+
+def train_float32(name, cls, rows, steps):
+    """PEFT over bitsandbytes' own 4-bit model (base4 as transformers loads it), float32 throughout."""
+    q4 = cls.from_pretrained(os.path.join(MODELS, "qlora_" + name, "base4"), dtype=torch.float32,
+                             device_map="cpu", attn_implementation="eager")
+    model = PeftModel.from_pretrained(q4, os.path.join(MODELS, "peft_" + name, "adapter"), is_trainable=True)
+    for n, p in model.named_parameters():
+        assert not p.requires_grad or p.dtype == torch.float32, (n, p.dtype)
+    pt.train_peft(model, rows, f"qlora_{name}_float32", hyper_of(name), steps, files_of(name))
 
 
 def train_float64(name, cls, dequantized, rows, steps):
@@ -110,10 +117,7 @@ def train_float64(name, cls, dequantized, rows, steps):
             base.get_parameter(weight_name).copy_(w.to(torch.float64))
     model = PeftModel.from_pretrained(base, os.path.join(source, "adapter"), is_trainable=True)
     model.to(torch.float64)
-    hyper = bg.HYPER if name == "bloom" else pt.HYPER
-    pt.train_peft(model, rows, "qlora_" + name, hyper, steps,
-                  {"base_model": f"tests/model/golden/qlora_{name}/base4",
-                   "init_adapter": f"tests/model/golden/peft_{name}/adapter", "bits": 4})
+    pt.train_peft(model, rows, "qlora_" + name, hyper_of(name), steps, files_of(name))
 
 
 def main():
@@ -121,21 +125,20 @@ def main():
     use_reference_nested_quantization()
     use_reference_dequantize_4bit()
     rows = bg.read_rows()  # tests/train/golden/peft_training/data.jsonl
-    quantized, loss32 = {}, {}
-    for name, (cls, fused, modules, _) in CASES.items():
-        q4, dequantized = quantize_base(name, cls, fused, modules)
-        quantized[name] = dequantized
-        q4_peft = PeftModel.from_pretrained(q4, os.path.join(MODELS, "peft_" + name, "adapter"))
-        q4_peft.train()  # (bitsandbytes repacks CPU weights for inference kernels only in eval mode)
-        loss32[name] = first_loss(q4_peft, rows)
+    quantized = {}
+    for name, (cls, fused, modules, steps) in CASES.items():
+        _, quantized[name] = quantize_base(name, cls, fused, modules)
+        train_float32(name, cls, rows, steps)
     bg.patch_exact_float64()  # BLOOM's softmax in float64
     mg.patch_exact_float64()  # Phi-3's attention, norms and rotary in float64
     for name, (cls, _, _, steps) in CASES.items():
         train_float64(name, cls, quantized[name], rows, steps)
         with open(os.path.join(pt.OUT, f"qlora_{name}.json")) as f:
             loss64 = json.load(f)["losses"][0]
-        assert abs(loss32[name] - loss64) < 1e-5 * abs(loss64), (name, loss32[name], loss64)
-        print(f"qlora_{name}: first loss {loss64:.15f} (4-bit model, f32 compute: {loss32[name]:.15f})")
+        with open(os.path.join(pt.OUT, f"qlora_{name}_float32.json")) as f:
+            loss32 = json.load(f)["losses"][0]
+        assert abs(loss32 - loss64) < 1e-5 * abs(loss64), (name, loss32, loss64)
+        print(f"qlora_{name}: first loss {loss64:.15f} (4-bit model, f32 compute: {loss32:.15f})")
 
 
 if __name__ == "__main__":
