@@ -26,7 +26,7 @@ leantune_run() {
   for ((rank = 0; rank < gpus; rank++)); do
     RANK=$rank WORLD_SIZE=$gpus LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       timeout "${LT_TIMEOUT:-300}" "$lt_bin" train --base_model "$config" --random_init --data_path "/tmp/dsbs_$name.jsonl" \
-      --output_dir "/tmp/dsbs_run_$name" --finetune full --device cuda --precision bf16 --sharding "$sharding" \
+      --output_dir "/tmp/dsbs_run_$name" --finetune "${FINETUNE:-full}" --device cuda --precision bf16 --sharding "$sharding" \
       --batch_size $((batch * gpus)) --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" \
       --val_set_size 0 --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 \
       --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" > "$out/leantune_$name.rank$rank.log" 2>&1 &
@@ -87,6 +87,16 @@ for w in "${workloads[@]}"; do
       [ -z "$peer_qwen" ] && peer_qwen=$(peer_run qwen1.5b --model qwen2.5-1.5b --seq 1024 --batch 8 --no-ckpt)
       read -r pt pg <<< "$peer_qwen"
       row "$w" "$lt" "$lg" "$pt" "$pg" ;;
+    llama8b_full_4096x1_zero3)  # issue 22's 8B row: zero3 over every GPU, 4096 x 1 per GPU, as the FSDP2 peer
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute full)"
+      read -r pt pg <<< "$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)"
+      row "$w" "$lt" "$lg" "$pt" "$pg" ;;
+    llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one)  # the LoRA scaling row (one: the same on one rank);
+      # the settings of bench/side_by_side.sh's llama8b_lora_1024x8 row
+      [ "${w##*_}" = one ] && ranks=1 || ranks=$gpus
+      read -r lt lg <<< "$(RANKS=$ranks FINETUNE=lora leantune_run "$w" bench/configs/llama3.1-8b 1024 8 5 \
+        "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute norms --offload_activations true --offload_only q,h)"
+      row "$w" "$lt" "$lg" - - ;;
     *) echo "unknown workload $w" ;;
   esac
 done

@@ -30,7 +30,7 @@ leantune_run() {
   rm -rf "/tmp/sbs_run_$name"
   local lora=()
   [ "$finetune" = lora ] && lora=(--lora_r 16 --lora_alpha 32 --lora_dropout 0
-    --lora_target_modules q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+    --lora_target_modules "${LORA_TARGETS:-q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj}")
   timeout "${LT_TIMEOUT:-300}" "$leantune_bin" train --base_model "$config" --random_init --data_path "/tmp/sbs_$name.jsonl" \
     --output_dir "/tmp/sbs_run_$name" --finetune "$finetune" "${lora[@]}" --device cuda --precision bf16 \
     --batch_size "$batch" --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" --val_set_size 0 \
@@ -49,7 +49,7 @@ peer_run() {
   local name=$1
   shift
   [ "${SKIP_PEERS:-0}" = 1 ] && { echo "- -"; return; }
-  timeout 400 python3 "$peer" "$@" > "$out/peer_$name.json" 2> "$out/peer_$name.err" || { echo "failed failed"; return; }
+  timeout 400 python3 "${PEER:-$peer}" "$@" > "$out/peer_$name.json" 2> "$out/peer_$name.err" || { echo "failed failed"; return; }
   python3 - "$out/peer_$name.json" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -101,6 +101,31 @@ run_workload() {
     llama8b_lora_524288x1_layer_major)  # issue #20's H200 row: one layer's K/V, checkpoints split device/host
       read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-1500} leantune_run "$1" bench/configs/llama3.1-8b lora 524288 1 8192 1 --schedule layer_major --offload_activations true --memory_limit 132GiB)"
       et=-; eg=-; ct=-; cg=-
+      ;;
+    llama8b_lora_401408x1_layer_major)  # issue #20's H100 row (>= 400,000 tokens, 16-bit base weights): one step
+      read -r lt lg <<< "$(LT_TIMEOUT=${LT_TIMEOUT:-590} leantune_run "$1" bench/configs/llama3.1-8b lora 401408 1 8192 1 \
+        --schedule layer_major --offload_activations true --memory_limit ${LONG_MEMORY_LIMIT:-76GiB})"
+      et=-; eg=-; ct=-; cg=-
+      ;;
+    llama8b_lora_peer_longest)  # the peer at 64K and 128K with checkpointing (its longest on the device at hand)
+      lt=-; lg=-; ct=-; cg=-
+      read -r et eg <<< "$(peer_run "$1_65536" --model llama3.1-8b --mode lora --seq 65536 --batch 1 --grad-ckpt --steps 1 --warmup 1)"
+      read -r e2 g2 <<< "$(peer_run "$1_131072" --model llama3.1-8b --mode lora --seq 131072 --batch 1 --grad-ckpt --steps 1 --warmup 1)"
+      echo "peer 131072: $e2 $g2" | tee -a "$table"
+      ;;
+    bloom560m_qlora_16384x1)  # issue #19's seed recipe: bloom-560m's config, 4 bits, long sequences (chunked);
+      # the peer is hf_peer.py through bench/hf_peer_families.py (BLOOM's names; eager attention: ALiBi)
+      read -r lt lg <<< "$(LORA_TARGETS=query_key_value,dense,dense_h_to_4h,dense_4h_to_h leantune_run "$1" \
+        bench/configs/bloom-560m lora 16384 1 4096 4 --bits 4 --offload_activations true)"
+      read -r et eg <<< "$(PEER=bench/hf_peer_families.py peer_run "$1_eager" --model bloom-560m --mode qlora \
+        --seq 16384 --batch 1 --grad-ckpt --attn eager)"
+      ct=-; cg=-
+      ;;
+    gemma2b_lora_4096x2)  # Gemma 2 2B (head_dim 256, soft-capped scores: leantune's CUDA-core attention)
+      read -r lt lg <<< "$(leantune_run "$1" bench/configs/gemma-2-2b lora 4096 2 0 5 --recompute full)"
+      read -r et eg <<< "$(PEER=bench/hf_peer_families.py peer_run "$1_eager" --model gemma-2-2b --mode lora \
+        --seq 4096 --batch 2 --grad-ckpt --attn eager)"
+      ct=-; cg=-
       ;;
     llama8b_lora_1024x8_selective)  # the memory side of the first row: recompute norms and MLP in backward
       read -r lt lg <<< "$(leantune_run "$1" bench/configs/llama3.1-8b lora 1024 8 0 5 --recompute selective)"

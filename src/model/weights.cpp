@@ -307,10 +307,19 @@ namespace {
 void init_random_tensor(const WeightSpec& spec, size_t index, double stddev, uint64_t seed, double norm_value,
                         Tensor t) {
   if (is_norm(spec.kind) || is_bias(spec.kind)) {
-    LT_CHECK(t.device == Device::CPU, "init_random: weight '{}' is on {}, expected host memory", spec.hf_name,
-             device_name(t.device));
     std::vector<double> values(size_t(t.numel()), is_norm(spec.kind) ? norm_value : 0.0);
-    ops::cast(t, Tensor(values.data(), DType::F64, {t.numel()}));
+    const Tensor constant(values.data(), DType::F64, {t.numel()});
+    if (t.device == Device::CPU) {
+      ops::cast(t, constant);
+      return;
+    }
+    std::vector<std::byte> staged(size_t(t.numel()) *
+                                  dtype_size(t.dtype));  // cast on the host, then uploaded
+    Tensor host = t;
+    host.data = staged.data();
+    host.device = Device::CPU;
+    ops::cast(Tensor(staged.data(), t.dtype, {t.numel()}), constant);
+    ops::copy(t, host);
     return;
   }
   ops::init_normal(t, seed, index, stddev);

@@ -125,8 +125,18 @@ LoadedModel load_model(const std::string& model_dir, DType dtype, bool random_in
   m.config = four_bit ? io::load_bnb4_model_config(model_dir) : model::load_model_config(model_dir);
   m.dtype = dtype;
   m.device = device;
-  model::check_weights_fit(m.config, dtype, Device::CPU, model_dir);
+  const bool drawn_on_device = random_init && device != Device::CPU;
+  if (!drawn_on_device) model::check_weights_fit(m.config, dtype, Device::CPU, model_dir);
   if (device != Device::CPU) model::check_weights_fit(m.config, dtype, device, model_dir);
+  // A GPU run's random weights are drawn where they live: an 8B model's draws take minutes on the host
+  // (ops::init_normal: the same Philox values, rare last-bit differences from the host's f64 log and cos).
+  if (drawn_on_device) {
+    m.arena = std::make_unique<Arena>("weights", ops::memory_resource(device),
+                                      model::weights_bytes(m.config, dtype));
+    m.weights = model::allocate_weights(m.config, dtype, *m.arena);
+    model::init_random(m.config, m.weights, seed);
+    return m;
+  }
   // Read (or drawn) on the host in the compute dtype; a GPU run uploads that and frees the host copy.
   auto host =
       std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype));

@@ -1,0 +1,150 @@
+// The trainer's weights: master copies, the LoRA adapter and its compute copy, and the final model write.
+// Apart from trainer.cpp (the step loop) because they run once per run, not per step.
+#include <fmt/core.h>
+
+#include "core/error.h"
+#include "io/peft_adapter.h"
+#include "model/weights_transfer.h"
+#include "ops/device.h"
+#include "train/config_bridge.h"
+#include "train/final_model.h"
+#include "train/model_card.h"
+#include "train/trainer.h"
+
+namespace lt::train {
+
+namespace {
+
+constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high word
+
+}  // namespace
+
+model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
+  if (!zero3_) return saved_weights();
+  holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
+                                   zero3_->gather_whole_bytes());
+  return zero3_->gather_whole(*holder);
+}
+
+void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
+  const model::ModelConfig& mc = model_.config;
+  const DType wide = wide_master_dtype(model_.dtype);
+  // The trained tensors' masters, laid out as their gradients are (frozen ones get none).
+  // offload_optimizer: the masters live with the moments in page-locked host memory (AdamW stages them).
+  MemoryResource& memory =
+      config_.offload_optimizer ? ops::staging_memory(model_.device) : ops::memory_resource(model_.device);
+  master_arena_ = std::make_unique<Arena>("master weights", memory,
+                                          std::max<size_t>(model::grads_bytes(mc, wide, trainable), 1));
+  const model::ModelWeights copies = model::allocate_grads(mc, wide, *master_arena_, trainable);
+  masters_ = model_.weights;
+  masters_.dtype = wide;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+    const Tensor& m = model::weight_of(copies, spec);
+    if (m.empty()) continue;
+    ops::copy(m, model::weight_of(model_.weights, spec));
+    model::weight_of(masters_, spec) = m;
+  }
+  model::bind_fused_parts(mc, masters_);
+}
+
+model::ModelWeights& Trainer::saved_weights() {
+  return master_arena_ ? masters_ : model_.weights;
+}
+
+void Trainer::refresh_working_weights() {
+  if (!master_arena_) return;
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    Tensor& working = model::weight_of(model_.weights, spec);
+    const Tensor& master = model::weight_of(masters_, spec);
+    if (master.data != working.data) ops::copy(working, master);  // rounded once, to nearest
+  }
+}
+
+void Trainer::refresh_lora_compute() {
+  if (lora_compute_arena_) model::copy_lora(lora_compute_, lora_);
+}
+
+const model::LoraWeights* Trainer::lora_for_compute() const {
+  if (!lora_arena_) return nullptr;
+  return lora_compute_arena_ ? &lora_compute_ : &lora_;
+}
+
+void Trainer::setup_lora() {
+  const model::ModelConfig& mc = model_.config;
+  adapter_config_ = run_adapter_config(config_);
+  const std::vector<model::LoraSpec> specs = io::lora_specs(mc, adapter_config_);
+  // The adapters and their gradients in the master dtype (f32 under the GPU's bf16 policy, with a bf16
+  // copy for the decoder, refreshed after every update); initialized or loaded on the host.
+  const DType master = master_dtype(model_.dtype);
+  const size_t bytes = model::lora_bytes(specs, master);
+  MemoryResource& memory = ops::memory_resource(model_.device);
+  lora_arena_ = std::make_unique<Arena>("lora", memory, 2 * bytes);
+  lora_ = model::allocate_lora(mc, specs, master, *lora_arena_);
+  lora_grads_ = model::allocate_lora(mc, specs, master, *lora_arena_);
+  model::zero_lora(lora_grads_);
+  if (master != model_.dtype) {
+    lora_compute_arena_ =
+        std::make_unique<Arena>("lora compute", memory, model::lora_bytes(specs, model_.dtype));
+    lora_compute_ = model::allocate_lora(mc, specs, model_.dtype, *lora_compute_arena_);
+  }
+  model::HostLora host = model::host_allocation(mc, specs, master);  // filled below, then uploaded
+  if (config_.init_adapter.empty()) {
+    const std::optional<model::LoraInit> init = model::lora_init_from_name(adapter_config_.init_lora_weights);
+    LT_CHECK(init.has_value(), "LoRA: init_lora_weights '{}', expected true, false or gaussian",
+             adapter_config_.init_lora_weights);
+    // A key of its own: random_init draws the base from Philox streams under the plain seed, which would
+    // make a fresh adapter a function of the same random bits as some base weights.
+    model::init_lora(host.weights, *init, uint64_t(config_.seed) ^ kLoraInitKey);
+  } else {
+    io::load_peft_adapter_weights(config_.init_adapter, mc, adapter_config_, host.weights);
+  }
+  model::copy_lora(lora_, host.weights);
+}
+
+void Trainer::save_final(const model::ModelWeights& weights, const TrainResult& result) {
+  TrainingCard card;
+  card.config = &config_;
+  card.adapter = lora_arena_ != nullptr;
+  card.steps = result.final_step;
+  if (!result.losses.empty()) {
+    card.first_train_loss = result.losses.front();
+    card.final_train_loss = result.losses.back();
+  }
+  if (!result.evals.empty()) {
+    card.final_eval_loss = result.evals.back().eval_loss;
+    card.final_eval_step = result.evals.back().step;
+  }
+  const std::string model_card = training_model_card(card);
+  if (lora_arena_) {
+    // The adapter in PEFT's layout, in the compute dtype (PEFT loads float64 too), staged and renamed in,
+    // with the base's tokenizer files and a model card beside it.
+    const std::string staging = output_->make_staging();
+    if (model_.device == Device::CPU) {
+      io::save_peft_adapter(staging, model_.config, adapter_config_, lora_, lora_.dtype);
+    } else {
+      const model::HostLora host = model::host_copy(model_.config, lora_);
+      io::save_peft_adapter(staging, model_.config, adapter_config_, host.weights, lora_.dtype);
+    }
+    std::vector<std::string> written = {io::kAdapterWeightsFile, io::kAdapterConfigFile};
+    for (std::string& name : write_companion_files(staging, config_.base_model, model_card))
+      written.push_back(std::move(name));
+    output_->publish(staging, written);
+    return;
+  }
+  const io::HfSaveOptions options{.dtype = model_.dtype};
+  // On the CPU, or with every weight already in host memory (offload_optimizer's masters of a full
+  // fine-tuning), the weights are written as they are: a host copy would double the host memory they take.
+  bool on_host = true;
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    const Tensor& w = model::weight_of(weights, spec);
+    on_host = on_host && (w.empty() || w.device == Device::CPU);
+  }
+  if (model_.device == Device::CPU || on_host) {
+    train::save_final_model(*output_, config_.base_model, model_.config, weights, options, model_card);
+    return;
+  }
+  const model::HostWeights host = model::host_copy(model_.config, weights);
+  train::save_final_model(*output_, config_.base_model, model_.config, host.weights, options, model_card);
+}
+
+}  // namespace lt::train
