@@ -49,6 +49,21 @@ const char* part_name(ProjId id) {
   return kNames[size_t(id)];
 }
 
+// Each run of a fused part starts on a quantization block boundary (dequantize_to_scratch dequantizes whole
+// blocks of it).
+void check_runs(const WeightSpec& spec, const PartRows& part) {
+  const int64_t in = spec.shape[1];
+  for (int64_t g = 0; g < part.runs; ++g) {
+    const int64_t row = part.first_row + g * part.run_stride;
+    LT_CHECK(row * in % ops::kQuant4BlockSize == 0,
+             "QLoRA weights: '{}' ({} x {}): its {} rows from row {} start at value {}, inside a {}-value "
+             "quantization block, which the per-part dequantization does not split; expected every run of a "
+             "fused part's rows to start at a multiple of {} values (as it does when in_features is)",
+             spec.hf_name, spec.shape[0], in, part_name(part.id), row, row * in, ops::kQuant4BlockSize,
+             ops::kQuant4BlockSize);
+  }
+}
+
 // The 4-bit weights of one layer (every layer has the same shapes).
 std::vector<WeightSpec> layer_4bit_specs(const ModelConfig& c) {
   std::vector<WeightSpec> out;
@@ -114,6 +129,14 @@ std::optional<ProjId> projection_of(WeightKind kind) {
   }
 }
 
+void check_4bit_layout(const ModelConfig& config) {
+  for (const WeightSpec& spec : weight_specs(config)) {
+    const std::vector<PartRows> parts = parts_of(config, spec);
+    if (parts.size() > 1)
+      for (const PartRows& part : parts) check_runs(spec, part);
+  }
+}
+
 std::vector<ProjId> projections_in(WeightKind kind) {
   if (kind == WeightKind::AttnQkv) return {ProjId::Q, ProjId::K, ProjId::V};
   if (kind == WeightKind::FfnGateUp) return {ProjId::Gate, ProjId::Up};
@@ -140,6 +163,7 @@ size_t nf4_scratch_bytes(const ModelConfig& config, DType compute) {
 std::unique_ptr<Nf4Weights> upload_nf4(const ModelConfig& config,
                                        const std::map<std::string, ops::Quant4Weight>& quantized,
                                        DType compute, Arena& arena) {
+  check_4bit_layout(config);
   auto nf4 = std::make_unique<Nf4Weights>();
   nf4->compute_dtype = compute;
   nf4->layers.resize(size_t(config.num_layers));
@@ -176,16 +200,6 @@ std::unique_ptr<Nf4Weights> upload_nf4(const ModelConfig& config,
       Nf4Proj q = p;
       if (p.fused_rows > 0) {
         q.out = part.rows, q.first_row = part.first_row, q.run_stride = part.run_stride, q.runs = part.runs;
-        for (int64_t g = 0; g < part.runs; ++g) {
-          const int64_t row = part.first_row + g * part.run_stride;
-          LT_CHECK(
-              row * p.in % ops::kQuant4BlockSize == 0,
-              "QLoRA weights: '{}' ({} x {}): its {} rows from row {} start at value {}, inside a {}-value "
-              "quantization block, which the per-part dequantization does not split; expected every run of "
-              "a fused part's rows to start at a multiple of {} values (as it does when in_features is)",
-              spec.hf_name, p.out, p.in, part_name(part.id), row, row * p.in, ops::kQuant4BlockSize,
-              ops::kQuant4BlockSize);
-        }
       }
       nf4->layers[size_t(spec.layer)].proj[part.id] = q;
     }

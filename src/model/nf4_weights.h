@@ -87,6 +87,10 @@ std::vector<ProjId> projections_in(WeightKind kind);
 // `present` filter of weights_bytes / allocate_weights.
 bool dense_under_qlora(const WeightSpec& spec);
 
+// Refuses a model whose fused 4-bit weights this layout cannot hold (a part's run of rows starting inside a
+// quantization block), naming the tensor: called before anything is read or quantized.
+void check_4bit_layout(const ModelConfig& config);
+
 // Bytes on the device: the 4-bit projections (codes, scales, nested scales and maps; each tensor aligned as
 // Arena aligns) and, separately, the scratch (the largest projection in `compute`, and its f32 scales).
 size_t nf4_storage_bytes(const ModelConfig& config, bool double_quant);

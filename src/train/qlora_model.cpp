@@ -155,6 +155,7 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
   if (!random_init && io::read_bnb4_quantization(model_dir).has_value()) {
     // A 4-bit checkpoint: its codes as stored (its own quant type and double quantization).
     const model::ModelConfig config = io::load_bnb4_model_config(model_dir);
+    model::check_4bit_layout(config);
     Arena host("4-bit checkpoint", HostMemory::instance(),
                model::weights_bytes(config, dtype, model::dense_under_qlora));
     model::ModelWeights weights = model::allocate_weights(config, dtype, host, model::dense_under_qlora);
@@ -166,6 +167,7 @@ LoadedModel load_qlora_model(const std::string& model_dir, const QloraOptions& o
     return assemble(config, weights, quantized, dtype, device);
   }
   const model::ModelConfig config = model::load_model_config(model_dir);
+  model::check_4bit_layout(config);
   // Quantized from the dtype transformers would hold the weights in (bitsandbytes quantizes 16/32-bit
   // values); random weights are drawn in f32 unless torch_dtype names another.
   const DType source =
