@@ -1,8 +1,8 @@
 // QLoRA on fused projections (model/nf4_weights.h): BLOOM's query_key_value (rows interleaved per head) and
 // Phi-3's qkv_proj and gate_up_proj are each ONE 4-bit weight, as transformers + bitsandbytes load them
 // (tools/make_qlora_fused_golden.py wrote bitsandbytes' own checkpoints, tests/model/golden/qlora_*/base4).
-//   - quantizing the dense base on load gives bitsandbytes' bytes for the fused matrices (in the
-//     checkpoint's row order);
+//   - quantizing the dense base on load (and `leantune quantize`'s path) gives bitsandbytes' bytes for the
+//     fused matrices (in the checkpoint's row order);
 //   - bitsandbytes' checkpoint loads as stored and saves back byte for byte (the BLOOM query_key_value bias,
 //     reordered to the engine's rows on load, back on save);
 //   - each part (q, k, v; gate, up) dequantized alone into the scratch is bit for bit the rows of the whole
@@ -18,6 +18,7 @@
 
 #include "core/arena.h"
 #include "io/bnb4_checkpoint.h"
+#include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/nf4_weights.h"
@@ -108,6 +109,29 @@ TEST_P(QloraFused, QuantizedOnLoadEqualsBitsandbytesBytes) {
   }
   EXPECT_EQ(fused, (family == "bloom" ? 1 : 2) * m.config.num_layers);
   EXPECT_GT(offsets_equal, 0);
+}
+
+// `leantune quantize`'s path (io::quantize_projections over the dense weights, held in the engine's row
+// order) gives the same codes: BLOOM's query_key_value is put back in the checkpoint's row order first.
+TEST_P(QloraFused, QuantizeCommandPathEqualsBitsandbytesCodes) {
+  const std::string family = GetParam();
+  const std::string dense_dir = test::source_path("tests/model/golden/peft_" + family + "/base");
+  const model::ModelConfig config = model::load_model_config(dense_dir);
+  Arena arena("dense", HostMemory::instance(), model::weights_bytes(config, DType::F32));
+  model::ModelWeights w = model::allocate_weights(config, DType::F32, arena);
+  io::load_hf_weights(dense_dir, config, w);
+  const io::Bnb4Weights ours = io::quantize_projections(
+      config, w, io::Bnb4Config{.quant_type = ops::Quant4Type::NF4, .double_quant = true});
+  const Stored theirs = load_stored(base4(family), false);
+  ASSERT_EQ(ours.projections.size(), theirs.q.projections.size());
+  int fused = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(config)) {
+    if (!io::is_quantized_kind(spec.kind)) continue;
+    EXPECT_EQ(ours.projections.at(spec.hf_name).packed, theirs.q.projections.at(spec.hf_name).packed)
+        << spec.hf_name;
+    fused += is_fused(spec);
+  }
+  EXPECT_EQ(fused, (family == "bloom" ? 1 : 2) * config.num_layers);
 }
 
 // bitsandbytes' checkpoint read as stored and written back: every tensor (names, dtypes, shapes, bytes; quant
