@@ -245,10 +245,10 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     model::zero_grads(model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(lora_grads_);
-  if (zero3_) zero3_->begin_step();
   // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
   const size_t rounds =
       zero3_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
+  if (zero3_) zero3_->begin_step(int64_t(rounds));
   for (size_t i = 0; i < rounds; ++i) {
     if (i >= batches.size()) {
       zero3_->pad_round(zero3_->round_chunks(0));
