@@ -150,6 +150,7 @@ DType ScheduleEngine::field_dtype(Field f) const {
 
 template <class Alloc, class HostAlloc>
 void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
+  if (options_.inference) return plan_inference(alloc);
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
@@ -345,6 +346,52 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
     embed_raw_ = alloc(l + "embed_raw", Transient, dt, {N, D});  // one chunk's, recomputed in backward
     embed_rstd_ = alloc("embed_rstd", Kept, st, {B * T});
   }
+}
+
+// The inference plan (EngineOptions::inference): per layer a K/V cache of T positions; one chunk's buffer of
+// every activation layer_forward writes and two residual buffers, for chunks of up to C tokens; the tokens
+// of one chunk and the K/V range's segments; the head of each row's last token. Nothing is kept for a
+// backward: no kept activations, checkpoints, backward scratch, dK/dV, labels or loss buffers.
+template <class Alloc>
+void ScheduleEngine::plan_inference(Alloc& alloc) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, N = B * chunk_, L = c.num_layers;
+  const int64_t D = c.hidden_size, V = c.vocab_size, KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType dt = dtype_, st = stats_dtype(dtype_);
+  kv_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
+    kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
+  }
+  resid_ = {alloc("resid.0", dt, {N, D}), alloc("resid.1", dt, {N, D})};  // layer l: l % 2 in, the other out
+  for (int f = 0; f < kFields; ++f) {
+    const Field field = Field(f);
+    if (field >= QRaw && field <= KRstd && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
+    if (field >= AttnProj && !c.block.post_norms) continue;             // no post-norms: no buffers
+    if (field == PostNormOut) continue;                                 // only a recomputation writes it
+    if (field == Gate && c.block.mlp == MlpKind::Gelu) continue;        // a plain MLP has no gate
+    // Both post-norms' rstds share one buffer: nothing reads them without a backward.
+    if (field == FfnPostRstd) {
+      fields_[size_t(f)].shared = fields_[size_t(AttnPostRstd)].shared;
+      continue;
+    }
+    fields_[size_t(f)].shared =
+        alloc(fmt::format("chunk.{}", kFieldNames[f]), field_dtype(field), {N, width(field)});
+  }
+  ids_ = alloc("chunk_ids", DType::I32, {N});
+  positions_ = alloc("chunk_positions", DType::I32, {N});
+  segments_ = alloc("chunk_segments", DType::I32, {N});
+  kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
+  if (c.block.embedding_norm) {
+    // The raw embedding and the norm's rstd are dead once layer 0 begins: they live in the buffers layer 0
+    // writes (its output and its first norm's rstd).
+    embed_raw_ = resid_[1];
+    embed_rstd_ = fields_[size_t(AttnRstd)].shared;
+  }
+  last_rows_ = alloc("last_rows", dt, {B, D});
+  final_rstd_ = alloc("final_rstd", st, {B});
+  final_xn_ = alloc("final_norm_out", dt, {B, D});
+  logits_ = alloc("logits", dt, {B, V});
 }
 
 // The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.

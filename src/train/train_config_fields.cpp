@@ -153,6 +153,10 @@ const std::vector<Field>& fields() {
       {"ddp_timeout", &C::ddp_timeout,
        "several processes: seconds a rank waits for the others (start-up, each collective) before the run "
        "stops naming the missing rank"},
+      {"overlap_gathers", &C::overlap_gathers,
+       "several processes: the weights' all-gathers overlap the compute (zero3: the next layer's gather "
+       "prefetched while one computes; zero1/zero2: the updated layers gathered during the next forward); "
+       "false: each gathered before it is used (the same results)"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},
