@@ -97,7 +97,9 @@ const std::vector<Field>& fields() {
       {"lora_alpha_pattern", &C::lora_alpha_pattern, "per-module alpha overrides (PEFT alpha_pattern)"},
       {"trainable", &C::trainable, "finetune partial: parameter groups to train"},
       {"trainable_layers", &C::trainable_layers, "finetune partial: all | first:N | last:N | 0-3,10"},
-      {"random_init", &C::random_init, "random base weights instead of loading them"},
+      {"random_init", &C::random_init,
+       "random base weights instead of loading them (drawn where the run computes: on a GPU run, on the "
+       "GPU)"},
       {"max_steps", &C::max_steps, "optimizer steps (0: num_epochs decides)"},
       choice(
           "optim", &C::optim, kOptimNames,
