@@ -4,7 +4,8 @@
 # .carry/fsdp_peer.py beside .carry/hf_peer.py) back to back, same model shape (random init), sequence
 # length and sequences per GPU. tokens/s per GPU: leantune's logged tokens/s (all ranks' tokens) / GPUs,
 # median over the steps after the first; memory: the largest peak over leantune's steps (rank 0's GPU).
-#   bash bench/dist_side_by_side.sh [WORKLOAD ...]   GPUS (default 2); SKIP_PEERS=1: leantune only
+#   bash bench/dist_side_by_side.sh [WORKLOAD ...]   GPUS (default 2); SKIP_PEERS=1: leantune only;
+#   LT_EXTRA="--overlap_gathers false": more leantune flags for every row (e.g. overlap off, to compare)
 set -uo pipefail
 out=${OUT:-/tmp/dist_side_by_side}
 mkdir -p "$out"
@@ -28,8 +29,8 @@ leantune_run() {
       timeout "${LT_TIMEOUT:-300}" "$lt_bin" train --base_model "$config" --random_init --data_path "/tmp/dsbs_$name.jsonl" \
       --output_dir "/tmp/dsbs_run_$name" --finetune "${FINETUNE:-full}" --device cuda --precision bf16 --sharding "$sharding" \
       --batch_size $((batch * gpus)) --micro_batch_size "$batch" --max_steps "$steps" --cutoff_len "$seq" \
-      --val_set_size 0 --save_steps 0 --save_total_limit 1 --logging_steps 1 --learning_rate 1e-5 \
-      --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" > "$out/leantune_$name.rank$rank.log" 2>&1 &
+      --val_set_size 0 --save_strategy no --logging_steps 1 --learning_rate 1e-5 \
+      --warmup_steps 0 --max_grad_norm 0 --ddp_timeout 120 "$@" ${LT_EXTRA:-} > "$out/leantune_$name.rank$rank.log" 2>&1 &
     pids+=($!)
   done
   local failed=0
@@ -91,11 +92,12 @@ for w in "${workloads[@]}"; do
       read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute full)"
       read -r pt pg <<< "$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)"
       row "$w" "$lt" "$lg" "$pt" "$pg" ;;
-    llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one)  # the LoRA scaling row (one: the same on one rank);
-      # the settings of bench/side_by_side.sh's llama8b_lora_1024x8 row
+    llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one)  # the LoRA scaling row (one: the same on one rank),
+      # keeping every activation on the device: with q and h offloaded (side_by_side.sh's row) every rank's
+      # copies share the host's memory bandwidth, and the scaling would measure that
       [ "${w##*_}" = one ] && ranks=1 || ranks=$gpus
       read -r lt lg <<< "$(RANKS=$ranks FINETUNE=lora leantune_run "$w" bench/configs/llama3.1-8b 1024 8 5 \
-        "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute norms --offload_activations true --offload_only q,h)"
+        "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute none)"
       row "$w" "$lt" "$lg" - - ;;
     *) echo "unknown workload $w" ;;
   esac

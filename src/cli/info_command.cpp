@@ -15,7 +15,6 @@
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/lora.h"
-#include "model/memory_estimate.h"
 #include "model/memory_plan.h"
 #include "model/param_counts.h"
 #include "ops/device.h"
@@ -103,19 +102,28 @@ std::map<std::string, std::pair<int64_t, int64_t>> dtypes_on_disk(const std::str
   return by_dtype;
 }
 
-void print_memory(const char* title, const model::MemoryEstimate& m) {
-  fmt::print("\n{} (estimate; {} trainable parameters):\n", title, m.trainable_params);
-  for (const auto& [name, bytes] : m.rows())
-    fmt::print("  {:<24} {:>12}\n", name, format_bytes(double(bytes)));
+// The LoRA adapters of --lora_r on --lora_target_modules; the default (all-linear) targets every projection
+// of the model, whatever its architecture names them.
+std::vector<model::LoraSpec> lora_specs(const InfoOptions& o, const model::ModelConfig& cfg) {
+  const bool every = o.lora_targets == model::lora_target_names();
+  const std::vector<std::string> targets = o.lora_targets;
+  const int64_t r = o.lora_r;
+  return model::lora_specs(
+      cfg, [&targets, r, every](const std::string& path) -> std::optional<model::LoraModuleSetting> {
+        for (const std::string& t : targets)
+          if (every || path.ends_with("." + t))
+            return model::LoraModuleSetting{.rank = r, .alpha = double(2 * r)};
+        return std::nullopt;
+      });
 }
 
-// The memory plan of the run the options describe (fp32 unless --precision; fp64 is the CPU's, bf16 the GPU's
-// with f32 gradients and LoRA masters).
+// The memory plan's settings of the run the options describe, in `precision_text` (fp64 is the CPU's, bf16
+// the GPU's with f32 gradients and LoRA masters).
 // QLoRA (--bits 4 or a 4-bit checkpoint, with --finetune lora): the projections counted in 4 bits, with the
 // checkpoint's double quantization or, for a 16-bit model, the QLoRA recipe's (double quant on).
-void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
-                const std::optional<io::Bnb4Config>& stored) {
-  const std::string precision_text = o.precision_given ? o.precision : "fp32";
+model::MemoryPlanSettings plan_settings(const InfoOptions& o, const model::ModelConfig& cfg,
+                                        const std::optional<io::Bnb4Config>& stored,
+                                        const std::string& precision_text) {
   const std::optional<train::Precision> precision = find_enum(kPrecisions, precision_text);
   LT_CHECK(precision,
            "info --plan: --precision {}; the engine trains in fp32, fp64 (CPU), bf16 or fp16 (GPU)",
@@ -157,22 +165,21 @@ void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
     tc.trainable_layers = o.trainable_layers;
     s.trainable = train::trainable_fn(tc, cfg);
   }
-  if (*finetune == model::Finetune::Lora) {
-    const std::vector<std::string> targets = o.lora_targets;
-    const int64_t r = o.lora_r;
-    s.lora = model::lora_specs(
-        cfg, [&targets, r](const std::string& path) -> std::optional<model::LoraModuleSetting> {
-          for (const std::string& t : targets)
-            if (path.ends_with("." + t)) return model::LoraModuleSetting{.rank = r, .alpha = double(2 * r)};
-          return std::nullopt;
-        });
-  }
+  if (*finetune == model::Finetune::Lora) s.lora = lora_specs(o, cfg);
   s.optimizer_in_backward = o.optimizer_in_backward;
   if (o.master_weights && *finetune != model::Finetune::Lora)
     s.master_weights = train::wide_master_dtype(s.dtype);
   s.offload_optimizer = o.offload_optimizer;
   if (*finetune == model::Finetune::Lora && (stored || o.bits == 4))
     s.nf4_double_quant = stored ? stored->double_quant : true;
+  return s;
+}
+
+// --plan: the memory plan of the run the options describe (fp32 unless --precision), checked against
+// --memory_limit.
+void print_plan(const InfoOptions& o, const model::ModelConfig& cfg,
+                const std::optional<io::Bnb4Config>& stored) {
+  const model::MemoryPlanSettings s = plan_settings(o, cfg, stored, o.precision_given ? o.precision : "fp32");
   const std::optional<dist::Sharding> sharding = dist::parse_sharding(o.sharding);
   LT_CHECK(sharding.has_value(), "info --plan: --sharding {}, expected none, ddp, zero1, zero2 or zero3",
            o.sharding);
@@ -208,6 +215,31 @@ void print_4bit_sizes(const model::ModelConfig& cfg, const std::optional<io::Bnb
                format_bytes(double(io::bnb4_model_bytes(cfg, q, plain))),
                this_one ? "  (this checkpoint)" : "");
   }
+}
+
+// Without --plan: the memory plan (the one model, memory_plan.h) of a whole-sequence step in --precision
+// for full fine-tuning, with AdamW in backward, and for LoRA on the targets.
+void print_plan_summaries(const InfoOptions& o, const model::ModelConfig& cfg,
+                          const std::optional<io::Bnb4Config>& stored) {
+  fmt::print(
+      "\nMemory at seq_len {} x batch {}, {} compute, AdamW (the memory plan of a whole-sequence step; "
+      "--plan for one run's table):\n",
+      o.seq_len, o.batch, o.precision);
+  InfoOptions whole = o;
+  whole.chunk_size = 0;
+  whole.schedule = "chunk_major";
+  whole.recompute = "auto";
+  whole.offload = whole.offload_optimizer = whole.master_weights = false;
+  whole.offload_only.clear();
+  auto print = [&](const std::string& title, std::string_view finetune, bool in_backward) {
+    whole.finetune = std::string(finetune);
+    whole.optimizer_in_backward = in_backward;
+    const model::MemoryPlan plan = model::plan_memory(cfg, plan_settings(whole, cfg, stored, o.precision));
+    fmt::print("  {}:\n    {}\n", title, model::format_memory_plan_summary(plan));
+  };
+  print("full fine-tuning", "full", false);
+  print("full fine-tuning, optimizer_in_backward", "full", true);
+  print(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")), "lora", false);
 }
 
 void run_info(InfoOptions o) {
@@ -251,28 +283,9 @@ void run_info(InfoOptions o) {
       fmt::print("  {:<8} {:>6} tensors {:>12}\n", dtype, cb.first, format_bytes(double(cb.second)));
   }
 
-  const std::optional<train::Precision> precision = find_enum(kPrecisions, o.precision);
-  LT_CHECK(precision, "info: --precision {} is not one of bf16, fp16, fp32, fp64", o.precision);
-  model::MemoryEstimateSettings s;
-  s.batch = o.batch;
-  s.seq_len = o.seq_len;
-  s.compute_bytes = int64_t(dtype_size(train::compute_dtype(*precision)));
-  s.lora_rank = o.lora_r;
-  s.lora_targets = o.lora_targets;
-  fmt::print("\nMemory at seq_len {} x batch {}, {} compute, AdamW:\n", o.seq_len, o.batch, o.precision);
-  if (s.compute_bytes == 8) {
-    // The rough estimate models 2- and 4-byte compute only; the plan (--plan) covers fp64.
-    fmt::print("  (the estimate covers bf16, fp16 and fp32; use --plan for fp64)\n");
-  } else {
-    s.mode = model::TrainingMode::Full;
-    print_memory("full fine-tuning", model::estimate_training_memory(cfg, s));
-    s.optimizer_in_backward = true;
-    print_memory("full fine-tuning, optimizer_in_backward", model::estimate_training_memory(cfg, s));
-    s.optimizer_in_backward = false;
-    s.mode = model::TrainingMode::Lora;
-    print_memory(fmt::format("LoRA r={} on {}", o.lora_r, fmt::join(o.lora_targets, ",")).c_str(),
-                 model::estimate_training_memory(cfg, s));
-  }
+  LT_CHECK(find_enum(kPrecisions, o.precision), "info: --precision {} is not one of bf16, fp16, fp32, fp64",
+           o.precision);
+  print_plan_summaries(o, cfg, stored);
   if (stored || o.bits == 4)
     print_4bit_sizes(cfg, stored, io::dtype_from_torch_name(cfg.dtype_name).value_or(DType::BF16));
   if (o.plan) print_plan(o, cfg, stored);
@@ -287,9 +300,9 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("model_dir", options->model_dir, "HF model directory (config.json [+ safetensors])")
       ->required();
   // train's names first; --seq_len and --batch stay as aliases.
-  cmd->add_option("--cutoff_len,--seq_len", options->seq_len, "tokens per sequence for the memory estimate")
+  cmd->add_option("--cutoff_len,--seq_len", options->seq_len, "tokens per sequence for the memory plan")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--micro_batch_size,--batch", options->batch, "sequences per step for the memory estimate")
+  cmd->add_option("--micro_batch_size,--batch", options->batch, "sequences per step for the memory plan")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--lora_r", options->lora_r, "LoRA rank")->check(CLI::PositiveNumber);
   cmd->add_option("--lora_target_modules", options->lora_targets,
@@ -300,7 +313,8 @@ void register_info_command(CLI::App& app) {
          "compute dtype: bf16, fp16, fp32, fp64 (--plan: bf16, fp32, fp64), or auto (bf16 on a usable "
          "GPU, else fp32)")
       ->each([options](const std::string&) { options->precision_given = true; });
-  cmd->add_flag("--plan", options->plan, "the engine's memory plan of one run instead of the rough estimate");
+  cmd->add_flag("--plan", options->plan,
+                "the memory plan's table of one run (its settings from the options)");
   cmd->add_flag("--plan_buffers", options->plan_verbose, "with --plan: list every buffer");
   cmd->add_option(
       "--recompute", options->recompute,

@@ -47,9 +47,20 @@ class Communicator {
   virtual void all_reduce_overlapped(Tensor t, ReduceOp op) { all_reduce(t, op); }
   // reduce_scatter, overlapped likewise (`in` and `out` untouched until wait_overlapped()).
   virtual void reduce_scatter_overlapped(Tensor in, Tensor out, ReduceOp op) { reduce_scatter(in, out, op); }
+  // all_gather, overlapped likewise (`in` untouched and `out` neither read nor written until a wait covers
+  // it).
+  virtual void all_gather_overlapped(Tensor in, Tensor out) { all_gather(in, out); }
   // The caller's later device work waits for every overlapped collective issued so far (NCCL: the compute
   // stream waits on an event of the communicator's stream; the host does not wait).
   virtual void wait_overlapped() {}
+  // A mark after every overlapped collective issued so far, for waiting on a prefix of them:
+  // wait_overlapped_mark(mark) makes the caller's later device work wait for the collectives issued before
+  // the mark only (NCCL: an event recorded on the communicator's stream now), so that work which needs the
+  // first collectives starts while later ones still run. Marks increase; waiting on a mark covers every
+  // earlier one, and wait_overlapped() covers every mark. Where collectives block, marks are 0 and the
+  // waits do nothing.
+  virtual int64_t overlapped_mark() { return 0; }
+  virtual void wait_overlapped_mark(int64_t /*mark*/) {}
 
   // The agreement step that keeps a failure on one rank from hanging the others: every rank calls it with
   // its own error ("" when it is fine). Returns when every rank is fine; otherwise throws on every rank an

@@ -1,10 +1,11 @@
 // The NCCL communicator: GPU tensors between the ranks of a job, one GPU per rank. Collectives run on a
 // stream of their own: each waits (GPU side) for the compute stream's work queued before it, and the
 // compute stream waits (GPU side) for the collective before its next kernel, so the host never blocks on
-// a collective of device tensors; the overlapped ones (all_reduce_overlapped, reduce_scatter_overlapped)
-// leave the compute stream running until wait_overlapped() makes it wait on an event of the
-// communicator's stream. CPU tensors (a loss, token counts) go through a small device buffer and
-// return when the host has the result.
+// a collective of device tensors; the overlapped ones (all_reduce_overlapped, reduce_scatter_overlapped,
+// all_gather_overlapped) leave the compute stream running until wait_overlapped() makes it wait on an event
+// of the communicator's stream, or wait_overlapped_mark() on the event overlapped_mark() recorded there
+// (a pool of events, reused once waited for). CPU tensors (a loss, token counts) go through a small device
+// buffer and return when the host has the result.
 //
 // A watchdog thread polls every pending collective: one that has not finished within the timeout (another
 // rank died, is stuck, or called a different collective), or an error NCCL reports, aborts the NCCL

@@ -8,13 +8,14 @@
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 #include "model/nf4_weights.h"
 
 namespace lt::io {
 namespace fs = std::filesystem;
 
 bool is_quantized_kind(model::WeightKind kind) {
-  return model::projection_of(kind).has_value();
+  return !model::projections_in(kind).empty();
 }
 
 namespace {
@@ -111,8 +112,16 @@ Bnb4Weights quantize_projections(const model::ModelConfig& config, const model::
     LT_CHECK(!w.empty() && w.device == Device::CPU && w.numel() == spec.numel(),
              "4-bit quantization: weight '{}' is not in host memory with {} elements", spec.hf_name,
              spec.numel());
-    out.projections.emplace(spec.hf_name, ops::quantize_weight_4bit(w.dtype, w.data, spec.shape,
-                                                                    quant.quant_type, quant.double_quant));
+    // bitsandbytes quantizes the checkpoint's matrix: BLOOM's query_key_value in its per-head row order.
+    std::vector<char> hf_rows;
+    const void* x = w.data;
+    if (model::has_hf_row_order(config, spec)) {
+      hf_rows.assign(static_cast<const char*>(w.data), static_cast<const char*>(w.data) + w.bytes());
+      model::qkv_rows_to_hf(config, model::spec_view(spec, hf_rows.data(), w.dtype));
+      x = hf_rows.data();
+    }
+    out.projections.emplace(spec.hf_name, ops::quantize_weight_4bit(w.dtype, x, spec.shape, quant.quant_type,
+                                                                    quant.double_quant));
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace {
@@ -175,12 +176,18 @@ Bnb4Weights load_bnb4_checkpoint(const std::string& dir, const model::ModelConfi
     LT_CHECK(!dst.empty() && dst.device == Device::CPU && dst.numel() == spec.numel(),
              "loading {}: weight '{}' has no host tensor of {} elements to load into", dir, spec.hf_name,
              spec.numel());
+    // The checkpoint's row order (BLOOM's query_key_value weight and bias) becomes the engine's.
+    const bool hf_rows = model::has_hf_row_order(config, spec);
     if (!is_quantized_kind(spec.kind)) {
       reader.read_plain(spec, dst);
+      if (hf_rows) model::qkv_rows_from_hf(config, model::spec_view(spec, dst.data, dst.dtype));
       continue;
     }
     ops::Quant4Weight w = reader.read_projection(spec);
-    if (dequantize) dequantize_into(w, dst);
+    if (dequantize) {
+      dequantize_into(w, dst);
+      if (hf_rows) model::qkv_rows_from_hf(config, model::spec_view(spec, dst.data, dst.dtype));
+    }
     out.projections.emplace(spec.hf_name, std::move(w));
   }
   reader.check_all_used();

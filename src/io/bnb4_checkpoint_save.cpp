@@ -9,6 +9,7 @@
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
+#include "model/hf_layout.h"
 
 namespace lt::io {
 namespace {
@@ -33,6 +34,14 @@ class TensorList {
     tensors_.push_back({std::move(name), Tensor(const_cast<void*>(data), dtype, shape)});
   }
   void add(std::string name, const Tensor& t) { tensors_.push_back({std::move(name), t}); }
+  // A copy of t's bytes, held here (to be reordered before writing); returns the copy.
+  Tensor add_copy(std::string name, const Tensor& t) {
+    owned_.emplace_back(static_cast<const char*>(t.data), size_t(t.bytes()));
+    Tensor copy = t;
+    copy.data = owned_.back().data();
+    add(std::move(name), copy);
+    return copy;
+  }
   void add_bytes(std::string name, std::string bytes) {
     owned_.push_back(std::move(bytes));
     add(std::move(name), owned_.back().data(), DType::U8, {int64_t(owned_.back().size())});
@@ -64,7 +73,10 @@ std::vector<std::string> save_bnb4_checkpoint(const std::string& dir, const mode
       Tensor view = t;  // the HF shape, whatever view shape the weights have
       view.ndim = int(spec.shape.size());
       for (size_t d = 0; d < spec.shape.size(); ++d) view.shape[d] = spec.shape[d];
-      list.add(spec.hf_name, view);
+      if (model::has_hf_row_order(config, spec))  // BLOOM's query_key_value bias in the checkpoint's order
+        model::qkv_rows_to_hf(config, list.add_copy(spec.hf_name, view));
+      else
+        list.add(spec.hf_name, view);
       continue;
     }
     auto it = quantized.projections.find(spec.hf_name);

@@ -1,12 +1,10 @@
-// Inference with a KV cache on top of the training decoder's per-chunk layer_forward: the prompts run as
-// one chunk (q_offset 0), then each new token is a chunk of one at q_offset = tokens so far, attending to
-// the cached post-RoPE K/V of every earlier position. B rows decode together in one cache (B, T, KVH, HD);
-// rows of unequal prompt length are left-padded, and the padding is its own segment (segment 0, the row's
-// tokens segment 1) with the row's positions counting from its first real token, so no token attends to
-// padding and every row computes what it computes alone (the attention skips masked keys; the GEMMs see
-// more rows, so equal to rounding). The arena's device. Its buffers are planned once (plan_buffers in
-// generate.cpp) and the plan runs twice, to size the arena and to take the buffers, as the schedule
-// engine's do.
+// Inference with a KV cache: the schedule engine with its inference plan (schedule_engine.h,
+// EngineOptions::inference). The prompts run as one chunk (q_offset 0), then each new token is a chunk of
+// one at q_offset = tokens so far, attending to the cached post-RoPE K/V of every earlier position. B rows
+// decode together in one cache (B, T, KVH, HD); rows of unequal prompt length are left-padded, and the
+// padding is its own segment (segment 0, the row's tokens segment 1) with the row's positions counting from
+// its first real token, so no token attends to padding and every row computes what it computes alone (the
+// attention skips masked keys; the GEMMs see more rows, so equal to rounding). The arena's device.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +14,7 @@
 
 #include "core/arena.h"
 #include "model/config.h"
-#include "model/decoder.h"
+#include "model/schedule_engine.h"
 #include "model/weights.h"
 #include "ops/context.h"
 
@@ -24,30 +22,13 @@ namespace lt::model {
 
 class KvCacheDecoder {
  public:
-  // Room for `max_tokens` positions per row (padding + prompt + generated) and `batch` rows.
-  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens, int64_t batch = 1);
-
-  // Every buffer, sized for B rows of max_tokens T; a chunk of C tokens uses the first B*C rows.
-  struct Buffers {
-    std::vector<Tensor> k, v;             // L of (B, T, KVH, HD): the cache
-    Tensor x0, x1, attn_in, mid, ffn_in;  // (B*T, D) each
-    Tensor q, attn_out;                   // (B*T, H*HD)
-    Tensor k_chunk, v_chunk;              // (B*T, KVH*HD)
-    Tensor gate, up, h;                   // (B*T, F)
-    Tensor attn_rstd, ffn_rstd;           // (B*T) stats dtype
-    Tensor attn_lse;                      // (B*H*T) stats dtype
-    Tensor last_x;                        // (B, D) each row's last token
-    Tensor final_rstd, final_x, logits;   // (B), (B, D), (B, V): the last tokens'
-    Tensor ids, positions, q_segments;    // (B*T) i32: one chunk's ids, positions and segments, on the device
-    Tensor k_segments;                    // (B, T) i32: 0 for a row's padding, 1 for its tokens
-    Tensor q_raw, k_raw, q_rstd, k_rstd;  // BlockSpec::qk_norm only: (B*T, H*HD), (B*T, KVH*HD), (B*T*H), ...
-    // BlockSpec::post_norms only: the branch outputs before their post-norms (B*T, D) and one rstd (B*T)
-    // both norms write (inference reads neither rstd).
-    Tensor attn_proj, ffn_proj, post_rstd;
-  };
+  // Room for `max_tokens` positions per row (padding + prompt + generated) and `batch` rows, fed in chunks of
+  // up to `max_chunk` tokens (0: max_tokens).
+  static size_t arena_bytes(const ModelConfig& config, DType dtype, int64_t max_tokens, int64_t batch = 1,
+                            int64_t max_chunk = 0);
 
   KvCacheDecoder(const ops::Context& ctx, const ModelConfig& config, DType dtype, const ModelWeights& weights,
-                 int64_t max_tokens, Arena& arena, int64_t batch = 1);
+                 int64_t max_tokens, Arena& arena, int64_t batch = 1, int64_t max_chunk = 0);
 
   // One row (batch 1): runs `ids` as the next chunk (positions [length(), length() + n)) and returns the
   // logits of its last token (V), in double.
@@ -63,13 +44,11 @@ class KvCacheDecoder {
  private:
   ops::Context ctx_;  // every op's
   const ModelConfig& config_;
-  DType dtype_;
-  Device device_;  // the arena's; the weights must be there too
   const ModelWeights& weights_;
   int64_t max_tokens_, batch_, length_ = 0;
   std::vector<int64_t> pads_;  // (B) each row's padding (its first real token's index)
   bool padded_ = false;        // some row has padding: attention takes the segments
-  Buffers b_;
+  ScheduleEngine engine_;      // the inference plan
 };
 
 struct SamplingOptions {

@@ -79,9 +79,10 @@ std::vector<std::vector<int32_t>> generate_rows(const ops::Context& ctx, const M
   std::vector<std::vector<int32_t>> out(prompts.size());
   if (options.max_new_tokens == 0) return out;
   const int64_t room = longest + options.max_new_tokens;
+  // The largest chunk is the prompts': the activations need room for it only, the cache for every token.
   Arena arena("generate", ops::memory_resource(weights.embed.device),
-              KvCacheDecoder::arena_bytes(config, dtype, room, B));
-  KvCacheDecoder decoder(ctx, config, dtype, weights, room, arena, B);
+              KvCacheDecoder::arena_bytes(config, dtype, room, B, longest));
+  KvCacheDecoder decoder(ctx, config, dtype, weights, room, arena, B, longest);
 
   // The prompts left-padded to the longest (B, longest): the pad id is the row's first token, never seen.
   std::vector<int32_t> chunk(size_t(B * longest));

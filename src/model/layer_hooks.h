@@ -30,4 +30,20 @@ inline void run_hook(const std::function<void(int64_t)>& hook, int64_t layer) {
   if (hook) hook(layer);
 }
 
+// `first`, then `second`, at each point (a point neither sets stays empty).
+inline LayerHooks chained(LayerHooks first, LayerHooks second) {
+  const auto both = [](std::function<void(int64_t)> a,
+                       std::function<void(int64_t)> b) -> std::function<void(int64_t)> {
+    if (!a) return b;
+    if (!b) return a;
+    return [a = std::move(a), b = std::move(b)](int64_t layer) {
+      a(layer);
+      b(layer);
+    };
+  };
+  return {.before_forward = both(std::move(first.before_forward), std::move(second.before_forward)),
+          .before_backward = both(std::move(first.before_backward), std::move(second.before_backward)),
+          .after_backward = both(std::move(first.after_backward), std::move(second.after_backward))};
+}
+
 }  // namespace lt::model

@@ -46,13 +46,17 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
                 KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
+  // Every buffer is live the whole step (buffer_plan.h): one layer's and one chunk's buffers are reused by
+  // every layer and chunk.
+  using enum MemoryCategory;
+  constexpr MemoryCategory Kept = KeptActivations, Transient = TransientActivations;
 
-  ids_ = alloc("chunk_ids", DType::I32, {B * T});
-  positions_ = alloc("chunk_positions", DType::I32, {B * T});
-  segments_ = alloc("chunk_segments", DType::I32, {B * T});
-  labels_ = alloc("chunk_labels", DType::I32, {B * T});
-  kv_.k_segments = alloc("chunk_kv_segments", DType::I32, {B, T});
-  lse_ = alloc("loss_lse", st, {B * T});
+  ids_ = alloc("chunk_ids", Workspace, DType::I32, {B * T});
+  positions_ = alloc("chunk_positions", Workspace, DType::I32, {B * T});
+  segments_ = alloc("chunk_segments", Workspace, DType::I32, {B * T});
+  labels_ = alloc("chunk_labels", Workspace, DType::I32, {B * T});
+  kv_.k_segments = alloc("chunk_kv_segments", Workspace, DType::I32, {B, T});
+  lse_ = alloc("loss_lse", Loss, st, {B * T});
 
   // The checkpoints: the first device_checkpoints_ on the device, the rest in host memory through slots.
   std::vector<int64_t> sizes;
@@ -61,79 +65,80 @@ void LayerMajorSchedule::plan(Alloc& alloc, HostAlloc& host) {
   for (int64_t l = 0; l < L; ++l) {
     const bool on_host = l >= device_checkpoints_;
     const std::string name = fmt::format("resid.{}", l);
-    checkpoints_.add(on_host ? host(name, dt, {B * T, D}) : alloc(name, dt, {B * T, D}), on_host);
+    checkpoints_.add(on_host ? host(name, Kept, dt, {B * T, D}) : alloc(name, Kept, dt, {B * T, D}), on_host);
   }
   if (device_checkpoints_ < L) {
     std::array<Tensor, 2> read, write;
     for (int i = 0; i < 2; ++i) {
-      read[size_t(i)] = alloc(fmt::format("offload.slot{}.resid_in", i), dt, {N, D});
-      write[size_t(i)] = alloc(fmt::format("offload.slot{}.resid_out", i), dt, {N, D});
+      read[size_t(i)] = alloc(fmt::format("offload.slot{}.resid_in", i), Kept, dt, {N, D});
+      write[size_t(i)] = alloc(fmt::format("offload.slot{}.resid_out", i), Kept, dt, {N, D});
     }
     checkpoints_.set_slots(read, write);
   }
-  running_ = alloc("resid.running", dt, {B * T, D});
+  running_ = alloc("resid.running", Kept, dt, {B * T, D});
 
-  kv_.k = alloc("kv.k", dt, {B, T, KVH, HD});
-  kv_.v = alloc("kv.v", dt, {B, T, KVH, HD});
-  kv_grads_.dk = alloc("grad.k", dt, {B, T, KVH, HD});
-  kv_grads_.dv = alloc("grad.v", dt, {B, T, KVH, HD});
+  kv_.k = alloc("kv.k", KvCache, dt, {B, T, KVH, HD});
+  kv_.v = alloc("kv.v", KvCache, dt, {B, T, KVH, HD});
+  kv_grads_.dk = alloc("grad.k", KvCache, dt, {B, T, KVH, HD});
+  kv_grads_.dv = alloc("grad.v", KvCache, dt, {B, T, KVH, HD});
 
   // One chunk's activations (x is a checkpoint view, given per chunk).
   LayerActivations& a = acts_;
-  a.attn_rstd = alloc("chunk.attn_rstd", st, {N});
-  a.attn_in = alloc("chunk.attn_in", dt, {N, D});
-  a.q = alloc("chunk.q", dt, {B, C, H, HD});
-  a.k = alloc("chunk.k", dt, {B, C, KVH, HD});
-  a.v = alloc("chunk.v", dt, {B, C, KVH, HD});
-  a.attn_out = alloc("chunk.attn_out", dt, {B, C, H, HD});
-  a.attn_lse = alloc("chunk.attn_lse", st, {B, H, C});
-  a.mid = alloc("chunk.mid", dt, {N, D});
-  a.ffn_rstd = alloc("chunk.ffn_rstd", st, {N});
-  a.ffn_in = alloc("chunk.ffn_in", dt, {N, D});
-  a.gate = alloc("chunk.gate", dt, {N, F});
-  a.up = alloc("chunk.up", dt, {N, F});
-  a.h = alloc("chunk.h", dt, {N, F});
+  a.attn_rstd = alloc("chunk.attn_rstd", Transient, st, {N});
+  a.attn_in = alloc("chunk.attn_in", Transient, dt, {N, D});
+  a.q = alloc("chunk.q", Transient, dt, {B, C, H, HD});
+  a.k = alloc("chunk.k", Transient, dt, {B, C, KVH, HD});
+  a.v = alloc("chunk.v", Transient, dt, {B, C, KVH, HD});
+  a.attn_out = alloc("chunk.attn_out", Transient, dt, {B, C, H, HD});
+  a.attn_lse = alloc("chunk.attn_lse", Transient, st, {B, H, C});
+  a.mid = alloc("chunk.mid", Transient, dt, {N, D});
+  a.ffn_rstd = alloc("chunk.ffn_rstd", Transient, st, {N});
+  a.ffn_in = alloc("chunk.ffn_in", Transient, dt, {N, D});
+  a.gate = alloc("chunk.gate", Transient, dt, {N, F});
+  a.up = alloc("chunk.up", Transient, dt, {N, F});
+  a.h = alloc("chunk.h", Transient, dt, {N, F});
   if (c.block.qk_norm) {
-    a.q_raw = alloc("chunk.q_raw", dt, {N, H * HD});
-    a.k_raw = alloc("chunk.k_raw", dt, {N, KVH * HD});
-    a.q_rstd = alloc("chunk.q_rstd", st, {N * H});
-    a.k_rstd = alloc("chunk.k_rstd", st, {N * KVH});
+    a.q_raw = alloc("chunk.q_raw", Transient, dt, {N, H * HD});
+    a.k_raw = alloc("chunk.k_raw", Transient, dt, {N, KVH * HD});
+    a.q_rstd = alloc("chunk.q_rstd", Transient, st, {N * H});
+    a.k_rstd = alloc("chunk.k_rstd", Transient, st, {N * KVH});
   }
   if (c.block.post_norms) {
-    a.attn_proj = alloc("chunk.attn_proj", dt, {N, D});
-    a.attn_post_rstd = alloc("chunk.attn_post_rstd", st, {N});
-    a.ffn_proj = alloc("chunk.ffn_proj", dt, {N, D});
-    a.ffn_post_rstd = alloc("chunk.ffn_post_rstd", st, {N});
-    a.post_norm_out = alloc("chunk.post_norm_out", dt, {N, D});  // the recomputation's unread norm output
+    a.attn_proj = alloc("chunk.attn_proj", Transient, dt, {N, D});
+    a.attn_post_rstd = alloc("chunk.attn_post_rstd", Transient, st, {N});
+    a.ffn_proj = alloc("chunk.ffn_proj", Transient, dt, {N, D});
+    a.ffn_post_rstd = alloc("chunk.ffn_post_rstd", Transient, st, {N});
+    a.post_norm_out =
+        alloc("chunk.post_norm_out", Transient, dt, {N, D});  // the recomputation's unread norm output
   }
   const auto [max_in, max_r, module_rank] = lora_extents(lora_specs_);
   for (int m = 0; m < kLoraModuleCount; ++m)
     if (module_rank[size_t(m)] > 0)
-      lora_t_[LoraModule(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))), dt,
-                                     {N, module_rank[size_t(m)]});
+      lora_t_[LoraModule(m)] = alloc(fmt::format("chunk.{}.lora_t", lora_module_name(LoraModule(m))),
+                                     Transient, dt, {N, module_rank[size_t(m)]});
   if (!lora_specs_.empty()) {
-    lora_scratch_in_ = alloc("chunk.lora.scratch_in", dt, {N, max_in});
-    lora_scratch_r_ = alloc("chunk.lora.scratch_r", dt, {N, max_r});
+    lora_scratch_in_ = alloc("chunk.lora.scratch_in", Transient, dt, {N, max_in});
+    lora_scratch_r_ = alloc("chunk.lora.scratch_r", Transient, dt, {N, max_r});
   }
 
   LayerScratch& s = scratch_;
-  s.d_norm = alloc("chunk.grad.norm_out", dt, {N, D});
-  s.d_h = alloc("chunk.grad.h", dt, {N, F});
-  s.d_gate = alloc("chunk.grad.gate", dt, {N, F});
-  s.d_up = alloc("chunk.grad.up", dt, {N, F});
-  s.d_attn = alloc("chunk.grad.attn_out", dt, {B, C, H, HD});
-  s.d_q = alloc("chunk.grad.q", dt, {B, C, H, HD});
-  s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
-  s.d_v = alloc("chunk.grad.v", dt, {B, C, KVH, HD});
+  s.d_norm = alloc("chunk.grad.norm_out", Transient, dt, {N, D});
+  s.d_h = alloc("chunk.grad.h", Transient, dt, {N, F});
+  s.d_gate = alloc("chunk.grad.gate", Transient, dt, {N, F});
+  s.d_up = alloc("chunk.grad.up", Transient, dt, {N, F});
+  s.d_attn = alloc("chunk.grad.attn_out", Transient, dt, {B, C, H, HD});
+  s.d_q = alloc("chunk.grad.q", Transient, dt, {B, C, H, HD});
+  s.d_k = alloc("chunk.grad.k", Transient, dt, {B, C, KVH, HD});
+  s.d_v = alloc("chunk.grad.v", Transient, dt, {B, C, KVH, HD});
 
-  final_rstd_ = alloc("chunk.final_rstd", st, {N});
-  final_xn_ = alloc("chunk.final_norm_out", dt, {N, D});
-  if (!options_.fused_loss) logits_ = alloc("chunk.logits", dt, {N, V});
-  losses_ = alloc("chunk.token_losses", st, {N});
-  d_head_ = alloc("chunk.grad.resid", dt, {N, D});
+  final_rstd_ = alloc("chunk.final_rstd", Loss, st, {N});
+  final_xn_ = alloc("chunk.final_norm_out", Loss, dt, {N, D});
+  if (!options_.fused_loss) logits_ = alloc("chunk.logits", Loss, dt, {N, V});
+  losses_ = alloc("chunk.token_losses", Loss, st, {N});
+  d_head_ = alloc("chunk.grad.resid", Transient, dt, {N, D});
   if (c.block.embedding_norm) {
-    embed_raw_ = alloc("chunk.embed_raw", dt, {N, D});
-    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+    embed_raw_ = alloc("chunk.embed_raw", Transient, dt, {N, D});
+    embed_rstd_ = alloc("embed_rstd", Kept, st, {B * T});
   }
 }
 
@@ -244,8 +249,10 @@ LayerMajorSchedule::Planned LayerMajorSchedule::planned(const ModelConfig& confi
                                                         const std::vector<LoraSpec>& lora) {
   LayerMajorSchedule counting(config, dtype, batch, tokens, options, lora);
   Planned r;
-  ByteCounter device{.log = &r.device}, host{.log = &r.host};
+  ByteCounter device, host;
   counting.plan(device, host);
+  r.device = owning_buffers(device.planner.buffers());
+  r.host = owning_buffers(host.planner.buffers());
   r.device_bytes = device.bytes;
   r.host_bytes = host.bytes - kArenaAlignment * size_t(r.host.empty());  // no host buffer: no host arena
   return r;

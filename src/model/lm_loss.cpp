@@ -25,14 +25,20 @@ ops::FusedLinearCrossEntropyParams fused_head_params(const ModelConfig& c, int64
 
 }  // namespace
 
+void logits_forward(const ops::Context& ctx, const ModelConfig& c, const ModelWeights& w, Tensor x,
+                    Tensor rstd, Tensor xn, Tensor logits) {
+  const int64_t N = x.dim(0), D = c.hidden_size, V = c.vocab_size;
+  check_shape(logits, {N, V}, "logits_forward: logits");
+  block_norm_forward(ctx, c, N, xn, rstd, x, w.final_norm, w.final_norm_bias);
+  ops::linear_forward(ctx, {.rows = N, .in = D, .out = V}, logits, xn, head_weight(c, w), Tensor());
+  if (c.block.logit_softcap > 0)
+    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = c.block.logit_softcap}, logits);
+}
+
 double lm_loss_forward(const ops::Context& ctx, const ModelConfig& c, const ModelWeights& w,
                        LmActivations& a) {
-  const int64_t N = a.x.dim(0), D = c.hidden_size, V = c.vocab_size;
-  check_shape(a.logits, {N, V}, "lm_loss_forward: logits");
-  block_norm_forward(ctx, c, N, a.xn, a.rstd, a.x, w.final_norm, w.final_norm_bias);
-  ops::linear_forward(ctx, {.rows = N, .in = D, .out = V}, a.logits, a.xn, head_weight(c, w), Tensor());
-  if (c.block.logit_softcap > 0)
-    ops::logit_softcap_forward(ctx, {.rows = N, .cols = V, .cap = c.block.logit_softcap}, a.logits);
+  const int64_t N = a.x.dim(0), V = c.vocab_size;
+  logits_forward(ctx, c, w, a.x, a.rstd, a.xn, a.logits);
   return ops::cross_entropy_forward(ctx, {.rows = N, .vocab = V, .softcap = c.block.logit_softcap}, a.losses,
                                     a.lse, a.logits, a.labels);
 }

@@ -1,10 +1,9 @@
-// The memory plan from the schedule's own buffer list (see memory_plan.h).
+// The memory plan from the schedule's own buffer requests (see memory_plan.h).
 #include "model/memory_plan.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "core/arena.h"
 #include "core/error.h"
@@ -29,53 +28,6 @@ std::string_view precision_name(DType dt) {
     default:
       return "fp32";
   }
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-// "layer.12.rest" -> "rest"; "" when the name is not a layer buffer.
-std::string_view layer_part(std::string_view name) {
-  if (!starts_with(name, "layer.")) return {};
-  const size_t dot = name.find('.', 6);
-  if (dot == std::string_view::npos) return {};
-  int64_t layer = 0;
-  const auto [end, ec] = std::from_chars(name.data() + 6, name.data() + dot, layer);
-  if (ec != std::errc() || end != name.data() + dot) return {};
-  return name.substr(dot + 1);
-}
-
-// The category of a schedule buffer from the name the plan gives the arena (schedule_plan.cpp). Unknown
-// names throw, so a new buffer cannot go uncounted.
-MemoryCategory classify(std::string_view name) {
-  using C = MemoryCategory;
-  if (starts_with(name, "resid.")) return C::KeptActivations;    // layer inputs (chunked: the checkpoints)
-  if (starts_with(name, "offload.")) return C::KeptActivations;  // the device slots of offloaded layers
-  if (std::string_view rest = layer_part(name); !rest.empty()) {
-    if (rest == "k" || rest == "v" || rest == "k_cache" || rest == "v_cache" || rest == "grad_k" ||
-        rest == "grad_v")
-      return C::KvCache;
-    return C::KeptActivations;  // Decoder: every layer's saved activations, LoRA's t
-  }
-  if (name == "grad.k" || name == "grad.v") return C::KvCache;  // Decoder's dK/dV, reused layer after layer
-  if (name == "embed_rstd") return C::KeptActivations;      // the embedding LayerNorm's (BLOOM), per token
-  if (name == "embed_raw") return C::TransientActivations;  // its input, one chunk's (recomputed in backward)
-  if (name == "kv.k" || name == "kv.v") return C::KvCache;  // layer-major: one layer's K/V
-  static constexpr std::string_view kLoss[] = {
-      "final_rstd",           "final_norm_out",     "logits",      "logits_lse",
-      "token_losses",         "shifted_labels",     "loss_lse",    "chunk.final_rstd",
-      "chunk.final_norm_out", "chunk.token_losses", "chunk.logits"};
-  if (std::find(std::begin(kLoss), std::end(kLoss), name) != std::end(kLoss)) return C::Loss;
-  if (starts_with(name, "grad.") || starts_with(name, "lora.scratch_") || starts_with(name, "chunk.") ||
-      starts_with(name, "recompute."))
-    return C::TransientActivations;
-  static constexpr std::string_view kTokens[] = {"chunk_ids",       "chunk_positions",   "chunk_segments",
-                                                 "chunk_labels",    "chunk_kv_segments", "batch_ids",
-                                                 "batch_positions", "batch_segments"};
-  if (std::find(std::begin(kTokens), std::end(kTokens), name) != std::end(kTokens)) return C::Workspace;
-  LT_FAIL("memory plan: decoder buffer '{}' has no memory category; add it to classify() in memory_plan.cpp",
-          name);
 }
 
 // The element counts of the tensors AdamW updates, each with whether it is the token embedding.
@@ -221,9 +173,8 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
   plan.host_offload = schedule_offload_bytes(config, s.dtype, s.batch, s.seq_len, schedule, lora);
   for (PlannedBuffer& b :
        schedule_planned_host_buffers(config, s.dtype, s.batch, s.seq_len, schedule, lora)) {
-    const MemoryCategory category = classify(b.name);
-    plan.host_by_category[size_t(category)] += b.bytes;
-    plan.host_rows.push_back({std::move(b.name), category, b.bytes, true});
+    plan.host_by_category[size_t(b.category)] += b.bytes;
+    plan.host_rows.push_back({std::move(b.name), b.category, b.bytes, true});
   }
   {  // Both decoders compute the loss with the fused head, over one chunk (or the whole batch) of rows.
     const int64_t rows = s.batch * (s.chunk_size > 0 ? std::min(s.chunk_size, s.seq_len) : s.seq_len);
@@ -242,10 +193,9 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanSettings& sett
       add("fused_loss.tile", MemoryCategory::Workspace, size_t(tile_rows * row_bytes), false);
     }
   }
-  for (PlannedBuffer& b : buffers) {
-    const MemoryCategory category = classify(b.name);
+  for (PlannedBuffer& b : buffers) {  // the categories their requests declare (buffer_plan.h)
     plan.activation_arena += b.bytes;
-    add(std::move(b.name), category, b.bytes);
+    add(std::move(b.name), b.category, b.bytes);
   }
 
   for (const MemoryPlanRow& r : plan.rows) {

@@ -1,10 +1,8 @@
 // The memory plan: the bytes of every buffer a training run takes, by category, computed before the first
-// step from the same planning code the decoders allocate with (Decoder/ChunkedDecoder::planned_buffers, the
-// ByteCounter that records each buffer), so the plan cannot drift from the allocation. Unlike
-// memory_estimate.h (a rough formula for any precision), this is what the CPU engine actually takes.
-//
-// Categories: the decoders' buffers are classified by the names they pass to the arena; a name that fits
-// no category is an error (a new buffer must be given one), never silently left out.
+// step from the same buffer requests the schedule allocates with (buffer_plan.h: every buffer declares its
+// category, shape, dtype and live range where it is requested), so the plan cannot drift from the
+// allocation. It is the one memory model: `leantune info` prints it, the trainer checks it against
+// memory_limit.
 #pragma once
 
 #include <cstddef>
@@ -18,22 +16,11 @@
 #include "model/decoder.h"
 #include "model/finetune.h"
 #include "model/lora.h"
+#include "model/memory_category.h"
 #include "model/weights.h"
 
 namespace lt::model {
 
-enum class MemoryCategory : uint8_t {
-  Weights,           // the model's weights (frozen or trained), compute dtype
-  TrainableWeights,  // weights that exist only to be trained: the LoRA adapters
-  Gradients,         // gradients of the trainable tensors
-  OptimizerState,    // AdamW's m and v per trainable element (state dtype)
-  KvCache,           // per-layer K/V and the dK/dV accumulators
-  KeptActivations,   // kept for backward: per layer (whole sequence) or the residual checkpoints (chunked)
-  TransientActivations,  // one layer's (one chunk's) activations and backward scratch, reused
-  Loss,                  // final norm, head/logits or the fused loss's buffers, per-token losses
-  Workspace,             // token buffers, the fused loss's tile (heap)
-};
-constexpr int kMemoryCategoryCount = 9;
 std::string_view memory_category_name(MemoryCategory c);
 
 using FinetuneMethod = Finetune;  // the configuration's `finetune` (model/finetune.h)

@@ -1,5 +1,6 @@
 // ScheduleEngine (schedule_engine.h): the loop over chunks and layers around layer_forward / the recompute
-// dispatch / layer_backward, and the views of one chunk's buffers. The buffer plan is schedule_plan.cpp.
+// dispatch / layer_backward, and the views of one chunk's buffers. The buffer plans are schedule_plan.cpp,
+// the inference steps schedule_inference.cpp.
 #include "model/schedule_engine.h"
 
 #include <algorithm>
@@ -44,14 +45,20 @@ ScheduleEngine::ScheduleEngine(const ModelConfig& config, DType dtype, int64_t b
       what, fmt::join(options.offload_only, ", "));
   chunk_ = options.chunk_size == 0 ? tokens : std::min(options.chunk_size, tokens);
   // LongRoPE picks its factor set from the largest position of each RoPE call (transformers: once per forward
-  // over the whole sequence); a chunk would decide on its own positions.
+  // over the whole sequence); a training chunk would decide on its own positions. Inference has no whole
+  // sequence: each step is one forward, as transformers' generate runs it.
   LT_CHECK(
-      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens,
+      config.rope_type != ops::RopeType::LongRope || chunk_ == tokens || options.inference,
       "chunk_size {} splits the {}-token sequence, but LongRoPE (rope_scaling longrope/su) picks its factors "
       "from the whole sequence; set chunk_size 0",
       options.chunk_size, tokens);
-  LT_CHECK(options.chunked_plan || chunk_ == tokens, "{}: the whole-sequence plan runs one chunk", what);
-  for (int64_t o = 0; o < tokens; o += chunk_) offsets_.push_back(o);
+  LT_CHECK(options.chunked_plan || options.inference || chunk_ == tokens,
+           "{}: the whole-sequence plan runs one chunk", what);
+  LT_CHECK(!options.inference || (!options.chunked_plan && !options.offloads() && lora.empty() &&
+                                  options.recompute == Recompute::None),
+           "{}: the inference plan has no chunked, offload, adapter or recompute settings", what);
+  // Inference runs one chunk per step (forward_step), of the step's size.
+  for (int64_t o = 0; o < (options.inference ? 1 : tokens); o += chunk_) offsets_.push_back(o);
   lora_rank_.assign(size_t(config.num_layers), std::vector<int64_t>(kLoraModuleCount, 0));
   for (const LoraSpec& spec : lora) {
     LT_CHECK(spec.layer >= 0 && spec.layer < config.num_layers,
@@ -92,6 +99,7 @@ ScheduleEngine::ScheduleEngine(const ops::Context& ctx, const ModelConfig& confi
 ScheduleEngine::~ScheduleEngine() = default;
 
 int64_t ScheduleEngine::chunk_tokens(int64_t k) const {
+  if (options_.inference) return step_tokens_;
   return std::min(chunk_, tokens_ - offsets_[size_t(k)]);
 }
 
@@ -171,8 +179,9 @@ LayerActivations ScheduleEngine::layer_views(int64_t k, int64_t layer) const {
 }
 
 KvContext ScheduleEngine::kv_context(int64_t layer, const LayerActivations& a) const {
-  // A chunked run's cache holds every position; a whole sequence's chunk is its whole K/V range.
-  if (options_.chunked_plan) return kv_[size_t(layer)];
+  // A chunked run's (and inference's) cache holds every position; a whole sequence's chunk is its whole K/V
+  // range.
+  if (!kv_.empty()) return kv_[size_t(layer)];
   return {.k = a.k, .v = a.v, .k_segments = kv_segments_};
 }
 
@@ -256,7 +265,8 @@ void ScheduleEngine::loss_backward(const ModelWeights& w, ModelWeights& g, int64
 }
 
 Tensor ScheduleEngine::forward_checkpoint(int64_t k, int64_t l) {
-  if (checkpoint_ring_.empty()) return chunk_rows(resid_[size_t(l)], k, config_.hidden_size);
+  // The inference plan's two residual buffers alternate: layer l reads resid_[l % 2], writes the other.
+  if (checkpoint_ring_.empty()) return chunk_rows(resid_[size_t(l) % resid_.size()], k, config_.hidden_size);
   const int64_t j = k * (config_.num_layers + 1) + l;
   checkpoint_ring_.before_write(j);
   return view_at(resid_slots_[size_t(j % 2)], 0, {batch_ * chunk_tokens(k), config_.hidden_size});
@@ -290,9 +300,8 @@ void ScheduleEngine::upload(const Batch& batch) {
 
 double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_t label_tokens,
                                const LoraWeights* lora, const LoraDropout& dropout) {
-  const ModelConfig& c = config_;
-  const int64_t B = batch_, D = c.hidden_size, L = c.num_layers;
-  check_batch(batch, B, tokens_);
+  LT_CHECK(!options_.inference, "{}: the inference plan runs forward_step, not a training forward", what_);
+  check_batch(batch, batch_, tokens_);
   check_forward_args(w, label_tokens, lora, dropout, lora_specs_, dtype_, device_, what_);
   label_tokens_ = label_tokens;
   lora_ = lora;
@@ -304,28 +313,32 @@ double ScheduleEngine::forward(const ModelWeights& w, const Batch& batch, int64_
   for (int64_t k = 0; k < num_chunks(); ++k) {
     std::optional<Timer> timer;  // only when timing
     if (timing_) timer.emplace();
-    const int64_t C = chunk_tokens(k), N = B * C;
-    const ChunkInfo chunk = chunk_info(k);
-    Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
-    embedding_stage_forward(ctx_, c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
-                            embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
-                            embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
-    checkpoint_written(k, 0);
-    for (int64_t l = 0; l < L; ++l) {
-      LayerActivations a = layer_views(k, l);
-      a.x = x;
-      if (!activation_ring_.empty()) activation_ring_.before_write(k * L + l);
-      x = forward_checkpoint(k, l + 1);
-      run_hook(hooks_.before_forward, l);
-      layer_forward(ctx_, c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
-      checkpoint_written(k, l + 1);
-      if (!activation_ring_.empty()) activation_ring_.written(k * L + l);
-    }
-    loss_sum += loss_forward(w, k, x);
+    loss_sum += loss_forward(w, k, forward_chunk(w, k, chunk_info(k)));
     if (timing_) timing_->forward_s[size_t(k)] = timer->seconds();
   }
   forward_done_ = true;
   return loss_sum / double(label_tokens);
+}
+
+Tensor ScheduleEngine::forward_chunk(const ModelWeights& w, int64_t k, const ChunkInfo& chunk) {
+  const ModelConfig& c = config_;
+  const int64_t C = chunk.tokens, N = batch_ * C, D = c.hidden_size, L = c.num_layers;
+  Tensor x = forward_checkpoint(k, 0);  // (N, D) the layer input, then its output
+  embedding_stage_forward(ctx_, c, w, N, chunk_rows(ids_, k, 1).reshaped({N}), x,
+                          embed_raw_.empty() ? Tensor() : view_at(embed_raw_, 0, {N, D}),
+                          embed_rstd_.empty() ? Tensor() : chunk_rows(embed_rstd_, k, 1).reshaped({N}));
+  checkpoint_written(k, 0);
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActivations a = layer_views(k, l);
+    a.x = x;
+    if (!activation_ring_.empty()) activation_ring_.before_write(k * L + l);
+    x = forward_checkpoint(k, l + 1);
+    run_hook(hooks_.before_forward, l);
+    layer_forward(ctx_, c, l, w.layers[size_t(l)], chunk, kv_context(l, a), a, x, lora_pass(C, l, nullptr));
+    checkpoint_written(k, l + 1);
+    if (!activation_ring_.empty()) activation_ring_.written(k * L + l);
+  }
+  return x;
 }
 
 void ScheduleEngine::backward(const ModelWeights& w, ModelWeights& g, LoraWeights* lora_grads) {

@@ -1,10 +1,16 @@
-// ScheduleEngine's buffer plan: every buffer is taken once at construction (plan() either counts bytes or
-// takes them from the arena, so arena_bytes and the constructor cannot disagree) and reused by every
-// forward/backward. Per layer activation the plan follows the engine's decision (kept, recomputed into one
-// chunk's buffer, offloaded); the whole-sequence and the chunked plans name their buffers as the memory plan
-// classifies them (memory_plan.cpp) and differ where a whole sequence can share: its K/V and dK/dV are the
-// chunk's own, its recomputed norms live in backward scratch, and only what is recomputed gets a chunk
-// buffer.
+// ScheduleEngine's buffer plan: every buffer is requested once at construction, with its category and live
+// range, from the buffer planner (buffer_plan.h: plan() either counts bytes or takes them from the arena, so
+// arena_bytes and the constructor cannot disagree) and reused by every forward/backward. Per layer
+// activation the plan follows the engine's decision (kept, recomputed into one chunk's buffer, offloaded);
+// the whole-sequence and the chunked plans differ where a whole sequence needs less: its K/V and dK/dV are
+// the chunk's own and only what is recomputed gets a chunk buffer.
+//
+// Live ranges: a buffer is declared live the whole step unless it is one layer's backward scratch whose
+// stages are declared (the whole-sequence Elementwise and Norms policies, which trade recomputation for
+// memory): then the planner places the recomputed norm outputs in the MLP gradient's bytes (dead outside
+// the MLP's backward) and the attention gradients in the recomputed h (dead after the down projection's
+// backward) where they fit. Declaring every buffer's stages would share more and lower the plans that
+// test_recompute_policies.cpp and test_bench_plan_totals.cpp pin byte for byte.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -144,6 +150,7 @@ DType ScheduleEngine::field_dtype(Field f) const {
 
 template <class Alloc, class HostAlloc>
 void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
+  if (options_.inference) return plan_inference(alloc);
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, C = chunk_, L = c.num_layers, N = B * C;
   const int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_heads,
@@ -154,6 +161,9 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
   // Elementwise and Norms recompute the two norms into backward scratch (layer_backward_elementwise):
   // a whole sequence places them in dead scratch, a chunked run in its chunk buffers.
   const bool norms_in_scratch = !chunked && (r == Recompute::Elementwise || r == Recompute::Norms);
+  const bool stage_lifetimes = norms_in_scratch;  // scratch declares its stages (see the top of this file)
+  using enum MemoryCategory;
+  constexpr MemoryCategory Kept = KeptActivations, Transient = TransientActivations;
   std::vector<int64_t> sizes;
   for (int64_t k = 0; k < num_chunks(); ++k) sizes.push_back(chunk_tokens(k));
   checkpoint_ring_.init(L + 1, B, offsets_, sizes);
@@ -162,16 +172,16 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
 
   // Tokens.
   if (chunked) {
-    ids_ = alloc("chunk_ids", DType::I32, {B * T});
-    positions_ = alloc("chunk_positions", DType::I32, {B * T});
-    segments_ = alloc("chunk_segments", DType::I32, {B * T});
-    labels_ = alloc("chunk_labels", DType::I32, {B * T});
-    kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
-    lse_ = alloc("loss_lse", st, {B * T});
+    ids_ = alloc("chunk_ids", Workspace, DType::I32, {B * T});
+    positions_ = alloc("chunk_positions", Workspace, DType::I32, {B * T});
+    segments_ = alloc("chunk_segments", Workspace, DType::I32, {B * T});
+    labels_ = alloc("chunk_labels", Workspace, DType::I32, {B * T});
+    kv_segments_ = alloc("chunk_kv_segments", Workspace, DType::I32, {B, T});
+    lse_ = alloc("loss_lse", Loss, st, {B * T});
   } else {
-    ids_ = alloc("batch_ids", DType::I32, {B, T});
-    positions_ = alloc("batch_positions", DType::I32, {B, T});
-    segments_ = alloc("batch_segments", DType::I32, {B, T});
+    ids_ = alloc("batch_ids", Workspace, DType::I32, {B, T});
+    positions_ = alloc("batch_positions", Workspace, DType::I32, {B, T});
+    segments_ = alloc("batch_segments", Workspace, DType::I32, {B, T});
   }
 
   // The residual checkpoints: on the device, or in host memory through two slots.
@@ -181,11 +191,12 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
            what_);
   resid_.resize(size_t(L + 1));
   for (int64_t l = 0; l <= L; ++l)
-    resid_[size_t(l)] = options_.offload_checkpoints ? (*host)(fmt::format("resid.{}", l), dt, {B * T, D})
-                                                     : alloc(fmt::format("resid.{}", l), dt, {B * T, D});
+    resid_[size_t(l)] = options_.offload_checkpoints
+                            ? (*host)(fmt::format("resid.{}", l), Kept, dt, {B * T, D})
+                            : alloc(fmt::format("resid.{}", l), Kept, dt, {B * T, D});
   if (options_.offload_checkpoints) {
     for (int i = 0; i < 2; ++i)
-      resid_slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.resid", i), dt, {N, D});
+      resid_slots_[size_t(i)] = alloc(fmt::format("offload.slot{}.resid", i), Kept, dt, {N, D});
     for (int64_t l = 0; l <= L; ++l) checkpoint_ring_.add(l, resid_[size_t(l)], resid_slots_, D);
   }
 
@@ -194,10 +205,10 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
     kv_.resize(size_t(L));
     kv_grads_.resize(size_t(L));
     for (int64_t l = 0; l < L; ++l) {
-      kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
-      kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
-      kv_grads_[size_t(l)].dk = alloc(fmt::format("layer.{}.grad_k", l), dt, {B, T, KVH, HD});
-      kv_grads_[size_t(l)].dv = alloc(fmt::format("layer.{}.grad_v", l), dt, {B, T, KVH, HD});
+      kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), KvCache, dt, {B, T, KVH, HD});
+      kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), KvCache, dt, {B, T, KVH, HD});
+      kv_grads_[size_t(l)].dk = alloc(fmt::format("layer.{}.grad_k", l), KvCache, dt, {B, T, KVH, HD});
+      kv_grads_[size_t(l)].dv = alloc(fmt::format("layer.{}.grad_v", l), KvCache, dt, {B, T, KVH, HD});
     }
   }
 
@@ -212,17 +223,20 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
     const DType fdt = field_dtype(field);
     const int64_t w = width(field);
     const char* name = kFieldNames[f];
+    // A layer's K and V (whole sequence) are the K/V cache of backward; the rest its kept activations.
+    const MemoryCategory kept_category = field == Field::K || field == Field::V ? KvCache : Kept;
     p.offloaded = offloaded(field);
     if (p.offloaded) {
       for (int64_t s = 0; s < std::min<int64_t>(2, entries); ++s)
-        p.slot[size_t(s)] = alloc(fmt::format("offload.slot{}.{}", s, name), fdt, {N, w});
+        p.slot[size_t(s)] = alloc(fmt::format("offload.slot{}.{}", s, name), Kept, fdt, {N, w});
       for (int64_t l = 0; l < L; ++l)
-        activation_ring_.add(l, (*host)(fmt::format("layer.{}.{}", l, name), fdt, {B * T, w}), p.slot, w);
+        activation_ring_.add(l, (*host)(fmt::format("layer.{}.{}", l, name), kept_category, fdt, {B * T, w}),
+                             p.slot, w);
     } else if (kept(field)) {
       for (int64_t l = 0; l < L; ++l)
         p.kept.push_back(
             alloc(chunked ? fmt::format("layer.{}.kept_{}", l, name) : fmt::format("layer.{}.{}", l, name),
-                  fdt, {B * T, w}));
+                  kept_category, fdt, {B * T, w}));
     }
     // A chunk buffer: a chunked run has one for every activation (kept ones too: layer_forward's output
     // there is copied by nothing, the kept view is used), except what goes through slots and Norms' h; a
@@ -230,7 +244,9 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
     const bool in_scratch =
         norms_in_scratch && (field == AttnRstd || field == AttnIn || field == FfnRstd || field == FfnIn);
     if (chunked ? !p.offloaded && !(field == MlpH && r == Recompute::Norms) : !kept(field) && !in_scratch)
-      p.shared = alloc(fmt::format("{}.{}", chunked ? "chunk" : "recompute", name), fdt, {N, w});
+      p.shared = alloc(fmt::format("{}.{}", chunked ? "chunk" : "recompute", name), Transient, fdt, {N, w},
+                       field == MlpH && stage_lifetimes ? Lifetime::of({Stage::Forward, Stage::BackwardMlp})
+                                                        : Lifetime::step());
   }
 
   // LoRA's t = dropout(x) A^T: kept with attention, else recomputed with the layer; per module at the
@@ -247,7 +263,7 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
         lora_kept_[size_t(spec.layer)][spec.module] =
             alloc(chunked ? fmt::format("layer.{}.kept_{}.lora_t", spec.layer, mod)
                           : fmt::format("layer.{}.{}.lora_t", spec.layer, mod),
-                  dt, {B * T, spec.rank});
+                  Kept, dt, {B * T, spec.rank});
     }
     for (int m = 0; m < kLoraModuleCount; ++m) {
       const LoraModule mod = LoraModule(m);
@@ -255,80 +271,127 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
       if (lora_offloaded_)
         for (int s = 0; s < 2; ++s)
           lora_slots_[size_t(s)][mod] =
-              alloc(fmt::format("offload.slot{}.{}.lora_t", s, lora_module_name(mod)), dt,
+              alloc(fmt::format("offload.slot{}.{}.lora_t", s, lora_module_name(mod)), Kept, dt,
                     {N, module_rank[size_t(m)]});
       if (chunked ? !lora_offloaded_ : !lora_kept)
         lora_shared_[mod] =
-            alloc(fmt::format("{}.{}.lora_t", chunked ? "chunk" : "recompute", lora_module_name(mod)), dt,
-                  {N, module_rank[size_t(m)]});
+            alloc(fmt::format("{}.{}.lora_t", chunked ? "chunk" : "recompute", lora_module_name(mod)),
+                  Transient, dt, {N, module_rank[size_t(m)]});
     }
     if (lora_offloaded_)
       for (const LoraSpec& spec : lora_specs_)
         activation_ring_.add(
             spec.layer,
-            (*host)(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), dt,
+            (*host)(fmt::format("layer.{}.{}.lora_t", spec.layer, lora_module_name(spec.module)), Kept, dt,
                     {B * T, spec.rank}),
             {lora_slots_[0][spec.module], lora_slots_[1][spec.module]}, spec.rank);
     const char* prefix = chunked ? "chunk." : "";
-    lora_scratch_in_ = alloc(fmt::format("{}lora.scratch_in", prefix), dt, {N, max_in});
-    lora_scratch_r_ = alloc(fmt::format("{}lora.scratch_r", prefix), dt, {N, max_r});
+    lora_scratch_in_ = alloc(fmt::format("{}lora.scratch_in", prefix), Transient, dt, {N, max_in});
+    lora_scratch_r_ = alloc(fmt::format("{}lora.scratch_r", prefix), Transient, dt, {N, max_r});
   }
 
   // Backward scratch of one chunk (and a whole sequence's dK/dV, reused layer after layer: the chunk's own).
   LayerScratch& s = scratch_;
   if (!chunked) {
-    kv_grads_.assign(
-        1, {.dk = alloc("grad.k", dt, {B, T, KVH, HD}), .dv = alloc("grad.v", dt, {B, T, KVH, HD})});
+    kv_grads_.assign(1, {.dk = alloc("grad.k", KvCache, dt, {B, T, KVH, HD}),
+                         .dv = alloc("grad.v", KvCache, dt, {B, T, KVH, HD})});
     s.d_k = kv_grads_[0].dk;
     s.d_v = kv_grads_[0].dv;
   }
   const std::string g = chunked ? "chunk.grad." : "grad.";
-  s.d_norm = alloc(g + "norm_out", dt, {N, D});
-  s.d_h = alloc(g + "h", dt, {N, F});
+  s.d_norm = alloc(g + "norm_out", Transient, dt, {N, D});
+  s.d_h = alloc(g + "h", Transient, dt, {N, F},
+                stage_lifetimes ? Lifetime::of({Stage::BackwardMlp}) : Lifetime::step());
   if (r != Recompute::Elementwise && r != Recompute::Norms) {  // else over the kept gate and up (decoder.h)
-    if (c.block.mlp != MlpKind::Gelu) s.d_gate = alloc(g + "gate", dt, {N, F});
-    s.d_up = alloc(g + "up", dt, {N, F});
+    if (c.block.mlp != MlpKind::Gelu) s.d_gate = alloc(g + "gate", Transient, dt, {N, F});
+    s.d_up = alloc(g + "up", Transient, dt, {N, F});
   }
   if (norms_in_scratch) {
-    // layer_backward_elementwise's placement (decoder.h): h (Elementwise: recompute.h; Norms: each layer's
-    // kept h, pointed at in backward) also holds dAttn and dQ when large enough (used only after h's last
-    // use); both norm outputs in grad.h when it is (F >= D), and both rstds in one buffer. The forward
-    // writes them there too: backward scratch is free during forward (the head's backward in forward writes
-    // only grad.norm_out).
-    const bool attention_in_h = 2 * N * H * HD <= N * F;
-    if (attention_in_h) {
-      if (r == Recompute::Elementwise) attention_grads_in_h(fields_[size_t(MlpH)].shared, s);
-    } else {
-      s.d_attn = alloc("grad.attn_out", dt, {B, C, H, HD});
-      s.d_q = alloc("grad.q", dt, {B, C, H, HD});
+    // layer_backward_elementwise (layer_backward.cpp): both norm outputs share one buffer and both rstds
+    // another (attn_in is recomputed after ffn_in's last use); the forward writes them there too. dAttn and
+    // dQ are one request, live from the o projection's backward to the q/k/v projections'; under Norms,
+    // where they fit each layer's kept h they are placed there in backward (attention_grads_in_h), after
+    // h's last use.
+    if (r == Recompute::Elementwise || 2 * N * H * HD > N * F) {
+      const auto [d_attn, d_q] = alloc.pair("grad.attn_out", "grad.q", Transient, dt, {B, C, H, HD},
+                                            Lifetime::of({Stage::BackwardAttention}));
+      s.d_attn = d_attn;
+      s.d_q = d_q;
     }
-    const Tensor norm_out = F >= D ? Tensor(s.d_h.data, dt, {N, D}, s.d_h.device)  // (N, D)
-                                   : alloc("recompute.norm_out", dt, {N, D});
-    const Tensor rstd = alloc("recompute.norm_rstd", st, {N});  // (N)
+    const Tensor norm_out =
+        alloc("recompute.norm_out", Transient, dt, {N, D},
+              Lifetime::of({Stage::Forward, Stage::BackwardNorms, Stage::BackwardAttention}));  // (N, D)
+    const Tensor rstd = alloc("recompute.norm_rstd", Transient, st, {N});                       // (N)
     fields_[size_t(AttnIn)].shared = fields_[size_t(FfnIn)].shared = norm_out;
     fields_[size_t(AttnRstd)].shared = fields_[size_t(FfnRstd)].shared = rstd;
   } else {
-    s.d_attn = alloc(g + "attn_out", dt, {B, C, H, HD});
-    s.d_q = alloc(g + "q", dt, {B, C, H, HD});
+    s.d_attn = alloc(g + "attn_out", Transient, dt, {B, C, H, HD});
+    s.d_q = alloc(g + "q", Transient, dt, {B, C, H, HD});
   }
   if (chunked) {
-    s.d_k = alloc("chunk.grad.k", dt, {B, C, KVH, HD});
-    s.d_v = alloc("chunk.grad.v", dt, {B, C, KVH, HD});
+    s.d_k = alloc("chunk.grad.k", Transient, dt, {B, C, KVH, HD});
+    s.d_v = alloc("chunk.grad.v", Transient, dt, {B, C, KVH, HD});
   }
 
   // The final norm, the head and the loss of one chunk.
   const std::string l = chunked ? "chunk." : "";
-  final_rstd_ = alloc(l + "final_rstd", st, {N});
-  final_xn_ = alloc(l + "final_norm_out", dt, {N, D});
-  if (!options_.fused_loss) logits_ = alloc(l + "logits", dt, {N, V});
-  if (!chunked) lse_ = alloc("logits_lse", st, {N});
-  losses_ = alloc(l + "token_losses", st, {N});
-  if (!chunked) labels_ = alloc("shifted_labels", DType::I32, {N});
-  d_resid_ = alloc(chunked ? "chunk.grad.resid" : "grad.resid", dt, {N, D});
+  final_rstd_ = alloc(l + "final_rstd", Loss, st, {N});
+  final_xn_ = alloc(l + "final_norm_out", Loss, dt, {N, D});
+  if (!options_.fused_loss) logits_ = alloc(l + "logits", Loss, dt, {N, V});
+  if (!chunked) lse_ = alloc("logits_lse", Loss, st, {N});
+  losses_ = alloc(l + "token_losses", Loss, st, {N});
+  if (!chunked) labels_ = alloc("shifted_labels", Loss, DType::I32, {N});
+  d_resid_ = alloc(chunked ? "chunk.grad.resid" : "grad.resid", Transient, dt, {N, D});
   if (c.block.embedding_norm) {
-    embed_raw_ = alloc(l + "embed_raw", dt, {N, D});
-    embed_rstd_ = alloc("embed_rstd", st, {B * T});
+    embed_raw_ = alloc(l + "embed_raw", Transient, dt, {N, D});  // one chunk's, recomputed in backward
+    embed_rstd_ = alloc("embed_rstd", Kept, st, {B * T});
   }
+}
+
+// The inference plan (EngineOptions::inference): per layer a K/V cache of T positions; one chunk's buffer of
+// every activation layer_forward writes and two residual buffers, for chunks of up to C tokens; the tokens
+// of one chunk and the K/V range's segments; the head of each row's last token. Nothing is kept for a
+// backward: no kept activations, checkpoints, backward scratch, dK/dV, labels or loss buffers.
+template <class Alloc>
+void ScheduleEngine::plan_inference(Alloc& alloc) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch_, T = tokens_, N = B * chunk_, L = c.num_layers;
+  const int64_t D = c.hidden_size, V = c.vocab_size, KVH = c.num_kv_heads, HD = c.head_dim;
+  const DType dt = dtype_, st = stats_dtype(dtype_);
+  kv_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
+    kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
+  }
+  resid_ = {alloc("resid.0", dt, {N, D}), alloc("resid.1", dt, {N, D})};  // layer l: l % 2 in, the other out
+  for (int f = 0; f < kFields; ++f) {
+    const Field field = Field(f);
+    if (field >= QRaw && field <= KRstd && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
+    if (field >= AttnProj && !c.block.post_norms) continue;             // no post-norms: no buffers
+    if (field == PostNormOut) continue;                                 // only a recomputation writes it
+    if (field == Gate && c.block.mlp == MlpKind::Gelu) continue;        // a plain MLP has no gate
+    // Both post-norms' rstds share one buffer: nothing reads them without a backward.
+    if (field == FfnPostRstd) {
+      fields_[size_t(f)].shared = fields_[size_t(AttnPostRstd)].shared;
+      continue;
+    }
+    fields_[size_t(f)].shared =
+        alloc(fmt::format("chunk.{}", kFieldNames[f]), field_dtype(field), {N, width(field)});
+  }
+  ids_ = alloc("chunk_ids", DType::I32, {N});
+  positions_ = alloc("chunk_positions", DType::I32, {N});
+  segments_ = alloc("chunk_segments", DType::I32, {N});
+  kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
+  if (c.block.embedding_norm) {
+    // The raw embedding and the norm's rstd are dead once layer 0 begins: they live in the buffers layer 0
+    // writes (its output and its first norm's rstd).
+    embed_raw_ = resid_[1];
+    embed_rstd_ = fields_[size_t(AttnRstd)].shared;
+  }
+  last_rows_ = alloc("last_rows", dt, {B, D});
+  final_rstd_ = alloc("final_rstd", st, {B});
+  final_xn_ = alloc("final_norm_out", dt, {B, D});
+  logits_ = alloc("logits", dt, {B, V});
 }
 
 // The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.
@@ -355,11 +418,17 @@ std::vector<PlannedBuffer> ScheduleEngine::planned_buffers(const ModelConfig& co
                                                            int64_t batch, int64_t tokens,
                                                            const EngineOptions& options,
                                                            const std::vector<LoraSpec>& lora) {
+  return owning_buffers(planned_layout(config, dtype, batch, tokens, options, lora));
+}
+
+std::vector<PlannedBuffer> ScheduleEngine::planned_layout(const ModelConfig& config, DType dtype,
+                                                          int64_t batch, int64_t tokens,
+                                                          const EngineOptions& options,
+                                                          const std::vector<LoraSpec>& lora) {
   ScheduleEngine counting(config, dtype, batch, tokens, options, lora, "schedule");
-  std::vector<PlannedBuffer> buffers;
-  ByteCounter counter{.log = &buffers}, host;
+  ByteCounter counter, host;
   counting.plan(counter, &host);
-  return buffers;
+  return counter.planner.buffers();
 }
 
 }  // namespace lt::model

@@ -244,6 +244,10 @@ struct DecoderOptions {
   }
 };
 
+// The head's logits (N, V) of x (N, D): the final norm (into xn (N, D), rstd (N)), the head GEMM and the
+// final soft-cap. lm_loss_forward's first part; inference's head (ScheduleEngine::logits_head).
+void logits_forward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w, Tensor x,
+                    Tensor rstd, Tensor xn, Tensor logits);
 // Returns the sum of the token losses (double).
 double lm_loss_forward(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& w,
                        LmActivations& acts);

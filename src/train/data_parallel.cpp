@@ -1,5 +1,6 @@
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -27,8 +28,12 @@ Tensor flat(const Tensor& t) {
 }  // namespace
 
 DataParallel::DataParallel(const ops::Context& ctx, dist::Communicator& comm, dist::Sharding sharding,
-                           std::vector<ParamGroup> full, MemoryResource& memory)
-    : ctx_(ctx), comm_(comm), sharding_(sharding), full_(std::move(full)) {
+                           std::vector<ParamGroup> full, MemoryResource& memory, bool overlap_gathers)
+    : ctx_(ctx), comm_(comm), sharding_(sharding), full_(std::move(full)), overlap_gathers_(overlap_gathers) {
+  int64_t layers = 0;
+  for (const ParamGroup& g : full_) layers = std::max(layers, g.layer + 1);
+  unready_.resize(size_t(layers));
+  layer_mark_.assign(size_t(layers), 0);
   layer_shard_.assign(full_.size(), nullptr);
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (comm_.world_size() > 1 && sharding_ != dist::Sharding::Zero3)
@@ -171,11 +176,20 @@ void DataParallel::gather_into(size_t index, Tensor whole, Tensor mine) {
 void DataParallel::gather_parameters() {
   if (!shards_optimizer()) return;
   if (layers_) layers_->weights_changed();  // updated in place, gathered by the next step's hooks
+  finish_parameters();                      // (a no-op: every step's end waited for the last gathers)
+  // The blocking gathers first: the compute stream's wait for one covers every collective issued before
+  // it on the communicator's stream, so an overlapped gather before it would not overlap anything.
+  std::vector<size_t> overlapped;
   for (size_t i = 0; i < full_.size(); ++i) {
     if (layer_shard_[i]) continue;
     const ParamGroup& g = full_[i];
+    const bool in_place = g.param.numel() % comm_.world_size() == 0;
+    if (overlap_gathers_ && in_place && g.layer >= 0) {
+      overlapped.push_back(i);
+      continue;
+    }
     const Tensor mine = flat_range(g.param, mine_[i].begin, mine_[i].end);
-    if (g.param.numel() % comm_.world_size() == 0)
+    if (in_place)
       comm_.all_gather(mine, flat(g.param));  // in place: the slice is block `rank` of the tensor
     else
       gather_into(i, g.param, mine);
@@ -183,6 +197,36 @@ void DataParallel::gather_parameters() {
     // and are rounded here the same way (to nearest).
     if (!g.compute_copy.empty()) ops::copy(ctx_, flat(g.compute_copy), flat(g.param));
   }
+  // Then layer after layer from the first, the order the forward needs them in, a mark after each layer.
+  for (size_t layer = 0; layer < unready_.size(); ++layer) {
+    for (size_t i : overlapped) {
+      if (full_[i].layer != int64_t(layer)) continue;
+      comm_.all_gather_overlapped(flat_range(full_[i].param, mine_[i].begin, mine_[i].end),
+                                  flat(full_[i].param));
+      unready_[layer].push_back(i);
+    }
+    if (!unready_[layer].empty()) layer_mark_[layer] = comm_.overlapped_mark();
+  }
+}
+
+void DataParallel::layer_ready(int64_t layer) {
+  if (layer < 0 || size_t(layer) >= unready_.size() || unready_[size_t(layer)].empty()) return;
+  comm_.wait_overlapped_mark(layer_mark_[size_t(layer)]);
+  for (size_t i : unready_[size_t(layer)]) {
+    const ParamGroup& g = full_[i];
+    if (!g.compute_copy.empty())
+      ops::copy(ctx_, flat(g.compute_copy), flat(g.param));  // as gather_parameters
+  }
+  unready_[size_t(layer)].clear();
+}
+
+model::LayerHooks DataParallel::parameter_hooks() {
+  if (!shards_optimizer() || unready_.empty()) return {};
+  return {.before_forward = [this](int64_t layer) { layer_ready(layer); }};
+}
+
+void DataParallel::finish_parameters() {
+  for (size_t layer = 0; layer < unready_.size(); ++layer) layer_ready(int64_t(layer));
 }
 
 std::unique_ptr<AdamW> DataParallel::whole_optimizer(const AdamWOptions& options) const {

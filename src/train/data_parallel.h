@@ -18,6 +18,10 @@
 // Over several ranks ddp, zero1 and zero2 reduce each layer's gradients as soon as the backward has finished
 // the layer (train/gradient_buckets.h); a tensor whose element count the world size divides is
 // reduce-scattered and all-gathered in place (its slice r is block r of the tensor), others through scratch.
+// The updated weights' all-gather overlaps the next forward: a decoder layer's in-place gathers are issued
+// after the optimizer step with a mark per layer, and the next forward's before_forward(l) waits for layer
+// l's only (then rounds the compute copies of its tensors), so layer l computes while the layers above it
+// are gathered. Whatever reads the weights outside a forward calls finish_parameters() first.
 #pragma once
 
 #include <memory>
@@ -38,8 +42,9 @@ class DataParallel {
  public:
   // `full`: every trainable tensor of the run (name, parameter, gradient, optional compute copy), in the
   // trainer's order, all on one device. `sharding` none behaves as ddp (with one process both are a no-op).
+  // `overlap_gathers` false: gather_parameters() gathers every tensor before it returns (the same bits).
   DataParallel(const ops::Context& ctx, dist::Communicator& comm, dist::Sharding sharding,
-               std::vector<ParamGroup> full, MemoryResource& memory);
+               std::vector<ParamGroup> full, MemoryResource& memory, bool overlap_gathers = true);
 
   // The scratch a sharded strategy allocates for a largest tensor of `largest_elements` over `world` ranks.
   static size_t scratch_bytes(int64_t largest_elements, int world);
@@ -72,9 +77,18 @@ class DataParallel {
   // The global gradient norm over every rank's gradients, and clip_grad_norm's scaling of local_gradients()
   // when max_norm > 0 (train/grad_clip.h).
   double clip(double max_norm);
-  // After AdamW stepped this rank's slices (zero1, zero2): every rank's slices gathered into the full
-  // parameters and their compute copies. A no-op for none and ddp.
+  // After AdamW stepped this rank's slices (zero1, zero2; zero3: the tensors it does not shard): every
+  // rank's slices gathered into the full parameters and their compute copies. A no-op for none and ddp.
+  // The decoder layers' tensors that the world size divides are gathered overlapped (a mark per layer)
+  // and are ready only after parameter_hooks' before_forward(l) or finish_parameters(); the others are
+  // ready when it returns.
   void gather_parameters();
+  // before_forward(l): layer l's gathered tensors ready for the compute (the compute stream waits for
+  // their gathers; their compute copies rounded). Set on every micro-batch's schedule.
+  model::LayerHooks parameter_hooks();
+  // Every layer's gathered tensors ready: at the step's end (a rank without a micro-batch ran no hook) and
+  // before anything reads the weights outside a forward (evaluation, checkpoints, the final model).
+  void finish_parameters();
 
   // Sharded strategies: a fresh AdamW over full() (zeroed moments, for checkpoints); nullptr otherwise.
   std::unique_ptr<AdamW> whole_optimizer(const AdamWOptions& options) const;
@@ -97,6 +111,7 @@ class DataParallel {
   void gather_into(size_t index, Tensor whole, Tensor mine);
   Tensor part_scratch(size_t index, DType dtype) const;   // slice_capacity(index) elements
   Tensor whole_scratch(size_t index, DType dtype) const;  // world * slice_capacity(index) elements
+  void layer_ready(int64_t layer);                        // parameter_hooks' before_forward
 
   dist::Communicator& comm_;
   dist::Sharding sharding_;
@@ -105,6 +120,11 @@ class DataParallel {
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
   std::vector<const Zero3Layers::Shard*> layer_shard_;
   std::unique_ptr<GradientBuckets> buckets_;  // when the reduction overlaps the backward
+  bool overlap_gathers_;
+  // Per decoder layer: the tensors whose overlapped gather the compute has not waited for yet (indices
+  // into full_), and the mark after them.
+  std::vector<std::vector<size_t>> unready_;
+  std::vector<int64_t> layer_mark_;
   Zero3Layers* layers_ = nullptr;
   // Sharded strategies: room for the largest tensor's padded slice and padded whole, in any dtype (8 bytes
   // an element at most); the collectives run on these, so no tensor needs an element count world_size

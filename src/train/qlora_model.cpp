@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "io/bnb4_checkpoint.h"
 #include "io/hf_checkpoint.h"
-#include "model/arch/architecture.h"
+#include "model/hf_layout.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "ops/quant4_ops.h"
@@ -61,19 +61,6 @@ LoadedModel assemble(const ops::Context& ctx, const model::ModelConfig& config,
   return m;
 }
 
-// bitsandbytes quantizes a fused qkv_proj / gate_up_proj (BLOOM: query_key_value, its rows interleaved per
-// head) as one matrix (its double quantization spans the parts), while the 4-bit path here holds one matrix
-// per projection: refused until that layout lands.
-void refuse_fused(const model::ModelConfig& config, const std::string& model_dir) {
-  const model::HfTensorNames& names = *model::architecture_def(config.arch).names;
-  LT_CHECK(!config.block.fused_qkv && !config.block.fused_gate_up,
-           "{}: QLoRA (bits 4) on {} with fused {} weights is not supported yet; use LoRA (bits 16)",
-           model_dir, config.architecture_name,
-           config.block.fused_qkv && config.block.fused_gate_up
-               ? fmt::format("{} / {}", names.qkv, names.gate_up)
-               : std::string(config.block.fused_qkv ? names.qkv : names.gate_up));
-}
-
 // Refuses a model whose 4-bit form, dense tensors in `source` and one projection being quantized do not fit
 // the host's memory, before anything is allocated.
 void check_host_fits(const model::ModelConfig& config, DType source, const io::Bnb4Config& quant,
@@ -92,10 +79,12 @@ void check_host_fits(const model::ModelConfig& config, DType source, const io::B
 
 // Quantizes projections one at a time on their device (the CPU reference or the CUDA kernel: the same bytes,
 // tests/cuda/test_quant4_cuda.cpp) into host Quant4Weights; the double quantization of the block scales is
-// done on the host. A GPU's codes and scales go through one device buffer of the largest projection's.
+// done on the host. A GPU's codes and scales go through one device buffer of the largest projection's. A
+// fused weight is quantized whole, in the checkpoint's row order, as bitsandbytes quantizes it.
 class Projection4BitQuantizer {
  public:
-  Projection4BitQuantizer(const model::ModelConfig& config, Device device) : device_(device) {
+  Projection4BitQuantizer(const model::ModelConfig& config, Device device)
+      : config_(config), device_(device) {
     if (device == Device::CPU) return;
     int64_t largest = 0;
     for (const model::WeightSpec& spec : model::weight_specs(config))
@@ -108,8 +97,11 @@ class Projection4BitQuantizer {
     absmax_ = arena_->alloc_bytes("block scales", scales);
   }
 
+  // x: the streamed buffer holding the weight (in the engine's row order), reordered in place when the
+  // checkpoint's differs (BLOOM's query_key_value).
   ops::Quant4Weight quantize(const ops::Context& ctx, const model::WeightSpec& spec, const Tensor& x,
                              const io::Bnb4Config& quant) {
+    if (model::has_hf_row_order(config_, spec)) to_hf_rows(ctx, x);
     ops::Quant4Weight w;
     w.type = quant.quant_type;
     w.shape = spec.shape;
@@ -133,6 +125,21 @@ class Projection4BitQuantizer {
   }
 
  private:
+  void to_hf_rows(const ops::Context& ctx, const Tensor& x) {
+    if (x.device == Device::CPU) {
+      model::qkv_rows_to_hf(config_, x);
+      return;
+    }
+    std::vector<char> host(size_t(x.bytes()));  // the row order changes on the host (one fused weight)
+    Tensor h = x;
+    h.data = host.data();
+    h.device = Device::CPU;
+    ops::copy(ctx, h, x);
+    model::qkv_rows_to_hf(config_, h);
+    ops::copy(ctx, x, h);
+  }
+
+  const model::ModelConfig& config_;
   Device device_;
   std::unique_ptr<Arena> arena_;
   void* packed_ = nullptr;
@@ -151,7 +158,7 @@ LoadedModel load_qlora_model(const ops::Context& ctx, const std::string& model_d
   if (!random_init && io::read_bnb4_quantization(model_dir).has_value()) {
     // A 4-bit checkpoint: its codes as stored (its own quant type and double quantization).
     const model::ModelConfig config = io::load_bnb4_model_config(model_dir);
-    refuse_fused(config, model_dir);
+    model::check_4bit_layout(config);
     Arena host("4-bit checkpoint", HostMemory::instance(),
                model::weights_bytes(config, dtype, model::dense_under_qlora));
     model::ModelWeights weights = model::allocate_weights(config, dtype, host, model::dense_under_qlora);
@@ -163,7 +170,7 @@ LoadedModel load_qlora_model(const ops::Context& ctx, const std::string& model_d
     return assemble(ctx, config, weights, quantized, dtype, device);
   }
   const model::ModelConfig config = model::load_model_config(model_dir);
-  refuse_fused(config, model_dir);
+  model::check_4bit_layout(config);
   // Quantized from the dtype transformers would hold the weights in (bitsandbytes quantizes 16/32-bit
   // values); random weights are drawn in f32 unless torch_dtype names another.
   const DType source =

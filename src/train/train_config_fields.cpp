@@ -97,7 +97,9 @@ const std::vector<Field>& fields() {
       {"lora_alpha_pattern", &C::lora_alpha_pattern, "per-module alpha overrides (PEFT alpha_pattern)"},
       {"trainable", &C::trainable, "finetune partial: parameter groups to train"},
       {"trainable_layers", &C::trainable_layers, "finetune partial: all | first:N | last:N | 0-3,10"},
-      {"random_init", &C::random_init, "random base weights instead of loading them"},
+      {"random_init", &C::random_init,
+       "random base weights instead of loading them (drawn where the run computes: on a GPU run, on the "
+       "GPU)"},
       {"max_steps", &C::max_steps, "optimizer steps (0: num_epochs decides)"},
       choice(
           "optim", &C::optim, kOptimNames,
@@ -153,6 +155,10 @@ const std::vector<Field>& fields() {
       {"ddp_timeout", &C::ddp_timeout,
        "several processes: seconds a rank waits for the others (start-up, each collective) before the run "
        "stops naming the missing rank"},
+      {"overlap_gathers", &C::overlap_gathers,
+       "several processes: the weights' all-gathers overlap the compute (zero3: the next layer's gather "
+       "prefetched while one computes; zero1/zero2: the updated layers gathered during the next forward); "
+       "false: each gathered before it is used (the same results)"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},

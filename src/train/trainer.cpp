@@ -125,7 +125,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   AdamWOptions adamw = adamw_options(config_);
   adamw.stochastic_rounding = plan_.stochastic_rounding;  // bf16 weights updated without masters
   adamw.seed = uint64_t(config_.seed);
-  data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory);
+  data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
+                                                  config_.overlap_gathers);
   LT_CHECK(data_parallel_->shards_optimizer() == false || config_.precision != Precision::Fp16 ||
                config_.sharding == dist::Sharding::Zero1,
            "config: precision fp16 with sharding {}: the loss scaler's overflow check needs every gradient "
@@ -215,8 +216,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   refresh_lora_compute();
   refresh_working_weights();
   if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    zero3_ =
-        std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_);
+    zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_,
+                                           grad_arena_, config_.overlap_gathers);
     data_parallel_->attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
   }
 }
@@ -245,10 +246,10 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     model::zero_grads(ctx_, model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(ctx_, lora_grads_);
-  if (zero3_) zero3_->begin_step();
   // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
   const size_t rounds =
       zero3_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
+  if (zero3_) zero3_->begin_step(int64_t(rounds));
   for (size_t i = 0; i < rounds; ++i) {
     if (i >= batches.size()) {
       zero3_->pad_round(zero3_->round_chunks(0));
@@ -267,13 +268,15 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
         model::make_schedule(ctx_, model_.config, model_.dtype, batch.B, batch.T, options, *activations_,
                              lora_.specs, offload_arena_.get());
     schedule->set_head_gradient(model::head_weight(model_.config, grads_));
+    model::LayerHooks hooks;
     if (in_backward_)
-      schedule->set_layer_hooks(
-          {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
-           .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }});
-    if (zero3_) schedule->set_layer_hooks(zero3_->hooks());
+      hooks = {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
+               .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }};
+    if (zero3_) hooks = zero3_->hooks();
     if (data_parallel_->overlaps() && i + 1 == batches.size())
-      schedule->set_layer_hooks(data_parallel_->backward_hooks());  // the step's gradients are complete
+      hooks = data_parallel_->backward_hooks();  // the step's gradients are complete
+    // Each layer's updated weights arrive (overlapped all-gather) before its forward.
+    schedule->set_layer_hooks(model::chained(data_parallel_->parameter_hooks(), hooks));
     const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
     Timer forward;
@@ -290,6 +293,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     activations_->release(mark);
     if (offload_arena_) offload_arena_->release(offload_mark);
   }
+  data_parallel_->finish_parameters();  // a rank without micro-batches ran no forward hook
   // Each rank holds the gradient of its micro-batches over the global denominator: the sum is the step's.
   // Before the loss: a rank without micro-batches issues the buckets the others started in the backward.
   if (!in_backward_) data_parallel_->reduce_gradients();

@@ -20,6 +20,7 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 }  // namespace
 
 model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
+  data_parallel_->finish_parameters();  // the last step's overlapped gathers
   if (!zero3_) return saved_weights();
   holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
                                    zero3_->gather_whole_bytes());

@@ -62,8 +62,13 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
-                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena)
-    : ctx_(ctx), comm_(comm), config_(config), weights_(weights), grad_dtype_(grads.dtype) {
+                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool prefetch)
+    : ctx_(ctx),
+      comm_(comm),
+      config_(config),
+      weights_(weights),
+      grad_dtype_(grads.dtype),
+      prefetch_(prefetch) {
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
   const Device device = weights_arena->device();
@@ -139,7 +144,8 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
       ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
                 flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
     }
-    model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[spec.layer % 2]) + s.slot_offset);
+    // Re-pointed at the slot that holds the layer by each hook (acquire).
+    model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[0]) + s.slot_offset);
     model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffer_) + s.grad_offset);
   }
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
@@ -149,8 +155,8 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
   grads_arena = std::move(new_grads);
 }
 
-Tensor Zero3Layers::slot_view(const Shard& s, int64_t layer) const {
-  return flat(static_cast<char*>(slots_[layer % 2]) + s.slot_offset, weights_.dtype,
+Tensor Zero3Layers::slot_view(const Shard& s, int slot) const {
+  return flat(static_cast<char*>(slots_[slot]) + s.slot_offset, weights_.dtype,
               s.capacity * comm_.world_size(), s.param.device);
 }
 
@@ -159,11 +165,67 @@ Tensor Zero3Layers::grad_view(const Shard& s) const {
               s.grad.device);
 }
 
-void Zero3Layers::gather(int64_t layer) {
-  int64_t& resident = resident_[layer % 2];
-  if (resident == layer) return;  // the same on every rank: the hook sequences are equal
-  for (size_t i : by_layer_[size_t(layer)]) comm_.all_gather(shards_[i].param, slot_view(shards_[i], layer));
-  resident = layer;
+int Zero3Layers::slot_holding(int64_t layer) const {
+  for (int s = 0; s < 2; ++s)
+    if (slot_layer_[s] == layer) return s;
+  return -1;
+}
+
+void Zero3Layers::issue_gather(int64_t layer, int slot, bool overlapped) {
+  for (size_t i : by_layer_[size_t(layer)]) {
+    const Shard& s = shards_[i];
+    if (overlapped)
+      comm_.all_gather_overlapped(s.param, slot_view(s, slot));
+    else
+      comm_.all_gather(s.param, slot_view(s, slot));
+  }
+  slot_layer_[slot] = layer;
+  slot_pending_[slot] = overlapped;
+}
+
+// Every decision below depends only on the hook sequence, the round's chunk count and the step's round
+// count, which are the same on every rank: so every rank issues the same gathers in the same order.
+void Zero3Layers::acquire(int64_t layer, int64_t next) {
+  int slot = slot_holding(layer);
+  if (slot < 0) {
+    // Not prefetched (the step's first layer, or a hook the prediction missed): gathered now, into the
+    // slot the latest layer does not use. A gather still running into it comes first on the communicator's
+    // stream, and the compute stream waits for this one.
+    slot = current_slot_ == 0 ? 1 : 0;
+    issue_gather(layer, slot, false);
+  } else if (slot_pending_[slot]) {
+    comm_.wait_overlapped();  // the compute stream waits for the prefetch (and anything issued before it)
+    slot_pending_[0] = slot_pending_[1] = false;
+  }
+  for (size_t i : by_layer_[size_t(layer)]) {
+    const Shard& s = shards_[i];
+    model::weight_of(weights_, s.spec).data = static_cast<char*>(slots_[slot]) + s.slot_offset;
+  }
+  current_slot_ = slot;
+  // The next layer into the other slot, on the communicator's stream while this layer computes. The other
+  // slot's layer ran before this hook: the gather waits for the compute work queued so far (NCCL:
+  // Communicator's ordering by events), so it never overwrites weights a queued kernel still reads.
+  if (prefetch_ && next >= 0 && slot_holding(next) < 0) issue_gather(next, 1 - slot, true);
+}
+
+int64_t Zero3Layers::next_after_forward(int64_t layer) {
+  const int64_t L = config_.num_layers;
+  if (layer + 1 < L) return layer + 1;
+  ++forward_passes_;
+  return forward_passes_ < round_passes_ ? 0 : L - 1;  // the next chunk's forward, or the backward's start
+}
+
+int64_t Zero3Layers::next_after_backward(int64_t layer) {
+  if (layer > 0) return layer - 1;
+  ++backward_passes_;
+  if (backward_passes_ < round_passes_) return config_.num_layers - 1;  // the previous chunk's backward
+  // The step's next round starts with layer 0; after the step's last round the optimizer changes the
+  // weights first, so nothing is gathered ahead.
+  return rounds_left_ > 1 ? 0 : -1;
+}
+
+void Zero3Layers::before_forward(int64_t layer) {
+  acquire(layer, next_after_forward(layer));
 }
 
 void Zero3Layers::flush() {
@@ -179,13 +241,13 @@ void Zero3Layers::flush() {
 
 void Zero3Layers::before_backward(int64_t layer) {
   flush();  // the previous layer's (or chunk's) gradient leaves the buffer
-  gather(layer);
+  acquire(layer, next_after_backward(layer));
   for (size_t i : by_layer_[size_t(layer)]) ops::zero(ctx_, grad_view(shards_[i]));
   pending_ = layer;
 }
 
 model::LayerHooks Zero3Layers::hooks() {
-  return {.before_forward = [this](int64_t l) { gather(l); },
+  return {.before_forward = [this](int64_t l) { before_forward(l); },
           .before_backward = [this](int64_t l) { before_backward(l); },
           .after_backward =
               [this](int64_t l) {
@@ -193,22 +255,25 @@ model::LayerHooks Zero3Layers::hooks() {
               }};
 }
 
-void Zero3Layers::begin_step() {
+void Zero3Layers::begin_step(int64_t rounds) {
   for (const Shard& s : shards_) ops::zero(ctx_, s.grad);
+  rounds_left_ = rounds;
 }
 
 int64_t Zero3Layers::round_chunks(int64_t mine) {
   double own = double(mine);
   std::vector<double> all(size_t(comm_.world_size()), 0.0);
   comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
-  return int64_t(*std::max_element(all.begin(), all.end()));
+  round_passes_ = int64_t(*std::max_element(all.begin(), all.end()));
+  forward_passes_ = backward_passes_ = 0;
+  return round_passes_;
 }
 
 void Zero3Layers::pad_passes(int64_t passes) {
   // The hooks' order in the schedule (schedule_engine.cpp): every chunk's forward runs the layers up, every
   // chunk's backward runs them down.
   for (int64_t p = 0; p < passes; ++p)
-    for (int64_t l = 0; l < config_.num_layers; ++l) gather(l);
+    for (int64_t l = 0; l < config_.num_layers; ++l) before_forward(l);
   for (int64_t p = 0; p < passes; ++p)
     for (int64_t l = config_.num_layers - 1; l >= 0; --l) before_backward(l);
 }
@@ -220,10 +285,13 @@ void Zero3Layers::pad_round(int64_t passes) {
 
 void Zero3Layers::finish_micro_batch() {
   flush();
+  rounds_left_ = std::max<int64_t>(rounds_left_ - 1, 1);
 }
 
 void Zero3Layers::weights_changed() {
-  resident_[0] = resident_[1] = -1;
+  // A prefetch the prediction wasted may still run: the next gather into its slot comes after it on the
+  // communicator's stream.
+  slot_layer_[0] = slot_layer_[1] = -1;
 }
 
 size_t Zero3Layers::gather_whole_bytes() const {

@@ -2,15 +2,27 @@
 // its slice of every trained layer tensor and of its gradient (AdamW's moments live on the same slices, in
 // the optimizer over DataParallel's groups), and a layer's whole weights exist only while the schedule runs
 // it:
-//   before_forward(l), before_backward(l)  the layer's slices are all-gathered into gather slot l % 2 (two
-//                                          slots: the layer before stays resident, so the backward's first
-//                                          layers and a one-layer model skip the gather);
+//   before_forward(l), before_backward(l)  the layer's weights must be whole: the hook waits for their
+//                                          gather (issued by the hook before) and re-points the layer's
+//                                          tensors at its slot; then it issues the gather of the layer the
+//                                          schedule runs next into the other slot (prefetch), which runs on
+//                                          the communicator's stream while this layer computes. A layer
+//                                          still in a slot is not gathered again (the backward's first
+//                                          layer, a one-layer model, a layer's chunks in a row);
 //   after layer l's backward (per chunk)   its gradient, accumulated in one layer-sized buffer shared by
 //                                          every layer, is reduce-scattered and added to this rank's
 //                                          gradient slice; the buffer then serves the next layer.
 // A tensor of n elements is cut as DataParallel cuts it (data_parallel.h): rank r owns elements
 // [r*c, min((r+1)*c, n)) with c = ceil(n / world); slots and the gradient buffer hold world * c elements per
 // tensor (the padding stays zero), so the collectives need no copies.
+//
+// The next layer is predicted from the schedules' order (schedule_engine.cpp): a round's forward runs the
+// layers up once per chunk, its backward runs them down once per chunk, and the step's next round starts
+// at layer 0 again; after the step's last backward nothing is gathered ahead (the optimizer changes the
+// weights). A hook whose layer was not predicted (another schedule's order) gathers it synchronously, so
+// a wrong prediction costs time, never results. Two slots of the largest layer's gathered size; a gather
+// never targets the slot of the layer whose hook issues it, and on NCCL it waits (GPU side) for the
+// compute work queued before it, so it overwrites a slot only after the kernels that read it.
 //
 // Every rank must issue the same collectives in the same order, but a step's micro-batches are split
 // unevenly (3 on 2 ranks) and a chunked micro-batch's hook count depends on its length. The trainer
@@ -64,14 +76,17 @@ class Zero3Layers {
   // new ones that hold the slices, the slots, the gradient buffer and every other tensor whole, and the
   // tensors of `weights` and `grads` are re-pointed (layers at their slot and at the gradient buffer).
   // The sharded tensors are the layer tensors whose gradient exists in `grads`.
+  // `prefetch` false: each layer is gathered by its own hook (synchronously; the same results, for
+  // comparison).
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena);
+              std::unique_ptr<Arena>& grads_arena, bool prefetch = true);
 
   const std::vector<Shard>& shards() const { return shards_; }
   model::LayerHooks hooks();
 
-  void begin_step();  // zeroes the gradient slices
+  // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
+  void begin_step(int64_t rounds);
   // The most chunks any rank's micro-batch of this round has (a collective; `mine`: 0 without one).
   int64_t round_chunks(int64_t mine);
   // Between a micro-batch's forward and backward: `passes` chunks' worth of forward passes and then of
@@ -88,11 +103,18 @@ class Zero3Layers {
 
  private:
   ops::Context ctx_;  // the context of its ops
-  void gather(int64_t layer);
+  // A hook of `layer`: its weights whole in a slot and its tensors pointed there; `next` (-1: none)
+  // prefetched into the other slot.
+  void acquire(int64_t layer, int64_t next);
+  void issue_gather(int64_t layer, int slot, bool overlapped);
+  int slot_holding(int64_t layer) const;  // -1: none
+  int64_t next_after_forward(int64_t layer);
+  int64_t next_after_backward(int64_t layer);
+  void before_forward(int64_t layer);
   void before_backward(int64_t layer);
   void flush();
-  Tensor slot_view(const Shard& s, int64_t layer) const;  // (world * c) elements in layer's slot
-  Tensor grad_view(const Shard& s) const;                 // (world * c) elements in the gradient buffer
+  Tensor slot_view(const Shard& s, int slot) const;  // (world * c) elements in the slot
+  Tensor grad_view(const Shard& s) const;            // (world * c) elements in the gradient buffer
 
   dist::Communicator& comm_;
   const model::ModelConfig& config_;
@@ -102,9 +124,15 @@ class Zero3Layers {
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_
   void* slots_[2] = {nullptr, nullptr};
   void* grad_buffer_ = nullptr;
-  Tensor scatter_scratch_;          // (largest c) gradient dtype
-  int64_t resident_[2] = {-1, -1};  // the layer each slot holds
-  int64_t pending_ = -1;            // the layer whose gradient waits in the buffer
+  Tensor scatter_scratch_;  // (largest c) gradient dtype
+  bool prefetch_;
+  int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
+  bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
+  int current_slot_ = -1;                             // the slot of the latest hook's layer
+  int64_t round_passes_ = 1;                          // chunks per micro-batch this round (round_chunks)
+  int64_t forward_passes_ = 0, backward_passes_ = 0;  // this round's, done
+  int64_t rounds_left_ = 1;                           // this step's rounds not finished, this one included
+  int64_t pending_ = -1;                              // the layer whose gradient waits in the buffer
 };
 
 }  // namespace lt::train

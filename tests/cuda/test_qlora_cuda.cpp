@@ -2,12 +2,18 @@
 // model/nf4_weights.h's scratch) are the CPU's bytes in every compute dtype (one f32 product, one
 // rounding), and `train --device cuda` with adapter qlora gives per-step losses within GPU.md's tolerances
 // of the CPU float64 QLoRA run (which tests/train/test_qlora_golden.cpp ties to bitsandbytes + PEFT),
-// whole-sequence and chunked, with and without double quantization.
+// whole-sequence and chunked, with and without double quantization. Fused projections (BLOOM's per-head
+// interleaved query_key_value, Phi-3's qkv_proj / gate_up_proj: one 4-bit weight each, each part dequantized
+// run by run into the scratch) the same: parts equal the CPU's bytes, and PEFT's QLoRA trajectories
+// (tools/make_qlora_fused_golden.py, float64) within GPU.md's tolerances, BLOOM chunked (ALiBi across
+// chunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "model/nf4_weights.h"
 #include "ops/device.h"
@@ -94,6 +100,76 @@ TEST(CudaQlora, StepLossesMatchTheCpuFloat64Run) {
         const DType dt = train::compute_dtype(precision);
         report("train qlora --device cuda", dt, tag, w, tolerance(dt));
         EXPECT_LE(w.error, tolerance(dt)) << tag << " " << precision_name;
+      }
+    }
+}
+
+// Random projections drawn and quantized on the GPU (BLOOM's query_key_value put in the checkpoint's row
+// order there before quantization) and on the host: every part of every fused weight dequantizes to the same
+// bytes.
+TEST(CudaQlora, FusedPartsDequantizeAsTheCpu) {
+  LT_REQUIRE_GPU();
+  for (const std::string family : {"bloom", "phi3"})
+    for (const DType dt : {DType::F32, DType::BF16}) {
+      const std::string dir = source_path("tests/model/golden/peft_" + family + "/base");
+      const train::QloraOptions o{.quant_type = ops::Quant4Type::NF4, .double_quant = true};
+      const train::LoadedModel cpu = train::load_qlora_model(ctx, dir, o, dt, true, 9, Device::CPU);
+      const train::LoadedModel gpu = train::load_qlora_model(ctx, dir, o, dt, true, 9, Device::CUDA);
+      int fused = 0;
+      for (size_t l = 0; l < cpu.nf4->layers.size(); ++l)
+        for (model::ProjId id : model::kAllProjs) {
+          const model::Nf4Proj& p = cpu.nf4->layers[l].proj[id];
+          if (p.packed.empty()) continue;  // BLOOM has no gate
+          EXPECT_EQ(
+              host_bytes(model::dequantize_to_scratch(ctx, gpu.nf4->layers[l].proj[id], gpu.nf4->scratch)),
+              host_bytes(model::dequantize_to_scratch(ctx, p, cpu.nf4->scratch)))
+              << family << " " << dtype_name(dt) << " layer " << l << " projection " << int(id);
+          fused += p.fused_rows > 0;
+        }
+      EXPECT_EQ(fused, (family == "bloom" ? 3 : 5) * int(cpu.nf4->layers.size())) << family;
+    }
+}
+
+// `train --device cuda --bits 4` of the fused-family QLoRA goldens: per-step losses within GPU.md's
+// tolerances of PEFT's float64 trajectory (the CPU matches it to 1e-10:
+// tests/train/test_peft_training_golden.cpp).
+TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
+  LT_REQUIRE_GPU();
+  const std::string golden_dir = source_path("tests/train/golden/peft_training");
+  for (const std::string family : {"bloom", "phi3"})
+    for (const int64_t chunk : {0, 4}) {
+      nlohmann::json g;
+      std::ifstream(golden_dir + "/qlora_" + family + ".json") >> g;
+      TempDir dir;
+      train::TrainConfig c;
+      c.base_model = source_path(g["base_model"].get<std::string>());
+      c.init_adapter = source_path(g["init_adapter"].get<std::string>());
+      c.data_path = golden_dir + "/data.jsonl";
+      c.finetune = model::Finetune::Lora;
+      c.lora_dropout = 0;
+      c.shuffle = false;
+      c.val_set_size = 0;
+      apply_golden_schedule(c, g);
+      c.bits = 4;
+      c.save_steps = 0;
+      c.eval_steps = 0;
+      c.chunk_size = chunk;
+      c.device = Device::CUDA;
+      const std::vector<double> want = g["losses"].get<std::vector<double>>();
+      for (const train::Precision precision : {train::Precision::Fp32, train::Precision::Bf16}) {
+        train::TrainConfig run = c;
+        run.precision = precision;
+        const std::string tag = family + "-chunk" + std::to_string(chunk);
+        run.output_dir = dir.file(tag + "-" + train::name_of(train::kPrecisionNames, precision));
+        const std::vector<double> got = train::run_training(run, quiet_hooks()).losses;
+        ASSERT_EQ(got.size(), want.size());
+        Worst w;
+        for (size_t i = 0; i < want.size(); ++i)
+          w.error = std::max(w.error, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
+        w.output = "step loss";
+        const DType dt = train::compute_dtype(precision);
+        report("train qlora fused --device cuda", dt, tag, w, tolerance(dt));
+        EXPECT_LE(w.error, tolerance(dt)) << tag;
       }
     }
 }

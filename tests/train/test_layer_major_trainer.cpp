@@ -83,5 +83,17 @@ TEST(LayerMajorTrainer, RefusesWhatKeepsMoreThanTheLayerInputs) {
       {"schedule", "layer_major"});
 }
 
+// zero3 pads a rank's shorter micro-batch with chunk-major passes, which layer-major's per-chunk
+// collectives inside the layer loop cannot match: refused by name.
+TEST(LayerMajorTrainer, RefusesZero3) {
+  test::TempDir dir;
+  TrainConfig c = test::tiny_train_config(dir.path(), "full");
+  apply_overrides(c, {"--schedule", "layer_major", "--sharding", "zero3", "--chunk_size", "4"});
+  test::expect_error_mentions([&] { validate(c); },
+                              {"'schedule' is layer_major", "sharding zero3", "chunk_major"});
+  apply_overrides(c, {"--sharding", "zero2"});
+  validate(c);  // what the message suggests
+}
+
 }  // namespace
 }  // namespace lt::train

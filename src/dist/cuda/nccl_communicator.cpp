@@ -5,8 +5,10 @@
 #include <fmt/core.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -89,6 +91,8 @@ class NcclCommunicator final : public Communicator {
     if (scratch_) cudaFree(scratch_);
     cudaEventDestroy(compute_ready_);
     cudaEventDestroy(overlapped_done_);
+    for (const auto& [mark, event] : marks_) cudaEventDestroy(event);
+    for (cudaEvent_t event : free_marks_) cudaEventDestroy(event);
     cudaStreamDestroy(stream_);
     if (!aborted) ncclCommDestroy(comm_);
   }
@@ -105,11 +109,41 @@ class NcclCommunicator final : public Communicator {
   }
 
   void wait_overlapped() override {
+    recycle_marks_through(next_mark_ - 1);  // this wait covers every mark
     if (!overlapped_pending_) return;
     // Collectives finish in the order of stream_: an event recorded now completes after all of them.
     LT_CUDA_CHECK(cudaEventRecord(overlapped_done_, stream_));
     LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), overlapped_done_, 0));
     overlapped_pending_ = false;
+  }
+
+  int64_t overlapped_mark() override {
+    cudaEvent_t event = nullptr;
+    if (free_marks_.empty()) {
+      LT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    } else {
+      event = free_marks_.back();
+      free_marks_.pop_back();
+    }
+    // Recorded now on stream_: it completes after every collective issued before it (stream order).
+    LT_CUDA_CHECK(cudaEventRecord(event, stream_));
+    marks_.emplace_back(next_mark_, event);
+    return next_mark_++;
+  }
+
+  void wait_overlapped_mark(int64_t mark) override {
+    if (mark <= waited_through_) return;  // an earlier wait covers it
+    for (const auto& [m, event] : marks_)
+      if (m == mark) {
+        LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), event, 0));
+        break;
+      }
+    recycle_marks_through(mark);
+  }
+
+  void all_gather_overlapped(Tensor in, Tensor out) override {
+    LT_CHECK(in.device != Device::CPU, "all_gather_overlapped: a CPU tensor; expected one on the GPU");
+    all_gather_on_stream(in, out, Completion::Overlapped);
   }
 
   void reduce_scatter(Tensor in, Tensor out, ReduceOp op) override {
@@ -121,12 +155,7 @@ class NcclCommunicator final : public Communicator {
     reduce_scatter_on_stream(in, out, op, Completion::Overlapped);
   }
 
-  void all_gather(Tensor in, Tensor out) override {
-    check_scatter_gather("all_gather", out, in, world_);
-    on_device("all_gather", {in, out}, Completion::ComputeWaits, [&](std::vector<void*> p, cudaStream_t s) {
-      return ncclAllGather(p[0], p[1], size_t(in.numel()), nccl_dtype(in.dtype), comm_, s);
-    });
-  }
+  void all_gather(Tensor in, Tensor out) override { all_gather_on_stream(in, out, Completion::ComputeWaits); }
 
   void broadcast(Tensor t, int root) override {
     check_collective("broadcast", t);
@@ -173,6 +202,13 @@ class NcclCommunicator final : public Communicator {
     check_collective("all_reduce", t);
     on_device("all_reduce", {t}, completion, [&](std::vector<void*> p, cudaStream_t s) {
       return ncclAllReduce(p[0], p[0], size_t(t.numel()), nccl_dtype(t.dtype), nccl_op(op), comm_, s);
+    });
+  }
+
+  void all_gather_on_stream(Tensor in, Tensor out, Completion completion) {
+    check_scatter_gather("all_gather", out, in, world_);
+    on_device("all_gather", {in, out}, completion, [&](std::vector<void*> p, cudaStream_t s) {
+      return ncclAllGather(p[0], p[1], size_t(in.numel()), nccl_dtype(in.dtype), comm_, s);
     });
   }
 
@@ -235,6 +271,16 @@ class NcclCommunicator final : public Communicator {
     watchdog_->throw_if_failed();
   }
 
+  // Marks up to `mark` are waited for: their events go back to the pool (a wait already made keeps the
+  // work it captured).
+  void recycle_marks_through(int64_t mark) {
+    waited_through_ = std::max(waited_through_, mark);
+    while (!marks_.empty() && marks_.front().first <= mark) {
+      free_marks_.push_back(marks_.front().second);
+      marks_.pop_front();
+    }
+  }
+
   void reserve_scratch(size_t bytes) {
     if (bytes <= scratch_bytes_) return;
     LT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may still be read
@@ -252,6 +298,9 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t compute_ready_ = nullptr;    // the compute work a collective waits for
   cudaEvent_t overlapped_done_ = nullptr;  // wait_overlapped's mark on stream_
   bool overlapped_pending_ = false;        // an overlapped collective the compute stream has not waited for
+  std::deque<std::pair<int64_t, cudaEvent_t>> marks_;  // overlapped_mark's events not waited for, in order
+  std::vector<cudaEvent_t> free_marks_;                // recorded and waited for: reusable
+  int64_t next_mark_ = 0, waited_through_ = -1;
   std::unique_ptr<NcclWatchdog> watchdog_;
   void* scratch_ = nullptr;  // CPU tensors' device copies
   size_t scratch_bytes_ = 0;
