@@ -32,20 +32,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out" "$work/model"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$out/gpus.txt"
 
-python3 - "$work" "$hidden" "$layers" "$seq" <<'PY'
-import json, random, sys
-work, hidden, layers, seq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8192,
-           "hidden_size": hidden, "intermediate_size": hidden * 8 // 3 // 64 * 64,
-           "num_hidden_layers": layers, "num_attention_heads": hidden // 64, "num_key_value_heads": hidden // 128,
-           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "initializer_range": 0.02, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2},
-          open(f"{work}/model/config.json", "w"))
-random.seed(0)
-with open(f"{work}/data.jsonl", "w") as f:
-    for _ in range(512):
-        f.write(json.dumps({"input_ids": [random.randrange(3, 8192) for _ in range(seq)]}) + "\n")
-PY
+python3 tools/gpu_tiny_llama.py "$work" "$hidden" "$layers" "$seq" 512
 cat > "$work/train.yaml" <<YAML
 base_model: $work/model
 data_path: $work/data.jsonl

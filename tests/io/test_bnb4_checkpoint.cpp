@@ -17,6 +17,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "support/checkpoint_bytes.h"
 #include "support/test_support.h"
 
 namespace lt {
@@ -136,18 +137,7 @@ TEST(Bnb4Checkpoint, SavedCheckpointHasTransformersLayoutAndReadsBack) {
   io::save_bnb4_checkpoint(out, theirs.config, theirs.weights, theirs.q);
 
   // Same tensor names, dtypes, shapes and bytes as transformers' file (quant states included).
-  auto a = io::CheckpointReader::open(golden);
-  auto b = io::CheckpointReader::open(out);
-  ASSERT_EQ(a->names(), b->names());
-  for (const std::string& name : a->names()) {
-    const io::SafetensorsEntry& ea = a->entry(name);
-    const io::SafetensorsEntry& eb = b->entry(name);
-    EXPECT_EQ(ea.dtype, eb.dtype) << name;
-    EXPECT_EQ(ea.shape, eb.shape) << name;
-    EXPECT_TRUE(ea.end - ea.begin == eb.end - eb.begin &&
-                std::memcmp(ea.data, eb.data, ea.end - ea.begin) == 0)
-        << name;
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_same_tensor_bytes(golden, out));
   const nlohmann::json qa = io::read_json_file(golden + "/config.json")["quantization_config"];
   const nlohmann::json qb = io::read_json_file(out + "/config.json")["quantization_config"];
   EXPECT_EQ(qa, qb);

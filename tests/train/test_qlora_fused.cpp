@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "model/nf4_weights.h"
 #include "model/proj.h"
+#include "support/checkpoint_bytes.h"
 #include "support/test_context.h"
 #include "support/test_support.h"
 #include "train/lora_test_util.h"
@@ -142,18 +143,7 @@ TEST_P(QloraFused, BitsandbytesCheckpointSavesBackByteIdentical) {
   const Stored theirs = load_stored(golden, false);
   test::TempDir tmp;
   io::save_bnb4_checkpoint(tmp.file("q"), theirs.config, theirs.weights, theirs.q);
-  auto a = io::CheckpointReader::open(golden);
-  auto b = io::CheckpointReader::open(tmp.file("q"));
-  ASSERT_EQ(a->names(), b->names());
-  for (const std::string& name : a->names()) {
-    const io::SafetensorsEntry& ea = a->entry(name);
-    const io::SafetensorsEntry& eb = b->entry(name);
-    EXPECT_EQ(ea.dtype, eb.dtype) << name;
-    EXPECT_EQ(ea.shape, eb.shape) << name;
-    EXPECT_TRUE(ea.end - ea.begin == eb.end - eb.begin &&
-                std::memcmp(ea.data, eb.data, ea.end - ea.begin) == 0)
-        << name;
-  }
+  ASSERT_NO_FATAL_FAILURE(test::expect_same_tensor_bytes(golden, tmp.file("q")));
   EXPECT_EQ(io::read_json_file(golden + "/config.json")["quantization_config"],
             io::read_json_file(tmp.file("q") + "/config.json")["quantization_config"]);
 }
