@@ -5,7 +5,9 @@
 #   single       one process, no launcher (SingleCommunicator);
 #   nccl-w1      one process through the NCCL communicator (torchrun-style RANK=0 WORLD_SIZE=1): the
 #                same bits as single, and its speed (the issue asks for within 2%);
-#   ddp/zero1/zero2-w2   two ranks, one GPU each, torchrun-style variables (NCCL bootstrapped over TCP);
+#   ddp/zero1/zero2/zero3-w2   two ranks, one GPU each, torchrun-style variables (NCCL bootstrapped over TCP);
+#   zero3-w2-blocking    zero3 with overlap_gathers false (gathers and layer reduce-scatters waited for at
+#                        once): zero3-w2's losses bit for bit (the script exits non-zero otherwise);
 #   mpirun-ddp-w2        the same through mpirun (NCCL bootstrapped over MPI), when mpirun exists.
 # Each row: the largest relative difference of the per-step losses and of the final weights from single
 # (fp32 on the GPU: the ranks' sums group differently, so expect ~1e-6, not 0; nccl-w1 expects 0), and the
@@ -58,12 +60,13 @@ run() {  # NAME then the command (its output_dir is $work/NAME)
   local rc=$?
   [[ $rc -ne 0 ]] && status=1 && echo "$name: exit $rc (log $out/$name.log)"
 }
-torchrun_like() {  # NAME WORLD SHARDING: WORLD processes with torchrun's variables, one GPU each
+torchrun_like() {  # NAME WORLD SHARDING [EXTRA...]: WORLD processes with torchrun's variables, one GPU each
   local name=$1 world=$2 sharding=$3 pids=() rank
+  shift 3
   for ((rank = 0; rank < world; rank++)); do
     RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
       timeout -k 30 600 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
-      --ddp_timeout "${DDP_TIMEOUT:-240}" \
+      --ddp_timeout "${DDP_TIMEOUT:-240}" "$@" \
       > "$out/$name.rank$rank.log" 2>&1 &
     pids+=($!)
   done
@@ -78,7 +81,9 @@ torchrun_like ddp-w2 2 ddp
 torchrun_like zero1-w2 2 zero1
 torchrun_like zero2-w2 2 zero2
 torchrun_like zero3-w2 2 zero3
-names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2"
+# zero3's blocking path (each gather and layer reduce-scatter waited for at once): zero3-w2's bits.
+torchrun_like zero3-w2-blocking 2 zero3 --overlap_gathers false
+names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp
@@ -127,5 +132,10 @@ for name in names:
         weight_diff = max(np.max(np.abs(w[k] - ref_w[k])) / max(np.max(np.abs(ref_w[k])), 1e-30) for k in ref_w)
     speed = statistics.median(r["tokens_per_s"] for r in m[2:]) if len(m) > 2 else float("nan")
     print(f"{name:<16} {len(m):>5} {m[-1]['loss']:>11.6f} {loss_diff:>14.3e} {weight_diff:>16.3e} {speed:>10.0f}")
+on, off = metrics("zero3-w2"), metrics("zero3-w2-blocking")
+same = bool(on) and bool(off) and [r["loss"] for r in on] == [r["loss"] for r in off]
+print(f"zero3-w2 against zero3-w2-blocking: {'bit-identical losses' if same else 'DIFFERENT losses'}")
+sys.exit(0 if same else 1)
 PY
+[[ ${PIPESTATUS[0]} -ne 0 ]] && status=1
 exit $status

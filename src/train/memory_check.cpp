@@ -96,7 +96,7 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   };
   const Resliced resliced[] = {{"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
                                {"weight grads", whole_grads, f.grad_slices,
-                                "zero3 gradient buffer (1 layer) and scatter scratch", f.grad_buffer}};
+                                "zero3 gradient buffers (2 layers) and scatter scratch", f.grad_buffer}};
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {
     const Resliced* r = nullptr;

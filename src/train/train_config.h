@@ -112,8 +112,9 @@ struct TrainConfig {
   // Several processes: seconds a rank waits for the others (start-up, a collective) before the run stops
   // naming the missing rank (HF TrainingArguments' ddp_timeout, with its default).
   double ddp_timeout = 1800;
-  // Several processes: weights' all-gathers overlap the compute (zero3: the next layer's gather prefetched;
-  // zero1/zero2: the updated layers gathered during the next forward). false: each gather before its use.
+  // Several processes: weights' all-gathers overlap the compute (zero3: the next layer's gather prefetched
+  // and each layer's gradient reduce-scatter overlapped with the layer below's backward; zero1/zero2: the
+  // updated layers gathered during the next forward). false: each collective waited for at once.
   bool overlap_gathers = true;
   double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles

@@ -157,8 +157,9 @@ const std::vector<Field>& fields() {
        "stops naming the missing rank"},
       {"overlap_gathers", &C::overlap_gathers,
        "several processes: the weights' all-gathers overlap the compute (zero3: the next layer's gather "
-       "prefetched while one computes; zero1/zero2: the updated layers gathered during the next forward); "
-       "false: each gathered before it is used (the same results)"},
+       "prefetched while one computes, and each layer's gradient reduce-scatter overlapped with the backward "
+       "of the layer below; zero1/zero2: the updated layers gathered during the next forward); false: each "
+       "gathered (zero3: and reduce-scattered) before the compute goes on (the same results)"},
       {"loss_scale_init", &C::loss_scale_init, "precision fp16: the dynamic loss scale's initial value"},
       {"loss_scale_growth_interval", &C::loss_scale_growth_interval,
        "precision fp16: finite steps in a row before the loss scale doubles"},

@@ -56,19 +56,20 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
     f.grad_buffer = std::max(f.grad_buffer, aligned(size_t(c) * dtype_size(grad_dtype)));  // scratch
   }
   f.slots = 2 * *std::max_element(slot.begin(), slot.end());
-  f.grad_buffer += *std::max_element(grad.begin(), grad.end());
+  f.grad_buffer += 2 * *std::max_element(grad.begin(), grad.end());
   return f;
 }
 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
-                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool prefetch)
+                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
       weights_(weights),
+      grads_(grads),
       grad_dtype_(grads.dtype),
-      prefetch_(prefetch) {
+      overlap_(overlap) {
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
   const Device device = weights_arena->device();
@@ -104,14 +105,16 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
   MemoryResource& memory = ops::memory_resource(device);
   auto new_weights = std::make_unique<Arena>("weights (zero3 slices)", memory,
                                              weight_bytes + 2 * aligned(slot_bytes) + kAlignment);
-  auto new_grads = std::make_unique<Arena>(
-      "grads (zero3 slices)", memory,
-      grad_bytes + aligned(buffer_bytes) + aligned(size_t(largest) * dtype_size(grad_dtype_)) + kAlignment);
+  auto new_grads =
+      std::make_unique<Arena>("grads (zero3 slices)", memory,
+                              grad_bytes + 2 * aligned(buffer_bytes) +
+                                  aligned(size_t(largest) * dtype_size(grad_dtype_)) + kAlignment);
   // Neither needs zeroing: a gather writes a tensor's whole region (the slices' padding is zero), and
   // before_backward zeroes a layer's gradient regions.
   for (void*& slot : slots_)
     slot = new_weights->alloc_bytes("zero3 gather slot", std::max<size_t>(slot_bytes, 1));
-  grad_buffer_ = new_grads->alloc_bytes("zero3 gradient buffer", std::max<size_t>(buffer_bytes, 1));
+  for (void*& buffer : grad_buffers_)
+    buffer = new_grads->alloc_bytes("zero3 gradient buffer", std::max<size_t>(buffer_bytes, 1));
   scatter_scratch_ =
       flat(new_grads->alloc_bytes("zero3 reduce-scatter scratch", size_t(largest) * dtype_size(grad_dtype_)),
            grad_dtype_, largest, device);
@@ -144,9 +147,10 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
       ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
                 flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
     }
-    // Re-pointed at the slot that holds the layer by each hook (acquire).
+    // Re-pointed at the slot that holds the layer (acquire) and at its gradient buffer (before_backward) by
+    // each hook.
     model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[0]) + s.slot_offset);
-    model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffer_) + s.grad_offset);
+    model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffers_[0]) + s.grad_offset);
   }
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
   weights = w_new;
@@ -160,8 +164,14 @@ Tensor Zero3Layers::slot_view(const Shard& s, int slot) const {
               s.capacity * comm_.world_size(), s.param.device);
 }
 
-Tensor Zero3Layers::grad_view(const Shard& s) const {
-  return flat(static_cast<char*>(grad_buffer_) + s.grad_offset, grad_dtype_, s.capacity * comm_.world_size(),
+Tensor Zero3Layers::grad_view(const Shard& s, int buffer) const {
+  return flat(static_cast<char*>(grad_buffers_[buffer]) + s.grad_offset, grad_dtype_,
+              s.capacity * comm_.world_size(), s.grad.device);
+}
+
+Tensor Zero3Layers::reduced_block(const Shard& s, int buffer) const {
+  const size_t begin = size_t(comm_.rank() * s.capacity) * dtype_size(grad_dtype_);
+  return flat(static_cast<char*>(grad_buffers_[buffer]) + s.grad_offset + begin, grad_dtype_, s.capacity,
               s.grad.device);
 }
 
@@ -186,6 +196,10 @@ void Zero3Layers::issue_gather(int64_t layer, int slot, bool overlapped) {
 // Every decision below depends only on the hook sequence, the round's chunk count and the step's round
 // count, which are the same on every rank: so every rank issues the same gathers in the same order.
 void Zero3Layers::acquire(int64_t layer, int64_t next) {
+  prefetch(next, take(layer));
+}
+
+int Zero3Layers::take(int64_t layer) {
   int slot = slot_holding(layer);
   if (slot < 0) {
     // Not prefetched (the step's first layer, or a hook the prediction missed): gathered now, into the
@@ -202,10 +216,14 @@ void Zero3Layers::acquire(int64_t layer, int64_t next) {
     model::weight_of(weights_, s.spec).data = static_cast<char*>(slots_[slot]) + s.slot_offset;
   }
   current_slot_ = slot;
+  return slot;
+}
+
+void Zero3Layers::prefetch(int64_t next, int taken) {
   // The next layer into the other slot, on the communicator's stream while this layer computes. The other
   // slot's layer ran before this hook: the gather waits for the compute work queued so far (NCCL:
   // Communicator's ordering by events), so it never overwrites weights a queued kernel still reads.
-  if (prefetch_ && next >= 0 && slot_holding(next) < 0) issue_gather(next, 1 - slot, true);
+  if (overlap_ && next >= 0 && slot_holding(next) < 0) issue_gather(next, 1 - taken, true);
 }
 
 int64_t Zero3Layers::next_after_forward(int64_t layer) {
@@ -230,28 +248,68 @@ void Zero3Layers::before_forward(int64_t layer) {
 
 void Zero3Layers::flush() {
   if (pending_ < 0) return;
+  const int b = pending_buffer_;
   for (size_t i : by_layer_[size_t(pending_)]) {
     const Shard& s = shards_[i];
-    const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
-    comm_.reduce_scatter(grad_view(s), part, dist::ReduceOp::Sum);
-    ops::add_inplace(ctx_, s.grad, part);
+    if (overlap_) {
+      // In place: this rank's block of the buffer receives the sum; complete() adds it to the slice.
+      comm_.reduce_scatter_overlapped(grad_view(s, b), reduced_block(s, b), dist::ReduceOp::Sum);
+    } else {
+      const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
+      comm_.reduce_scatter(grad_view(s, b), part, dist::ReduceOp::Sum);
+      ops::add_inplace(ctx_, s.grad, part);
+    }
+  }
+  if (overlap_) {
+    reducing_[b] = pending_;
+    reduced_mark_[b] = comm_.overlapped_mark();
   }
   pending_ = -1;
 }
 
+void Zero3Layers::complete(int buffer) {
+  if (reducing_[buffer] < 0) return;
+  // The compute stream waits for the buffer's reduce-scatter only (not for a gather issued after it).
+  comm_.wait_overlapped_mark(reduced_mark_[buffer]);
+  for (size_t i : by_layer_[size_t(reducing_[buffer])]) {
+    const Shard& s = shards_[i];
+    ops::add_inplace(ctx_, s.grad, reduced_block(s, buffer));
+  }
+  reducing_[buffer] = -1;
+}
+
+void Zero3Layers::point_grads(int64_t layer, int buffer) {
+  for (size_t i : by_layer_[size_t(layer)]) {
+    const Shard& s = shards_[i];
+    model::weight_of(grads_, s.spec).data = static_cast<char*>(grad_buffers_[buffer]) + s.grad_offset;
+  }
+}
+
 void Zero3Layers::before_backward(int64_t layer) {
-  flush();  // the previous layer's (or chunk's) gradient leaves the buffer
-  acquire(layer, next_after_backward(layer));
-  for (size_t i : by_layer_[size_t(layer)]) ops::zero(ctx_, grad_view(shards_[i]));
+  // Wait for this layer's gather first: it is the latest overlapped collective, so the wait covers
+  // nothing issued after it (zero3_layers.h). Then the previous layer's (or chunk's) gradient leaves its
+  // buffer, and the next layer's gather follows it on the communicator's stream.
+  const int slot = take(layer);
+  flush();
+  prefetch(next_after_backward(layer), slot);
+  // The other buffer (the blocking path keeps one): the reduce-scatter that read it two hooks ago is
+  // complete and added before the buffer is zeroed for this layer.
+  const int b = overlap_ ? 1 - pending_buffer_ : 0;
+  complete(b);
+  point_grads(layer, b);
+  for (size_t i : by_layer_[size_t(layer)]) ops::zero(ctx_, grad_view(shards_[i], b));
   pending_ = layer;
+  pending_buffer_ = b;
 }
 
 model::LayerHooks Zero3Layers::hooks() {
+  // Overlapped, a layer's reduce-scatter waits for the next hook: issued here, before the next layer's
+  // gather wait, that wait would cover it.
   return {.before_forward = [this](int64_t l) { before_forward(l); },
           .before_backward = [this](int64_t l) { before_backward(l); },
           .after_backward =
               [this](int64_t l) {
-                if (l >= 0) flush();
+                if (l >= 0 && !overlap_) flush();
               }};
 }
 
@@ -285,6 +343,8 @@ void Zero3Layers::pad_round(int64_t passes) {
 
 void Zero3Layers::finish_micro_batch() {
   flush();
+  complete(0);
+  complete(1);
   rounds_left_ = std::max<int64_t>(rounds_left_ - 1, 1);
 }
 

@@ -9,12 +9,23 @@
 //                                          the communicator's stream while this layer computes. A layer
 //                                          still in a slot is not gathered again (the backward's first
 //                                          layer, a one-layer model, a layer's chunks in a row);
-//   after layer l's backward (per chunk)   its gradient, accumulated in one layer-sized buffer shared by
-//                                          every layer, is reduce-scattered and added to this rank's
-//                                          gradient slice; the buffer then serves the next layer.
+//   before_backward(l), continued          the gradient of the layer before (computed into one of two
+//                                          layer-sized gradient buffers, used alternately) is
+//                                          reduce-scattered in place, overlapped: on the communicator's
+//                                          stream while layer l computes into the other buffer. Its block
+//                                          is added to this rank's gradient slice when its buffer is needed
+//                                          again (two hooks later; the compute stream first waits for that
+//                                          reduce-scatter's mark) or when the micro-batch finishes
+//                                          (finish_micro_batch waits for every outstanding reduction, so
+//                                          clipping, the optimizer and checkpoints read complete slices).
 // A tensor of n elements is cut as DataParallel cuts it (data_parallel.h): rank r owns elements
-// [r*c, min((r+1)*c, n)) with c = ceil(n / world); slots and the gradient buffer hold world * c elements per
-// tensor (the padding stays zero), so the collectives need no copies.
+// [r*c, min((r+1)*c, n)) with c = ceil(n / world); slots and the gradient buffers hold world * c elements
+// per tensor (the padding stays zero), so the collectives need no copies.
+//
+// The communicator's stream runs its collectives in issue order, so each hook first waits for its own
+// layer's gather (the latest overlapped collective issued; wait_overlapped() then waits for nothing else),
+// then issues the previous layer's reduce-scatter, then the next layer's gather: the reduce-scatter and the
+// prefetch both run while this layer computes, and the next hook's wait covers them both.
 //
 // The next layer is predicted from the schedules' order (schedule_engine.cpp): a round's forward runs the
 // layers up once per chunk, its backward runs them down once per chunk, and the step's next round starts
@@ -65,7 +76,7 @@ class Zero3Layers {
   // Whether `trainable` selects any layer tensor of `config` (else zero3 shards nothing here).
   static bool shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable);
   // The bytes per rank: the slices and gradient slices of every trained layer tensor, two gather slots,
-  // one gradient buffer and the reduce-scatter scratch (for the memory plan).
+  // two gradient buffers and the reduce-scatter scratch (for the memory plan).
   struct Footprint {
     size_t slices = 0, grad_slices = 0, slots = 0, grad_buffer = 0;
   };
@@ -76,11 +87,12 @@ class Zero3Layers {
   // new ones that hold the slices, the slots, the gradient buffer and every other tensor whole, and the
   // tensors of `weights` and `grads` are re-pointed (layers at their slot and at the gradient buffer).
   // The sharded tensors are the layer tensors whose gradient exists in `grads`.
-  // `prefetch` false: each layer is gathered by its own hook (synchronously; the same results, for
+  // `overlap` false: each layer is gathered by its own hook and each layer's gradient reduce-scattered and
+  // added before the next layer computes (synchronously, one gradient buffer; the same results, for
   // comparison).
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena, bool prefetch = true);
+              std::unique_ptr<Arena>& grads_arena, bool overlap = true);
 
   const std::vector<Shard>& shards() const { return shards_; }
   model::LayerHooks hooks();
@@ -94,8 +106,10 @@ class Zero3Layers {
   void pad_passes(int64_t passes);
   // A round without a micro-batch on this rank: pad_passes, then finish_micro_batch.
   void pad_round(int64_t passes);
-  void finish_micro_batch();  // after a micro-batch's backward: the gradient still in the buffer
-  void weights_changed();     // after the optimizer step: the slots are stale
+  // After a micro-batch's backward: the gradient still in a buffer is reduced, and every outstanding
+  // reduction has reached the slices before it returns (on the device: before later compute work).
+  void finish_micro_batch();
+  void weights_changed();  // after the optimizer step: the slots are stale
 
   // The whole model (a collective): `weights` with every sharded layer tensor gathered into `arena`.
   model::ModelWeights gather_whole(Arena& arena);
@@ -106,33 +120,42 @@ class Zero3Layers {
   // A hook of `layer`: its weights whole in a slot and its tensors pointed there; `next` (-1: none)
   // prefetched into the other slot.
   void acquire(int64_t layer, int64_t next);
+  int take(int64_t layer);                 // the slot holding `layer` once gathered (waited for)
+  void prefetch(int64_t next, int taken);  // `next` (-1: none) into the slot other than `taken`
   void issue_gather(int64_t layer, int slot, bool overlapped);
   int slot_holding(int64_t layer) const;  // -1: none
   int64_t next_after_forward(int64_t layer);
   int64_t next_after_backward(int64_t layer);
   void before_forward(int64_t layer);
   void before_backward(int64_t layer);
-  void flush();
-  Tensor slot_view(const Shard& s, int slot) const;  // (world * c) elements in the slot
-  Tensor grad_view(const Shard& s) const;            // (world * c) elements in the gradient buffer
+  void flush();               // the pending layer's gradient reduce-scattered (blocking or overlapped)
+  void complete(int buffer);  // the buffer's outstanding reduce-scatter waited for and added to the slices
+  void point_grads(int64_t layer, int buffer);
+  Tensor slot_view(const Shard& s, int slot) const;        // (world * c) elements in the slot
+  Tensor grad_view(const Shard& s, int buffer) const;      // (world * c) elements in the gradient buffer
+  Tensor reduced_block(const Shard& s, int buffer) const;  // (c) this rank's block of grad_view
 
   dist::Communicator& comm_;
   const model::ModelConfig& config_;
   model::ModelWeights& weights_;
+  model::ModelWeights& grads_;
   DType grad_dtype_;
   std::vector<Shard> shards_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_
   void* slots_[2] = {nullptr, nullptr};
-  void* grad_buffer_ = nullptr;
-  Tensor scatter_scratch_;  // (largest c) gradient dtype
-  bool prefetch_;
+  void* grad_buffers_[2] = {nullptr, nullptr};
+  Tensor scatter_scratch_;  // (largest c) gradient dtype; the blocking path's reduce-scatter output
+  bool overlap_;
   int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
   bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
   int current_slot_ = -1;                             // the slot of the latest hook's layer
   int64_t round_passes_ = 1;                          // chunks per micro-batch this round (round_chunks)
   int64_t forward_passes_ = 0, backward_passes_ = 0;  // this round's, done
   int64_t rounds_left_ = 1;                           // this step's rounds not finished, this one included
-  int64_t pending_ = -1;                              // the layer whose gradient waits in the buffer
+  int64_t pending_ = -1;                              // the layer whose gradient waits in a buffer
+  int pending_buffer_ = 0;                            // that buffer
+  int64_t reducing_[2] = {-1, -1};    // per buffer: the layer whose reduce-scatter is not yet in the slices
+  int64_t reduced_mark_[2] = {0, 0};  // per buffer: the overlapped mark after that reduce-scatter
 };
 
 }  // namespace lt::train
