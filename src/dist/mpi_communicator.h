@@ -20,6 +20,9 @@ bool mpi_available();
 // Initializes MPI (once per process) and returns a communicator over all of its processes
 // (MPI_COMM_WORLD's ranks); MPI is finalized when the last one is destroyed.
 std::unique_ptr<Communicator> make_mpi_communicator();
+// A communicator over the job's first `ranks` processes (a run on part of the job, e.g. tests that write
+// at one world size and resume at another): every process of the job calls it; nullptr on the others.
+std::unique_ptr<Communicator> make_mpi_communicator_of_first(int ranks);
 // Stops every process of the MPI job with `exit_code` (MPI_Abort): after a failure that the agreement
 // step reported, when the other ranks may never reach another collective.
 [[noreturn]] void mpi_abort_all(int exit_code);

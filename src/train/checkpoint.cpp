@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/hf_checkpoint.h"
+#include "io/json_field.h"
 #include "io/json_file.h"
 #include "io/output_dir.h"
 #include "io/peft_adapter.h"
@@ -78,41 +79,52 @@ std::string checkpoint_dir_name(int64_t step) {
   return fmt::format("checkpoint-{}", step);
 }
 
-std::string save_checkpoint(const ops::Context& ctx, const std::string& output_dir,
-                            const CheckpointContents& c, int64_t save_total_limit) {
-  fs::create_directories(output_dir);
-  const std::string final_path = (fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string();
-  io::AtomicDirectory dir(final_path);
-  // save_hf_checkpoint replaces its target directory as a whole, so it goes first.
+void write_weights(const ops::Context& ctx, const std::string& dir, const CheckpointContents& c) {
   // GPU tensors are staged in host memory first (the writers read host memory).
   if (c.lora != nullptr) {
-    LT_CHECK(c.adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", final_path);
+    LT_CHECK(c.adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", dir);
     // The adapters' own dtype (the compute dtype, or the GPU's f32 masters): a resumed run continues
     // bit for bit.
     if (on_cpu(*c.lora)) {
-      io::save_peft_adapter(dir.path(), *c.model, *c.adapter, *c.lora, c.lora->dtype);
+      io::save_peft_adapter(dir, *c.model, *c.adapter, *c.lora, c.lora->dtype);
     } else {
       const model::HostLora host = model::host_copy(ctx, *c.model, *c.lora);
-      io::save_peft_adapter(dir.path(), *c.model, *c.adapter, host.weights, c.lora->dtype);
+      io::save_peft_adapter(dir, *c.model, *c.adapter, host.weights, c.lora->dtype);
     }
   } else if (c.weights->embed.device == Device::CPU) {
-    io::save_hf_checkpoint(dir.path(), *c.model, *c.weights, {.dtype = c.weights->dtype});
+    io::save_hf_checkpoint(dir, *c.model, *c.weights, {.dtype = c.weights->dtype});
   } else {
     const model::HostWeights host = model::host_copy(ctx, *c.model, *c.weights);
-    io::save_hf_checkpoint(dir.path(), *c.model, host.weights, {.dtype = c.weights->dtype});
+    io::save_hf_checkpoint(dir, *c.model, host.weights, {.dtype = c.weights->dtype});
   }
+}
+
+void write_trainer_files(const std::string& dir, const CheckpointContents& c) {
+  nlohmann::json state = state_json(c.state, *c.schedule);
+  if (c.plan) state["run_plan"] = run_plan_json(*c.plan);
+  io::write_json_file_atomic((fs::path(dir) / kStateFile).string(), state);
+  save_train_config((fs::path(dir) / kConfigFile).string(), *c.config);
+}
+
+std::string publish_checkpoint(io::AtomicDirectory& dir, const std::string& output_dir,
+                               const CheckpointContents& c, int64_t save_total_limit) {
+  dir.commit();
+  rotate(output_dir, save_total_limit, c.between_rename_and_delete);
+  return dir.final_path();
+}
+
+std::string save_checkpoint(const ops::Context& ctx, const std::string& output_dir,
+                            const CheckpointContents& c, int64_t save_total_limit) {
+  fs::create_directories(output_dir);
+  io::AtomicDirectory dir((fs::path(output_dir) / checkpoint_dir_name(c.state.step)).string());
+  write_weights(ctx, dir.path(), c);  // save_hf_checkpoint replaces its target directory as a whole: first
   std::vector<std::vector<char>> staging;
   io::write_safetensors(
       dir.file(kOptimizerFile), on_host(ctx, c.optimizer->state_tensors(), staging),
       {{"leantune", "optimizer"}, {"optimizer", c.optimizer->options().eight_bit ? "adamw_8bit" : "adamw"}});
-  nlohmann::json state = state_json(c.state, *c.schedule);
-  if (c.plan) state["run_plan"] = run_plan_json(*c.plan);
-  io::write_json_file_atomic(dir.file(kStateFile), state);
-  save_train_config(dir.file(kConfigFile), *c.config);
+  write_trainer_files(dir.path(), c);
   if (c.write_extra) c.write_extra(dir.path());
-  dir.commit();
-  rotate(output_dir, save_total_limit, c.between_rename_and_delete);
-  return final_path;
+  return publish_checkpoint(dir, output_dir, c, save_total_limit);
 }
 
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir) {
@@ -152,32 +164,10 @@ std::string resolve_resume_dir(const std::string& resume, const std::string& out
 
 namespace {
 
-// One field of trainer_state.json by its dotted path, of the JSON type T needs; a missing field or another
-// type is refused naming the file and the field (never nlohmann's own exception text).
+// One field of trainer_state.json (io/json_field.h).
 template <class T>
 T state_field(const nlohmann::json& j, std::initializer_list<const char*> keys, const std::string& path) {
-  const nlohmann::json* v = &j;
-  std::string name;
-  for (const char* k : keys) {
-    name += name.empty() ? k : fmt::format(".{}", k);
-    LT_CHECK(v->is_object() && v->contains(k), "{}: field '{}' is missing, expected a leantune trainer state",
-             path, name);
-    v = &(*v)[k];
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    LT_CHECK(v->is_number(), "{}: field '{}' is {}, expected a number", path, name, v->dump());
-  } else {
-    LT_CHECK(v->is_number_integer(), "{}: field '{}' is {}, expected an integer", path, name, v->dump());
-    if constexpr (std::is_unsigned_v<T>) {
-      LT_CHECK(v->is_number_unsigned(), "{}: field '{}' is {}, expected a non-negative integer", path, name,
-               v->dump());
-    } else {  // an unsigned value above the signed range would wrap
-      LT_CHECK(!v->is_number_unsigned() || v->get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()),
-               "{}: field '{}' is {}, expected at most {}", path, name, v->dump(),
-               std::numeric_limits<T>::max());
-    }
-  }
-  return v->get<T>();
+  return io::json_field<T>(j, keys, path, "a leantune trainer state");
 }
 
 }  // namespace
@@ -266,9 +256,9 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
   }
 }
 
-TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, const model::ModelConfig& model,
-                             model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora,
-                             const io::LoraAdapterConfig* adapter) {
+TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& dir,
+                                    const model::ModelConfig& model, model::ModelWeights& weights,
+                                    model::LoraWeights* lora, const io::LoraAdapterConfig* adapter) {
   TrainerState s = read_trainer_state(dir);
   if (lora != nullptr) {
     LT_CHECK(adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", dir);
@@ -289,6 +279,18 @@ TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, co
     io::load_hf_weights(dir, model, host.weights);
     model::copy_weights(ctx, model, weights, host.weights);
   }
+  return s;
+}
+
+void check_optimizer_step(const std::string& dir, const AdamW& optimizer, const TrainerState& s) {
+  LT_CHECK(optimizer.steps_taken() == s.step, "{}: optimizer step {} differs from trainer step {}", dir,
+           optimizer.steps_taken(), s.step);
+}
+
+TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, const model::ModelConfig& model,
+                             model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora,
+                             const io::LoraAdapterConfig* adapter) {
+  TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter);
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   auto file = io::SafetensorsFile::open(opt_path);
   std::vector<io::NamedTensor> tensors;
@@ -304,8 +306,7 @@ TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, co
     tensors.push_back({e.name, t});
   }
   optimizer.load_state(tensors, opt_path);
-  LT_CHECK(optimizer.steps_taken() == s.step, "{}: optimizer step {} differs from trainer step {}", dir,
-           optimizer.steps_taken(), s.step);
+  check_optimizer_step(dir, optimizer, s);
   return s;
 }
 

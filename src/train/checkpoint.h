@@ -5,6 +5,8 @@
 //   with LoRA: adapter_config.json, adapter_model.safetensors, the PEFT adapter in the compute dtype (the
 //                                    base is frozen: it is the base model's, not saved again)
 //   optimizer.safetensors            AdamW's state_tensors(): "step", "<name>.exp_avg", "<name>.exp_avg_sq"
+//                                    (sharding zero1/zero2/zero3: one file per rank and a manifest instead,
+//                                    written by every rank: train/sharded_checkpoint.h)
 //   trainer_state.json               step, epoch, data position, scheduler, RNG (see TrainerState), and
 //                                    the run plan (run_plan.h)
 //   train_config.yaml                the full resolved configuration
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/peft_config.h"
 #include "model/config.h"
 #include "model/lora.h"
@@ -73,6 +76,16 @@ std::vector<io::NamedTensor> on_host(const ops::Context& ctx, std::vector<io::Na
 std::string save_checkpoint(const ops::Context& ctx, const std::string& output_dir,
                             const CheckpointContents& contents, int64_t save_total_limit);
 
+// The parts of save_checkpoint that a checkpoint written by several ranks (train/sharded_checkpoint.h)
+// shares with it. write_weights: the weights (or the LoRA adapter) into `dir`; save_hf_checkpoint replaces
+// its target directory as a whole, so it goes before anything else is written there.
+void write_weights(const ops::Context& ctx, const std::string& dir, const CheckpointContents& contents);
+// trainer_state.json (with the run plan) and train_config.yaml into `dir`.
+void write_trainer_files(const std::string& dir, const CheckpointContents& contents);
+// Commits `dir` (renamed to its final name) and rotates output_dir's checkpoints; returns the final path.
+std::string publish_checkpoint(io::AtomicDirectory& dir, const std::string& output_dir,
+                               const CheckpointContents& contents, int64_t save_total_limit);
+
 // Checkpoint directories of output_dir, by ascending step: named checkpoint-STEP exactly as leantune names
 // them, carrying leantune's marker (io/output_dir.h) and complete (trainer_state.json present).
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
@@ -96,5 +109,13 @@ TrainerState load_checkpoint(const ops::Context& ctx, const std::string& checkpo
                              const model::ModelConfig& model, model::ModelWeights& weights, AdamW& optimizer,
                              model::LoraWeights* lora = nullptr,
                              const io::LoraAdapterConfig* adapter = nullptr);
+// load_checkpoint without the optimizer state (a sharded checkpoint's is in shards).
+TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& checkpoint_dir,
+                                    const model::ModelConfig& model, model::ModelWeights& weights,
+                                    model::LoraWeights* lora = nullptr,
+                                    const io::LoraAdapterConfig* adapter = nullptr);
+// The restored optimizer's step count must be the trainer state's (an error naming the checkpoint).
+void check_optimizer_step(const std::string& checkpoint_dir, const AdamW& optimizer,
+                          const TrainerState& state);
 
 }  // namespace lt::train

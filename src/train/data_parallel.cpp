@@ -229,26 +229,21 @@ void DataParallel::finish_parameters() {
   for (size_t layer = 0; layer < unready_.size(); ++layer) layer_ready(int64_t(layer));
 }
 
+std::vector<DataParallel::StateCut> DataParallel::state_layout() const {
+  std::vector<StateCut> out;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const Tensor& p = full_[i].param;
+    StateCut& cut = out.emplace_back(
+        StateCut{.name = full_[i].name, .shape = {p.shape.begin(), p.shape.begin() + p.ndim}, .ranks = {}});
+    for (int r = 0; r < comm_.world_size(); ++r)
+      cut.ranks.push_back(shards_optimizer() ? slice_of(i, r) : Slice{0, p.numel()});
+  }
+  return out;
+}
+
 std::unique_ptr<AdamW> DataParallel::whole_optimizer(const AdamWOptions& options) const {
   if (!shards_optimizer()) return nullptr;
   return std::make_unique<AdamW>(ctx_, full_, options);
-}
-
-void DataParallel::gather_state(AdamW& sharded, AdamW& whole) {
-  LT_CHECK(shards_optimizer(), "gather_state: the optimizer is not sharded");
-  const std::vector<io::NamedTensor> mine = sharded.state_tensors();  // step, then per owned slice m, v
-  const std::vector<io::NamedTensor> all = whole.state_tensors();     // step, then per tensor m, v
-  size_t k = 1;
-  for (size_t i = 0; i < full_.size(); ++i) {
-    const bool owned = mine_[i].begin < mine_[i].end;
-    for (size_t moment = 0; moment < 2; ++moment) {
-      const Tensor& target = all[1 + 2 * i + moment].tensor;
-      const Tensor part = owned ? mine[k + moment].tensor : Tensor(nullptr, target.dtype, {0}, target.device);
-      gather_into(i, target, part);
-    }
-    if (owned) k += 2;
-  }
-  whole.set_steps_taken(sharded.steps_taken());
 }
 
 void DataParallel::scatter_state(AdamW& whole, AdamW& sharded) const {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/arena.h"
@@ -90,20 +91,30 @@ class DataParallel {
   // before anything reads the weights outside a forward (evaluation, checkpoints, the final model).
   void finish_parameters();
 
-  // Sharded strategies: a fresh AdamW over full() (zeroed moments, for checkpoints); nullptr otherwise.
+  // Sharded strategies: a fresh AdamW over full() (zeroed moments); nullptr otherwise.
   std::unique_ptr<AdamW> whole_optimizer(const AdamWOptions& options) const;
-  // Checkpoints of a sharded optimizer hold the whole state, as one process writes it (so that a run
-  // resumes at any world size): `whole` is an AdamW over full(), `sharded` the one over optimizer_groups().
-  // gather_state fills whole from every rank's slices (a collective: every rank calls it);
-  // scatter_state loads this rank's slices from whole.
-  void gather_state(AdamW& sharded, AdamW& whole);
+  // Resuming a sharded run from a checkpoint with the whole state (one process's, ddp's): `whole` is an
+  // AdamW over full() loaded from it, `sharded` the one over optimizer_groups(), which gets this rank's
+  // slices. (A sharded run's own checkpoints hold each rank's slices: train/sharded_checkpoint.h.)
   void scatter_state(AdamW& whole, AdamW& sharded) const;
+
+  struct Slice {
+    int64_t begin = 0, end = 0;  // elements of the flattened full tensor a rank owns
+  };
+  // How the optimizer state is cut over the ranks (what sharded checkpoints record, and what a resumed
+  // rank assembles): per full() tensor, its name, shape and every rank's slice (rank order); when the
+  // optimizer is not sharded, every rank holds the whole tensor. A rank's non-empty slices, in full()
+  // order, are optimizer_groups().
+  struct StateCut {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<Slice> ranks;
+  };
+  std::vector<StateCut> state_layout() const;
+  dist::Sharding sharding() const { return sharding_; }
 
  private:
   ops::Context ctx_;  // the context of its ops
-  struct Slice {
-    int64_t begin = 0, end = 0;  // elements of the full tensor this rank owns
-  };
   Slice slice_of(size_t index, int rank) const;
   int64_t slice_capacity(size_t index) const;  // ceil(n / world)
   // whole (n elements of tensor `index`'s layout) = every rank's `mine` (its slice, slice_of(index, rank)

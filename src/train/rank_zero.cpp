@@ -40,6 +40,19 @@ void check_same_run(dist::Communicator& comm, const std::vector<std::pair<std::s
   comm.agree(error, timeout_s);
 }
 
+std::string broadcast_text(dist::Communicator& comm, const std::string& text) {
+  if (comm.world_size() == 1) return text;
+  double size = double(text.size());
+  comm.broadcast(Tensor(&size, DType::F64, {1}), 0);
+  std::vector<double> bytes(size_t(size), 0.0);
+  if (comm.is_main())
+    for (size_t i = 0; i < text.size(); ++i) bytes[i] = double(static_cast<unsigned char>(text[i]));
+  if (!bytes.empty()) comm.broadcast(Tensor(bytes.data(), DType::F64, {int64_t(bytes.size())}), 0);
+  std::string out(bytes.size(), '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) out[i] = char(static_cast<unsigned char>(bytes[i]));
+  return out;
+}
+
 bool stop_requested_on_any_rank(dist::Communicator& comm) {
   double stop = stop_requested() ? 1 : 0;
   if (comm.world_size() > 1) comm.all_reduce(Tensor(&stop, DType::F64, {1}), dist::ReduceOp::Sum);

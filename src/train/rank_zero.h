@@ -27,6 +27,10 @@ void write_on_rank_zero(dist::Communicator& comm, const char* what, const std::f
 void check_same_run(dist::Communicator& comm, const std::vector<std::pair<std::string, int64_t>>& facts,
                     double timeout_s);
 
+// Rank 0's `text` on every rank (a collective; with one process, `text` itself). Bytes travel as f64
+// values (exact), since the communicators move floating tensors only.
+std::string broadcast_text(dist::Communicator& comm, const std::string& text);
+
 // Whether a stop signal (train/stop_signal.h) reached any rank: a signal reaches the ranks at slightly
 // different moments, and they must stop after the same step. One all-reduce with several processes.
 bool stop_requested_on_any_rank(dist::Communicator& comm);

@@ -28,6 +28,7 @@
 #include "train/progress.h"
 #include "train/qlora_model.h"
 #include "train/rank_zero.h"
+#include "train/sharded_checkpoint.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 
@@ -202,11 +203,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     const std::string dir = resolve_resume_dir(config_.resume, config_.output_dir);
     check_resume_compatible(dir, config_);
     check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
-    // A sharded optimizer's checkpoint holds the whole state (data_parallel.h): loaded whole, then sliced.
-    std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
-    state_ = load_checkpoint(ctx_, dir, mc, saved_weights(), whole ? *whole : *optimizer_,
-                             lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
-    if (whole) data_parallel_->scatter_state(*whole, *optimizer_);
+    // This rank's optimizer state, from rank files of any world size or a whole file (sharded_checkpoint.h).
+    state_ = resume_checkpoint(ctx_, dir, mc, saved_weights(), *data_parallel_, comm_->rank(), *optimizer_,
+                               lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
   }
   if (config_.precision == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
@@ -333,15 +332,12 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
 }
 
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
-  // A sharded optimizer is gathered whole on every rank (a collective), and rank 0 writes it.
-  std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
-  if (whole) data_parallel_->gather_state(*optimizer_, *whole);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
   const model::ModelWeights weights = whole_weights(gathered);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
                        .weights = &weights,
-                       .optimizer = whole ? whole.get() : optimizer_.get(),
+                       .optimizer = optimizer_.get(),
                        .schedule = schedule_.get(),
                        .state = state,
                        .write_extra = hooks.write_extra,
@@ -349,6 +345,10 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
                        .adapter = lora_arena_ ? &adapter_config_ : nullptr,
                        .between_rename_and_delete = hooks.between_rename_and_delete,
                        .plan = &plan_};
+  // A sharded optimizer: every rank writes its own slices (sharded_checkpoint.h).
+  if (data_parallel_->shards_optimizer())
+    return save_sharded_checkpoint(ctx_, *comm_, config_.output_dir, c, data_parallel_->state_layout(),
+                                   config_.sharding, config_.save_total_limit, kWriteTimeoutS);
   std::string path = config_.output_dir + "/" + checkpoint_dir_name(state.step);
   write_on_rank_zero(
       *comm_, "a checkpoint",

@@ -50,8 +50,10 @@
 namespace lt::train {
 
 struct TrainerHooks {
-  std::function<void(const StepMetrics&)> on_step = nullptr;          // after each step is logged
-  std::function<void(const std::string& dir)> write_extra = nullptr;  // extra checkpoint files (checkpoint.h)
+  std::function<void(const StepMetrics&)> on_step = nullptr;  // after each step is logged
+  // Extra checkpoint files (checkpoint.h); with a sharded optimizer it runs on every rank, before the
+  // rank's shard is written (sharded_checkpoint.h).
+  std::function<void(const std::string& dir)> write_extra = nullptr;
   std::function<void(const std::string& doomed)> between_rename_and_delete =
       nullptr;              // rotation (checkpoint.h)
   std::FILE* out = stdout;  // progress and messages

@@ -55,12 +55,16 @@ int message_bytes(size_t bytes, std::string_view collective) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    ensure_initialized();
+  // Over `base`'s processes (MPI_COMM_WORLD unless given; MPI is initialized by then).
+  explicit MpiCommunicator(MPI_Comm base = MPI_COMM_NULL) {
+    if (base == MPI_COMM_NULL) {
+      ensure_initialized();
+      base = MPI_COMM_WORLD;
+    }
     // Communicators of our own, so that no other MPI user of the process can match our messages; errors
     // come back as codes (and messages) instead of aborting the job.
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &agree_comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(base, &agree_comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(agree_comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -167,6 +171,18 @@ bool mpi_available() {
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
   return std::make_unique<MpiCommunicator>();
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator_of_first(int ranks) {
+  ensure_initialized();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm part = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &part), "MPI_Comm_split");
+  if (part == MPI_COMM_NULL) return nullptr;
+  auto comm = std::make_unique<MpiCommunicator>(part);
+  MPI_Comm_free(&part);
+  return comm;
 }
 
 void mpi_abort_all(int exit_code) {

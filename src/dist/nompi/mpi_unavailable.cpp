@@ -16,6 +16,10 @@ std::unique_ptr<Communicator> make_mpi_communicator() {
       "and rebuild");
 }
 
+std::unique_ptr<Communicator> make_mpi_communicator_of_first(int) {
+  return make_mpi_communicator();
+}
+
 void mpi_abort_all(int exit_code) {
   std::exit(exit_code);
 }

@@ -1,0 +1,104 @@
+// What the MPI training tests share: a directory every rank sees, the runs' configuration, and comparisons
+// of losses and tensors within a relative tolerance.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "io/json_file.h"
+#include "support/test_support.h"
+#include "train/lora_test_util.h"
+#include "train/rank_zero.h"
+#include "train/train_test_util.h"
+
+namespace lt::train {
+
+inline constexpr double kTolerance = 1e-12;
+
+// A directory every rank sees: made by rank 0 (which removes it at the end), its path sent to the others.
+class SharedDir {
+ public:
+  explicit SharedDir(dist::Communicator& comm) : comm_(comm) {
+    if (comm.is_main()) own_ = std::make_unique<test::TempDir>();
+    path_ = broadcast_text(comm, comm.is_main() ? own_->path() : "");
+  }
+  ~SharedDir() { comm_.barrier(); }  // nobody still reads it when rank 0 removes it
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  dist::Communicator& comm_;
+  std::unique_ptr<test::TempDir> own_;
+  std::string path_;
+};
+
+inline TrainConfig base_config(const std::string& root, const std::string& finetune) {
+  TrainConfig c = finetune == "lora" ? test::tiny_lora_config(root) : test::tiny_train_config(root);
+  c.batch_size = 4;
+  c.micro_batch_size = 1;  // 4 micro-batches a step: 2 a rank with 2 ranks, 1 with 4
+  c.max_steps = 4;
+  c.max_grad_norm = 1e-3;
+  c.weight_decay = 0.01;
+  return c;
+}
+
+// The trained tensors the run wrote into its output_dir.
+inline std::map<std::string, std::vector<double>> final_tensors(const std::string& dir,
+                                                                const std::string& finetune) {
+  return finetune == "lora" ? test::read_adapter_f64(dir)
+                            : test::read_safetensors_f64(dir + "/model.safetensors");
+}
+
+// Every tensor within kTolerance of the reference, relative to the reference tensor's largest element.
+inline void expect_close(const std::map<std::string, std::vector<double>>& got,
+                         const std::map<std::string, std::vector<double>>& want, double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    const std::vector<double>& g = got.at(name);
+    ASSERT_EQ(g.size(), w.size()) << name;
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      scale = std::max(scale, std::abs(w[i]));
+      diff = std::max(diff, std::abs(g[i] - w[i]));
+    }
+    EXPECT_LE(diff, tolerance * std::max(scale, 1e-300)) << name;
+  }
+}
+
+inline void expect_losses_close(const std::vector<double>& got, const std::vector<double>& want,
+                                double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_LE(std::abs(got[i] - want[i]), tolerance * std::abs(want[i])) << "step " << i + 1;
+}
+
+// A sharded checkpoint's optimizer state put together from its rank files by the manifest's ranges (read
+// here independently of the trainer's reader): "step" and every moment tensor, flattened.
+inline std::map<std::string, std::vector<double>> read_sharded_optimizer_f64(const std::string& checkpoint) {
+  const nlohmann::json manifest = io::read_json_file(checkpoint + "/optimizer.manifest.json");
+  std::vector<std::map<std::string, std::vector<double>>> files;
+  for (const nlohmann::json& name : manifest["files"])
+    files.push_back(test::read_safetensors_f64(checkpoint + "/" + name.get<std::string>()));
+  std::map<std::string, std::vector<double>> out{{"step", files.at(0).at("step")}};
+  for (const nlohmann::json& t : manifest["tensors"]) {
+    std::vector<double>& whole = out[t["name"].get<std::string>()];
+    for (const nlohmann::json& s : t["shards"]) {
+      const std::vector<double>& part = files.at(s["rank"].get<size_t>()).at(t["name"].get<std::string>());
+      EXPECT_EQ(int64_t(whole.size()), s["begin"].get<int64_t>()) << t["name"];
+      EXPECT_EQ(int64_t(part.size()), s["end"].get<int64_t>() - s["begin"].get<int64_t>()) << t["name"];
+      whole.insert(whole.end(), part.begin(), part.end());
+    }
+  }
+  return out;
+}
+
+}  // namespace lt::train
