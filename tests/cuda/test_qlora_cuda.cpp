@@ -134,8 +134,11 @@ TEST(CudaQlora, FusedPartsDequantizeAsTheCpu) {
 // tolerances of PEFT's float64 trajectory (the CPU matches it to 1e-10:
 // tests/train/test_peft_training_golden.cpp). f32 follows the learning-rate-2e-2 golden; bf16 follows the
 // same run at 1e-3 (qlora_*_gentle), since at 2e-2 four AdamW steps amplify bf16 rounding: PEFT's own bf16
-// run over Linear4bit lands 2.5e-2 to 4.4e-2 from the float64 Phi-3 trajectory
-// (tools/make_qlora_fused_golden.py), beyond any per-op tolerance, for the reference as for leantune.
+// run over Linear4bit lands 2.5e-2 to 4.4e-2 from the float64 Phi-3 trajectory there. Even at 1e-3 the tiny
+// Phi-3 is ill-conditioned for bf16: PEFT's bf16 run of it (qlora_*_gentle_bfloat16,
+// tools/make_qlora_fused_golden.py) is 1e-2 from the truth. So bf16 is held to GPU.md's tolerance or twice
+// the reference library's own bf16 distance, whichever is larger (as the CPU float32 goldens are held to
+// five times PEFT's float32 distance where it exceeds the tolerance).
 TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
   LT_REQUIRE_GPU();
   const std::string golden_dir = source_path("tests/train/golden/peft_training");
@@ -162,6 +165,16 @@ TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
         c.init_adapter = source_path(g["init_adapter"].get<std::string>());
         apply_golden_schedule(c, g);
         const std::vector<double> want = g["losses"].get<std::vector<double>>();
+        const DType dt = train::compute_dtype(precision);
+        double bound = tolerance(dt);
+        if (precision == train::Precision::Bf16) {
+          nlohmann::json peft_bf16;
+          std::ifstream(golden_dir + "/" + golden + "_bfloat16.json") >> peft_bf16;
+          const std::vector<double> reference = peft_bf16.at("losses").get<std::vector<double>>();
+          ASSERT_EQ(reference.size(), want.size()) << golden;
+          for (size_t i = 0; i < want.size(); ++i)
+            bound = std::max(bound, 2 * std::fabs(reference[i] - want[i]) / std::fabs(want[i]));
+        }
         train::TrainConfig run = c;
         run.precision = precision;
         const std::string tag = golden + "-chunk" + std::to_string(chunk);
@@ -172,9 +185,8 @@ TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
         for (size_t i = 0; i < want.size(); ++i)
           w.error = std::max(w.error, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
         w.output = "step loss";
-        const DType dt = train::compute_dtype(precision);
-        report("train qlora fused --device cuda", dt, tag, w, tolerance(dt));
-        EXPECT_LE(w.error, tolerance(dt)) << tag;
+        report("train qlora fused --device cuda", dt, tag, w, bound);
+        EXPECT_LE(w.error, bound) << tag;
       }
     }
 }
