@@ -2,7 +2,8 @@
 // with LT_ATTENTION_KERNEL=cudnn: against the CPU float64 reference (dk, dv start from random values: the
 // backend must add into them), on GQA and plain multi-head shapes, head dims 64 and 128, batches 1 and 2,
 // Tq = S and chunks at an offset into a longer key range (also a K/V buffer longer than the keys the last
-// query sees, as the chunked decoder passes), odd lengths; against our tensor-core kernels on larger shapes;
+// query sees, as the chunked decoder passes), odd lengths, ALiBi (BLOOM: whole and chunked, power-of-two and
+// other head counts); against our tensor-core kernels on larger shapes;
 // the deterministic switch and ineligible calls keep to our kernels. Where no cuDNN 9.16+ can be loaded
 // (make test-cuda looks for the PyTorch wheel's, tools/find_cudnn.sh), each test checks the fallback on its
 // cases instead: attention under auto runs on leantune's kernels (the bits of LT_ATTENTION_KERNEL=tc, no
@@ -45,15 +46,18 @@ using KernelChoice = test::AttentionKernelChoice;
 
 struct Case {
   int64_t B, Tq, S, H, KVH, HD, q_offset;
+  bool alibi = false;  // BLOOM's ALiBi biases (ops/alibi.h)
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("B{} Tq{} S{} H{}/{} HD{}{}", c.B, c.Tq, c.S, c.H, c.KVH, c.HD,
-                     c.q_offset ? fmt::format(" off{}", c.q_offset) : "");
+  return fmt::format("B{} Tq{} S{} H{}/{} HD{}{}{}", c.B, c.Tq, c.S, c.H, c.KVH, c.HD,
+                     c.q_offset ? fmt::format(" off{}", c.q_offset) : "", c.alibi ? " alibi" : "");
 }
 
 ops::AttentionParams params(const Case& c) {
-  return ops::AttentionParams{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
+  ops::AttentionParams p{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
+  p.alibi = c.alibi;
+  return p;
 }
 
 // `values` rounded to bf16 in place (what an upload to bf16 keeps).
@@ -163,8 +167,11 @@ TEST(CudaParity, CudnnAttentionStatus) {
 }
 
 // One case of CudnnAttentionForwardBackward: forward and backward through cuDNN vs the float64 reference.
-void check_against_reference(const Case& c, uint64_t seed) {
-  const auto [B, Tq, S, H, KVH, HD, off] = c;
+// split_backward false: a chunk's backward as one call with the shifted mask (the kernel option
+// cudnn_split_backward).
+void check_against_reference(const Case& c, uint64_t seed, bool split_backward = true) {
+  const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
+  test::ScopedKernelOption split("cudnn_split_backward", split_backward ? nullptr : "false");
   const ops::AttentionParams p = params(c);
   const ops::cuda::AttentionCallShape call{DType::BF16, p, false, true, false};
   const char* reason = ops::cuda::cudnn_attention_ineligible_reason(call);
@@ -175,7 +182,7 @@ void check_against_reference(const Case& c, uint64_t seed) {
   std::vector<double> out_d = test::download(g.out);  // synchronizes: any execution error shows here
   // A new shape builds one forward plan and one backward plan, two for a chunk's call (Tq > 1 queries after
   // earlier keys: the split backward): proof that cuDNN (not a fallback) ran, and how.
-  const int64_t backward_plans = off > 0 && Tq > 1 ? 2 : 1;
+  const int64_t backward_plans = off > 0 && Tq > 1 && split_backward ? 2 : 1;
   EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built - plans_before, 1 + backward_plans)
       << describe(c);
 
@@ -241,12 +248,48 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
   }
 }
 
-// cuDNN vs our tensor-core kernels on shapes too large for the float64 reference.
+// ALiBi (BLOOM) on cuDNN, which adds our slopes times each key's absolute position: whole sequences and
+// chunks at an offset (the split backward's second call starts its keys' positions at the chunk; the last
+// case runs a chunk's backward unsplit, positions from key 0 under the shifted mask), power-of-two head
+// counts (16: bloom-560m's) and others (6, 12, 24), GQA, one query, head_dim 64/128/256, against the
+// float64 reference with transformers' float32 biases. The same plans-built proof as
+// CudnnAttentionForwardBackward: cuDNN, not a fallback, ran each case.
+TEST(CudaParity, CudnnAttentionAlibi) {
+  LT_REQUIRE_GPU();
+  const std::initializer_list<Case> cases = {
+      {1, 128, 128, 16, 16, 64, 0, true},     {2, 256, 256, 12, 12, 128, 0, true},
+      {1, 333, 333, 24, 24, 64, 0, true},     {1, 200, 1000, 16, 16, 64, 800, true},
+      {2, 100, 1200, 12, 12, 128, 500, true}, {1, 128, 640, 6, 6, 64, 512, true},
+      {1, 1, 37, 6, 6, 128, 36, true},        {2, 37, 37, 8, 2, 64, 0, true},
+      {1, 200, 600, 8, 8, 256, 400, true},
+  };
+  if (!cudnn_loaded_else_check_fallback(cases, 7600)) return;
+  uint64_t seed = 7600;
+  for (const Case& c : cases) {
+    try {
+      check_against_reference(c, seed);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << describe(c) << ": " << e.what();
+    }
+    seed += 10;
+  }
+  const Case unsplit{2, 150, 450, 12, 12, 64, 300, true};
+  try {
+    check_against_reference(unsplit, seed, false);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << describe(unsplit) << " (unsplit backward): " << e.what();
+  }
+}
+
+// cuDNN vs our tensor-core kernels on shapes too large for the float64 reference (the last, with ALiBi: a
+// bloom-560m chunk, against the CUDA-core kernels that LT_ATTENTION_KERNEL=tc takes for ALiBi).
 TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
   LT_REQUIRE_GPU();
-  const Case cases[] = {
-      {1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072}, {2, 1536, 1536, 32, 8, 64, 0}};
-  if (!cudnn_loaded_else_check_fallback({cases[0], cases[1], cases[2]}, 8800)) return;
+  const Case cases[] = {{1, 2048, 2048, 32, 8, 128, 0},
+                        {1, 1024, 4096, 32, 8, 128, 3072},
+                        {2, 1536, 1536, 32, 8, 64, 0},
+                        {1, 1024, 4096, 16, 16, 64, 3072, true}};
+  if (!cudnn_loaded_else_check_fallback({cases[0], cases[1], cases[2], cases[3]}, 8800)) return;
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
     Inputs in(c, 8800 + ci * 10);
@@ -292,7 +335,7 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
       << "a deterministic request must not build cuDNN plans";
 
   // A sliding window under LT_ATTENTION_KERNEL=cudnn: our kernels, correct against the reference.
-  const auto [B, Tq, S, H, KVH, HD, off] = c;
+  const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
   ops::AttentionParams p = params(c);
   p.window = 100;
   DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), lse = poisoned(DType::F32, {B, H, Tq});
@@ -328,7 +371,7 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
                         {1, 4096, 32768, 32, 8, 128, 28672}};
   for (const Case& c : cases) {
     Inputs in(c, 11);
-    const auto [B, Tq, S, H, KVH, HD, off] = c;
+    const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
     const ops::AttentionParams p = params(c);
     DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), dq = poisoned(DType::BF16, {B, Tq, H, HD});
     DeviceTensor lse = poisoned(DType::F32, {B, H, Tq});
