@@ -437,12 +437,14 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
 }
 
 // Not asserted on numbers: logs every step of building the forward and backward graphs (descriptors,
-// operation graph, each engine configuration of the heuristics and whether its plan finalizes), so that one
-// run shows where cuDNN refuses. Fails when no plan could be built.
+// operation graph, each engine configuration of the heuristics and whether its plan finalizes; the last
+// case with ALiBi), so that one run shows where cuDNN refuses. Fails when no plan could be built.
 TEST(CudaDiag, DISABLED_CudnnAttentionProbe) {
   LT_REQUIRE_GPU();
-  const Case cases[] = {
-      {1, 1024, 1024, 32, 8, 128, 0}, {2, 200, 1200, 32, 8, 64, 800}, {1, 256, 256, 4, 4, 128, 0}};
+  const Case cases[] = {{1, 1024, 1024, 32, 8, 128, 0},
+                        {2, 200, 1200, 32, 8, 64, 800},
+                        {1, 256, 256, 4, 4, 128, 0},
+                        {1, 200, 1000, 12, 12, 64, 800, true}};
   for (const Case& c : cases)
     for (const bool backward : {false, true}) {
       const std::string log = ops::cuda::cudnn_attention_probe(params(c), backward);

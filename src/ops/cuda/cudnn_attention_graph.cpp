@@ -67,7 +67,7 @@ int64_t apply_alibi(GraphBuilder& g, int64_t scores, const Shape& s) {
   return biased;
 }
 
-void common_scalars(GraphBuilder& g, const Shape& s) {
+void common_inputs(GraphBuilder& g, const Shape& s) {
   g.scalar("attn_scale", CUDNN_DATA_FLOAT, kScale);
   g.scalar("-inf", CUDNN_DATA_FLOAT, kNegInf);
   g.scalar("diagonal shift", CUDNN_DATA_INT32, kDiagonalShift);
@@ -86,13 +86,14 @@ void build_forward(GraphBuilder& g, const Shape& s) {
   g.tensor("V", bf16, s.kv_dims(), s.kv_strides(), false, kV);
   g.tensor("O", bf16, s.q_dims(), s.q_strides(), false, kO);
   g.tensor("stats", f32, s.row_dims(), s.row_strides(), false, kStats);
-  common_scalars(g, s);
+  common_inputs(g, s);
 
   const int64_t scores = g.tensor("Q K^T", f32, s.score_dims(), s.score_strides(), true);
   g.matmul("bmm1 Q K^T", kQ, kK, scores);
   const int64_t scaled = g.like("scaled scores", scores, f32);
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
-  const int64_t masked = apply_mask(g, apply_alibi(g, scaled, s), s.mask);
+  const int64_t biased = apply_alibi(g, scaled, s);
+  const int64_t masked = apply_mask(g, biased, s.mask);
 
   const int64_t max = g.tensor("row max", f32, s.row_dims(), s.row_strides(), true);
   g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, masked, max);
@@ -121,7 +122,7 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.tensor("dQ", bf16, s.q_dims(), s.q_strides(), false, kDQ);
   g.tensor("dK", bf16, s.kv_dims(), s.dkv_strides(), false, kDK);
   g.tensor("dV", bf16, s.kv_dims(), s.dkv_strides(), false, kDV);
-  common_scalars(g, s);
+  common_inputs(g, s);
   g.scalar("one", CUDNN_DATA_FLOAT, kOne);
   g.tensor("row sum(dO*O)", f32, s.row_dims(), s.row_strides(), false, kRowSum);
   g.tensor("dQ accumulator", f32, s.q_dims(), {s.H * s.Tq * s.HD, s.Tq * s.HD, s.HD, 1}, false, kDQAccum);
@@ -134,13 +135,14 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.reduction("reduce dO*O", CUDNN_REDUCE_TENSOR_ADD, prod, rowsum);
   g.pointwise("scale_dropout_inv (1)", CUDNN_POINTWISE_MUL, f32, rowsum, kOne, -1, kRowSum);
 
-  // P = exp(mask(Q K^T * scale - stats))
+  // P = exp(mask(Q K^T * scale (+ ALiBi) - stats))
   const int64_t scores = g.tensor("Q K^T", f32, s.score_dims(), s.score_strides(), true);
   g.matmul("matmul Q K^T", kQ, kK, scores);
   const int64_t scaled = g.like("scaled scores", scores, f32);
   g.pointwise("mul attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
+  const int64_t biased = apply_alibi(g, scaled, s);
   const int64_t centered = g.like("scores - stats", scores, f32);
-  g.pointwise("sub stats", CUDNN_POINTWISE_SUB, f32, apply_alibi(g, scaled, s), kStats, -1, centered);
+  g.pointwise("sub stats", CUDNN_POINTWISE_SUB, f32, biased, kStats, -1, centered);
   const int64_t masked = apply_mask(g, centered, s.mask);
   const int64_t probs = g.like("P", scores, f32);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, f32, masked, -1, -1, probs);
