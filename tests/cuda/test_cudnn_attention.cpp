@@ -225,6 +225,20 @@ void check_against_reference(const Case& c, uint64_t seed, bool split_backward =
   EXPECT_EQ(changed, 0) << describe(c) << ": dk/dv changed past the last visible key";
 }
 
+// check_against_reference on each case (seeds from `seed`). An exception (cuDNN refusing the shape) fails
+// that case only: one run reports every case.
+void check_each_against_reference(std::initializer_list<Case> cases, uint64_t seed,
+                                  bool split_backward = true) {
+  for (const Case& c : cases) {
+    try {
+      check_against_reference(c, seed, split_backward);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << describe(c) << (split_backward ? "" : " (unsplit backward)") << ": " << e.what();
+    }
+    seed += 10;
+  }
+}
+
 // The last three: Gemma's head_dim 256 (whole sequences with GQA, and a chunk: the split backward).
 TEST(CudaParity, CudnnAttentionForwardBackward) {
   LT_REQUIRE_GPU();
@@ -236,16 +250,7 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
       {2, 37, 37, 4, 1, 256, 0},     {1, 200, 600, 8, 2, 256, 400},
   };
   if (!cudnn_loaded_else_check_fallback(cases, 7300)) return;
-  uint64_t seed = 7300;
-  for (const Case& c : cases) {
-    // An exception (cuDNN refusing the shape) fails this case only: one run reports every case.
-    try {
-      check_against_reference(c, seed);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << describe(c) << ": " << e.what();
-    }
-    seed += 10;
-  }
+  check_each_against_reference(cases, 7300);
 }
 
 // ALiBi (BLOOM) on cuDNN, which adds our slopes times each key's absolute position: whole sequences and
@@ -264,21 +269,8 @@ TEST(CudaParity, CudnnAttentionAlibi) {
       {1, 200, 600, 8, 8, 256, 400, true},
   };
   if (!cudnn_loaded_else_check_fallback(cases, 7600)) return;
-  uint64_t seed = 7600;
-  for (const Case& c : cases) {
-    try {
-      check_against_reference(c, seed);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << describe(c) << ": " << e.what();
-    }
-    seed += 10;
-  }
-  const Case unsplit{2, 150, 450, 12, 12, 64, 300, true};
-  try {
-    check_against_reference(unsplit, seed, false);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << describe(unsplit) << " (unsplit backward): " << e.what();
-  }
+  check_each_against_reference(cases, 7600);
+  check_each_against_reference({{2, 150, 450, 12, 12, 64, 300, true}}, 7700, false);
 }
 
 // cuDNN vs our tensor-core kernels on shapes too large for the float64 reference (the last, with ALiBi: a
