@@ -47,13 +47,14 @@ int64_t apply_mask(GraphBuilder& g, int64_t scores, Mask mask) {
 }
 
 // ALiBi (Shape::alibi): scores + slope_h * float(kFirstKey + col), the float32 bias transformers adds for
-// the key at absolute position kFirstKey + col (ops/alibi.h): the same int -> float conversion and one f32
-// product of the same slope bits (kAlibiSlopes holds ops::alibi_slope), so the bias is our kernels' and the
-// stats are our lse, whatever the chunk. Not the frontend's alibi mask: that adds slope * (col - row), a
-// per-row constant that leaves P unchanged but moves the stats off our lse, is defined for the top-left
-// diagonal only (the frontend refuses it with a bottom-right causal mask, i.e. in a chunk), and takes the
-// slopes powf(2, -8 (h+1) / n), which equal transformers' in exact arithmetic but differ from its float32
-// bits (the rounded base raised to a power) by a few ulps for most head counts of 11 or more.
+// the key at absolute position kFirstKey + col (ops/alibi.h): the same int -> float conversion and f32
+// product of the same slope bits (kAlibiSlopes holds ops::alibi_slope), so the bias is our kernels' (up to
+// a multiply-add fused with the sum, as nvcc may fuse ours) and the stats are our lse, whatever the chunk
+// (a backward on our kernels may take a cuDNN forward's lse). Not the frontend's alibi mask: that adds slope
+// * (col - row), a per-row constant that leaves P unchanged but moves the stats off our lse, is defined for
+// the top-left diagonal only (the frontend refuses it with a bottom-right causal mask, i.e. in a chunk), and
+// takes the slopes powf(2, -8 (h+1) / n), which equal transformers' in exact arithmetic but differ from its
+// float32 bits (the rounded base raised to a power) by a few ulps for most head counts of 11 or more.
 int64_t apply_alibi(GraphBuilder& g, int64_t scores, const Shape& s) {
   if (!s.alibi) return scores;
   const int64_t col = g.like("alibi col index", scores, CUDNN_DATA_INT32);
