@@ -350,17 +350,16 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
 
 // Not asserted: cuDNN vs the tensor-core kernels, H=32/8, HD=128, causal, at the kernel peer's shapes
 // (T = 2K, 8K, 32K with B = 16384 / T) and at two chunks of chunked training (the last 4K queries of 16K and
-// of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit): the first call (plan build
-// included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq * (q_offset + Tq / 2) * HD,
-// backward 2.5x.
+// of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit), and with ALiBi a bloom-560m chunk
+// (H=16, HD=64, the last 4K queries of 16K keys; "tc" is then the CUDA-core kernels, which take ALiBi): the
+// first call (plan build included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq *
+// (q_offset + Tq / 2) * HD, backward 2.5x.
 TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
   LT_REQUIRE_GPU();
   ASSERT_TRUE(ops::cuda::cudnn_attention_status().available) << ops::cuda::cudnn_attention_status().reason;
-  const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},
-                        {2, 8192, 8192, 32, 8, 128, 0},
-                        {1, 32768, 32768, 32, 8, 128, 0},
-                        {1, 4096, 16384, 32, 8, 128, 12288},
-                        {1, 4096, 32768, 32, 8, 128, 28672}};
+  const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},      {2, 8192, 8192, 32, 8, 128, 0},
+                        {1, 32768, 32768, 32, 8, 128, 0},    {1, 4096, 16384, 32, 8, 128, 12288},
+                        {1, 4096, 32768, 32, 8, 128, 28672}, {1, 4096, 16384, 16, 16, 64, 12288, true}};
   for (const Case& c : cases) {
     Inputs in(c, 11);
     const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
@@ -415,13 +414,14 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       std::sort(bw_ms.begin(), bw_ms.end());
       const double fw = fw_ms[1], bw = bw_ms[1];
       std::printf(
-          "ATTN_BENCH kernel=%-6s bf16 causal B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f "
+          "ATTN_BENCH kernel=%-6s bf16 causal%s B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f "
           "ms "
           "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms "
           "(plan builds %.1f ms)\n",
-          kernel, (long long)B, (long long)Tq, (long long)S, (long long)off, (long long)H, (long long)KVH,
-          (long long)HD, fw, fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
-          3.5 * fwd_flops / (fw + bw) * 1e-9, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          kernel, alibi ? "+alibi" : "", (long long)B, (long long)Tq, (long long)S, (long long)off,
+          (long long)H, (long long)KVH, (long long)HD, fw, fwd_flops / fw * 1e-9, bw,
+          2.5 * fwd_flops / bw * 1e-9, 3.5 * fwd_flops / (fw + bw) * 1e-9,
+          std::chrono::duration<double, std::milli>(t1 - t0).count(),
           std::chrono::duration<double, std::milli>(t2 - t1).count(), build_ms);
       std::fflush(stdout);
     }
