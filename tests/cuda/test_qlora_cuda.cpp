@@ -132,34 +132,39 @@ TEST(CudaQlora, FusedPartsDequantizeAsTheCpu) {
 
 // `train --device cuda --bits 4` of the fused-family QLoRA goldens: per-step losses within GPU.md's
 // tolerances of PEFT's float64 trajectory (the CPU matches it to 1e-10:
-// tests/train/test_peft_training_golden.cpp).
+// tests/train/test_peft_training_golden.cpp). f32 follows the learning-rate-2e-2 golden; bf16 follows the
+// same run at 1e-3 (qlora_*_gentle), since at 2e-2 four AdamW steps amplify bf16 rounding: PEFT's own bf16
+// run over Linear4bit lands 2.5e-2 to 4.4e-2 from the float64 Phi-3 trajectory
+// (tools/make_qlora_fused_golden.py), beyond any per-op tolerance, for the reference as for leantune.
 TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
   LT_REQUIRE_GPU();
   const std::string golden_dir = source_path("tests/train/golden/peft_training");
   for (const std::string family : {"bloom", "phi3"})
     for (const int64_t chunk : {0, 4}) {
-      nlohmann::json g;
-      std::ifstream(golden_dir + "/qlora_" + family + ".json") >> g;
       TempDir dir;
       train::TrainConfig c;
-      c.base_model = source_path(g["base_model"].get<std::string>());
-      c.init_adapter = source_path(g["init_adapter"].get<std::string>());
       c.data_path = golden_dir + "/data.jsonl";
       c.finetune = model::Finetune::Lora;
       c.lora_dropout = 0;
       c.shuffle = false;
       c.val_set_size = 0;
-      apply_golden_schedule(c, g);
       c.bits = 4;
       c.save_steps = 0;
       c.eval_steps = 0;
       c.chunk_size = chunk;
       c.device = Device::CUDA;
-      const std::vector<double> want = g["losses"].get<std::vector<double>>();
       for (const train::Precision precision : {train::Precision::Fp32, train::Precision::Bf16}) {
+        nlohmann::json g;
+        const std::string golden = "qlora_" + family + (precision == train::Precision::Bf16 ? "_gentle" : "");
+        std::ifstream(golden_dir + "/" + golden + ".json") >> g;
+        ASSERT_FALSE(g.is_null()) << golden;
+        c.base_model = source_path(g["base_model"].get<std::string>());
+        c.init_adapter = source_path(g["init_adapter"].get<std::string>());
+        apply_golden_schedule(c, g);
+        const std::vector<double> want = g["losses"].get<std::vector<double>>();
         train::TrainConfig run = c;
         run.precision = precision;
-        const std::string tag = family + "-chunk" + std::to_string(chunk);
+        const std::string tag = golden + "-chunk" + std::to_string(chunk);
         run.output_dir = dir.file(tag + "-" + train::name_of(train::kPrecisionNames, precision));
         const std::vector<double> got = train::run_training(run, quiet_hooks()).losses;
         ASSERT_EQ(got.size(), want.size());
