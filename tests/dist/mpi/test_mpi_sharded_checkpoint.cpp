@@ -5,7 +5,8 @@
 // slices, the same reductions); resumed on every process of the job (4 under -np 4: each rank's slice put
 // together from the two rank files) and on one process with sharding none (whole tensors from both files)
 // it equals the uninterrupted run within 1e-12 relative (the tolerance of the N-rank against one-process
-// tests, test_mpi_training.cpp: only the grouping of the f64 gradient sums differs).
+// tests, test_mpi_training.cpp: only the grouping of the f64 gradient sums differs); under -np 4 a
+// four-rank checkpoint resumed on two ranks equals its own uninterrupted run within 1e-12 too.
 // A rank that cannot write its shard stops every rank with one error naming it and the file, and the
 // previous checkpoint stays the latest (resume latest continues from it).
 #include <gtest/gtest.h>
@@ -93,6 +94,30 @@ TEST_P(ShardedCheckpoint, ResumedOnTwoOnEveryAndOnOneProcessEqualsTheUninterrupt
       expect_close(final_tensors(wide.output_dir, finetune), final_tensors(straight.output_dir, finetune),
                    kTolerance);
     }
+  }
+
+  // The other way under -np 4: a checkpoint of every process resumed on two ranks (each new slice put
+  // together from two rank files) equals that run's uninterrupted run within 1e-12.
+  if (world->world_size() > 2) {
+    TrainConfig wide = straight;
+    wide.output_dir = dir.file("wide-straight");
+    const TrainResult wide_whole = run_training(wide, test::quiet_hooks(), world.get());
+    TrainConfig narrow = straight;
+    narrow.output_dir = dir.file("narrow");
+    narrow.resume = wide.output_dir + "/checkpoint-2";
+    if (world->is_main()) {
+      EXPECT_TRUE(fs::is_regular_file(narrow.resume + "/" + optimizer_shard_file(3, 4)));
+      EXPECT_FALSE(fs::exists(narrow.resume + "/" + optimizer_shard_file(1, 2)));
+    }
+    if (pair) {
+      const TrainResult r = run_training(narrow, test::quiet_hooks(), pair.get());
+      if (world->is_main()) {
+        expect_losses_close(r.losses, {wide_whole.losses[2], wide_whole.losses[3]}, kTolerance);
+        expect_close(final_tensors(narrow.output_dir, finetune), final_tensors(wide.output_dir, finetune),
+                     kTolerance);
+      }
+    }
+    world->barrier();
   }
 
   // One process, sharding none: every tensor whole, from both rank files.
