@@ -114,8 +114,8 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
                                            "stories260K_sentencepiece", "qwen2_vocab_merges",
                                            "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
-                                           "stories260K_metaspace_json", "tiny_gpt2_style_json",
-                                           "qwen3_json"));
+                                           "stories260K_metaspace_json", "tiny_gpt2_style_json", "qwen3_json",
+                                           "bloom_json", "gemma_json", "phi3_json"));
 
 }  // namespace
 }  // namespace lt::data
