@@ -17,6 +17,7 @@ pipeline), so one golden covers both.
 Usage: python3 tools/make_family_tokenizer_golden.py [--shared ../shared]
 """
 import argparse
+import collections
 import json
 import os
 import sys
@@ -54,7 +55,14 @@ def train(texts, normalizer, pre_tokenizer, vocab_size, byte_level, specials=())
     tok = Tokenizer(BPE())
     tok.normalizer = normalizer
     tok.pre_tokenizer = pre_tokenizer
-    kwargs = {"initial_alphabet": pre_tokenizers.ByteLevel.alphabet()} if byte_level else {"limit_alphabet": 120}
+    if byte_level:
+        kwargs = {"initial_alphabet": pre_tokenizers.ByteLevel.alphabet()}
+    else:
+        # The 120 most frequent characters (ties by code point: the trainer's own limit_alphabet breaks ties
+        # in hash order, which would make the files differ run to run); the rest go to byte fallback.
+        counts = collections.Counter(c for t in texts for c in (normalizer.normalize_str(t) if normalizer else t))
+        alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:120]
+        kwargs = {"initial_alphabet": alphabet, "limit_alphabet": len(alphabet)}
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials), show_progress=False,
                                   **kwargs)
     tok.train_from_iterator(texts, trainer=trainer)
@@ -164,6 +172,21 @@ def phi3(texts):
     return tok
 
 
+def split_behaviors(gemma_tok):
+    """Gemma's vocabulary with no normalizer and a pre-tokenizer exercising every Split behavior (Gemma's own
+    Split(" ", merged_with_previous) has no space left to act on after its normalizer)."""
+    tok = Tokenizer.from_str(gemma_tok.to_str())
+    tok.normalizer = None
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(" ", behavior="merged_with_previous"),
+        pre_tokenizers.Split(Regex(r"\p{N}"), behavior="contiguous"),
+        pre_tokenizers.Split(Regex("[.!?]"), behavior="merged_with_next"),
+        pre_tokenizers.Split(",", behavior="removed"),
+        pre_tokenizers.Split(Regex(r"\p{L}+"), behavior="merged_with_previous", invert=True),
+        pre_tokenizers.Split(Regex("[()]"), behavior="isolated", invert=True)])
+    return tok
+
+
 def main():
     parser = argparse.ArgumentParser()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,13 +196,18 @@ def main():
     shared = os.path.abspath(args.shared)
     files, texts = alpaca_texts(shared)
     reference = f"tokenizers {tokenizers.__version__}"
-    for family, make in (("bloom", bloom), ("gemma", gemma), ("phi3", phi3), ("qwen3", qwen3)):
+    made = {}
+    families = (("bloom", bloom), ("gemma", gemma), ("phi3", phi3), ("qwen3", qwen3),
+                ("split_behaviors", lambda texts: split_behaviors(made["gemma"])))
+    for family, make in families:
         name = f"{family}_tokenizer.json"
         path = os.path.join(args.out, name)
-        make(texts).save(path, pretty=False)
+        made[family] = make(texts)
+        made[family].save(path, pretty=False)
         ref = HfTokenizer(Tokenizer.from_file(path), reference)  # what the reference reads back
+        adversarial_only = family == "split_behaviors"  # a pipeline check, not a family: kept small
         alpaca, lossless = [], True
-        for t in texts:
+        for t in [] if adversarial_only else texts:
             ids = ref.encode(t)
             alpaca.append([len(ids), format(fnv1a64(ids), "016x")])
             lossless = lossless and ref.decode(ids) == t
@@ -187,7 +215,8 @@ def main():
         for t in ADVERSARIAL + FAMILY_TEXTS:
             ids = ref.encode(t)
             adversarial.append({"text": t, "ids": ids, "decoded": ref.decode(ids), "ids_special": ref.encode_special(t)})
-        golden = {"tokenizer": "tests/data/tokenizer_golden/" + name, "reference": reference, "alpaca_files": files,
+        golden = {"tokenizer": "tests/data/tokenizer_golden/" + name, "reference": reference,
+                  "alpaca_files": [] if adversarial_only else files,
                   "alpaca": alpaca, "alpaca_round_trip": lossless, "adversarial": adversarial}
         out = os.path.join(args.out, f"{family}_json.json")
         with open(out, "w", encoding="utf-8") as f:

@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
                                            "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
                                            "stories260K_metaspace_json", "tiny_gpt2_style_json", "qwen3_json",
-                                           "bloom_json", "gemma_json", "phi3_json"));
+                                           "bloom_json", "gemma_json", "phi3_json", "split_behaviors_json"));
 
 }  // namespace
 }  // namespace lt::data
