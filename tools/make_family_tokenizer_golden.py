@@ -11,7 +11,8 @@ tokenizer_config.json as published (BLOOM's Split regex, Phi-3's rstrip added to
 
 Writes tests/data/tokenizer_golden/<family>_tokenizer.json and <family>_json.json (the format of
 tools/make_tokenizer_golden.py: Alpaca texts by id count + FNV-1a hash, adversarial texts by full ids,
-decode, and ids with special tokens recognized). Gemma 3 uses Gemma 2's converter (more added tokens, same
+decode, ids with special tokens recognized and
+their decode with skip_special_tokens). Gemma 3 uses Gemma 2's converter (more added tokens, same
 pipeline), so one golden covers both.
 
 Usage: python3 tools/make_family_tokenizer_golden.py [--shared ../shared]
@@ -214,7 +215,10 @@ def main():
         adversarial = []
         for t in ADVERSARIAL + FAMILY_TEXTS:
             ids = ref.encode(t)
-            adversarial.append({"text": t, "ids": ids, "decoded": ref.decode(ids), "ids_special": ref.encode_special(t)})
+            special = ref.encode_special(t)
+            # skip_special_tokens drops special added tokens only: Qwen3's <think>, Phi-3's </s> stay.
+            adversarial.append({"text": t, "ids": ids, "decoded": ref.decode(ids), "ids_special": special,
+                                "decoded_special_skipped": ref.tok.decode(special, skip_special_tokens=True)})
         golden = {"tokenizer": "tests/data/tokenizer_golden/" + name, "reference": reference,
                   "alpaca_files": [] if adversarial_only else files,
                   "alpaca": alpaca, "alpaca_round_trip": lossless, "adversarial": adversarial}

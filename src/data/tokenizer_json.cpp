@@ -353,8 +353,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_checked(const std::string& path) 
     }
     return std::nullopt;
   };
-  if (!spec.bos) spec.bos = pick("bos_token", {"<|begin_of_text|>", "<s>"});
-  if (!spec.adds_eos) spec.eos = pick("eos_token", {"<|end_of_text|>", "</s>", "<|endoftext|>"});
+  if (!spec.bos) spec.bos = pick("bos_token", {"<|begin_of_text|>", "<s>", "<bos>"});
+  if (!spec.adds_eos) spec.eos = pick("eos_token", {"<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>"});
   spec.pad = pick("pad_token", {"<|finetune_right_pad_id|>", "<pad>", "<|endoftext|>"});
   return std::make_unique<PipelineTokenizer>(std::move(spec));
 }

@@ -106,6 +106,11 @@ TEST_P(TokenizerGolden, AdversarialTextsMatchReference) {
       EXPECT_EQ(tok.encode(text, true), c["ids_special"].get<std::vector<int32_t>>())
           << "with special tokens allowed: " << json(text).dump();
     }
+    if (c.contains("decoded_special_skipped")) {
+      EXPECT_EQ(tok.decode(c["ids_special"].get<std::vector<int32_t>>(), true),
+                c["decoded_special_skipped"].get<std::string>())
+          << "decoding, special tokens skipped, the ids of " << json(text).dump();
+    }
   }
 }
 
