@@ -76,15 +76,9 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// zero3 shards the layers' compute weights (train/zero3_layers.h); wider master weights are not sharded
-// yet. (The reader turned FSDP's names into the canonical ones.)
+// (The reader turned FSDP's names into the canonical ones.)
 void check_sharding(const TrainConfig& c) {
   const char* sharding = name_of(kShardingNames, c.sharding);
-  LT_CHECK(c.sharding != dist::Sharding::Zero3 || c.finetune == Finetune::Lora ||
-               (!c.master_weights && c.precision != Precision::Fp16),
-           "config: 'sharding' is {} with {}; zero3 does not shard master weights yet, expected "
-           "master_weights false and precision other than fp16 (or sharding zero2)",
-           sharding, c.precision == Precision::Fp16 ? "precision fp16" : "master_weights true");
   LT_CHECK(c.ddp_timeout > 0 && std::isfinite(c.ddp_timeout),
            "config: 'ddp_timeout' is {}, expected a positive number of seconds", c.ddp_timeout);
   LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
