@@ -157,7 +157,7 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
     const size_t host_limit =
         config.host_memory_limit > 0 ? size_t(config.host_memory_limit) : physical_host_memory_bytes();
     return plan_for_rank(model::place_checkpoints(model, settings, limit, host_limit), config.sharding, world,
-                         largest_trainable_elements(model, settings));
+                         model, settings);
   }
   model::check_plan_fits(plan, limit);
   return plan;

@@ -157,13 +157,6 @@ void validate(TrainConfig& c) {
   non_negative("seed", c.seed);
   LT_CHECK(!c.prompt_template.empty(), "config: 'prompt_template' is empty, expected a template name");
   check_sharding(c);
-  // zero3's ranks keep their collectives in step by padding a shorter micro-batch with whole chunk-major
-  // passes after its forward (train/zero3_layers.h); layer-major issues a layer's collectives per chunk
-  // inside its layer loop, which no padding after the forward can match.
-  LT_CHECK(
-      c.schedule != model::ScheduleOrder::LayerMajor || c.sharding != dist::Sharding::Zero3,
-      "config: 'schedule' is layer_major with sharding zero3; zero3 pads the ranks' micro-batches in the "
-      "chunk-major order: set schedule chunk_major, or sharding zero2");
   non_negative("chunk_size", c.chunk_size);
   non_negative("memory_limit", c.memory_limit);
   non_negative("host_memory_limit", c.host_memory_limit);

@@ -215,6 +215,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     zero3_ = std::make_unique<Zero3Layers>(
         ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
         master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{});
+    zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     data_parallel_->attach_layers(*zero3_,
                                   master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                 : trainable_tensors(mc, model_.weights, grads_),

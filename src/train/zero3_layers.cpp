@@ -338,6 +338,12 @@ void Zero3Layers::point_grads(int64_t layer, int buffer) {
 }
 
 void Zero3Layers::before_backward(int64_t layer) {
+  if (layer == pending_) {
+    // The same layer's next chunk (layer-major, or a one-layer model): its gradient adds to the buffer it
+    // waits in, reduced once with the others (zero3_layers.h). Nothing new is gathered or reduced.
+    prefetch(next_after_backward(layer), take(layer));
+    return;
+  }
   // Wait for this layer's gather first: it is the latest overlapped collective, so the wait covers
   // nothing issued after it (zero3_layers.h). Then the previous layer's (or chunk's) gradient leaves its
   // buffer, and the next layer's gather follows it on the communicator's stream.
@@ -371,6 +377,11 @@ void Zero3Layers::begin_step(int64_t rounds) {
 }
 
 int64_t Zero3Layers::round_chunks(int64_t mine) {
+  forward_passes_ = backward_passes_ = 0;
+  if (layer_major_) {
+    round_passes_ = 1;  // the layers' order: up once, down once (the predictions below)
+    return std::max<int64_t>(mine, 1);
+  }
   double own = double(mine);
   std::vector<double> all(size_t(comm_.world_size()), 0.0);
   comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));

@@ -42,6 +42,14 @@
 // gathers, and reduce-scatters of zeros), so the hook sequence — and with it the gather cache — is the same
 // on every rank.
 //
+// Hooks of one layer in a row issue that layer's collectives once: a layer still in its slot is not
+// gathered again, and a backward hook of the layer whose gradient waits in a buffer lets the next chunk's
+// gradient add to it (the backward adds into gradients), reduced once when another layer's hook or the
+// micro-batch's end comes. So the layer-major schedule (set_layer_major: every chunk of a layer, then the
+// next layer; a layer's backward hook once before its chunks' K/V recompute and once per chunk) issues the
+// same collectives whatever a rank's chunk count: its rounds need no agreement on chunks and no padding
+// after the forward, and a rank without a micro-batch pads with one pass.
+//
 // Model-level weights (embedding, final norm, LM head) stay whole on every rank (gradients reduce-scattered
 // at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them); frozen weights stay
 // whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors.
@@ -123,7 +131,10 @@ class Zero3Layers {
   // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
   void begin_step(int64_t rounds);
   // The most chunks any rank's micro-batch of this round has (a collective; `mine`: 0 without one).
+  // Layer-major: `mine` (1 without a micro-batch), no collective (see above).
   int64_t round_chunks(int64_t mine);
+  // The schedule runs every chunk of a layer before the next layer (model::ScheduleOrder::LayerMajor).
+  void set_layer_major(bool layer_major) { layer_major_ = layer_major; }
   // Between a micro-batch's forward and backward: `passes` chunks' worth of forward passes and then of
   // backward passes without compute (the same gathers; reduce-scatters of zeros).
   void pad_passes(int64_t passes);
@@ -178,6 +189,7 @@ class Zero3Layers {
   void* grad_buffers_[2] = {nullptr, nullptr};
   Tensor scatter_scratch_;  // (largest c) gradient dtype; the blocking path's reduce-scatter output
   bool overlap_;
+  bool layer_major_ = false;
   int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
   bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
   int current_slot_ = -1;                             // the slot of the latest hook's layer

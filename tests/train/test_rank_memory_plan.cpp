@@ -119,6 +119,23 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   }
 }
 
+// The layer-major schedule's plan (its checkpoints placed) is zero3's per rank too.
+TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
+  const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  c.chunk_size = 8;
+  train::apply_overrides(c, {"--schedule", "layer_major", "--sharding", "zero3"});
+  const model::MemoryPlan layered = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  train::apply_overrides(c, {"--schedule", "chunk_major"});
+  const model::MemoryPlan chunked = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  for (const char* row : {"weights (trained layer tensors", "zero3 gather slots", "zero3 gradient buffers"}) {
+    EXPECT_GT(row_bytes(layered, row), 0u) << row;
+    EXPECT_EQ(row_bytes(layered, row), row_bytes(chunked, row)) << row;
+  }
+}
+
 // With master weights (f64 masters of an fp32 run here), a rank keeps the masters of its slices only: the
 // plan's "master weights" row is what the rebuilt master arena holds, and the slice is the whole master's.
 TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {

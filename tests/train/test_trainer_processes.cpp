@@ -65,7 +65,7 @@ TEST(TrainerProcesses, TheStepReducesCountsLossAndGradientsThroughTheCommunicato
   EXPECT_EQ(comm.elements, 3 * (2 + 1 + parameters));
 }
 
-TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3WithMasterWeightsIsRefused) {
+TEST(TrainerProcesses, ShardingNamesAreParsedAndZero3WithMasterWeightsIsAccepted) {
   TrainConfig c = parse_train_config_yaml("base_model: m\ndata_path: d\n", "t.yaml");
   EXPECT_EQ(c.sharding, dist::Sharding::None);
   validate(c);

@@ -7,6 +7,8 @@
 // gradient norm an overflow on one rank makes non-finite on every rank (DataParallel::unscale_and_clip), so
 // every rank's scaler skips the step.
 //
+// And zero3 under the layer-major schedule, whose ranks run different chunk counts.
+//
 // Bit for bit: zero3 with masters equals zero2 with masters when each rank runs one unchunked micro-batch a
 // step: both reduce each rank's whole gradient once, in rank order, clip with the same slices' squares and
 // update the same master slices, rounding them to nearest into the compute weights. Against one process
@@ -165,6 +167,46 @@ TEST_F(MpiZero3Masters, ChunksAndAnUnevenSplitEqualOneProcess) {
               kF32Tolerance * std::abs(reference.evals[i].eval_loss));
   expect_close(final_tensors(c.output_dir, "full"), final_tensors(dir_->file("single"), "full"),
                kF32Tolerance);
+}
+
+// zero3 under the layer-major schedule (every chunk of a layer, then the next layer), float64: chunks of 4
+// tokens over examples of 3 to 12 (1 to 3 chunks a micro-batch, so the ranks' chunk counts differ within a
+// round) and 3 micro-batches a step (a rank without one in the last round pads it). A layer's hooks in a
+// row issue its collectives once, so the ranks meet without agreeing on chunk counts; losses, evaluation
+// losses and final weights equal one process's layer-major run within 1e-12 (the gradients' grouping
+// differs as in the chunk-major tests).
+TEST_F(MpiZero3Masters, LayerMajorWithDifferentChunkCountsEqualsOneProcess) {
+  auto config = [&](const std::string& out) {
+    TrainConfig c = base_config(dir_->path(), "full");
+    c.batch_size = 3;
+    c.chunk_size = 4;
+    c.val_set_size = 2;
+    c.eval_steps = 2;
+    c.schedule = model::ScheduleOrder::LayerMajor;
+    c.output_dir = out;
+    return c;
+  };
+  TrainResult reference;
+  if (comm_->is_main()) {
+    dist::SingleCommunicator one;
+    reference = run_training(config(dir_->file("single")), test::quiet_hooks(), &one);
+  }
+  for (const bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "blocking");
+    TrainConfig c = config(output(overlap ? "zero3" : "zero3-blocking"));
+    apply_overrides(c, {"--sharding", "zero3"});
+    c.overlap_gathers = overlap;
+    const TrainResult r = run_training(c, test::quiet_hooks(), comm_.get());
+    ASSERT_EQ(r.losses.size(), 4u);
+    if (!comm_->is_main()) continue;
+    expect_losses_close(r.losses, reference.losses, kTolerance);
+    ASSERT_EQ(r.evals.size(), reference.evals.size());
+    for (size_t i = 0; i < r.evals.size(); ++i)
+      EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
+                kTolerance * std::abs(reference.evals[i].eval_loss));
+    expect_close(final_tensors(c.output_dir, "full"), final_tensors(dir_->file("single"), "full"),
+                 kTolerance);
+  }
 }
 
 // fp16's loss scaler over sharded gradients (zero2, and zero3's model-level tensors and slices alike): each
