@@ -7,7 +7,8 @@
 // heads take ext = float32(2^(-4/p)) to the odd powers 1, 3, 5, ... torch.pow's float32 result equals the C
 // library's powf (correctly rounded) for every n < 128 (tests/ops/test_attention_alibi.cpp checks each
 // against transformers' _get_alibi_slopes); a power in double rounded to float32 is not always the same.
-// The slopes are computed on the host; the CUDA kernels get them as a kernel parameter.
+// The slopes are computed on the host; the CUDA kernels get them as a kernel parameter, cuDNN's attention
+// graph as a device buffer (cudnn_attention.cpp).
 #pragma once
 
 #include <cmath>

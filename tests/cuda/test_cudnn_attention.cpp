@@ -2,7 +2,8 @@
 // with LT_ATTENTION_KERNEL=cudnn: against the CPU float64 reference (dk, dv start from random values: the
 // backend must add into them), on GQA and plain multi-head shapes, head dims 64 and 128, batches 1 and 2,
 // Tq = S and chunks at an offset into a longer key range (also a K/V buffer longer than the keys the last
-// query sees, as the chunked decoder passes), odd lengths; against our tensor-core kernels on larger shapes;
+// query sees, as the chunked decoder passes), odd lengths, ALiBi (BLOOM: whole and chunked, power-of-two and
+// other head counts); against our tensor-core kernels on larger shapes;
 // the deterministic switch and ineligible calls keep to our kernels. Where no cuDNN 9.16+ can be loaded
 // (make test-cuda looks for the PyTorch wheel's, tools/find_cudnn.sh), each test checks the fallback on its
 // cases instead: attention under auto runs on leantune's kernels (the bits of LT_ATTENTION_KERNEL=tc, no
@@ -45,15 +46,18 @@ using KernelChoice = test::AttentionKernelChoice;
 
 struct Case {
   int64_t B, Tq, S, H, KVH, HD, q_offset;
+  bool alibi = false;  // BLOOM's ALiBi biases (ops/alibi.h)
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("B{} Tq{} S{} H{}/{} HD{}{}", c.B, c.Tq, c.S, c.H, c.KVH, c.HD,
-                     c.q_offset ? fmt::format(" off{}", c.q_offset) : "");
+  return fmt::format("B{} Tq{} S{} H{}/{} HD{}{}{}", c.B, c.Tq, c.S, c.H, c.KVH, c.HD,
+                     c.q_offset ? fmt::format(" off{}", c.q_offset) : "", c.alibi ? " alibi" : "");
 }
 
 ops::AttentionParams params(const Case& c) {
-  return ops::AttentionParams{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
+  ops::AttentionParams p{c.B, c.Tq, c.S, c.H, c.KVH, c.HD, c.q_offset, 0, 1.0 / std::sqrt(double(c.HD))};
+  p.alibi = c.alibi;
+  return p;
 }
 
 // `values` rounded to bf16 in place (what an upload to bf16 keeps).
@@ -163,8 +167,11 @@ TEST(CudaParity, CudnnAttentionStatus) {
 }
 
 // One case of CudnnAttentionForwardBackward: forward and backward through cuDNN vs the float64 reference.
-void check_against_reference(const Case& c, uint64_t seed) {
-  const auto [B, Tq, S, H, KVH, HD, off] = c;
+// split_backward false: a chunk's backward as one call with the shifted mask (the kernel option
+// cudnn_split_backward).
+void check_against_reference(const Case& c, uint64_t seed, bool split_backward = true) {
+  const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
+  test::ScopedKernelOption split("cudnn_split_backward", split_backward ? nullptr : "false");
   const ops::AttentionParams p = params(c);
   const ops::cuda::AttentionCallShape call{DType::BF16, p, false, true, false};
   const char* reason = ops::cuda::cudnn_attention_ineligible_reason(call);
@@ -175,7 +182,7 @@ void check_against_reference(const Case& c, uint64_t seed) {
   std::vector<double> out_d = test::download(g.out);  // synchronizes: any execution error shows here
   // A new shape builds one forward plan and one backward plan, two for a chunk's call (Tq > 1 queries after
   // earlier keys: the split backward): proof that cuDNN (not a fallback) ran, and how.
-  const int64_t backward_plans = off > 0 && Tq > 1 ? 2 : 1;
+  const int64_t backward_plans = off > 0 && Tq > 1 && split_backward ? 2 : 1;
   EXPECT_EQ(ops::cuda::cudnn_attention_plan_stats().plans_built - plans_before, 1 + backward_plans)
       << describe(c);
 
@@ -218,6 +225,20 @@ void check_against_reference(const Case& c, uint64_t seed) {
   EXPECT_EQ(changed, 0) << describe(c) << ": dk/dv changed past the last visible key";
 }
 
+// check_against_reference on each case (seeds from `seed`). An exception (cuDNN refusing the shape) fails
+// that case only: one run reports every case.
+void check_each_against_reference(std::initializer_list<Case> cases, uint64_t seed,
+                                  bool split_backward = true) {
+  for (const Case& c : cases) {
+    try {
+      check_against_reference(c, seed, split_backward);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << describe(c) << (split_backward ? "" : " (unsplit backward)") << ": " << e.what();
+    }
+    seed += 10;
+  }
+}
+
 // The last three: Gemma's head_dim 256 (whole sequences with GQA, and a chunk: the split backward).
 TEST(CudaParity, CudnnAttentionForwardBackward) {
   LT_REQUIRE_GPU();
@@ -229,24 +250,38 @@ TEST(CudaParity, CudnnAttentionForwardBackward) {
       {2, 37, 37, 4, 1, 256, 0},     {1, 200, 600, 8, 2, 256, 400},
   };
   if (!cudnn_loaded_else_check_fallback(cases, 7300)) return;
-  uint64_t seed = 7300;
-  for (const Case& c : cases) {
-    // An exception (cuDNN refusing the shape) fails this case only: one run reports every case.
-    try {
-      check_against_reference(c, seed);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << describe(c) << ": " << e.what();
-    }
-    seed += 10;
-  }
+  check_each_against_reference(cases, 7300);
 }
 
-// cuDNN vs our tensor-core kernels on shapes too large for the float64 reference.
+// ALiBi (BLOOM) on cuDNN, which adds our slopes times each key's absolute position: whole sequences and
+// chunks at an offset (the split backward's second call starts its keys' positions at the chunk; the last
+// case runs a chunk's backward unsplit, positions from key 0 under the shifted mask), power-of-two head
+// counts (16: bloom-560m's) and others (6, 12, 24), GQA, one query, head_dim 64/128/256, against the
+// float64 reference with transformers' float32 biases. The same plans-built proof as
+// CudnnAttentionForwardBackward: cuDNN, not a fallback, ran each case.
+TEST(CudaParity, CudnnAttentionAlibi) {
+  LT_REQUIRE_GPU();
+  const std::initializer_list<Case> cases = {
+      {1, 128, 128, 16, 16, 64, 0, true},     {2, 256, 256, 12, 12, 128, 0, true},
+      {1, 333, 333, 24, 24, 64, 0, true},     {1, 200, 1000, 16, 16, 64, 800, true},
+      {2, 100, 1200, 12, 12, 128, 500, true}, {1, 128, 640, 6, 6, 64, 512, true},
+      {1, 1, 37, 6, 6, 128, 36, true},        {2, 37, 37, 8, 2, 64, 0, true},
+      {1, 200, 600, 8, 8, 256, 400, true},
+  };
+  if (!cudnn_loaded_else_check_fallback(cases, 7600)) return;
+  check_each_against_reference(cases, 7600);
+  check_each_against_reference({{2, 150, 450, 12, 12, 64, 300, true}}, 7700, false);
+}
+
+// cuDNN vs our tensor-core kernels on shapes too large for the float64 reference (the last, with ALiBi: a
+// bloom-560m chunk, against the CUDA-core kernels that LT_ATTENTION_KERNEL=tc takes for ALiBi).
 TEST(CudaParity, CudnnAttentionMatchesTensorCores) {
   LT_REQUIRE_GPU();
-  const Case cases[] = {
-      {1, 2048, 2048, 32, 8, 128, 0}, {1, 1024, 4096, 32, 8, 128, 3072}, {2, 1536, 1536, 32, 8, 64, 0}};
-  if (!cudnn_loaded_else_check_fallback({cases[0], cases[1], cases[2]}, 8800)) return;
+  const Case cases[] = {{1, 2048, 2048, 32, 8, 128, 0},
+                        {1, 1024, 4096, 32, 8, 128, 3072},
+                        {2, 1536, 1536, 32, 8, 64, 0},
+                        {1, 1024, 4096, 16, 16, 64, 3072, true}};
+  if (!cudnn_loaded_else_check_fallback({cases[0], cases[1], cases[2], cases[3]}, 8800)) return;
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
     Inputs in(c, 8800 + ci * 10);
@@ -292,7 +327,7 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
       << "a deterministic request must not build cuDNN plans";
 
   // A sliding window under LT_ATTENTION_KERNEL=cudnn: our kernels, correct against the reference.
-  const auto [B, Tq, S, H, KVH, HD, off] = c;
+  const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
   ops::AttentionParams p = params(c);
   p.window = 100;
   DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), lse = poisoned(DType::F32, {B, H, Tq});
@@ -315,20 +350,19 @@ TEST(CudaParity, CudnnAttentionFallsBackToOurKernels) {
 
 // Not asserted: cuDNN vs the tensor-core kernels, H=32/8, HD=128, causal, at the kernel peer's shapes
 // (T = 2K, 8K, 32K with B = 16384 / T) and at two chunks of chunked training (the last 4K queries of 16K and
-// of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit): the first call (plan build
-// included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq * (q_offset + Tq / 2) * HD,
-// backward 2.5x.
+// of 32K keys; cuDNN with the split backward and, as "cudnn1", unsplit), and with ALiBi a bloom-560m chunk
+// (H=16, HD=64, the last 4K queries of 16K keys; "tc" is then the CUDA-core kernels, which take ALiBi): the
+// first call (plan build included) and the median of 3 later ones. Forward FLOPs = 2 * 2 * B * H * Tq *
+// (q_offset + Tq / 2) * HD, backward 2.5x.
 TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
   LT_REQUIRE_GPU();
   ASSERT_TRUE(ops::cuda::cudnn_attention_status().available) << ops::cuda::cudnn_attention_status().reason;
-  const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},
-                        {2, 8192, 8192, 32, 8, 128, 0},
-                        {1, 32768, 32768, 32, 8, 128, 0},
-                        {1, 4096, 16384, 32, 8, 128, 12288},
-                        {1, 4096, 32768, 32, 8, 128, 28672}};
+  const Case cases[] = {{8, 2048, 2048, 32, 8, 128, 0},      {2, 8192, 8192, 32, 8, 128, 0},
+                        {1, 32768, 32768, 32, 8, 128, 0},    {1, 4096, 16384, 32, 8, 128, 12288},
+                        {1, 4096, 32768, 32, 8, 128, 28672}, {1, 4096, 16384, 16, 16, 64, 12288, true}};
   for (const Case& c : cases) {
     Inputs in(c, 11);
-    const auto [B, Tq, S, H, KVH, HD, off] = c;
+    const auto [B, Tq, S, H, KVH, HD, off, alibi] = c;
     const ops::AttentionParams p = params(c);
     DeviceTensor out = poisoned(DType::BF16, {B, Tq, H, HD}), dq = poisoned(DType::BF16, {B, Tq, H, HD});
     DeviceTensor lse = poisoned(DType::F32, {B, H, Tq});
@@ -380,13 +414,14 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       std::sort(bw_ms.begin(), bw_ms.end());
       const double fw = fw_ms[1], bw = bw_ms[1];
       std::printf(
-          "ATTN_BENCH kernel=%-6s bf16 causal B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f "
+          "ATTN_BENCH kernel=%-6s bf16 causal%s B=%lld Tq=%lld S=%lld off=%lld H=%lld/%lld HD=%lld  fwd %.3f "
           "ms "
           "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s  fwd+bwd %.1f TFLOP/s  first call fwd %.1f ms bwd %.1f ms "
           "(plan builds %.1f ms)\n",
-          kernel, (long long)B, (long long)Tq, (long long)S, (long long)off, (long long)H, (long long)KVH,
-          (long long)HD, fw, fwd_flops / fw * 1e-9, bw, 2.5 * fwd_flops / bw * 1e-9,
-          3.5 * fwd_flops / (fw + bw) * 1e-9, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+          kernel, alibi ? "+alibi" : "", (long long)B, (long long)Tq, (long long)S, (long long)off,
+          (long long)H, (long long)KVH, (long long)HD, fw, fwd_flops / fw * 1e-9, bw,
+          2.5 * fwd_flops / bw * 1e-9, 3.5 * fwd_flops / (fw + bw) * 1e-9,
+          std::chrono::duration<double, std::milli>(t1 - t0).count(),
           std::chrono::duration<double, std::milli>(t2 - t1).count(), build_ms);
       std::fflush(stdout);
     }
@@ -394,12 +429,14 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
 }
 
 // Not asserted on numbers: logs every step of building the forward and backward graphs (descriptors,
-// operation graph, each engine configuration of the heuristics and whether its plan finalizes), so that one
-// run shows where cuDNN refuses. Fails when no plan could be built.
+// operation graph, each engine configuration of the heuristics and whether its plan finalizes; the last
+// case with ALiBi), so that one run shows where cuDNN refuses. Fails when no plan could be built.
 TEST(CudaDiag, DISABLED_CudnnAttentionProbe) {
   LT_REQUIRE_GPU();
-  const Case cases[] = {
-      {1, 1024, 1024, 32, 8, 128, 0}, {2, 200, 1200, 32, 8, 64, 800}, {1, 256, 256, 4, 4, 128, 0}};
+  const Case cases[] = {{1, 1024, 1024, 32, 8, 128, 0},
+                        {2, 200, 1200, 32, 8, 64, 800},
+                        {1, 256, 256, 4, 4, 128, 0},
+                        {1, 200, 1000, 12, 12, 64, 800, true}};
   for (const Case& c : cases)
     for (const bool backward : {false, true}) {
       const std::string log = ops::cuda::cudnn_attention_probe(params(c), backward);

@@ -132,34 +132,52 @@ TEST(CudaQlora, FusedPartsDequantizeAsTheCpu) {
 
 // `train --device cuda --bits 4` of the fused-family QLoRA goldens: per-step losses within GPU.md's
 // tolerances of PEFT's float64 trajectory (the CPU matches it to 1e-10:
-// tests/train/test_peft_training_golden.cpp).
+// tests/train/test_peft_training_golden.cpp). f32 follows the learning-rate-2e-2 golden; bf16 follows the
+// same run at 1e-3 (qlora_*_gentle), since at 2e-2 four AdamW steps amplify bf16 rounding: PEFT's own bf16
+// run over Linear4bit lands 2.5e-2 to 4.4e-2 from the float64 Phi-3 trajectory there. Even at 1e-3 the tiny
+// Phi-3 is ill-conditioned for bf16: PEFT's bf16 run of it (qlora_*_gentle_bfloat16,
+// tools/make_qlora_fused_golden.py) is 1e-2 from the truth. So bf16 is held to GPU.md's tolerance or twice
+// the reference library's own bf16 distance, whichever is larger (as the CPU float32 goldens are held to
+// five times PEFT's float32 distance where it exceeds the tolerance).
 TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
   LT_REQUIRE_GPU();
   const std::string golden_dir = source_path("tests/train/golden/peft_training");
   for (const std::string family : {"bloom", "phi3"})
     for (const int64_t chunk : {0, 4}) {
-      nlohmann::json g;
-      std::ifstream(golden_dir + "/qlora_" + family + ".json") >> g;
       TempDir dir;
       train::TrainConfig c;
-      c.base_model = source_path(g["base_model"].get<std::string>());
-      c.init_adapter = source_path(g["init_adapter"].get<std::string>());
       c.data_path = golden_dir + "/data.jsonl";
       c.finetune = model::Finetune::Lora;
       c.lora_dropout = 0;
       c.shuffle = false;
       c.val_set_size = 0;
-      apply_golden_schedule(c, g);
       c.bits = 4;
       c.save_steps = 0;
       c.eval_steps = 0;
       c.chunk_size = chunk;
       c.device = Device::CUDA;
-      const std::vector<double> want = g["losses"].get<std::vector<double>>();
       for (const train::Precision precision : {train::Precision::Fp32, train::Precision::Bf16}) {
+        nlohmann::json g;
+        const std::string golden = "qlora_" + family + (precision == train::Precision::Bf16 ? "_gentle" : "");
+        std::ifstream(golden_dir + "/" + golden + ".json") >> g;
+        ASSERT_FALSE(g.is_null()) << golden;
+        c.base_model = source_path(g["base_model"].get<std::string>());
+        c.init_adapter = source_path(g["init_adapter"].get<std::string>());
+        apply_golden_schedule(c, g);
+        const std::vector<double> want = g["losses"].get<std::vector<double>>();
+        const DType dt = train::compute_dtype(precision);
+        double bound = tolerance(dt);
+        if (precision == train::Precision::Bf16) {
+          nlohmann::json peft_bf16;
+          std::ifstream(golden_dir + "/" + golden + "_bfloat16.json") >> peft_bf16;
+          const std::vector<double> reference = peft_bf16.at("losses").get<std::vector<double>>();
+          ASSERT_EQ(reference.size(), want.size()) << golden;
+          for (size_t i = 0; i < want.size(); ++i)
+            bound = std::max(bound, 2 * std::fabs(reference[i] - want[i]) / std::fabs(want[i]));
+        }
         train::TrainConfig run = c;
         run.precision = precision;
-        const std::string tag = family + "-chunk" + std::to_string(chunk);
+        const std::string tag = golden + "-chunk" + std::to_string(chunk);
         run.output_dir = dir.file(tag + "-" + train::name_of(train::kPrecisionNames, precision));
         const std::vector<double> got = train::run_training(run, quiet_hooks()).losses;
         ASSERT_EQ(got.size(), want.size());
@@ -167,9 +185,8 @@ TEST(CudaQlora, FusedFamiliesFollowThePeftGolden) {
         for (size_t i = 0; i < want.size(); ++i)
           w.error = std::max(w.error, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
         w.output = "step loss";
-        const DType dt = train::compute_dtype(precision);
-        report("train qlora fused --device cuda", dt, tag, w, tolerance(dt));
-        EXPECT_LE(w.error, tolerance(dt)) << tag;
+        report("train qlora fused --device cuda", dt, tag, w, bound);
+        EXPECT_LE(w.error, bound) << tag;
       }
     }
 }

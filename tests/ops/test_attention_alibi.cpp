@@ -129,18 +129,42 @@ TEST(AttentionAlibi, ChunkedEqualsWholeSequence) {
   check_chunked({2, 150, 150, 12, 12, 16, 0, 0, true, 643, true}, 50, false);  // multithreaded
 }
 
-// cuDNN's graph has no ALiBi: such calls are refused by name and run on leantune's CUDA-core kernels (under
-// attention: auto and cudnn alike, as for a sliding window).
-TEST(AttentionAlibi, CudnnRefusesAlibiByName) {
-  ops::cuda::AttentionCallShape call;
-  call.dtype = DType::BF16;
-  call.p = AttnCase{1, 128, 128, 16, 16, 64, 0, 0, false, 1, true}.params();
-  EXPECT_STREQ(ops::cuda::cudnn_attention_ineligible_reason(call), "ALiBi position biases");
-  for (auto request : {ops::AttentionKernelRequest::Auto, ops::AttentionKernelRequest::Cudnn})
-    EXPECT_EQ(ops::cuda::choose_attention_kernel(request, call, true, "", false),
-              ops::cuda::AttentionKernel::Simt);
-  call.p.alibi = false;
-  EXPECT_EQ(ops::cuda::cudnn_attention_ineligible_reason(call), nullptr);
+// cuDNN's graph takes ALiBi (our slopes times each key's absolute position, cudnn_attention_graph.cpp): a
+// bf16 ALiBi call, whole or a chunk at an offset, with power-of-two and other head counts, goes to cuDNN
+// under auto and cudnn; what cuDNN's graph does not cover keeps to our kernels, ALiBi or not (f32, packed
+// segments, whose positions restart per sequence, head_dim 80 as bloom-3b's). tests/cuda's
+// CudaParity.CudnnAttentionAlibi checks the numbers against the float64 reference.
+TEST(AttentionAlibi, CudnnTakesAlibi) {
+  using ops::cuda::AttentionKernel;
+  for (const AttnCase& c : {AttnCase{1, 128, 128, 16, 16, 64, 0, 0, false, 1, true},
+                            AttnCase{2, 100, 600, 12, 12, 128, 500, 0, false, 1, true},
+                            AttnCase{1, 1, 37, 6, 6, 64, 36, 0, false, 1, true}}) {
+    ops::cuda::AttentionCallShape call;
+    call.dtype = DType::BF16;
+    call.p = c.params();
+    EXPECT_EQ(ops::cuda::cudnn_attention_ineligible_reason(call), nullptr) << c.str();
+    for (auto request : {ops::AttentionKernelRequest::Auto, ops::AttentionKernelRequest::Cudnn})
+      EXPECT_EQ(ops::cuda::choose_attention_kernel(request, call, true, "", false), AttentionKernel::Cudnn)
+          << c.str();
+    EXPECT_EQ(
+        ops::cuda::choose_attention_kernel(ops::AttentionKernelRequest::TensorCore, call, true, "", false),
+        AttentionKernel::Simt)
+        << c.str();
+
+    ops::cuda::AttentionCallShape f32 = call;
+    f32.dtype = DType::F32;
+    EXPECT_STREQ(ops::cuda::cudnn_attention_ineligible_reason(f32), "dtype is not bf16");
+    ops::cuda::AttentionCallShape packed = call;
+    packed.segmented = true;
+    EXPECT_STREQ(ops::cuda::cudnn_attention_ineligible_reason(packed), "packed segments");
+    ops::cuda::AttentionCallShape hd80 = call;
+    hd80.p.head_dim = 80;
+    EXPECT_STREQ(ops::cuda::cudnn_attention_ineligible_reason(hd80), "head_dim is not 64, 128 or 256");
+    for (const auto& refused : {f32, packed, hd80})
+      EXPECT_EQ(
+          ops::cuda::choose_attention_kernel(ops::AttentionKernelRequest::Cudnn, refused, true, "", false),
+          AttentionKernel::Simt);
+  }
 }
 
 }  // namespace

@@ -66,10 +66,12 @@ inline int64_t cudnn_attention_kv_len(const AttentionParams& p) {
   return p.q_offset + p.q_len;
 }
 
-// nullptr when cuDNN's graph (bf16, causal bottom-right, GQA, head_dim 64/128/256) covers the call, else why
-// not. Head dims above 128 run forward (cuDNN 9.1) and backward (9.5; we require 9.16) on Hopper, the
-// architecture the build targets; where cuDNN builds no plan for a shape, the call falls back to our kernels
-// (attention_host.cpp).
+// nullptr when cuDNN's graph (bf16, causal bottom-right, GQA, head_dim 64/128/256, ALiBi or none) covers the
+// call, else why not. ALiBi is exact on cuDNN whole or chunked: the graph adds our slopes times each key's
+// absolute position (cudnn_attention_graph.cpp's apply_alibi); packed segments, which restart positions,
+// are refused for every call. Head dims above 128 run forward (cuDNN 9.1) and backward (9.5; we require 9.16)
+// on Hopper, the architecture the build targets; where cuDNN builds no plan for a shape, the call falls back
+// to our kernels (attention_host.cpp).
 inline const char* cudnn_attention_ineligible_reason(const AttentionCallShape& c) {
   const AttentionParams& p = c.p;
   if (c.deterministic)
@@ -79,7 +81,6 @@ inline const char* cudnn_attention_ineligible_reason(const AttentionCallShape& c
   if (c.segmented) return "packed segments";
   if (p.window != 0) return "sliding window";
   if (p.softcap != 0.0) return "attention-logit soft-capping";
-  if (p.alibi) return "ALiBi position biases";
   if (p.batch < 1 || p.q_len < 1) return "empty call";
   if (p.kv_heads < 1 || p.heads % p.kv_heads != 0) return "kv_heads does not divide heads";
   if (!c.aligned16) return "a tensor is not 16-byte aligned";
@@ -137,9 +138,8 @@ inline std::string attention_backend_summary(AttentionKernelRequest request, boo
     return "leantune kernels (deterministic: cuDNN's backward adds dQ atomically, in a run-dependent order)";
   if (cudnn.available)
     return fmt::format(
-        "cuDNN {} fused attention ({}) for bf16 calls with head_dim 64, 128 or 256 and no packing, window, "
-        "soft-cap or ALiBi, "
-        "leantune kernels for the others",
+        "cuDNN {} fused attention ({}) for bf16 calls with head_dim 64, 128 or 256 and no packing, window "
+        "or soft-cap, leantune kernels for the others",
         cudnn_version_name(cudnn.version), cudnn.library);
   if (request == AttentionKernelRequest::Cudnn)
     return fmt::format("cuDNN requested, but unavailable: {} (attention calls will fail)", cudnn.reason);

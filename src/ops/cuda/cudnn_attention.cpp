@@ -13,9 +13,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
+#include "ops/alibi.h"
 #include "ops/cuda/attention_select.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cudnn_execution.h"
@@ -42,14 +45,32 @@ std::array<size_t, 4> backward_buffers(const Shape& s) {
   return {rows * sizeof(float), rows * size_t(s.HD) * sizeof(float), kv_elems * 2, kv_elems * 2};
 }
 
-// The scalars a graph's mask does not read are not in its variant pack (cuDNN refuses extra tensors): the
-// shift is read by a Shifted mask only, -inf by any mask but None (apply_mask).
-void drop_unused_scalars(const Shape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
+// The tensors a graph does not read are not in its variant pack (cuDNN refuses extra tensors): the shift
+// is read by a Shifted mask only, -inf by any mask but None (apply_mask), the slopes and the first key's
+// position by an ALiBi graph only (apply_alibi).
+void drop_unused_tensors(const Shape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
   for (size_t i = uids.size(); i-- > 0;) {
     const bool unused = (uids[i] == kDiagonalShift && s.mask != Mask::Shifted) ||
-                        (uids[i] == kNegInf && s.mask == Mask::None);
+                        (uids[i] == kNegInf && s.mask == Mask::None) ||
+                        ((uids[i] == kAlibiSlopes || uids[i] == kFirstKey) && !s.alibi);
     if (unused) uids.erase(uids.begin() + long(i)), ptrs.erase(ptrs.begin() + long(i));
   }
+}
+
+// ALiBi's slopes of `heads` heads on `device`, (heads) f32: ops::alibi_slope's bits (transformers'), which
+// the graph multiplies by each key's position. Uploaded on the first call of a head count and kept for the
+// process's life, as the plans are (a few hundred bytes per head count). Call with g_mutex held.
+const float* alibi_slopes_on_device(int device, int64_t heads) {
+  static auto& uploaded = *new std::map<std::pair<int, int64_t>, float*>();
+  const auto it = uploaded.find({device, heads});
+  if (it != uploaded.end()) return it->second;
+  std::vector<float> slopes(static_cast<size_t>(heads));
+  for (int64_t h = 0; h < heads; ++h) slopes[size_t(h)] = alibi_slope(h, heads);
+  float* on_device = nullptr;
+  LT_CUDA_CHECK(cudaMalloc(&on_device, slopes.size() * sizeof(float)));
+  LT_CUDA_CHECK(cudaMemcpy(on_device, slopes.data(), slopes.size() * sizeof(float), cudaMemcpyHostToDevice));
+  uploaded.emplace(std::make_pair(device, heads), on_device);
+  return on_device;
 }
 
 }  // namespace
@@ -66,10 +87,12 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
   const cudaStream_t stream = current_stream();
   Scratch scratch({size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace())}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY;
-  int32_t shift = int32_t(s.Se - s.Tq);
-  std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kDiagonalShift};
-  std::vector<void*> ptrs{q.data, k.data, v.data, out.data, lse.data, &scale, &neg_inf, &shift};
-  drop_unused_scalars(s, uids, ptrs);
+  int32_t shift = int32_t(s.Se - s.Tq), first_key = 0;
+  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(device, s.H)) : nullptr;
+  std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kDiagonalShift, kAlibiSlopes, kFirstKey};
+  std::vector<void*> ptrs{q.data, k.data,   v.data, out.data, lse.data,
+                          &scale, &neg_inf, &shift, slopes,   &first_key};
+  drop_unused_tensors(s, uids, ptrs);
   autotune(*plan, stream, [&](const Candidate& c) { execute(handle, c, uids, ptrs, scratch.at(0), stream); });
   execute(handle, plan->chosen(), uids, ptrs, scratch.at(0), stream);
   return true;
@@ -118,11 +141,16 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                   stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
+  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(device, s.H)) : nullptr;
   const size_t key_row_bytes = size_t(s.KVH * s.HD) * 2;  // one key row of one batch row, bf16
   auto execute_part = [&](const Part& part, const Candidate& c) {
     const size_t at = size_t(part.first_key) * key_row_bytes;
-    std::vector<int64_t> uids{
-        kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kDiagonalShift, kOne, kRowSum, kDQAccum};
+    // ALiBi's key positions are absolute: the chunk's own keys (the split's second call) start at
+    // first_key, not at 0.
+    int32_t first_key = int32_t(part.first_key);
+    std::vector<int64_t> uids{kQ,   kK,      kV,       kO,           kDO,      kStats,
+                              kDQ,  kDK,     kDV,      kScale,       kNegInf,  kDiagonalShift,
+                              kOne, kRowSum, kDQAccum, kAlibiSlopes, kFirstKey};
     std::vector<void*> ptrs{q.data,
                             static_cast<char*>(k.data) + at,
                             static_cast<char*>(v.data) + at,
@@ -137,8 +165,10 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                             &shift,
                             &one,
                             scratch.at(1),
-                            scratch.at(2)};
-    drop_unused_scalars(part.shape, uids, ptrs);
+                            scratch.at(2),
+                            slopes,
+                            &first_key};
+    drop_unused_tensors(part.shape, uids, ptrs);
     execute(handle, c, uids, ptrs, scratch.at(0), stream);
   };
   // cuDNN adds dQ into its f32 accumulator: zero it before every execution (the pool's memory is reused). A

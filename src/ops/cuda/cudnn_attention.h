@@ -1,6 +1,7 @@
 // cuDNN's fused flash attention as an alternative backend of ops.h's attention (cudnn_attention.cpp):
 // causal (bottom-right aligned: queries are the last q_len of the first q_offset + q_len keys), GQA, bf16,
-// head_dim 64, 128 or 256, no segments, no window (attention_select.h says which calls qualify).
+// head_dim 64, 128 or 256, ALiBi or none, no segments, no window (attention_select.h says which calls
+// qualify).
 //
 // cuDNN is loaded at run time (dlopen of libcudnn.so.9, or the path in LT_CUDNN_LIBRARY): the leantune
 // binary neither links nor needs it. When it cannot be loaded, or is older than 9.16, the backend is simply
@@ -37,7 +38,7 @@ bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, T
 bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout,
                               Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why);
 
-// Plans are cached per (device, direction, B, Tq, q_offset + Tq, kv_len, H, KVH, HD). For benchmarks:
+// Plans are cached per (device, direction, B, Tq, q_offset + Tq, kv_len, H, KVH, HD, ALiBi). For benchmarks:
 // how many were built and how long that took in total, and a way to drop them all.
 struct CudnnAttentionPlanStats {
   int64_t plans_built = 0;

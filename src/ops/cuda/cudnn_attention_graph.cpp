@@ -1,9 +1,8 @@
-// The attention graphs (cudnn_attention_graph.h), as NVIDIA's cudnn-frontend builds them for causal
-// (bottom-right) SDPA without dropout or bias, written directly against the cudnnBackend* descriptors.
-// cuDNN recognizes a graph of matmul / pointwise / reduction operations as scaled dot-product attention
-// and runs it with one fused flash-attention kernel. The graphs below are the ones NVIDIA's cudnn-frontend
-// builds for causal (bottom-right) SDPA without dropout or bias, written directly against the
-// cudnnBackend* descriptors (thin RAII wrappers of our own; the frontend itself is not used). In cuDNN's
+// The attention graphs (cudnn_attention_graph.h). cuDNN recognizes a graph of matmul / pointwise /
+// reduction operations as scaled dot-product attention and runs it with one fused flash-attention kernel.
+// The graphs below are the ones NVIDIA's cudnn-frontend builds for causal (bottom-right) SDPA without
+// dropout or bias, plus ALiBi's bias as a pointwise chain of our own (apply_alibi), written directly against
+// the cudnnBackend* descriptors (thin RAII wrappers of our own; the frontend itself is not used). In cuDNN's
 // (b, h, s, d) vocabulary, with our row-major tensors as strided views (no copies):
 //   q, out, dout, dq (B, Tq, H, HD)  -> dims (B, H, Tq, HD),  strides (Tq*H*HD, HD, H*HD, 1)
 //   k, v (B, S, KVH, HD), first Se = q_offset + Tq rows only (the keys any query sees; see
@@ -13,9 +12,9 @@
 //                                      last two
 //   lse (B, H, Tq) f32              -> cuDNN's softmax "stats" (B, H, Tq, 1): max + log(sum exp) of the
 //                                      scaled, masked scores, natural log: exactly our lse, no conversion.
-// Forward:  S = Q K^T * scale; mask (row + Se - Tq >= col, else -inf); m = max S; e = exp(S - m);
+// Forward:  S = Q K^T * scale (+ ALiBi); mask (row + Se - Tq >= col, else -inf); m = max S; e = exp(S - m);
 //           l = sum e; stats = m + log l; P = e / l (bf16); O = P V.
-// Backward: ss = sum(dO * O) (non-virtual f32 scratch); P = exp(mask(Q K^T * scale - stats));
+// Backward: ss = sum(dO * O) (non-virtual f32 scratch); P = exp(mask(Q K^T * scale (+ ALiBi) - stats));
 //           dV = P^T dO (summed over the heads of a GQA group); dS = P * (dO V^T - ss) * scale;
 //           dK = dS^T Q (grouped likewise); dQ = dS K through a non-virtual f32 accumulator (cuDNN adds into
 //           it atomically, so dQ's rounding order can vary run to run).
@@ -47,10 +46,36 @@ int64_t apply_mask(GraphBuilder& g, int64_t scores, Mask mask) {
   return masked;
 }
 
-void common_scalars(GraphBuilder& g) {
+// ALiBi (Shape::alibi): scores + slope_h * float(kFirstKey + col), the float32 bias transformers adds for
+// the key at absolute position kFirstKey + col (ops/alibi.h): the same int -> float conversion and f32
+// product of the same slope bits (kAlibiSlopes holds ops::alibi_slope), so the bias is our kernels' (up to
+// a multiply-add fused with the sum, as nvcc may fuse ours) and the stats are our lse, whatever the chunk
+// (a backward on our kernels may take a cuDNN forward's lse). Not the frontend's alibi mask: that adds slope
+// * (col - row), a per-row constant that leaves P unchanged but moves the stats off our lse, is defined for
+// the top-left diagonal only (the frontend refuses it with a bottom-right causal mask, i.e. in a chunk), and
+// takes the slopes powf(2, -8 (h+1) / n), which equal transformers' in exact arithmetic but differ from its
+// float32 bits (the rounded base raised to a power) by a few ulps for most head counts of 11 or more.
+int64_t apply_alibi(GraphBuilder& g, int64_t scores, const Shape& s) {
+  if (!s.alibi) return scores;
+  const int64_t col = g.like("alibi col index", scores, CUDNN_DATA_INT32);
+  g.pointwise("alibi gen_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, scores, -1, -1, col, 3);
+  const int64_t position = g.like("alibi key position", scores, CUDNN_DATA_INT32);
+  g.pointwise("alibi col+first key", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, col, kFirstKey, -1, position);
+  const int64_t bias = g.like("alibi bias", scores, CUDNN_DATA_FLOAT);
+  g.pointwise("alibi mul slope", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, position, kAlibiSlopes, -1, bias);
+  const int64_t biased = g.like("scores + alibi", scores, CUDNN_DATA_FLOAT);
+  g.pointwise("add alibi", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, scores, bias, -1, biased);
+  return biased;
+}
+
+void common_inputs(GraphBuilder& g, const Shape& s) {
   g.scalar("attn_scale", CUDNN_DATA_FLOAT, kScale);
   g.scalar("-inf", CUDNN_DATA_FLOAT, kNegInf);
   g.scalar("diagonal shift", CUDNN_DATA_INT32, kDiagonalShift);
+  if (s.alibi) {
+    g.tensor("ALiBi slopes", CUDNN_DATA_FLOAT, s.slope_dims(), s.slope_strides(), false, kAlibiSlopes);
+    g.scalar("ALiBi first key", CUDNN_DATA_INT32, kFirstKey);
+  }
 }
 
 }  // namespace
@@ -62,13 +87,14 @@ void build_forward(GraphBuilder& g, const Shape& s) {
   g.tensor("V", bf16, s.kv_dims(), s.kv_strides(), false, kV);
   g.tensor("O", bf16, s.q_dims(), s.q_strides(), false, kO);
   g.tensor("stats", f32, s.row_dims(), s.row_strides(), false, kStats);
-  common_scalars(g);
+  common_inputs(g, s);
 
   const int64_t scores = g.tensor("Q K^T", f32, s.score_dims(), s.score_strides(), true);
   g.matmul("bmm1 Q K^T", kQ, kK, scores);
   const int64_t scaled = g.like("scaled scores", scores, f32);
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
-  const int64_t masked = apply_mask(g, scaled, s.mask);
+  const int64_t biased = apply_alibi(g, scaled, s);
+  const int64_t masked = apply_mask(g, biased, s.mask);
 
   const int64_t max = g.tensor("row max", f32, s.row_dims(), s.row_strides(), true);
   g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, masked, max);
@@ -97,7 +123,7 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.tensor("dQ", bf16, s.q_dims(), s.q_strides(), false, kDQ);
   g.tensor("dK", bf16, s.kv_dims(), s.dkv_strides(), false, kDK);
   g.tensor("dV", bf16, s.kv_dims(), s.dkv_strides(), false, kDV);
-  common_scalars(g);
+  common_inputs(g, s);
   g.scalar("one", CUDNN_DATA_FLOAT, kOne);
   g.tensor("row sum(dO*O)", f32, s.row_dims(), s.row_strides(), false, kRowSum);
   g.tensor("dQ accumulator", f32, s.q_dims(), {s.H * s.Tq * s.HD, s.Tq * s.HD, s.HD, 1}, false, kDQAccum);
@@ -110,13 +136,14 @@ void build_backward(GraphBuilder& g, const Shape& s) {
   g.reduction("reduce dO*O", CUDNN_REDUCE_TENSOR_ADD, prod, rowsum);
   g.pointwise("scale_dropout_inv (1)", CUDNN_POINTWISE_MUL, f32, rowsum, kOne, -1, kRowSum);
 
-  // P = exp(mask(Q K^T * scale - stats))
+  // P = exp(mask(Q K^T * scale (+ ALiBi) - stats))
   const int64_t scores = g.tensor("Q K^T", f32, s.score_dims(), s.score_strides(), true);
   g.matmul("matmul Q K^T", kQ, kK, scores);
   const int64_t scaled = g.like("scaled scores", scores, f32);
   g.pointwise("mul attn_scale", CUDNN_POINTWISE_MUL, f32, scores, kScale, -1, scaled);
+  const int64_t biased = apply_alibi(g, scaled, s);
   const int64_t centered = g.like("scores - stats", scores, f32);
-  g.pointwise("sub stats", CUDNN_POINTWISE_SUB, f32, scaled, kStats, -1, centered);
+  g.pointwise("sub stats", CUDNN_POINTWISE_SUB, f32, biased, kStats, -1, centered);
   const int64_t masked = apply_mask(g, centered, s.mask);
   const int64_t probs = g.like("P", scores, f32);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, f32, masked, -1, -1, probs);

@@ -1,6 +1,7 @@
-// The graphs cuDNN recognizes as scaled dot-product attention (causal, no dropout, no bias): the uids a
-// caller binds, how a call's scores are masked, a call's shape as cuDNN's strided (b, h, s, d) views of our
-// row-major tensors, and the forward and backward graphs (cudnn_attention_graph.cpp says what they compute).
+// The graphs cuDNN recognizes as scaled dot-product attention (causal, no dropout, ALiBi or no bias): the
+// uids a caller binds, how a call's scores are masked, a call's shape as cuDNN's strided (b, h, s, d) views
+// of our row-major tensors, and the forward and backward graphs (cudnn_attention_graph.cpp says what they
+// compute).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,11 @@ enum Uid : int64_t {
   kNegInf,
   kDiagonalShift,  // Se - Tq (int32): how far the causal diagonal sits right of the top-left one
   kOne,
-  kRowSum,   // backward: sum(dO * O) per row, f32 (B, H, Tq)
-  kDQAccum,  // backward: dQ in f32, (B, H, Tq, HD) contiguous
+  kRowSum,       // backward: sum(dO * O) per row, f32 (B, H, Tq)
+  kDQAccum,      // backward: dQ in f32, (B, H, Tq, HD) contiguous
+  kAlibiSlopes,  // ALiBi: head h's slope, (H) f32 on the device (ops/alibi.h's bits)
+  kFirstKey,     // ALiBi: the absolute position of the call's first key (int32; > 0 in a split backward's
+                 // second call, whose keys start at the chunk)
 };
 
 // How a graph masks its scores. A square call (Tq == Se) is causal from the top-left corner; a chunk's call
@@ -43,6 +47,7 @@ enum class Mask : uint8_t { TopLeft, Shifted, None };
 struct Shape {
   int64_t B, Tq, Se, S, H, KVH, HD;
   Mask mask;
+  bool alibi;        // ALiBi biases added to the scaled scores (kAlibiSlopes, kFirstKey)
   int64_t dkv_rows;  // rows per batch row of the dK/dV temporaries (the split backward's two calls write
                      // disjoint row ranges of one (B, dkv_rows, KVH, HD) temporary)
   explicit Shape(const AttentionParams& p)
@@ -54,6 +59,7 @@ struct Shape {
         KVH(p.kv_heads),
         HD(p.head_dim),
         mask(Tq == Se ? Mask::TopLeft : Mask::Shifted),
+        alibi(p.alibi),
         dkv_rows(Se) {}
   // The same queries against `rows` keys (the caller offsets the key pointers), masked as `m`.
   Shape keys(int64_t rows, Mask m) const {
@@ -70,6 +76,9 @@ struct Shape {
   Dims kv_strides() const { return {S * KVH * HD, HD, KVH * HD, 1}; }
   Dims row_dims() const { return {B, H, Tq, 1}; }
   Dims row_strides() const { return {H * Tq, Tq, 1, 1}; }
+  // ALiBi's slopes, one per query head, broadcast over batch rows, queries and keys.
+  Dims slope_dims() const { return {1, H, 1, 1}; }
+  Dims slope_strides() const { return {H, 1, 1, 1}; }
   Dims score_dims() const { return {B, H, Tq, Se}; }
   Dims score_strides() const { return {H * Tq * Se, Tq * Se, Se, 1}; }
   // The transposed scores as the second backward matmuls read them.

@@ -87,7 +87,7 @@ bool try_plans(const Desc& graph, cudnnBackendHeurMode_t mode, const char* mode_
 }
 
 using PlanKey =
-    std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, Mask, int64_t>;
+    std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, Mask, bool, int64_t>;
 struct PlanEntry {
   std::unique_ptr<Plan> plan;  // nullptr: building failed
   std::string failure;
@@ -100,9 +100,9 @@ CudnnAttentionPlanStats g_plan_stats;
 
 std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t handle, bool try_all) {
   static constexpr const char* kMaskNames[] = {"causal top-left", "causal shifted", "no mask"};
-  trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}, {}) H={} KVH={} HD={}",
-                    backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, kMaskNames[int(s.mask)], s.H,
-                    s.KVH, s.HD));
+  trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}, {}{}) H={} KVH={} HD={}",
+                    backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, kMaskNames[int(s.mask)],
+                    s.alibi ? ", ALiBi" : "", s.H, s.KVH, s.HD));
   auto builder = std::make_unique<GraphBuilder>();
   if (backward)
     build_backward(*builder, s);
@@ -133,7 +133,7 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t ha
 }
 
 Plan* find_plan(const Shape& s, bool backward, int device, cudnnHandle_t handle, std::string* why) {
-  const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD, s.mask, s.dkv_rows};
+  const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD, s.mask, s.alibi, s.dkv_rows};
   auto it = g_plans.find(key);
   if (it == g_plans.end()) {
     PlanEntry entry;
