@@ -74,48 +74,60 @@ class MpiZero3Masters : public ::testing::Test {
   std::unique_ptr<SharedDir> dir_;
 };
 
+// Full fine-tuning, and partial (attention and norms: some layer tensors sharded with masters, the MLP's
+// frozen, which the checkpoint holds as the working weights, as one process's does).
 TEST_F(MpiZero3Masters, EqualZero2BitForBitAndOneProcessToRounding) {
   const int world = comm_->world_size();
-  TrainConfig single = masters_config(dir_->path(), world);
-  single.output_dir = dir_->file("single");
-  TrainResult reference;
-  if (comm_->is_main()) {
-    dist::SingleCommunicator one;
-    reference = run_training(single, test::quiet_hooks(), &one);
-  }
-  TrainResult runs[2];
-  const char* shardings[2] = {"zero2", "zero3"};
-  for (int k = 0; k < 2; ++k) {
-    TrainConfig c = masters_config(dir_->path(), world);
-    apply_overrides(c, {"--sharding", shardings[k]});
-    c.output_dir = output(shardings[k]);
-    runs[k] = run_training(c, test::quiet_hooks(), comm_.get());
-    ASSERT_EQ(runs[k].losses.size(), 4u);
-  }
-  if (!comm_->is_main()) return;
-  EXPECT_EQ(runs[1].losses, runs[0].losses);
-  const std::string zero2 = dir_->file("zero2"), zero3 = dir_->file("zero3");
-  expect_close(final_tensors(zero3, "full"), final_tensors(zero2, "full"), 0.0);
-  // The checkpoints hold the gathered f64 masters and the whole optimizer state, as zero2's.
-  const auto masters = test::read_checkpoint_f64(zero3 + "/checkpoint-4");
-  expect_close(masters, test::read_checkpoint_f64(zero2 + "/checkpoint-4"), 0.0);
-  expect_close(test::read_safetensors_f64(zero3 + "/checkpoint-4/optimizer.safetensors"),
-               test::read_safetensors_f64(zero2 + "/checkpoint-4/optimizer.safetensors"), 0.0);
-  // Wider than the compute weights, which are the masters rounded to nearest.
-  const auto working = final_tensors(zero3, "full");
-  size_t wider = 0;
-  for (const auto& [name, m] : masters) {
-    ASSERT_TRUE(working.count(name)) << name;
-    for (size_t i = 0; i < m.size(); ++i) {
-      ASSERT_EQ(working.at(name)[i], double(float(m[i]))) << name << "[" << i << "]";
-      wider += m[i] != double(float(m[i]));
+  for (const std::string finetune : {"full", "partial"}) {
+    SCOPED_TRACE(finetune);
+    auto config = [&](const std::string& name) {
+      TrainConfig c = masters_config(dir_->path(), world);
+      if (finetune == "partial") {
+        c.finetune = model::Finetune::Partial;
+        c.trainable = {"attention", "norms"};
+      }
+      c.output_dir = name;
+      return c;
+    };
+    const std::string single = dir_->file(finetune + "-single");
+    TrainResult reference;
+    if (comm_->is_main()) {
+      dist::SingleCommunicator one;
+      reference = run_training(config(single), test::quiet_hooks(), &one);
     }
-  }
-  EXPECT_GT(wider, 0u) << "the checkpoint's masters carry more than f32 precision";
+    TrainResult runs[2];
+    const std::string shardings[2] = {"zero2", "zero3"};
+    for (int k = 0; k < 2; ++k) {
+      TrainConfig c = config(output(finetune + "-" + shardings[k]));
+      apply_overrides(c, {"--sharding", shardings[k]});
+      runs[k] = run_training(c, test::quiet_hooks(), comm_.get());
+      ASSERT_EQ(runs[k].losses.size(), 4u);
+    }
+    if (!comm_->is_main()) continue;
+    EXPECT_EQ(runs[1].losses, runs[0].losses);
+    const std::string zero2 = dir_->file(finetune + "-zero2"), zero3 = dir_->file(finetune + "-zero3");
+    expect_close(final_tensors(zero3, "full"), final_tensors(zero2, "full"), 0.0);
+    // The checkpoints hold the gathered f64 masters and the whole optimizer state, as zero2's.
+    const auto masters = test::read_checkpoint_f64(zero3 + "/checkpoint-4");
+    expect_close(masters, test::read_checkpoint_f64(zero2 + "/checkpoint-4"), 0.0);
+    expect_close(test::read_safetensors_f64(zero3 + "/checkpoint-4/optimizer.safetensors"),
+                 test::read_safetensors_f64(zero2 + "/checkpoint-4/optimizer.safetensors"), 0.0);
+    // Wider than the compute weights, which are the masters rounded to nearest.
+    const auto working = final_tensors(zero3, "full");
+    size_t wider = 0;
+    for (const auto& [name, m] : masters) {
+      ASSERT_TRUE(working.count(name)) << name;
+      for (size_t i = 0; i < m.size(); ++i) {
+        ASSERT_EQ(working.at(name)[i], double(float(m[i]))) << name << "[" << i << "]";
+        wider += m[i] != double(float(m[i]));
+      }
+    }
+    EXPECT_GT(wider, 0u) << "the checkpoint's masters carry more than f32 precision";
 
-  expect_losses_close(runs[1].losses, reference.losses, kF32Tolerance);
-  expect_close(final_tensors(zero3, "full"), final_tensors(single.output_dir, "full"), kF32Tolerance);
-  expect_close(masters, test::read_checkpoint_f64(single.output_dir + "/checkpoint-4"), kF32Tolerance);
+    expect_losses_close(runs[1].losses, reference.losses, kF32Tolerance);
+    expect_close(final_tensors(zero3, "full"), final_tensors(single, "full"), kF32Tolerance);
+    expect_close(masters, test::read_checkpoint_f64(single + "/checkpoint-4"), kF32Tolerance);
+  }
 }
 
 // A run resumed from its own checkpoint continues bit for bit: the checkpoint holds the masters (gathered
