@@ -6,14 +6,18 @@
 
 namespace lt::ops {
 
-void op_profile_step() {
+// Outside any op call the backends would read the default context's options: the run's context is made the
+// call context, as the public ops do.
+void op_profile_step([[maybe_unused]] const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
+  CallScope scope(ctx);
   cuda::op_profile_step();
 #endif
 }
 
-std::string op_profile_report() {
+std::string op_profile_report([[maybe_unused]] const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
+  CallScope scope(ctx);
   return cuda::op_profile_report();
 #else
   return "";
