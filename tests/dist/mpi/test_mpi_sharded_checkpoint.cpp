@@ -17,7 +17,7 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "dist/mpi/mpi_train_util.h"
+#include "dist/mpi/mpi_training_util.h"
 #include "dist/mpi_communicator.h"
 #include "dist/single_communicator.h"
 #include "train/run_training.h"

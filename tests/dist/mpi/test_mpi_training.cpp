@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/mpi/mpi_train_util.h"
+#include "dist/mpi/mpi_training_util.h"
 #include "dist/mpi_communicator.h"
 #include "dist/single_communicator.h"
 #include "support/test_support.h"

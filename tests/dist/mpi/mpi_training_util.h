@@ -1,11 +1,12 @@
-// What the MPI training tests share: a directory every rank sees, the runs' configuration, and comparisons
-// of losses and tensors within a relative tolerance.
+// What the MPI training tests share: a directory every rank sees, the runs' configuration, and the
+// comparisons of losses and final tensors against a reference within a relative tolerance, and a sharded
+// checkpoint's optimizer state read whole.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,11 +18,12 @@
 #include "support/test_support.h"
 #include "train/lora_test_util.h"
 #include "train/rank_zero.h"
+#include "train/train_config.h"
 #include "train/train_test_util.h"
 
 namespace lt::train {
 
-inline constexpr double kTolerance = 1e-12;
+constexpr double kTolerance = 1e-12;
 
 // A directory every rank sees: made by rank 0 (which removes it at the end), its path sent to the others.
 class SharedDir {
