@@ -33,6 +33,16 @@ import tokenizers  # noqa: E402
 
 SPACE = "\u2581"
 BLOOM_PATTERN = " ?[^(\\s|[.,!?…。，、।۔،])]+"
+# tiktoken's o200k_base split pattern (tiktoken_ext/openai_public.py), as Phi-4-mini's tokenizer.json spells it.
+O200K_PATTERN = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
 
 # Chat markup of the four families, as plain text and with their special tokens recognized.
 FAMILY_TEXTS = [
@@ -50,6 +60,25 @@ FAMILY_TEXTS = [
     "<s> <s>x </s>y <pad> <unk>",
 ]
 
+
+# Phi-4-mini's chat and tool markup (its tool tokens are not special: matched in plain text too) and the
+# o200k pattern's hard cases: case runs split before a lowercase tail, a contraction taken case-blind
+# only after a letter run, "/" and newlines glued to punctuation, digits in threes, marks inside words.
+PHI4MINI_TEXTS = [
+    "<|system|>You are helpful.<|end|><|user|>What is 2+2?<|end|><|assistant|>4<|end|><|endoftext|>",
+    "<|system|>  sys <|tool|> [{\"name\": \"f\"}] <|/tool|>\n<|end|>\n<|user|>\t hi <|end|> \n <|assistant|>",
+    "<|assistant|><|tool_call|>{\"name\": \"f\", \"arguments\": {}}<|/tool_call|>  <|end|>"
+    "<|tool_response|>  {\"result\": 4}<|end|><|tag|> x<|endofprompt|> y",
+    "<|user|><|user|>\n\n\n<|end|>   <|tool|><|tool|>  \u3000x",
+    "HelloWorld camelCaseWORDSMixed XMLHttpRequest iPhone eBay McDONALD's ABCdef",
+    "ÜBER AÉB ÉTAT ÅNGSTROM Ǆemal ǅemal ǆemal ß ẞIG ΣΊΣΥΦΟΣ σίσυφος",
+    "I'M YOU'RE he'S We'Ve they'LL she'D it'T 's 'S don't DON'T o'clock rock'n'roll x''s",
+    "it'ſ IT'ſ 'ſ caf'\u212a Kelvin\u212a",
+    "path/to/file.txt\n/usr/bin/\r\n...//\n\n a/b/c ?!/\n",
+    "12 123 1234 12345 3.14159 ٣٤٥٦ १२३४ ½⅓ 2024-01-01",
+    "ใช้ภาษาไทย हिन्दी मैं देवनागरी กำลัง e\u0301A\u0301\u0302 \u0301start",
+    "(hello) [World] {x} \"quoted\" 'single' «guillemets» —dash",
+]
 
 def train(texts, normalizer, pre_tokenizer, vocab_size, byte_level, specials=()):
     """A BPE vocabulary and merges trained by `tokenizers` (list of tokens in id order, list of merges)."""
@@ -173,6 +202,38 @@ def phi3(texts):
     return tok
 
 
+def phi4mini(texts):
+    # microsoft/Phi-4-mini-instruct tokenizer.json: no normalizer; pre-tokenizer Sequence[Split(o200k regex,
+    # behavior Removed, invert true), ByteLevel without prefix space or regex] (the Split as printed from
+    # the published file in meta-pytorch/tokenizers PR #38; ByteLevel's options are those that give
+    # tiktoken's o200k ids, which llama.cpp's pre-tokenizer hash finds: Phi-4-mini converts as "gpt-4o");
+    # byte-level BPE; ByteLevel decoder; no BOS (add_bos_token false). The added tokens and their flags
+    # are those of Phi-4-mini's tokenizer_config.json (as published for Phi-4-multimodal-instruct, whose
+    # language model it is, and Phi-4-mini-reasoning: onnxruntime-extensions test data): chat tokens strip
+    # the whitespace to their right; <|tool|> ... <|tool_response|> are NOT special. Their ids keep the real
+    # layout: <|endoftext|> one past a hole after the BPE vocabulary, the rest 19 further on.
+    split = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(O200K_PATTERN), behavior="removed", invert=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tokens, merges = train(texts, None, split, 1200, True)
+    n = len(tokens)
+    added = [(n + 1, "<|endoftext|>", True, False)]  # 199999 after a 199998-token vocabulary
+    names = ["<|endofprompt|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>", "<|tool|>", "<|/tool|>",
+             "<|tool_call|>", "<|/tool_call|>", "<|tool_response|>", "<|tag|>"]  # 200018 ... 200028
+    for i, name in enumerate(names):
+        special = name not in ("<|tool|>", "<|/tool|>", "<|tool_call|>", "<|/tool_call|>", "<|tool_response|>")
+        added.append((n + 20 + i, name, special, name != "<|endofprompt|>"))
+    model = json.loads(Tokenizer(bpe(tokens, merges, ignore_merges=False)).to_str())
+    model["model"]["vocab"].update({content: i for i, content, _, _ in added})
+    model["added_tokens"] = [{"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": rstrip,
+                              "normalized": False, "special": special} for i, content, special, rstrip in added]
+    tok = Tokenizer.from_str(json.dumps(model))
+    tok.pre_tokenizer = split
+    tok.decoder = decoders.ByteLevel()
+    assert [tok.token_to_id(content) for _, content, _, _ in added] == [i for i, _, _, _ in added]
+    return tok
+
+
 def split_behaviors(gemma_tok):
     """Gemma's vocabulary with no normalizer and a pre-tokenizer exercising every Split behavior (Gemma's own
     Split(" ", merged_with_previous) has no space left to act on after its normalizer)."""
@@ -199,7 +260,7 @@ def main():
     reference = f"tokenizers {tokenizers.__version__}"
     made = {}
     families = (("bloom", bloom), ("gemma", gemma), ("phi3", phi3), ("qwen3", qwen3),
-                ("split_behaviors", lambda texts: split_behaviors(made["gemma"])))
+                ("phi4mini", phi4mini), ("split_behaviors", lambda texts: split_behaviors(made["gemma"])))
     for family, make in families:
         name = f"{family}_tokenizer.json"
         path = os.path.join(args.out, name)
@@ -213,7 +274,7 @@ def main():
             alpaca.append([len(ids), format(fnv1a64(ids), "016x")])
             lossless = lossless and ref.decode(ids) == t
         adversarial = []
-        for t in ADVERSARIAL + FAMILY_TEXTS:
+        for t in ADVERSARIAL + FAMILY_TEXTS + (PHI4MINI_TEXTS if family == "phi4mini" else []):
             ids = ref.encode(t)
             special = ref.encode_special(t)
             # skip_special_tokens drops special added tokens only: Qwen3's <think>, Phi-3's </s> stay.

@@ -47,6 +47,11 @@ def conversation(rng):
 # as a string or a list of typed parts); Qwen3's thinking paths (assistant turns carrying
 # "<think>...</think>" or reasoning_content, enable_thinking false).
 LATER_TEMPLATES = ("gemma3.jinja",)
+# Phi-4-mini (the template of its tokenizer_config.json, as published for Phi-4-multimodal-instruct, whose
+# language model it is: onnxruntime-extensions test/data/models/phi-4; no newlines, any role as <|role|>,
+# tools as a JSON string on the system message), drawn last from its own seed.
+PHI4MINI_TEMPLATE = "phi4mini.jinja"
+TOOLS = ['[{"name": "get_weather", "parameters": {"city": {"type": "str"}}}]', "[]", ""]
 THINKING = ["<think>\nFirst, add.\n</think>\n\n2", "<think>\n\n</think>\n\nShort.", "no think tags",
             "  <think>x</think>  spaced  "]
 
@@ -91,6 +96,23 @@ def later_cases():
                     m["reasoning_content"] = "Reason " + rng.choice(TEXTS)
         extra = {"enable_thinking": False} if i % 3 == 0 else {}
         cases.append(case_for("qwen3.jinja", template, messages, i % 2 == 1, extra))
+    return cases + phi4mini_cases()
+
+
+def phi4mini_cases():
+    rng = random.Random(23)
+    with open(os.path.join(TEMPLATES, PHI4MINI_TEMPLATE)) as f:
+        template = f.read()
+    cases = []
+    for i in range(30):
+        messages = conversation(rng)
+        if i % 3 == 0:  # tools on a system message: a string, or None (rendered as a plain system turn)
+            tools = None if i % 9 == 0 else rng.choice(TOOLS)
+            messages.insert(0, {"role": "system", "content": rng.choice(TEXTS), "tools": tools})
+        if i % 4 == 1:  # a tool call and its result as their own roles
+            messages += [{"role": "assistant", "content": '<|tool_call|>{"name": "f"}<|/tool_call|>'},
+                         {"role": "tool", "content": '{"result": 4}'}]
+        cases.append(case_for(PHI4MINI_TEMPLATE, template, messages, i % 2 == 1, {}))
     return cases
 
 
@@ -98,7 +120,7 @@ def main():
     rng = random.Random(21)
     golden = {"transformers": transformers.__version__, "bos_token": "<s>", "eos_token": "</s>", "cases": []}
     for name in sorted(os.listdir(TEMPLATES)):
-        if not name.endswith(".jinja") or name in LATER_TEMPLATES:
+        if not name.endswith(".jinja") or name in LATER_TEMPLATES + (PHI4MINI_TEMPLATE,):
             continue
         with open(os.path.join(TEMPLATES, name)) as f:
             template = f.read()

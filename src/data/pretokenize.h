@@ -1,5 +1,7 @@
 // Pre-tokenization: PCRE2 split patterns (8-bit, UTF + UCP, JIT), UTF-8 validation and the split patterns
-// of the model families.
+// of the model families. \p{..} classes follow the Unicode version of the installed PCRE2 (10.42:
+// Unicode 14); characters assigned later (CJK Extension H, Unicode 15-16 scripts) are unassigned to it,
+// while HF tokenizers' Oniguruma knows them as letters, so texts with them can split differently.
 #pragma once
 
 #include <cstdint>

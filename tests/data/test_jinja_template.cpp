@@ -45,6 +45,7 @@ TEST(JinjaTemplate, RendersEveryFamilysTemplateAsTransformers) {
                              "gemma3.jinja", "phi3.jinja"})
     EXPECT_EQ(per_template[family], 50) << family;
   EXPECT_EQ(per_template["qwen3.jinja"], 50 + 20) << "qwen3.jinja: 50 conversations and 20 thinking ones";
+  EXPECT_EQ(per_template["phi4mini.jinja"], 30) << "phi4mini.jinja: 30 conversations, tools and tool turns";
 }
 
 TEST(JinjaTemplate, WhitespaceControlLoopsAndExpressions) {

@@ -154,6 +154,11 @@ TEST(TokenizerSpecial, FamilyBosEosPadWithoutConfig) {
   EXPECT_FALSE(qwen3->bos_id().has_value());
   EXPECT_EQ(qwen3->eos_id(), qwen3->token_to_id("<|endoftext|>"));
   EXPECT_EQ(qwen3->pad_id(), qwen3->token_to_id("<|endoftext|>"));
+  auto phi4mini = load("phi4mini");  // Phi-4-mini: <|endoftext|> as EOS (and PAD), no BOS added
+  EXPECT_FALSE(phi4mini->adds_bos());
+  EXPECT_EQ(phi4mini->eos_id(), phi4mini->token_to_id("<|endoftext|>"));
+  EXPECT_EQ(phi4mini->pad_id(), phi4mini->token_to_id("<|endoftext|>"));
+  EXPECT_EQ(phi4mini->token_to_id("<|assistant|>"), *phi4mini->token_to_id("<|endoftext|>") + 20);
 }
 
 TEST(TokenizerSpecial, SentencePieceControlPiecesOnlyWhenAllowed) {

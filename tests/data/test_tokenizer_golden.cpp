@@ -47,8 +47,8 @@ uint64_t fnv1a64(const std::vector<int32_t>& ids) {
 }
 
 // Most tokenizer files live in ../shared; the converted SentencePiece-style tokenizer.json files and the
-// families' pipelines (BLOOM, Gemma 2/3, Phi-3, Qwen3; tools/make_family_tokenizer_golden.py) are
-// committed next to the goldens.
+// families' pipelines (BLOOM, Gemma 2/3, Phi-3, Phi-4-mini, Qwen3; tools/make_family_tokenizer_golden.py)
+// are committed next to the goldens.
 std::string tokenizer_path(const json& g) {
   std::string relative = g["tokenizer"].get<std::string>();
   if (relative.starts_with("tests/")) return test::source_path(relative);
@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
                                            "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
                                            "stories260K_metaspace_json", "tiny_gpt2_style_json", "qwen3_json",
-                                           "bloom_json", "gemma_json", "phi3_json", "split_behaviors_json"));
+                                           "bloom_json", "gemma_json", "phi3_json", "phi4mini_json",
+                                           "split_behaviors_json"));
 
 }  // namespace
 }  // namespace lt::data
