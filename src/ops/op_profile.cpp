@@ -6,16 +6,19 @@
 
 namespace lt::ops {
 
-void op_profile_step() {
+void op_profile_step(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  cuda::op_profile_step();
+  cuda::op_profile_step(ctx);
+#else
+  (void)ctx;
 #endif
 }
 
-std::string op_profile_report() {
+std::string op_profile_report(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  return cuda::op_profile_report();
+  return cuda::op_profile_report(ctx);
 #else
+  (void)ctx;
   return "";
 #endif
 }

@@ -5,9 +5,11 @@
 
 #include <string>
 
+#include "ops/context.h"
+
 namespace lt::ops {
 
-void op_profile_step();
-std::string op_profile_report();  // empty when nothing was profiled
+void op_profile_step(const Context& ctx);
+std::string op_profile_report(const Context& ctx);  // empty when nothing was profiled
 
 }  // namespace lt::ops

@@ -393,7 +393,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
                       state_.step + 1, loss_scale, scaler_->scale()));
     ops::synchronize(ctx_, model_.device);  // the step's time includes its GPU work
     const double optimizer_s = opt_timer.seconds();
-    ops::op_profile_step();  // profile_ops only
+    ops::op_profile_step(ctx_);  // profile_ops only
 
     state_.step += 1;
     state_.data_index = end;
@@ -454,7 +454,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
     }
   }
   progress.finish();
-  if (const std::string profile = ops::op_profile_report(); !profile.empty()) say(profile);
+  if (const std::string profile = ops::op_profile_report(ctx_); !profile.empty()) say(profile);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
   const model::ModelWeights whole = whole_weights(gathered);
   write_on_rank_zero(
