@@ -8,10 +8,16 @@
 #   ddp/zero1/zero2/zero3-w2   two ranks, one GPU each, torchrun-style variables (NCCL bootstrapped over TCP);
 #   zero3-w2-blocking    zero3 with overlap_gathers false (gathers and layer reduce-scatters waited for at
 #                        once): zero3-w2's losses bit for bit (the script exits non-zero otherwise);
-#   mpirun-ddp-w2        the same through mpirun (NCCL bootstrapped over MPI), when mpirun exists.
-# Each row: the largest relative difference of the per-step losses and of the final weights from single
-# (fp32 on the GPU: the ranks' sums group differently, so expect ~1e-6, not 0; nccl-w1 expects 0), and the
-# median tokens/s over the steps after the first two.
+#   mpirun-ddp-w2        the same through mpirun (NCCL bootstrapped over MPI), when mpirun exists;
+#   single-bf16m, zero3-w2-bf16m   bf16 with f32 master weights, one process and zero3 over two ranks (each
+#                        rank keeps the masters of its slices);
+#   single-fp16, zero2-w2-fp16, zero3-w2-fp16   fp16 with its loss scaler (f32 masters; the overflow check
+#                        over every rank's gradients);
+#   single-lm, zero3-w2-lm         schedule layer_major (chunks of SEQ/4 tokens), one process and zero3.
+# Each row: the largest relative difference of the per-step losses and of the final weights from its
+# reference (single, or the single-* row of the same suffix; fp32 on the GPU: the ranks' sums group
+# differently, so expect ~1e-6, not 0, and bf16/fp16 more; nccl-w1 expects 0), and the median tokens/s over
+# the steps after the first two.
 # Usage: tools/gpu_dist_checks.sh [LEANTUNE]   (default .carry/leantune, else build/cuda/bin/leantune)
 # STEPS (default 12), HIDDEN (default 1024), LAYERS (default 8), SEQ (default 512); logs under $OUT.
 # DDP_TIMEOUT (default 240): each rank's ddp_timeout, below the 600 s limit of a run, so a stuck start-up or
@@ -83,7 +89,18 @@ torchrun_like zero2-w2 2 zero2
 torchrun_like zero3-w2 2 zero3
 # zero3's blocking path (each gather and layer reduce-scatter waited for at once): zero3-w2's bits.
 torchrun_like zero3-w2-blocking 2 zero3 --overlap_gathers false
-names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking"
+# Master weights and fp16 under the sharded strategies, and zero3 under the layer-major schedule.
+run single-bf16m "$lt" train "$work/train.yaml" --output_dir "$work/single-bf16m" --precision bf16 \
+  --master_weights true
+torchrun_like zero3-w2-bf16m 2 zero3 --precision bf16 --master_weights true
+run single-fp16 "$lt" train "$work/train.yaml" --output_dir "$work/single-fp16" --precision fp16
+torchrun_like zero2-w2-fp16 2 zero2 --precision fp16
+torchrun_like zero3-w2-fp16 2 zero3 --precision fp16
+run single-lm "$lt" train "$work/train.yaml" --output_dir "$work/single-lm" --schedule layer_major \
+  --chunk_size $((seq / 4))
+torchrun_like zero3-w2-lm 2 zero3 --schedule layer_major --chunk_size $((seq / 4))
+names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking single-bf16m zero3-w2-bf16m"
+names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero3-w2-lm"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp
@@ -110,19 +127,27 @@ def weights(name):
     data = path.read_bytes()
     n = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8:8 + n])
-    dt = {"F32": np.float32, "BF16": None, "F64": np.float64}
+    dt = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
     out = {}
     for k, v in header.items():
         if k == "__metadata__" or dt.get(v["dtype"]) is None:
             continue
         b, e = v["data_offsets"]
-        out[k] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt[v["dtype"]]).astype(np.float64)
+        raw = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt[v["dtype"]])
+        if v["dtype"] == "BF16":  # the high half of an f32
+            raw = (raw.astype(np.uint32) << 16).view(np.float32)
+        out[k] = raw.astype(np.float64)
     return out
 
-ref_m, ref_w = metrics("single"), weights("single")
+def reference(name):  # single, or the single-* row of the same suffix
+    for suffix in ("bf16m", "fp16", "lm"):
+        if name.endswith("-" + suffix):
+            return "single-" + suffix
+    return "single"
 print(f"{'run':<16} {'steps':>5} {'final loss':>11} {'loss rel diff':>14} {'weight rel diff':>16} {'tokens/s':>10}")
 for name in names:
     m, w = metrics(name), weights(name)
+    ref_m, ref_w = metrics(reference(name)), weights(reference(name))
     if not m:
         print(f"{name:<16} no metrics (failed: see its log)")
         continue

@@ -1,5 +1,7 @@
 #include "data/pretokenize.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -25,6 +27,60 @@ std::string rewrite_whitespace_classes(std::string_view pattern) {
       ++i;
     } else {
       out += pattern[i];
+    }
+  }
+  return out;
+}
+
+// Oniguruma (HF tokenizers) and Rust's regex (tiktoken) read "[" inside a character class as a nested
+// class, a union with the outer one; PCRE2 reads it as a literal "[". Nested classes are flattened into
+// their outer class (BLOOM's pattern ` ?[^(\s|[.,!?…])]+` excludes "(", whitespace, "|", "." ...); a
+// negated nested class or an intersection ("&&") has no flat form and is refused.
+std::string flatten_nested_classes(std::string_view pattern, std::string_view origin) {
+  std::string out;
+  int depth = 0;             // class nesting at i
+  bool class_start = false;  // just after "[" or "[^": a "]" here is a literal
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      out += pattern.substr(i, 2);
+      ++i;
+      class_start = false;
+      continue;
+    }
+    if (depth == 0) {
+      out += c;
+      if (c == '[') {
+        depth = 1, class_start = true;
+        if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      }
+      continue;
+    }
+    if (c == ']' && class_start) {
+      out += "\\]";
+      class_start = false;
+      continue;
+    }
+    class_start = false;
+    if (c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {  // POSIX [:alpha:]
+      size_t end = pattern.find(":]", i + 2);
+      LT_CHECK(end != std::string_view::npos, "{}: split pattern '{}' has an unterminated [: at offset {}",
+               origin, pattern, i);
+      out += pattern.substr(i, end + 2 - i);
+      i = end + 1;
+    } else if (c == '[') {
+      LT_CHECK(i + 1 >= pattern.size() || pattern[i + 1] != '^',
+               "{}: split pattern '{}' has a negated class nested in a class at offset {}, which leantune "
+               "does not support",
+               origin, pattern, i);
+      ++depth, class_start = true;
+    } else if (c == '&' && i + 1 < pattern.size() && pattern[i + 1] == '&') {
+      LT_FAIL("{}: split pattern '{}' intersects classes (&&) at offset {}, which leantune does not support",
+              origin, pattern, i);
+    } else if (c == ']') {
+      if (--depth == 0) out += c;
+    } else {
+      out += c;
     }
   }
   return out;
@@ -80,7 +136,7 @@ size_t find_invalid_utf8(std::string_view text) {
 }
 
 SplitRegex::SplitRegex(std::string_view pattern, std::string_view origin) {
-  std::string rewritten = rewrite_whitespace_classes(pattern);
+  std::string rewritten = rewrite_whitespace_classes(flatten_nested_classes(pattern, origin));
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
@@ -141,6 +197,63 @@ void SplitRegex::split_isolated(std::string_view text, std::vector<std::string_v
     last = end;
   }
   if (last < text.size()) pieces.push_back(text.substr(last));
+}
+
+void SplitRegex::split(std::string_view text, SplitBehavior behavior, bool invert,
+                       std::vector<std::string_view>& pieces) const {
+  if (behavior == SplitBehavior::kIsolated) return split_isolated(text, pieces);
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> spans;
+  spans.clear();
+  find_all(text, spans);
+  struct Part {
+    size_t start, end;
+    bool delimiter;
+  };
+  std::vector<Part> parts;  // the whole text, each part a match or the text between matches
+  size_t last = 0;
+  for (auto [start, end] : spans) {
+    if (start > last) parts.push_back({last, start, invert});
+    parts.push_back({start, end, !invert});
+    last = end;
+  }
+  if (last < text.size()) parts.push_back({last, text.size(), invert});
+  std::vector<Part> merged;
+  bool previous_delimiter = false;
+  auto merge = [&](const Part& p, bool backwards) {
+    // As HF: a delimiter joins its neighbour unless that neighbour is itself a delimiter.
+    if (p.delimiter && !previous_delimiter && !merged.empty()) {
+      (backwards ? merged.back().start : merged.back().end) = backwards ? p.start : p.end;
+    } else {
+      merged.push_back({p.start, p.end, p.delimiter && merged.empty()});
+    }
+    previous_delimiter = p.delimiter;
+  };
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      break;
+    case SplitBehavior::kRemoved:
+      for (const Part& p : parts)
+        if (!p.delimiter) merged.push_back(p);
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Part& p : parts) merge(p, false);
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) merge(*it, true);
+      std::reverse(merged.begin(), merged.end());
+      break;
+    case SplitBehavior::kContiguous:
+      for (const Part& p : parts) {
+        if (p.delimiter && previous_delimiter && !merged.empty()) {
+          merged.back().end = p.end;
+        } else {
+          merged.push_back(p);
+        }
+        previous_delimiter = p.delimiter;
+      }
+      break;
+  }
+  for (const Part& p : merged) pieces.push_back(text.substr(p.start, p.end - p.start));
 }
 
 }  // namespace lt::data

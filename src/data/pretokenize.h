@@ -23,6 +23,9 @@ inline constexpr std::string_view kQwen2SplitPattern =
 // Byte offset of the first invalid UTF-8 sequence, or npos if `text` is valid.
 size_t find_invalid_utf8(std::string_view text);
 
+// What HF's Split pre-tokenizer does with each match (the "delimiter") and the text around it.
+enum class SplitBehavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
 class SplitRegex {
  public:
   // `origin` names where the pattern came from, for the error message if it does not compile.
@@ -35,6 +38,9 @@ class SplitRegex {
   void find_all(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& spans) const;
   // HF Split with behavior Isolated: the matches and the text between them, in order.
   void split_isolated(std::string_view text, std::vector<std::string_view>& pieces) const;
+  // HF Split with any behavior; `invert` makes the text between matches the delimiters.
+  void split(std::string_view text, SplitBehavior behavior, bool invert,
+             std::vector<std::string_view>& pieces) const;
 
  private:
   void* code_ = nullptr;  // pcre2_code_8

@@ -91,15 +91,12 @@ struct Reader {
     } else if (type == "Split") {
       bool is_regex = false;
       std::string p = pattern(j, "Split pre_tokenizer", &is_regex);
-      std::string behavior = get_or<std::string>(j, "behavior", "Isolated");
-      LT_CHECK(
-          behavior == "Isolated" && !get_or<bool>(j, "invert", false),
-          "tokenizer.json {}: Split pre_tokenizer with behavior '{}' and invert {} is not supported (only "
-          "Isolated, invert false)",
-          path, behavior, get_or<bool>(j, "invert", false));
       if (!is_regex) p = "\\Q" + p + "\\E";
       spec.pre_tokenizers.push_back(
-          {.kind = PreTokenizerStep::Kind::kSplit, .regex = std::make_shared<SplitRegex>(p, path)});
+          {.kind = PreTokenizerStep::Kind::kSplit,
+           .regex = std::make_shared<SplitRegex>(p, path),
+           .behavior = split_behavior(get_or<std::string>(j, "behavior", "Isolated")),
+           .invert = get_or<bool>(j, "invert", false)});
     } else if (type == "ByteLevel") {
       byte_level = true;
       PreTokenizerStep step{.kind = PreTokenizerStep::Kind::kByteLevel};
@@ -120,6 +117,18 @@ struct Reader {
           "Sequence)",
           path, type);
     }
+  }
+
+  SplitBehavior split_behavior(const std::string& name) const {
+    if (name == "Isolated") return SplitBehavior::kIsolated;
+    if (name == "Removed") return SplitBehavior::kRemoved;
+    if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+    if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+    if (name == "Contiguous") return SplitBehavior::kContiguous;
+    LT_FAIL(
+        "tokenizer.json {}: Split pre_tokenizer behavior '{}', expected Isolated, Removed, "
+        "MergedWithPrevious, MergedWithNext or Contiguous",
+        path, name);
   }
 
   PreTokenizerStep::Prepend metaspace_prepend(const json& j) const {
@@ -295,13 +304,15 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_checked(const std::string& path) 
     check_token_length(content, path, "added token");
     const std::string where = "added token '" + content.substr(0, 64) + "'";
     const int32_t id = r.token_id(r.field(t, "id", "added token"), where.c_str(), kMaxVocabulary);
-    LT_CHECK(
-        !r.get_or<bool>(t, "lstrip", false) && !r.get_or<bool>(t, "rstrip", false) &&
-            !r.get_or<bool>(t, "single_word", false),
-        "tokenizer.json {}: added token '{}' uses lstrip/rstrip/single_word, which leantune does not support",
-        path, content);
+    LT_CHECK(!r.get_or<bool>(t, "single_word", false),
+             "tokenizer.json {}: added token '{}' uses single_word, which leantune does not support", path,
+             content);
     if (size_t(id) >= spec.id_to_token.size()) spec.id_to_token.resize(size_t(id) + 1);
-    spec.added.push_back({content, id, r.get_or<bool>(t, "special", false)});
+    spec.added.push_back({.content = content,
+                          .id = id,
+                          .special = r.get_or<bool>(t, "special", false),
+                          .lstrip = r.get_or<bool>(t, "lstrip", false),
+                          .rstrip = r.get_or<bool>(t, "rstrip", false)});
   }
   auto find_id = [&](const std::string& token) -> std::optional<int32_t> {
     for (const AddedToken& t : spec.added) {
@@ -342,8 +353,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_checked(const std::string& path) 
     }
     return std::nullopt;
   };
-  if (!spec.bos) spec.bos = pick("bos_token", {"<|begin_of_text|>", "<s>"});
-  if (!spec.adds_eos) spec.eos = pick("eos_token", {"<|end_of_text|>", "</s>", "<|endoftext|>"});
+  if (!spec.bos) spec.bos = pick("bos_token", {"<|begin_of_text|>", "<s>", "<bos>"});
+  if (!spec.adds_eos) spec.eos = pick("eos_token", {"<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>"});
   spec.pad = pick("pad_token", {"<|finetune_right_pad_id|>", "<pad>", "<|endoftext|>"});
   return std::make_unique<PipelineTokenizer>(std::move(spec));
 }

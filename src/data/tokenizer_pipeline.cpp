@@ -106,6 +106,40 @@ std::vector<std::string> utf8_chars(std::string_view s) {
   return chars;
 }
 
+// Unicode White_Space (Rust's char::is_whitespace, which HF tokenizers' lstrip/rstrip use).
+bool is_white_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+// The code point of the UTF-8 character starting at `pos` of valid UTF-8 `s`, and its length.
+std::pair<uint32_t, size_t> code_point_at(std::string_view s, size_t pos) {
+  auto c = static_cast<unsigned char>(s[pos]);
+  size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+  uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[pos + k]) & 0x3F);
+  return {cp, len};
+}
+
+// [start, stop) of an added token matched at [start, stop), widened over the whitespace its
+// lstrip/rstrip take, never left of `floor` (the end of the previous match).
+std::pair<size_t, size_t> strip_around(std::string_view text, const AddedToken& t, size_t start, size_t stop,
+                                       size_t floor) {
+  while (t.lstrip && start > floor) {
+    size_t prev = start - 1;
+    while (prev > floor && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
+    if (!is_white_space(code_point_at(text, prev).first)) break;
+    start = prev;
+  }
+  while (t.rstrip && stop < text.size()) {
+    auto [cp, len] = code_point_at(text, stop);
+    if (!is_white_space(cp)) break;
+    stop += len;
+  }
+  return {start, stop};
+}
+
 }  // namespace
 
 PipelineTokenizer::PipelineTokenizer(PipelineSpec spec) : spec_(std::move(spec)) {
@@ -162,10 +196,10 @@ std::vector<int32_t> PipelineTokenizer::encode(std::string_view text, bool allow
       ++i;
       continue;
     }
-    if (i > segment) encode_segment(text.substr(segment, i - segment), segment == 0, out);
+    auto [start, stop] = strip_around(text, *t, i, i + t->content.size(), segment);
+    if (start > segment) encode_segment(text.substr(segment, start - segment), segment == 0, out);
     out.push_back(t->id);
-    i += t->content.size();
-    segment = i;
+    i = segment = stop;
   }
   if (segment < text.size()) encode_segment(text.substr(segment), segment == 0, out);
   return out;
@@ -204,7 +238,7 @@ void PipelineTokenizer::encode_segment(std::string_view segment, bool at_start,
       if (piece.empty()) continue;  // HF keeps no empty splits (Metaspace would otherwise emit a lone "▁")
       switch (step.kind) {
         case PreTokenizerStep::Kind::kSplit:
-          step.regex->split_isolated(piece, next_pieces);
+          step.regex->split(piece, step.behavior, step.invert, next_pieces);
           break;
         case PreTokenizerStep::Kind::kByteLevel:
           if (step.add_prefix_space && !piece.starts_with(' '))

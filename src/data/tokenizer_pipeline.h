@@ -28,11 +28,13 @@ struct PreTokenizerStep {
   enum class Kind { kSplit, kByteLevel, kMetaspace };
   enum class Prepend { kAlways, kFirst, kNever };
   Kind kind = Kind::kSplit;
-  std::shared_ptr<SplitRegex> regex = {};    // kSplit; kByteLevel with use_regex (GPT-2 pattern)
-  bool add_prefix_space = false;             // kByteLevel
-  std::string replacement = "\xE2\x96\x81";  // kMetaspace
-  Prepend prepend = Prepend::kAlways;        // kMetaspace
-  bool split = true;                         // kMetaspace
+  std::shared_ptr<SplitRegex> regex = {};             // kSplit; kByteLevel with use_regex (GPT-2 pattern)
+  SplitBehavior behavior = SplitBehavior::kIsolated;  // kSplit
+  bool invert = false;                                // kSplit
+  bool add_prefix_space = false;                      // kByteLevel
+  std::string replacement = "\xE2\x96\x81";           // kMetaspace
+  Prepend prepend = Prepend::kAlways;                 // kMetaspace
+  bool split = true;                                  // kMetaspace
 };
 
 struct DecoderStep {
@@ -49,6 +51,8 @@ struct AddedToken {
   std::string content;
   int32_t id;
   bool special;  // matched only with allow_special; non-special added tokens always match
+  // A match also takes the whitespace (Unicode White_Space) to its left / right, which then vanishes.
+  bool lstrip = false, rstrip = false;
 };
 
 struct PipelineSpec {

@@ -122,6 +122,18 @@ void AdamW::rebind(size_t index, Tensor param, Tensor grad) {
   params_[index].grad = grad;
 }
 
+void AdamW::rebind(size_t index, Tensor param, Tensor grad, Tensor compute_copy) {
+  rebind(index, param, grad);
+  Tensor& copy = params_[index].compute_copy;
+  LT_CHECK(copy.empty() == compute_copy.empty() &&
+               (copy.empty() || (compute_copy.numel() == copy.numel() && compute_copy.dtype == copy.dtype &&
+                                 compute_copy.device == copy.device)),
+           "AdamW: rebinding the compute copy of '{}' to {} {}, expected {} {}", params_[index].name,
+           dtype_name(compute_copy.dtype), compute_copy.shape_string(), dtype_name(copy.dtype),
+           copy.shape_string());
+  copy = compute_copy;
+}
+
 bool AdamW::decays(const std::string& name) const {
   if (options_.weight_decay == 0) return false;
   for (const std::string& s : options_.no_decay_substrings)

@@ -94,6 +94,8 @@ class AdamW {
   const std::vector<ParamGroup>& params() const { return params_; }
   // Re-points the gradient (or parameter) views, e.g. after buffers move; numel and dtype must stay.
   void rebind(size_t index, Tensor param, Tensor grad);
+  // The same with the compute copy (which must stay empty or keep its numel and dtype).
+  void rebind(size_t index, Tensor param, Tensor grad, Tensor compute_copy);
   bool decays(const std::string& name) const;
 
   // Views of the whole optimizer state for checkpoints: "step" (f64, (1), host), then for every parameter

@@ -8,6 +8,7 @@
 #include "ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/grad_clip.h"
+#include "train/loss_scaler.h"
 
 namespace lt::train {
 namespace {
@@ -82,9 +83,12 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
     if (begin == end) continue;  // a tensor smaller than the world: the lower ranks own it
     const ParamGroup& g = full_[i];
     if (const Zero3Layers::Shard* s = layer_shard_[i]) {
+      // With master weights AdamW updates the master slice and rounds it into the compute slice.
+      const bool masters = !s->master.empty();
       out.push_back({.name = g.name,
-                     .param = flat_range(s->param, 0, s->owned),
-                     .grad = flat_range(s->grad, 0, s->owned)});
+                     .param = flat_range(masters ? s->master : s->param, 0, s->owned),
+                     .grad = flat_range(s->grad, 0, s->owned),
+                     .compute_copy = masters ? flat_range(s->param, 0, s->owned) : Tensor{}});
       continue;
     }
     out.push_back(
@@ -110,7 +114,8 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
   const std::vector<ParamGroup> groups = optimizer_groups();
   LT_CHECK(groups.size() == optimizer.params().size(), "attach_layers: {} groups, the optimizer has {}",
            groups.size(), optimizer.params().size());
-  for (size_t k = 0; k < groups.size(); ++k) optimizer.rebind(k, groups[k].param, groups[k].grad);
+  for (size_t k = 0; k < groups.size(); ++k)
+    optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
 }
 
 void DataParallel::reduce_gradients() {
@@ -147,22 +152,25 @@ std::vector<Tensor> DataParallel::local_gradients() const {
   return out;
 }
 
-double DataParallel::clip(double max_norm) {
-  if (!reduce_scatters()) return clip_grad_norm(ctx_, local_gradients(), max_norm);
-  // Each rank's squared norm over its slices, summed over ranks in rank order: the grouping of the sum
-  // differs from one process's, so the norm agrees with it to rounding (and is the same on every rank).
+double DataParallel::global_norm() const {
   const std::vector<Tensor> grads = local_gradients();
+  if (!reduce_scatters()) return global_grad_norm(ctx_, grads);  // every rank holds every gradient
+  // Each rank's squared norm over its slices, summed over ranks in rank order: the grouping of the sum
+  // differs from one process's, so the norm agrees with it to rounding (and is the same on every rank). A
+  // rank's inf or NaN reaches every rank's sum.
   double squares = 0;
   for (double s : ops::grad_norms_squared(ctx_, grads)) squares += s;
   comm_.all_reduce(Tensor(&squares, DType::F64, {1}), dist::ReduceOp::Sum);
-  const double norm = std::sqrt(squares);
-  LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
-           "max_grad_norm is {}, expected a finite value >= 0 (0 = off)", max_norm);
-  if (max_norm == 0 || !std::isfinite(norm)) return norm;
-  const double coef = max_norm / (norm + 1e-6);  // clip_grad_norm's rule (train/grad_clip.h)
-  if (coef < 1.0)
-    for (const Tensor& g : grads) ops::scale_inplace(ctx_, g, coef);
-  return norm;
+  return std::sqrt(squares);
+}
+
+double DataParallel::clip(double max_norm) {
+  if (!reduce_scatters()) return clip_grad_norm(ctx_, local_gradients(), max_norm);
+  return clip_by_norm(ctx_, local_gradients(), global_norm(), max_norm);
+}
+
+double DataParallel::unscale_and_clip(double scale, double max_norm) {
+  return unscale_and_clip_by_norm(ctx_, local_gradients(), global_norm(), scale, max_norm);
 }
 
 void DataParallel::gather_into(size_t index, Tensor whole, Tensor mine) {

@@ -74,9 +74,15 @@ class DataParallel {
   void reduce_gradients();
   // The gradients this rank holds after reduce_gradients (what clipping and unscaling touch).
   std::vector<Tensor> local_gradients() const;
-  // The global gradient norm over every rank's gradients, and clip_grad_norm's scaling of local_gradients()
-  // when max_norm > 0 (train/grad_clip.h).
+  // The global gradient norm over every rank's gradients (the same on every rank: not finite on every rank
+  // when any rank's gradients are not), and clip_grad_norm's scaling of local_gradients() when max_norm > 0
+  // (train/grad_clip.h).
+  double global_norm() const;
   double clip(double max_norm);
+  // fp16 (train/loss_scaler.h): unscale_and_clip over every rank's gradients. Not finite on every rank when
+  // any rank's gradients overflowed (the loss scaler then skips the step on all of them alike); the local
+  // gradients are then left as they are.
+  double unscale_and_clip(double scale, double max_norm);
   // After AdamW stepped this rank's slices (zero1, zero2; zero3: the tensors it does not shard): every
   // rank's slices gathered into the full parameters and their compute copies. A no-op for none and ddp.
   // The decoder layers' tensors that the world size divides are gathered overlapped (a mark per layer)

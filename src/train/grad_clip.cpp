@@ -26,9 +26,12 @@ double global_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grad
 }
 
 double clip_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double max_norm) {
+  return clip_by_norm(ctx, grads, global_grad_norm(ctx, grads), max_norm);
+}
+
+double clip_by_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double norm, double max_norm) {
   LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
            "max_grad_norm is {}, expected a finite value >= 0 (0 = off)", max_norm);
-  const double norm = global_grad_norm(ctx, grads);
   if (max_norm == 0 || !std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0)

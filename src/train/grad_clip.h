@@ -16,5 +16,7 @@ double global_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grad
 // Returns the norm before clipping. max_norm == 0 turns clipping off (the norm is still computed). A
 // non-finite norm leaves the gradients untouched: the caller sees it and decides (skip the step, stop).
 double clip_grad_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double max_norm);
+// clip_grad_norm with the norm already known (data parallel: over every rank's share of the gradients).
+double clip_by_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double norm, double max_norm);
 
 }  // namespace lt::train

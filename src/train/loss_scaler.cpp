@@ -48,9 +48,14 @@ void LossScaler::restore(double scale, int64_t good_steps) {
 
 double unscale_and_clip(const ops::Context& ctx, const std::vector<Tensor>& grads, double scale,
                         double max_norm) {
+  return unscale_and_clip_by_norm(ctx, grads, global_grad_norm(ctx, grads), scale, max_norm);
+}
+
+double unscale_and_clip_by_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double scaled_norm,
+                                double scale, double max_norm) {
   LT_CHECK(max_norm >= 0 && std::isfinite(max_norm),
            "max_grad_norm is {}, expected a finite value >= 0 (0 = off)", max_norm);
-  const double norm = global_grad_norm(ctx, grads) / scale;
+  const double norm = scaled_norm / scale;
   if (!std::isfinite(norm)) return norm;
   double factor = 1.0 / scale;
   if (max_norm > 0) {

@@ -53,5 +53,8 @@ class LossScaler {
 // max_norm > 0 and the true norm exceeds it, clipped to max_norm, in one pass over each tensor.
 double unscale_and_clip(const ops::Context& ctx, const std::vector<Tensor>& grads, double scale,
                         double max_norm);
+// The same with the scaled gradients' global norm already known (data parallel: over every rank's share).
+double unscale_and_clip_by_norm(const ops::Context& ctx, const std::vector<Tensor>& grads, double scaled_norm,
+                                double scale, double max_norm);
 
 }  // namespace lt::train

@@ -78,10 +78,13 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     return spec.layer >= 0 && trainable(spec);
   };
   const DType grad_dtype = s.master_dtype.value_or(s.dtype);
-  const Zero3Layers::Footprint f = Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world);
-  // The trained layer tensors' whole weights and gradients give way to this rank's slices.
+  const Zero3Layers::Footprint f =
+      Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world, s.master_weights);
+  // The trained layer tensors' whole weights, gradients and masters give way to this rank's slices.
   const size_t whole_weights = model::weights_bytes(model, s.dtype, layer_trained);
   const size_t whole_grads = model::grads_bytes(model, grad_dtype, layer_trained);
+  const size_t whole_masters =
+      s.master_weights ? model::grads_bytes(model, *s.master_weights, layer_trained) : 0;
   auto account = [&plan](const model::MemoryPlanRow& row, int64_t delta) {
     plan.by_category[size_t(row.category)] = size_t(int64_t(plan.by_category[size_t(row.category)]) + delta);
     plan.total = size_t(int64_t(plan.total) + delta);
@@ -96,7 +99,8 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   };
   const Resliced resliced[] = {{"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
                                {"weight grads", whole_grads, f.grad_slices,
-                                "zero3 gradient buffers (2 layers) and scatter scratch", f.grad_buffer}};
+                                "zero3 gradient buffers (2 layers) and scatter scratch", f.grad_buffer},
+                               {"master weights", whole_masters, f.master_slices, nullptr, 0}};
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {
     const Resliced* r = nullptr;
@@ -153,7 +157,7 @@ model::MemoryPlan check_run_memory(const TrainConfig& config, const model::Model
     const size_t host_limit =
         config.host_memory_limit > 0 ? size_t(config.host_memory_limit) : physical_host_memory_bytes();
     return plan_for_rank(model::place_checkpoints(model, settings, limit, host_limit), config.sharding, world,
-                         largest_trainable_elements(model, settings));
+                         model, settings);
   }
   model::check_plan_fits(plan, limit);
   return plan;

@@ -76,15 +76,9 @@ std::vector<std::pair<int64_t, int64_t>> parse_layer_spec(const std::string& spe
   return out;
 }
 
-// zero3 shards the layers' compute weights (train/zero3_layers.h); wider master weights are not sharded
-// yet. (The reader turned FSDP's names into the canonical ones.)
+// (The reader turned FSDP's names into the canonical ones.)
 void check_sharding(const TrainConfig& c) {
   const char* sharding = name_of(kShardingNames, c.sharding);
-  LT_CHECK(c.sharding != dist::Sharding::Zero3 || c.finetune == Finetune::Lora ||
-               (!c.master_weights && c.precision != Precision::Fp16),
-           "config: 'sharding' is {} with {}; zero3 does not shard master weights yet, expected "
-           "master_weights false and precision other than fp16 (or sharding zero2)",
-           sharding, c.precision == Precision::Fp16 ? "precision fp16" : "master_weights true");
   LT_CHECK(c.ddp_timeout > 0 && std::isfinite(c.ddp_timeout),
            "config: 'ddp_timeout' is {}, expected a positive number of seconds", c.ddp_timeout);
   LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
@@ -163,13 +157,6 @@ void validate(TrainConfig& c) {
   non_negative("seed", c.seed);
   LT_CHECK(!c.prompt_template.empty(), "config: 'prompt_template' is empty, expected a template name");
   check_sharding(c);
-  // zero3's ranks keep their collectives in step by padding a shorter micro-batch with whole chunk-major
-  // passes after its forward (train/zero3_layers.h); layer-major issues a layer's collectives per chunk
-  // inside its layer loop, which no padding after the forward can match.
-  LT_CHECK(
-      c.schedule != model::ScheduleOrder::LayerMajor || c.sharding != dist::Sharding::Zero3,
-      "config: 'schedule' is layer_major with sharding zero3; zero3 pads the ranks' micro-batches in the "
-      "chunk-major order: set schedule chunk_major, or sharding zero2");
   non_negative("chunk_size", c.chunk_size);
   non_negative("memory_limit", c.memory_limit);
   non_negative("host_memory_limit", c.host_memory_limit);

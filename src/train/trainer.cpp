@@ -127,11 +127,6 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   adamw.seed = uint64_t(config_.seed);
   data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
                                                   config_.overlap_gathers);
-  LT_CHECK(data_parallel_->shards_optimizer() == false || config_.precision != Precision::Fp16 ||
-               config_.sharding == dist::Sharding::Zero1,
-           "config: precision fp16 with sharding {}: the loss scaler's overflow check needs every gradient "
-           "on every rank; use zero1 or ddp",
-           name_of(kShardingNames, config_.sharding));
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
@@ -216,9 +211,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   refresh_lora_compute();
   refresh_working_weights();
   if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_,
-                                           grad_arena_, config_.overlap_gathers);
-    data_parallel_->attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
+    // With master weights this rank keeps the masters of its slices only (zero3_layers.h).
+    zero3_ = std::make_unique<Zero3Layers>(
+        ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
+        master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{});
+    zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
+    data_parallel_->attach_layers(*zero3_,
+                                  master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
+                                                : trainable_tensors(mc, model_.weights, grads_),
+                                  *optimizer_);
   }
 }
 
@@ -303,12 +304,12 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
   if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
-  const std::vector<Tensor> grad_tensors = data_parallel_->local_gradients();
   double grad_norm = 0;
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.
+    // The norm is over every rank's gradients: an overflow on any rank skips the step on every rank.
     grad_norm = std::isfinite(r.loss)
-                    ? unscale_and_clip(ctx_, grad_tensors, scaler_->scale(), config_.max_grad_norm)
+                    ? data_parallel_->unscale_and_clip(scaler_->scale(), config_.max_grad_norm)
                     : r.loss;
     if (!scaler_->update(std::isfinite(grad_norm), state_.step + 1)) return {grad_norm, false};
   } else {
@@ -325,10 +326,10 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
-  EvalResult e =
-      evaluate(ctx_, model_.config, model_.dtype, whole_weights(gathered), val_, config_.micro_batch_size,
-               pad_id_, *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
-               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
+  EvalResult e = evaluate(ctx_, model_.config, model_.dtype, whole_weights(gathered, false), val_,
+                          config_.micro_batch_size, pad_id_, *activations_, lora_for_compute(),
+                          config_.chunk_size, offload_arena_.get(),
+                          {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
@@ -337,7 +338,7 @@ std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHo
   std::unique_ptr<AdamW> whole = data_parallel_->whole_optimizer(optimizer_->options());
   if (whole) data_parallel_->gather_state(*optimizer_, *whole);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights weights = whole_weights(gathered);
+  const model::ModelWeights weights = whole_weights(gathered, true);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
                        .weights = &weights,
@@ -456,7 +457,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   progress.finish();
   if (const std::string profile = ops::op_profile_report(ctx_); !profile.empty()) say(profile);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights whole = whole_weights(gathered);
+  const model::ModelWeights whole = whole_weights(gathered, true);
   write_on_rank_zero(
       *comm_, "the final model", [&] { save_final(whole, result); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",

@@ -19,12 +19,13 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 
 }  // namespace
 
-model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
+model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder, bool saved) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
-  if (!zero3_) return saved_weights();
+  if (!zero3_) return saved ? saved_weights() : model_.weights;
+  const bool masters = saved && master_arena_;
   holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
-                                   zero3_->gather_whole_bytes());
-  return zero3_->gather_whole(*holder);
+                                   zero3_->gather_whole_bytes(masters));
+  return zero3_->gather_whole(*holder, masters);
 }
 
 void Trainer::setup_master_weights(const model::TrainableFn& trainable) {

@@ -43,7 +43,8 @@ bool Zero3Layers::shards_anything(const model::ModelConfig& config, const model:
 }
 
 Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, DType dtype, DType grad_dtype,
-                                              const model::TrainableFn& trainable, int world) {
+                                              const model::TrainableFn& trainable, int world,
+                                              std::optional<DType> master) {
   Footprint f;
   std::vector<size_t> slot(size_t(config.num_layers), 0), grad(size_t(config.num_layers), 0);
   for (const model::WeightSpec& spec : model::weight_specs(config)) {
@@ -51,6 +52,7 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
     const int64_t c = capacity_of(spec.numel(), world);
     f.slices += aligned(size_t(c) * dtype_size(dtype));
     f.grad_slices += aligned(size_t(c) * dtype_size(grad_dtype));
+    if (master) f.master_slices += aligned(size_t(c) * dtype_size(*master));
     slot[size_t(spec.layer)] += aligned(size_t(c * world) * dtype_size(dtype));
     grad[size_t(spec.layer)] += aligned(size_t(c * world) * dtype_size(grad_dtype));
     f.grad_buffer = std::max(f.grad_buffer, aligned(size_t(c) * dtype_size(grad_dtype)));  // scratch
@@ -62,12 +64,14 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
-                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap)
+                         model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
+                         Masters masters)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
       weights_(weights),
       grads_(grads),
+      masters_(masters.weights),
       grad_dtype_(grads.dtype),
       overlap_(overlap) {
   const int world = comm.world_size();
@@ -152,11 +156,59 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[0]) + s.slot_offset);
     model::weight_of(g_new, spec) = moved(g, static_cast<char*>(grad_buffers_[0]) + s.grad_offset);
   }
+  std::unique_ptr<Arena> new_masters;
+  model::ModelWeights m_new;
+  if (masters_) new_masters = shard_masters(specs, w_new, grads, device, m_new);
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
   weights = w_new;
   grads = g_new;
   weights_arena = std::move(new_weights);
   grads_arena = std::move(new_grads);
+  if (masters_) {
+    *masters_ = m_new;
+    *masters.arena = std::move(new_masters);
+  }
+}
+
+std::unique_ptr<Arena> Zero3Layers::shard_masters(const std::vector<model::WeightSpec>& specs,
+                                                  const model::ModelWeights& moved_weights,
+                                                  const model::ModelWeights& grads, Device device,
+                                                  model::ModelWeights& out) {
+  const DType wide = masters_->dtype;
+  size_t bytes = kAlignment;
+  size_t next = 0;
+  for (const model::WeightSpec& spec : specs) {
+    if (model::weight_of(grads, spec).empty()) continue;  // frozen: the working weight is its own master
+    bytes += sharded(spec, grads) ? aligned(size_t(shards_[next++].capacity) * dtype_size(wide))
+                                  : aligned(model::weight_of(*masters_, spec).bytes());
+  }
+  auto arena = std::make_unique<Arena>("master weights (zero3 slices)", ops::memory_resource(device), bytes);
+  out = *masters_;
+  next = 0;
+  for (const model::WeightSpec& spec : specs) {
+    const Tensor& m = model::weight_of(*masters_, spec);
+    Tensor& target = model::weight_of(out, spec);
+    if (model::weight_of(grads, spec).empty()) {
+      target = model::weight_of(moved_weights, spec);  // the working weight, moved
+      continue;
+    }
+    if (!sharded(spec, grads)) {
+      target = moved(m, arena->alloc_bytes(spec.hf_name, m.bytes()));
+      ops::copy(ctx_, target, m);
+      continue;
+    }
+    Shard& s = shards_[next++];
+    s.master = flat(arena->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(wide)), wide, s.capacity,
+                    device);
+    ops::zero(ctx_, s.master);
+    if (s.owned > 0) {
+      const size_t begin = size_t(comm_.rank() * s.capacity) * dtype_size(wide);
+      ops::copy(ctx_, flat(s.master.data, wide, s.owned, device),
+                flat(static_cast<char*>(m.data) + begin, wide, s.owned, device));
+    }
+    target = moved(m, s.master.data);  // only the slice exists (see the constructor's comment)
+  }
+  return arena;
 }
 
 Tensor Zero3Layers::slot_view(const Shard& s, int slot) const {
@@ -286,6 +338,12 @@ void Zero3Layers::point_grads(int64_t layer, int buffer) {
 }
 
 void Zero3Layers::before_backward(int64_t layer) {
+  if (layer == pending_) {
+    // The same layer's next chunk (layer-major, or a one-layer model): its gradient adds to the buffer it
+    // waits in, reduced once with the others (zero3_layers.h). Nothing new is gathered or reduced.
+    prefetch(next_after_backward(layer), take(layer));
+    return;
+  }
   // Wait for this layer's gather first: it is the latest overlapped collective, so the wait covers
   // nothing issued after it (zero3_layers.h). Then the previous layer's (or chunk's) gradient leaves its
   // buffer, and the next layer's gather follows it on the communicator's stream.
@@ -319,6 +377,11 @@ void Zero3Layers::begin_step(int64_t rounds) {
 }
 
 int64_t Zero3Layers::round_chunks(int64_t mine) {
+  forward_passes_ = backward_passes_ = 0;
+  if (layer_major_) {
+    round_passes_ = 1;  // the layers' order: up once, down once (the predictions below)
+    return std::max<int64_t>(mine, 1);
+  }
   double own = double(mine);
   std::vector<double> all(size_t(comm_.world_size()), 0.0);
   comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
@@ -354,20 +417,23 @@ void Zero3Layers::weights_changed() {
   slot_layer_[0] = slot_layer_[1] = -1;
 }
 
-size_t Zero3Layers::gather_whole_bytes() const {
+size_t Zero3Layers::gather_whole_bytes(bool masters) const {
+  const DType dtype = masters && masters_ ? masters_->dtype : weights_.dtype;
   size_t bytes = kAlignment;
   for (const Shard& s : shards_)
-    bytes += aligned(size_t(s.capacity * comm_.world_size()) * dtype_size(weights_.dtype));
+    bytes += aligned(size_t(s.capacity * comm_.world_size()) * dtype_size(dtype));
   return bytes;
 }
 
-model::ModelWeights Zero3Layers::gather_whole(Arena& arena) {
-  model::ModelWeights out = weights_;
+model::ModelWeights Zero3Layers::gather_whole(Arena& arena, bool masters) {
+  LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
+  model::ModelWeights out = masters ? *masters_ : weights_;
   for (const Shard& s : shards_) {
-    const size_t bytes = size_t(s.capacity * comm_.world_size()) * dtype_size(weights_.dtype);
+    const Tensor& slice = masters ? s.master : s.param;
+    const size_t bytes = size_t(s.capacity * comm_.world_size()) * dtype_size(slice.dtype);
     Tensor& t = model::weight_of(out, s.spec);
     t = moved(t, arena.alloc_bytes(s.spec.hf_name, bytes));
-    comm_.all_gather(s.param, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
+    comm_.all_gather(slice, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
   }
   return out;
 }

@@ -42,13 +42,29 @@
 // gathers, and reduce-scatters of zeros), so the hook sequence — and with it the gather cache — is the same
 // on every rank.
 //
+// Hooks of one layer in a row issue that layer's collectives once: a layer still in its slot is not
+// gathered again, and a backward hook of the layer whose gradient waits in a buffer lets the next chunk's
+// gradient add to it (the backward adds into gradients), reduced once when another layer's hook or the
+// micro-batch's end comes. So the layer-major schedule (set_layer_major: every chunk of a layer, then the
+// next layer; a layer's backward hook once before its chunks' K/V recompute and once per chunk) issues the
+// same collectives whatever a rank's chunk count: its rounds need no agreement on chunks and no padding
+// after the forward, and a rank without a micro-batch pads with one pass.
+//
 // Model-level weights (embedding, final norm, LM head) stay whole on every rank (gradients reduce-scattered
 // at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them); frozen weights stay
 // whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors.
+//
+// Master weights (master_weights, and fp16 which always keeps them): a rank keeps the wide master only for
+// its slice of each sharded tensor (Shard::master), beside the compute-dtype slice (Shard::param). AdamW
+// updates the master slice and writes the compute slice in the same pass, rounded to nearest as one
+// process rounds its working weights (no stochastic rounding: that is for bf16 weights without masters), so
+// the next step's gathers carry the bits one process computes with. Checkpoints and the final model gather
+// the masters (gather_whole), evaluation the compute weights.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +85,7 @@ class Zero3Layers {
     int64_t owned = 0;                // elements of the slice that exist: min(c, max(n - rank*c, 0))
     Tensor param{};                   // (c) model dtype
     Tensor grad{};                    // (c) gradient dtype: the step's summed gradient of the slice
+    Tensor master{};                  // (c) master dtype, with master weights (else empty)
     size_t slot_offset = 0;           // bytes into a gather slot: world * c elements
     size_t grad_offset = 0;           // bytes into the gradient buffer
   };
@@ -77,11 +94,21 @@ class Zero3Layers {
   static bool shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable);
   // The bytes per rank: the slices and gradient slices of every trained layer tensor, two gather slots,
   // two gradient buffers and the reduce-scatter scratch (for the memory plan).
+  // `master`: the master weights' dtype (master_slices counts their slices).
   struct Footprint {
-    size_t slices = 0, grad_slices = 0, slots = 0, grad_buffer = 0;
+    size_t slices = 0, grad_slices = 0, slots = 0, grad_buffer = 0, master_slices = 0;
   };
   static Footprint footprint(const model::ModelConfig& config, DType dtype, DType grad_dtype,
-                             const model::TrainableFn& trainable, int world);
+                             const model::TrainableFn& trainable, int world,
+                             std::optional<DType> master = std::nullopt);
+
+  // The trainer's master weights: the model with wide copies in place of the trained tensors (the frozen
+  // ones are the working weights themselves), in `arena`. (No member initializers: `{}` is none, as the
+  // constructor's default argument inside the class.)
+  struct Masters {
+    model::ModelWeights* weights;
+    std::unique_ptr<Arena>* arena;
+  };
 
   // Takes over `weights` (in `weights_arena`) and `grads` (in `grads_arena`): both arenas are replaced by
   // new ones that hold the slices, the slots, the gradient buffer and every other tensor whole, and the
@@ -90,9 +117,13 @@ class Zero3Layers {
   // `overlap` false: each layer is gathered by its own hook and each layer's gradient reduce-scattered and
   // added before the next layer computes (synchronously, one gradient buffer; the same results, for
   // comparison).
+  // `masters` (master weights): their arena is rebuilt too, with this rank's master slices (Shard::master)
+  // and the other trained tensors' masters whole; a sharded tensor of masters.weights is re-pointed at its
+  // slice (only those c elements exist: nothing reads it whole but through gather_whole), a frozen one at
+  // the moved working weight.
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena, bool overlap = true);
+              std::unique_ptr<Arena>& grads_arena, bool overlap = true, Masters masters = {});
 
   const std::vector<Shard>& shards() const { return shards_; }
   model::LayerHooks hooks();
@@ -100,7 +131,10 @@ class Zero3Layers {
   // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
   void begin_step(int64_t rounds);
   // The most chunks any rank's micro-batch of this round has (a collective; `mine`: 0 without one).
+  // Layer-major: `mine` (1 without a micro-batch), no collective (see above).
   int64_t round_chunks(int64_t mine);
+  // The schedule runs every chunk of a layer before the next layer (model::ScheduleOrder::LayerMajor).
+  void set_layer_major(bool layer_major) { layer_major_ = layer_major; }
   // Between a micro-batch's forward and backward: `passes` chunks' worth of forward passes and then of
   // backward passes without compute (the same gathers; reduce-scatters of zeros).
   void pad_passes(int64_t passes);
@@ -111,12 +145,20 @@ class Zero3Layers {
   void finish_micro_batch();
   void weights_changed();  // after the optimizer step: the slots are stale
 
-  // The whole model (a collective): `weights` with every sharded layer tensor gathered into `arena`.
-  model::ModelWeights gather_whole(Arena& arena);
-  size_t gather_whole_bytes() const;
+  // The whole model (a collective): `weights` with every sharded layer tensor gathered into `arena`; with
+  // `masters`, the master weights with every master slice gathered (what one process saves).
+  model::ModelWeights gather_whole(Arena& arena, bool masters = false);
+  size_t gather_whole_bytes(bool masters = false) const;
 
  private:
   ops::Context ctx_;  // the context of its ops
+  // The constructor's part for the master weights: `out` (*masters_ re-pointed) in the returned arena.
+  // `moved_weights`: the working weights in their new arena; `grads`: the whole gradients (which tensors
+  // are trained).
+  std::unique_ptr<Arena> shard_masters(const std::vector<model::WeightSpec>& specs,
+                                       const model::ModelWeights& moved_weights,
+                                       const model::ModelWeights& grads, Device device,
+                                       model::ModelWeights& out);
   // A hook of `layer`: its weights whole in a slot and its tensors pointed there; `next` (-1: none)
   // prefetched into the other slot.
   void acquire(int64_t layer, int64_t next);
@@ -139,6 +181,7 @@ class Zero3Layers {
   const model::ModelConfig& config_;
   model::ModelWeights& weights_;
   model::ModelWeights& grads_;
+  model::ModelWeights* masters_ = nullptr;  // master weights, when the run keeps them
   DType grad_dtype_;
   std::vector<Shard> shards_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_
@@ -146,6 +189,7 @@ class Zero3Layers {
   void* grad_buffers_[2] = {nullptr, nullptr};
   Tensor scatter_scratch_;  // (largest c) gradient dtype; the blocking path's reduce-scatter output
   bool overlap_;
+  bool layer_major_ = false;
   int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
   bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
   int current_slot_ = -1;                             // the slot of the latest hook's layer

@@ -354,6 +354,37 @@ TEST(ModelStepCuda, DISABLED_Bf16ErrorSources) {
   }
 }
 
+// A diagnosis, run by hand (--gtest_also_run_disabled_tests): which of Gemma's block features carries the
+// bf16 LoRA-with-dropout step's error. Each row switches one feature of Gemma 2's test model back to the
+// Llama-shaped model's choice and prints the error against CPU float64 (rows over 5e-2 print FAIL).
+TEST(ModelStepCuda, DISABLED_Bf16GemmaFeatures) {
+  LT_REQUIRE_GPU();
+  struct Variant {
+    const char* name;
+    void (*apply)(model::ModelConfig&);
+  };
+  const Variant variants[] = {
+      {"gemma2", [](model::ModelConfig&) {}},
+      {"g2 embscale1", [](model::ModelConfig& c) { c.block.embedding_scale = 1.0; }},
+      {"g2 nopostnorm", [](model::ModelConfig& c) { c.block.post_norms = false; }},
+      {"g2 rmsnorm", [](model::ModelConfig& c) { c.block.norm = model::NormKind::Rms; }},
+      {"g2 swiglu", [](model::ModelConfig& c) { c.block.mlp = model::MlpKind::SwiGlu; }},
+      {"g2 nosoftcaps", [](model::ModelConfig& c) { c.block.attention_softcap = c.block.logit_softcap = 0; }},
+      {"g2 qscale hd", [](model::ModelConfig& c) { c.block.query_pre_attn_scalar = 0; }},
+      {"g2 nowindow", [](model::ModelConfig& c) { c.layer_window = {0, 0}; }},
+      {"g2 hd64 h4", [](model::ModelConfig& c) { c.head_dim = 64; c.num_heads = 4; c.num_kv_heads = 2; }},
+      {"g2 untied", [](model::ModelConfig& c) { c.tie_word_embeddings = false; }},
+  };
+  for (const Variant& v : variants) {
+    model::ModelConfig c = config_named("gemma2");
+    v.apply(c);
+    for (int64_t chunk : {0, 3}) check_against_cpu(c, Case{v.name, true, 0.1, chunk}, DType::BF16);
+    check_against_cpu(c, Case{v.name, true, 0.0, 0}, DType::BF16);
+  }
+  model::ModelConfig llama = config_named("llama");
+  check_against_cpu(llama, Case{"llama", true, 0.0, 0}, DType::BF16);
+}
+
 // Recompute policies and activation offload on the GPU (kept tensors copied to page-locked host memory on a
 // stream of their own and back before backward): the same bits as keeping everything, bf16, five layers so
 // that offloaded layers come back from the host.

@@ -10,6 +10,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/rmsnorm_select.h"
 #include "ops/cuda/stream.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 #include "support/test_context.h"
@@ -342,6 +343,26 @@ TEST(CudaBehavior, LaunchesUseTheContextsStream) {
   const std::vector<double> out = test::download(g_y);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], double(float(y[i]) + float(x[i]))) << i;
   cudaStreamDestroy(stream);
+}
+
+// profile_ops: the trainer steps and reports the profile outside any op call, with the run's context; the
+// report must come from that context's options (the default context has profile_ops off).
+TEST(CudaBehavior, OpProfileFollowsTheContextItIsGiven) {
+  LT_REQUIRE_GPU();
+  ops::KernelOptions k;
+  k.profile_ops = ops::ProfileOps::Ops;
+  const ops::Context profiled = ops::context_with(k);
+  std::vector<double> yv = random_values(4096, 3), xv = random_values(4096, 4);
+  DeviceTensor y = upload(yv, DType::F32, {64, 64});
+  DeviceTensor x = upload(xv, DType::F32, {64, 64});
+  for (int step = 0; step < 3; ++step) {  // the first step is not counted
+    ops::add_inplace(profiled, y.t, x.t);
+    ops::op_profile_step(profiled);
+  }
+  const std::string report = ops::op_profile_report(profiled);
+  EXPECT_NE(report.find("per-op GPU time"), std::string::npos) << report;
+  EXPECT_NE(report.find("add_inplace"), std::string::npos) << report;
+  EXPECT_EQ(ops::op_profile_report(ops::default_context()), "");
 }
 
 }  // namespace

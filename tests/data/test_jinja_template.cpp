@@ -1,7 +1,8 @@
 // The chat-template renderer against transformers' render_jinja_template (what apply_chat_template
 // calls): every family's real template (tests/data/golden/chat_templates/) on 50 conversations each —
 // system turns, multi-turn, generation prompts, contents with surrounding whitespace, newlines, quotes and
-// non-ASCII — byte for byte, and raise_exception where transformers raises
+// non-ASCII; Gemma 3's template; Qwen3's thinking paths with enable_thinking — byte for byte, and
+// raise_exception where transformers raises
 // (tools/make_jinja_template_golden.py). Unsupported constructs are refused naming the offset.
 #include <gtest/gtest.h>
 
@@ -25,10 +26,12 @@ TEST(JinjaTemplate, RendersEveryFamilysTemplateAsTransformers) {
     const std::string name = c["template"];
     const std::string source =
         test::read_text(lt::test::source_path("tests/data/golden/chat_templates/" + name));
-    const nlohmann::json context{{"messages", c["messages"]},
-                                 {"add_generation_prompt", c["add_generation_prompt"]},
-                                 {"bos_token", golden["bos_token"]},
-                                 {"eos_token", golden["eos_token"]}};
+    nlohmann::json context{{"messages", c["messages"]},
+                           {"add_generation_prompt", c["add_generation_prompt"]},
+                           {"bos_token", golden["bos_token"]},
+                           {"eos_token", golden["eos_token"]}};
+    // Template variables beyond the usual ones (Qwen3's enable_thinking), passed to transformers alike.
+    if (c.contains("extra")) context.update(c["extra"]);
     SCOPED_TRACE(name + " " + c["messages"].dump());
     if (c.contains("error")) {
       const std::string message = test::error_message([&] { render_jinja(source, context); });
@@ -38,9 +41,10 @@ TEST(JinjaTemplate, RendersEveryFamilysTemplateAsTransformers) {
     }
     ++per_template[name];
   }
-  for (const char* family : {"llama2.jinja", "llama3.jinja", "qwen2.jinja", "qwen3.jinja", "mistral.jinja",
-                             "gemma.jinja", "phi3.jinja"})
+  for (const char* family : {"llama2.jinja", "llama3.jinja", "qwen2.jinja", "mistral.jinja", "gemma.jinja",
+                             "gemma3.jinja", "phi3.jinja"})
     EXPECT_EQ(per_template[family], 50) << family;
+  EXPECT_EQ(per_template["qwen3.jinja"], 50 + 20) << "qwen3.jinja: 50 conversations and 20 thinking ones";
 }
 
 TEST(JinjaTemplate, WhitespaceControlLoopsAndExpressions) {

@@ -128,6 +128,34 @@ TEST(TokenizerSpecial, QwenChatMlTokensOnlyWhenAllowed) {
   EXPECT_EQ(tok->encode_with_special("hey"), tok->encode("hey"));
 }
 
+// The families' tokenizer.json files (tools/make_family_tokenizer_golden.py) without a tokenizer_config.json
+// beside them: BOS from the post-processor, else the family's usual names, as the real files name them.
+TEST(TokenizerSpecial, FamilyBosEosPadWithoutConfig) {
+  auto load = [](const std::string& name) {
+    return load_tokenizer(lt::test::source_path("tests/data/tokenizer_golden/" + name + "_tokenizer.json"));
+  };
+  auto gemma = load("gemma");
+  EXPECT_TRUE(gemma->adds_bos());
+  EXPECT_EQ(gemma->bos_id(), gemma->token_to_id("<bos>"));
+  EXPECT_EQ(gemma->eos_id(), gemma->token_to_id("<eos>"));
+  EXPECT_EQ(gemma->pad_id(), gemma->token_to_id("<pad>"));
+  EXPECT_EQ(gemma->encode_with_special("hi").front(), 2);
+  auto phi3 = load("phi3");
+  EXPECT_TRUE(phi3->adds_bos());
+  EXPECT_EQ(phi3->bos_id(), 1);
+  EXPECT_EQ(phi3->eos_id(), 2);
+  auto bloom = load("bloom");
+  EXPECT_FALSE(bloom->adds_bos());
+  EXPECT_EQ(bloom->bos_id(), 1);
+  EXPECT_EQ(bloom->eos_id(), 2);
+  EXPECT_EQ(bloom->pad_id(), 3);
+  auto qwen3 = load("qwen3");
+  EXPECT_FALSE(qwen3->adds_bos());
+  EXPECT_FALSE(qwen3->bos_id().has_value());
+  EXPECT_EQ(qwen3->eos_id(), qwen3->token_to_id("<|endoftext|>"));
+  EXPECT_EQ(qwen3->pad_id(), qwen3->token_to_id("<|endoftext|>"));
+}
+
 TEST(TokenizerSpecial, SentencePieceControlPiecesOnlyWhenAllowed) {
   LT_REQUIRE_SHARED(path, "data/tokenizers/llama2/tokenizer.model");
   auto tok = load_tokenizer(path);

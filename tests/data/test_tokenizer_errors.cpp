@@ -155,6 +155,21 @@ TEST_F(TokenizerJsonErrors, UnsupportedComponentsAreNamed) {
   expect_contains(error_for(j), {"decoder type 'WordPiece'"});
 }
 
+TEST_F(TokenizerJsonErrors, UnsupportedSplitAndAddedTokenOptionsAreNamed) {
+  json j = base_;
+  j["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "[a[^b]]"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  expect_contains(error_for(j), {"tokenizer.json", "[a[^b]]", "negated class nested"});
+  j["pre_tokenizer"]["pattern"]["Regex"] = "[a-z&&[^aeiou]]";
+  expect_contains(error_for(j), {"tokenizer.json", "[a-z&&[^aeiou]]", "&&"});
+  j["pre_tokenizer"]["pattern"]["Regex"] = "\\s+";
+  j["pre_tokenizer"]["behavior"] = "Shuffled";
+  expect_contains(error_for(j), {"tokenizer.json", "behavior 'Shuffled'", "MergedWithPrevious"});
+  j = base_;
+  j["added_tokens"][0]["single_word"] = true;
+  expect_contains(error_for(j), {"tokenizer.json", "single_word"});
+}
+
 TEST_F(TokenizerJsonErrors, NotJson) {
   write_file(dir_.file("tokenizer.json"), "{\"model\": ");
   expect_contains(load_error(dir_.file("tokenizer.json")), {"tokenizer.json", "not valid JSON"});

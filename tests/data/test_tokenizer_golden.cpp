@@ -46,7 +46,8 @@ uint64_t fnv1a64(const std::vector<int32_t>& ids) {
   return h;
 }
 
-// Most tokenizer files live in ../shared; the converted SentencePiece-style tokenizer.json files are
+// Most tokenizer files live in ../shared; the converted SentencePiece-style tokenizer.json files and the
+// families' pipelines (BLOOM, Gemma 2/3, Phi-3, Qwen3; tools/make_family_tokenizer_golden.py) are
 // committed next to the goldens.
 std::string tokenizer_path(const json& g) {
   std::string relative = g["tokenizer"].get<std::string>();
@@ -105,6 +106,11 @@ TEST_P(TokenizerGolden, AdversarialTextsMatchReference) {
       EXPECT_EQ(tok.encode(text, true), c["ids_special"].get<std::vector<int32_t>>())
           << "with special tokens allowed: " << json(text).dump();
     }
+    if (c.contains("decoded_special_skipped")) {
+      EXPECT_EQ(tok.decode(c["ids_special"].get<std::vector<int32_t>>(), true),
+                c["decoded_special_skipped"].get<std::string>())
+          << "decoding, special tokens skipped, the ids of " << json(text).dump();
+    }
   }
 }
 
@@ -113,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, TokenizerGolden,
                                            "stories260K_sentencepiece", "qwen2_vocab_merges",
                                            "gpt2_encoder_vocab_bpe", "tiny_llama3_style_json",
                                            "tiny_qwen_style_json", "stories260K_legacy_json",
-                                           "stories260K_metaspace_json", "tiny_gpt2_style_json"));
+                                           "stories260K_metaspace_json", "tiny_gpt2_style_json", "qwen3_json",
+                                           "bloom_json", "gemma_json", "phi3_json", "split_behaviors_json"));
 
 }  // namespace
 }  // namespace lt::data

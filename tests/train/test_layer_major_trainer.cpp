@@ -83,16 +83,24 @@ TEST(LayerMajorTrainer, RefusesWhatKeepsMoreThanTheLayerInputs) {
       {"schedule", "layer_major"});
 }
 
-// zero3 pads a rank's shorter micro-batch with chunk-major passes, which layer-major's per-chunk
-// collectives inside the layer loop cannot match: refused by name.
-TEST(LayerMajorTrainer, RefusesZero3) {
+// zero3 under layer-major: a layer's hooks in a row issue its collectives once, whatever the chunk count
+// (train/zero3_layers.h), so it is accepted; over one process it changes nothing but the gradients'
+// grouping (rounding). The ranks' runs are tests/dist/mpi/test_mpi_zero3_precision.cpp.
+TEST(LayerMajorTrainer, Zero3OverOneProcessEqualsTheUnshardedRun) {
   test::TempDir dir;
-  TrainConfig c = test::tiny_train_config(dir.path(), "full");
-  apply_overrides(c, {"--schedule", "layer_major", "--sharding", "zero3", "--chunk_size", "4"});
-  test::expect_error_mentions([&] { validate(c); },
-                              {"'schedule' is layer_major", "sharding zero3", "chunk_major"});
-  apply_overrides(c, {"--sharding", "zero2"});
-  validate(c);  // what the message suggests
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  TrainConfig c = test::tiny_train_config(dir.path(), "plain");
+  c.max_steps = 3;
+  apply_overrides(c, {"--schedule", "layer_major", "--chunk_size", "4"});
+  const TrainResult plain = run_training(c, test::quiet_hooks());
+  apply_overrides(c, {"--sharding", "zero3"});
+  c.output_dir = dir.file("zero3");
+  validate(c);
+  const TrainResult sharded = run_training(c, test::quiet_hooks());
+  ASSERT_EQ(sharded.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < plain.losses.size(); ++i)
+    EXPECT_NEAR(sharded.losses[i], plain.losses[i], 1e-12 * plain.losses[i]) << "step " << i + 1;
 }
 
 }  // namespace

@@ -80,6 +80,30 @@ TEST(MasterWeights, DifferFromPlainFp32OnlyThroughTheWiderUpdates) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
 }
 
+// Evaluation computes with the working weights (the masters rounded), as the training steps do: with the
+// master dtype wider than the compute dtype, the masters themselves are not what the model computes with.
+// The last evaluation's loss equals the loss one process computes from the final model, the working weights.
+TEST(MasterWeights, EvaluationComputesWithTheWorkingWeights) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.file("model"));
+  test::write_tiny_dataset(dir.file("data.jsonl"), 12);
+  TrainConfig c = master_config(dir, "evaluated");
+  c.val_set_size = 2;
+  c.max_steps = 2;
+  const TrainResult r = run_training(c, test::quiet_hooks());
+  ASSERT_EQ(r.evals.size(), 1u);
+  // The final model as the base of a run that trains nothing (learning_rate 0) and evaluates first.
+  TrainConfig again = c;
+  again.base_model = c.output_dir;
+  again.random_init = false;
+  again.learning_rate = 0;
+  again.max_steps = 1;
+  again.output_dir = dir.file("again");
+  const TrainResult e = run_training(again, test::quiet_hooks());
+  ASSERT_EQ(e.evals.size(), 1u);
+  EXPECT_EQ(e.evals[0].eval_loss, r.evals[0].eval_loss);
+}
+
 TEST(MasterWeights, RefusedWithLoraAndWithFp64) {
   test::TempDir dir;
   test::write_tiny_model_dir(dir.file("model"));

@@ -9,6 +9,7 @@
 
 #include "model/random_model.h"
 #include "model/weights.h"
+#include "ops/ops.h"
 #include "support/test_context.h"
 #include "train/data_parallel.h"
 #include "train/memory_check.h"
@@ -116,6 +117,76 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
     ASSERT_GT(s.owned, 0);
     for (int64_t i = 0; i < s.owned; ++i) ASSERT_EQ(got[i], whole_q[size_t(s.capacity + i)]) << i;
   }
+}
+
+// The layer-major schedule's plan (its checkpoints placed) is zero3's per rank too.
+TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
+  const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  c.chunk_size = 8;
+  train::apply_overrides(c, {"--schedule", "layer_major", "--sharding", "zero3"});
+  const model::MemoryPlan layered = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  train::apply_overrides(c, {"--schedule", "chunk_major"});
+  const model::MemoryPlan chunked = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  for (const char* row : {"weights (trained layer tensors", "zero3 gather slots", "zero3 gradient buffers"}) {
+    EXPECT_GT(row_bytes(layered, row), 0u) << row;
+    EXPECT_EQ(row_bytes(layered, row), row_bytes(chunked, row)) << row;
+  }
+}
+
+// With master weights (f64 masters of an fp32 run here), a rank keeps the masters of its slices only: the
+// plan's "master weights" row is what the rebuilt master arena holds, and the slice is the whole master's.
+TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
+  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
+  mc.num_layers = 4;
+  mc.hidden_size = 64;
+  mc.intermediate_size = 160;
+  mc.num_heads = 4;
+  mc.num_kv_heads = 2;
+  mc.head_dim = 16;
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  c.master_weights = true;
+  train::apply_overrides(c, {"--sharding", "zero2"});
+  const model::MemoryPlan zero2 = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  train::apply_overrides(c, {"--sharding", "zero3"});
+  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(zero2, "master weights") / 2);
+
+  auto weights_arena =
+      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
+  model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
+  model::init_random(ctx, mc, weights, 1);
+  auto grads_arena =
+      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
+  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  // The trainer's masters (trainer_weights.cpp): f64 copies of every trained tensor.
+  auto master_arena =
+      std::make_unique<Arena>("masters", HostMemory::instance(), model::grads_bytes(mc, DType::F64) + 256);
+  model::ModelWeights masters = model::allocate_grads(ctx, mc, DType::F64, *master_arena);
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    ops::copy(ctx, model::weight_of(masters, spec), model::weight_of(weights, spec));
+  const Tensor q0 = masters.layers[0].attn_q;
+  const std::vector<double> whole_q(q0.ptr<double>(), q0.ptr<double>() + q0.numel());
+  FourRanks comm;
+  train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena, true,
+                            {.weights = &masters, .arena = &master_arena});
+  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  EXPECT_EQ(padded(master_arena->used()), row_bytes(rank, "master weights"));
+  for (const train::Zero3Layers::Shard& s : layers.shards()) {
+    ASSERT_EQ(s.master.numel(), s.capacity) << s.spec.hf_name;
+    ASSERT_EQ(s.master.dtype, DType::F64);
+    if (s.spec.layer != 0 || s.spec.kind != model::WeightKind::AttnQ) continue;
+    ASSERT_GT(s.owned, 0);
+    for (int64_t i = 0; i < s.owned; ++i)
+      ASSERT_EQ(s.master.ptr<double>()[i], whole_q[size_t(s.capacity + i)]) << i;
+  }
+  // The model-level tensors' masters stay whole, moved with the arena.
+  EXPECT_EQ(masters.embed.numel(), weights.embed.numel());
+  EXPECT_NE(masters.embed.data, weights.embed.data);
 }
 
 }  // namespace
