@@ -18,13 +18,17 @@
 
 #include "dist/communicator.h"
 #include "dist/launch.h"
+#include "ops/context.h"
 
 namespace lt::dist {
 
 bool nccl_available();  // a CUDA build
 // Joins the job described by `launch` (dist/launch.h): selects the GPU of the local rank, gets NCCL's
 // unique id from rank 0 (over MPI or TCP: choose_bootstrap) and creates the communicator; every wait is
-// bounded by timeout_s. With launch.world_size 1 it needs no launcher.
-std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double timeout_s);
+// bounded by timeout_s. With launch.world_size 1 it needs no launcher. ctx: the run's context: its device
+// must be the local rank's GPU (made current here, once), and its stream is the compute stream the
+// collectives order themselves against.
+std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double timeout_s,
+                                                     const ops::Context& ctx);
 
 }  // namespace lt::dist

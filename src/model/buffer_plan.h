@@ -90,10 +90,6 @@ struct ByteCounter {
                     std::initializer_list<int64_t> dims, Lifetime live = Lifetime::step());
   std::array<Tensor, 2> pair(std::string_view first, std::string_view second, MemoryCategory category,
                              DType dtype, std::initializer_list<int64_t> dims, Lifetime live);
-  // Inference buffers (generate.cpp) that declare no category: workspace, live the whole step.
-  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
-    return (*this)(name, MemoryCategory::Workspace, dtype, dims);
-  }
 };
 
 // Takes a plan's buffers from an arena at the planner's offsets: a buffer on top is the arena's next
@@ -107,9 +103,6 @@ struct ArenaAllocator {
                     std::initializer_list<int64_t> dims, Lifetime live = Lifetime::step());
   std::array<Tensor, 2> pair(std::string_view first, std::string_view second, MemoryCategory category,
                              DType dtype, std::initializer_list<int64_t> dims, Lifetime live);
-  Tensor operator()(std::string_view name, DType dtype, std::initializer_list<int64_t> dims) {
-    return (*this)(name, MemoryCategory::Workspace, dtype, dims);
-  }
 
  private:
   Tensor take(const PlannedBuffer& b, Tensor t);  // the arena's block (on top) or a view (shared)

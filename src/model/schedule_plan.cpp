@@ -352,18 +352,27 @@ void ScheduleEngine::plan(Alloc& alloc, HostAlloc* host) {
 // every activation layer_forward writes and two residual buffers, for chunks of up to C tokens; the tokens
 // of one chunk and the K/V range's segments; the head of each row's last token. Nothing is kept for a
 // backward: no kept activations, checkpoints, backward scratch, dK/dV, labels or loss buffers.
+// Live ranges: an inference step is the layers' forward over one chunk, then (after the last chunk) the
+// head. The caches, residuals, tokens, the head's input rows and the logits (read by the caller after the
+// step) hold data across the step; one layer's activations only during the forward, and the final norm's
+// output and rstd only during the head, so these two share bytes.
 template <class Alloc>
 void ScheduleEngine::plan_inference(Alloc& alloc) {
   const ModelConfig& c = config_;
   const int64_t B = batch_, T = tokens_, N = B * chunk_, L = c.num_layers;
   const int64_t D = c.hidden_size, V = c.vocab_size, KVH = c.num_kv_heads, HD = c.head_dim;
   const DType dt = dtype_, st = stats_dtype(dtype_);
+  using enum MemoryCategory;
+  const Lifetime step = Lifetime::step(), forward = Lifetime::of({Stage::Forward}),
+                 head = Lifetime::of({Stage::Head});
   kv_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
-    kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), dt, {B, T, KVH, HD});
-    kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), dt, {B, T, KVH, HD});
+    kv_[size_t(l)].k = alloc(fmt::format("layer.{}.k_cache", l), KvCache, dt, {B, T, KVH, HD}, step);
+    kv_[size_t(l)].v = alloc(fmt::format("layer.{}.v_cache", l), KvCache, dt, {B, T, KVH, HD}, step);
   }
-  resid_ = {alloc("resid.0", dt, {N, D}), alloc("resid.1", dt, {N, D})};  // layer l: l % 2 in, the other out
+  // Layer l reads resid.(l % 2) and writes the other.
+  resid_ = {alloc("resid.0", TransientActivations, dt, {N, D}, step),
+            alloc("resid.1", TransientActivations, dt, {N, D}, step)};
   for (int f = 0; f < kFields; ++f) {
     const Field field = Field(f);
     if (field >= QRaw && field <= KRstd && !c.block.qk_norm) continue;  // no per-head q/k norms: no buffers
@@ -375,23 +384,23 @@ void ScheduleEngine::plan_inference(Alloc& alloc) {
       fields_[size_t(f)].shared = fields_[size_t(AttnPostRstd)].shared;
       continue;
     }
-    fields_[size_t(f)].shared =
-        alloc(fmt::format("chunk.{}", kFieldNames[f]), field_dtype(field), {N, width(field)});
+    fields_[size_t(f)].shared = alloc(fmt::format("chunk.{}", kFieldNames[f]), TransientActivations,
+                                      field_dtype(field), {N, width(field)}, forward);
   }
-  ids_ = alloc("chunk_ids", DType::I32, {N});
-  positions_ = alloc("chunk_positions", DType::I32, {N});
-  segments_ = alloc("chunk_segments", DType::I32, {N});
-  kv_segments_ = alloc("chunk_kv_segments", DType::I32, {B, T});
+  ids_ = alloc("chunk_ids", Workspace, DType::I32, {N}, step);
+  positions_ = alloc("chunk_positions", Workspace, DType::I32, {N}, step);
+  segments_ = alloc("chunk_segments", Workspace, DType::I32, {N}, step);
+  kv_segments_ = alloc("chunk_kv_segments", Workspace, DType::I32, {B, T}, step);
   if (c.block.embedding_norm) {
     // The raw embedding and the norm's rstd are dead once layer 0 begins: they live in the buffers layer 0
     // writes (its output and its first norm's rstd).
     embed_raw_ = resid_[1];
     embed_rstd_ = fields_[size_t(AttnRstd)].shared;
   }
-  last_rows_ = alloc("last_rows", dt, {B, D});
-  final_rstd_ = alloc("final_rstd", st, {B});
-  final_xn_ = alloc("final_norm_out", dt, {B, D});
-  logits_ = alloc("logits", dt, {B, V});
+  last_rows_ = alloc("last_rows", Loss, dt, {B, D}, step);
+  final_rstd_ = alloc("final_rstd", Loss, st, {B}, head);
+  final_xn_ = alloc("final_norm_out", Loss, dt, {B, D}, head);
+  logits_ = alloc("logits", Loss, dt, {B, V}, step);
 }
 
 // The constructor's plan (schedule_engine.cpp); the sizing functions below count with ByteCounter.

@@ -86,9 +86,9 @@ void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors) {
   }
   if (tensors[0].param.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
-    CallScope call(ctx);
-    cuda::OpProfileScope profile("adamw_step_many");
-    cuda::adamw_step_many(tensors);
+    cuda::DebugSync sync(ctx);
+    cuda::OpProfileScope profile(ctx, "adamw_step_many");
+    cuda::adamw_step_many(ctx, tensors);
 #else
     (void)ctx;
     fail_no_cuda("adamw_step_many");

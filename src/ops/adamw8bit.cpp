@@ -88,9 +88,9 @@ void adamw8bit_step_many(const Context& ctx, std::span<const AdamW8bitTensor> te
   }
   if (tensors[0].param.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
-    CallScope call(ctx);
-    cuda::OpProfileScope profile("adamw8bit_step_many");
-    cuda::adamw8bit_step_many(tensors);
+    cuda::DebugSync sync(ctx);
+    cuda::OpProfileScope profile(ctx, "adamw8bit_step_many");
+    cuda::adamw8bit_step_many(ctx, tensors);
 #else
     (void)ctx;
     fail_no_cuda("adamw8bit_step_many");

@@ -36,7 +36,7 @@ void adamw8bit_step(const AdamW8bitTensor& t);
 }
 #if defined(LT_HAVE_CUDA)
 namespace cuda {
-void adamw8bit_step_many(std::span<const AdamW8bitTensor> tensors);
+void adamw8bit_step_many(const Context& ctx, std::span<const AdamW8bitTensor> tensors);
 }
 #endif
 

@@ -1,12 +1,22 @@
 #include "ops/context.h"
 
+#if defined(LT_HAVE_CUDA)
+#include "ops/cuda/gpu_handles.h"
+#else
+namespace lt::ops::cuda {
+class GpuHandles {};  // a build without CUDA makes none
+}  // namespace lt::ops::cuda
+#endif
+
 namespace lt::ops {
-namespace {
-thread_local const Context* g_call_context = nullptr;
-}  // namespace
+
+Handles::Handles() = default;
+Handles::~Handles() = default;
 
 const Context& default_context() {
-  static const Context context;
+  // Never destroyed: at static destruction the CUDA runtime may already be gone, and with it what the GPU
+  // state would give back.
+  static const Context& context = *new Context();
   return context;
 }
 
@@ -14,18 +24,6 @@ Context context_with(const KernelOptions& kernels) {
   Context context;
   context.kernels = kernels;
   return context;
-}
-
-const Context& call_context() {
-  return g_call_context != nullptr ? *g_call_context : default_context();
-}
-
-CallScope::CallScope(const Context& context) : previous_(g_call_context) {
-  g_call_context = &context;
-}
-
-CallScope::~CallScope() {
-  g_call_context = previous_;
 }
 
 }  // namespace lt::ops

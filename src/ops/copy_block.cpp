@@ -26,8 +26,8 @@ void copy_block(const Context& ctx, Tensor dst, int64_t dst_col, Tensor src, int
   const int64_t dp = dst.dim(1) * es, sp = src.dim(1) * es, bytes = cols * es;
   if (dst.device == Device::CUDA) {
 #if defined(LT_HAVE_CUDA)
-    CallScope call(ctx);
-    cuda::copy_block_bytes(d, dp, s, sp, bytes, rows);
+    cuda::DebugSync sync(ctx);
+    cuda::copy_block_bytes(ctx, d, dp, s, sp, bytes, rows);
 #else
     (void)ctx;
     fail_no_cuda("copy_block");

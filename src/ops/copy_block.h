@@ -17,8 +17,8 @@ void copy_block(const Context& ctx, Tensor dst /*(R, Cd)*/, int64_t dst_col, Ten
 
 namespace cuda {
 // The CUDA side (checked by ops::copy_block): byte offsets and pitches of the two matrices.
-void copy_block_bytes(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t row_bytes,
-                      int64_t rows);
+void copy_block_bytes(const Context& ctx, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                      int64_t row_bytes, int64_t rows);
 }  // namespace cuda
 
 }  // namespace lt::ops

@@ -76,6 +76,14 @@ DeviceMemoryInfo device_memory_info(Device device) {
 #endif
 }
 
+int gpu_count() {
+#if defined(LT_HAVE_CUDA)
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 std::string device_description(Device device) {
   if (device == Device::CPU) return "cpu";
 #if defined(LT_HAVE_CUDA)
@@ -89,8 +97,7 @@ std::string device_description(Device device) {
 void synchronize(const Context& ctx, Device device) {
   if (device == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx);
-  cuda::synchronize_current_stream();
+  cuda::synchronize(ctx);
 #else
   (void)ctx;
   fail_no_cuda("synchronize");
@@ -104,8 +111,8 @@ void zero(const Context& ctx, Tensor t) {
     return;
   }
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx);
-  cuda::zero(t);
+  cuda::DebugSync sync(ctx);
+  cuda::zero(ctx, t);
 #else
   (void)ctx;
   fail_no_cuda("zero");
@@ -127,9 +134,9 @@ void copy(const Context& ctx, Tensor dst, Tensor src) {
     }
   }
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx);
+  cuda::DebugSync sync(ctx);
   if (dst.dtype == src.dtype) {
-    cuda::copy_bytes(dst, src);
+    cuda::copy_bytes(ctx, dst, src);
     return;
   }
   // A transfer that converts: convert on the host side, move the bytes as they are.
@@ -137,13 +144,13 @@ void copy(const Context& ctx, Tensor dst, Tensor src) {
   if (dst.device == Device::CPU) {  // device src -> host staging (src dtype) -> dst
     std::vector<char> staging(src.bytes());
     Tensor host_src(staging.data(), src.dtype, {n});
-    cuda::copy_bytes(host_src, src);
+    cuda::copy_bytes(ctx, host_src, src);
     cast(ctx, dst.reshaped({n}), host_src);
   } else {  // host src -> host staging (dst dtype) -> device dst
     std::vector<char> staging(dst.bytes());
     Tensor host_dst(staging.data(), dst.dtype, {n});
     cast(ctx, host_dst, src.reshaped({n}));
-    cuda::copy_bytes(dst, host_dst);
+    cuda::copy_bytes(ctx, dst, host_dst);
   }
 #else
   (void)ctx;
@@ -153,7 +160,6 @@ void copy(const Context& ctx, Tensor dst, Tensor src) {
 
 std::string attention_backend_summary(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx);  // cuDNN's loader reads the library path from the call's options
   const KernelOptions& options = ctx.kernels;
   const cuda::AttentionKernelRequest request = options.attention;
   const bool deterministic = options.deterministic;
@@ -161,7 +167,7 @@ std::string attention_backend_summary(const Context& ctx) {
   const bool may_load = !deterministic && (request == cuda::AttentionKernelRequest::Auto ||
                                            request == cuda::AttentionKernelRequest::Cudnn);
   if (may_load) {
-    const cuda::CudnnAttentionStatus& st = cuda::cudnn_attention_status();
+    const cuda::CudnnAttentionStatus& st = cuda::cudnn_attention_status(ctx);  // loads from its path
     cudnn = {st.available, st.version, st.library, st.reason};
   }
   return cuda::attention_backend_summary(request, deterministic, cudnn);
@@ -182,6 +188,7 @@ MemoryResource& staging_memory(Device device) {
 
 #if defined(LT_HAVE_CUDA)
 struct TransferQueue::Impl {
+  explicit Impl(const Context& ctx) : stream(ctx) {}
   cuda::TransferStream stream;
 };
 #else
@@ -191,8 +198,7 @@ struct TransferQueue::Impl {};
 TransferQueue::TransferQueue(const Context& ctx, Device device) : ctx_(ctx), device_(device) {
   if (device == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx_);
-  impl_ = std::make_unique<Impl>();
+  impl_ = std::make_unique<Impl>(ctx_);
 #else
   fail_no_cuda("transfer queue");
 #endif
@@ -208,7 +214,6 @@ int64_t TransferQueue::copy(Tensor dst, Tensor src) {
     return 0;
   }
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx_);
   return impl_->stream.copy(dst, src);
 #else
   fail_no_cuda("transfer queue");
@@ -218,7 +223,6 @@ int64_t TransferQueue::copy(Tensor dst, Tensor src) {
 void TransferQueue::compute_waits_for(int64_t ticket) {
   if (device_ == Device::CPU) return;
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx_);
   impl_->stream.compute_waits_for(ticket);
 #else
   (void)ticket;
@@ -236,8 +240,8 @@ void scale_inplace(const Context& ctx, Tensor t, double factor) {
     return;
   }
 #if defined(LT_HAVE_CUDA)
-  CallScope call(ctx);
-  cuda::scale_inplace(t, factor);
+  cuda::DebugSync sync(ctx);
+  cuda::scale_inplace(ctx, t, factor);
 #else
   (void)ctx;
   fail_no_cuda("scale");

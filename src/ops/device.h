@@ -16,6 +16,8 @@ namespace lt::ops {
 
 // True in a CUDA build with at least one GPU visible.
 bool cuda_available();
+// How many GPUs this process sees (0 in a CPU-only build).
+int gpu_count();
 // HostMemory for the CPU, cudaMalloc-backed memory for CUDA.
 MemoryResource& memory_resource(Device device);
 // Free and total bytes of the device (the host: 0, 0 — plans there use memory_limit).

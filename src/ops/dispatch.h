@@ -12,15 +12,17 @@ void check_device(Device device, std::initializer_list<const Tensor*> tensors, c
 
 }  // namespace lt::ops
 
-// LT_OP_DISPATCH(ctx, device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(args...), with ctx
-// the call context (ops/context.h) for the call and, on the GPU, timed under profile_ops (the scope objects
-// live to the end of the full expression, i.e. across the call).
+// LT_OP_DISPATCH(ctx, device, op, args...): cpu::op(args...) or, in CUDA builds, cuda::op(ctx, args...) with
+// ctx the op call's context (ops/context.h), timed under profile_ops and waited for under cuda_sync (the
+// scope objects live to the end of the full expression, i.e. across the call).
 #if defined(LT_HAVE_CUDA)
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/op_profile.h"
-#define LT_OP_DISPATCH(ctx, device, op, ...)                                                                 \
-  (::lt::ops::CallScope(ctx), (device) == ::lt::Device::CUDA                                                 \
-                                  ? (::lt::ops::cuda::OpProfileScope(#op), ::lt::ops::cuda::op(__VA_ARGS__)) \
-                                  : ::lt::ops::cpu::op(__VA_ARGS__))
+#define LT_OP_DISPATCH(ctx, device, op, ...)                                            \
+  ((device) == ::lt::Device::CUDA                                                       \
+       ? (::lt::ops::cuda::DebugSync(ctx), ::lt::ops::cuda::OpProfileScope((ctx), #op), \
+          ::lt::ops::cuda::op((ctx), __VA_ARGS__))                                      \
+       : ::lt::ops::cpu::op(__VA_ARGS__))
 #else
 #define LT_OP_DISPATCH(ctx, device, op, ...)                                          \
   ((void)(ctx), (device) == ::lt::Device::CUDA                                        \

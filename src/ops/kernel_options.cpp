@@ -6,7 +6,6 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/process_env.h"
-#include "ops/context.h"
 
 namespace lt::ops {
 namespace {
@@ -87,10 +86,6 @@ const std::vector<Option>& options_table() {
 }
 
 }  // namespace
-
-const KernelOptions& kernel_options() {
-  return call_context().kernels;
-}
 
 void set_kernel_option(KernelOptions& options, std::string_view key, std::string_view value,
                        std::string_view where) {

@@ -52,14 +52,10 @@ struct KernelOptions {
   bool cudnn_autotune = true;        // time cuDNN's engines on a shape's first call
   bool cudnn_autotune_log = false;   // print each autotune choice
   std::string cudnn_library = "libcudnn.so.9";
-  bool cuda_sync = false;  // synchronize after every launch (errors at the launch that caused them)
+  bool cuda_sync = false;  // wait for the device after every op call (errors at the op that caused them)
 
   bool operator==(const KernelOptions&) const = default;
 };
-
-// The options of the op call in progress on this thread (call_context().kernels, ops/context.h): what the
-// backends below the public ops read.
-const KernelOptions& kernel_options();
 
 // Sets the option named `key` (the table above) from text; an unknown key or value is refused naming
 // `where`, the key, the value and what is accepted.

@@ -6,20 +6,19 @@
 
 namespace lt::ops {
 
-// Outside any op call the backends would read the default context's options: the run's context is made the
-// call context, as the public ops do.
-void op_profile_step([[maybe_unused]] const Context& ctx) {
+void op_profile_step(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  CallScope scope(ctx);
-  cuda::op_profile_step();
+  cuda::op_profile_step(ctx);
+#else
+  (void)ctx;
 #endif
 }
 
-std::string op_profile_report([[maybe_unused]] const Context& ctx) {
+std::string op_profile_report(const Context& ctx) {
 #if defined(LT_HAVE_CUDA)
-  CallScope scope(ctx);
-  return cuda::op_profile_report();
+  return cuda::op_profile_report(ctx);
 #else
+  (void)ctx;
   return "";
 #endif
 }

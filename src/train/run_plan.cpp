@@ -18,8 +18,15 @@ ops::KernelOptions kernel_options_from_config(const TrainConfig& config) {
   return o;
 }
 
+int run_gpu(Device device, const dist::Launch& launch) {
+  if (device != Device::CUDA) return ops::kNoDevice;
+  const int visible = ops::gpu_count();
+  return visible == 0 ? 0 : dist::gpu_for_rank(launch, visible);
+}
+
 ops::Context run_context(const RunPlan& plan, Device device) {
   ops::Context ctx = ops::context_with(plan.kernels);
+  ctx.device = run_gpu(device);
   ctx.allow_tf32 = device == Device::CUDA && plan.tf32;
   return ctx;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "dist/launch.h"
 #include "model/decoder.h"
 #include "model/memory_plan.h"
 #include "ops/context.h"
@@ -53,6 +54,9 @@ RunPlan resolve_run_plan(const TrainConfig& config, Device device, DType compute
 
 // The context the run's ops take (ops/context.h): the plan's kernel options, and TF32 on a GPU when asked.
 ops::Context run_context(const RunPlan& plan, Device device);
+// The GPU a CUDA run of this process uses: its local rank's in `launch` (dist::gpu_for_rank; GPU 0 when
+// none is visible, for planning); ops::kNoDevice for a CPU run.
+int run_gpu(Device device, const dist::Launch& launch = dist::detect_launch());
 
 // Decides, once for the run's largest micro-batch (rows x tokens), whether a chunked run that offloads its
 // checkpoints offloads the attention outputs too (model::default_attention_offload: where they fit in half

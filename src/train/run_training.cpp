@@ -48,7 +48,9 @@ std::unique_ptr<dist::Communicator> join_processes(const dist::Launch& launch, D
       fmt::print(stderr, "{}: joining over NCCL (waits up to ddp_timeout, {} s)\n", dist::describe(launch),
                  timeout_s);
     const Timer joined;
-    std::unique_ptr<dist::Communicator> comm = dist::make_nccl_communicator(launch, timeout_s);
+    ops::Context comm_ctx;  // the run's GPU and compute stream (the default one), as run_context makes them
+    comm_ctx.device = run_gpu(device, launch);
+    std::unique_ptr<dist::Communicator> comm = dist::make_nccl_communicator(launch, timeout_s, comm_ctx);
     if (several) fmt::print(stderr, "{}: joined in {:.1f} s\n", dist::describe(launch), joined.seconds());
     return comm;
   }  // world size 1 too: its overhead

@@ -377,7 +377,7 @@ TEST(CudaBench, DISABLED_CudnnAttentionTiming) {
       // cudnn1: a chunk's backward as one call with the shifted mask.
       test::ScopedKernelOption unsplit("cudnn_split_backward",
                                        std::string(kernel) == "cudnn1" ? "false" : nullptr);
-      ops::cuda::cudnn_attention_clear_plans();
+      ops::cuda::cudnn_attention_clear_plans(ctx);
       const double build_before = ops::cuda::cudnn_attention_plan_stats().build_seconds;
       auto wall = [] { return std::chrono::steady_clock::now(); };
       const auto t0 = wall();
@@ -439,7 +439,7 @@ TEST(CudaDiag, DISABLED_CudnnAttentionProbe) {
                         {1, 200, 1000, 12, 12, 64, 800, true}};
   for (const Case& c : cases)
     for (const bool backward : {false, true}) {
-      const std::string log = ops::cuda::cudnn_attention_probe(params(c), backward);
+      const std::string log = ops::cuda::cudnn_attention_probe(ctx, params(c), backward);
       std::printf("==== cuDNN attention probe: %s %s\n%s", backward ? "backward" : "forward",
                   describe(c).c_str(), log.c_str());
       std::fflush(stdout);

@@ -55,7 +55,7 @@ TEST(CudaBench, DISABLED_ElementwiseBandwidth) {
   // The backward register kernel's grid against the blocks the GPU holds at once (a second wave would show
   // as a slower variant).
   {
-    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(D);
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(ctx, D);
     std::printf("BANDWIDTH rmsnorm_backward D %lld: %lld blocks resident, grid %lld%s\n",
                 static_cast<long long>(D), static_cast<long long>(o.resident), static_cast<long long>(o.grid),
                 o.resident >= o.grid ? "" : "  (MORE THAN ONE WAVE)");

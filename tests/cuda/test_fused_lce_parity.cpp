@@ -98,7 +98,7 @@ void run_case(DType dt, const Shape& s, const Variant& var, uint64_t seed) {
       ops::fused_linear_cross_entropy_forward(ctx, p, g_losses.t, g_lse.t, g_x.t, g_w.t, g_labels.t);
   const Tensor g_dw_view = var.dw == DwKind::None ? Tensor() : g_dw.t;
   ops::fused_linear_cross_entropy_backward(ctx, p, g_dx.t, g_dw_view, g_x.t, g_w.t, g_lse.t, g_labels.t);
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
 
   // The reference backward from its own float64 lse, onto the same starting values.
   ops::cpu::fused_linear_cross_entropy_backward(p, host(dx, {N, D}),
@@ -300,7 +300,7 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
   // The same from forward_backward's one-kernel cross-entropy.
   DeviceTensor g_dx = poisoned(DType::F32, {N, D}), g_dw = poisoned(DType::F32, {V, D});
   try {
@@ -310,7 +310,7 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at row 9"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
 
   // Dtypes the GPU op refuses: mixed x / w, lse not f32, dx not the compute dtype.
   DeviceTensor g_w16 = upload(w, DType::BF16, {V, D}), g_lse64 = poisoned(DType::F64, {N});
@@ -325,7 +325,7 @@ TEST(CudaBehavior, FusedLinearCrossEntropyBadInput) {
   EXPECT_THROW(ops::fused_linear_cross_entropy_backward(ctx, p, g_dx16.t, Tensor(), g_x.t, g_w.t, g_lse.t,
                                                         g_ok_labels.t),
                Error);
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
 }
 
 // Not a test: times forward + backward at a Llama-3 8B head (N 16384, D 4096, V 128256, bf16, f32 dW as

@@ -20,7 +20,7 @@ namespace lt::test {
 namespace {
 
 std::unique_ptr<dist::Communicator> nccl_world_of_one() {
-  return dist::make_nccl_communicator(dist::Launch{}, 60);
+  return dist::make_nccl_communicator(dist::Launch{}, 60, ctx);
 }
 
 std::vector<double> sample(size_t n) {

@@ -139,7 +139,7 @@ TEST(CudaBehavior, RmsNormBackwardIsBitwiseDeterministic) {
 TEST(CudaBehavior, RmsNormPairBackwardMatchesSingle) {
   LT_REQUIRE_GPU();
   for (const int64_t dim : {int64_t(4096), int64_t(8192)}) {
-    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(dim);
+    const ops::cuda::RmsNormBackwardOccupancy o = ops::cuda::rmsnorm_backward_occupancy(ctx, dim);
     ASSERT_GE(o.pair_resident, o.pair_grid) << "D " << dim << ": the pair grid is not one wave on this GPU ("
                                             << o.pair_resident << " blocks resident): pair runs single-pdl";
   }
@@ -196,27 +196,23 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
   using ops::cuda::RmsNormForwardKernel;
   {
     const ops::Context defaults = ops::context_with(ops::KernelOptions{});
-    ops::CallScope call(defaults);  // what an op call in this context reads
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(defaults), RmsNormForwardKernel::Rows);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(defaults), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "single-pdl");
-    ops::CallScope call(ctx);
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::SinglePdl);
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(ctx), RmsNormForwardKernel::General);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(ctx), RmsNormBackwardKernel::SinglePdl);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "rows"), bwd("rmsnorm_backward", "pair");
-    ops::CallScope call(ctx);
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::Rows);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::Pair);
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(ctx), RmsNormForwardKernel::Rows);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(ctx), RmsNormBackwardKernel::Pair);
   }
   {
     test::ScopedKernelOption fwd("rmsnorm_forward", "general"), bwd("rmsnorm_backward", "general");
-    ops::CallScope call(ctx);
-    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(), RmsNormForwardKernel::General);
-    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(), RmsNormBackwardKernel::General);
+    EXPECT_EQ(ops::cuda::rmsnorm_forward_kernel_request(ctx), RmsNormForwardKernel::General);
+    EXPECT_EQ(ops::cuda::rmsnorm_backward_kernel_request(ctx), RmsNormBackwardKernel::General);
   }
   // Variants that lost to the default were removed: refused like any unknown value.
   ops::KernelOptions o;
@@ -246,7 +242,7 @@ TEST(CudaBehavior, RmsNormKernelRequestIsChecked) {
 TEST(CudaBehavior, RmsNormOccupancyArgumentsAreChecked) {
   const auto expect_error = [](int64_t dim, const std::string& expected) {
     try {
-      ops::cuda::rmsnorm_backward_occupancy(dim);
+      ops::cuda::rmsnorm_backward_occupancy(ctx, dim);
       ADD_FAILURE() << "rmsnorm_backward_occupancy(" << dim << ") was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
@@ -260,15 +256,15 @@ TEST(CudaBehavior, RmsNormOccupancyArgumentsAreChecked) {
 // to pass (the record is cleared).
 template <class Fn>
 void expect_device_error(Fn&& fn, const std::string& expected) {
-  ops::cuda::check_device_errors();  // nothing pending before
+  ops::cuda::check_device_errors(ctx);  // nothing pending before
   fn();
   try {
-    ops::cuda::check_device_errors();
+    ops::cuda::check_device_errors(ctx);
     ADD_FAILURE() << "no device error reported; expected one containing '" << expected << "'";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
 }
 
 TEST(CudaBehavior, BadIndicesAreReported) {
@@ -313,7 +309,7 @@ TEST(CudaBehavior, BadIndicesAreReported) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 6 at row 2"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(ops::cuda::check_device_errors());
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(ctx));
 }
 
 TEST(CudaBehavior, UnsupportedDtypesAreRefused) {
@@ -341,12 +337,9 @@ TEST(CudaBehavior, LaunchesUseTheContextsStream) {
   ops::Context on_stream = ctx;
   on_stream.stream = stream;
   ops::add_inplace(on_stream, g_y.t, g_x.t);
-  {
-    ops::CallScope call(on_stream);  // what the launchers of a call in on_stream read
-    EXPECT_EQ(ops::cuda::current_stream(), stream);
-    EXPECT_NO_THROW(ops::cuda::check_device_errors());  // synchronizes `stream`
-  }
-  EXPECT_EQ(ops::cuda::current_stream(), nullptr);  // outside a call: the default context's
+  EXPECT_EQ(ops::cuda::stream_of(on_stream), stream);  // what the launchers of a call in on_stream use
+  EXPECT_NO_THROW(ops::cuda::check_device_errors(on_stream));  // synchronizes `stream`
+  EXPECT_EQ(ops::cuda::stream_of(ctx), nullptr);               // the test context's: the default stream
   const std::vector<double> out = test::download(g_y);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], double(float(y[i]) + float(x[i]))) << i;
   cudaStreamDestroy(stream);

@@ -1,7 +1,8 @@
 // The schedule engine's inference plan (EngineOptions::inference), which KvCacheDecoder runs: it takes no
 // more memory than the KV-cache decoder's own buffer plan took before decoding moved onto the engine (those
-// bytes recorded below for real configs), holds none of the training buffers, plans activations only for
-// its largest chunk without changing a result, and its engine refuses the calls of the other plans.
+// bytes recorded below for real configs), holds none of the training buffers, declares each buffer's category
+// and live range, plans activations only for its largest chunk without changing a result, and its engine
+// refuses the calls of the other plans.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -90,6 +91,39 @@ TEST(InferencePlan, HoldsNoTrainingBuffers) {
       caches += b.name.find("_cache") != std::string::npos;
     }
     EXPECT_EQ(caches, size_t(2 * c.num_layers)) << name;
+  }
+}
+
+TEST(InferencePlan, DeclaresCategoriesAndLiveRanges) {
+  // Every buffer is requested with its category and live range (no defaults): the caches are the K/V
+  // category, one layer's activations live only during the forward and the final norm's output and rstd
+  // only during the head, so the latter take no bytes of their own (they lie over the activations').
+  for (const char* name : {"Llama-3.2-1B", "gemma-2-2b", "bloom-560m", "Qwen3-0.6B"}) {
+    const ModelConfig c = load_model_config(test::model_fixture(name));
+    const std::vector<PlannedBuffer> layout =
+        ScheduleEngine::planned_layout(c, DType::BF16, 2, 64, inference(), {});
+    size_t cache_bytes = 0, head_only = 0;
+    for (const PlannedBuffer& b : layout) {
+      if (b.name.find("_cache") != std::string::npos) {
+        EXPECT_EQ(b.category, MemoryCategory::KvCache) << name << ": " << b.name;
+        cache_bytes += b.bytes;
+      }
+      if (b.name.rfind("chunk.", 0) == 0) {
+        EXPECT_EQ(b.category, MemoryCategory::TransientActivations) << name << ": " << b.name;
+        EXPECT_TRUE(b.live.contains(int(Stage::Forward)) && !b.live.contains(int(Stage::Head)))
+            << name << ": " << b.name;
+      }
+      if (b.name == "logits") {
+        EXPECT_EQ(b.category, MemoryCategory::Loss) << name;
+      }
+      if (b.name == "final_norm_out" || b.name == "final_rstd") {
+        EXPECT_TRUE(b.shares) << name << ": " << b.name;
+        head_only += 1;
+      }
+    }
+    EXPECT_EQ(head_only, size_t(2)) << name;
+    const size_t one_cache = size_t(2 * 64 * c.num_kv_heads * c.head_dim) * dtype_size(DType::BF16);
+    EXPECT_EQ(cache_bytes, size_t(2 * c.num_layers) * ((one_cache + 255) / 256 * 256)) << name;
   }
 }
 

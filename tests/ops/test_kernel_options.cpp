@@ -113,28 +113,24 @@ TEST(KernelOptions, UnknownKeysAndValuesAreRefusedNamingThem) {
             std::string::npos);
 }
 
-TEST(KernelOptions, AnOpCallSeesTheOptionsOfItsContext) {
-  // Outside any op call the backends see the default context's options; inside a call, the options of the
-  // context it was given, and the outer ones again after it (calls nest).
-  const KernelOptions defaults = default_context().kernels;
-  EXPECT_EQ(kernel_options(), defaults);
-  KernelOptions o = defaults;
-  o.gemm_tune = !defaults.gemm_tune;
+TEST(KernelOptions, AContextCarriesItsOptionsDeviceAndHandles) {
+  // The ops read the context they are given (nothing below them finds one in process state): its options,
+  // its device and its GPU handles. Copies of a run's context share that run's handles; another context
+  // has its own.
+  KernelOptions o = default_context().kernels;
+  o.gemm_tune = !o.gemm_tune;
   o.rmsnorm_backward = RmsNormBackwardKernel::General;
-  const Context outer = context_with(o);
-  {
-    CallScope call(outer);
-    EXPECT_EQ(kernel_options(), o);
-    KernelOptions inner_options = o;
-    inner_options.cuda_sync = !o.cuda_sync;
-    const Context inner = context_with(inner_options);
-    {
-      CallScope nested(inner);
-      EXPECT_EQ(kernel_options(), inner_options);
-    }
-    EXPECT_EQ(kernel_options(), o);
-  }
-  EXPECT_EQ(kernel_options(), defaults);
+  const Context run = context_with(o);
+  EXPECT_EQ(run.kernels, o);
+  EXPECT_EQ(run.device, 0);
+  EXPECT_EQ(run.stream, nullptr);
+  ASSERT_NE(run.handles, nullptr);
+  const Context copy = run;
+  EXPECT_EQ(copy.handles, run.handles);
+  EXPECT_EQ(copy.kernels, o);
+  const Context other = context_with(o);
+  EXPECT_NE(other.handles, run.handles);
+  EXPECT_NE(default_context().handles, run.handles);
 }
 
 TEST(KernelOptions, EnvironmentOverridesApplyOnTopOfTheGivenOptions) {

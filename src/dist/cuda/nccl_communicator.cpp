@@ -17,7 +17,6 @@
 #include "dist/mpi_communicator.h"
 #include "dist/tcp_rendezvous.h"
 #include "ops/cuda/cuda_check.h"
-#include "ops/cuda/stream.h"
 
 namespace lt::dist {
 namespace {
@@ -72,12 +71,13 @@ Clock::time_point after(double seconds) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, double timeout_s,
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t compute, double timeout_s,
                    std::unique_ptr<Communicator> mpi)
       : comm_(comm),
         rank_(rank),
         world_(world),
         device_(device),
+        compute_(compute),
         timeout_s_(timeout_s),
         mpi_(std::move(mpi)) {
     LT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -113,7 +113,7 @@ class NcclCommunicator final : public Communicator {
     if (!overlapped_pending_) return;
     // Collectives finish in the order of stream_: an event recorded now completes after all of them.
     LT_CUDA_CHECK(cudaEventRecord(overlapped_done_, stream_));
-    LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), overlapped_done_, 0));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(compute_, overlapped_done_, 0));
     overlapped_pending_ = false;
   }
 
@@ -135,7 +135,7 @@ class NcclCommunicator final : public Communicator {
     if (mark <= waited_through_) return;  // an earlier wait covers it
     for (const auto& [m, event] : marks_)
       if (m == mark) {
-        LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), event, 0));
+        LT_CUDA_CHECK(cudaStreamWaitEvent(compute_, event, 0));
         break;
       }
     recycle_marks_through(mark);
@@ -247,7 +247,7 @@ class NcclCommunicator final : public Communicator {
     } else {
       for (const Tensor& t : tensors) pointers.push_back(t.data);
       // One event serves every call: the wait takes the work recorded in it at the time of the call.
-      LT_CUDA_CHECK(cudaEventRecord(compute_ready_, ops::cuda::current_stream()));
+      LT_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_));
       LT_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
     }
     check_nccl(comm_, collective(pointers, stream_), what, rank_, deadline);
@@ -263,7 +263,7 @@ class NcclCommunicator final : public Communicator {
       LT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     } else {
       if (completion == Completion::ComputeWaits)
-        LT_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::current_stream(), done, 0));
+        LT_CUDA_CHECK(cudaStreamWaitEvent(compute_, done, 0));
       else
         overlapped_pending_ = true;
       watchdog_->track(done, std::string(what), timeout_s_);
@@ -292,6 +292,7 @@ class NcclCommunicator final : public Communicator {
 
   ncclComm_t comm_;
   int rank_, world_, device_;
+  cudaStream_t compute_;  // the run's compute stream (its context's)
   double timeout_s_;
   std::unique_ptr<Communicator> mpi_;  // bootstrapped over MPI: the agreement step goes over it
   cudaStream_t stream_ = nullptr;
@@ -312,11 +313,14 @@ bool nccl_available() {
   return true;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double timeout_s) {
+std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double timeout_s,
+                                                     const ops::Context& ctx) {
   int visible = 0;
   if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
   const int device = gpu_for_rank(launch, visible);
-  LT_CUDA_CHECK(cudaSetDevice(device));
+  LT_CHECK(ctx.device == device, "{}: the run's context is on GPU {}, but the local rank's GPU is {}",
+           describe(launch), ctx.device, device);
+  LT_CUDA_CHECK(cudaSetDevice(device));  // this thread's current GPU, once, for CUDA and NCCL
   const Bootstrap bootstrap = choose_bootstrap(launch, mpi_available());
   ncclUniqueId id{};
   std::unique_ptr<Communicator> mpi;
@@ -340,8 +344,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, doubl
   ncclComm_t comm = nullptr;
   const ncclResult_t started = ncclCommInitRankConfig(&comm, launch.world_size, id, launch.rank, &config);
   check_nccl(comm, started, "start-up (ncclCommInitRank)", launch.rank, after(timeout_s));
-  return std::make_unique<NcclCommunicator>(comm, launch.rank, launch.world_size, device, timeout_s,
-                                            std::move(mpi));
+  return std::make_unique<NcclCommunicator>(comm, launch.rank, launch.world_size, device,
+                                            static_cast<cudaStream_t>(ctx.stream), timeout_s, std::move(mpi));
 }
 
 }  // namespace lt::dist

@@ -8,7 +8,7 @@ bool nccl_available() {
   return false;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double) {
+std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, double, const ops::Context&) {
   LT_FAIL("{}: the NCCL communicator needs the CUDA build of leantune (cmake --preset cuda)",
           describe(launch));
 }

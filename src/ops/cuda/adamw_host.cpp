@@ -25,22 +25,23 @@ void check_adamw_dtypes(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_av
 }
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_copy) {
+void adamw_step(const Context& ctx, const AdamWParams& p, Tensor param, Tensor grad, Tensor exp_avg,
+                Tensor exp_avg_sq, Tensor param_copy) {
   check_adamw_dtypes(param, grad, exp_avg, exp_avg_sq, param_copy);
   launch_adamw_step(param.dtype, param.data, grad.dtype, grad.data, static_cast<float*>(exp_avg.data),
                     static_cast<float*>(exp_avg_sq.data), p.count, p.lr, p.beta1, p.beta2, p.eps,
                     p.weight_decay, p.step, p.stochastic_rounding, p.seed, param_copy.dtype,
-                    param_copy.empty() ? nullptr : param_copy.data, current_stream());
+                    param_copy.empty() ? nullptr : param_copy.data, stream_of(ctx));
 }
 
-double grad_norm_squared(Tensor grad) {
+double grad_norm_squared(const Context& ctx, Tensor grad) {
   LT_CHECK(grad.dtype == DType::F32 || grad.dtype == DType::BF16,
            "grad_norm_squared on CUDA: dtype {} is not supported (f32 or bf16)", dtype_name(grad.dtype));
-  return grad_norms_squared(std::span<const Tensor>(&grad, 1))[0];  // one tensor of the many-tensor launch
+  return cuda::grad_norms_squared(
+      ctx, std::span<const Tensor>(&grad, 1))[0];  // one tensor of the many-tensor launch
 }
 
-void adamw_step_many(std::span<const AdamWTensor> tensors) {
+void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors) {
   std::vector<AdamWLaunch> launches;
   launches.reserve(tensors.size());
   for (const AdamWTensor& t : tensors) {
@@ -51,10 +52,10 @@ void adamw_step_many(std::span<const AdamWTensor> tensors) {
                         t.param_copy.empty() ? nullptr : t.param_copy.data});
   }
   const AdamWParams& p = tensors[0].p;
-  launch_adamw_many(launches, p.lr, p.beta1, p.beta2, p.eps, p.step, current_stream());
+  launch_adamw_many(launches, p.lr, p.beta1, p.beta2, p.eps, p.step, stream_of(ctx));
 }
 
-std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
+std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tensor> grads) {
   std::vector<GradNormTensor> tensors;  // the non-empty ones, in order
   std::vector<size_t> index;            // their positions in grads
   int64_t blocks = 0;
@@ -71,7 +72,7 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
   }
   std::vector<double> sums(grads.size(), 0.0);
   if (tensors.empty()) return sums;
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   const size_t n = tensors.size();
   // One scratch: the descriptors, then (blocks) partial sums, then (n) totals.
   const size_t desc_bytes = (n * sizeof(GradNormTensor) + 15) / 16 * 16;

@@ -37,6 +37,6 @@ void launch_adamw_many(std::span<const AdamWLaunch> tensors, double lr, double b
                        double eps, int64_t step, cudaStream_t stream);
 
 // ops::adamw_step_many's CUDA side (the public function has checked every tensor and the shared scalars).
-void adamw_step_many(std::span<const AdamWTensor> tensors);
+void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors);
 
 }  // namespace lt::ops::cuda

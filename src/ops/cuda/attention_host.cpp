@@ -1,6 +1,6 @@
 // Host side of the CUDA flash attention: the dispatcher (ops/attention.cpp) has checked shapes, params and
 // devices; this checks what the GPU kernels take (dtypes, lse in f32, head_dim <= 256, grid limits) and
-// launches on the current stream one of three implementations (attention_select.h): cuDNN's fused
+// launches on the context's stream one of three implementations (attention_select.h): cuDNN's fused
 // attention (cudnn_attention.cpp), our tensor-core kernels (attention_tc.cu, attention_tc_bwd.cu) or the
 // CUDA-core kernels (attention.cu), as the kernel option attention and the
 // call allow.
@@ -37,18 +37,18 @@ std::string describe(const AttentionParams& p) {
 
 // Which implementation the call takes (attention_select.h), loading cuDNN when it may be used.
 // tensors: every data pointer of the call; tc_eligible: attention_tc_eligible of the call.
-AttentionKernel select_kernel(const AttentionParams& p, DType dt, const AttentionLaunch& a,
-                              std::initializer_list<const void*> tensors, bool tc_eligible,
-                              AttentionKernelRequest* request) {
-  *request = kernel_options().attention;
+AttentionKernel select_kernel(const Context& ctx, const AttentionParams& p, DType dt,
+                              const AttentionLaunch& a, std::initializer_list<const void*> tensors,
+                              bool tc_eligible, AttentionKernelRequest* request) {
+  *request = ctx.kernels.attention;
   bool aligned = true;
   for (const void* t : tensors) aligned = aligned && (reinterpret_cast<uintptr_t>(t) % 16 == 0);
-  const AttentionCallShape call{dt, p, a.q_segments != nullptr, aligned, attention_deterministic()};
+  const AttentionCallShape call{dt, p, a.q_segments != nullptr, aligned, attention_deterministic(ctx)};
   bool loaded = false;
   std::string reason;
   const bool eligible = cudnn_attention_ineligible_reason(call) == nullptr;
   if (*request == AttentionKernelRequest::Cudnn || (*request == AttentionKernelRequest::Auto && eligible)) {
-    const CudnnAttentionStatus& st = cudnn_attention_status();
+    const CudnnAttentionStatus& st = cudnn_attention_status(ctx);
     loaded = st.available;
     reason = st.reason;
     if (!loaded && *request == AttentionKernelRequest::Auto)
@@ -108,30 +108,31 @@ AttentionLaunch to_launch(const AttentionParams& p, const Tensor& q_segments, co
 
 }  // namespace
 
-void attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor q_segments, Tensor k_segments) {
+void attention_forward(const Context& ctx, const AttentionParams& p, Tensor out, Tensor lse, Tensor q,
+                       Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
   const DType dt = attention_dtype(p, q, lse, {&out, &k, &v}, "attention_forward");
   const AttentionLaunch a = to_launch(p, q_segments, k_segments);
   const bool tc = attention_tc_eligible(dt, a, {out.data, q.data, k.data, v.data});
   AttentionKernelRequest request{};
   AttentionKernel kernel =
-      select_kernel(p, dt, a, {out.data, lse.data, q.data, k.data, v.data}, tc, &request);
+      select_kernel(ctx, p, dt, a, {out.data, lse.data, q.data, k.data, v.data}, tc, &request);
   if (kernel == AttentionKernel::Cudnn) {
     std::string why;
-    if (cudnn_attention_forward(p, out, lse, q, k, v, &why)) return;
+    if (cudnn_attention_forward(ctx, p, out, lse, q, k, v, &why)) return;
     cudnn_declined(request, p, "attention_forward", why);
     kernel = tc ? AttentionKernel::TensorCore : AttentionKernel::Simt;
   }
   if (kernel == AttentionKernel::TensorCore)
     launch_attention_forward_tc(dt, a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
-                                current_stream());
+                                ctx.kernels.attention_tc_shape, stream_of(ctx));
   else
     launch_attention_forward(dt, a, out.data, static_cast<float*>(lse.data), q.data, k.data, v.data,
-                             current_stream());
+                             stream_of(ctx));
 }
 
-void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor out,
-                        Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments, Tensor k_segments) {
+void attention_backward(const Context& ctx, const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv,
+                        Tensor dout, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor q_segments,
+                        Tensor k_segments) {
   const DType dt = attention_dtype(p, q, lse, {&dq, &dk, &dv, &dout, &out, &k, &v}, "attention_backward");
   const AttentionLaunch a = to_launch(p, q_segments, k_segments);
   const auto* lse_f = static_cast<const float*>(lse.data);
@@ -139,20 +140,20 @@ void attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor d
       attention_tc_eligible(dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, q.data, k.data, v.data});
   AttentionKernelRequest request{};
   AttentionKernel kernel = select_kernel(
-      p, dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, lse.data, q.data, k.data, v.data}, tc,
+      ctx, p, dt, a, {dq.data, dk.data, dv.data, dout.data, out.data, lse.data, q.data, k.data, v.data}, tc,
       &request);
   if (kernel == AttentionKernel::Cudnn) {
     std::string why;
-    if (cudnn_attention_backward(p, dq, dk, dv, dout, out, lse, q, k, v, &why)) return;
+    if (cudnn_attention_backward(ctx, p, dq, dk, dv, dout, out, lse, q, k, v, &why)) return;
     cudnn_declined(request, p, "attention_backward", why);
     kernel = tc ? AttentionKernel::TensorCore : AttentionKernel::Simt;
   }
   if (kernel == AttentionKernel::TensorCore)
     launch_attention_backward_tc(dt, a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
-                                 v.data, current_stream());
+                                 v.data, stream_of(ctx));
   else
     launch_attention_backward(dt, a, dq.data, dk.data, dv.data, dout.data, out.data, lse_f, q.data, k.data,
-                              v.data, current_stream());
+                              v.data, stream_of(ctx));
 }
 
 }  // namespace lt::ops::cuda

@@ -260,7 +260,7 @@ bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_
 }
 
 void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
-                                 const void* k, const void* v, cudaStream_t s) {
+                                 const void* k, const void* v, AttentionTcShape shape, cudaStream_t s) {
   if (a.batch * a.q_len * a.heads == 0) return;
   const TcGeometry g{a.batch,       a.q_len,    a.kv_len, a.heads,
                      a.kv_heads,    a.q_offset, a.window, float(a.scale * kLog2e),
@@ -278,7 +278,7 @@ void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, 
   // The kernel option attention_tc_shape (tuning and tests) picks the CTA shape: 4x1 (4 warps of 16 rows),
   // 8x1, 4x2 (4 warps of 32 rows); default: kFwdWarps x kFwdMTiles.
   int warps = kFwdWarps, mtiles = kFwdMTiles;
-  switch (kernel_options().attention_tc_shape) {
+  switch (shape) {
     case AttentionTcShape::W4x1:
       warps = 4, mtiles = 1;
       break;

@@ -20,16 +20,17 @@ void check_rstd(const Tensor& t, const char* what) {
 }
 }  // namespace
 
-void layernorm_forward(const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x, Tensor w, Tensor b) {
+void layernorm_forward(const Context& ctx, const LayerNormParams& p, Tensor y, Tensor rstd, Tensor x,
+                       Tensor w, Tensor b) {
   const DType dt = compute_dtype(x, {&y, &w, &b}, "layernorm_forward");
   check_rstd(rstd, "layernorm_forward rstd");
   check_rows(p.rows, "layernorm_forward");
   launch_layernorm_forward(dt, y.data, static_cast<float*>(rstd.data), x.data, w.data, b.data, p.rows, p.dim,
-                           p.eps, current_stream());
+                           p.eps, stream_of(ctx));
 }
 
-void layernorm_backward(const LayerNormParams& p, Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x,
-                        Tensor w, Tensor rstd) {
+void layernorm_backward(const Context& ctx, const LayerNormParams& p, Tensor dx, Tensor dw, Tensor db,
+                        Tensor dy, Tensor x, Tensor w, Tensor rstd) {
   const DType dt = compute_dtype(x, {&dx, &dy, &w}, "layernorm_backward");
   const DType dw_dt = gradient_dtype(dw, dt, "layernorm_backward dw");
   const DType db_dt = gradient_dtype(db, dt, "layernorm_backward db");
@@ -40,17 +41,17 @@ void layernorm_backward(const LayerNormParams& p, Tensor dx, Tensor dw, Tensor d
   check_rows(p.rows, "layernorm_backward");
   launch_layernorm_backward(dt, dx.data, dw.empty() ? db_dt : dw_dt, dw.data, db.data, dy.data, x.data,
                             w.data, static_cast<const float*>(rstd.data), p.rows, p.dim, p.accumulate_dx,
-                            current_stream());
+                            stream_of(ctx));
 }
 
-void bloom_gelu_forward(const BloomGeluParams& p, Tensor h, Tensor x) {
+void bloom_gelu_forward(const Context& ctx, const BloomGeluParams& p, Tensor h, Tensor x) {
   const DType dt = compute_dtype(x, {&h}, "bloom_gelu_forward");
-  launch_bloom_gelu_forward(dt, h.data, x.data, p.rows * p.dim, current_stream());
+  launch_bloom_gelu_forward(dt, h.data, x.data, p.rows * p.dim, stream_of(ctx));
 }
 
-void bloom_gelu_backward(const BloomGeluParams& p, Tensor dx, Tensor dh, Tensor x) {
+void bloom_gelu_backward(const Context& ctx, const BloomGeluParams& p, Tensor dx, Tensor dh, Tensor x) {
   const DType dt = compute_dtype(x, {&dx, &dh}, "bloom_gelu_backward");
-  launch_bloom_gelu_backward(dt, dx.data, dh.data, x.data, p.rows * p.dim, current_stream());
+  launch_bloom_gelu_backward(dt, dx.data, dh.data, x.data, p.rows * p.dim, stream_of(ctx));
 }
 
 }  // namespace lt::ops::cuda

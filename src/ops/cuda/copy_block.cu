@@ -45,10 +45,10 @@ void launch(void* dst, int64_t dp, const void* src, int64_t sp, int64_t row_byte
 
 }  // namespace
 
-void copy_block_bytes(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t row_bytes,
-                      int64_t rows) {
-  OpProfileScope profile("copy_block");
-  cudaStream_t s = current_stream();
+void copy_block_bytes(const Context& ctx, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                      int64_t row_bytes, int64_t rows) {
+  OpProfileScope profile(ctx, "copy_block");
+  cudaStream_t s = stream_of(ctx);
   switch (word_bytes(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), dst_pitch, src_pitch,
                      row_bytes)) {
     case 16:

@@ -1,7 +1,6 @@
 #include "ops/cuda/cuda_check.h"
 
 #include "core/error.h"
-#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -11,10 +10,6 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
 
 void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
   throw_error(file, line, fmt::format("cuBLAS error {} in {}", int(status), expr));
-}
-
-bool sync_after_launch() {
-  return kernel_options().cuda_sync;
 }
 
 }  // namespace lt::ops::cuda

@@ -8,8 +8,6 @@
 namespace lt::ops::cuda {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line);
-// With LEANTUNE_CUDA_SYNC=1 every launch is followed by a device synchronize (debug switch).
-bool sync_after_launch();
 }  // namespace lt::ops::cuda
 
 #define LT_CUDA_CHECK(expr)                                                                     \
@@ -24,9 +22,6 @@ bool sync_after_launch();
     if (lt_st_ != CUBLAS_STATUS_SUCCESS) ::lt::ops::cuda::throw_cublas_error(lt_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-// After a kernel launch: check the launch and, in debug mode, wait for the kernel.
-#define LT_CUDA_CHECK_LAUNCH()                                                       \
-  do {                                                                               \
-    LT_CUDA_CHECK(cudaGetLastError());                                               \
-    if (::lt::ops::cuda::sync_after_launch()) LT_CUDA_CHECK(cudaDeviceSynchronize()); \
-  } while (0)
+// After a kernel launch: check the launch (the kernel option cuda_sync waits for the kernels at the end of
+// each op call: cuda_ops.h's DebugSync).
+#define LT_CUDA_CHECK_LAUNCH() LT_CUDA_CHECK(cudaGetLastError())

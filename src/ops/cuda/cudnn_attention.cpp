@@ -25,7 +25,6 @@
 #include "ops/cuda/cudnn_library.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
-#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -35,8 +34,8 @@ namespace {
 
 // The kernel option cudnn_split_backward false runs a chunk's backward as one call with the shifted mask
 // (for measuring the split against it).
-bool split_backward_enabled() {
-  return kernel_options().cudnn_split_backward;
+bool split_backward_enabled(const Context& ctx) {
+  return ctx.kernels.cudnn_split_backward;
 }
 
 // The backward's scratch buffers after cuDNN's workspace: row sums, dQ accumulator, dK and dV temporaries.
@@ -75,33 +74,36 @@ const float* alibi_slopes_on_device(int device, int64_t heads) {
 
 }  // namespace
 
-bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                             std::string* why) {
-  LT_CHECK(cudnn_attention_status().available, "cuDNN attention: unavailable: {}",
-           cudnn_attention_status().reason);
+bool cudnn_attention_forward(const Context& ctx, const AttentionParams& p, Tensor out, Tensor lse, Tensor q,
+                             Tensor k, Tensor v, std::string* why) {
+  LT_CHECK(cudnn_attention_status(ctx).available, "cuDNN attention: unavailable: {}",
+           cudnn_attention_status(ctx).reason);
   const Shape s(p);
   std::lock_guard<std::mutex> lock(g_mutex);
-  const auto [handle, device] = current_handle();
-  Plan* plan = find_plan(s, false, device, handle, why);
+  CudnnState& state = state_of(ctx);
+  const cudnnHandle_t handle = handle_of(state);
+  Plan* plan = find_plan(state, s, false, ctx.device, ctx.kernels.cudnn_autotune, why);
   if (!plan) return false;
-  const cudaStream_t stream = current_stream();
+  const cudaStream_t stream = stream_of(ctx);
   Scratch scratch({size_t(plan->tuned ? plan->chosen().workspace : plan->max_workspace())}, stream);
   float scale = float(p.scale), neg_inf = -INFINITY;
   int32_t shift = int32_t(s.Se - s.Tq), first_key = 0;
-  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(device, s.H)) : nullptr;
+  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(ctx.device, s.H)) : nullptr;
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegInf, kDiagonalShift, kAlibiSlopes, kFirstKey};
   std::vector<void*> ptrs{q.data, k.data,   v.data, out.data, lse.data,
                           &scale, &neg_inf, &shift, slopes,   &first_key};
   drop_unused_tensors(s, uids, ptrs);
-  autotune(*plan, stream, [&](const Candidate& c) { execute(handle, c, uids, ptrs, scratch.at(0), stream); });
+  autotune(*plan, stream, ctx.kernels.cudnn_autotune_log,
+           [&](const Candidate& c) { execute(handle, c, uids, ptrs, scratch.at(0), stream); });
   execute(handle, plan->chosen(), uids, ptrs, scratch.at(0), stream);
   return true;
 }
 
-bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout,
-                              Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why) {
-  LT_CHECK(cudnn_attention_status().available, "cuDNN attention: unavailable: {}",
-           cudnn_attention_status().reason);
+bool cudnn_attention_backward(const Context& ctx, const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv,
+                              Tensor dout, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                              std::string* why) {
+  LT_CHECK(cudnn_attention_status(ctx).available, "cuDNN attention: unavailable: {}",
+           cudnn_attention_status(ctx).reason);
   const Shape s(p);
   // The calls this backward runs, each with the first key row it starts at. A chunk's backward (Shifted)
   // is split in two calls in the fast mask forms (see Mask): the keys before the chunk, unmasked, and the
@@ -117,22 +119,23 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
     Plan* plan = nullptr;
   };
   std::vector<Part> parts;
-  if (s.mask == Mask::Shifted && s.Tq > 1 && split_backward_enabled()) {
+  if (s.mask == Mask::Shifted && s.Tq > 1 && split_backward_enabled(ctx)) {
     const int64_t earlier = s.Se - s.Tq;
     parts = {{s.keys(earlier, Mask::None), 0, nullptr}, {s.keys(s.Tq, Mask::TopLeft), earlier, dq.data}};
   } else {
     parts = {{s, 0, dq.data}};
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  const auto [handle, device] = current_handle();
+  CudnnState& state = state_of(ctx);
+  const cudnnHandle_t handle = handle_of(state);
   size_t workspace = 0;
   for (Part& part : parts) {
-    part.plan = find_plan(part.shape, true, device, handle, why);
+    part.plan = find_plan(state, part.shape, true, ctx.device, ctx.kernels.cudnn_autotune, why);
     if (!part.plan) return false;
     workspace = std::max(
         workspace, size_t(part.plan->tuned ? part.plan->chosen().workspace : part.plan->max_workspace()));
   }
-  const cudaStream_t stream = current_stream();
+  const cudaStream_t stream = stream_of(ctx);
   // workspace | row sums (B, H, Tq) f32 | dQ accumulator (B, H, Tq, HD) f32 | dK, dV (B, Se, KVH, HD) bf16
   // | the first call's dQ (B, Tq, H, HD) bf16 (split only)
   const std::array<size_t, 4> buffers = backward_buffers(s);
@@ -141,7 +144,7 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
                   stream);
   float scale = float(p.scale), neg_inf = -INFINITY, one = 1.0f;
   int32_t shift = int32_t(s.Se - s.Tq);
-  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(device, s.H)) : nullptr;
+  void* slopes = s.alibi ? const_cast<float*>(alibi_slopes_on_device(ctx.device, s.H)) : nullptr;
   const size_t key_row_bytes = size_t(s.KVH * s.HD) * 2;  // one key row of one batch row, bf16
   auto execute_part = [&](const Part& part, const Candidate& c) {
     const size_t at = size_t(part.first_key) * key_row_bytes;
@@ -177,7 +180,8 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
     LT_CUDA_CHECK(cudaMemsetAsync(scratch.at(2), 0, buffers[1], stream));
     execute_part(part, c);
   };
-  for (const Part& part : parts) autotune(*part.plan, stream, [&](const Candidate& c) { run(part, c); });
+  for (const Part& part : parts)
+    autotune(*part.plan, stream, ctx.kernels.cudnn_autotune_log, [&](const Candidate& c) { run(part, c); });
   for (const Part& part : parts) run(part, part.plan->chosen());
   if (parts.size() > 1) launch_add_inplace(DType::BF16, dq.data, scratch.at(5), dq.numel(), stream);
   // dk, dv += the temporaries: rows [0, Se) of each batch row (contiguous within a batch row).
@@ -192,10 +196,10 @@ bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Te
   return true;
 }
 
-std::string cudnn_attention_probe(const AttentionParams& p, bool backward) {
+std::string cudnn_attention_probe(const Context& ctx, const AttentionParams& p, bool backward) {
   std::string log;
-  const CudnnAttentionStatus& st = cudnn_attention_status();
-  log += cudnn_attention_status_line() + "\n";
+  const CudnnAttentionStatus& st = cudnn_attention_status(ctx);
+  log += cudnn_attention_status_line(ctx) + "\n";
   if (!st.available) return log;
   const AttentionCallShape call{DType::BF16, p, false, true, false};
   if (const char* reason = cudnn_attention_ineligible_reason(call))
@@ -203,9 +207,9 @@ std::string cudnn_attention_probe(const AttentionParams& p, bool backward) {
   std::lock_guard<std::mutex> lock(g_mutex);
   t_trace = &log;
   try {
-    const auto [handle, device] = current_handle();
-    trace(fmt::format("device {}, handle ready", device));
-    build_plan(Shape(p), backward, handle, true);
+    const cudnnHandle_t handle = handle_of(state_of(ctx));
+    trace(fmt::format("device {}, handle ready", ctx.device));
+    build_plan(Shape(p), backward, handle, true, ctx.kernels.cudnn_autotune);
     trace("probe: a plan was built");
   } catch (const std::exception& e) {
     trace(fmt::format("probe stopped: {}", e.what()));
@@ -214,8 +218,8 @@ std::string cudnn_attention_probe(const AttentionParams& p, bool backward) {
   return log;
 }
 
-bool attention_deterministic() {
-  return kernel_options().deterministic;
+bool attention_deterministic(const Context& ctx) {
+  return ctx.kernels.deterministic;
 }
 
 }  // namespace lt::ops::cuda

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/context.h"
 #include "ops/ops.h"
 
 namespace lt::ops::cuda {
@@ -22,38 +23,41 @@ struct CudnnAttentionStatus {
   std::string library;  // the name or path given to dlopen
   std::string reason;   // why it is unavailable (empty when available)
 };
-// Loads cuDNN on the first call (thread-safe) and creates the current device's handle.
-const CudnnAttentionStatus& cudnn_attention_status();
+// Loads cuDNN on the first call (thread-safe; from ctx.kernels.cudnn_library) and checks that it makes a
+// handle on ctx.device.
+const CudnnAttentionStatus& cudnn_attention_status(const Context& ctx = default_context());
 // One line for `leantune devices`, e.g. "cudnn attention: available (cuDNN 9.26.0)" or "... unavailable:
 // why".
-std::string cudnn_attention_status_line();
+std::string cudnn_attention_status_line(const Context& ctx = default_context());
 
 // Run the call through cuDNN. The caller (attention_host.cpp) has checked eligibility and availability.
 // Returns false, with *why set, when cuDNN builds no execution plan for this shape (the failure is cached:
 // later calls of the shape return false at once); throws lt::Error when an execution fails.
 // Backward: dq is written; dk and dv accumulate (+=): cuDNN writes its dK/dV into stream-ordered
 // temporaries that are then added into dk, dv.
-bool cudnn_attention_forward(const AttentionParams& p, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                             std::string* why);
-bool cudnn_attention_backward(const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv, Tensor dout,
-                              Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, std::string* why);
+bool cudnn_attention_forward(const Context& ctx, const AttentionParams& p, Tensor out, Tensor lse, Tensor q,
+                             Tensor k, Tensor v, std::string* why);
+bool cudnn_attention_backward(const Context& ctx, const AttentionParams& p, Tensor dq, Tensor dk, Tensor dv,
+                              Tensor dout, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                              std::string* why);
 
-// Plans are cached per (device, direction, B, Tq, q_offset + Tq, kv_len, H, KVH, HD, ALiBi). For benchmarks:
-// how many were built and how long that took in total, and a way to drop them all.
+// Plans are cached per run (its context's handles) and (device, direction, B, Tq, q_offset + Tq, kv_len, H,
+// KVH, HD, ALiBi). For benchmarks: how many were built in this process and how long that took in total, and
+// a way to drop a run's plans.
 struct CudnnAttentionPlanStats {
   int64_t plans_built = 0;
   double build_seconds = 0;
 };
 CudnnAttentionPlanStats cudnn_attention_plan_stats();
-void cudnn_attention_clear_plans();
+void cudnn_attention_clear_plans(const Context& ctx);
 
 // Diagnostics: builds the forward or backward graph of `p` step by step (every descriptor, the operation
 // graph, each engine configuration the heuristics return and whether its plan finalizes) and returns the
 // log, one step per line with cuDNN's status strings. Never throws; the log ends with the first failure.
-std::string cudnn_attention_probe(const AttentionParams& p, bool backward);
+std::string cudnn_attention_probe(const Context& ctx, const AttentionParams& p, bool backward);
 
 // Deterministic attention (bit-identical gradients run to run): never cuDNN (its backward accumulates dQ
-// with atomics). The kernel option deterministic (ops/kernel_options.h).
-bool attention_deterministic();
+// with atomics). The kernel option deterministic (ops/kernel_options.h) of ctx.
+bool attention_deterministic(const Context& ctx);
 
 }  // namespace lt::ops::cuda

@@ -13,7 +13,6 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cudnn_plan_cache.h"
-#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda::cudnn {
 
@@ -51,8 +50,9 @@ void execute(cudnnHandle_t handle, const Candidate& plan, const std::vector<int6
 // On a shape's first call with several candidate plans: runs each (`run(candidate)` enqueues one execution
 // with everything it needs reset) once to warm up and twice timed, and keeps the fastest. The outputs of
 // the last timed run are overwritten by the caller's own execution afterwards.
+// log: the kernel option cudnn_autotune_log (each choice printed to stderr).
 template <class Run>
-void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
+void autotune(Plan& plan, cudaStream_t stream, bool log_choice, Run&& run) {
   if (plan.tuned) return;
   plan.tuned = true;
   if (plan.candidates.size() < 2) return;
@@ -76,7 +76,7 @@ void autotune(Plan& plan, cudaStream_t stream, Run&& run) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   trace(fmt::format("autotune:{} chose engine {}", log, plan.chosen().engine));
-  if (kernel_options().cudnn_autotune_log)
+  if (log_choice)
     std::fprintf(stderr, "leantune: cuDNN attention autotune:%s chose engine %lld\n", log.c_str(),
                  (long long)plan.chosen().engine);
 }

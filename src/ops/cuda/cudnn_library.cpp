@@ -1,5 +1,5 @@
 // cuDNN loaded at run time (cudnn_library.h): dlopen of libcudnn.so.9 (or the path in the kernel option
-// cudnn_library), every function resolved with dlsym, the version checked, one handle per device.
+// cudnn_library), every function resolved with dlsym, the version checked.
 #include "ops/cuda/cudnn_library.h"
 
 #include <dlfcn.h>
@@ -22,9 +22,6 @@ namespace {
 
 constexpr int64_t kMinVersion = 91600;  // older releases need workarounds (padding masks) we do not build
 
-std::map<int, cudnnHandle_t> g_handles;  // per device; live until exit (never destroyed: at static
-                                         // destruction the CUDA context may already be gone)
-
 template <class F>
 bool resolve(void* lib, const char* name, F& fn, std::string& missing) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
@@ -32,9 +29,9 @@ bool resolve(void* lib, const char* name, F& fn, std::string& missing) {
   return fn != nullptr;
 }
 
-Library load_library() {
+Library load_library(const std::string& path, int device) {
   Library l;
-  l.status.library = kernel_options().cudnn_library;
+  l.status.library = path;
   dlerror();
   void* lib = dlopen(l.status.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -50,6 +47,7 @@ Library load_library() {
   resolve(lib, "cudnnGetVersion", a.get_version, missing);
   resolve(lib, "cudnnGetErrorString", a.get_error_string, missing);
   resolve(lib, "cudnnCreate", a.create, missing);
+  resolve(lib, "cudnnDestroy", a.destroy, missing);
   resolve(lib, "cudnnSetStream", a.set_stream, missing);
   resolve(lib, "cudnnBackendCreateDescriptor", a.create_descriptor, missing);
   resolve(lib, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, missing);
@@ -74,15 +72,13 @@ Library load_library() {
     l.status.reason = "no CUDA device";
     return l;
   }
-  int device = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&device));
   cudnnHandle_t handle = nullptr;
   const cudnnStatus_t st = a.create(&handle);
   if (st != CUDNN_STATUS_SUCCESS) {
     l.status.reason = fmt::format("cudnnCreate failed on device {}: {}", device, status_text(a, st));
     return l;
   }
-  g_handles[device] = handle;
+  a.destroy(handle);  // the runs make their own (their contexts' CudnnState)
   l.status.available = true;
   return l;
 }
@@ -99,12 +95,16 @@ std::string status_text(const CudnnApi& api, cudnnStatus_t st) {
   return text;
 }
 
-const Library& library() {
-  static const Library lib = [] {
+const Library& library(const std::string& path, int device) {
+  static const Library lib = [&] {
     std::lock_guard<std::mutex> lock(g_mutex);
-    return load_library();
+    return load_library(path, device);
   }();
   return lib;
+}
+
+const Library& library() {
+  return library(KernelOptions{}.cudnn_library, 0);
 }
 
 const CudnnApi& api() {
@@ -124,29 +124,14 @@ void check(cudnnStatus_t st, const std::string& step, bool quiet) {
   if (!quiet) trace(fmt::format("  ok    {}", step));
 }
 
-cudnnHandle_t device_handle(int device) {
-  auto it = g_handles.find(device);
-  if (it != g_handles.end()) return it->second;
-  cudnnHandle_t handle = nullptr;
-  check(api().create(&handle), fmt::format("cudnnCreate on device {}", device));
-  g_handles[device] = handle;
-  return handle;
-}
-
-std::pair<cudnnHandle_t, int> current_handle() {
-  int device = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&device));
-  return {device_handle(device), device};
-}
-
 }  // namespace cudnn
 
-const CudnnAttentionStatus& cudnn_attention_status() {
-  return cudnn::library().status;
+const CudnnAttentionStatus& cudnn_attention_status(const Context& ctx) {
+  return cudnn::library(ctx.kernels.cudnn_library, ctx.device).status;
 }
 
-std::string cudnn_attention_status_line() {
-  const CudnnAttentionStatus& s = cudnn_attention_status();
+std::string cudnn_attention_status_line(const Context& ctx) {
+  const CudnnAttentionStatus& s = cudnn_attention_status(ctx);
   if (s.available)
     return fmt::format("cudnn attention: available (cuDNN {}, {})", cudnn_version_name(s.version), s.library);
   return fmt::format("cudnn attention: unavailable: {}", s.reason);

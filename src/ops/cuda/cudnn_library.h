@@ -1,7 +1,8 @@
 // cuDNN loaded at run time (dlopen + dlsym: the binary neither links nor needs it): the resolved functions,
 // why the library is unavailable when it is, one handle per device, and the status check every cuDNN call of
-// the attention backend goes through (each step logged to the probe's trace when one runs). Private to the
-// cuDNN attention backend (cudnn_*.cpp); cudnn_attention.h is its public face.
+// the attention backend goes through (each step logged to the probe's trace when one runs); the handles
+// (with the plans built on them) belong to the runs' contexts (cudnn_plan_cache.h's CudnnState). Private to
+// the cuDNN attention backend (cudnn_*.cpp); cudnn_attention.h is its public face.
 #pragma once
 
 #include <cudnn_graph.h>  // types and enums only: every function is resolved with dlsym
@@ -19,6 +20,7 @@ struct CudnnApi {
   decltype(&cudnnGetErrorString) get_error_string = nullptr;
   decltype(&cudnnGetLastErrorString) get_last_error_string = nullptr;  // optional
   decltype(&cudnnCreate) create = nullptr;
+  decltype(&cudnnDestroy) destroy = nullptr;
   decltype(&cudnnSetStream) set_stream = nullptr;
   decltype(&cudnnBackendCreateDescriptor) create_descriptor = nullptr;
   decltype(&cudnnBackendDestroyDescriptor) destroy_descriptor = nullptr;
@@ -37,14 +39,13 @@ extern std::mutex g_mutex;                 // handles, plans, and set-stream + e
 extern thread_local std::string* t_trace;  // the probe's log, when one runs on this thread
 
 std::string status_text(const CudnnApi& api, cudnnStatus_t st);
-const Library& library();  // loaded on the first call (thread-safe)
+// Loaded on the first call (thread-safe) from `path` (the kernel option cudnn_library of the first context
+// that asks), checked by creating a handle on `device`; every later call returns that load.
+const Library& library(const std::string& path, int device);
+const Library& library();  // the load of the first call with a path (one with no path loads the default)
 const CudnnApi& api();
 void trace(const std::string& line);
 // Throws (and logs) a failed step; a successful one is logged unless `quiet` (attribute settings).
 void check(cudnnStatus_t st, const std::string& step, bool quiet = false);
-// The handle of the current device (created on first use). Call with g_mutex held.
-cudnnHandle_t device_handle(int device);
-// The handle of the current device and its id; g_mutex must be held.
-std::pair<cudnnHandle_t, int> current_handle();
 
 }  // namespace lt::ops::cuda::cudnn

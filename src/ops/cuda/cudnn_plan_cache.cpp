@@ -1,6 +1,6 @@
 // The plan cache of the cuDNN attention backend (cudnn_plan_cache.h): heuristics, plan finalization and the
-// cache. Plans (the finalized execution plan of a shape) are built once per (device, direction, shape):
-// building takes ~0.1-1 s, executing microseconds.
+// cache. Plans (the finalized execution plan of a shape) are built once per run and (device, direction,
+// shape): building takes ~0.1-1 s, executing microseconds.
 #include "ops/cuda/cudnn_plan_cache.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "ops/kernel_options.h"
+#include "ops/cuda/gpu_handles.h"
 
 namespace lt::ops::cuda {
 
@@ -17,10 +17,6 @@ namespace cudnn {
 namespace {
 
 constexpr size_t kMaxCandidates = 6;  // timed on a shape's first call
-
-bool autotune_enabled() {
-  return kernel_options().cudnn_autotune;
-}
 
 int64_t engine_index(const Desc& cfg) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
@@ -92,13 +88,35 @@ struct PlanEntry {
   std::unique_ptr<Plan> plan;  // nullptr: building failed
   std::string failure;
 };
-// Never destroyed: destroying plans at static destruction could run after the CUDA context is gone.
-std::map<PlanKey, PlanEntry>& g_plans = *new std::map<PlanKey, PlanEntry>();
 CudnnAttentionPlanStats g_plan_stats;
 
 }  // namespace
 
-std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t handle, bool try_all) {
+struct CudnnState {
+  cudnnHandle_t handle = nullptr;
+  std::map<PlanKey, PlanEntry> plans;
+  ~CudnnState() {
+    plans.clear();  // the plans' descriptors before the handle they were made with
+    if (handle) api().destroy(handle);
+  }
+};
+
+CudnnState& state_of(const Context& ctx) {
+  std::shared_ptr<void>& slot = gpu_handles(ctx).cudnn();
+  if (!slot) {
+    auto state = std::make_shared<CudnnState>();
+    check(api().create(&state->handle), fmt::format("cudnnCreate on device {}", ctx.device));
+    slot = state;
+  }
+  return *static_cast<CudnnState*>(slot.get());
+}
+
+cudnnHandle_t handle_of(const CudnnState& state) {
+  return state.handle;
+}
+
+std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t handle, bool try_all,
+                                 bool autotune) {
   static constexpr const char* kMaskNames[] = {"causal top-left", "causal shifted", "no mask"};
   trace(fmt::format("building the {} graph: B={} Tq={} S={} (keys seen {}, {}{}) H={} KVH={} HD={}",
                     backward ? "backward" : "forward", s.B, s.Tq, s.S, s.Se, kMaskNames[int(s.mask)],
@@ -112,7 +130,7 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t ha
 
   auto chosen = std::make_unique<Plan>();
   std::string failures;
-  const size_t wanted = try_all ? size_t(1) << 20 : autotune_enabled() ? kMaxCandidates : 1;
+  const size_t wanted = try_all ? size_t(1) << 20 : autotune ? kMaxCandidates : 1;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A" : "heuristics fallback";
     // A mode that fails as a whole (no engine supports the graph) leaves the other to try; the fallback
@@ -132,21 +150,22 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool backward, cudnnHandle_t ha
   return chosen;
 }
 
-Plan* find_plan(const Shape& s, bool backward, int device, cudnnHandle_t handle, std::string* why) {
+Plan* find_plan(CudnnState& state, const Shape& s, bool backward, int device, bool autotune,
+                std::string* why) {
   const PlanKey key{device, backward, s.B, s.Tq, s.Se, s.S, s.H, s.KVH, s.HD, s.mask, s.alibi, s.dkv_rows};
-  auto it = g_plans.find(key);
-  if (it == g_plans.end()) {
+  auto it = state.plans.find(key);
+  if (it == state.plans.end()) {
     PlanEntry entry;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      entry.plan = build_plan(s, backward, handle, false);
+      entry.plan = build_plan(s, backward, state.handle, false, autotune);
     } catch (const Error& e) {
       entry.failure = e.what();
     }
     g_plan_stats.plans_built += 1;
     g_plan_stats.build_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    it = g_plans.emplace(key, std::move(entry)).first;
+    it = state.plans.emplace(key, std::move(entry)).first;
   }
   if (!it->second.plan && why) *why = it->second.failure;
   return it->second.plan.get();
@@ -159,9 +178,9 @@ CudnnAttentionPlanStats cudnn_attention_plan_stats() {
   return cudnn::g_plan_stats;
 }
 
-void cudnn_attention_clear_plans() {
+void cudnn_attention_clear_plans(const Context& ctx) {
   std::lock_guard<std::mutex> lock(cudnn::g_mutex);
-  cudnn::g_plans.clear();
+  cudnn::state_of(ctx).plans.clear();
 }
 
 }  // namespace lt::ops::cuda

@@ -34,9 +34,7 @@ const char* describe(int64_t code) {
 }
 }  // namespace
 
-int64_t* device_error_slot() {
-  int device = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&device));
+int64_t* device_error_slot(int device) {
   LT_CHECK(device >= 0 && device < kMaxDevices, "CUDA device {} is beyond the {} this build tracks", device,
            kMaxDevices);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -51,9 +49,9 @@ int64_t* device_error_slot() {
   return slot;
 }
 
-void check_device_errors() {
-  int64_t* slot = device_error_slot();
-  cudaStream_t s = current_stream();
+void check_device_errors(const Context& ctx) {
+  int64_t* slot = device_error_slot(ctx.device);
+  cudaStream_t s = stream_of(ctx);
   int64_t host[4] = {};
   LT_CUDA_CHECK(cudaMemcpyAsync(host, slot, sizeof(host), cudaMemcpyDeviceToHost, s));
   LT_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -95,11 +95,11 @@ void check_f32(const Tensor& t, const char* what) {
 }
 
 // tile (nb, V) = x[n0 : n0 + nb] W^T, soft-capped when p.softcap says so.
-void tile_logits(const FusedLinearCrossEntropyParams& p, Tensor tile, Tensor x, Tensor w, int64_t n0,
-                 int64_t nb) {
-  cuda::linear_forward(LinearParams{nb, p.dim, p.vocab}, tile, x.slice_rows(n0, n0 + nb), w, Tensor(),
+void tile_logits(const Context& ctx, const FusedLinearCrossEntropyParams& p, Tensor tile, Tensor x, Tensor w,
+                 int64_t n0, int64_t nb) {
+  cuda::linear_forward(ctx, LinearParams{nb, p.dim, p.vocab}, tile, x.slice_rows(n0, n0 + nb), w, Tensor(),
                        Tensor());
-  if (p.softcap > 0.0) launch_logit_softcap(tile.dtype, tile.data, p.softcap, nb * p.vocab, current_stream());
+  if (p.softcap > 0.0) launch_logit_softcap(tile.dtype, tile.data, p.softcap, nb * p.vocab, stream_of(ctx));
 }
 
 // After the cross-entropy kernels recorded a bad label: finds the first one (on the host: this is the error
@@ -141,14 +141,14 @@ namespace {
 
 // The forward's pass over the blocks; with `grads`, each block's tile then becomes its dlogits in place
 // (from the lse just written) and feeds dx and dw at once, as the backward would after recomputing it.
-double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse, Tensor dx, Tensor dw,
-                    Tensor x, Tensor w, Tensor labels, bool grads, const char* op) {
+double forward_pass(const Context& ctx, const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
+                    Tensor dx, Tensor dw, Tensor x, Tensor w, Tensor labels, bool grads, const char* op) {
   const DType dt = check_dtypes(x, w, dx, dw, op);
   check_f32(losses, "fused_linear_cross_entropy_forward losses");
   check_f32(lse, "fused_linear_cross_entropy_forward lse");
   if (p.rows == 0) return 0.0;
   const Blocking b = blocking(p, dt);
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   PoolBuffer ws(b.sums_bytes + b.tile_bytes, s);
   double* sums = reinterpret_cast<double*>(ws.data());                // (blocks) loss sum of each block
   void* tile_data = ws.data() + b.sums_bytes;                         // (rows, V) logits of one block
@@ -159,26 +159,27 @@ double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tenso
   for (int64_t k = 0; k < b.blocks; ++k) {
     const int64_t n0 = k * b.rows, nb = std::min(b.rows, p.rows - n0);
     const Tensor tile(tile_data, dt, {nb, p.vocab}, Device::CUDA);
-    tile_logits(p, tile, x, w, n0, nb);
+    tile_logits(ctx, p, tile, x, w, n0, nb);
     if (!with_grads) {
       launch_cross_entropy_forward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb, p.vocab,
-                                   p.ignore_index, sums + k, device_error_slot(), s);
+                                   p.ignore_index, sums + k, device_error_slot(ctx.device), s);
     } else {
       launch_cross_entropy_forward_backward(dt, losses_f + n0, lse_f + n0, tile_data, label_i + n0, nb,
                                             p.vocab, p.ignore_index, p.grad_scale, sums + k,
-                                            device_error_slot(), s, p.softcap);
+                                            device_error_slot(ctx.device), s, p.softcap);
       const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
-      cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
+      cuda::linear_backward(ctx, lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
                             x.slice_rows(n0, n0 + nb), w);
     }
   }
   std::vector<double> host(static_cast<size_t>(b.blocks));  // (blocks)
   LT_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, s));
   int64_t record[4] = {};  // the device error slot: [code, row, value, unused]
-  LT_CUDA_CHECK(cudaMemcpyAsync(record, device_error_slot(), sizeof(record), cudaMemcpyDeviceToHost, s));
+  LT_CUDA_CHECK(
+      cudaMemcpyAsync(record, device_error_slot(ctx.device), sizeof(record), cudaMemcpyDeviceToHost, s));
   ws.release();
   try {
-    check_device_errors();  // synchronizes s: the block sums and the record have arrived
+    check_device_errors(ctx);  // synchronizes s: the block sums and the record have arrived
   } catch (const Error&) {
     // The kernels knew a bad label's row within their block only: name it in the whole input.
     if (record[0] == kErrCrossEntropyForwardLabel) throw_bad_label(p, labels, op);
@@ -191,27 +192,28 @@ double forward_pass(const FusedLinearCrossEntropyParams& p, Tensor losses, Tenso
 
 }  // namespace
 
-double fused_linear_cross_entropy_forward(const FusedLinearCrossEntropyParams& p, Tensor losses, Tensor lse,
-                                          Tensor x, Tensor w, Tensor labels) {
-  return forward_pass(p, losses, lse, Tensor(), Tensor(), x, w, labels, false,
+double fused_linear_cross_entropy_forward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                          Tensor losses, Tensor lse, Tensor x, Tensor w, Tensor labels) {
+  return forward_pass(ctx, p, losses, lse, Tensor(), Tensor(), x, w, labels, false,
                       "fused_linear_cross_entropy_forward");
 }
 
-double fused_linear_cross_entropy_forward_backward(const FusedLinearCrossEntropyParams& p, Tensor losses,
-                                                   Tensor lse, Tensor dx, Tensor dw, Tensor x, Tensor w,
-                                                   Tensor labels) {
-  return forward_pass(p, losses, lse, dx, dw, x, w, labels, true,
+double fused_linear_cross_entropy_forward_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                                   Tensor losses, Tensor lse, Tensor dx, Tensor dw, Tensor x,
+                                                   Tensor w, Tensor labels) {
+  return forward_pass(ctx, p, losses, lse, dx, dw, x, w, labels, true,
                       "fused_linear_cross_entropy_forward_backward");
 }
 
-void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p, Tensor dx, Tensor dw,
-                                         Tensor x, Tensor w, Tensor lse, Tensor labels) {
+void fused_linear_cross_entropy_backward(const Context& ctx, const FusedLinearCrossEntropyParams& p,
+                                         Tensor dx, Tensor dw, Tensor x, Tensor w, Tensor lse,
+                                         Tensor labels) {
   const char* op = "fused_linear_cross_entropy_backward";
   const DType dt = check_dtypes(x, w, dx, dw, op);
   check_f32(lse, "fused_linear_cross_entropy_backward lse");
   if (p.rows == 0 || (dx.empty() && dw.empty())) return;
   const Blocking b = blocking(p, dt);
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   PoolBuffer ws(b.sums_bytes + b.tile_bytes, s);
   void* tile_data = ws.data() + b.sums_bytes;                         // (rows, V) logits, then dlogits
   const float* lse_f = static_cast<const float*>(lse.data);           // (N)
@@ -219,11 +221,11 @@ void fused_linear_cross_entropy_backward(const FusedLinearCrossEntropyParams& p,
   for (int64_t k = 0; k < b.blocks; ++k) {
     const int64_t n0 = k * b.rows, nb = std::min(b.rows, p.rows - n0);
     const Tensor tile(tile_data, dt, {nb, p.vocab}, Device::CUDA);
-    tile_logits(p, tile, x, w, n0, nb);
+    tile_logits(ctx, p, tile, x, w, n0, nb);
     launch_cross_entropy_backward(dt, tile_data, tile_data, lse_f + n0, label_i + n0, nb, p.vocab,
-                                  p.ignore_index, p.grad_scale, device_error_slot(), s, p.softcap);
+                                  p.ignore_index, p.grad_scale, device_error_slot(ctx.device), s, p.softcap);
     const LinearParams lp{nb, p.dim, p.vocab, 1.0, false, p.accumulate_dx};
-    cuda::linear_backward(lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
+    cuda::linear_backward(ctx, lp, dx.empty() ? Tensor() : dx.slice_rows(n0, n0 + nb), dw, Tensor(), tile,
                           x.slice_rows(n0, n0 + nb), w);
   }
   ws.release();

@@ -13,8 +13,6 @@ namespace {
 constexpr int kTunedCandidates = 8;
 constexpr int kTimedRuns = 3;  // after one warm-up run
 
-thread_local std::unordered_map<std::string, cublasLtMatmulAlgo_t> g_chosen;
-
 // Mean time of kTimedRuns runs of `algo` into the scratch D, or a negative value if it does not run.
 float time_candidate(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, void* scratch, cudaEvent_t start,
                      cudaEvent_t stop) {
@@ -63,17 +61,17 @@ cublasLtMatmulAlgo_t fastest(const GemmCall& c,
 
 }  // namespace
 
-bool gemm_tuning() {
-  const KernelOptions& o = kernel_options();
-  return o.gemm_tune && !o.deterministic;
+bool gemm_tuning(const KernelOptions& options) {
+  return options.gemm_tune && !options.deterministic;
 }
 
-bool gemm_algorithm(const std::string& problem, const GemmCall& call, cublasLtMatmulAlgo_t* algo,
-                    cublasStatus_t* status) {
-  const bool tune = gemm_tuning();
+bool gemm_algorithm(GpuHandles& handles, const KernelOptions& options, const std::string& problem,
+                    const GemmCall& call, cublasLtMatmulAlgo_t* algo, cublasStatus_t* status) {
+  const bool tune = gemm_tuning(options);
   const std::string key = problem + (tune ? " tuned" : "");
-  const auto found = g_chosen.find(key);
-  if (found != g_chosen.end()) {
+  std::unordered_map<std::string, cublasLtMatmulAlgo_t>& chosen = handles.gemm_algorithms();
+  const auto found = chosen.find(key);
+  if (found != chosen.end()) {
     *algo = found->second;
     return true;
   }
@@ -84,7 +82,7 @@ bool gemm_algorithm(const std::string& problem, const GemmCall& call, cublasLtMa
   if (*status != CUBLAS_STATUS_SUCCESS || count == 0) return false;
   results.resize(size_t(count));
   *algo = count > 1 ? fastest(call, results) : results[0].algo;
-  g_chosen.emplace(key, *algo);
+  chosen.emplace(key, *algo);
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <initializer_list>
 
 #include "core/dtype.h"
+#include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
 
@@ -23,7 +24,7 @@ enum DeviceErrorCode : int64_t {
   kErrCrossEntropyForwardLabel = 4,
   kErrCrossEntropyBackwardLabel = 5,
 };
-int64_t* device_error_slot();  // of the current device; allocated and zeroed on first use
+int64_t* device_error_slot(int device);  // of `device`; allocated and zeroed on first use
 
 void launch_embedding_forward(DType dt, void* out, const int32_t* ids, const void* table, int64_t tokens,
                               int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
@@ -32,12 +33,14 @@ void launch_embedding_backward(DType dtable_dt, DType dt, void* dtable, const vo
                                int64_t tokens, int64_t dim, int64_t vocab, int64_t* err, cudaStream_t s);
 
 // one_plus: Gemma's (1 + w) factor (RmsNormParams::one_plus_weight).
+// request: the kernel option rmsnorm_forward (rmsnorm_select.h); device: the GPU the launch runs on.
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
-                            int64_t dim, double eps, bool one_plus, cudaStream_t s);
+                            int64_t dim, double eps, bool one_plus, RmsNormForwardKernel request, int device,
+                            cudaStream_t s);
 // dw (optional) of dw_dt: the compute dtype dt, or f32 under bf16 (an f32 parameter gradient).
 void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                             bool one_plus, cudaStream_t s);
+                             bool one_plus, RmsNormBackwardKernel request, int device, cudaStream_t s);
 
 // head_dim <= kRopeMaxHeadDim: the inverse frequencies travel as a kernel parameter (no upload, no sync).
 constexpr int64_t kRopeMaxHeadDim = 512;
@@ -115,8 +118,9 @@ void launch_attention_backward(DType dt, const AttentionLaunch& a, void* dq, voi
 // or 128, no segments, every tensor 16-byte aligned. attention_tc_eligible says whether a call is covered
 // (`tensors`: the data pointers of all its tensors); the launchers trust that it was.
 bool attention_tc_eligible(DType dt, const AttentionLaunch& a, std::initializer_list<const void*> tensors);
+// shape: the kernel option attention_tc_shape (the forward's CTA shape).
 void launch_attention_forward_tc(DType dt, const AttentionLaunch& a, void* out, float* lse, const void* q,
-                                 const void* k, const void* v, cudaStream_t s);
+                                 const void* k, const void* v, AttentionTcShape shape, cudaStream_t s);
 void launch_attention_backward_tc(DType dt, const AttentionLaunch& a, void* dq, void* dk, void* dv,
                                   const void* dout, const void* out, const float* lse, const void* q,
                                   const void* k, const void* v, cudaStream_t s);

@@ -10,8 +10,8 @@
 // residual is C (beta = 1) with D = y. cuBLASLt does not read C when beta = 0, so written outputs need no
 // clearing. The bias epilogue adds b outside alpha, so it serves out_scale == 1 only; otherwise (or when no
 // algorithm takes the epilogue) a small kernel writes (y or 0) + out_scale * b first and the GEMM adds with
-// beta = 1. dbias is a deterministic column-sum kernel. The handle and its workspace belong to a per-thread
-// context (one device per thread).
+// beta = 1. dbias is a deterministic column-sum kernel. The handle and its workspace belong to the run's
+// context (its GPU handles, gpu_handles.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dtype_checks.h"
 #include "ops/cuda/gemm_algorithm.h"
+#include "ops/cuda/gpu_handles.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/op_profile.h"
 #include "ops/cuda/stream.h"
@@ -31,36 +32,6 @@
 namespace lt::ops::cuda {
 
 namespace {
-
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-class LinearContext {
- public:
-  LinearContext() {
-    LT_CUBLAS_CHECK(cublasLtCreate(&handle_));
-    LT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
-  }
-  ~LinearContext() {
-    cudaFree(workspace_);
-    cublasLtDestroy(handle_);
-  }
-  LinearContext(const LinearContext&) = delete;
-  LinearContext& operator=(const LinearContext&) = delete;
-
-  cublasLtHandle_t handle() const { return handle_; }
-  void* workspace() const { return workspace_; }
-
- private:
-  cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
-};
-
-thread_local std::unique_ptr<LinearContext> g_context;
-
-LinearContext& context() {
-  if (!g_context) g_context = std::make_unique<LinearContext>();
-  return *g_context;
-}
 
 // RAII owners of the cuBLASLt descriptors.
 struct MatmulDesc {
@@ -110,11 +81,12 @@ cudaDataType_t cuda_type(DType dt) {
 
 // Returns false (and runs nothing) when cuBLASLt offers no algorithm; with no bias that is an error. A and B
 // (and the bias) are of `dt`; C = D of `c_dt` (dt, or f32 under bf16 inputs).
-bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
-  LinearContext& ctx = context();
+bool run_gemm(const Context& ctx, DType dt, const Gemm& g, DType c_dt) {
+  GpuHandles& handles = gpu_handles(ctx);
+  const cudaStream_t stream = stream_of(ctx);
   const cudaDataType_t type = cuda_type(dt), c_type = cuda_type(c_dt);
   const cublasComputeType_t compute =
-      dt == DType::F32 && call_context().allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      dt == DType::F32 && ctx.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MatmulDesc op;
   LT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, compute, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -140,7 +112,7 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
 
   Preference pref;
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
-  const size_t ws = kWorkspaceBytes;
+  const size_t ws = GpuHandles::kBlasLtWorkspaceBytes;
   LT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                        sizeof(ws)));
   const uint32_t align_a = alignment(g.a), align_b = alignment(g.b),
@@ -159,7 +131,7 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
       fmt::format("{} {} {} {}{} {} {} {} {} {} {} {}/{}/{} bias {} beta {} c {}", int(dt), int(c_dt),
                   int(compute), g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.m, g.n, g.k, g.lda, g.ldb,
                   g.ldc, align_a, align_b, align_c, g.bias != nullptr, g.beta != 0.0f, c_in != g.c);
-  const GemmCall call{ctx.handle(),
+  const GemmCall call{handles.blaslt(),
                       op.d,
                       la.d,
                       lb.d,
@@ -171,13 +143,13 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
                       g.c,
                       &g.alpha,
                       &g.beta,
-                      ctx.workspace(),
+                      handles.blaslt_workspace(),
                       ws,
                       size_t(g.m) * size_t(g.n) * dtype_size(c_dt),
                       stream};
   cublasLtMatmulAlgo_t algo{};
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  if (!gemm_algorithm(problem, call, &algo, &st)) {
+  if (!gemm_algorithm(handles, ctx.kernels, problem, call, &algo, &st)) {
     if (g.bias) return false;
     LT_CHECK(false,
              "linear on CUDA: cuBLASLt has no algorithm for a {} GEMM into {} of m = {}, n = {}, k = {} "
@@ -185,22 +157,23 @@ bool run_gemm(DType dt, const Gemm& g, cudaStream_t stream, DType c_dt) {
              dtype_name(dt), dtype_name(c_dt), g.m, g.n, g.k, g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
              align_a, align_b, align_c, int(st));
   }
-  LT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, c_in, lc.d, g.c,
-                                 lc.d, &algo, ctx.workspace(), ws, stream));
+  LT_CUBLAS_CHECK(cublasLtMatmul(handles.blaslt(), op.d, &g.alpha, g.a, la.d, g.b, lb.d, &g.beta, c_in, lc.d,
+                                 g.c, lc.d, &algo, handles.blaslt_workspace(), ws, stream));
   return true;
 }
 
 }  // namespace
 
-void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias, Tensor residual) {
+void linear_forward(const Context& ctx, const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor bias,
+                    Tensor residual) {
   const DType dt = compute_dtype(x, {&y, &w, &bias, &residual}, "linear_forward");
   const int64_t M = p.rows, K = p.in, N = p.out;
   if (M == 0 || N == 0) return;
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   const float alpha = float(p.out_scale);
   // With a residual: y = residual + ..., i.e. beta = 1 reading C = residual.
   const bool add = p.accumulate_y || !residual.empty();
-  if (op_profile_shapes())
+  if (op_profile_shapes(ctx))
     op_profile_detail(fmt::format("{}x{}->{}{}{}", M, K, N, add ? " +=" : "", bias.empty() ? "" : " bias"));
   Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, N, alpha, add ? 1.0f : 0.0f};
   if (!residual.empty() && residual.data != y.data) g.c_in = residual.data;
@@ -219,26 +192,26 @@ void linear_forward(const LinearParams& p, Tensor y, Tensor x, Tensor w, Tensor 
     // The epilogue reads the bias with vector loads: offer it only a 16-byte aligned one.
     if (p.out_scale == 1.0 && alignment(bias.data) >= 16) {
       g.bias = bias.data;
-      if (run_gemm(dt, g, s, dt)) return;
+      if (run_gemm(ctx, dt, g, dt)) return;
       g.bias = nullptr;
     }
     residual_into_y();
     launch_bias_fill(dt, y.data, bias.data, M, N, p.out_scale, add, s);
     g.beta = 1.0f;
   }
-  run_gemm(dt, g, s, dt);
+  run_gemm(ctx, dt, g, dt);
 }
 
-void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy, Tensor x,
-                     Tensor w) {
+void linear_backward(const Context& ctx, const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, Tensor dy,
+                     Tensor x, Tensor w) {
   const DType dt =
       compute_dtype(dy, {&dx, dw.empty() ? nullptr : &x, dx.empty() ? nullptr : &w}, "linear_backward");
   const DType dw_dt = gradient_dtype(dw, dt, "linear_backward dw"),
               dbias_dt = gradient_dtype(dbias, dt, "linear_backward dbias");
   const int64_t M = p.rows, K = p.in, N = p.out;
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   const float alpha = float(p.out_scale);
-  if (op_profile_shapes())
+  if (op_profile_shapes(ctx))
     op_profile_detail(fmt::format("{}x{}->{}{}{}{}", M, K, N,
                                   dx.empty()        ? ""
                                   : p.accumulate_dx ? " dx+="
@@ -248,14 +221,14 @@ void linear_backward(const LinearParams& p, Tensor dx, Tensor dw, Tensor dbias, 
     if (N == 0) {
       if (!p.accumulate_dx) LT_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.bytes(), s));
     } else {
-      run_gemm(dt,
+      run_gemm(ctx, dt,
                Gemm{false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, alpha,
                     p.accumulate_dx ? 1.0f : 0.0f},
-               s, dt);
+               dt);
     }
   }
   if (!dw.empty() && M > 0 && N > 0 && K > 0)
-    run_gemm(dt, Gemm{false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, alpha, 1.0f}, s, dw_dt);
+    run_gemm(ctx, dt, Gemm{false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, alpha, 1.0f}, dw_dt);
   if (!dbias.empty() && M > 0)
     launch_column_sums_add_to(dbias_dt, dbias.data, dt, dy.data, M, N, p.out_scale, s);
 }

@@ -48,28 +48,29 @@ cudaEvent_t take_event() {
 
 }  // namespace
 
-bool op_profile_enabled() {
-  return kernel_options().profile_ops != ProfileOps::Off;
+bool op_profile_enabled(const Context& ctx) {
+  return ctx.kernels.profile_ops != ProfileOps::Off;
 }
 
-bool op_profile_shapes() {
-  return kernel_options().profile_ops == ProfileOps::Shapes;
+bool op_profile_shapes(const Context& ctx) {
+  return ctx.kernels.profile_ops == ProfileOps::Shapes;
 }
 
 void op_profile_detail(const std::string& detail) {
-  if (!op_profile_shapes() || t_depth == 0) return;
+  if (t_depth == 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_records.empty())
     g_records.back().detail = detail;  // the outermost open op: nested ones are not timed
 }
 
-OpProfileScope::OpProfileScope(const char* op) {
-  if (!op_profile_enabled()) return;
+OpProfileScope::OpProfileScope(const Context& ctx, const char* op) {
+  if (!op_profile_enabled(ctx)) return;
   counted_ = true;
+  stream_ = stream_of(ctx);
   if (t_depth++ > 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   Record r{op, take_event(), take_event(), {}};
-  LT_CUDA_CHECK(cudaEventRecord(r.start, current_stream()));
+  LT_CUDA_CHECK(cudaEventRecord(r.start, static_cast<cudaStream_t>(stream_)));
   g_records.push_back(r);
   record_ = int64_t(g_records.size()) - 1;
 }
@@ -79,11 +80,11 @@ OpProfileScope::~OpProfileScope() {
   --t_depth;
   if (record_ < 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  cudaEventRecord(g_records[size_t(record_)].stop, current_stream());  // no throw from a destructor
+  cudaEventRecord(g_records[size_t(record_)].stop, static_cast<cudaStream_t>(stream_));  // no throw here
 }
 
-void op_profile_step() {
-  if (!op_profile_enabled()) return;
+void op_profile_step(const Context& ctx) {
+  if (!op_profile_enabled(ctx)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   const bool keep = g_steps_seen++ > 0;
   for (const Record& r : g_records) {
@@ -102,9 +103,9 @@ void op_profile_step() {
   if (keep) g_steps_measured += 1;
 }
 
-std::string op_profile_report() {
+std::string op_profile_report(const Context& ctx) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!op_profile_enabled() || g_steps_measured == 0) return "";
+  if (!op_profile_enabled(ctx) || g_steps_measured == 0) return "";
   std::vector<std::pair<std::string, Total>> rows(g_totals.begin(), g_totals.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   double sum = 0;

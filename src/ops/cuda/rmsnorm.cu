@@ -124,9 +124,10 @@ __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w
 }  // namespace
 
 void launch_rmsnorm_forward(DType dt, void* y, float* rstd, const void* x, const void* w, int64_t rows,
-                            int64_t dim, double eps, bool one_plus, cudaStream_t s) {
+                            int64_t dim, double eps, bool one_plus, RmsNormForwardKernel request, int device,
+                            cudaStream_t s) {
+  (void)device;  // the forward's kernels need no occupancy query
   if (rows == 0) return;
-  const RmsNormForwardKernel request = rmsnorm_forward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {y, x, w});
@@ -152,12 +153,10 @@ namespace {
 
 constexpr int64_t kBackwardBlocks = 528;  // 4 blocks of 256 threads per SM of an H100/H200
 
-// How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) the current device holds at
-// once; queried once per (thread, device, kernel, threads).
+// How many blocks of `kernel` (at `threads` threads, no dynamic shared memory) `device` holds at once;
+// queried once per (thread, device, kernel, threads).
 template <class Kernel>
-int64_t resident_blocks(Kernel kernel, int threads) {
-  int device = 0;
-  LT_CUDA_CHECK(cudaGetDevice(&device));
+int64_t resident_blocks(Kernel kernel, int threads, int device) {
   thread_local std::map<std::tuple<int, const void*, int>, int64_t> cache;
   const std::tuple<int, const void*, int> key{device, reinterpret_cast<const void*>(kernel), threads};
   const auto found = cache.find(key);
@@ -172,13 +171,13 @@ int64_t resident_blocks(Kernel kernel, int threads) {
 // halves: 264 blocks of 2 x 256 threads at D <= 4096 in 16-bit), or 0 where this GPU does not hold that many
 // of its blocks at once (the caller then takes single-pdl).
 template <class T>
-int64_t pair_blocks(const RegShape& shape, int64_t rows) {
+int64_t pair_blocks(const RegShape& shape, int64_t rows, int device) {
   int64_t blocks = 0;
   with_packs(shape.packs_per_thread, [&](auto k) {
     constexpr int K = decltype(k)::value;
     const int64_t halves = kGridSms * backward_regs_blocks_per_sm(K);
     const int64_t wanted = rows < halves ? (rows + 1) / 2 : halves / 2;
-    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * kThreads) >= wanted) blocks = wanted;
+    if (resident_blocks(rmsnorm_backward_pair_kernel<T, K>, 2 * kThreads, device) >= wanted) blocks = wanted;
   });
   return blocks;
 }
@@ -187,9 +186,8 @@ int64_t pair_blocks(const RegShape& shape, int64_t rows) {
 
 void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const void* dy, const void* x,
                              const void* w, const float* rstd, int64_t rows, int64_t dim, bool accumulate_dx,
-                             bool one_plus, cudaStream_t s) {
+                             bool one_plus, RmsNormBackwardKernel request, int device, cudaStream_t s) {
   if (rows == 0) return;
-  const RmsNormBackwardKernel request = rmsnorm_backward_kernel_request();
   dispatch_compute(dt, [&](auto tag) {
     using T = decltype(tag);
     const bool packed = rows_packed<T>(dim, {dx, dy, x, w});
@@ -200,7 +198,7 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
                              : kBackwardBlocks;
     // The pair kernel's blocks (0: not requested, or not one wave here: single-pdl instead).
     const int64_t paired = request == RmsNormBackwardKernel::Pair && shape.packs_per_thread > 0
-                               ? pair_blocks<T>(shape, rows)
+                               ? pair_blocks<T>(shape, rows, device)
                                : 0;
     const int64_t blocks = paired > 0 ? paired : rows < grid ? rows : grid;
     float* partial = nullptr;  // (blocks, D) f32, stream-ordered scratch
@@ -244,15 +242,15 @@ void launch_rmsnorm_backward(DType dt, void* dx, DType dw_dt, void* dw, const vo
   });
 }
 
-RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim) {
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int device) {
   const RegShape shape = reg_shape(dim / kPack<bf16>);
   RmsNormBackwardOccupancy result;
   with_packs(shape.packs_per_thread, [&](auto k) {
     constexpr int K = decltype(k)::value;
     result.grid = kGridSms * backward_regs_blocks_per_sm(K);
-    result.resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K>, shape.threads);
+    result.resident = resident_blocks(rmsnorm_backward_regs_kernel<bf16, K>, shape.threads, device);
     result.pair_grid = result.grid / 2;
-    result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads);
+    result.pair_resident = resident_blocks(rmsnorm_backward_pair_kernel<bf16, K>, 2 * kThreads, device);
   });
   return result;
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "ops/context.h"
 #include "ops/kernel_options.h"
 
 namespace lt::ops::cuda {
@@ -28,8 +29,8 @@ namespace lt::ops::cuda {
 using ops::RmsNormBackwardKernel;
 using ops::RmsNormForwardKernel;
 
-RmsNormForwardKernel rmsnorm_forward_kernel_request();    // kernel_options().rmsnorm_forward
-RmsNormBackwardKernel rmsnorm_backward_kernel_request();  // kernel_options().rmsnorm_backward
+RmsNormForwardKernel rmsnorm_forward_kernel_request(const Context& ctx);    // ctx.kernels.rmsnorm_forward
+RmsNormBackwardKernel rmsnorm_backward_kernel_request(const Context& ctx);  // ctx.kernels.rmsnorm_backward
 
 // A diagnostic for the bandwidth bench: the bf16 backward register kernel at row length `dim` (a multiple of
 // 8, <= 8192): how many of its blocks this GPU holds at once (SMs times blocks per SM), and its grid; and
@@ -40,7 +41,7 @@ struct RmsNormBackwardOccupancy {
   int64_t resident = 0, grid = 0;
   int64_t pair_resident = 0, pair_grid = 0;
 };
-RmsNormBackwardOccupancy rmsnorm_backward_occupancy(int64_t dim);
-RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim);  // rmsnorm.cu
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy(const Context& ctx, int64_t dim);    // on ctx.device
+RmsNormBackwardOccupancy rmsnorm_backward_occupancy_unchecked(int64_t dim, int device);  // rmsnorm.cu
 
 }  // namespace lt::ops::cuda

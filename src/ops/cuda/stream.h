@@ -1,12 +1,13 @@
-// The stream every CUDA launcher uses: the one of the op call in progress (ops/context.h's call context,
-// which each public op sets from the context it is given). The default is the legacy default stream
-// (nullptr).
+// The stream every CUDA launcher uses: the one of the context its op call was given (ops/context.h). The
+// default is the legacy default stream (nullptr).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "ops/context.h"
+
 namespace lt::ops::cuda {
 
-cudaStream_t current_stream();
+cudaStream_t stream_of(const Context& ctx);
 
 }  // namespace lt::ops::cuda

@@ -1,4 +1,7 @@
-// ops/device.h's CUDA side: zeroing, byte copies between any two devices and scaling, on the current stream.
+// ops/device.h's CUDA side: zeroing, byte copies between any two devices and scaling, on the context's
+// stream; and the kernel option cuda_sync's wait at the end of an op call.
+#include <exception>
+
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dtype_checks.h"
@@ -7,31 +10,35 @@
 
 namespace lt::ops::cuda {
 
-void zero(Tensor t) {
-  LT_CHECK(t.device == Device::CUDA, "zero on CUDA: tensor {} is in host memory", t.shape_string());
-  LT_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), current_stream()));
+DebugSync::~DebugSync() noexcept(false) {
+  if (on_ && std::uncaught_exceptions() == 0) LT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void copy_bytes(Tensor dst, Tensor src) {
+void zero(const Context& ctx, Tensor t) {
+  LT_CHECK(t.device == Device::CUDA, "zero on CUDA: tensor {} is in host memory", t.shape_string());
+  LT_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_of(ctx)));
+}
+
+void copy_bytes(const Context& ctx, Tensor dst, Tensor src) {
   LT_CHECK(dst.bytes() == src.bytes(), "copy: {} bytes into {}", src.bytes(), dst.bytes());
-  cudaStream_t s = current_stream();
+  cudaStream_t s = stream_of(ctx);
   LT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, s));
   // The host side may reuse (or read) its buffer as soon as this returns.
   if (dst.device == Device::CPU || src.device == Device::CPU) LT_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-void scale_inplace(Tensor t, double factor) {
+void scale_inplace(const Context& ctx, Tensor t, double factor) {
   LT_CHECK(t.device == Device::CUDA, "scale on CUDA: tensor {} is in host memory", t.shape_string());
   LT_CHECK(is_gpu_compute_dtype(t.dtype), "scale on CUDA: dtype {}, expected f32, bf16 or f16",
            dtype_name(t.dtype));
-  launch_scale_inplace(t.dtype, t.data, factor, t.numel(), current_stream());
+  launch_scale_inplace(t.dtype, t.data, factor, t.numel(), stream_of(ctx));
 }
 
-void synchronize_current_stream() {
-  LT_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+void synchronize(const Context& ctx) {
+  LT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 }
 
-TransferStream::TransferStream() : compute_(current_stream()) {
+TransferStream::TransferStream(const Context& ctx) : compute_(stream_of(ctx)) {
   cudaStream_t s = nullptr;
   LT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
