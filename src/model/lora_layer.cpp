@@ -25,8 +25,10 @@ Tensor scratch_view(const Tensor& scratch, int64_t rows, int64_t cols, const cha
   return t;
 }
 
-// x (N, in) *= mask / (1 - p) in place (ops::dropout_apply, on the tensor's device); row b of the batch
-// draws from its lora_dropout_stream, token i at position q_offset + i.
+// x (N, in) *= mask in place (ops::dropout_apply, on the tensor's device); row b of the batch draws from its
+// lora_dropout_stream, token i at position q_offset + i. The 1 / (1 - p) of the kept values is not applied
+// here: each GEMM that reads or writes the masked values carries it in its scale (keep_scale), so the
+// masked values are stored exactly (a bf16 product x / (1 - p) would be rounded once more than the rest).
 void dropout_in_place(const ops::Context& ctx, Tensor x, const LoraDropout& d, int64_t layer, LoraModule m,
                       const ChunkInfo& chunk) {
   LT_CHECK(d.p > 0 && d.p < 1, "LoRA dropout {} outside [0, 1)", d.p);
@@ -38,8 +40,14 @@ void dropout_in_place(const ops::Context& ctx, Tensor x, const LoraDropout& d, i
                       .dim = x.dim(1),
                       .q_offset = chunk.q_offset,
                       .p = d.p,
-                      .seed = d.seed},
+                      .seed = d.seed,
+                      .scale_kept = false},
                      x, streams);
+}
+
+// The factor of dropout's kept values: 1 without dropout.
+double keep_scale(const LoraDropout& d) {
+  return d.p > 0 ? 1.0 / (1.0 - d.p) : 1.0;
 }
 
 const LoraAdapter* adapter_of(const LoraPass& lora, LoraModule m) {
@@ -76,7 +84,8 @@ bool lora_forward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, 
     ops::cast(ctx, input, x);
     dropout_in_place(ctx, input, lora.dropout, layer, m, chunk);
   }
-  ops::linear_forward(ctx, {.rows = N, .in = in, .out = r}, t, input, ad->a, Tensor());
+  ops::linear_forward(ctx, {.rows = N, .in = in, .out = r, .out_scale = keep_scale(lora.dropout)}, t, input,
+                      ad->a, Tensor());
   if (y.empty()) return false;
   check_shape(y, {N, out}, "LoRA output");
   lora_output(ctx, *ad, N, t, y, into, residual);
@@ -85,8 +94,8 @@ bool lora_forward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, 
 
 namespace {
 
-// From dt (N, r), the gradient of t = dropout(x) A^T: dA += dt^T dropout(x) (da empty: frozen) and dx gets
-// dropout'(dt A) as `into` says. The dropout mask is module m's.
+// From dt (N, r), the gradient of t = dropout(x) A^T = keep * (mask x) A^T: dA += keep * dt^T (mask x) (da
+// empty: frozen) and dx gets mask (keep * dt A) as `into` says. The dropout mask is module m's.
 void input_side_backward(const ops::Context& ctx, const LoraPass& lora, int64_t layer, LoraModule m,
                          const ChunkInfo& chunk, const LoraAdapter& ad, Tensor da, Tensor x, Tensor dt,
                          Tensor dx, LoraInto into) {
@@ -101,9 +110,11 @@ void input_side_backward(const ops::Context& ctx, const LoraPass& lora, int64_t 
   if (!da.empty()) {
     ops::cast(ctx, scratch, x);
     dropout_in_place(ctx, scratch, lora.dropout, layer, m, chunk);
-    ops::linear_backward(ctx, {.rows = N, .in = in, .out = r}, Tensor(), da, Tensor(), dt, scratch, ad.a);
+    ops::linear_backward(ctx, {.rows = N, .in = in, .out = r, .out_scale = keep_scale(lora.dropout)},
+                         Tensor(), da, Tensor(), dt, scratch, ad.a);
   }
-  ops::linear_backward(ctx, {.rows = N, .in = in, .out = r}, scratch, Tensor(), Tensor(), dt, Tensor(), ad.a);
+  ops::linear_backward(ctx, {.rows = N, .in = in, .out = r, .out_scale = keep_scale(lora.dropout)}, scratch,
+                       Tensor(), Tensor(), dt, Tensor(), ad.a);
   dropout_in_place(ctx, scratch, lora.dropout, layer, m, chunk);
   if (into == LoraInto::Add)
     ops::add_inplace(ctx, dx, scratch);

@@ -268,6 +268,9 @@ struct DropoutParams {
   int64_t q_offset = 0;  // absolute position of token 0 (chunked training)
   double p = 0;
   uint64_t seed = 0;
+  // Kept values times 1 / (1 - p) (true), or the mask alone (false): a caller that folds 1 / (1 - p) into a
+  // GEMM's scale stores exact masked values instead of rounded products (bf16 loses a rounding per element).
+  bool scale_kept = true;
 };
 void dropout_apply(const Context& ctx, const DropoutParams& p, Tensor x /*(B*C, D)*/,
                    const std::vector<uint64_t>& streams);

@@ -42,6 +42,31 @@ TEST(Dropout, FollowsThePhiloxDefinition) {
   }
 }
 
+// scale_kept false (LoRA folds 1 / (1 - p) into its GEMMs): the same mask, the kept values unchanged.
+TEST(Dropout, MaskAloneKeepsTheValues) {
+  const int64_t B = 3, C = 5, D = 13;
+  const std::vector<double> x0 = test::random_values(static_cast<size_t>(B * C * D), 603);
+  for (DType t : {DType::F32, DType::F64}) {
+    HostTensor scaled = HostTensor::of(t, {B * C, D}, x0), masked = HostTensor::of(t, {B * C, D}, x0);
+    const ops::DropoutParams params{.batch = B, .tokens = C, .dim = D, .q_offset = 4, .p = 0.3, .seed = 8};
+    ops::dropout_apply(ctx, params, scaled, kStreams);
+    ops::DropoutParams mask_only = params;
+    mask_only.scale_kept = false;
+    ops::dropout_apply(ctx, mask_only, masked, kStreams);
+    const std::vector<double> s = scaled.values(), m = masked.values(),
+                              in = HostTensor::of(t, {B * C, D}, x0).values();
+    int kept = 0;
+    for (size_t e = 0; e < s.size(); ++e) {
+      ASSERT_EQ(m[e] == 0, s[e] == 0) << e;
+      if (s[e] != 0) {
+        ASSERT_EQ(m[e], in[e]) << e;
+        ++kept;
+      }
+    }
+    EXPECT_GT(kept, 0);
+  }
+}
+
 // Chunk k of every row runs with q_offset = its first position: the result equals one whole-sequence call.
 TEST(Dropout, ChunksDrawTheMasksOfTheWholeSequence) {
   const int64_t B = 3, T = 37, D = 29;

@@ -10,7 +10,7 @@ namespace lt::ops::cpu {
 void dropout_apply(const DropoutParams& p, Tensor x_t, const std::vector<uint64_t>& streams) {
   dispatch_float(x_t.dtype, "dropout_apply", [&]<class T>() {
     T* x = x_t.ptr<T>("dropout_apply x");  // (B*C, D)
-    const T keep_scale = T(1.0 / (1.0 - p.p));
+    const T keep_scale = p.scale_kept ? T(1.0 / (1.0 - p.p)) : T(1);
     const int64_t rows = p.batch * p.tokens, D = p.dim;
 #pragma omp parallel for schedule(static) if (rows * D >= kMinParallelWork)
     for (int64_t r = 0; r < rows; ++r) {

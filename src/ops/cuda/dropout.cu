@@ -36,10 +36,10 @@ __global__ void dropout_kernel(T* x, Streams streams, int64_t batch, int64_t tok
 }  // namespace
 
 void launch_dropout(DType dt, void* x, const uint64_t* streams, int64_t batch, int64_t tokens, int64_t dim,
-                    int64_t q_offset, double p, uint64_t seed, cudaStream_t s) {
+                    int64_t q_offset, double p, uint64_t seed, bool scale_kept, cudaStream_t s) {
   if (batch * tokens * dim == 0) return;
   // (float)(1 / (1 - p)): the CPU's f32 keep_scale, and the factor bf16 values are multiplied by in f32.
-  const float keep_scale = float(1.0 / (1.0 - p));
+  const float keep_scale = scale_kept ? float(1.0 / (1.0 - p)) : 1.0f;
   const size_t elem = dtype_size(dt);
   for (int64_t b0 = 0; b0 < batch; b0 += kDropoutStreamsPerLaunch) {
     const int64_t nb = batch - b0 < kDropoutStreamsPerLaunch ? batch - b0 : kDropoutStreamsPerLaunch;

@@ -83,7 +83,7 @@ void launch_logit_softcap(DType dt, void* logits, double cap, int64_t count, cud
 // Dropout in place on x (batch * tokens, dim), f32 or bf16 (ops.h dropout_apply); streams: host, (batch).
 constexpr int64_t kDropoutStreamsPerLaunch = 64;
 void launch_dropout(DType dt, void* x, const uint64_t* streams, int64_t batch, int64_t tokens, int64_t dim,
-                    int64_t q_offset, double p, uint64_t seed, cudaStream_t s);
+                    int64_t q_offset, double p, uint64_t seed, bool scale_kept, cudaStream_t s);
 
 // linear's helpers around cuBLASLt. y (M, N) = (accumulate ? y : 0) + scale * bias, broadcast over rows.
 void launch_bias_fill(DType dt, void* y, const void* bias, int64_t rows, int64_t cols, double scale,

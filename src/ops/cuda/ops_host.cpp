@@ -120,7 +120,7 @@ void dropout_apply(const Context& ctx, const DropoutParams& p, Tensor x,
                    const std::vector<uint64_t>& streams) {
   const DType dt = compute_dtype(x, {}, "dropout_apply");
   launch_dropout(dt, x.data, streams.data(), p.batch, p.tokens, p.dim, p.q_offset, p.p, p.seed,
-                 stream_of(ctx));
+                 p.scale_kept, stream_of(ctx));
 }
 
 namespace {
