@@ -50,7 +50,7 @@ FAMILY_TEXTS = [
     "<start_of_turn>  user<end_of_turn>\t<eos><pad><unk><mask>",
     "<|user|>\nWhat is 2+2?<|end|>\n<|assistant|>\n4<|end|>\n<|endoftext|>",
     "<|system|>  You are helpful.<|end|>  \n <|user|> \t hi</s>  next</s>",
-    "x<|assistant|>\u3000\u00a0y <|placeholder1|>\n\n\nz",
+    "x<|assistant|>\u3000\u00a0y <|placeholder1|>\n\n\nz",  # Phi-3's reserved token <|placeholder1|> (id 32002)
     "<think>\nLet me think.\n</think>\n\nThe answer is 4.<|im_end|>",
     "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"f\"}\n</tool_call><|im_end|>",
     "<tool_response> ok </tool_response><|fim_prefix|>x<|fim_suffix|>y<|fim_middle|><|repo_name|>r<|file_sep|>",
@@ -195,6 +195,8 @@ def phi3(texts):
     tok.add_tokens([AddedToken("<unk>", normalized=False, special=True),
                     AddedToken("<s>", normalized=False, special=True),
                     AddedToken("</s>", normalized=False, special=False, rstrip=True)])
+    # Phi-3's real added tokens at ids 32000-32010, in its order: the <|placeholderN|> names are the
+    # published vocabulary's own reserved entries, not unfinished text.
     chat = ["<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
             "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"]
     for t in chat:
