@@ -7,7 +7,8 @@
 # which leaves out the CUDA context: the comparison is conservative for leantune). Like the peer, leantune
 # does not clip gradients here (max_grad_norm 0; it still computes the norm for its log).
 #   bash bench/side_by_side.sh [WORKLOAD ...]   (default: all; names below); SKIP_PEERS=1: leantune only;
-#   SKIP_EAGER=1: rows that run both peers run only the compiled one
+#   SKIP_EAGER=1: rows that run both peers run only the compiled one; LT_STEPS=N: leantune's rows run N steps
+#   (more timed steps for an A/B comparison, bench/ab_compare.sh)
 set -uo pipefail
 out=${OUT:-/tmp/side_by_side}
 mkdir -p "$out"
@@ -23,7 +24,7 @@ source bench/random_rows.sh  # rows_file FILE ROWS LEN VOCAB
 
 # leantune: NAME CONFIG FINETUNE SEQ BATCH CHUNK STEPS [EXTRA TRAIN ARGS...] -> "tokens_per_s gib"
 leantune_run() {
-  local name=$1 config=$2 finetune=$3 seq=$4 batch=$5 chunk=$6 steps=$7
+  local name=$1 config=$2 finetune=$3 seq=$4 batch=$5 chunk=$6 steps=${LT_STEPS:-$7}
   shift 7
   local vocab; vocab=$(python3 -c "import json;print(json.load(open('$config/config.json'))['vocab_size'])")
   rows_file "/tmp/sbs_$name.jsonl" $((batch * steps)) "$seq" "$vocab"

@@ -76,6 +76,7 @@ class BufferPlanner {
  private:
   size_t find_offset(size_t bytes, Lifetime live) const;  // top_ when no hole below the top fits
   std::vector<PlannedBuffer> buffers_;
+  std::vector<size_t> by_offset_;  // indices into buffers_, in order of offset
   size_t top_ = 0;
 };
 
