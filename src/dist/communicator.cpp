@@ -9,8 +9,8 @@ std::string_view reduce_op_name(ReduceOp op) {
 }
 
 void check_collective(std::string_view collective, const Tensor& t) {
-  LT_CHECK(t.dtype == DType::F64 || t.dtype == DType::F32 || t.dtype == DType::BF16,
-           "{}: tensor dtype is {}, expected f64, f32 or bf16", collective, dtype_name(t.dtype));
+  LT_CHECK(t.dtype == DType::F64 || t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
+           "{}: tensor dtype is {}, expected f64, f32, bf16 or f16", collective, dtype_name(t.dtype));
   LT_CHECK(t.numel() == 0 || t.data != nullptr, "{}: tensor of shape {} has no memory", collective,
            t.shape_string());
 }

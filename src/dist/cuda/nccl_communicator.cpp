@@ -31,8 +31,13 @@ ncclDataType_t nccl_dtype(DType dtype) {
       return ncclFloat64;
     case DType::F32:
       return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;  // fp16 training's weights and gradients (zero3 gathers and reduce-scatters them)
     default:
-      return ncclBfloat16;  // check_collective admitted only f64, f32 and bf16
+      LT_FAIL("NCCL: no collective for dtype {} (check_collective admits f64, f32, bf16 and f16)",
+              dtype_name(dtype));
   }
 }
 

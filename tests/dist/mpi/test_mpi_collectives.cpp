@@ -2,7 +2,7 @@
 // Each rank makes its values from (rank, index) alone, so every rank can also compute what one process
 // holding all ranks' values gets: for sums, the values added in rank order in double and rounded once to
 // the dtype (dist/rank_order_sum.h). The MPI communicator never uses MPI's own reductions, so the results
-// are compared bit for bit, in f64, f32 and bf16.
+// are compared bit for bit, in f64, f32, bf16 and f16.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -26,6 +26,8 @@ template <class T>
 T stored(double x) {
   if constexpr (std::is_same_v<T, bf16>) {
     return to_bf16(float(x));
+  } else if constexpr (std::is_same_v<T, fp16>) {
+    return to_fp16(float(x));
   } else {
     return T(x);
   }
@@ -85,6 +87,7 @@ TEST_F(MpiCollectives, AllReduceEqualsOneProcessBitForBit) {
     check_all_reduce<double>(*comm, n);
     check_all_reduce<float>(*comm, n);
     check_all_reduce<bf16>(*comm, n);
+    check_all_reduce<fp16>(*comm, n);
   }
 }
 
@@ -105,6 +108,14 @@ TEST_F(MpiCollectives, ReduceScatterEqualsOneProcessSlice) {
     const std::vector<float> fwhole = one_process_reduction<float>(world, part * world, op);
     EXPECT_TRUE(same_bits(fout, std::vector<float>(fwhole.begin() + comm->rank() * part,
                                                    fwhole.begin() + (comm->rank() + 1) * part)));
+    // fp16 training reduce-scatters f16 gradients (zero2/zero3).
+    std::vector<fp16> hin = rank_values<fp16>(comm->rank(), part * world), hout(static_cast<size_t>(part));
+    comm->reduce_scatter(Tensor(hin.data(), DType::F16, {part * world}),
+                         Tensor(hout.data(), DType::F16, {part}), op);
+    const std::vector<fp16> hwhole = one_process_reduction<fp16>(world, part * world, op);
+    EXPECT_TRUE(same_bits(hout, std::vector<fp16>(hwhole.begin() + comm->rank() * part,
+                                                  hwhole.begin() + (comm->rank() + 1) * part)))
+        << "f16 " << reduce_op_name(op);
   }
 }
 
@@ -127,6 +138,13 @@ TEST_F(MpiCollectives, AllGatherPutsEachRanksPartInRankOrder) {
   for (int r = 0; r < world; ++r)
     for (float x : rank_values<float>(r, part)) fexpected.push_back(x);
   EXPECT_TRUE(same_bits(whole, fexpected));
+  // f16 (zero3 gathers an fp16 run's weights).
+  std::vector<fp16> hin = rank_values<fp16>(comm->rank(), part), hout(static_cast<size_t>(part * world));
+  comm->all_gather(Tensor(hin.data(), DType::F16, {part}), Tensor(hout.data(), DType::F16, {part * world}));
+  std::vector<fp16> hexpected;
+  for (int r = 0; r < world; ++r)
+    for (fp16 x : rank_values<fp16>(r, part)) hexpected.push_back(x);
+  EXPECT_TRUE(same_bits(hout, hexpected));
 }
 
 TEST_F(MpiCollectives, BroadcastFromEveryRoot) {
