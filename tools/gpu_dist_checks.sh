@@ -20,6 +20,7 @@
 # the steps after the first two.
 # Usage: tools/gpu_dist_checks.sh [LEANTUNE]   (default .carry/leantune, else build/cuda/bin/leantune)
 # STEPS (default 12), HIDDEN (default 1024), LAYERS (default 8), SEQ (default 512); logs under $OUT.
+# ONLY="NAME ..." runs only those rows (a row's reference row is not added: name it too).
 # DDP_TIMEOUT (default 240): each rank's ddp_timeout, below the 600 s limit of a run, so a stuck start-up or
 # collective ends in the rank's own message; set NCCL_DEBUG=INFO to see NCCL's start-up in the logs.
 # A run past its limit gets SIGTERM, which leantune takes as "stop after this step", so SIGKILL follows 30 s
@@ -59,8 +60,12 @@ shuffle: false
 YAML
 
 status=0
+selected() {  # NAME: whether ONLY (when set) names it
+  [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]]
+}
 run() {  # NAME then the command (its output_dir is $work/NAME)
   local name=$1
+  selected "$name" || return 0
   shift
   timeout -k 30 600 "$@" > "$out/$name.log" 2>&1
   local rc=$?
@@ -68,6 +73,7 @@ run() {  # NAME then the command (its output_dir is $work/NAME)
 }
 torchrun_like() {  # NAME WORLD SHARDING [EXTRA...]: WORLD processes with torchrun's variables, one GPU each
   local name=$1 world=$2 sharding=$3 pids=() rank
+  selected "$name" || return 0
   shift 3
   for ((rank = 0; rank < world; rank++)); do
     RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
@@ -107,7 +113,9 @@ if command -v mpirun > /dev/null; then
   names="$names mpirun-ddp-w2"
 fi
 
-python3 - "$work" $names <<'PY' | tee "$out/summary.txt"
+selected_names=""
+for n in $names; do selected "$n" && selected_names="$selected_names $n"; done
+python3 - "$work" $selected_names <<'PY' | tee "$out/summary.txt"
 import json, statistics, struct, sys
 from pathlib import Path
 import numpy as np
@@ -158,6 +166,8 @@ for name in names:
     speed = statistics.median(r["tokens_per_s"] for r in m[2:]) if len(m) > 2 else float("nan")
     print(f"{name:<16} {len(m):>5} {m[-1]['loss']:>11.6f} {loss_diff:>14.3e} {weight_diff:>16.3e} {speed:>10.0f}")
 on, off = metrics("zero3-w2"), metrics("zero3-w2-blocking")
+if "zero3-w2" not in names or "zero3-w2-blocking" not in names:
+    sys.exit(0)  # ONLY left one of them out
 same = bool(on) and bool(off) and [r["loss"] for r in on] == [r["loss"] for r in off]
 print(f"zero3-w2 against zero3-w2-blocking: {'bit-identical losses' if same else 'DIFFERENT losses'}")
 sys.exit(0 if same else 1)
