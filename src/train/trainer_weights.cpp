@@ -21,8 +21,13 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 
 model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder, bool saved) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
-  if (!zero3_) return saved ? saved_weights() : model_.weights;
+  if (!zero3_ || zero3_->shards().empty()) return saved ? saved_weights() : model_.weights;
   const bool masters = saved && master_arena_;
+  if (saved) {  // written by the main rank from host memory, gathered a tensor at a time
+    model::HostWeights host = zero3_->gather_whole_on_host(masters, comm_->is_main());
+    holder = std::move(host.arena);
+    return host.weights;
+  }
   holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
                                    zero3_->gather_whole_bytes(masters));
   return zero3_->gather_whole(*holder, masters);

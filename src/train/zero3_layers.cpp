@@ -438,4 +438,39 @@ model::ModelWeights Zero3Layers::gather_whole(Arena& arena, bool masters) {
   return out;
 }
 
+model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
+  LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
+  const model::ModelWeights& from = masters ? *masters_ : weights_;
+  const int64_t world = comm_.world_size();
+  size_t largest = 0;
+  for (const Shard& s : shards_)
+    largest = std::max(largest, size_t(s.capacity * world) * dtype_size((masters ? s.master : s.param).dtype));
+  const Device device = from.embed.device;
+  Arena staging("zero3 gathered tensor", ops::memory_resource(device), largest + kAlignment);
+  void* gathered = staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(largest, 1));
+  model::HostWeights host;
+  if (keep) host = model::host_allocation(config_, from.dtype);
+  std::vector<const Shard*> shard_of_spec;  // weight_specs order: the shard of each spec, or nullptr
+  const std::vector<model::WeightSpec> specs = model::weight_specs(config_);
+  for (const model::WeightSpec& spec : specs) {
+    const auto s = std::find_if(shards_.begin(), shards_.end(),
+                                [&](const Shard& sh) { return sh.spec.hf_name == spec.hf_name; });
+    shard_of_spec.push_back(s == shards_.end() ? nullptr : &*s);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Tensor dst = keep ? model::weight_of(host.weights, specs[i]) : Tensor();
+    const Shard* s = shard_of_spec[i];
+    if (s == nullptr) {
+      const Tensor& src = model::weight_of(from, specs[i]);
+      if (!dst.empty() && !src.empty()) ops::copy(ctx_, dst, src);
+      continue;
+    }
+    const Tensor& slice = masters ? s->master : s->param;
+    comm_.all_gather(slice, flat(gathered, slice.dtype, s->capacity * world, device));
+    // The first n of the world * c gathered elements are the tensor (the last slice is padded).
+    if (!dst.empty()) ops::copy(ctx_, dst.reshaped({s->numel}), flat(gathered, slice.dtype, s->numel, device));
+  }
+  return host;
+}
+
 }  // namespace lt::train

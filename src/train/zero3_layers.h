@@ -72,6 +72,7 @@
 #include "dist/communicator.h"
 #include "model/layer_hooks.h"
 #include "model/weights.h"
+#include "model/weights_transfer.h"
 #include "ops/context.h"
 
 namespace lt::train {
@@ -149,6 +150,12 @@ class Zero3Layers {
   // `masters`, the master weights with every master slice gathered (what one process saves).
   model::ModelWeights gather_whole(Arena& arena, bool masters = false);
   size_t gather_whole_bytes(bool masters = false) const;
+  // The same whole model in host memory (a collective), for the main rank to write: each sharded tensor is
+  // gathered on its own into one device buffer of the largest and copied out, the other tensors are copied
+  // as they are. A checkpoint or the final model so never holds a second whole model on the GPU (a model
+  // that fits only sharded is written too). `keep` false (the ranks that do not write): they take part in
+  // the gathers and get nothing.
+  model::HostWeights gather_whole_on_host(bool masters, bool keep);
 
  private:
   ops::Context ctx_;  // the context of its ops
