@@ -1,6 +1,6 @@
 // The NCCL communicator at world size 1 (what one GPU allows): every collective returns exactly what the
 // single-process communicator returns (the input's bits; copies for reduce_scatter and all_gather), for
-// device tensors in f64, f32 and bf16 and for host tensors; a collective is ordered after the compute work
+// device tensors in f64, f32, bf16 and f16 and for host tensors; a collective is ordered after the compute work
 // queued before it and before the work queued after it, with no host synchronization (the overlapped ones:
 // before the work queued after wait_overlapped); and training through it reproduces the single-process run
 // bit for bit.
@@ -39,7 +39,7 @@ TEST(NcclCommunicator, WorldOfOneEqualsTheSingleProcessCommunicator) {
   dist::SingleCommunicator single;
   EXPECT_EQ(nccl->world_size(), 1);
   EXPECT_EQ(nccl->backend(), "nccl");
-  for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     for (dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Average}) {
       std::vector<double> v = sample(1000);
       DeviceTensor a = upload(v, dt, {1000});
