@@ -9,8 +9,10 @@
 #   zero3-w2-blocking    zero3 with overlap_gathers false (gathers and layer reduce-scatters waited for at
 #                        once): zero3-w2's losses bit for bit (the script exits non-zero otherwise);
 #   mpirun-ddp-w2        the same through mpirun (NCCL bootstrapped over MPI), when mpirun exists;
-#   single-bf16m, zero3-w2-bf16m   bf16 with f32 master weights, one process and zero3 over two ranks (each
-#                        rank keeps the masters of its slices);
+#   single-bf16m, ddp-w2-bf16m, zero1-w2-bf16m, zero2-w2-bf16m, zero3-w2-bf16m   bf16 with f32 master
+#                        weights, one process and two ranks (zero1/2/3: each rank keeps the masters of its
+#                        slices only); zero1-w2-bf16m must equal ddp-w2-bf16m's losses bit for bit (the
+#                        same reductions and clipping; AdamW is element-wise);
 #   single-fp16, zero2-w2-fp16, zero3-w2-fp16   fp16 with its loss scaler (f32 masters; the overflow check
 #                        over every rank's gradients);
 #   single-lm, zero3-w2-lm         schedule layer_major (chunks of SEQ/4 tokens), one process and zero3.
@@ -98,6 +100,9 @@ torchrun_like zero3-w2-blocking 2 zero3 --overlap_gathers false
 # Master weights and fp16 under the sharded strategies, and zero3 under the layer-major schedule.
 run single-bf16m "$lt" train "$work/train.yaml" --output_dir "$work/single-bf16m" --precision bf16 \
   --master_weights true
+torchrun_like ddp-w2-bf16m 2 ddp --precision bf16 --master_weights true
+torchrun_like zero1-w2-bf16m 2 zero1 --precision bf16 --master_weights true
+torchrun_like zero2-w2-bf16m 2 zero2 --precision bf16 --master_weights true
 torchrun_like zero3-w2-bf16m 2 zero3 --precision bf16 --master_weights true
 run single-fp16 "$lt" train "$work/train.yaml" --output_dir "$work/single-fp16" --precision fp16
 torchrun_like zero2-w2-fp16 2 zero2 --precision fp16
@@ -105,7 +110,8 @@ torchrun_like zero3-w2-fp16 2 zero3 --precision fp16
 run single-lm "$lt" train "$work/train.yaml" --output_dir "$work/single-lm" --schedule layer_major \
   --chunk_size $((seq / 4))
 torchrun_like zero3-w2-lm 2 zero3 --schedule layer_major --chunk_size $((seq / 4))
-names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking single-bf16m zero3-w2-bf16m"
+names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking single-bf16m ddp-w2-bf16m"
+names="$names zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
 names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero3-w2-lm"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
@@ -165,12 +171,15 @@ for name in names:
         weight_diff = max(np.max(np.abs(w[k] - ref_w[k])) / max(np.max(np.abs(ref_w[k])), 1e-30) for k in ref_w)
     speed = statistics.median(r["tokens_per_s"] for r in m[2:]) if len(m) > 2 else float("nan")
     print(f"{name:<16} {len(m):>5} {m[-1]['loss']:>11.6f} {loss_diff:>14.3e} {weight_diff:>16.3e} {speed:>10.0f}")
-on, off = metrics("zero3-w2"), metrics("zero3-w2-blocking")
-if "zero3-w2" not in names or "zero3-w2-blocking" not in names:
-    sys.exit(0)  # ONLY left one of them out
-same = bool(on) and bool(off) and [r["loss"] for r in on] == [r["loss"] for r in off]
-print(f"zero3-w2 against zero3-w2-blocking: {'bit-identical losses' if same else 'DIFFERENT losses'}")
-sys.exit(0 if same else 1)
+ok = True
+for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero1-w2-bf16m", "ddp-w2-bf16m")):
+    if a not in names or b not in names:
+        continue  # ONLY left one of them out
+    ma, mb = metrics(a), metrics(b)
+    same = bool(ma) and bool(mb) and [r["loss"] for r in ma] == [r["loss"] for r in mb]
+    print(f"{a} against {b}: {'bit-identical losses' if same else 'DIFFERENT losses'}")
+    ok = ok and same
+sys.exit(0 if ok else 1)
 PY
 [[ ${PIPESTATUS[0]} -ne 0 ]] && status=1
 exit $status

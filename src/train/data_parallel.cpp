@@ -36,6 +36,7 @@ DataParallel::DataParallel(const ops::Context& ctx, dist::Communicator& comm, di
   unready_.resize(size_t(layers));
   layer_mark_.assign(size_t(layers), 0);
   layer_shard_.assign(full_.size(), nullptr);
+  master_slice_.assign(full_.size(), Tensor{});
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (comm_.world_size() > 1 && sharding_ != dist::Sharding::Zero3)
     buckets_ =
@@ -91,6 +92,14 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
                      .compute_copy = masters ? flat_range(s->param, 0, s->owned) : Tensor{}});
       continue;
     }
+    if (!master_slice_[i].empty()) {
+      // The master of the slice, rounded by AdamW into the working weight's slice.
+      out.push_back({.name = g.name,
+                     .param = flat_range(master_slice_[i], 0, end - begin),
+                     .grad = flat_range(g.grad, begin, end),
+                     .compute_copy = flat_range(g.param, begin, end)});
+      continue;
+    }
     out.push_back(
         {.name = g.name,
          .param = flat_range(g.param, begin, end),
@@ -98,6 +107,63 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
          .compute_copy = g.compute_copy.empty() ? Tensor{} : flat_range(g.compute_copy, begin, end)});
   }
   return out;
+}
+
+size_t DataParallel::master_slice_bytes(int64_t elements, int world, DType wide) {
+  const size_t bytes = size_t((elements + world - 1) / world) * dtype_size(wide);
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::unique_ptr<Arena> DataParallel::shard_masters(const std::vector<std::string>& masters,
+                                                   MemoryResource& memory, AdamW& optimizer) {
+  LT_CHECK(sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2,
+           "shard_masters: sharding {} (zero1 and zero2 only)", dist::sharding_name(sharding_));
+  LT_CHECK(!shards_masters(), "shard_masters: the masters are sliced already");
+  std::vector<bool> sliced(full_.size(), false);
+  size_t bytes = kAlignment;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const ParamGroup& g = full_[i];
+    sliced[i] = std::find(masters.begin(), masters.end(), g.name) != masters.end();
+    if (!sliced[i]) continue;
+    LT_CHECK(!g.compute_copy.empty() && g.compute_copy.numel() == g.param.numel(),
+             "shard_masters: '{}' has no working weight beside its master", g.name);
+    bytes += master_slice_bytes(g.param.numel(), comm_.world_size(), g.param.dtype);
+  }
+  auto arena = std::make_unique<Arena>("master weights (zero1/zero2 slices)", memory, bytes);
+  for (size_t i = 0; i < full_.size(); ++i) {
+    if (!sliced[i]) continue;
+    ParamGroup& g = full_[i];
+    const int64_t c = slice_capacity(i);
+    const Tensor slice(arena->alloc_bytes(g.name, size_t(c) * dtype_size(g.param.dtype)), g.param.dtype, {c},
+                       arena->device());
+    ops::zero(ctx_, slice);  // the padding past the slice gathers as zeros
+    const auto [begin, end] = mine_[i];
+    if (begin < end) ops::copy(ctx_, flat_range(slice, 0, end - begin), flat_range(g.param, begin, end));
+    master_slice_[i] = slice;
+    g.param = g.compute_copy;
+    g.compute_copy = Tensor{};
+  }
+  master_arena_bytes_ = bytes;
+  const std::vector<ParamGroup> groups = optimizer_groups();
+  LT_CHECK(groups.size() == optimizer.params().size(), "shard_masters: {} groups, the optimizer has {}",
+           groups.size(), optimizer.params().size());
+  for (size_t k = 0; k < groups.size(); ++k)
+    optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
+  return arena;
+}
+
+bool DataParallel::gather_master(const std::string& name, Tensor into) {
+  size_t i = 0;
+  while (i < full_.size() && (full_[i].name != name || master_slice_[i].empty())) ++i;
+  if (i == full_.size()) return false;
+  const Tensor& slice = master_slice_[i];
+  LT_CHECK(into.empty() || into.numel() == full_[i].param.numel(),
+           "gather_master: '{}' has {} elements, not {}", name, full_[i].param.numel(), into.numel());
+  const Tensor gathered = whole_scratch(i, slice.dtype);
+  comm_.all_gather(slice, gathered);
+  // The first n of the world * c gathered elements are the tensor (the last slices are padded).
+  if (!into.empty()) ops::copy(ctx_, into.reshaped({into.numel()}), flat_range(gathered, 0, into.numel()));
+  return true;
 }
 
 void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved,

@@ -8,6 +8,10 @@
 //   zero2      the gradients are reduce-scattered instead: a rank receives only the sum of its own slice,
 //              clips with the global norm (the ranks' partial squared norms all-reduced), updates its slice,
 //              and the slices are all-gathered;
+//   zero1, zero2 with master weights (master_weights, fp16): a rank keeps the wide masters of its slices
+//              only (shard_masters); AdamW updates them and rounds them into the working weights' slices,
+//              and the working weights' slices are all-gathered (checkpoints gather the masters one tensor
+//              at a time: gather_master);
 //   zero3      zero2, but the trained layer tensors themselves are sharded (train/zero3_layers.h): their
 //              gradients arrive reduce-scattered during the backward and AdamW updates the slices in place
 //              (nothing to gather after the step); model-level tensors and LoRA adapters as zero2.
@@ -97,6 +101,23 @@ class DataParallel {
   // before anything reads the weights outside a forward (evaluation, checkpoints, the final model).
   void finish_parameters();
 
+  // zero1, zero2 with master weights: the full() tensors named in `masters` hold a whole wide master as
+  // `param` and the working weight as `compute_copy`. This rank then keeps the master of its slice only,
+  // copied into the returned arena (on `memory`; master_slice_bytes a tensor: c = ceil(n / world) elements,
+  // zero-padded past the slice, so that every rank's slices gather alike); `optimizer` (over
+  // optimizer_groups()) is re-pointed at them, AdamW rounding each into the working weight's slice, and
+  // full()'s entry becomes the working weight (what gather_parameters all-gathers; no compute copy). The
+  // whole masters are then unused and may be freed.
+  std::unique_ptr<Arena> shard_masters(const std::vector<std::string>& masters, MemoryResource& memory,
+                                       AdamW& optimizer);
+  static size_t master_slice_bytes(int64_t elements, int world, DType wide);
+  bool shards_masters() const { return master_arena_bytes_ > 0; }
+  // After shard_masters: the whole master of the full() tensor `name` (a collective: every rank calls it
+  // for the same names in the same order), gathered from every rank's slice through the scratch and copied
+  // into `into` (its shape, the master dtype, any device) unless `into` is empty. False (no collective)
+  // when `name` has no master slice.
+  bool gather_master(const std::string& name, Tensor into);
+
   // Sharded strategies: a fresh AdamW over full() (zeroed moments); nullptr otherwise.
   std::unique_ptr<AdamW> whole_optimizer(const AdamWOptions& options) const;
   // Resuming a sharded run from a checkpoint with the whole state (one process's, ddp's): `whole` is an
@@ -134,6 +155,9 @@ class DataParallel {
   dist::Sharding sharding_;
   std::vector<ParamGroup> full_;
   std::vector<Slice> mine_;  // this rank's slice of every full tensor
+  // shard_masters: per full tensor, the wide master of this rank's slice ((c) elements), or empty.
+  std::vector<Tensor> master_slice_;
+  size_t master_arena_bytes_ = 0;
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
   std::vector<const Zero3Layers::Shard*> layer_shard_;
   std::unique_ptr<GradientBuckets> buckets_;  // when the reduction overlaps the backward

@@ -68,9 +68,37 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   return plan;
 }
 
+namespace {
+
+// zero1, zero2 with master weights: a rank keeps the masters of its slices of every trained tensor only
+// (DataParallel::shard_masters: c = ceil(n / world) elements a tensor).
+model::MemoryPlan plan_master_slices(model::MemoryPlan plan, int world, const model::ModelConfig& model,
+                                     const model::MemoryPlanSettings& s) {
+  const model::TrainableFn trainable =
+      s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;
+  size_t slices = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(model))
+    if (trainable(spec)) slices += DataParallel::master_slice_bytes(spec.numel(), world, *s.master_weights);
+  for (model::MemoryPlanRow& row : plan.rows) {
+    if (row.name != "master weights") continue;
+    const int64_t delta = int64_t(slices) - int64_t(row.bytes);
+    plan.by_category[size_t(row.category)] = size_t(int64_t(plan.by_category[size_t(row.category)]) + delta);
+    plan.total = size_t(int64_t(plan.total) + delta);
+    if (row.in_arena) plan.arena_total = size_t(int64_t(plan.arena_total) + delta);
+    row.bytes = slices;
+    row.name = fmt::format("master weights (1/{} slices)", world);
+  }
+  return plan;
+}
+
+}  // namespace
+
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 const model::ModelConfig& model, const model::MemoryPlanSettings& s) {
   plan = plan_for_rank(std::move(plan), sharding, world, largest_trainable_elements(model, s));
+  if ((sharding == dist::Sharding::Zero1 || sharding == dist::Sharding::Zero2) && s.master_weights &&
+      s.method != model::FinetuneMethod::Lora)
+    return plan_master_slices(std::move(plan), world, model, s);
   if (sharding != dist::Sharding::Zero3 || s.method == model::FinetuneMethod::Lora) return plan;
   const model::TrainableFn trainable =
       s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;

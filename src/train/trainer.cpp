@@ -220,6 +220,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                                 : trainable_tensors(mc, model_.weights, grads_),
                                   *optimizer_);
   }
+  if (master_arena_ &&
+      (config_.sharding == dist::Sharding::Zero1 || config_.sharding == dist::Sharding::Zero2))
+    shard_master_weights();
 }
 
 Trainer::~Trainer() = default;

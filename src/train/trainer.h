@@ -90,6 +90,8 @@ class Trainer {
   const std::vector<ParamGroup>& trainable() const { return data_parallel_->full(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
+  // What this rank holds of master weights (zero1, zero2, zero3: its slices); 0 without master weights.
+  size_t master_weights_bytes() const { return master_arena_ ? master_arena_->capacity() : 0; }
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
   const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
   const io::LoraAdapterConfig* adapter_config() const { return lora_arena_ ? &adapter_config_ : nullptr; }
@@ -111,6 +113,9 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
+  // zero1, zero2: the masters kept for this rank's slices only (DataParallel::shard_masters), after a
+  // resume has loaded the whole ones.
+  void shard_master_weights();
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
   // after every update AdamW writes them itself (ParamGroup::compute_copy).
   void refresh_lora_compute();
@@ -141,7 +146,9 @@ class Trainer {
   std::unique_ptr<OptimizerInBackward> in_backward_;
   // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
   // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
-  // (model_.weights, compute dtype) are refreshed from them after every update.
+  // (model_.weights, compute dtype) are refreshed from them after every update. zero1 and zero2 keep only
+  // this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty), zero3 those of
+  // its sharded layer tensors (zero3_layers.h).
   std::unique_ptr<Arena> master_arena_;
   model::ModelWeights masters_;
   std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)

@@ -21,6 +21,21 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 
 model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder, bool saved) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
+  if (saved && data_parallel_->shards_masters()) {
+    // zero1, zero2: every rank holds its masters' slices; each master is gathered on its own into host
+    // memory of the main rank, which alone writes them (the other ranks get no weights).
+    const bool keep = comm_->is_main();
+    model::HostWeights host;
+    if (keep) host = model::host_allocation(model_.config, wide_master_dtype(model_.dtype));
+    for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+      const Tensor into = keep ? model::weight_of(host.weights, spec) : Tensor();
+      if (data_parallel_->gather_master(spec.hf_name, into)) continue;
+      const Tensor& frozen = model::weight_of(model_.weights, spec);  // its own master
+      if (!into.empty() && !frozen.empty()) ops::copy(ctx_, into, frozen);
+    }
+    holder = std::move(host.arena);
+    return host.weights;
+  }
   if (!zero3_ || zero3_->shards().empty()) return saved ? saved_weights() : model_.weights;
   const bool masters = saved && master_arena_;
   if (saved) {  // written by the main rank from host memory, gathered a tensor at a time
@@ -54,7 +69,18 @@ void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
   model::bind_fused_parts(mc, masters_);
 }
 
+void Trainer::shard_master_weights() {
+  std::vector<std::string> trained;
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config))
+    if (!model::weight_of(grads_, spec).empty()) trained.push_back(spec.hf_name);
+  // The slices are copied out of the whole masters before those are freed.
+  master_arena_ = data_parallel_->shard_masters(trained, ops::memory_resource(model_.device), *optimizer_);
+  masters_ = {};  // nothing may read the freed whole masters (whole_weights gathers the slices)
+}
+
 model::ModelWeights& Trainer::saved_weights() {
+  LT_CHECK(!data_parallel_ || !data_parallel_->shards_masters(),
+           "saved_weights: the masters are sliced over the ranks (whole_weights gathers them)");
   return master_arena_ ? masters_ : model_.weights;
 }
 

@@ -1,16 +1,20 @@
 // One rank's memory plan among several (train/memory_check.h plan_for_rank): zero1 and zero2 keep
-// 1/world of AdamW's moments and add the collectives' scratch that DataParallel allocates; ddp and none are
-// the one-process plan; zero3 keeps 1/world of the trained layer tensors (and their gradients) plus the
-// gather slots and the gradient buffer, exactly what Zero3Layers allocates. The trainer checks this plan
-// (not the whole one) against memory_limit.
+// 1/world of AdamW's moments (and with master weights the masters of their slices, exactly what
+// DataParallel::shard_masters allocates) and add the collectives' scratch that DataParallel allocates; ddp
+// and none are the one-process plan; zero3 keeps 1/world of the trained layer tensors (and their gradients)
+// plus the gather slots and the gradient buffer, exactly what Zero3Layers allocates. The trainer checks this
+// plan (not the whole one) against memory_limit.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "model/random_model.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 #include "support/test_context.h"
+#include "train/adamw.h"
 #include "train/data_parallel.h"
 #include "train/memory_check.h"
 #include "train/zero3_layers.h"
@@ -136,9 +140,8 @@ TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
   }
 }
 
-// With master weights (f64 masters of an fp32 run here), a rank keeps the masters of its slices only: the
-// plan's "master weights" row is what the rebuilt master arena holds, and the slice is the whole master's.
-TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
+// Layers large enough that the slices' 256-byte alignment does not outweigh what they save.
+model::ModelConfig sliceable_config() {
   model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
   mc.num_layers = 4;
   mc.hidden_size = 64;
@@ -146,29 +149,52 @@ TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
   mc.num_heads = 4;
   mc.num_kv_heads = 2;
   mc.head_dim = 16;
+  return mc;
+}
+
+train::TrainConfig full_fp32_with_masters() {
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
-  c.master_weights = true;
-  train::apply_overrides(c, {"--sharding", "zero2"});
-  const model::MemoryPlan zero2 = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  c.master_weights = true;  // f64 masters
+  return c;
+}
+
+// A full fine-tuning's tensors in host memory: random f32 weights, f32 gradients and the trainer's masters
+// (trainer_weights.cpp: f64 copies of every trained tensor).
+struct ModelWithMasters {
+  explicit ModelWithMasters(const model::ModelConfig& mc)
+      : weights_arena(std::make_unique<Arena>("weights", HostMemory::instance(),
+                                              model::weights_bytes(mc, DType::F32) + 256)),
+        grads_arena(std::make_unique<Arena>("grads", HostMemory::instance(),
+                                            model::grads_bytes(mc, DType::F32) + 256)),
+        master_arena(std::make_unique<Arena>("masters", HostMemory::instance(),
+                                             model::grads_bytes(mc, DType::F64) + 256)),
+        weights(model::allocate_weights(mc, DType::F32, *weights_arena)),
+        grads(model::allocate_grads(ctx, mc, DType::F32, *grads_arena)),
+        masters(model::allocate_grads(ctx, mc, DType::F64, *master_arena)) {
+    model::init_random(ctx, mc, weights, 1);
+    for (const model::WeightSpec& spec : model::weight_specs(mc))
+      ops::copy(ctx, model::weight_of(masters, spec), model::weight_of(weights, spec));
+  }
+  std::unique_ptr<Arena> weights_arena, grads_arena, master_arena;
+  model::ModelWeights weights, grads, masters;
+};
+
+// With master weights (f64 masters of an fp32 run here), a rank keeps the masters of its slices only: the
+// plan's "master weights" row is what the rebuilt master arena holds, and the slice is the whole master's.
+TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
+  const model::ModelConfig mc = sliceable_config();
+  train::TrainConfig c = full_fp32_with_masters();
+  // Against ddp's whole masters (zero1 and zero2 slice every tensor's master, the model-level ones too).
+  train::apply_overrides(c, {"--sharding", "ddp"});
+  const model::MemoryPlan ddp = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   train::apply_overrides(c, {"--sharding", "zero3"});
   const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
-  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(zero2, "master weights") / 2);
+  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(ddp, "master weights") / 2);
 
-  auto weights_arena =
-      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
-  model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
-  model::init_random(ctx, mc, weights, 1);
-  auto grads_arena =
-      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
-  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
-  // The trainer's masters (trainer_weights.cpp): f64 copies of every trained tensor.
-  auto master_arena =
-      std::make_unique<Arena>("masters", HostMemory::instance(), model::grads_bytes(mc, DType::F64) + 256);
-  model::ModelWeights masters = model::allocate_grads(ctx, mc, DType::F64, *master_arena);
-  for (const model::WeightSpec& spec : model::weight_specs(mc))
-    ops::copy(ctx, model::weight_of(masters, spec), model::weight_of(weights, spec));
+  ModelWithMasters m(mc);
+  auto& [weights_arena, grads_arena, master_arena, weights, grads, masters] = m;
   const Tensor q0 = masters.layers[0].attn_q;
   const std::vector<double> whole_q(q0.ptr<double>(), q0.ptr<double>() + q0.numel());
   FourRanks comm;
@@ -187,6 +213,82 @@ TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
   // The model-level tensors' masters stay whole, moved with the arena.
   EXPECT_EQ(masters.embed.numel(), weights.embed.numel());
   EXPECT_NE(masters.embed.data, weights.embed.data);
+}
+
+// zero1 and zero2 with master weights (f64 masters of an fp32 run): a rank's plan counts the masters of its
+// slices of every trained tensor, c = ceil(n / world) elements each (DataParallel::shard_masters), so the
+// row shrinks with the world size; what shard_masters allocates is that row, and the slice it keeps is the
+// whole master's elements [r*c, min((r+1)*c, n)).
+TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
+  const model::ModelConfig mc = sliceable_config();
+  train::TrainConfig c = full_fp32_with_masters();
+  const size_t whole = row_bytes(train::check_run_memory(c, mc, DType::F32, 2, 16, {}), "master weights");
+  EXPECT_EQ(whole, model::grads_bytes(mc, DType::F64));
+  for (const char* sharding : {"zero1", "zero2"}) {
+    SCOPED_TRACE(sharding);
+    train::apply_overrides(c, {"--sharding", sharding});
+    size_t previous = whole;
+    for (int world : {1, 2, 4}) {
+      const model::MemoryPlan rank =
+          train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, world);
+      size_t slices = 0;
+      for (const model::WeightSpec& spec : model::weight_specs(mc))
+        slices += (size_t((spec.numel() + world - 1) / world) * 8 + 255) / 256 * 256;
+      EXPECT_EQ(row_bytes(rank, "master weights"), slices) << world;
+      EXPECT_EQ(row_bytes(rank, fmt::format("master weights (1/{} slices)", world)), slices) << world;
+      if (world > 1) {
+        EXPECT_LT(slices, previous) << world;
+      }
+      previous = slices;
+    }
+    EXPECT_LT(previous, whole / 3);  // 4 ranks: a quarter, and the slices' alignment
+  }
+
+  // What shard_masters keeps on rank 1 of 4: the plan's row, and the slices of the whole masters.
+  ModelWithMasters m(mc);
+  const model::ModelWeights &weights = m.weights, &masters = m.masters;
+  std::vector<train::ParamGroup> groups;
+  std::vector<std::string> names;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+    groups.push_back({.name = spec.hf_name,
+                      .param = model::weight_of(masters, spec),
+                      .grad = model::weight_of(m.grads, spec),
+                      .compute_copy = model::weight_of(weights, spec),
+                      .layer = spec.layer});
+    names.push_back(spec.hf_name);
+  }
+  const Tensor q0 = masters.layers[0].attn_q;
+  const std::vector<double> whole_q(q0.ptr<double>(), q0.ptr<double>() + q0.numel());
+  FourRanks comm;
+  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  train::DataParallel dp(ctx, comm, dist::Sharding::Zero2, groups, HostMemory::instance());
+  train::AdamW optimizer(ctx, dp.optimizer_groups(), {});
+  const std::unique_ptr<Arena> slices = dp.shard_masters(names, HostMemory::instance(), optimizer);
+  m.master_arena.reset();  // the whole masters go
+  EXPECT_TRUE(dp.shards_masters());
+  EXPECT_EQ(slices->capacity(), row_bytes(rank, "master weights") + 256);  // the arena's alignment slack
+  // The optimizer updates master slices and rounds them into the working weights' slices; the full tensors
+  // are the working weights (what the ranks all-gather).
+  for (size_t k = 0; k < dp.full().size(); ++k) {
+    EXPECT_EQ(dp.full()[k].param.dtype, DType::F32) << dp.full()[k].name;
+    EXPECT_TRUE(dp.full()[k].compute_copy.empty()) << dp.full()[k].name;
+  }
+  std::string q0_name;
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    if (spec.layer == 0 && spec.kind == model::WeightKind::AttnQ) q0_name = spec.hf_name;
+  size_t checked = 0;
+  for (const train::ParamGroup& g : optimizer.params()) {
+    ASSERT_EQ(g.param.dtype, DType::F64) << g.name;
+    ASSERT_EQ(g.compute_copy.dtype, DType::F32) << g.name;
+    if (g.name != q0_name) continue;
+    ++checked;
+    const int64_t capacity = (q0.numel() + 3) / 4;
+    ASSERT_EQ(g.param.numel(), capacity);
+    for (int64_t i = 0; i < capacity; ++i)
+      ASSERT_EQ(g.param.ptr<double>()[i], whole_q[size_t(capacity + i)]) << i;
+    EXPECT_EQ(g.compute_copy.data, static_cast<const char*>(weights.layers[0].attn_q.data) + capacity * 4);
+  }
+  EXPECT_EQ(checked, 1u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/mpi_communicator.h"
 #include "io/json_file.h"
 #include "support/test_support.h"
 #include "train/lora_test_util.h"
@@ -40,6 +41,26 @@ class SharedDir {
   dist::Communicator& comm_;
   std::unique_ptr<test::TempDir> own_;
   std::string path_;
+};
+
+// The job's communicator (2 ranks or more) and a shared directory with the tiny model and a dataset of 20
+// examples, written by rank 0.
+class MpiTinyRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    comm_ = dist::make_mpi_communicator();
+    ASSERT_GE(comm_->world_size(), 2) << "run under mpirun -np 2 or more";
+    dir_ = std::make_unique<SharedDir>(*comm_);
+    if (comm_->is_main()) {
+      test::write_tiny_model_dir(dir_->file("model"));
+      test::write_tiny_dataset(dir_->file("data.jsonl"), 20);
+    }
+    comm_->barrier();
+  }
+  void TearDown() override { dir_.reset(); }
+
+  std::unique_ptr<dist::Communicator> comm_;
+  std::unique_ptr<SharedDir> dir_;
 };
 
 inline TrainConfig base_config(const std::string& root, const std::string& finetune) {
@@ -81,6 +102,22 @@ inline void expect_losses_close(const std::vector<double>& got, const std::vecto
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_LE(std::abs(got[i] - want[i]), tolerance * std::abs(want[i])) << "step " << i + 1;
+}
+
+// A checkpoint's f64 masters against the final f32 weights of an fp32 run with master weights: every weight
+// is its master rounded to nearest, and the masters carry more than f32 precision (they are the masters, not
+// the weights widened).
+inline void expect_masters_of(const std::map<std::string, std::vector<double>>& masters,
+                              const std::map<std::string, std::vector<double>>& working) {
+  size_t wider = 0;
+  for (const auto& [name, m] : masters) {
+    ASSERT_TRUE(working.count(name)) << name;
+    for (size_t i = 0; i < m.size(); ++i) {
+      ASSERT_EQ(working.at(name)[i], double(float(m[i]))) << name << "[" << i << "]";
+      wider += m[i] != double(float(m[i]));
+    }
+  }
+  EXPECT_GT(wider, 0u) << "the checkpoint's masters carry more than f32 precision";
 }
 
 // A sharded checkpoint's optimizer state put together from its rank files by the manifest's ranges (read

@@ -52,26 +52,12 @@ TrainConfig masters_config(const std::string& root, int world) {
   return c;
 }
 
-class MpiZero3Masters : public ::testing::Test {
+class MpiZero3Masters : public MpiTinyRun {
  protected:
-  void SetUp() override {
-    comm_ = dist::make_mpi_communicator();
-    ASSERT_GE(comm_->world_size(), 2) << "run under mpirun -np 2 or more";
-    dir_ = std::make_unique<SharedDir>(*comm_);
-    if (comm_->is_main()) {
-      test::write_tiny_model_dir(dir_->file("model"));
-      test::write_tiny_dataset(dir_->file("data.jsonl"), 20);
-    }
-    comm_->barrier();
-  }
-  void TearDown() override { dir_.reset(); }
   // Rank 0's output_dir is the run's; the others write nowhere.
   std::string output(const std::string& name) const {
     return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
   }
-
-  std::unique_ptr<dist::Communicator> comm_;
-  std::unique_ptr<SharedDir> dir_;
 };
 
 // Full fine-tuning, and partial (attention and norms: some layer tensors sharded with masters, the MLP's
@@ -113,16 +99,7 @@ TEST_F(MpiZero3Masters, EqualZero2BitForBitAndOneProcessToRounding) {
     expect_close(read_sharded_optimizer_f64(zero3 + "/checkpoint-4"),
                  read_sharded_optimizer_f64(zero2 + "/checkpoint-4"), 0.0);
     // Wider than the compute weights, which are the masters rounded to nearest.
-    const auto working = final_tensors(zero3, "full");
-    size_t wider = 0;
-    for (const auto& [name, m] : masters) {
-      ASSERT_TRUE(working.count(name)) << name;
-      for (size_t i = 0; i < m.size(); ++i) {
-        ASSERT_EQ(working.at(name)[i], double(float(m[i]))) << name << "[" << i << "]";
-        wider += m[i] != double(float(m[i]));
-      }
-    }
-    EXPECT_GT(wider, 0u) << "the checkpoint's masters carry more than f32 precision";
+    expect_masters_of(masters, final_tensors(zero3, "full"));
 
     expect_losses_close(runs[1].losses, reference.losses, kF32Tolerance);
     expect_close(final_tensors(zero3, "full"), final_tensors(single, "full"), kF32Tolerance);
