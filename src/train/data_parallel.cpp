@@ -114,48 +114,60 @@ size_t DataParallel::master_slice_bytes(int64_t elements, int world, DType wide)
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-std::unique_ptr<Arena> DataParallel::shard_masters(const std::vector<std::string>& masters,
-                                                   MemoryResource& memory, AdamW& optimizer) {
+std::unique_ptr<Arena> DataParallel::make_master_slices(const std::vector<std::string>& masters,
+                                                        MemoryResource& memory, DType wide) {
   LT_CHECK(sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2,
-           "shard_masters: sharding {} (zero1 and zero2 only)", dist::sharding_name(sharding_));
-  LT_CHECK(!shards_masters(), "shard_masters: the masters are sliced already");
+           "make_master_slices: sharding {} (zero1 and zero2 only)", dist::sharding_name(sharding_));
+  LT_CHECK(!shards_masters(), "make_master_slices: the masters are sliced already");
   std::vector<bool> sliced(full_.size(), false);
   size_t bytes = kAlignment;
   for (size_t i = 0; i < full_.size(); ++i) {
     const ParamGroup& g = full_[i];
     sliced[i] = std::find(masters.begin(), masters.end(), g.name) != masters.end();
     if (!sliced[i]) continue;
-    LT_CHECK(!g.compute_copy.empty() && g.compute_copy.numel() == g.param.numel(),
-             "shard_masters: '{}' has no working weight beside its master", g.name);
-    bytes += master_slice_bytes(g.param.numel(), comm_.world_size(), g.param.dtype);
+    LT_CHECK(
+        g.compute_copy.empty() && dtype_size(g.param.dtype) < dtype_size(wide),
+        "make_master_slices: '{}' is {} with{} a compute copy, expected a working weight narrower than {}",
+        g.name, dtype_name(g.param.dtype), g.compute_copy.empty() ? "out" : "", dtype_name(wide));
+    bytes += master_slice_bytes(g.param.numel(), comm_.world_size(), wide);
   }
   auto arena = std::make_unique<Arena>("master weights (zero1/zero2 slices)", memory, bytes);
   for (size_t i = 0; i < full_.size(); ++i) {
     if (!sliced[i]) continue;
-    ParamGroup& g = full_[i];
     const int64_t c = slice_capacity(i);
-    const Tensor slice(arena->alloc_bytes(g.name, size_t(c) * dtype_size(g.param.dtype)), g.param.dtype, {c},
+    const Tensor slice(arena->alloc_bytes(full_[i].name, size_t(c) * dtype_size(wide)), wide, {c},
                        arena->device());
     ops::zero(ctx_, slice);  // the padding past the slice gathers as zeros
     const auto [begin, end] = mine_[i];
-    if (begin < end) ops::copy(ctx_, flat_range(slice, 0, end - begin), flat_range(g.param, begin, end));
+    if (begin < end)
+      ops::copy(ctx_, flat_range(slice, 0, end - begin), flat_range(full_[i].param, begin, end));
     master_slice_[i] = slice;
-    g.param = g.compute_copy;
-    g.compute_copy = Tensor{};
   }
   master_arena_bytes_ = bytes;
-  const std::vector<ParamGroup> groups = optimizer_groups();
-  LT_CHECK(groups.size() == optimizer.params().size(), "shard_masters: {} groups, the optimizer has {}",
-           groups.size(), optimizer.params().size());
-  for (size_t k = 0; k < groups.size(); ++k)
-    optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
   return arena;
 }
 
+int64_t DataParallel::master_index(const std::string& name) const {
+  for (size_t i = 0; i < full_.size(); ++i)
+    if (full_[i].name == name && !master_slice_[i].empty()) return int64_t(i);
+  return -1;
+}
+
+bool DataParallel::load_master(const std::string& name, const Tensor& whole) {
+  const int64_t i = master_index(name);
+  if (i < 0) return false;
+  LT_CHECK(whole.numel() == full_[size_t(i)].param.numel(), "load_master: '{}' has {} elements, not {}", name,
+           full_[size_t(i)].param.numel(), whole.numel());
+  const auto [begin, end] = mine_[size_t(i)];
+  if (begin < end)
+    ops::copy(ctx_, flat_range(master_slice_[size_t(i)], 0, end - begin), flat_range(whole, begin, end));
+  return true;
+}
+
 bool DataParallel::gather_master(const std::string& name, Tensor into) {
-  size_t i = 0;
-  while (i < full_.size() && (full_[i].name != name || master_slice_[i].empty())) ++i;
-  if (i == full_.size()) return false;
+  const int64_t found = master_index(name);
+  if (found < 0) return false;
+  const size_t i = size_t(found);
   const Tensor& slice = master_slice_[i];
   LT_CHECK(into.empty() || into.numel() == full_[i].param.numel(),
            "gather_master: '{}' has {} elements, not {}", name, full_[i].param.numel(), into.numel());

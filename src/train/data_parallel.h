@@ -9,9 +9,9 @@
 //              clips with the global norm (the ranks' partial squared norms all-reduced), updates its slice,
 //              and the slices are all-gathered;
 //   zero1, zero2 with master weights (master_weights, fp16): a rank keeps the wide masters of its slices
-//              only (shard_masters); AdamW updates them and rounds them into the working weights' slices,
-//              and the working weights' slices are all-gathered (checkpoints gather the masters one tensor
-//              at a time: gather_master);
+//              only (make_master_slices); AdamW updates them and rounds them into the working weights'
+//              slices, and the working weights' slices are all-gathered (checkpoints gather the masters one
+//              tensor at a time: gather_master);
 //   zero3      zero2, but the trained layer tensors themselves are sharded (train/zero3_layers.h): their
 //              gradients arrive reduce-scattered during the backward and AdamW updates the slices in place
 //              (nothing to gather after the step); model-level tensors and LoRA adapters as zero2.
@@ -101,21 +101,24 @@ class DataParallel {
   // before anything reads the weights outside a forward (evaluation, checkpoints, the final model).
   void finish_parameters();
 
-  // zero1, zero2 with master weights: the full() tensors named in `masters` hold a whole wide master as
-  // `param` and the working weight as `compute_copy`. This rank then keeps the master of its slice only,
-  // copied into the returned arena (on `memory`; master_slice_bytes a tensor: c = ceil(n / world) elements,
-  // zero-padded past the slice, so that every rank's slices gather alike); `optimizer` (over
-  // optimizer_groups()) is re-pointed at them, AdamW rounding each into the working weight's slice, and
-  // full()'s entry becomes the working weight (what gather_parameters all-gathers; no compute copy). The
-  // whole masters are then unused and may be freed.
-  std::unique_ptr<Arena> shard_masters(const std::vector<std::string>& masters, MemoryResource& memory,
-                                       AdamW& optimizer);
+  // zero1, zero2 with master weights, before the optimizer is made: the full() tensors named in `masters`
+  // (working weights, in the compute dtype, without a compute copy) get `wide` masters of this rank's slice
+  // only, in the returned arena (on `memory`; master_slice_bytes a tensor: c = ceil(n / world) elements,
+  // zero-padded past the slice, so that every rank's slices gather alike), widened from the working
+  // weights. optimizer_groups() then lists the master slices, with the working weights' slices as their
+  // compute copies (AdamW rounds each update into them), and gather_parameters all-gathers the working
+  // weights. No whole master ever exists on the device.
+  std::unique_ptr<Arena> make_master_slices(const std::vector<std::string>& masters, MemoryResource& memory,
+                                            DType wide);
   static size_t master_slice_bytes(int64_t elements, int world, DType wide);
   bool shards_masters() const { return master_arena_bytes_ > 0; }
-  // After shard_masters: the whole master of the full() tensor `name` (a collective: every rank calls it
-  // for the same names in the same order), gathered from every rank's slice through the scratch and copied
-  // into `into` (its shape, the master dtype, any device) unless `into` is empty. False (no collective)
-  // when `name` has no master slice.
+  // Resuming: this rank's slice of the whole master `whole` (a checkpoint's, any device) copied into the
+  // master slice of the full() tensor `name`. False when `name` has no master slice.
+  bool load_master(const std::string& name, const Tensor& whole);
+  // The whole master of the full() tensor `name` (a collective: every rank calls it for the same names in
+  // the same order), gathered from every rank's slice through the scratch and copied into `into` (its
+  // shape, the master dtype, any device) unless `into` is empty. False (no collective) when `name` has no
+  // master slice.
   bool gather_master(const std::string& name, Tensor into);
 
   // Sharded strategies: a fresh AdamW over full() (zeroed moments); nullptr otherwise.
@@ -143,7 +146,8 @@ class DataParallel {
  private:
   ops::Context ctx_;  // the context of its ops
   Slice slice_of(size_t index, int rank) const;
-  int64_t slice_capacity(size_t index) const;  // ceil(n / world)
+  int64_t master_index(const std::string& name) const;  // the full() tensor with that master slice, or -1
+  int64_t slice_capacity(size_t index) const;           // ceil(n / world)
   // whole (n elements of tensor `index`'s layout) = every rank's `mine` (its slice, slice_of(index, rank)
   // elements) in rank order: an all-gather of padded slices.
   void gather_into(size_t index, Tensor whole, Tensor mine);
@@ -155,7 +159,7 @@ class DataParallel {
   dist::Sharding sharding_;
   std::vector<ParamGroup> full_;
   std::vector<Slice> mine_;  // this rank's slice of every full tensor
-  // shard_masters: per full tensor, the wide master of this rank's slice ((c) elements), or empty.
+  // make_master_slices: per full tensor, the wide master of this rank's slice ((c) elements), or empty.
   std::vector<Tensor> master_slice_;
   size_t master_arena_bytes_ = 0;
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).

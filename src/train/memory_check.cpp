@@ -71,7 +71,7 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
 namespace {
 
 // zero1, zero2 with master weights: a rank keeps the masters of its slices of every trained tensor only
-// (DataParallel::shard_masters: c = ceil(n / world) elements a tensor).
+// (DataParallel::make_master_slices: c = ceil(n / world) elements a tensor).
 model::MemoryPlan plan_master_slices(model::MemoryPlan plan, int world, const model::ModelConfig& model,
                                      const model::MemoryPlanSettings& s) {
   const model::TrainableFn trainable =

@@ -109,7 +109,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                           std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
     grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
   }
-  if (keeps_master_weights(config_)) setup_master_weights(trainable);
+  // zero1, zero2: a rank keeps the masters of its slices only (slice_master_weights, with the optimizer).
+  const bool sliced_masters = keeps_master_weights(config_) && (config_.sharding == dist::Sharding::Zero1 ||
+                                                                config_.sharding == dist::Sharding::Zero2);
+  if (keeps_master_weights(config_) && !sliced_masters) setup_master_weights(trainable);
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                  : trainable_tensors(mc, model_.weights, grads_);
@@ -128,6 +131,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   adamw.seed = uint64_t(config_.seed);
   data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
                                                   config_.overlap_gathers);
+  if (sliced_masters) slice_master_weights();
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
@@ -199,8 +203,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     check_resume_compatible(dir, config_);
     check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
     // This rank's optimizer state, from rank files of any world size or a whole file (sharded_checkpoint.h).
-    state_ = resume_checkpoint(ctx_, dir, mc, saved_weights(), *data_parallel_, comm_->rank(), *optimizer_,
-                               lora_arena_ ? &lora_ : nullptr, lora_arena_ ? &adapter_config_ : nullptr);
+    // Sliced masters: the checkpoint's whole masters are read into host memory, then cut.
+    model::HostWeights whole_masters;
+    if (sliced_masters) whole_masters = model::host_allocation(mc, wide_master_dtype(model_.dtype));
+    state_ = resume_checkpoint(ctx_, dir, mc, sliced_masters ? whole_masters.weights : saved_weights(),
+                               *data_parallel_, comm_->rank(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
+                               lora_arena_ ? &adapter_config_ : nullptr);
+    if (sliced_masters) load_master_slices(whole_masters.weights);
   }
   if (config_.precision == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{
@@ -220,9 +229,6 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                                 : trainable_tensors(mc, model_.weights, grads_),
                                   *optimizer_);
   }
-  if (master_arena_ &&
-      (config_.sharding == dist::Sharding::Zero1 || config_.sharding == dist::Sharding::Zero2))
-    shard_master_weights();
 }
 
 Trainer::~Trainer() = default;

@@ -113,9 +113,11 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
-  // zero1, zero2: the masters kept for this rank's slices only (DataParallel::shard_masters), after a
-  // resume has loaded the whole ones.
-  void shard_master_weights();
+  // zero1, zero2: the masters of this rank's slices only (DataParallel::make_master_slices), made from the
+  // working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters (`whole`,
+  // host memory) and rounds the working weights from those.
+  void slice_master_weights();
+  void load_master_slices(const model::ModelWeights& whole);
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
   // after every update AdamW writes them itself (ParamGroup::compute_copy).
   void refresh_lora_compute();
@@ -147,8 +149,8 @@ class Trainer {
   // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
   // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
   // (model_.weights, compute dtype) are refreshed from them after every update. zero1 and zero2 keep only
-  // this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty), zero3 those of
-  // its sharded layer tensors (zero3_layers.h).
+  // this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty, and no whole
+  // master exists on the device), zero3 those of its sharded layer tensors (zero3_layers.h).
   std::unique_ptr<Arena> master_arena_;
   model::ModelWeights masters_;
   std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)

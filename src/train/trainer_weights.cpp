@@ -69,13 +69,23 @@ void Trainer::setup_master_weights(const model::TrainableFn& trainable) {
   model::bind_fused_parts(mc, masters_);
 }
 
-void Trainer::shard_master_weights() {
+void Trainer::slice_master_weights() {
   std::vector<std::string> trained;
   for (const model::WeightSpec& spec : model::weight_specs(model_.config))
     if (!model::weight_of(grads_, spec).empty()) trained.push_back(spec.hf_name);
-  // The slices are copied out of the whole masters before those are freed.
-  master_arena_ = data_parallel_->shard_masters(trained, ops::memory_resource(model_.device), *optimizer_);
-  masters_ = {};  // nothing may read the freed whole masters (whole_weights gathers the slices)
+  master_arena_ = data_parallel_->make_master_slices(trained, ops::memory_resource(model_.device),
+                                                     wide_master_dtype(model_.dtype));
+}
+
+void Trainer::load_master_slices(const model::ModelWeights& whole) {
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    const Tensor& w = model::weight_of(whole, spec);
+    if (w.empty()) continue;
+    data_parallel_->load_master(spec.hf_name, w);
+    // The working weights rounded from the masters to nearest, as refresh_working_weights rounds them
+    // (the frozen ones are their own masters: exact).
+    ops::copy(ctx_, model::weight_of(model_.weights, spec), w);
+  }
 }
 
 model::ModelWeights& Trainer::saved_weights() {
@@ -85,7 +95,8 @@ model::ModelWeights& Trainer::saved_weights() {
 }
 
 void Trainer::refresh_working_weights() {
-  if (!master_arena_) return;
+  // Sliced masters (zero1, zero2): the working weights are the masters' rounding already.
+  if (!master_arena_ || data_parallel_->shards_masters()) return;
   for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
     Tensor& working = model::weight_of(model_.weights, spec);
     const Tensor& master = model::weight_of(masters_, spec);

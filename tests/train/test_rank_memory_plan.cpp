@@ -1,9 +1,9 @@
 // One rank's memory plan among several (train/memory_check.h plan_for_rank): zero1 and zero2 keep
 // 1/world of AdamW's moments (and with master weights the masters of their slices, exactly what
-// DataParallel::shard_masters allocates) and add the collectives' scratch that DataParallel allocates; ddp
-// and none are the one-process plan; zero3 keeps 1/world of the trained layer tensors (and their gradients)
-// plus the gather slots and the gradient buffer, exactly what Zero3Layers allocates. The trainer checks this
-// plan (not the whole one) against memory_limit.
+// DataParallel::make_master_slices allocates) and add the collectives' scratch that DataParallel allocates;
+// ddp and none are the one-process plan; zero3 keeps 1/world of the trained layer tensors (and their
+// gradients) plus the gather slots and the gradient buffer, exactly what Zero3Layers allocates. The trainer
+// checks this plan (not the whole one) against memory_limit.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
@@ -216,9 +216,9 @@ TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
 }
 
 // zero1 and zero2 with master weights (f64 masters of an fp32 run): a rank's plan counts the masters of its
-// slices of every trained tensor, c = ceil(n / world) elements each (DataParallel::shard_masters), so the
-// row shrinks with the world size; what shard_masters allocates is that row, and the slice it keeps is the
-// whole master's elements [r*c, min((r+1)*c, n)).
+// slices of every trained tensor, c = ceil(n / world) elements each (DataParallel::make_master_slices), so
+// the row shrinks with the world size; what make_master_slices allocates is that row, and the slice it keeps
+// is the whole master's elements [r*c, min((r+1)*c, n)).
 TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
   const model::ModelConfig mc = sliceable_config();
   train::TrainConfig c = full_fp32_with_masters();
@@ -244,51 +244,50 @@ TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
     EXPECT_LT(previous, whole / 3);  // 4 ranks: a quarter, and the slices' alignment
   }
 
-  // What shard_masters keeps on rank 1 of 4: the plan's row, and the slices of the whole masters.
-  ModelWithMasters m(mc);
-  const model::ModelWeights &weights = m.weights, &masters = m.masters;
+  // What make_master_slices keeps on rank 1 of 4: the plan's row, the working weights' slices widened, and
+  // what load_master cuts from a checkpoint's whole master.
+  ModelWithMasters m(mc);  // m.masters: the working weights widened, as a whole
   std::vector<train::ParamGroup> groups;
   std::vector<std::string> names;
   for (const model::WeightSpec& spec : model::weight_specs(mc)) {
     groups.push_back({.name = spec.hf_name,
-                      .param = model::weight_of(masters, spec),
+                      .param = model::weight_of(m.weights, spec),
                       .grad = model::weight_of(m.grads, spec),
-                      .compute_copy = model::weight_of(weights, spec),
                       .layer = spec.layer});
     names.push_back(spec.hf_name);
   }
-  const Tensor q0 = masters.layers[0].attn_q;
-  const std::vector<double> whole_q(q0.ptr<double>(), q0.ptr<double>() + q0.numel());
   FourRanks comm;
   const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   train::DataParallel dp(ctx, comm, dist::Sharding::Zero2, groups, HostMemory::instance());
-  train::AdamW optimizer(ctx, dp.optimizer_groups(), {});
-  const std::unique_ptr<Arena> slices = dp.shard_masters(names, HostMemory::instance(), optimizer);
-  m.master_arena.reset();  // the whole masters go
+  const std::unique_ptr<Arena> slices = dp.make_master_slices(names, HostMemory::instance(), DType::F64);
   EXPECT_TRUE(dp.shards_masters());
   EXPECT_EQ(slices->capacity(), row_bytes(rank, "master weights") + 256);  // the arena's alignment slack
-  // The optimizer updates master slices and rounds them into the working weights' slices; the full tensors
-  // are the working weights (what the ranks all-gather).
-  for (size_t k = 0; k < dp.full().size(); ++k) {
-    EXPECT_EQ(dp.full()[k].param.dtype, DType::F32) << dp.full()[k].name;
-    EXPECT_TRUE(dp.full()[k].compute_copy.empty()) << dp.full()[k].name;
-  }
+  // AdamW updates the master slices and rounds them into the working weights' slices.
+  train::AdamW optimizer(ctx, dp.optimizer_groups(), {});
   std::string q0_name;
   for (const model::WeightSpec& spec : model::weight_specs(mc))
     if (spec.layer == 0 && spec.kind == model::WeightKind::AttnQ) q0_name = spec.hf_name;
-  size_t checked = 0;
+  const Tensor q0 = m.masters.layers[0].attn_q;
+  const int64_t capacity = (q0.numel() + 3) / 4;
+  const train::ParamGroup* q0_group = nullptr;
   for (const train::ParamGroup& g : optimizer.params()) {
     ASSERT_EQ(g.param.dtype, DType::F64) << g.name;
     ASSERT_EQ(g.compute_copy.dtype, DType::F32) << g.name;
-    if (g.name != q0_name) continue;
-    ++checked;
-    const int64_t capacity = (q0.numel() + 3) / 4;
-    ASSERT_EQ(g.param.numel(), capacity);
-    for (int64_t i = 0; i < capacity; ++i)
-      ASSERT_EQ(g.param.ptr<double>()[i], whole_q[size_t(capacity + i)]) << i;
-    EXPECT_EQ(g.compute_copy.data, static_cast<const char*>(weights.layers[0].attn_q.data) + capacity * 4);
+    if (g.name == q0_name) q0_group = &g;
   }
-  EXPECT_EQ(checked, 1u);
+  ASSERT_NE(q0_group, nullptr);
+  ASSERT_EQ(q0_group->param.numel(), capacity);
+  for (int64_t i = 0; i < capacity; ++i)
+    ASSERT_EQ(q0_group->param.ptr<double>()[i], q0.ptr<double>()[capacity + i]) << i;
+  EXPECT_EQ(q0_group->compute_copy.data,
+            static_cast<const char*>(m.weights.layers[0].attn_q.data) + capacity * 4);
+  // A checkpoint's whole master: rank 1 keeps elements [c, 2c) of it.
+  std::vector<double> loaded(size_t(q0.numel()));
+  for (size_t i = 0; i < loaded.size(); ++i) loaded[i] = 0.5 + double(i) / 3;
+  EXPECT_TRUE(dp.load_master(q0_name, Tensor(loaded.data(), DType::F64, {q0.numel()})));
+  for (int64_t i = 0; i < capacity; ++i)
+    ASSERT_EQ(q0_group->param.ptr<double>()[i], loaded[size_t(capacity + i)]) << i;
+  EXPECT_FALSE(dp.load_master("no.such.tensor", Tensor(loaded.data(), DType::F64, {q0.numel()})));
 }
 
 }  // namespace

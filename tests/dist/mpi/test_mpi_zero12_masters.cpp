@@ -1,5 +1,5 @@
 // zero1 and zero2 with master weights over `mpirun -np 2` and `-np 4` (train/data_parallel.h
-// shard_masters): each rank keeps the wide masters of its own slices only, AdamW rounds them into the
+// make_master_slices): each rank keeps the wide masters of its own slices only, AdamW rounds them into the
 // working weights' slices, the working weights are all-gathered, and checkpoints and the final model gather
 // the masters one tensor at a time.
 //
