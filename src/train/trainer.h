@@ -90,7 +90,8 @@ class Trainer {
   const std::vector<ParamGroup>& trainable() const { return data_parallel_->full(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
-  // What this rank holds of master weights (zero1, zero2, zero3: its slices); 0 without master weights.
+  // What this rank holds of master weights (zero1, zero2: its slices; zero3: its layer tensors' slices and
+  // the model-level masters); 0 without master weights.
   size_t master_weights_bytes() const { return master_arena_ ? master_arena_->capacity() : 0; }
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
   const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
