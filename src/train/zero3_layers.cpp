@@ -445,7 +445,7 @@ model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
   size_t largest = 0;
   for (const Shard& s : shards_)
     largest = std::max(largest, size_t(s.capacity * world) * dtype_size((masters ? s.master : s.param).dtype));
-  const Device device = from.embed.device;
+  const Device device = shards_.empty() ? from.embed.device : shards_.front().param.device;  // the slices'
   Arena staging("zero3 gathered tensor", ops::memory_resource(device), largest + kAlignment);
   void* gathered = staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(largest, 1));
   model::HostWeights host;
