@@ -86,6 +86,18 @@ TEST(BufferPlanner, PairsArePlacedAsOneBlock) {
   expect_sound(p, "pairs");
 }
 
+// A random live range: the whole step (one in 8), or an interval of the 64 time points, with a second
+// interval added one time in 3.
+Lifetime random_live(std::mt19937_64& rng) {
+  auto interval = [&] {
+    const int a = int(rng() % 64), b = int(rng() % 64);
+    return Lifetime::points(std::min(a, b), std::max(a, b));
+  };
+  Lifetime live = rng() % 8 == 0 ? Lifetime::step() : interval();
+  if (rng() % 3 == 0) live = live | interval();
+  return live;
+}
+
 // Random live ranges (one or two intervals of 64 time points) and sizes: no two buffers live at the same
 // time share a byte, and the same requests give the same plan.
 TEST(BufferPlanner, RandomLiveRangesNeverOverlapInBytes) {
@@ -98,12 +110,7 @@ TEST(BufferPlanner, RandomLiveRangesNeverOverlapInBytes) {
     };
     std::vector<Request> requests;
     for (int i = 0; i < n; ++i) {
-      auto interval = [&] {
-        const int a = int(rng() % 64), b = int(rng() % 64);
-        return Lifetime::points(std::min(a, b), std::max(a, b));
-      };
-      Lifetime live = rng() % 8 == 0 ? Lifetime::step() : interval();
-      if (rng() % 3 == 0) live = live | interval();
+      const Lifetime live = random_live(rng);
       requests.push_back({size_t(rng() % (6 * kA)), live});
     }
     BufferPlanner p, again;
@@ -152,12 +159,7 @@ TEST(BufferPlanner, EveryRequestTakesTheLowestFreeOffset) {
     BufferPlanner p;
     const int n = 1 + int(rng() % 60);
     for (int i = 0; i < n; ++i) {
-      auto interval = [&] {
-        const int a = int(rng() % 64), b = int(rng() % 64);
-        return Lifetime::points(std::min(a, b), std::max(a, b));
-      };
-      Lifetime live = rng() % 8 == 0 ? Lifetime::step() : interval();
-      if (rng() % 3 == 0) live = live | interval();
+      const Lifetime live = random_live(rng);
       const size_t bytes = rng() % 10 == 0 ? 0 : size_t(rng() % (6 * kA));
       const bool pair = rng() % 4 == 0;
       const size_t each = (bytes + kA - 1) / kA * kA;
