@@ -52,6 +52,18 @@ TrainConfig masters_config(const std::string& root, int world) {
   return c;
 }
 
+// A sharded run (`out`) against one process's (`single`) on the same global batch: per-step losses, evaluation
+// losses and final weights within `tolerance` relative.
+void expect_like_one_process(const TrainResult& r, const std::string& out, const TrainResult& reference,
+                             const std::string& single, double tolerance) {
+  expect_losses_close(r.losses, reference.losses, tolerance);
+  ASSERT_EQ(r.evals.size(), reference.evals.size());
+  for (size_t i = 0; i < r.evals.size(); ++i)
+    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
+              tolerance * std::abs(reference.evals[i].eval_loss));
+  expect_close(final_tensors(out, "full"), final_tensors(single, "full"), tolerance);
+}
+
 class MpiZero3Masters : public MpiTinyRun {
  protected:
   // Rank 0's output_dir is the run's; the others write nowhere.
@@ -149,13 +161,7 @@ TEST_F(MpiZero3Masters, ChunksAndAnUnevenSplitEqualOneProcess) {
   const TrainResult r = run_training(c, test::quiet_hooks(), comm_.get());
   ASSERT_EQ(r.losses.size(), 4u);
   if (!comm_->is_main()) return;
-  expect_losses_close(r.losses, reference.losses, kF32Tolerance);
-  ASSERT_EQ(r.evals.size(), reference.evals.size());
-  for (size_t i = 0; i < r.evals.size(); ++i)
-    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
-              kF32Tolerance * std::abs(reference.evals[i].eval_loss));
-  expect_close(final_tensors(c.output_dir, "full"), final_tensors(dir_->file("single"), "full"),
-               kF32Tolerance);
+  expect_like_one_process(r, c.output_dir, reference, dir_->file("single"), kF32Tolerance);
 }
 
 // zero3 under the layer-major schedule (every chunk of a layer, then the next layer), float64: chunks of 4
@@ -188,13 +194,7 @@ TEST_F(MpiZero3Masters, LayerMajorWithDifferentChunkCountsEqualsOneProcess) {
     const TrainResult r = run_training(c, test::quiet_hooks(), comm_.get());
     ASSERT_EQ(r.losses.size(), 4u);
     if (!comm_->is_main()) continue;
-    expect_losses_close(r.losses, reference.losses, kTolerance);
-    ASSERT_EQ(r.evals.size(), reference.evals.size());
-    for (size_t i = 0; i < r.evals.size(); ++i)
-      EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
-                kTolerance * std::abs(reference.evals[i].eval_loss));
-    expect_close(final_tensors(c.output_dir, "full"), final_tensors(dir_->file("single"), "full"),
-                 kTolerance);
+    expect_like_one_process(r, c.output_dir, reference, dir_->file("single"), kTolerance);
   }
 }
 
