@@ -333,17 +333,21 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
-  std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
-  EvalResult e = evaluate(ctx_, model_.config, model_.dtype, whole_weights(gathered, false), val_,
-                          config_.micro_batch_size, pad_id_, *activations_, lora_for_compute(),
-                          config_.chunk_size, offload_arena_.get(),
-                          {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
+  data_parallel_->finish_parameters();  // the last step's overlapped gathers
+  // zero3: each layer gathered into a slot before its forward (Zero3Layers::evaluation_hooks), never the
+  // whole model; every rank evaluates the whole validation set, so the ranks issue the same gathers.
+  const bool layered = zero3_ && !zero3_->shards().empty();
+  EvalResult e =
+      evaluate(ctx_, model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
+               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
+               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints}, {},
+               layered ? zero3_->evaluation_hooks() : model::LayerHooks{});
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights weights = whole_weights(gathered, true);
+  const model::ModelWeights weights = whole_weights(gathered);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
                        .weights = &weights,
@@ -466,7 +470,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   progress.finish();
   if (const std::string profile = ops::op_profile_report(ctx_); !profile.empty()) say(profile);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights whole = whole_weights(gathered, true);
+  const model::ModelWeights whole = whole_weights(gathered);
   write_on_rank_zero(
       *comm_, "the final model", [&] { save_final(whole, result); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",

@@ -126,11 +126,10 @@ class Trainer {
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final(const model::ModelWeights& weights, const TrainResult& result);
-  // The whole weights (a collective under zero3: the layers gathered into `holder`): `saved`, what
-  // checkpoints and the final model hold (saved_weights: the masters with master_weights), else the weights
-  // the model computes with (evaluation). Under zero3 the saved weights are gathered into host memory on the
-  // main rank, which alone writes them; the other ranks get no weights.
-  model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder, bool saved);
+  // What checkpoints and the final model hold (saved_weights: the masters with master_weights), whole (a
+  // collective when the masters or the layers are sliced): gathered a tensor at a time into host memory
+  // (`holder`) on the main rank, which alone writes them; the other ranks get no weights.
+  model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder);
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 

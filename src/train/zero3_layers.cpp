@@ -371,6 +371,10 @@ model::LayerHooks Zero3Layers::hooks() {
               }};
 }
 
+model::LayerHooks Zero3Layers::evaluation_hooks() {
+  return {.before_forward = [this](int64_t l) { acquire(l, (l + 1) % config_.num_layers); }};
+}
+
 void Zero3Layers::begin_step(int64_t rounds) {
   for (const Shard& s : shards_) ops::zero(ctx_, s.grad);
   rounds_left_ = rounds;
@@ -417,34 +421,14 @@ void Zero3Layers::weights_changed() {
   slot_layer_[0] = slot_layer_[1] = -1;
 }
 
-size_t Zero3Layers::gather_whole_bytes(bool masters) const {
-  const DType dtype = masters && masters_ ? masters_->dtype : weights_.dtype;
-  size_t bytes = kAlignment;
-  for (const Shard& s : shards_)
-    bytes += aligned(size_t(s.capacity * comm_.world_size()) * dtype_size(dtype));
-  return bytes;
-}
-
-model::ModelWeights Zero3Layers::gather_whole(Arena& arena, bool masters) {
-  LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
-  model::ModelWeights out = masters ? *masters_ : weights_;
-  for (const Shard& s : shards_) {
-    const Tensor& slice = masters ? s.master : s.param;
-    const size_t bytes = size_t(s.capacity * comm_.world_size()) * dtype_size(slice.dtype);
-    Tensor& t = model::weight_of(out, s.spec);
-    t = moved(t, arena.alloc_bytes(s.spec.hf_name, bytes));
-    comm_.all_gather(slice, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
-  }
-  return out;
-}
-
 model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
   LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
   const model::ModelWeights& from = masters ? *masters_ : weights_;
   const int64_t world = comm_.world_size();
   size_t largest = 0;
   for (const Shard& s : shards_)
-    largest = std::max(largest, size_t(s.capacity * world) * dtype_size((masters ? s.master : s.param).dtype));
+    largest =
+        std::max(largest, size_t(s.capacity * world) * dtype_size((masters ? s.master : s.param).dtype));
   const Device device = shards_.empty() ? from.embed.device : shards_.front().param.device;  // the slices'
   Arena staging("zero3 gathered tensor", ops::memory_resource(device), largest + kAlignment);
   void* gathered = staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(largest, 1));
@@ -468,7 +452,8 @@ model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
     const Tensor& slice = masters ? s->master : s->param;
     comm_.all_gather(slice, flat(gathered, slice.dtype, s->capacity * world, device));
     // The first n of the world * c gathered elements are the tensor (the last slice is padded).
-    if (!dst.empty()) ops::copy(ctx_, dst.reshaped({s->numel}), flat(gathered, slice.dtype, s->numel, device));
+    if (!dst.empty())
+      ops::copy(ctx_, dst.reshaped({s->numel}), flat(gathered, slice.dtype, s->numel, device));
   }
   return host;
 }

@@ -59,7 +59,8 @@
 // updates the master slice and writes the compute slice in the same pass, rounded to nearest as one
 // process rounds its working weights (no stochastic rounding: that is for bf16 weights without masters), so
 // the next step's gathers carry the bits one process computes with. Checkpoints and the final model gather
-// the masters (gather_whole), evaluation the compute weights.
+// the masters (gather_whole_on_host); evaluation gathers the compute weights layer by layer
+// (evaluation_hooks).
 #pragma once
 
 #include <functional>
@@ -128,6 +129,14 @@ class Zero3Layers {
 
   const std::vector<Shard>& shards() const { return shards_; }
   model::LayerHooks hooks();
+  // Evaluation's hooks (forward passes only): before_forward(l) gathers layer l into a slot as training's
+  // forward does and prefetches layer (l + 1) mod L (the next chunk's or batch's forward starts at layer 0),
+  // so no whole model is gathered. Every rank evaluates the same batches (the whole validation set), so the
+  // hook sequence, and with it every gather, is the same on every rank without padding. The step's state
+  // (rounds, passes, the pending gradient) is not touched; the slots keep layers gathered from the current
+  // weights, which evaluation does not change, so the next step may take them as they are (the optimizer's
+  // weights_changed() drops them after it).
+  model::LayerHooks evaluation_hooks();
 
   // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
   void begin_step(int64_t rounds);
@@ -146,11 +155,8 @@ class Zero3Layers {
   void finish_micro_batch();
   void weights_changed();  // after the optimizer step: the slots are stale
 
-  // The whole model (a collective): `weights` with every sharded layer tensor gathered into `arena`; with
-  // `masters`, the master weights with every master slice gathered (what one process saves).
-  model::ModelWeights gather_whole(Arena& arena, bool masters = false);
-  size_t gather_whole_bytes(bool masters = false) const;
-  // The same whole model in host memory (a collective), for the main rank to write: each sharded tensor is
+  // The whole model in host memory (a collective), for the main rank to write: `weights`, or with `masters`
+  // the master weights (what one process saves); each sharded tensor is
   // gathered on its own into one device buffer of the largest and copied out, the other tensors are copied
   // as they are. A checkpoint or the final model so never holds a second whole model on the GPU (a model
   // that fits only sharded is written too). `keep` false (the ranks that do not write): they take part in
