@@ -109,9 +109,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                           std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
     grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
   }
-  // zero1, zero2: a rank keeps the masters of its slices only (slice_master_weights, with the optimizer).
+  // zero1, zero2, zero3: a rank keeps the masters of its slices only (slice_master_weights, with the
+  // optimizer; zero3's layer tensors then take theirs over).
   const bool sliced_masters = keeps_master_weights(config_) && (config_.sharding == dist::Sharding::Zero1 ||
-                                                                config_.sharding == dist::Sharding::Zero2);
+                                                                config_.sharding == dist::Sharding::Zero2 ||
+                                                                config_.sharding == dist::Sharding::Zero3);
   if (keeps_master_weights(config_) && !sliced_masters) setup_master_weights(trainable);
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
@@ -219,15 +221,15 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   refresh_lora_compute();
   refresh_working_weights();
   if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    // With master weights this rank keeps the masters of its slices only (zero3_layers.h).
+    // With master weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
+    DataParallel& dp = *data_parallel_;
     zero3_ = std::make_unique<Zero3Layers>(
         ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
-        master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{});
+        dp.shards_masters()
+            ? Zero3Layers::MasterSlices([&dp](const std::string& n) { return dp.master_slice(n); })
+            : Zero3Layers::MasterSlices());
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
-    data_parallel_->attach_layers(*zero3_,
-                                  master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
-                                                : trainable_tensors(mc, model_.weights, grads_),
-                                  *optimizer_);
+    dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
   }
 }
 

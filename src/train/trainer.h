@@ -90,8 +90,8 @@ class Trainer {
   const std::vector<ParamGroup>& trainable() const { return data_parallel_->full(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
-  // What this rank holds of master weights (zero1, zero2: its slices; zero3: its layer tensors' slices and
-  // the model-level masters); 0 without master weights.
+  // What this rank holds of master weights (zero1, zero2, zero3: its slices of every trained tensor); 0
+  // without master weights.
   size_t master_weights_bytes() const { return master_arena_ ? master_arena_->capacity() : 0; }
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
   const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
@@ -114,9 +114,9 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
-  // zero1, zero2: the masters of this rank's slices only (DataParallel::make_master_slices), made from the
-  // working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters (`whole`,
-  // host memory) and rounds the working weights from those.
+  // zero1, zero2, zero3: the masters of this rank's slices only (DataParallel::make_master_slices), made
+  // from the working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters
+  // (`whole`, host memory) and rounds the working weights from those.
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
@@ -148,9 +148,9 @@ class Trainer {
   std::unique_ptr<OptimizerInBackward> in_backward_;
   // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
   // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
-  // (model_.weights, compute dtype) are refreshed from them after every update. zero1 and zero2 keep only
-  // this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty, and no whole
-  // master exists on the device), zero3 those of its sharded layer tensors (zero3_layers.h).
+  // (model_.weights, compute dtype) are refreshed from them after every update. zero1, zero2 and zero3 keep
+  // only this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty, and no
+  // whole master exists on the device; zero3's layer tensors use theirs as Zero3Layers::Shard::master).
   std::unique_ptr<Arena> master_arena_;
   model::ModelWeights masters_;
   std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)

@@ -22,7 +22,7 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
   if (data_parallel_->shards_masters()) {
-    // zero1, zero2: every rank holds its masters' slices; each master is gathered on its own into host
+    // zero1, zero2, zero3: every rank holds its masters' slices; each master is gathered on its own into host
     // memory of the main rank, which alone writes them (the other ranks get no weights).
     const bool keep = comm_->is_main();
     model::HostWeights host;
@@ -38,7 +38,7 @@ model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
   }
   if (!zero3_ || zero3_->shards().empty()) return saved_weights();
   // Written by the main rank from host memory, gathered a tensor at a time.
-  model::HostWeights host = zero3_->gather_whole_on_host(master_arena_ != nullptr, comm_->is_main());
+  model::HostWeights host = zero3_->gather_whole_on_host(comm_->is_main());
   holder = std::move(host.arena);
   return host.weights;
 }
