@@ -16,6 +16,10 @@
 #   single-fp16, zero2-w2-fp16, zero3-w2-fp16   fp16 with its loss scaler (f32 masters; the overflow check
 #                        over every rank's gradients);
 #   single-lm, zero3-w2-lm         schedule layer_major (chunks of SEQ/4 tokens), one process and zero3;
+#   single-nc, zero3-w2-nc, zero3-w2-nc-inbwd   bf16 (stochastic rounding, no masters), one micro-batch a
+#                        rank and step, no clipping: zero3 with AdamW at the step's end and in the backward
+#                        (optimizer_in_backward, no gradient slices): the two must give the same losses bit
+#                        for bit.
 #   single-ev, zero3-w2-ev, zero3-w2-ev-chunked   an evaluation every 4 steps over 16 held-out examples,
 #                        one process and zero3 (whose evaluation gathers layer by layer through the slots),
 #                        and zero3 chunked (chunks of SEQ/4 tokens); their evaluation losses are compared too.
@@ -113,6 +117,10 @@ torchrun_like zero3-w2-fp16 2 zero3 --precision fp16
 run single-lm "$lt" train "$work/train.yaml" --output_dir "$work/single-lm" --schedule layer_major \
   --chunk_size $((seq / 4))
 torchrun_like zero3-w2-lm 2 zero3 --schedule layer_major --chunk_size $((seq / 4))
+nc_flags=(--precision bf16 --batch_size 4 --max_grad_norm 0)
+run single-nc "$lt" train "$work/train.yaml" --output_dir "$work/single-nc" "${nc_flags[@]}"
+torchrun_like zero3-w2-nc 2 zero3 "${nc_flags[@]}"
+torchrun_like zero3-w2-nc-inbwd 2 zero3 "${nc_flags[@]}" --optimizer_in_backward true
 # Evaluation under zero3 (layer by layer through the gather slots), whole sequences and chunked.
 run single-ev "$lt" train "$work/train.yaml" --output_dir "$work/single-ev" --val_set_size 16 --eval_steps 4
 torchrun_like zero3-w2-ev 2 zero3 --val_set_size 16 --eval_steps 4
@@ -120,6 +128,7 @@ torchrun_like zero3-w2-ev-chunked 2 zero3 --val_set_size 16 --eval_steps 4 --chu
 names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking single-bf16m ddp-w2-bf16m"
 names="$names zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
 names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero3-w2-lm"
+names="$names single-nc zero3-w2-nc zero3-w2-nc-inbwd"
 names="$names single-ev zero3-w2-ev zero3-w2-ev-chunked"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
@@ -162,8 +171,8 @@ def weights(name):
     return out
 
 def reference(name):  # single, or the single-* row of the same suffix
-    for suffix in ("bf16m", "fp16", "lm", "ev"):
-        if name.endswith("-" + suffix) or "-" + suffix + "-" in name:
+    for suffix in ("bf16m", "fp16", "lm", "nc", "ev"):
+        if name.endswith("-" + suffix) or ("-" + suffix + "-") in name:
             return "single-" + suffix
     return "single"
 print(f"{'run':<16} {'steps':>5} {'final loss':>11} {'loss rel diff':>14} {'weight rel diff':>16} {'tokens/s':>10}")
@@ -185,7 +194,8 @@ for name in names:
         print(f"{'':<16} {len(e):>5} evaluations, eval loss rel diff {eval_diff:.3e}"
               f"{'' if len(e) == len(ref_e) else f' (reference has {len(ref_e)})'}")
 ok = True
-for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero1-w2-bf16m", "ddp-w2-bf16m")):
+for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero1-w2-bf16m", "ddp-w2-bf16m"),
+             ("zero3-w2-nc-inbwd", "zero3-w2-nc")):
     if a not in names or b not in names:
         continue  # ONLY left one of them out
     ma, mb = metrics(a), metrics(b)

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/checkpoint_placement.h"
+#include "model/shared_layer_grads.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
@@ -126,9 +127,19 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     const char* buffer;
     size_t buffer_bytes;
   };
-  const Resliced resliced[] = {{"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
-                               {"weight grads", whole_grads, f.grad_slices,
-                                "zero3 gradient buffers (2 layers) and scatter scratch", f.grad_buffer}};
+  // optimizer_in_backward (zero3_step_in_backward.h): the one-process plan's one shared layer of gradients
+  // gives way to zero3's gradient buffers, and no rank keeps gradient slices.
+  const model::TrainableFn model_level_trained = [&](const model::WeightSpec& spec) {
+    return spec.layer < 0 && trainable(spec);
+  };
+  const size_t shared_layer = model::shared_layer_grads_bytes(model, grad_dtype, trainable) -
+                              model::grads_bytes(model, grad_dtype, model_level_trained);
+  const Resliced resliced[] = {
+      {"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
+      {"weight grads", whole_grads, f.grad_slices, "zero3 gradient buffers (2 layers) and scatter scratch",
+       f.grad_buffer},
+      {"weight grads (model-level + one layer, shared)", shared_layer, 0,
+       "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch", f.grad_buffer}};
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {
     const Resliced* r = nullptr;
@@ -140,7 +151,8 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     }
     account(row, int64_t(r->slices) - int64_t(r->whole));
     row.bytes = row.bytes - r->whole + r->slices;
-    row.name = fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
+    row.name = r->slices == 0 ? std::string("weight grads (model-level)")
+                              : fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
     rows.push_back(row);
     if (r->buffer_bytes == 0) continue;
     rows.push_back(

@@ -46,6 +46,7 @@
 #include "train/run_plan.h"
 #include "train/run_setup.h"
 #include "train/train_config.h"
+#include "train/zero3_step_in_backward.h"
 
 namespace lt::train {
 
@@ -160,6 +161,7 @@ class Trainer {
   model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
   std::unique_ptr<DataParallel> data_parallel_;  // how the step meets the other ranks (`sharding`)
   std::unique_ptr<Zero3Layers> zero3_;           // zero3 with trained layer tensors: their slices
+  std::unique_ptr<Zero3StepInBackward> zero3_in_backward_;  // zero3 with optimizer_in_backward
   std::unique_ptr<AdamW> optimizer_;             // over data_parallel_->optimizer_groups()
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;

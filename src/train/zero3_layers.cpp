@@ -65,14 +65,15 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
-                         const MasterSlices& masters)
+                         const MasterSlices& masters, bool gradient_slices)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
       weights_(weights),
       grads_(grads),
       grad_dtype_(grads.dtype),
-      overlap_(overlap) {
+      overlap_(overlap),
+      gradient_slices_(gradient_slices) {
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
   const Device device = weights_arena->device();
@@ -100,7 +101,7 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     slot_bytes = std::max(slot_bytes, slot);
     buffer_bytes = std::max(buffer_bytes, buffer);
     weight_bytes += aligned(size_t(s.capacity) * dtype_size(dtype));
-    grad_bytes += aligned(size_t(s.capacity) * dtype_size(grad_dtype_));
+    if (gradient_slices_) grad_bytes += aligned(size_t(s.capacity) * dtype_size(grad_dtype_));
     largest = std::max(largest, s.capacity);
     by_layer_[size_t(spec.layer)].push_back(shards_.size());
     shards_.push_back(std::move(s));
@@ -141,10 +142,14 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     Shard& s = shards_[next++];
     s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
                    s.capacity, device);
-    s.grad = flat(new_grads->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)),
-                  grad_dtype_, s.capacity, device);
+    if (gradient_slices_) {
+      s.grad = flat(new_grads->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)),
+                    grad_dtype_, s.capacity, device);
+      ops::zero(ctx_, s.grad);
+    } else {
+      s.grad = reduced_block(s, 0);  // where AdamW is bound until on_reduced hands it each layer's blocks
+    }
     ops::zero(ctx_, s.param);
-    ops::zero(ctx_, s.grad);
     if (masters) {
       s.master = masters(spec.hf_name);
       LT_CHECK(s.master.numel() == s.capacity, "zero3: the master slice of '{}' has {} elements, not {}",
@@ -180,7 +185,7 @@ Tensor Zero3Layers::grad_view(const Shard& s, int buffer) const {
 Tensor Zero3Layers::reduced_block(const Shard& s, int buffer) const {
   const size_t begin = size_t(comm_.rank() * s.capacity) * dtype_size(grad_dtype_);
   return flat(static_cast<char*>(grad_buffers_[buffer]) + s.grad_offset + begin, grad_dtype_, s.capacity,
-              s.grad.device);
+              s.param.device);
 }
 
 int Zero3Layers::slot_holding(int64_t layer) const {
@@ -265,7 +270,11 @@ void Zero3Layers::flush() {
     } else {
       const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
       comm_.reduce_scatter(grad_view(s, b), part, dist::ReduceOp::Sum);
-      ops::add_inplace(ctx_, s.grad, part);
+      if (gradient_slices_)
+        ops::add_inplace(ctx_, s.grad, part);
+      else
+        on_reduced_(std::span<const size_t>(&i, 1),
+                    std::span<const Tensor>(&part, 1));  // scratch reused next
     }
   }
   if (overlap_) {
@@ -279,9 +288,13 @@ void Zero3Layers::complete(int buffer) {
   if (reducing_[buffer] < 0) return;
   // The compute stream waits for the buffer's reduce-scatter only (not for a gather issued after it).
   comm_.wait_overlapped_mark(reduced_mark_[buffer]);
-  for (size_t i : by_layer_[size_t(reducing_[buffer])]) {
-    const Shard& s = shards_[i];
-    ops::add_inplace(ctx_, s.grad, reduced_block(s, buffer));
+  const std::vector<size_t>& layer = by_layer_[size_t(reducing_[buffer])];
+  if (gradient_slices_) {
+    for (size_t i : layer) ops::add_inplace(ctx_, shards_[i].grad, reduced_block(shards_[i], buffer));
+  } else {
+    std::vector<Tensor> reduced;
+    for (size_t i : layer) reduced.push_back(reduced_block(shards_[i], buffer));
+    on_reduced_(layer, reduced);
   }
   reducing_[buffer] = -1;
 }
@@ -332,7 +345,9 @@ model::LayerHooks Zero3Layers::evaluation_hooks() {
 }
 
 void Zero3Layers::begin_step(int64_t rounds) {
-  for (const Shard& s : shards_) ops::zero(ctx_, s.grad);
+  LT_CHECK(gradient_slices_ || on_reduced_, "zero3 without gradient slices: no on_reduced to hand them to");
+  if (gradient_slices_)
+    for (const Shard& s : shards_) ops::zero(ctx_, s.grad);
   rounds_left_ = rounds;
 }
 

@@ -69,6 +69,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -119,9 +120,21 @@ class Zero3Layers {
   // added before the next layer computes (synchronously, one gradient buffer; the same results, for
   // comparison).
   // `masters` (master weights): where each sharded tensor's master slice already is (nothing is copied).
+  // `gradient_slices` false (AdamW in the backward, train/zero3_step_in_backward.h): no gradient slices are
+  // kept; each layer's reduced blocks go to on_reduced (set_on_reduced) while they are in the gradient
+  // buffer, and Shard::grad is a view of buffer 0's block (valid memory of the slice's size, never summed).
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena, bool overlap = true, const MasterSlices& masters = {});
+              std::unique_ptr<Arena>& grads_arena, bool overlap = true, const MasterSlices& masters = {},
+              bool gradient_slices = true);
+
+  // Without gradient slices: called once a layer's reduce-scatter is complete on the compute stream, with
+  // the layer's shards (indices into shards()) and their reduced gradients ((c) elements each, this rank's
+  // block: the sum over ranks of the step's gradient, as a slice would hold it), valid until the call
+  // returns (later work reuses their buffer).
+  using ReducedFn = std::function<void(std::span<const size_t> shards, std::span<const Tensor> reduced)>;
+  void set_on_reduced(ReducedFn fn) { on_reduced_ = std::move(fn); }
+  bool keeps_gradient_slices() const { return gradient_slices_; }
 
   const std::vector<Shard>& shards() const { return shards_; }
   model::LayerHooks hooks();
@@ -190,6 +203,8 @@ class Zero3Layers {
   void* grad_buffers_[2] = {nullptr, nullptr};
   Tensor scatter_scratch_;  // (largest c) gradient dtype; the blocking path's reduce-scatter output
   bool overlap_;
+  bool gradient_slices_ = true;
+  ReducedFn on_reduced_;  // without gradient slices
   bool layer_major_ = false;
   int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
   bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
