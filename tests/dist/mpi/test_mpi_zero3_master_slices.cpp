@@ -122,5 +122,32 @@ TEST_F(MpiZero3MasterSlices, ResumedFromOneProcessRestoresEveryRanksMasterSlices
                test::read_checkpoint_f64(source.output_dir + "/checkpoint-4"), kF32Tolerance);
 }
 
+// AdamW in the backward (train/zero3_step_in_backward.h) steps each layer's master slices (DataParallel's,
+// taken over by Zero3Layers) and the model-level ones at the step's end, as the end-of-step AdamW does: the
+// same losses, final weights and checkpointed masters bit for bit (one micro-batch a rank, no clipping).
+TEST_F(MpiZero3MasterSlices, AdamWInTheBackwardStepsTheSameMasterSlices) {
+  std::string dirs[2];
+  TrainResult runs[2];
+  for (int k = 0; k < 2; ++k) {
+    TrainConfig c = base_config(dir_->path(), "full");
+    c.precision = Precision::Fp32;
+    c.master_weights = true;
+    c.batch_size = comm_->world_size();
+    c.max_grad_norm = 0;
+    c.save_steps = 2;
+    c.optimizer_in_backward = k == 1;
+    apply_overrides(c, {"--sharding", "zero3"});
+    dirs[k] = dir_->file(k == 1 ? "in-backward" : "end-of-step");
+    c.output_dir = comm_->is_main() ? dirs[k] : dirs[k] + "-rank" + std::to_string(comm_->rank());
+    runs[k] = run_training(c, test::quiet_hooks(), comm_.get());
+    ASSERT_EQ(runs[k].losses.size(), 4u);
+  }
+  if (!comm_->is_main()) return;
+  EXPECT_EQ(runs[1].losses, runs[0].losses);
+  expect_close(final_tensors(dirs[1], "full"), final_tensors(dirs[0], "full"), 0.0);
+  expect_close(test::read_checkpoint_f64(dirs[1] + "/checkpoint-4"),
+               test::read_checkpoint_f64(dirs[0] + "/checkpoint-4"), 0.0);
+}
+
 }  // namespace
 }  // namespace lt::train
