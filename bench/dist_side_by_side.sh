@@ -100,9 +100,6 @@ for w in "${workloads[@]}"; do
       policy=${w#llama8b_full_4096x1_one}; policy=${policy#_}
       read -r lt lg <<< "$(RANKS=1 leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 none --recompute "${policy:-full}")"
       row "$w" "$lt" "$lg" - - ;;
-    llama8b_full_4096x1_zero3_*)  # leantune alone, recomputing less than full (the suffix: the policy)
-      read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute "${w##*_}")"
-      row "$w" "$lt" "$lg" - - ;;
     llama8b_full_4096x1_zero3)  # issue 22's 8B row: zero3 over every GPU, 4096 x 1 per GPU, as the FSDP2 peer
       read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute full)"
       [ -z "$peer_llama8b" ] && peer_llama8b=$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)
@@ -121,6 +118,9 @@ for w in "${workloads[@]}"; do
       [ "${w##*_}" = one ] && ranks=1 || ranks=$gpus
       read -r lt lg <<< "$(RANKS=$ranks FINETUNE=lora leantune_run "$w" bench/configs/llama3.1-8b 1024 8 5 \
         "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute none)"
+      row "$w" "$lt" "$lg" - - ;;
+    llama8b_full_4096x1_zero3_*)  # leantune alone, recomputing less than full (the suffix: the policy)
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute "${w##*_}")"
       row "$w" "$lt" "$lg" - - ;;
     *) echo "unknown workload $w" ;;
   esac
