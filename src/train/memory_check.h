@@ -32,9 +32,9 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
 // nothing.
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 int64_t largest_elements);
-// The same for the plan of `model` under `settings`; zero1 and zero2 with master weights: the masters
-// are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero3: the trained layer
-// tensors' weights, gradients and masters are this rank's slices, plus two layers' gather slots and one
+// The same for the plan of `model` under `settings`; zero1, zero2 and zero3 with master weights: the
+// masters are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero3: the
+// trained layer tensors' weights and gradients are this rank's slices, plus two layers' gather slots and one
 // layer's gradient buffer (train/zero3_layers.h); LoRA's adapters as zero2 (the frozen base stays whole).
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 const model::ModelConfig& model, const model::MemoryPlanSettings& settings);
