@@ -6,6 +6,7 @@
 
 #include "core/timer.h"
 #include "data/data_loader.h"
+#include "dist/rank_split.h"
 #include "model/chunked_decoder.h"
 #include "model/decoder.h"
 #include "model/schedule.h"
@@ -58,7 +59,7 @@ EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DT
                     int64_t micro_batch_size, int32_t pad_id, Arena& activations,
                     const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
                     const EvalLayout& layout, const std::function<void(int64_t, int64_t)>& on_batch,
-                    const model::LayerHooks& hooks) {
+                    const EvalShare& share) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -67,10 +68,17 @@ EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DT
   double loss_sum = 0;
   int64_t tokens = 0;
   const int64_t batches = loader.steps_per_epoch();
-  for (int64_t i = 0; i < batches; ++i) {
-    if (on_batch && i > 0) on_batch(i, batches);
-    ModelBatch batch = to_model_batch(loader.batch(0, i));
-    if (batch.label_tokens == 0) continue;
+  const dist::IndexRange mine = dist::rank_share(0, batches, share.rank, share.world);
+  const int64_t rounds = dist::rank_share(0, batches, 0, share.world).size();  // rank 0 has the most
+  for (int64_t j = 0; j < rounds; ++j) {
+    const int64_t i = mine.begin + j;
+    if (on_batch && j > 0) on_batch(j, mine.size());
+    ModelBatch batch;
+    if (i < mine.end) batch = to_model_batch(loader.batch(0, i));
+    if (i >= mine.end || batch.label_tokens == 0) {
+      if (share.round_passes) share.pad_passes(share.round_passes(0));
+      continue;
+    }
     const Arena::Mark mark = activations.mark();
     // A chunked run that offloads its checkpoints has no room for them on the device: evaluation offloads
     // them too. Whole sequences keep nothing for a backward, so there is nothing to offload.
@@ -85,15 +93,19 @@ EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DT
     options.device_checkpoints = layout.device_checkpoints;
     std::unique_ptr<model::Schedule> schedule = model::make_schedule(
         ctx, model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
-    schedule->set_layer_hooks(hooks);
+    schedule->set_layer_hooks(share.hooks);
+    const int64_t passes = share.round_passes ? share.round_passes(schedule->num_chunks()) : 0;
     loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
+    if (share.round_passes) share.pad_passes(passes - schedule->num_chunks());
+    schedule.reset();
     activations.release(mark);
     if (offloading) offload->release(offload_mark);
     tokens += batch.label_tokens;
   }
-  if (on_batch) on_batch(batches, batches);
+  if (on_batch) on_batch(mine.size(), mine.size());
   return {.loss = tokens > 0 ? loss_sum / double(tokens) : std::numeric_limits<double>::quiet_NaN(),
           .tokens = tokens,
+          .loss_sum = loss_sum,
           .seconds = timer.seconds()};
 }
 

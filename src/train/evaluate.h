@@ -21,8 +21,9 @@
 namespace lt::train {
 
 struct EvalResult {
-  double loss = 0;     // mean token CE (NaN when no token is scored)
-  int64_t tokens = 0;  // scored tokens
+  double loss = 0;      // mean token CE (NaN when no token is scored)
+  int64_t tokens = 0;   // scored tokens
+  double loss_sum = 0;  // the token CEs' sum (loss = loss_sum / tokens): what ranks add up
   double seconds = 0;
 };
 
@@ -59,16 +60,29 @@ struct EvalLayout {
   model::ScheduleOrder order = model::ScheduleOrder::ChunkMajor;
   int64_t device_checkpoints = -1;
 };
-// `on_batch(done, total)`, when set, is called after each micro-batch (progress). `hooks`: the per-layer
-// residency hooks of the forward (only before_forward is called: zero3 gathers each layer's weights there,
+// `on_batch(done, total)`, when set, is called after each micro-batch (progress).
+//
+// Several processes (Trainer::run_eval): rank `rank` of `world` evaluates its share of the batches
+// (dist::rank_share: contiguous, the lower ranks one more), in rounds (round j: every rank's j-th batch),
+// and the caller adds loss_sum and tokens over the ranks. `hooks`: the per-layer residency hooks of the
+// forward (only before_forward is called: zero3 gathers each layer's weights there,
 // Zero3Layers::evaluation_hooks); `weights` is then read again after each hook, so it must be the tensors
-// the hooks re-point, not a copy.
+// the hooks re-point, not a copy. Hooks that run collectives need every rank to call them alike:
+// `round_passes(mine)` gets this rank's chunk count for the round (0 without a batch, or with a batch that
+// scores no token) and returns the passes every rank makes (zero3: the most any rank has), and
+// `pad_passes(n)` makes n passes of the hooks without compute.
+struct EvalShare {
+  int rank = 0, world = 1;
+  model::LayerHooks hooks;
+  std::function<int64_t(int64_t mine)> round_passes;
+  std::function<void(int64_t passes)> pad_passes;
+};
 EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DType dtype,
                     const model::ModelWeights& weights, std::span<const data::Example> examples,
                     int64_t micro_batch_size, int32_t pad_id, Arena& activations,
                     const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
                     Arena* offload = nullptr, const EvalLayout& layout = {},
                     const std::function<void(int64_t done, int64_t total)>& on_batch = {},
-                    const model::LayerHooks& hooks = {});
+                    const EvalShare& share = {});
 
 }  // namespace lt::train

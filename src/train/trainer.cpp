@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -361,15 +362,27 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
-  // zero3: each layer gathered into a slot before its forward (Zero3Layers::evaluation_hooks), never the
-  // whole model; every rank evaluates the whole validation set, so the ranks issue the same gathers.
-  const bool layered = zero3_ && !zero3_->shards().empty();
-  EvalResult e =
+  // Each rank evaluates its share of the batches, and their sums are added (evaluate.h EvalShare). zero3:
+  // each layer gathered into a slot before its forward (Zero3Layers::evaluation_hooks), never the whole
+  // model, with the rounds padded so that every rank issues the same gathers.
+  EvalShare share;
+  share.rank = comm_->rank();
+  share.world = comm_->world_size();
+  if (zero3_ && !zero3_->shards().empty()) {
+    share.hooks = zero3_->evaluation_hooks();
+    share.round_passes = [this](int64_t mine) { return zero3_->evaluation_round_passes(mine); };
+    share.pad_passes = [this](int64_t passes) { zero3_->pad_evaluation(passes); };
+  }
+  Timer timer;
+  const EvalResult e =
       evaluate(ctx_, model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
                *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
-               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints}, {},
-               layered ? zero3_->evaluation_hooks() : model::LayerHooks{});
-  return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
+               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints}, {}, share);
+  double sums[2] = {e.loss_sum, double(e.tokens)};  // token counts are exact in f64 below 2^53
+  comm_->all_reduce(Tensor(sums, DType::F64, {2}), dist::ReduceOp::Sum);
+  const auto tokens = int64_t(sums[1]);
+  const double loss = tokens > 0 ? sums[0] / sums[1] : std::numeric_limits<double>::quiet_NaN();
+  return {.step = step, .epoch = epoch, .eval_loss = loss, .eval_tokens = tokens, .eval_s = timer.seconds()};
 }
 
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {

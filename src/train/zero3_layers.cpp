@@ -344,6 +344,19 @@ model::LayerHooks Zero3Layers::evaluation_hooks() {
   return {.before_forward = [this](int64_t l) { acquire(l, (l + 1) % config_.num_layers); }};
 }
 
+int64_t Zero3Layers::evaluation_round_passes(int64_t mine) {
+  if (layer_major_) return std::max<int64_t>(mine, 1);  // the same gathers for any chunk count
+  double own = double(mine);
+  std::vector<double> all(size_t(comm_.world_size()), 0.0);
+  comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
+  return int64_t(*std::max_element(all.begin(), all.end()));
+}
+
+void Zero3Layers::pad_evaluation(int64_t passes) {
+  for (int64_t p = 0; p < passes; ++p)
+    for (int64_t l = 0; l < config_.num_layers; ++l) acquire(l, (l + 1) % config_.num_layers);
+}
+
 void Zero3Layers::begin_step(int64_t rounds) {
   LT_CHECK(gradient_slices_ || on_reduced_, "zero3 without gradient slices: no on_reduced to hand them to");
   if (gradient_slices_)

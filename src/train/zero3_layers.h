@@ -140,12 +140,16 @@ class Zero3Layers {
   model::LayerHooks hooks();
   // Evaluation's hooks (forward passes only): before_forward(l) gathers layer l into a slot as training's
   // forward does and prefetches layer (l + 1) mod L (the next chunk's or batch's forward starts at layer 0),
-  // so no whole model is gathered. Every rank evaluates the same batches (the whole validation set), so the
-  // hook sequence, and with it every gather, is the same on every rank without padding. The step's state
-  // (rounds, passes, the pending gradient) is not touched; the slots keep layers gathered from the current
-  // weights, which evaluation does not change, so the next step may take them as they are (the optimizer's
-  // weights_changed() drops them after it).
+  // so no whole model is gathered. The ranks evaluate their own shares of the batches (train/evaluate.h
+  // EvalShare), in rounds: evaluation_round_passes(mine) is the round's pass count (the most chunks any
+  // rank's batch has: a collective; layer-major: no collective, a layer's chunks follow each other and
+  // gather it once), and pad_evaluation(n) makes n passes without compute, so every rank issues the same
+  // gathers. The step's state (rounds, passes, the pending gradient) is not touched; the slots keep layers
+  // gathered from the current weights, which evaluation does not change, so the next step may take them as
+  // they are (the optimizer's weights_changed() drops them after it).
   model::LayerHooks evaluation_hooks();
+  int64_t evaluation_round_passes(int64_t mine);
+  void pad_evaluation(int64_t passes);
 
   // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
   void begin_step(int64_t rounds);
