@@ -98,8 +98,12 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   plan = plan_for_rank(std::move(plan), sharding, world, largest_trainable_elements(model, s));
   if ((sharding == dist::Sharding::Zero1 || sharding == dist::Sharding::Zero2) && s.master_weights &&
       s.method != model::FinetuneMethod::Lora)
-    return plan_master_slices(std::move(plan), world, model, s);
-  if (sharding != dist::Sharding::Zero3 || s.method == model::FinetuneMethod::Lora) return plan;
+    plan = plan_master_slices(std::move(plan), world, model, s);
+  // zero2 over several ranks slices the layers' gradients only (the trainer's condition); zero3 also their
+  // weights and masters, even in one process.
+  const bool zero2_slices = sharding == dist::Sharding::Zero2 && world > 1;
+  if ((sharding != dist::Sharding::Zero3 && !zero2_slices) || s.method == model::FinetuneMethod::Lora)
+    return plan;
   const model::TrainableFn trainable =
       s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;
   const model::TrainableFn layer_trained = [&](const model::WeightSpec& spec) {
@@ -118,17 +122,22 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     plan.total = size_t(int64_t(plan.total) + delta);
     if (row.in_arena) plan.arena_total = size_t(int64_t(plan.arena_total) + delta);
   };
-  // A row whose trained layer tensors shrink from `whole` to `slices` bytes, followed by zero3's own buffer.
+  // A row whose trained layer tensors shrink from `whole` to `slices` bytes, followed by zero3's own buffer
+  // (zero2: the gradients' row only).
   struct Resliced {
     const char* row;
     size_t whole, slices;
     const char* buffer;
     size_t buffer_bytes;
   };
-  const Resliced resliced[] = {{"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
-                               {"weight grads", whole_grads, f.grad_slices,
-                                "zero3 gradient buffers (2 layers) and scatter scratch", f.grad_buffer},
-                               {"master weights", whole_masters, f.master_slices, nullptr, 0}};
+  std::vector<Resliced> resliced = {{"weight grads", whole_grads, f.grad_slices,
+                                     zero2_slices ? "zero2 gradient buffers (2 layers) and scatter scratch"
+                                                  : "zero3 gradient buffers (2 layers) and scatter scratch",
+                                     f.grad_buffer}};
+  if (!zero2_slices) {
+    resliced.push_back({"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots});
+    resliced.push_back({"master weights", whole_masters, f.master_slices, nullptr, 0});
+  }
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {
     const Resliced* r = nullptr;

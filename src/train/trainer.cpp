@@ -228,6 +228,17 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                   master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                 : trainable_tensors(mc, model_.weights, grads_),
                                   *optimizer_);
+    rounds_ = zero3_.get();
+  }
+  if (config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
+      LayerGradientShards::slices_anything(mc, trainable)) {
+    // One process keeps whole gradients (its slice is the whole tensor: nothing to save).
+    layer_grads_ =
+        std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_, config_.overlap_gathers);
+    layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
+    data_parallel_->attach_gradient_slices(*layer_grads_, trainable_tensors(mc, model_.weights, grads_),
+                                           *optimizer_);
+    rounds_ = layer_grads_.get();
   }
 }
 
@@ -255,13 +266,14 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     model::zero_grads(ctx_, model_.config, grads_);
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(ctx_, lora_grads_);
-  // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
+  // zero3, zero2's gradient slices: every rank runs as many rounds as the rank with most micro-batches
+  // (layer_rounds.h).
   const size_t rounds =
-      zero3_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
-  if (zero3_) zero3_->begin_step(int64_t(rounds));
+      rounds_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
+  if (rounds_) rounds_->begin_step(int64_t(rounds));
   for (size_t i = 0; i < rounds; ++i) {
     if (i >= batches.size()) {
-      zero3_->pad_round(zero3_->round_chunks(0));
+      rounds_->pad_round(rounds_->round_chunks(0));
       continue;
     }
     ModelBatch& batch = batches[i];
@@ -281,21 +293,21 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     if (in_backward_)
       hooks = {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
                .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }};
-    if (zero3_) hooks = zero3_->hooks();
+    if (rounds_) hooks = rounds_->hooks();
     if (data_parallel_->overlaps() && i + 1 == batches.size())
       hooks = data_parallel_->backward_hooks();  // the step's gradients are complete
     // Each layer's updated weights arrive (overlapped all-gather) before its forward.
     schedule->set_layer_hooks(model::chained(data_parallel_->parameter_hooks(), hooks));
-    const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
+    const int64_t round_chunks = rounds_ ? rounds_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
     Timer forward;
     r.loss += schedule->forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
     r.forward_s += forward.seconds();
-    if (zero3_) zero3_->pad_passes(round_chunks - schedule->num_chunks());
+    if (rounds_) rounds_->pad_passes(round_chunks - schedule->num_chunks());
     if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
     Timer backward;
     schedule->backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
-    if (zero3_) zero3_->finish_micro_batch();
+    if (rounds_) rounds_->finish_micro_batch();
     ops::synchronize(ctx_, model_.device);  // GPU work is asynchronous: time it to its end
     r.backward_s += backward.seconds();
     schedule.reset();  // its buffers go back to the arenas below
