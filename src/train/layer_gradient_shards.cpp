@@ -4,32 +4,10 @@
 
 #include "ops/device.h"
 #include "ops/ops.h"
+#include "train/slice_layout.h"
 
 namespace lt::train {
-namespace {
-
-constexpr size_t kAlignment = 256;  // the arena's default
-
-size_t aligned(size_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-int64_t capacity_of(int64_t n, int world) {
-  return (n + world - 1) / world;
-}
-
-Tensor flat(void* data, DType dtype, int64_t n, Device device) {
-  return Tensor(data, dtype, {n}, device);
-}
-
-// `like` (shape, dtype, device) at `data`.
-Tensor moved(const Tensor& like, void* data) {
-  Tensor t = like;
-  t.data = data;
-  return t;
-}
-
-}  // namespace
+using namespace slice_layout;
 
 bool LayerGradientShards::slices_anything(const model::ModelConfig& config,
                                           const model::TrainableFn& trainable) {

@@ -5,30 +5,11 @@
 #include "core/error.h"
 #include "ops/device.h"
 #include "ops/ops.h"
+#include "train/slice_layout.h"
 
 namespace lt::train {
+using namespace slice_layout;
 namespace {
-
-constexpr size_t kAlignment = 256;  // the arena's default
-
-size_t aligned(size_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-int64_t capacity_of(int64_t n, int world) {
-  return (n + world - 1) / world;
-}
-
-Tensor flat(void* data, DType dtype, int64_t n, Device device) {
-  return Tensor(data, dtype, {n}, device);
-}
-
-// `like` (shape, dtype, device) at `data`.
-Tensor moved(const Tensor& like, void* data) {
-  Tensor t = like;
-  t.data = data;
-  return t;
-}
 
 bool sharded(const model::WeightSpec& spec, const model::ModelWeights& grads) {
   return spec.layer >= 0 && !model::weight_of(grads, spec).empty();

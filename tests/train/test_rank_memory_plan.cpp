@@ -151,48 +151,6 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   }
 }
 
-// zero2 over 4 ranks: the gradients' arena LayerGradientShards leaves behind holds exactly the plan's rows,
-// less than the whole gradients; rank 1 of 4's slices are zeroed, and each layer's gradient tensors are
-// views of a buffer.
-TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
-  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = 8;
-  mc.hidden_size = 64;
-  mc.intermediate_size = 160;
-  mc.num_heads = 4;
-  mc.num_kv_heads = 2;
-  mc.head_dim = 16;
-  train::TrainConfig c;
-  c.finetune = model::Finetune::Full;
-  c.precision = train::Precision::Fp32;
-  train::apply_overrides(c, {"--sharding", "zero2"});
-  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
-  EXPECT_GT(row_bytes(rank, "zero2 gradient buffers (2 layers) and scatter scratch"), 0u);
-  EXPECT_EQ(row_bytes(rank, "zero3"), 0u);
-  EXPECT_EQ(row_bytes(rank, "weights"), model::weights_bytes(mc, DType::F32));  // whole on every rank
-
-  const size_t whole = model::grads_bytes(mc, DType::F32);
-  auto grads_arena = std::make_unique<Arena>("grads", HostMemory::instance(), whole + 256);
-  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
-  FourRanks comm;
-  train::LayerGradientShards slices(ctx, comm, mc, grads, grads_arena);
-  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  EXPECT_EQ(padded(grads_arena->used()),
-            row_bytes(rank, "weight grads") + row_bytes(rank, "zero2 gradient buffers"));
-  EXPECT_LT(grads_arena->used(), whole);
-  size_t layer_tensors = 0;
-  for (const model::WeightSpec& spec : model::weight_specs(mc)) layer_tensors += spec.layer >= 0;
-  EXPECT_EQ(slices.slices().size(), layer_tensors);
-  for (const train::LayerGradientShards::Slice& s : slices.slices()) {
-    ASSERT_EQ(s.grad.numel(), s.capacity);
-    ASSERT_EQ(s.capacity, (s.numel + 3) / 4);
-    ASSERT_EQ(s.owned, std::clamp<int64_t>(s.numel - s.capacity, 0, s.capacity));
-    for (int64_t i = 0; i < s.capacity; ++i) ASSERT_EQ(s.grad.ptr<float>()[i], 0.0f);
-  }
-  EXPECT_EQ(grads.layers[0].ffn_down.data, grads.layers[7].ffn_down.data);
-  EXPECT_EQ(grads.embed.numel(), mc.vocab_size * mc.hidden_size);  // model-level: whole
-}
-
 // The layer-major schedule's plan (its checkpoints placed) is zero3's per rank too.
 TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
@@ -220,6 +178,42 @@ model::ModelConfig sliceable_config() {
   mc.num_kv_heads = 2;
   mc.head_dim = 16;
   return mc;
+}
+
+// zero2 over 4 ranks: the gradients' arena LayerGradientShards leaves behind holds exactly the plan's rows,
+// less than the whole gradients; rank 1 of 4's slices are zeroed, and each layer's gradient tensors are
+// views of a buffer.
+TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
+  const model::ModelConfig mc = sliceable_config();
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  train::apply_overrides(c, {"--sharding", "zero2"});
+  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  EXPECT_GT(row_bytes(rank, "zero2 gradient buffers (2 layers) and scatter scratch"), 0u);
+  EXPECT_EQ(row_bytes(rank, "zero3"), 0u);
+  EXPECT_EQ(row_bytes(rank, "weights"), model::weights_bytes(mc, DType::F32));  // whole on every rank
+
+  const size_t whole = model::grads_bytes(mc, DType::F32);
+  auto grads_arena = std::make_unique<Arena>("grads", HostMemory::instance(), whole + 256);
+  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  FourRanks comm;
+  train::LayerGradientShards slices(ctx, comm, mc, grads, grads_arena);
+  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  EXPECT_EQ(padded(grads_arena->used()),
+            row_bytes(rank, "weight grads") + row_bytes(rank, "zero2 gradient buffers"));
+  EXPECT_LT(grads_arena->used(), whole);
+  size_t layer_tensors = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) layer_tensors += spec.layer >= 0;
+  EXPECT_EQ(slices.slices().size(), layer_tensors);
+  for (const train::LayerGradientShards::Slice& s : slices.slices()) {
+    ASSERT_EQ(s.grad.numel(), s.capacity);
+    ASSERT_EQ(s.capacity, (s.numel + 3) / 4);
+    ASSERT_EQ(s.owned, std::clamp<int64_t>(s.numel - s.capacity, 0, s.capacity));
+    for (int64_t i = 0; i < s.capacity; ++i) ASSERT_EQ(s.grad.ptr<float>()[i], 0.0f);
+  }
+  EXPECT_EQ(grads.layers[0].ffn_down.data, grads.layers[3].ffn_down.data);
+  EXPECT_EQ(grads.embed.numel(), mc.vocab_size * mc.hidden_size);  // model-level: whole
 }
 
 train::TrainConfig full_fp32_with_masters() {
