@@ -185,14 +185,21 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
                                  AdamW& optimizer) {
   LT_CHECK(sharding_ == dist::Sharding::Zero3, "attach_layers: sharding is not zero3");
   layers_ = &layers;
+  for (ParamGroup& g : full_) {
+    for (const ParamGroup& m : moved)
+      if (m.name == g.name) g = m;
+  }
   for (size_t i = 0; i < full_.size(); ++i)
     for (const Zero3Layers::Shard& s : layers.shards())
       if (s.spec.hf_name == full_[i].name) layer_shard_[i] = &s;
-  rebind(moved, optimizer);
+  const std::vector<ParamGroup> groups = optimizer_groups();
+  LT_CHECK(groups.size() == optimizer.params().size(), "attach_layers: {} groups, the optimizer has {}",
+           groups.size(), optimizer.params().size());
+  for (size_t k = 0; k < groups.size(); ++k)
+    optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
 }
 
-void DataParallel::attach_gradient_slices(const LayerGradientShards& slices,
-                                          const std::vector<ParamGroup>& moved, AdamW& optimizer) {
+void DataParallel::attach_gradient_slices(const LayerGradientShards& slices) {
   LT_CHECK(sharding_ == dist::Sharding::Zero2 && buckets_,
            "attach_gradient_slices: sharding {} over {} ranks (zero2 over several only)",
            dist::sharding_name(sharding_), comm_.world_size());
@@ -200,24 +207,11 @@ void DataParallel::attach_gradient_slices(const LayerGradientShards& slices,
   for (size_t i = 0; i < full_.size(); ++i)
     for (const LayerGradientShards::Slice& s : slices.slices())
       if (s.spec.hf_name == full_[i].name) grad_slice_[i] = s.grad;
-  rebind(moved, optimizer);
-  // The buckets again, over the gradients that stay whole (the moved ones; the sliced left out).
+  // The buckets again, over the gradients that stay whole (the sliced ones left out).
   std::vector<ParamGroup> whole = full_;
   for (size_t i = 0; i < whole.size(); ++i)
     if (sliced(i)) whole[i].grad = Tensor{};
   buckets_ = std::make_unique<GradientBuckets>(comm_, whole, GradientBuckets::Collective::ReduceScatter);
-}
-
-void DataParallel::rebind(const std::vector<ParamGroup>& moved, AdamW& optimizer) {
-  for (ParamGroup& g : full_) {
-    for (const ParamGroup& m : moved)
-      if (m.name == g.name) g = m;
-  }
-  const std::vector<ParamGroup> groups = optimizer_groups();
-  LT_CHECK(groups.size() == optimizer.params().size(), "attach: {} groups, the optimizer has {}",
-           groups.size(), optimizer.params().size());
-  for (size_t k = 0; k < groups.size(); ++k)
-    optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
 }
 
 void DataParallel::reduce_gradients() {

@@ -69,11 +69,10 @@ class DataParallel {
   // trainer's list over the moved tensors (trainable_tensors; LoRA's adapters did not move), and the
   // optimizer over optimizer_groups() is re-pointed at the layers' slices.
   void attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved, AdamW& optimizer);
-  // zero2 over several ranks, once `slices` took over the trained layer tensors' gradients (moving every
-  // gradient): `moved` as attach_layers'; the layer tensors' gradients are then their slices (optimizer,
-  // clipping), and only the other tensors are reduced by reduce_gradients (their buckets at the step's end).
-  void attach_gradient_slices(const LayerGradientShards& slices, const std::vector<ParamGroup>& moved,
-                              AdamW& optimizer);
+  // zero2 over several ranks, when full() was made over the gradients `slices` took over (before the
+  // optimizer is made over optimizer_groups()): the layer tensors' gradients are their slices (optimizer,
+  // clipping), and reduce_gradients reduces only the other tensors (their buckets at the step's end).
+  void attach_gradient_slices(const LayerGradientShards& slices);
   const std::vector<ParamGroup>& full() const { return full_; }
   // What AdamW updates on this rank: the full tensors, or (zero1, zero2) this rank's non-empty slices of
   // them, named as the full tensors are (so weight decay by name applies alike).
@@ -168,7 +167,6 @@ class DataParallel {
   Tensor part_scratch(size_t index, DType dtype) const;   // slice_capacity(index) elements
   Tensor whole_scratch(size_t index, DType dtype) const;  // world * slice_capacity(index) elements
   void layer_ready(int64_t layer);                        // parameter_hooks' before_forward
-  void rebind(const std::vector<ParamGroup>& moved, AdamW& optimizer);  // full_ re-pointed, then AdamW
 
   dist::Communicator& comm_;
   dist::Sharding sharding_;

@@ -109,6 +109,16 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                           std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
     grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
   }
+  // zero2 over several ranks: the layers' gradients become this rank's slices and two layer buffers
+  // (layer_gradient_shards.h) before anything else is allocated, so the whole gradients never coexist with
+  // the optimizer state or the activations. One process keeps them whole (its slice is the whole tensor).
+  if (config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
+      LayerGradientShards::slices_anything(mc, trainable)) {
+    layer_grads_ =
+        std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_, config_.overlap_gathers);
+    layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
+    rounds_ = layer_grads_.get();
+  }
   // zero1, zero2: a rank keeps the masters of its slices only (slice_master_weights, with the optimizer).
   const bool sliced_masters = keeps_master_weights(config_) && (config_.sharding == dist::Sharding::Zero1 ||
                                                                 config_.sharding == dist::Sharding::Zero2);
@@ -131,6 +141,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   adamw.seed = uint64_t(config_.seed);
   data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
                                                   config_.overlap_gathers);
+  if (layer_grads_) data_parallel_->attach_gradient_slices(*layer_grads_);
   if (sliced_masters) slice_master_weights();
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (config_.optimizer_in_backward) {
@@ -229,16 +240,6 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                                 : trainable_tensors(mc, model_.weights, grads_),
                                   *optimizer_);
     rounds_ = zero3_.get();
-  }
-  if (config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
-      LayerGradientShards::slices_anything(mc, trainable)) {
-    // One process keeps whole gradients (its slice is the whole tensor: nothing to save).
-    layer_grads_ =
-        std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_, config_.overlap_gathers);
-    layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
-    data_parallel_->attach_gradient_slices(*layer_grads_, trainable_tensors(mc, model_.weights, grads_),
-                                           *optimizer_);
-    rounds_ = layer_grads_.get();
   }
 }
 
