@@ -37,12 +37,7 @@ LayerGradientShards::Footprint LayerGradientShards::footprint(const model::Model
 LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communicator& comm,
                                          const model::ModelConfig& config, model::ModelWeights& grads,
                                          std::unique_ptr<Arena>& grads_arena, bool overlap)
-    : ctx_(ctx),
-      comm_(comm),
-      grads_(grads),
-      grad_dtype_(grads.dtype),
-      overlap_(overlap),
-      num_layers_(config.num_layers) {
+    : ctx_(ctx), comm_(comm), config_(config), grads_(grads), grad_dtype_(grads.dtype), overlap_(overlap) {
   const int world = comm.world_size();
   const Device device = grads_arena->device();
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
@@ -94,7 +89,8 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
     // Re-pointed at the buffer that receives the layer by each hook.
     model::weight_of(g_new, spec) = moved(g, static_cast<char*>(buffers_[0]) + s.offset);
   }
-  ops::synchronize(ctx_, device);  // the copies read the old arena, released below
+  model::bind_fused_parts(config, g_new);  // a fused weight's parts are views of its rows
+  ops::synchronize(ctx_, device);          // the copies read the old arena, released below
   grads = g_new;
   grads_arena = std::move(arena);
 }
@@ -152,6 +148,7 @@ void LayerGradientShards::receive(int64_t layer) {
     model::weight_of(grads_, s.spec).data = static_cast<char*>(buffers_[b]) + s.offset;
     ops::zero(ctx_, buffer_view(s, b));
   }
+  model::bind_fused_parts(config_, grads_);
   pending_ = layer;
   pending_buffer_ = b;
 }
@@ -191,7 +188,7 @@ int64_t LayerGradientShards::round_chunks(int64_t mine) {
 void LayerGradientShards::pad_passes(int64_t passes) {
   // The backward's hook order (schedule_engine.cpp): every chunk runs the layers down.
   for (int64_t p = 0; p < passes; ++p)
-    for (int64_t l = num_layers_ - 1; l >= 0; --l) before_backward(l);
+    for (int64_t l = config_.num_layers - 1; l >= 0; --l) before_backward(l);
 }
 
 void LayerGradientShards::finish_micro_batch() {

@@ -94,11 +94,11 @@ class LayerGradientShards final : public LayerRounds {
 
   ops::Context ctx_;  // the context of its ops
   dist::Communicator& comm_;
+  const model::ModelConfig& config_;
   model::ModelWeights& grads_;
   DType grad_dtype_;
   bool overlap_;
   bool layer_major_ = false;
-  int64_t num_layers_;
   std::vector<Slice> slices_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into slices_
   void* buffers_[2] = {nullptr, nullptr};

@@ -110,6 +110,7 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
   model::ModelWeights m_new;
   if (masters_) new_masters = shard_masters(specs, w_new, grads, device, m_new);
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
+  model::bind_fused_parts(config, w_new);
   weights = w_new;
   weights_arena = std::move(new_weights);
   if (masters_) {
@@ -204,6 +205,7 @@ int Zero3Layers::take(int64_t layer) {
     const Shard& s = shards_[i];
     model::weight_of(weights_, s.spec).data = static_cast<char*>(slots_[slot]) + s.slot_offset;
   }
+  model::bind_fused_parts(config_, weights_);  // a fused weight's parts are views of its rows
   current_slot_ = slot;
   return slot;
 }
@@ -310,6 +312,7 @@ model::ModelWeights Zero3Layers::gather_whole(Arena& arena, bool masters) {
     t = moved(t, arena.alloc_bytes(s.spec.hf_name, bytes));
     comm_.all_gather(slice, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
   }
+  model::bind_fused_parts(config_, out);
   return out;
 }
 
