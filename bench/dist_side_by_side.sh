@@ -42,6 +42,12 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
 rows = rows[1:] if len(rows) > 1 else rows
 print(round(statistics.median(r["tokens_per_s"] for r in rows) / int(sys.argv[2])),
       round(max(r["peak_memory_bytes"] for r in rows) / 2**30, 1))
+# Where rank 0's step goes (medians, seconds): forward, backward, optimizer (reduction, clipping, AdamW,
+# gathers) and the whole step, to stderr, which the row's caller lets through to the log.
+med = lambda k: statistics.median(r.get(k, 0) for r in rows)
+step = med("tokens") / med("tokens_per_s") if med("tokens_per_s") else 0
+print(f"  step parts (s): forward {med('forward_s'):.3f} backward {med('backward_s'):.3f} "
+      f"optimizer {med('optimizer_s'):.3f} step {step:.3f}", file=sys.stderr)
 PY
 }
 
@@ -74,6 +80,7 @@ PY
 workloads=("$@")
 [ ${#workloads[@]} -eq 0 ] && workloads=(qwen1.5b_full_1024x8_ddp qwen1.5b_full_1024x8_zero2)
 peer_qwen=""
+peer_llama8b=""
 for w in "${workloads[@]}"; do
   case $w in
     qwen1.5b_full_1024x8_one)  # the same run on one of the GPUs (one rank over NCCL): the scaling baseline
@@ -88,9 +95,22 @@ for w in "${workloads[@]}"; do
       [ -z "$peer_qwen" ] && peer_qwen=$(peer_run qwen1.5b --model qwen2.5-1.5b --seq 1024 --batch 8 --no-ckpt)
       read -r pt pg <<< "$peer_qwen"
       row "$w" "$lt" "$lg" "$pt" "$pg" ;;
+    llama8b_full_4096x1_one*)  # the same on one of the GPUs (no sharding): the step's compute alone;
+      # a suffix _POLICY (elementwise, selective, none) recomputes less than full
+      policy=${w#llama8b_full_4096x1_one}; policy=${policy#_}
+      read -r lt lg <<< "$(RANKS=1 leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 none --recompute "${policy:-full}")"
+      row "$w" "$lt" "$lg" - - ;;
     llama8b_full_4096x1_zero3)  # issue 22's 8B row: zero3 over every GPU, 4096 x 1 per GPU, as the FSDP2 peer
       read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute full)"
-      read -r pt pg <<< "$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)"
+      [ -z "$peer_llama8b" ] && peer_llama8b=$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)
+      read -r pt pg <<< "$peer_llama8b"
+      row "$w" "$lt" "$lg" "$pt" "$pg" ;;
+    llama8b_full_4096x1_zero3_in_backward)  # the same with AdamW in the backward (no gradient slices kept),
+      # which leaves room to keep the GEMM outputs (recompute: elementwise) within the peer's memory
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute elementwise \
+        --optimizer_in_backward true)"
+      [ -z "$peer_llama8b" ] && peer_llama8b=$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)
+      read -r pt pg <<< "$peer_llama8b"
       row "$w" "$lt" "$lg" "$pt" "$pg" ;;
     llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one)  # the LoRA scaling row (one: the same on one rank),
       # keeping every activation on the device: with q and h offloaded (side_by_side.sh's row) every rank's
@@ -98,6 +118,9 @@ for w in "${workloads[@]}"; do
       [ "${w##*_}" = one ] && ranks=1 || ranks=$gpus
       read -r lt lg <<< "$(RANKS=$ranks FINETUNE=lora leantune_run "$w" bench/configs/llama3.1-8b 1024 8 5 \
         "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute none)"
+      row "$w" "$lt" "$lg" - - ;;
+    llama8b_full_4096x1_zero3_*)  # leantune alone, recomputing less than full (the suffix: the policy)
+      read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute "${w##*_}")"
       row "$w" "$lt" "$lg" - - ;;
     *) echo "unknown workload $w" ;;
   esac

@@ -18,7 +18,11 @@
 #   single-fp16, zero2-w2-fp16, zero3-w2-fp16   fp16 with its loss scaler (f32 masters; the overflow check
 #                        over every rank's gradients);
 #   single-lm, zero2-w2-lm, zero3-w2-lm   schedule layer_major (chunks of SEQ/4 tokens), one process, zero2
-#                        (a layer's chunks reduce-scattered once) and zero3.
+#                        (a layer's chunks reduce-scattered once) and zero3;
+#   single-nc, zero3-w2-nc, zero3-w2-nc-inbwd   bf16 (stochastic rounding, no masters), one micro-batch a
+#                        rank and step, no clipping: zero3 with AdamW at the step's end and in the backward
+#                        (optimizer_in_backward, no gradient slices): the two must give the same losses bit
+#                        for bit.
 # Each row: the largest relative difference of the per-step losses and of the final weights from its
 # reference (single, or the single-* row of the same suffix; fp32 on the GPU: the ranks' sums group
 # differently, so expect ~1e-6, not 0, and bf16/fp16 more; nccl-w1 expects 0), and the median tokens/s over
@@ -116,9 +120,14 @@ run single-lm "$lt" train "$work/train.yaml" --output_dir "$work/single-lm" --sc
   --chunk_size $((seq / 4))
 torchrun_like zero2-w2-lm 2 zero2 --schedule layer_major --chunk_size $((seq / 4))
 torchrun_like zero3-w2-lm 2 zero3 --schedule layer_major --chunk_size $((seq / 4))
+nc_flags=(--precision bf16 --batch_size 4 --max_grad_norm 0)
+run single-nc "$lt" train "$work/train.yaml" --output_dir "$work/single-nc" "${nc_flags[@]}"
+torchrun_like zero3-w2-nc 2 zero3 "${nc_flags[@]}"
+torchrun_like zero3-w2-nc-inbwd 2 zero3 "${nc_flags[@]}" --optimizer_in_backward true
 names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero2-w2-blocking zero3-w2 zero3-w2-blocking single-bf16m"
 names="$names ddp-w2-bf16m zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
 names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero2-w2-lm zero3-w2-lm"
+names="$names single-nc zero3-w2-nc zero3-w2-nc-inbwd"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp
@@ -160,8 +169,8 @@ def weights(name):
     return out
 
 def reference(name):  # single, or the single-* row of the same suffix
-    for suffix in ("bf16m", "fp16", "lm"):
-        if name.endswith("-" + suffix):
+    for suffix in ("bf16m", "fp16", "lm", "nc"):
+        if name.endswith("-" + suffix) or ("-" + suffix + "-") in name:
             return "single-" + suffix
     return "single"
 print(f"{'run':<16} {'steps':>5} {'final loss':>11} {'loss rel diff':>14} {'weight rel diff':>16} {'tokens/s':>10}")
@@ -179,7 +188,7 @@ for name in names:
     print(f"{name:<16} {len(m):>5} {m[-1]['loss']:>11.6f} {loss_diff:>14.3e} {weight_diff:>16.3e} {speed:>10.0f}")
 ok = True
 for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero2-w2", "zero2-w2-blocking"),
-             ("zero1-w2-bf16m", "ddp-w2-bf16m")):
+             ("zero1-w2-bf16m", "ddp-w2-bf16m"), ("zero3-w2-nc-inbwd", "zero3-w2-nc")):
     if a not in names or b not in names:
         continue  # ONLY left one of them out
     ma, mb = metrics(a), metrics(b)

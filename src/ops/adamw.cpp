@@ -6,6 +6,7 @@
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/dispatch.h"
+#include "ops/grad_norms_into.h"
 #include "ops/ops.h"
 
 #if defined(LT_HAVE_CUDA)
@@ -123,6 +124,24 @@ std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tenso
   }
   if (!first) return std::vector<double>(grads.size(), 0.0);
   return LT_OP_DISPATCH(ctx, first->device, grad_norms_squared, grads);
+}
+
+void grad_norms_squared_into(const Context& ctx, std::span<const Tensor> grads, Tensor totals) {
+  LT_CHECK(totals.dtype == DType::F64 && totals.numel() == int64_t(grads.size()) && !totals.empty(),
+           "grad_norms_squared_into: totals are {} {}, expected f64 ({})", dtype_name(totals.dtype),
+           totals.shape_string(), grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    LT_CHECK(g.numel() == 0 || !g.empty(), "grad_norms_squared_into: gradient {} of shape {} has no memory",
+             i, g.shape_string());
+    LT_CHECK(is_floating(g.dtype),
+             "grad_norms_squared_into: gradient {} has dtype {}, expected a floating dtype", i,
+             dtype_name(g.dtype));
+    LT_CHECK(g.numel() == 0 || g.device == totals.device,
+             "grad_norms_squared_into: gradient {} is on {}, its total on {}", i, device_name(g.device),
+             device_name(totals.device));
+  }
+  LT_OP_DISPATCH(ctx, totals.device, grad_norms_squared_into, grads, totals);
 }
 
 }  // namespace lt::ops

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "ops/device.h"
 #include "ops/ops.h"
 #include "train/slice_layout.h"
@@ -36,10 +37,17 @@ LayerGradientShards::Footprint LayerGradientShards::footprint(const model::Model
 
 LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communicator& comm,
                                          const model::ModelConfig& config, model::ModelWeights& grads,
-                                         std::unique_ptr<Arena>& grads_arena, bool overlap)
-    : ctx_(ctx), comm_(comm), config_(config), grads_(grads), grad_dtype_(grads.dtype), overlap_(overlap) {
+                                         std::unique_ptr<Arena>& grads_arena, bool overlap, bool keep_slices)
+    : ctx_(ctx),
+      comm_(comm),
+      config_(config),
+      grads_(grads),
+      grad_dtype_(grads.dtype),
+      device_(grads_arena->device()),
+      overlap_(overlap),
+      keep_slices_(keep_slices) {
   const int world = comm.world_size();
-  const Device device = grads_arena->device();
+  const Device device = device_;
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
   by_layer_.resize(size_t(config.num_layers));
   std::vector<size_t> used(size_t(config.num_layers), 0);
@@ -58,7 +66,7 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
     s.offset = buffer;
     buffer += aligned(size_t(s.capacity * world) * dtype_size(grad_dtype_));
     buffer_bytes = std::max(buffer_bytes, buffer);
-    whole_bytes += aligned(size_t(s.capacity) * dtype_size(grad_dtype_));
+    if (keep_slices_) whole_bytes += aligned(size_t(s.capacity) * dtype_size(grad_dtype_));
     largest = std::max(largest, s.capacity);
     by_layer_[size_t(spec.layer)].push_back(slices_.size());
     slices_.push_back(std::move(s));
@@ -83,9 +91,13 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
       continue;
     }
     Slice& s = slices_[next++];
-    s.grad = flat(arena->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)), grad_dtype_,
-                  s.capacity, device);
-    ops::zero(ctx_, s.grad);
+    if (keep_slices_) {
+      s.grad = flat(arena->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(grad_dtype_)),
+                    grad_dtype_, s.capacity, device);
+      ops::zero(ctx_, s.grad);
+    } else {
+      s.grad = reduced_block(s, 0);  // where AdamW is bound until on_reduced hands it each layer's blocks
+    }
     // Re-pointed at the buffer that receives the layer by each hook.
     model::weight_of(g_new, spec) = moved(g, static_cast<char*>(buffers_[0]) + s.offset);
   }
@@ -97,13 +109,12 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
 
 Tensor LayerGradientShards::buffer_view(const Slice& s, int buffer) const {
   return flat(static_cast<char*>(buffers_[buffer]) + s.offset, grad_dtype_, s.capacity * comm_.world_size(),
-              s.grad.device);
+              device_);
 }
 
 Tensor LayerGradientShards::reduced_block(const Slice& s, int buffer) const {
   const size_t begin = size_t(comm_.rank() * s.capacity) * dtype_size(grad_dtype_);
-  return flat(static_cast<char*>(buffers_[buffer]) + s.offset + begin, grad_dtype_, s.capacity,
-              s.grad.device);
+  return flat(static_cast<char*>(buffers_[buffer]) + s.offset + begin, grad_dtype_, s.capacity, device_);
 }
 
 void LayerGradientShards::send() {
@@ -115,9 +126,12 @@ void LayerGradientShards::send() {
       // In place: this rank's block of the buffer receives the sum; complete() adds it to the slice.
       comm_.reduce_scatter_overlapped(buffer_view(s, b), reduced_block(s, b), dist::ReduceOp::Sum);
     } else {
-      const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, s.grad.device);
+      const Tensor part = flat(scatter_scratch_.data, grad_dtype_, s.capacity, device_);
       comm_.reduce_scatter(buffer_view(s, b), part, dist::ReduceOp::Sum);
-      ops::add_inplace(ctx_, s.grad, part);
+      if (keep_slices_)
+        ops::add_inplace(ctx_, s.grad, part);
+      else  // the scratch is reused by the next tensor
+        on_reduced_(std::span<const size_t>(&i, 1), std::span<const Tensor>(&part, 1));
     }
   }
   if (overlap_) {
@@ -131,9 +145,13 @@ void LayerGradientShards::complete(int buffer) {
   if (reducing_[buffer] < 0) return;
   // The compute stream waits for the buffer's reduce-scatter only (not for a gather issued after it).
   comm_.wait_overlapped_mark(reduced_mark_[buffer]);
-  for (size_t i : by_layer_[size_t(reducing_[buffer])]) {
-    const Slice& s = slices_[i];
-    ops::add_inplace(ctx_, s.grad, reduced_block(s, buffer));
+  const std::vector<size_t>& layer = by_layer_[size_t(reducing_[buffer])];
+  if (keep_slices_) {
+    for (size_t i : layer) ops::add_inplace(ctx_, slices_[i].grad, reduced_block(slices_[i], buffer));
+  } else {
+    std::vector<Tensor> reduced;
+    for (size_t i : layer) reduced.push_back(reduced_block(slices_[i], buffer));
+    on_reduced_(layer, reduced);
   }
   reducing_[buffer] = -1;
 }
@@ -169,12 +187,10 @@ model::LayerHooks LayerGradientShards::hooks() {
           .after_backward = [this](int64_t l) { after_backward(l); }};
 }
 
-void LayerGradientShards::zero_slices() {
-  for (const Slice& s : slices_) ops::zero(ctx_, s.grad);
-}
-
 void LayerGradientShards::begin_step(int64_t) {
-  zero_slices();
+  LT_CHECK(keep_slices_ || on_reduced_, "layer gradients without slices: no on_reduced to hand them to");
+  if (keep_slices_)
+    for (const Slice& s : slices_) ops::zero(ctx_, s.grad);
 }
 
 int64_t LayerGradientShards::round_chunks(int64_t mine) {

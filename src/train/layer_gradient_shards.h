@@ -27,9 +27,14 @@
 //
 // Model-level gradients (embedding, final norm, LM head) stay whole (reduced at the step's end by
 // DataParallel); the gradients' arena is rebuilt without the layers' whole gradients.
+//
+// Without slices (`slices` false: zero3's AdamW in the backward, train/zero3_step_in_backward.h) no slice
+// is kept: each layer's reduced blocks go to on_reduced while they are in the gradient buffer.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/arena.h"
@@ -64,11 +69,21 @@ class LayerGradientShards final : public LayerRounds {
 
   // Takes over `grads` (in `grads_arena`): the arena is replaced by one that holds the slices, the buffers
   // and every other gradient whole, and the tensors of `grads` are re-pointed (the layers' at a buffer).
-  // The sliced tensors are the layer tensors whose gradient exists in `grads`.
+  // The sliced tensors are the layer tensors whose gradient exists in `grads`. `keep_slices` false: no
+  // slice is allocated, and Slice::grad is a view of buffer 0's block (valid memory of the slice's size,
+  // never summed).
   LayerGradientShards(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
-                      model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap = true);
+                      model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap = true,
+                      bool keep_slices = true);
 
   const std::vector<Slice>& slices() const { return slices_; }
+  // Without slices: called once a layer's reduce-scatter is complete on the compute stream, with the
+  // layer's slices (indices into slices()) and their reduced gradients ((c) elements each, this rank's
+  // block: the sum over ranks of the micro-batch's gradient), valid until the call returns (later work
+  // reuses their buffer).
+  using ReducedFn = std::function<void(std::span<const size_t> slices, std::span<const Tensor> reduced)>;
+  void set_on_reduced(ReducedFn fn) { on_reduced_ = std::move(fn); }
+  bool keeps_slices() const { return keep_slices_; }
 
   // LayerRounds (zero2: the gradients only; the weights stay whole).
   model::LayerHooks hooks() override;
@@ -84,7 +99,6 @@ class LayerGradientShards final : public LayerRounds {
   void send();                  // the pending layer's gradient reduce-scattered (blocking or overlapped)
   void receive(int64_t layer);  // the layer's gradients pointed at a zeroed buffer
   void after_backward(int64_t layer);  // overlap off: the layer's gradient reduced at once
-  void zero_slices();
 
  private:
   void before_backward(int64_t layer);
@@ -97,7 +111,10 @@ class LayerGradientShards final : public LayerRounds {
   const model::ModelConfig& config_;
   model::ModelWeights& grads_;
   DType grad_dtype_;
+  Device device_;
   bool overlap_;
+  bool keep_slices_;
+  ReducedFn on_reduced_;  // without slices
   bool layer_major_ = false;
   std::vector<Slice> slices_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into slices_

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/checkpoint_placement.h"
+#include "model/shared_layer_grads.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
 #include "train/config_enums.h"
@@ -130,12 +131,22 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     const char* buffer;
     size_t buffer_bytes;
   };
+  // optimizer_in_backward (zero3_step_in_backward.h): the one-process plan's one shared layer of gradients
+  // gives way to zero3's gradient buffers, and no rank keeps gradient slices.
+  const model::TrainableFn model_level_trained = [&](const model::WeightSpec& spec) {
+    return spec.layer < 0 && trainable(spec);
+  };
+  const size_t shared_layer = model::shared_layer_grads_bytes(model, grad_dtype, trainable) -
+                              model::grads_bytes(model, grad_dtype, model_level_trained);
   std::vector<Resliced> resliced = {{"weight grads", whole_grads, f.grad_slices,
                                      zero2_slices ? "zero2 gradient buffers (2 layers) and scatter scratch"
                                                   : "zero3 gradient buffers (2 layers) and scatter scratch",
                                      f.grad_buffer}};
   if (!zero2_slices) {
     resliced.push_back({"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots});
+    resliced.push_back({"weight grads (model-level + one layer, shared)", shared_layer, 0,
+                        "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch",
+                        f.grad_buffer});
     resliced.push_back({"master weights", whole_masters, f.master_slices, nullptr, 0});
   }
   std::vector<model::MemoryPlanRow> rows;
@@ -149,7 +160,8 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     }
     account(row, int64_t(r->slices) - int64_t(r->whole));
     row.bytes = row.bytes - r->whole + r->slices;
-    row.name = fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
+    row.name = r->slices == 0 ? std::string("weight grads (model-level)")
+                              : fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
     rows.push_back(row);
     if (r->buffer_bytes == 0) continue;
     rows.push_back(

@@ -81,10 +81,12 @@ void check_sharding(const TrainConfig& c) {
   const char* sharding = name_of(kShardingNames, c.sharding);
   LT_CHECK(c.ddp_timeout > 0 && std::isfinite(c.ddp_timeout),
            "config: 'ddp_timeout' is {}, expected a positive number of seconds", c.ddp_timeout);
-  LT_CHECK(!c.optimizer_in_backward || c.sharding == dist::Sharding::None,
-           "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
-           "gradients arrive; expected sharding none",
-           sharding);
+  LT_CHECK(
+      !c.optimizer_in_backward || c.sharding == dist::Sharding::None || c.sharding == dist::Sharding::Zero3,
+      "config: optimizer_in_backward with sharding {}: it steps each layer before the other ranks' "
+      "gradients arrive; expected sharding none (one process) or zero3 (each rank's slices stepped once "
+      "their reduce-scatter is done)",
+      sharding);
 }
 
 }  // namespace
@@ -223,7 +225,8 @@ void validate(TrainConfig& c) {
         "the global norm, which is known only after the whole backward, but layers are updated during "
         "it: set max_grad_norm: 0",
         c.max_grad_norm);
-    LT_CHECK(c.batch_size == c.micro_batch_size,
+    // zero3: one micro-batch per rank, batch_size = micro_batch_size x ranks (the trainer checks it).
+    LT_CHECK(c.batch_size == c.micro_batch_size || c.sharding == dist::Sharding::Zero3,
              "config: 'optimizer_in_backward' is true with batch_size {} and micro_batch_size {} (gradient "
              "accumulation); a layer is updated right after one micro-batch's backward: set batch_size equal "
              "to micro_batch_size",

@@ -81,10 +81,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   comm_ = comm ? comm : own_comm_.get();
   // Rank 0 alone writes into output_dir (logs, checkpoints, the final model); the others only read it.
   if (!output_ && comm_->is_main()) output_ = claim_output_dir(config_);
-  LT_CHECK(!config_.optimizer_in_backward ||
+  // zero3 updates each rank's slices once their reduce-scatter is done (zero3_step_in_backward.h); the
+  // other strategies would step a layer before the other ranks' gradients arrive.
+  const bool zero3_in_backward = config_.optimizer_in_backward && config_.sharding == dist::Sharding::Zero3;
+  LT_CHECK(!config_.optimizer_in_backward || zero3_in_backward ||
                (comm_->world_size() == 1 && config_.sharding == dist::Sharding::None),
            "config: optimizer_in_backward steps each layer before the other ranks' gradients arrive; it "
-           "needs one process and sharding none, not {} processes and sharding {}",
+           "needs one process and sharding none, or sharding zero3, not {} processes and sharding {}",
            comm_->world_size(), name_of(kShardingNames, config_.sharding));
   const model::ModelConfig& mc = model_.config;
   LT_CHECK(!train_.empty(), "{}: no training examples", fmt::join(dataset_paths(config_), " + "));
@@ -99,7 +102,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.
   const DType grad_dtype = master_dtype(model_.dtype);
-  if (config_.optimizer_in_backward) {
+  if (config_.optimizer_in_backward && !zero3_in_backward) {
     grad_arena_ = std::make_unique<Arena>(
         "grads", memory, std::max<size_t>(model::shared_layer_grads_bytes(mc, grad_dtype, trainable), 1));
     shared_grads_ = model::allocate_shared_layer_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
@@ -144,7 +147,16 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   if (layer_grads_) data_parallel_->attach_gradient_slices(*layer_grads_);
   if (sliced_masters) slice_master_weights();
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
-  if (config_.optimizer_in_backward) {
+  if (zero3_in_backward) {
+    LT_CHECK(
+        !lora_arena_ && config_.chunk_size == 0 &&
+            gradient_accumulation_steps(config_) == comm_->world_size() &&
+            config_.precision != Precision::Fp16 && config_.max_grad_norm == 0,
+        "config: optimizer_in_backward with sharding zero3 needs finetune full or partial, chunk_size 0, "
+        "one micro-batch per rank and step (batch_size {} = micro_batch_size {} x {} processes), no fp16 "
+        "and max_grad_norm 0",
+        config_.batch_size, config_.micro_batch_size, comm_->world_size());
+  } else if (config_.optimizer_in_backward) {
     LT_CHECK(!lora_arena_ && config_.chunk_size == 0 && gradient_accumulation_steps(config_) == 1 &&
                  config_.precision != Precision::Fp16 && config_.max_grad_norm == 0,
              "config: optimizer_in_backward needs finetune full or partial, chunk_size 0, batch_size = "
@@ -233,14 +245,21 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     // With master weights this rank keeps the masters of its slices only (zero3_layers.h).
     zero3_ = std::make_unique<Zero3Layers>(
         ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
-        master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{});
+        master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{},
+        /*gradient_slices=*/!zero3_in_backward);
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     data_parallel_->attach_layers(*zero3_,
                                   master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
                                                 : trainable_tensors(mc, model_.weights, grads_),
                                   *optimizer_);
     rounds_ = zero3_.get();
+    if (zero3_in_backward)
+      zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);
   }
+  LT_CHECK(!zero3_in_backward || zero3_in_backward_,
+           "config: optimizer_in_backward with sharding zero3 updates the decoder layers' slices during the "
+           "backward, but this run trains no layer tensor (trainable: {}); set optimizer_in_backward: false",
+           fmt::format("{}", fmt::join(config_.trainable, ", ")));
 }
 
 Trainer::~Trainer() = default;
@@ -265,6 +284,7 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     in_backward_->begin_step(step + 1, schedule_->lr(step));  // zeroes the gradients
   else
     model::zero_grads(ctx_, model_.config, grads_);
+  if (zero3_in_backward_) zero3_in_backward_->begin_step(step + 1, schedule_->lr(step));
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(ctx_, lora_grads_);
   // zero3, zero2's gradient slices: every rank runs as many rounds as the rank with most micro-batches
@@ -325,6 +345,11 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
 
 std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr) {
   if (in_backward_) return {in_backward_->finish_step(), true};  // stepped during backward
+  if (zero3_in_backward_) {  // the layers stepped during backward, the model-level tensors now
+    const double norm = zero3_in_backward_->finish_step(r.loss);
+    data_parallel_->gather_parameters();
+    return {norm, true};
+  }
   double grad_norm = 0;
   if (scaler_) {
     // An overflowed fp16 forward (loss inf) is skipped like overflowed gradients.

@@ -42,7 +42,7 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
-                         Masters masters)
+                         Masters masters, bool gradient_slices)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
@@ -50,7 +50,7 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
       masters_(masters.weights),
       // The gradients first: their arena is rebuilt with the slices (the layer tensors' gradients stay
       // non-empty, which says below which tensors are sharded).
-      gradients_(ctx, comm, config, grads, grads_arena, overlap),
+      gradients_(ctx, comm, config, grads, grads_arena, overlap, gradient_slices),
       overlap_(overlap) {
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
@@ -262,7 +262,7 @@ model::LayerHooks Zero3Layers::hooks() {
 }
 
 void Zero3Layers::begin_step(int64_t rounds) {
-  gradients_.zero_slices();
+  gradients_.begin_step(rounds);
   rounds_left_ = rounds;
 }
 

@@ -67,6 +67,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -125,9 +126,21 @@ class Zero3Layers final : public LayerRounds {
   // and the other trained tensors' masters whole; a sharded tensor of masters.weights is re-pointed at its
   // slice (only those c elements exist: nothing reads it whole but through gather_whole), a frozen one at
   // the moved working weight.
+  // `gradient_slices` false (AdamW in the backward, train/zero3_step_in_backward.h): no gradient slices are
+  // kept; each layer's reduced blocks go to on_reduced (set_on_reduced) while they are in the gradient
+  // buffer, and Shard::grad is a view of buffer 0's block (valid memory of the slice's size, never summed).
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena, bool overlap = true, Masters masters = {});
+              std::unique_ptr<Arena>& grads_arena, bool overlap = true, Masters masters = {},
+              bool gradient_slices = true);
+
+  // Without gradient slices: called once a layer's reduce-scatter is complete on the compute stream, with
+  // the layer's shards (indices into shards()) and their reduced gradients ((c) elements each, this rank's
+  // block: the sum over ranks of the step's gradient, as a slice would hold it), valid until the call
+  // returns (later work reuses their buffer).
+  using ReducedFn = LayerGradientShards::ReducedFn;
+  void set_on_reduced(ReducedFn fn) { gradients_.set_on_reduced(std::move(fn)); }
+  bool keeps_gradient_slices() const { return gradients_.keeps_slices(); }
 
   const std::vector<Shard>& shards() const { return shards_; }
   // LayerRounds (train/layer_rounds.h): after the step's last round (begin_step's `rounds`) nothing is

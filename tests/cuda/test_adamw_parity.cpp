@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "ops/adamw_many.h"
+#include "ops/device.h"
+#include "ops/grad_norms_into.h"
 #include "ops/ops.h"
 #include "parity_support.h"
 #include "support/test_context.h"
@@ -369,6 +371,14 @@ TEST(CudaGradNorm, ManyTensorsGiveEachTensorsOwnBits) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+  // The same sums into a device tensor without a synchronization (empty tensors among them): the same bits.
+  DeviceTensor totals = test::poisoned(DType::F64, {int64_t(grads.size())});
+  ops::grad_norms_squared_into(ctx, grads, totals.t);
+  ops::synchronize(ctx, Device::CUDA);
+  const std::vector<double> into = test::download(totals);
+  for (size_t j = 0; j < grads.size(); ++j)
+    EXPECT_EQ(std::memcmp(&into[j], &sums[j], sizeof(double)), 0)
+        << j << ": " << into[j] << " vs " << sums[j];
 }
 
 TEST(CudaAdamW, Bandwidth) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "host_buffers.h"
+#include "ops/grad_norms_into.h"
 #include "ops/ops.h"
 #include "support/test_context.h"
 #include "support/test_support.h"
@@ -68,4 +69,21 @@ TEST(GradNormsSquared, EachTensorGivesWhatItsOwnCallGives) {
 }
 
 }  // namespace
+// The sums into a tensor, not waited for: the same bits as the returning call, 0 for an empty gradient, and
+// a totals tensor of the wrong size or dtype refused.
+TEST(GradNormsSquared, IntoATensorGivesTheSameBits) {
+  HostTensor a = HostTensor::of(DType::F32, {300001}, test::random_values(300001, 23));
+  HostTensor b(DType::F64, {0});
+  HostTensor c = HostTensor::of(DType::BF16, {40, 7}, test::random_values(280, 24));
+  const std::vector<Tensor> grads{a, b, c};
+  HostTensor totals = HostTensor::of(DType::F64, {3}, {-1.0, -1.0, -1.0});
+  ops::grad_norms_squared_into(ctx, grads, totals);
+  const std::vector<double> sums = ops::grad_norms_squared(ctx, grads);
+  const std::vector<double> got = totals.values();
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], sums[i]) << i;
+  HostTensor two(DType::F64, {2});
+  test::expect_error([&] { ops::grad_norms_squared_into(ctx, grads, two); },
+                     "grad_norms_squared_into: totals are f64 (2), expected f64 (3)");
+}
+
 }  // namespace lt

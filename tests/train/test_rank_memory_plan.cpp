@@ -151,6 +151,46 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   }
 }
 
+// zero3 with AdamW in the backward keeps no gradient slices: its gradient arena holds the model-level
+// gradients and the two layer buffers only, as the plan says, and the plan is zero3's less the slices.
+TEST(RankMemoryPlan, Zero3WithAdamWInBackwardKeepsNoGradientSlices) {
+  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
+  mc.num_layers = 8;
+  mc.hidden_size = 64;
+  mc.intermediate_size = 160;
+  mc.num_heads = 4;
+  mc.num_kv_heads = 2;
+  mc.head_dim = 16;
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  train::apply_overrides(c, {"--sharding", "zero3"});
+  const model::MemoryPlan sliced = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  c.optimizer_in_backward = true;
+  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  const train::Zero3Layers::Footprint f =
+      train::Zero3Layers::footprint(mc, DType::F32, DType::F32, model::train_all, 4);
+  EXPECT_EQ(rank.bytes(MemoryCategory::Gradients) + f.grad_slices, sliced.bytes(MemoryCategory::Gradients));
+  EXPECT_EQ(rank.bytes(MemoryCategory::Weights), sliced.bytes(MemoryCategory::Weights));
+
+  auto weights_arena =
+      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
+  model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
+  model::init_random(ctx, mc, weights, 1);
+  auto grads_arena =
+      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
+  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  FourRanks comm;
+  train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena, true, {},
+                            /*gradient_slices=*/false);
+  EXPECT_FALSE(layers.keeps_gradient_slices());
+  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  EXPECT_EQ(padded(grads_arena->used()),
+            row_bytes(rank, "weight grads (model-level)") + row_bytes(rank, "zero3 gradient buffer"));
+  EXPECT_EQ(row_bytes(rank, "weight grads (model-level)"),
+            model::grads_bytes(mc, DType::F32, [](const model::WeightSpec& s) { return s.layer < 0; }));
+}
+
 // The layer-major schedule's plan (its checkpoints placed) is zero3's per rank too.
 TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
   const model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);

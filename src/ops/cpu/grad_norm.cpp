@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/grad_norms_into.h"
 
 namespace lt::ops::cpu {
 namespace {
@@ -61,6 +62,11 @@ std::vector<double> grad_norms_squared(std::span<const Tensor> grads) {
   sums.reserve(grads.size());
   for (const Tensor& g : grads) sums.push_back(g.numel() == 0 ? 0.0 : grad_norm_squared(g));
   return sums;
+}
+
+void grad_norms_squared_into(std::span<const Tensor> grads, Tensor totals) {
+  const std::vector<double> sums = grad_norms_squared(grads);
+  std::copy(sums.begin(), sums.end(), static_cast<double*>(totals.data));
 }
 
 }  // namespace lt::ops::cpu

@@ -6,6 +6,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/stream.h"
+#include "ops/grad_norms_into.h"
 
 namespace lt::ops::cuda {
 
@@ -55,7 +56,12 @@ void adamw_step_many(const Context& ctx, std::span<const AdamWTensor> tensors) {
   launch_adamw_many(launches, p.lr, p.beta1, p.beta2, p.eps, p.step, stream_of(ctx));
 }
 
-std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tensor> grads) {
+namespace {
+
+// The non-empty gradients' sums of squares, in grads' order, into `totals` ((their count) f64 on the device),
+// on the current stream without waiting; returns each total's index in grads. Nothing is launched when
+// every gradient is empty.
+std::vector<size_t> launch_norms(const Context& ctx, std::span<const Tensor> grads, double* totals) {
   std::vector<GradNormTensor> tensors;  // the non-empty ones, in order
   std::vector<size_t> index;            // their positions in grads
   int64_t blocks = 0;
@@ -70,27 +76,53 @@ std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tenso
     index.push_back(i);
     blocks += b;
   }
-  std::vector<double> sums(grads.size(), 0.0);
-  if (tensors.empty()) return sums;
+  if (tensors.empty()) return index;
   cudaStream_t s = stream_of(ctx);
   const size_t n = tensors.size();
-  // One scratch: the descriptors, then (blocks) partial sums, then (n) totals.
+  // One scratch: the descriptors, then (blocks) partial sums.
   const size_t desc_bytes = (n * sizeof(GradNormTensor) + 15) / 16 * 16;
   char* scratch = nullptr;
-  LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                                desc_bytes + sizeof(double) * size_t(blocks) + sizeof(double) * n, s));
+  LT_CUDA_CHECK(
+      cudaMallocAsync(reinterpret_cast<void**>(&scratch), desc_bytes + sizeof(double) * size_t(blocks), s));
   auto* desc = reinterpret_cast<GradNormTensor*>(scratch);
   auto* partials = reinterpret_cast<double*>(scratch + desc_bytes);
-  double* totals = partials + blocks;
   // From pageable memory: the call returns once the descriptors are staged, so `tensors` may go.
   LT_CUDA_CHECK(cudaMemcpyAsync(desc, tensors.data(), n * sizeof(GradNormTensor), cudaMemcpyHostToDevice, s));
   launch_grad_norms_squared(desc, int(n), blocks, partials, totals, s);
-  std::vector<double> host(n);
-  LT_CUDA_CHECK(cudaMemcpyAsync(host.data(), totals, n * sizeof(double), cudaMemcpyDeviceToHost, s));
   LT_CUDA_CHECK(cudaFreeAsync(scratch, s));
+  return index;
+}
+
+}  // namespace
+
+std::vector<double> grad_norms_squared(const Context& ctx, std::span<const Tensor> grads) {
+  std::vector<double> sums(grads.size(), 0.0);
+  cudaStream_t s = stream_of(ctx);
+  double* totals = nullptr;
+  LT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&totals), sizeof(double) * grads.size() + 8, s));
+  const std::vector<size_t> index = launch_norms(ctx, grads, totals);
+  std::vector<double> host(index.size());
+  if (!index.empty())
+    LT_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), totals, index.size() * sizeof(double), cudaMemcpyDeviceToHost, s));
+  LT_CUDA_CHECK(cudaFreeAsync(totals, s));
   LT_CUDA_CHECK(cudaStreamSynchronize(s));
-  for (size_t j = 0; j < n; ++j) sums[index[j]] = host[j];
+  for (size_t j = 0; j < index.size(); ++j) sums[index[j]] = host[j];
   return sums;
+}
+
+void grad_norms_squared_into(const Context& ctx, std::span<const Tensor> grads, Tensor totals) {
+  auto* out = static_cast<double*>(totals.data);
+  bool every = true;
+  for (const Tensor& g : grads) every = every && g.numel() > 0;
+  if (every) {
+    launch_norms(ctx, grads, out);  // the totals land in grads' order
+    return;
+  }
+  // Some are empty: those get 0, the others one launch each into their own total.
+  LT_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double) * grads.size(), stream_of(ctx)));
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].numel() > 0) launch_norms(ctx, grads.subspan(i, 1), out + i);
 }
 
 }  // namespace lt::ops::cuda
