@@ -23,6 +23,9 @@
 #                        rank and step, no clipping: zero3 with AdamW at the step's end and in the backward
 #                        (optimizer_in_backward, no gradient slices): the two must give the same losses bit
 #                        for bit.
+#   single-ev, zero3-w2-ev, zero3-w2-ev-chunked   an evaluation every 4 steps over 16 held-out examples,
+#                        one process and zero3 (whose evaluation gathers layer by layer through the slots),
+#                        and zero3 chunked (chunks of SEQ/4 tokens); their evaluation losses are compared too.
 # Each row: the largest relative difference of the per-step losses and of the final weights from its
 # reference (single, or the single-* row of the same suffix; fp32 on the GPU: the ranks' sums group
 # differently, so expect ~1e-6, not 0, and bf16/fp16 more; nccl-w1 expects 0), and the median tokens/s over
@@ -124,10 +127,15 @@ nc_flags=(--precision bf16 --batch_size 4 --max_grad_norm 0)
 run single-nc "$lt" train "$work/train.yaml" --output_dir "$work/single-nc" "${nc_flags[@]}"
 torchrun_like zero3-w2-nc 2 zero3 "${nc_flags[@]}"
 torchrun_like zero3-w2-nc-inbwd 2 zero3 "${nc_flags[@]}" --optimizer_in_backward true
+# Evaluation under zero3 (layer by layer through the gather slots), whole sequences and chunked.
+run single-ev "$lt" train "$work/train.yaml" --output_dir "$work/single-ev" --val_set_size 16 --eval_steps 4
+torchrun_like zero3-w2-ev 2 zero3 --val_set_size 16 --eval_steps 4
+torchrun_like zero3-w2-ev-chunked 2 zero3 --val_set_size 16 --eval_steps 4 --chunk_size $((seq / 4))
 names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero2-w2-blocking zero3-w2 zero3-w2-blocking single-bf16m"
 names="$names ddp-w2-bf16m zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
 names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero2-w2-lm zero3-w2-lm"
 names="$names single-nc zero3-w2-nc zero3-w2-nc-inbwd"
+names="$names single-ev zero3-w2-ev zero3-w2-ev-chunked"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp
@@ -142,12 +150,12 @@ from pathlib import Path
 import numpy as np
 work, names = Path(sys.argv[1]), sys.argv[2:]
 
-def metrics(name):
+def metrics(name, kind="train"):
     path = work / name / "metrics.jsonl"
     if not path.exists():
         return None
     rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
-    return [r for r in rows if r.get("type") == "train"]
+    return [r for r in rows if r.get("type") == kind]
 
 def weights(name):
     path = work / name / "model.safetensors"
@@ -169,7 +177,7 @@ def weights(name):
     return out
 
 def reference(name):  # single, or the single-* row of the same suffix
-    for suffix in ("bf16m", "fp16", "lm", "nc"):
+    for suffix in ("bf16m", "fp16", "lm", "nc", "ev"):
         if name.endswith("-" + suffix) or ("-" + suffix + "-") in name:
             return "single-" + suffix
     return "single"
@@ -186,6 +194,11 @@ for name in names:
         weight_diff = max(np.max(np.abs(w[k] - ref_w[k])) / max(np.max(np.abs(ref_w[k])), 1e-30) for k in ref_w)
     speed = statistics.median(r["tokens_per_s"] for r in m[2:]) if len(m) > 2 else float("nan")
     print(f"{name:<16} {len(m):>5} {m[-1]['loss']:>11.6f} {loss_diff:>14.3e} {weight_diff:>16.3e} {speed:>10.0f}")
+    e, ref_e = metrics(name, "eval"), metrics(reference(name), "eval")
+    if e and ref_e and name != reference(name):
+        eval_diff = max(abs(a["eval_loss"] - b["eval_loss"]) / abs(b["eval_loss"]) for a, b in zip(e, ref_e))
+        print(f"{'':<16} {len(e):>5} evaluations, eval loss rel diff {eval_diff:.3e}"
+              f"{'' if len(e) == len(ref_e) else f' (reference has {len(ref_e)})'}")
 ok = True
 for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero2-w2", "zero2-w2-blocking"),
              ("zero1-w2-bf16m", "ddp-w2-bf16m"), ("zero3-w2-nc-inbwd", "zero3-w2-nc")):

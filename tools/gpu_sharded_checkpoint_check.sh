@@ -8,6 +8,8 @@
 # steps 4-6's losses from the uninterrupted run; exits non-zero when a run fails, the layout is wrong, or
 # the same-world resume is not bit-identical.
 # Usage: tools/gpu_sharded_checkpoint_check.sh [LEANTUNE]   logs under $OUT.
+# EXTRA="--precision bf16 --master_weights true" (say) adds those options to every run: zero3's master
+# slices written into the checkpoint and cut again on resume (the same-world resume still bit for bit).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 lt=${1:-}
@@ -42,7 +44,7 @@ ranks() {  # NAME WORLD SHARDING [EXTRA...]
   for ((rank = 0; rank < world; rank++)); do
     RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 \
       timeout -k 30 300 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
-      --ddp_timeout 120 "$@" > "$out/$name.rank$rank.log" 2>&1 &
+      --ddp_timeout 120 ${EXTRA:-} "$@" > "$out/$name.rank$rank.log" 2>&1 &
     pids+=($!)
   done
   for rank in "${!pids[@]}"; do
@@ -58,7 +60,7 @@ done
 [[ -e "$work/whole/checkpoint-3/optimizer.safetensors" ]] && { status=1; echo "a gathered optimizer file"; }
 ranks resumed-w2 2 zero3 --resume "$work/whole/checkpoint-3"
 timeout -k 30 300 "$lt" train "$work/train.yaml" --output_dir "$work/resumed-w1" --sharding none \
-  --resume "$work/whole/checkpoint-3" > "$out/resumed-w1.log" 2>&1 || { status=1; echo "resumed-w1 failed"; }
+  --resume "$work/whole/checkpoint-3" ${EXTRA:-} > "$out/resumed-w1.log" 2>&1 || { status=1; echo "resumed-w1 failed"; }
 python3 - "$work" <<'PY' || status=1
 import json, sys
 from pathlib import Path

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/crash_report.h"
 #include "core/error.h"
 #include "dist/launch.h"
 #include "dist/mpi_communicator.h"
@@ -54,6 +55,7 @@ void run_train(const std::vector<std::string>& args) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   train::install_stop_handlers();
   const dist::Launch launch = dist::detect_launch();
+  install_crash_report(dist::describe(launch));
   try {
     train::run_training(config);  // a stop by signal has written its checkpoint and says so: exit 0
   } catch (const std::exception& e) {

@@ -9,11 +9,20 @@ namespace lt {
 void* HostMemory::allocate(size_t bytes) {
   size_t rounded = (bytes + 4095) / 4096 * 4096;
   void* p = std::aligned_alloc(4096, rounded ? rounded : 4096);
-  if (!p) throw OutOfMemory(fmt::format("host allocation of {} failed", format_bytes(double(bytes))), __FILE__, __LINE__);
+  if (!p)
+    throw OutOfMemory(fmt::format("host allocation of {} failed", format_bytes(double(bytes))), __FILE__,
+                      __LINE__);
+  const size_t now = in_use_.fetch_add(bytes) + bytes;
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
   return p;
 }
 
-void HostMemory::deallocate(void* ptr, size_t) { std::free(ptr); }
+void HostMemory::deallocate(void* ptr, size_t bytes) {
+  std::free(ptr);
+  in_use_.fetch_sub(bytes);
+}
 
 size_t physical_host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -37,8 +46,8 @@ Arena::~Arena() {
 void* Arena::alloc_bytes(std::string_view name, size_t bytes, size_t alignment) {
   size_t offset = (used_ + alignment - 1) / alignment * alignment;
   if (offset + bytes > capacity_) {
-    throw OutOfMemory(fmt::format("arena '{}' ({}): allocation '{}' of {} does not fit ({} in use of {})", name_,
-                                  device_name(device()), name, format_bytes(double(bytes)),
+    throw OutOfMemory(fmt::format("arena '{}' ({}): allocation '{}' of {} does not fit ({} in use of {})",
+                                  name_, device_name(device()), name, format_bytes(double(bytes)),
                                   format_bytes(double(used_)), format_bytes(double(capacity_))),
                       __FILE__, __LINE__);
   }
@@ -55,7 +64,8 @@ Tensor Arena::alloc(std::string_view name, DType dtype, std::initializer_list<in
 }
 
 void Arena::release(Mark mark) {
-  LT_CHECK(mark.count <= allocations_.size() && mark.offset <= used_, "arena '{}': release past a later mark", name_);
+  LT_CHECK(mark.count <= allocations_.size() && mark.offset <= used_, "arena '{}': release past a later mark",
+           name_);
   allocations_.resize(mark.count);
   used_ = mark.offset;
 }

@@ -3,6 +3,7 @@
 // step loop calls the system allocator.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -22,12 +23,21 @@ class MemoryResource {
   virtual Device device() const = 0;
 };
 
+// The CPU engine's memory (its "device" memory too): it counts the bytes its blocks hold now and at most
+// since reset_peak(), so a test can see what a run holds at its highest (a whole model gathered where only
+// slices should be, say).
 class HostMemory final : public MemoryResource {
  public:
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::CPU; }
   static HostMemory& instance();
+  size_t in_use_bytes() const { return in_use_.load(); }
+  size_t peak_bytes() const { return peak_.load(); }
+  void reset_peak() { peak_.store(in_use_.load()); }
+
+ private:
+  std::atomic<size_t> in_use_{0}, peak_{0};  // the bytes asked for (deallocate is given the same)
 };
 
 struct ArenaAllocation {

@@ -119,8 +119,8 @@ size_t DataParallel::master_slice_bytes(int64_t elements, int world, DType wide)
 
 std::unique_ptr<Arena> DataParallel::make_master_slices(const std::vector<std::string>& masters,
                                                         MemoryResource& memory, DType wide) {
-  LT_CHECK(sharding_ == dist::Sharding::Zero1 || sharding_ == dist::Sharding::Zero2,
-           "make_master_slices: sharding {} (zero1 and zero2 only)", dist::sharding_name(sharding_));
+  LT_CHECK(shards_optimizer(), "make_master_slices: sharding {} (zero1, zero2 and zero3 only)",
+           dist::sharding_name(sharding_));
   LT_CHECK(!shards_masters(), "make_master_slices: the masters are sliced already");
   std::vector<bool> sliced(full_.size(), false);
   size_t bytes = kAlignment;
@@ -154,6 +154,11 @@ int64_t DataParallel::master_index(const std::string& name) const {
   for (size_t i = 0; i < full_.size(); ++i)
     if (full_[i].name == name && !master_slice_[i].empty()) return int64_t(i);
   return -1;
+}
+
+Tensor DataParallel::master_slice(const std::string& name) const {
+  const int64_t i = master_index(name);
+  return i < 0 ? Tensor{} : master_slice_[size_t(i)];
 }
 
 bool DataParallel::load_master(const std::string& name, const Tensor& whole) {

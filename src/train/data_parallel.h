@@ -19,7 +19,8 @@
 //   zero3      zero2, but the trained layer tensors themselves are sharded (train/zero3_layers.h): their
 //              gradients arrive reduce-scattered during the backward (per micro-batch, as zero2's) and AdamW
 //              updates the slices in place (nothing to gather after the step); model-level tensors and LoRA
-//              adapters as zero2.
+//              adapters as zero2; with master weights the layer tensors' master slices are
+//              make_master_slices' (master_slice).
 // A tensor of n elements is cut into world_size contiguous slices of ceil(n / world_size) elements (the last
 // ones shorter or empty): rank r owns elements [r*c, min((r+1)*c, n)). AdamW's update is element-wise, so a
 // rank that updates its slice computes exactly the bits a replica would; the sharded strategies equal ddp
@@ -114,10 +115,10 @@ class DataParallel {
   // before anything reads the weights outside a forward (evaluation, checkpoints, the final model).
   void finish_parameters();
 
-  // zero1, zero2 with master weights, before the optimizer is made: the full() tensors named in `masters`
-  // (working weights, in the compute dtype, without a compute copy) get `wide` masters of this rank's slice
-  // only, in the returned arena (on `memory`; master_slice_bytes a tensor: c = ceil(n / world) elements,
-  // zero-padded past the slice, so that every rank's slices gather alike), widened from the working
+  // zero1, zero2, zero3 with master weights, before the optimizer is made: the full() tensors named in
+  // `masters` (working weights, in the compute dtype, without a compute copy) get `wide` masters of this
+  // rank's slice only, in the returned arena (on `memory`; master_slice_bytes a tensor: c = ceil(n / world)
+  // elements, zero-padded past the slice, so that every rank's slices gather alike), widened from the working
   // weights. optimizer_groups() then lists the master slices, with the working weights' slices as their
   // compute copies (AdamW rounds each update into them), and gather_parameters all-gathers the working
   // weights. No whole master ever exists on the device.
@@ -125,6 +126,9 @@ class DataParallel {
                                             DType wide);
   static size_t master_slice_bytes(int64_t elements, int world, DType wide);
   bool shards_masters() const { return master_arena_bytes_ > 0; }
+  // The master slice of the full() tensor `name` ((c) elements, zero-padded), or empty: zero3's layer
+  // tensors take theirs over (Zero3Layers::Shard::master).
+  Tensor master_slice(const std::string& name) const;
   // Resuming: this rank's slice of the whole master `whole` (a checkpoint's, any device) copied into the
   // master slice of the full() tensor `name`. False when `name` has no master slice.
   bool load_master(const std::string& name, const Tensor& whole);

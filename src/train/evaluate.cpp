@@ -57,7 +57,8 @@ EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DT
                     const model::ModelWeights& weights, std::span<const data::Example> examples,
                     int64_t micro_batch_size, int32_t pad_id, Arena& activations,
                     const model::LoraWeights* lora, int64_t chunk_size, Arena* offload,
-                    const EvalLayout& layout, const std::function<void(int64_t, int64_t)>& on_batch) {
+                    const EvalLayout& layout, const std::function<void(int64_t, int64_t)>& on_batch,
+                    const model::LayerHooks& hooks) {
   static const std::vector<model::LoraSpec> no_adapters;
   const std::vector<model::LoraSpec>& specs = lora ? lora->specs : no_adapters;
   Timer timer;
@@ -84,6 +85,7 @@ EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DT
     options.device_checkpoints = layout.device_checkpoints;
     std::unique_ptr<model::Schedule> schedule = model::make_schedule(
         ctx, model, dtype, batch.B, batch.T, options, activations, specs, offloading ? offload : nullptr);
+    schedule->set_layer_hooks(hooks);
     loss_sum += schedule->forward(weights, batch.view(), 1, lora);  // denominator 1: the sum of token CEs
     activations.release(mark);
     if (offloading) offload->release(offload_mark);

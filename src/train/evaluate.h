@@ -13,6 +13,7 @@
 #include "model/chunked_decoder.h"
 #include "model/config.h"
 #include "model/decoder.h"
+#include "model/layer_hooks.h"
 #include "model/lora.h"
 #include "model/weights.h"
 #include "ops/context.h"
@@ -58,12 +59,16 @@ struct EvalLayout {
   model::ScheduleOrder order = model::ScheduleOrder::ChunkMajor;
   int64_t device_checkpoints = -1;
 };
-// `on_batch(done, total)`, when set, is called after each micro-batch (progress).
+// `on_batch(done, total)`, when set, is called after each micro-batch (progress). `hooks`: the per-layer
+// residency hooks of the forward (only before_forward is called: zero3 gathers each layer's weights there,
+// Zero3Layers::evaluation_hooks); `weights` is then read again after each hook, so it must be the tensors
+// the hooks re-point, not a copy.
 EvalResult evaluate(const ops::Context& ctx, const model::ModelConfig& model, DType dtype,
                     const model::ModelWeights& weights, std::span<const data::Example> examples,
                     int64_t micro_batch_size, int32_t pad_id, Arena& activations,
                     const model::LoraWeights* lora = nullptr, int64_t chunk_size = 0,
                     Arena* offload = nullptr, const EvalLayout& layout = {},
-                    const std::function<void(int64_t done, int64_t total)>& on_batch = {});
+                    const std::function<void(int64_t done, int64_t total)>& on_batch = {},
+                    const model::LayerHooks& hooks = {});
 
 }  // namespace lt::train

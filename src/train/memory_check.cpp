@@ -97,11 +97,12 @@ model::MemoryPlan plan_master_slices(model::MemoryPlan plan, int world, const mo
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 const model::ModelConfig& model, const model::MemoryPlanSettings& s) {
   plan = plan_for_rank(std::move(plan), sharding, world, largest_trainable_elements(model, s));
-  if ((sharding == dist::Sharding::Zero1 || sharding == dist::Sharding::Zero2) && s.master_weights &&
+  // zero3 slices every trained tensor's master too, the model-level ones included.
+  if (sharding != dist::Sharding::None && sharding != dist::Sharding::Ddp && s.master_weights &&
       s.method != model::FinetuneMethod::Lora)
     plan = plan_master_slices(std::move(plan), world, model, s);
   // zero2 over several ranks slices the layers' gradients only (the trainer's condition); zero3 also their
-  // weights and masters, even in one process.
+  // weights, even in one process.
   const bool zero2_slices = sharding == dist::Sharding::Zero2 && world > 1;
   if ((sharding != dist::Sharding::Zero3 && !zero2_slices) || s.method == model::FinetuneMethod::Lora)
     return plan;
@@ -113,11 +114,10 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   const DType grad_dtype = s.master_dtype.value_or(s.dtype);
   const Zero3Layers::Footprint f =
       Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world, s.master_weights);
-  // The trained layer tensors' whole weights, gradients and masters give way to this rank's slices.
+  // The trained layer tensors' whole weights and gradients give way to this rank's slices (the masters are
+  // sliced above).
   const size_t whole_weights = model::weights_bytes(model, s.dtype, layer_trained);
   const size_t whole_grads = model::grads_bytes(model, grad_dtype, layer_trained);
-  const size_t whole_masters =
-      s.master_weights ? model::grads_bytes(model, *s.master_weights, layer_trained) : 0;
   auto account = [&plan](const model::MemoryPlanRow& row, int64_t delta) {
     plan.by_category[size_t(row.category)] = size_t(int64_t(plan.by_category[size_t(row.category)]) + delta);
     plan.total = size_t(int64_t(plan.total) + delta);
@@ -147,7 +147,6 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     resliced.push_back({"weight grads (model-level + one layer, shared)", shared_layer, 0,
                         "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch",
                         f.grad_buffer});
-    resliced.push_back({"master weights", whole_masters, f.master_slices, nullptr, 0});
   }
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {

@@ -31,12 +31,12 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
 // overload below slices zero2's and zero3's layer gradients); none and ddp change nothing.
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 int64_t largest_elements);
-// The same for the plan of `model` under `settings`; zero1 and zero2 with master weights: the masters
-// are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero2 over several
-// ranks: the trained layer tensors' gradients are this rank's slices plus two layers' gradient buffers
-// (train/layer_gradient_shards.h); zero3: the trained layer tensors' weights, gradients and masters are
-// this rank's slices, plus two layers' gather slots and two layers' gradient buffers
-// (train/zero3_layers.h); LoRA's adapters as zero2's model-level tensors (the frozen base stays whole).
+// The same for the plan of `model` under `settings`; zero1, zero2 and zero3 with master weights: the
+// masters are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero2 over
+// several ranks: the trained layer tensors' gradients are this rank's slices plus two layers' gradient
+// buffers (train/layer_gradient_shards.h); zero3: the trained layer tensors' weights and gradients are this
+// rank's slices, plus two layers' gather slots and two layers' gradient buffers (train/zero3_layers.h);
+// LoRA's adapters as zero2's model-level tensors (the frozen base stays whole).
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 const model::ModelConfig& model, const model::MemoryPlanSettings& settings);
 // The largest trainable tensor of a plan's settings (full, partial: the trained weights; lora: an adapter).

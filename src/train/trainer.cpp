@@ -122,9 +122,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     rounds_ = layer_grads_.get();
   }
-  // zero1, zero2: a rank keeps the masters of its slices only (slice_master_weights, with the optimizer).
+  // zero1, zero2, zero3: a rank keeps the masters of its slices only (slice_master_weights, with the
+  // optimizer; zero3's layer tensors then take theirs over).
   const bool sliced_masters = keeps_master_weights(config_) && (config_.sharding == dist::Sharding::Zero1 ||
-                                                                config_.sharding == dist::Sharding::Zero2);
+                                                                config_.sharding == dist::Sharding::Zero2 ||
+                                                                config_.sharding == dist::Sharding::Zero3);
   if (keeps_master_weights(config_) && !sliced_masters) setup_master_weights(trainable);
   // Each step also rounds the masters into the weights the model computes with (compute_copy).
   std::vector<ParamGroup> params = master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
@@ -242,16 +244,16 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   refresh_lora_compute();
   refresh_working_weights();
   if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    // With master weights this rank keeps the masters of its slices only (zero3_layers.h).
+    // With master weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
+    DataParallel& dp = *data_parallel_;
     zero3_ = std::make_unique<Zero3Layers>(
         ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
-        master_arena_ ? Zero3Layers::Masters{&masters_, &master_arena_} : Zero3Layers::Masters{},
+        dp.shards_masters()
+            ? Zero3Layers::MasterSlices([&dp](const std::string& n) { return dp.master_slice(n); })
+            : Zero3Layers::MasterSlices(),
         /*gradient_slices=*/!zero3_in_backward);
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
-    data_parallel_->attach_layers(*zero3_,
-                                  master_arena_ ? trainable_tensors(mc, masters_, grads_, &model_.weights)
-                                                : trainable_tensors(mc, model_.weights, grads_),
-                                  *optimizer_);
+    dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
     rounds_ = zero3_.get();
     if (zero3_in_backward)
       zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);
@@ -371,17 +373,21 @@ std::pair<double, bool> Trainer::apply_gradients(const StepResult& r, double lr)
 }
 
 EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
-  std::unique_ptr<Arena> gathered;  // zero3: the whole model for the evaluation
-  EvalResult e = evaluate(ctx_, model_.config, model_.dtype, whole_weights(gathered, false), val_,
-                          config_.micro_batch_size, pad_id_, *activations_, lora_for_compute(),
-                          config_.chunk_size, offload_arena_.get(),
-                          {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints});
+  data_parallel_->finish_parameters();  // the last step's overlapped gathers
+  // zero3: each layer gathered into a slot before its forward (Zero3Layers::evaluation_hooks), never the
+  // whole model; every rank evaluates the whole validation set, so the ranks issue the same gathers.
+  const bool layered = zero3_ && !zero3_->shards().empty();
+  EvalResult e =
+      evaluate(ctx_, model_.config, model_.dtype, model_.weights, val_, config_.micro_batch_size, pad_id_,
+               *activations_, lora_for_compute(), config_.chunk_size, offload_arena_.get(),
+               {.order = config_.schedule, .device_checkpoints = plan_.device_checkpoints}, {},
+               layered ? zero3_->evaluation_hooks() : model::LayerHooks{});
   return {.step = step, .epoch = epoch, .eval_loss = e.loss, .eval_tokens = e.tokens, .eval_s = e.seconds};
 }
 
 std::string Trainer::write_checkpoint(const TrainerState& state, const TrainerHooks& hooks) {
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights weights = whole_weights(gathered, true);
+  const model::ModelWeights weights = whole_weights(gathered);
   CheckpointContents c{.config = &config_,
                        .model = &model_.config,
                        .weights = &weights,
@@ -504,7 +510,7 @@ TrainResult Trainer::run(const TrainerHooks& hooks) {
   progress.finish();
   if (const std::string profile = ops::op_profile_report(ctx_); !profile.empty()) say(profile);
   std::unique_ptr<Arena> gathered;  // zero3: the whole model while it is written
-  const model::ModelWeights whole = whole_weights(gathered, true);
+  const model::ModelWeights whole = whole_weights(gathered);
   write_on_rank_zero(
       *comm_, "the final model", [&] { save_final(whole, result); }, kWriteTimeoutS);
   say(fmt::format("final {} written to {}", lora_arena_ ? "LoRA adapter (PEFT)" : "model",

@@ -91,8 +91,8 @@ class Trainer {
   const std::vector<ParamGroup>& trainable() const { return data_parallel_->full(); }
   const model::ModelWeights& grads() const { return grads_; }
   size_t grads_bytes() const { return grad_arena_ ? grad_arena_->capacity() : 0; }
-  // What this rank holds of master weights (zero1, zero2: its slices; zero3: its layer tensors' slices and
-  // the model-level masters); 0 without master weights.
+  // What this rank holds of master weights (zero1, zero2, zero3: its slices of every trained tensor); 0
+  // without master weights.
   size_t master_weights_bytes() const { return master_arena_ ? master_arena_->capacity() : 0; }
   // LoRA runs: the adapters being trained and their adapter_config.json; nullptr otherwise.
   const model::LoraWeights* lora() const { return lora_arena_ ? &lora_ : nullptr; }
@@ -115,9 +115,9 @@ class Trainer {
   std::pair<double, bool> apply_gradients(const StepResult& r, double lr);
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
-  // zero1, zero2: the masters of this rank's slices only (DataParallel::make_master_slices), made from the
-  // working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters (`whole`,
-  // host memory) and rounds the working weights from those.
+  // zero1, zero2, zero3: the masters of this rank's slices only (DataParallel::make_master_slices), made
+  // from the working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters
+  // (`whole`, host memory) and rounds the working weights from those.
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
@@ -127,11 +127,10 @@ class Trainer {
   model::ModelWeights& saved_weights();                // masters_ with master_weights, else model_.weights
   const model::LoraWeights* lora_for_compute() const;  // what the decoder takes (nullptr: no LoRA)
   void save_final(const model::ModelWeights& weights, const TrainResult& result);
-  // The whole weights (a collective under zero3: the layers gathered into `holder`): `saved`, what
-  // checkpoints and the final model hold (saved_weights: the masters with master_weights), else the weights
-  // the model computes with (evaluation). Under zero3 the saved weights are gathered into host memory on the
-  // main rank, which alone writes them; the other ranks get no weights.
-  model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder, bool saved);
+  // What checkpoints and the final model hold (saved_weights: the masters with master_weights), whole (a
+  // collective when the masters or the layers are sliced): gathered a tensor at a time into host memory
+  // (`holder`) on the main rank, which alone writes them; the other ranks get no weights.
+  model::ModelWeights whole_weights(std::unique_ptr<Arena>& holder);
   EvalMetrics run_eval(int64_t step, double epoch);
   std::string write_checkpoint(const TrainerState& state, const TrainerHooks& hooks);
 
@@ -150,9 +149,9 @@ class Trainer {
   std::unique_ptr<OptimizerInBackward> in_backward_;
   // master_weights: wider copies of the trainable weights that AdamW updates; masters_ is the model with
   // those in place of the trained tensors (what checkpoints save and resume loads), the working weights
-  // (model_.weights, compute dtype) are refreshed from them after every update. zero1 and zero2 keep only
-  // this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty, and no whole
-  // master exists on the device), zero3 those of its sharded layer tensors (zero3_layers.h).
+  // (model_.weights, compute dtype) are refreshed from them after every update. zero1, zero2 and zero3 keep
+  // only this rank's slices, in data_parallel_ (master_arena_ then holds those; masters_ is empty, and no
+  // whole master exists on the device; zero3's layer tensors use theirs as Zero3Layers::Shard::master).
   std::unique_ptr<Arena> master_arena_;
   model::ModelWeights masters_;
   std::unique_ptr<Arena> lora_arena_;  // LoRA runs: adapters and their gradients (master dtype)

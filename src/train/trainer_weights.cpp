@@ -19,10 +19,10 @@ constexpr uint64_t kLoraInitKey = 0x4C6F5241'00000000ull;  // "LoRA" in the high
 
 }  // namespace
 
-model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder, bool saved) {
+model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
   data_parallel_->finish_parameters();  // the last step's overlapped gathers
-  if (saved && data_parallel_->shards_masters()) {
-    // zero1, zero2: every rank holds its masters' slices; each master is gathered on its own into host
+  if (data_parallel_->shards_masters()) {
+    // zero1, zero2, zero3: every rank holds its masters' slices; each master is gathered on its own into host
     // memory of the main rank, which alone writes them (the other ranks get no weights).
     const bool keep = comm_->is_main();
     model::HostWeights host;
@@ -36,16 +36,11 @@ model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder, bool 
     holder = std::move(host.arena);
     return host.weights;
   }
-  if (!zero3_ || zero3_->shards().empty()) return saved ? saved_weights() : model_.weights;
-  const bool masters = saved && master_arena_;
-  if (saved) {  // written by the main rank from host memory, gathered a tensor at a time
-    model::HostWeights host = zero3_->gather_whole_on_host(masters, comm_->is_main());
-    holder = std::move(host.arena);
-    return host.weights;
-  }
-  holder = std::make_unique<Arena>("zero3 whole weights", ops::memory_resource(model_.device),
-                                   zero3_->gather_whole_bytes(masters));
-  return zero3_->gather_whole(*holder, masters);
+  if (!zero3_ || zero3_->shards().empty()) return saved_weights();
+  // Written by the main rank from host memory, gathered a tensor at a time.
+  model::HostWeights host = zero3_->gather_whole_on_host(comm_->is_main());
+  holder = std::move(host.arena);
+  return host.weights;
 }
 
 void Trainer::setup_master_weights(const model::TrainableFn& trainable) {

@@ -42,12 +42,11 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
-                         Masters masters, bool gradient_slices)
+                         const MasterSlices& masters, bool gradient_slices)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
       weights_(weights),
-      masters_(masters.weights),
       // The gradients first: their arena is rebuilt with the slices (the layer tensors' gradients stay
       // non-empty, which says below which tensors are sharded).
       gradients_(ctx, comm, config, grads, grads_arena, overlap, gradient_slices),
@@ -98,6 +97,11 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
                    s.capacity, device);
     ops::zero(ctx_, s.param);
+    if (masters) {
+      s.master = masters(spec.hf_name);
+      LT_CHECK(s.master.numel() == s.capacity, "zero3: the master slice of '{}' has {} elements, not {}",
+               spec.hf_name, s.master.numel(), s.capacity);
+    }
     if (s.owned > 0) {
       const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
       ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
@@ -106,58 +110,10 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     // Re-pointed at the slot that holds the layer by each hook (acquire).
     model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[0]) + s.slot_offset);
   }
-  std::unique_ptr<Arena> new_masters;
-  model::ModelWeights m_new;
-  if (masters_) new_masters = shard_masters(specs, w_new, grads, device, m_new);
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
   model::bind_fused_parts(config, w_new);
   weights = w_new;
   weights_arena = std::move(new_weights);
-  if (masters_) {
-    *masters_ = m_new;
-    *masters.arena = std::move(new_masters);
-  }
-}
-
-std::unique_ptr<Arena> Zero3Layers::shard_masters(const std::vector<model::WeightSpec>& specs,
-                                                  const model::ModelWeights& moved_weights,
-                                                  const model::ModelWeights& grads, Device device,
-                                                  model::ModelWeights& out) {
-  const DType wide = masters_->dtype;
-  size_t bytes = kAlignment;
-  size_t next = 0;
-  for (const model::WeightSpec& spec : specs) {
-    if (model::weight_of(grads, spec).empty()) continue;  // frozen: the working weight is its own master
-    bytes += sharded(spec, grads) ? aligned(size_t(shards_[next++].capacity) * dtype_size(wide))
-                                  : aligned(model::weight_of(*masters_, spec).bytes());
-  }
-  auto arena = std::make_unique<Arena>("master weights (zero3 slices)", ops::memory_resource(device), bytes);
-  out = *masters_;
-  next = 0;
-  for (const model::WeightSpec& spec : specs) {
-    const Tensor& m = model::weight_of(*masters_, spec);
-    Tensor& target = model::weight_of(out, spec);
-    if (model::weight_of(grads, spec).empty()) {
-      target = model::weight_of(moved_weights, spec);  // the working weight, moved
-      continue;
-    }
-    if (!sharded(spec, grads)) {
-      target = moved(m, arena->alloc_bytes(spec.hf_name, m.bytes()));
-      ops::copy(ctx_, target, m);
-      continue;
-    }
-    Shard& s = shards_[next++];
-    s.master = flat(arena->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(wide)), wide, s.capacity,
-                    device);
-    ops::zero(ctx_, s.master);
-    if (s.owned > 0) {
-      const size_t begin = size_t(comm_.rank() * s.capacity) * dtype_size(wide);
-      ops::copy(ctx_, flat(s.master.data, wide, s.owned, device),
-                flat(static_cast<char*>(m.data) + begin, wide, s.owned, device));
-    }
-    target = moved(m, s.master.data);  // only the slice exists (see the constructor's comment)
-  }
-  return arena;
 }
 
 Tensor Zero3Layers::slot_view(const Shard& s, int slot) const {
@@ -261,6 +217,10 @@ model::LayerHooks Zero3Layers::hooks() {
           .after_backward = [this](int64_t l) { gradients_.after_backward(l); }};
 }
 
+model::LayerHooks Zero3Layers::evaluation_hooks() {
+  return {.before_forward = [this](int64_t l) { acquire(l, (l + 1) % config_.num_layers); }};
+}
+
 void Zero3Layers::begin_step(int64_t rounds) {
   gradients_.begin_step(rounds);
   rounds_left_ = rounds;
@@ -294,36 +254,12 @@ void Zero3Layers::weights_changed() {
   slot_layer_[0] = slot_layer_[1] = -1;
 }
 
-size_t Zero3Layers::gather_whole_bytes(bool masters) const {
-  const DType dtype = masters && masters_ ? masters_->dtype : weights_.dtype;
-  size_t bytes = kAlignment;
-  for (const Shard& s : shards_)
-    bytes += aligned(size_t(s.capacity * comm_.world_size()) * dtype_size(dtype));
-  return bytes;
-}
-
-model::ModelWeights Zero3Layers::gather_whole(Arena& arena, bool masters) {
-  LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
-  model::ModelWeights out = masters ? *masters_ : weights_;
-  for (const Shard& s : shards_) {
-    const Tensor& slice = masters ? s.master : s.param;
-    const size_t bytes = size_t(s.capacity * comm_.world_size()) * dtype_size(slice.dtype);
-    Tensor& t = model::weight_of(out, s.spec);
-    t = moved(t, arena.alloc_bytes(s.spec.hf_name, bytes));
-    comm_.all_gather(slice, flat(t.data, t.dtype, s.capacity * comm_.world_size(), t.device));
-  }
-  model::bind_fused_parts(config_, out);
-  return out;
-}
-
-model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
-  LT_CHECK(!masters || masters_, "zero3: the whole master weights asked of a run without master weights");
-  const model::ModelWeights& from = masters ? *masters_ : weights_;
+model::HostWeights Zero3Layers::gather_whole_on_host(bool keep) {
+  const model::ModelWeights& from = weights_;
   const int64_t world = comm_.world_size();
   size_t largest = 0;
   for (const Shard& s : shards_)
-    largest =
-        std::max(largest, size_t(s.capacity * world) * dtype_size((masters ? s.master : s.param).dtype));
+    largest = std::max(largest, size_t(s.capacity * world) * dtype_size(s.param.dtype));
   const Device device = shards_.empty() ? from.embed.device : shards_.front().param.device;  // the slices'
   Arena staging("zero3 gathered tensor", ops::memory_resource(device), largest + kAlignment);
   void* gathered = staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(largest, 1));
@@ -344,7 +280,7 @@ model::HostWeights Zero3Layers::gather_whole_on_host(bool masters, bool keep) {
       if (!dst.empty() && !src.empty()) ops::copy(ctx_, dst, src);
       continue;
     }
-    const Tensor& slice = masters ? s->master : s->param;
+    const Tensor& slice = s->param;
     comm_.all_gather(slice, flat(gathered, slice.dtype, s->capacity * world, device));
     // The first n of the world * c gathered elements are the tensor (the last slice is padded).
     if (!dst.empty())

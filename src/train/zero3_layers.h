@@ -57,11 +57,15 @@
 // whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors.
 //
 // Master weights (master_weights, and fp16 which always keeps them): a rank keeps the wide master only for
-// its slice of each sharded tensor (Shard::master), beside the compute-dtype slice (Shard::param). AdamW
-// updates the master slice and writes the compute slice in the same pass, rounded to nearest as one
-// process rounds its working weights (no stochastic rounding: that is for bf16 weights without masters), so
-// the next step's gathers carry the bits one process computes with. Checkpoints and the final model gather
-// the masters (gather_whole), evaluation the compute weights.
+// its slice of every trained tensor, the model-level ones too, made by DataParallel::make_master_slices
+// from the working weights before this class takes over (the same cut, c elements zero-padded: a layer
+// tensor's Shard::master is that slice, beside the compute-dtype slice Shard::param), so no whole master
+// ever exists on the device, at set-up and on resume alike (resuming cuts the checkpoint's whole masters in
+// host memory). AdamW updates the master slice and writes the compute slice in the same pass, rounded to
+// nearest as one process rounds its working weights (no stochastic rounding: that is for bf16 weights
+// without masters), so the next step's gathers carry the bits one process computes with. Checkpoints and
+// the final model gather the masters a tensor at a time (DataParallel::gather_master); evaluation gathers
+// the compute weights layer by layer (evaluation_hooks).
 #pragma once
 
 #include <functional>
@@ -107,13 +111,9 @@ class Zero3Layers final : public LayerRounds {
                              const model::TrainableFn& trainable, int world,
                              std::optional<DType> master = std::nullopt);
 
-  // The trainer's master weights: the model with wide copies in place of the trained tensors (the frozen
-  // ones are the working weights themselves), in `arena`. (No member initializers: `{}` is none, as the
-  // constructor's default argument inside the class.)
-  struct Masters {
-    model::ModelWeights* weights;
-    std::unique_ptr<Arena>* arena;
-  };
+  // With master weights: this rank's wide master slice of the trained tensor `name` (c elements,
+  // zero-padded past the slice: DataParallel::master_slice), which becomes its Shard::master.
+  using MasterSlices = std::function<Tensor(const std::string& name)>;
 
   // Takes over `weights` (in `weights_arena`) and `grads` (in `grads_arena`): both arenas are replaced by
   // new ones that hold the slices, the slots, the gradient buffer and every other tensor whole, and the
@@ -122,16 +122,13 @@ class Zero3Layers final : public LayerRounds {
   // `overlap` false: each layer is gathered by its own hook and each layer's gradient reduce-scattered and
   // added before the next layer computes (synchronously, one gradient buffer; the same results, for
   // comparison).
-  // `masters` (master weights): their arena is rebuilt too, with this rank's master slices (Shard::master)
-  // and the other trained tensors' masters whole; a sharded tensor of masters.weights is re-pointed at its
-  // slice (only those c elements exist: nothing reads it whole but through gather_whole), a frozen one at
-  // the moved working weight.
+  // `masters` (master weights): where each sharded tensor's master slice already is (nothing is copied).
   // `gradient_slices` false (AdamW in the backward, train/zero3_step_in_backward.h): no gradient slices are
   // kept; each layer's reduced blocks go to on_reduced (set_on_reduced) while they are in the gradient
   // buffer, and Shard::grad is a view of buffer 0's block (valid memory of the slice's size, never summed).
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
-              std::unique_ptr<Arena>& grads_arena, bool overlap = true, Masters masters = {},
+              std::unique_ptr<Arena>& grads_arena, bool overlap = true, const MasterSlices& masters = {},
               bool gradient_slices = true);
 
   // Without gradient slices: called once a layer's reduce-scatter is complete on the compute stream, with
@@ -146,6 +143,14 @@ class Zero3Layers final : public LayerRounds {
   // LayerRounds (train/layer_rounds.h): after the step's last round (begin_step's `rounds`) nothing is
   // prefetched; pad_passes issues the same gathers and reduce-scatters of zeros.
   model::LayerHooks hooks() override;
+  // Evaluation's hooks (forward passes only): before_forward(l) gathers layer l into a slot as training's
+  // forward does and prefetches layer (l + 1) mod L (the next chunk's or batch's forward starts at layer 0),
+  // so no whole model is gathered. Every rank evaluates the same batches (the whole validation set), so the
+  // hook sequence, and with it every gather, is the same on every rank without padding. The step's state
+  // (rounds, passes, the pending gradient) is not touched; the slots keep layers gathered from the current
+  // weights, which evaluation does not change, so the next step may take them as they are (the optimizer's
+  // weights_changed() drops them after it).
+  model::LayerHooks evaluation_hooks();
   void begin_step(int64_t rounds) override;
   int64_t round_chunks(int64_t mine) override;
   // The schedule runs every chunk of a layer before the next layer (model::ScheduleOrder::LayerMajor).
@@ -157,26 +162,16 @@ class Zero3Layers final : public LayerRounds {
   void finish_micro_batch() override;
   void weights_changed();  // after the optimizer step: the slots are stale
 
-  // The whole model (a collective): `weights` with every sharded layer tensor gathered into `arena`; with
-  // `masters`, the master weights with every master slice gathered (what one process saves).
-  model::ModelWeights gather_whole(Arena& arena, bool masters = false);
-  size_t gather_whole_bytes(bool masters = false) const;
-  // The same whole model in host memory (a collective), for the main rank to write: each sharded tensor is
-  // gathered on its own into one device buffer of the largest and copied out, the other tensors are copied
+  // The whole working weights in host memory (a collective), for the main rank to write (a run without
+  // master weights saves them; with masters, DataParallel::gather_master gathers those): each sharded tensor
+  // is gathered on its own into one device buffer of the largest and copied out, the other tensors are copied
   // as they are. A checkpoint or the final model so never holds a second whole model on the GPU (a model
   // that fits only sharded is written too). `keep` false (the ranks that do not write): they take part in
   // the gathers and get nothing.
-  model::HostWeights gather_whole_on_host(bool masters, bool keep);
+  model::HostWeights gather_whole_on_host(bool keep);
 
  private:
   ops::Context ctx_;  // the context of its ops
-  // The constructor's part for the master weights: `out` (*masters_ re-pointed) in the returned arena.
-  // `moved_weights`: the working weights in their new arena; `grads`: the whole gradients (which tensors
-  // are trained).
-  std::unique_ptr<Arena> shard_masters(const std::vector<model::WeightSpec>& specs,
-                                       const model::ModelWeights& moved_weights,
-                                       const model::ModelWeights& grads, Device device,
-                                       model::ModelWeights& out);
   // A hook of `layer`: its weights whole in a slot and its tensors pointed there; `next` (-1: none)
   // prefetched into the other slot.
   void acquire(int64_t layer, int64_t next);
@@ -193,7 +188,6 @@ class Zero3Layers final : public LayerRounds {
   dist::Communicator& comm_;
   const model::ModelConfig& config_;
   model::ModelWeights& weights_;
-  model::ModelWeights* masters_ = nullptr;     // master weights, when the run keeps them
   LayerGradientShards gradients_;              // the gradient slices, in the same order as shards_
   std::vector<Shard> shards_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_

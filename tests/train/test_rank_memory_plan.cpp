@@ -285,38 +285,58 @@ struct ModelWithMasters {
   model::ModelWeights weights, grads, masters;
 };
 
-// With master weights (f64 masters of an fp32 run here), a rank keeps the masters of its slices only: the
-// plan's "master weights" row is what the rebuilt master arena holds, and the slice is the whole master's.
+// With master weights (f64 masters of an fp32 run here), a zero3 rank keeps the masters of its slices of
+// every trained tensor only, the model-level ones too, as zero1 and zero2 do: the plan's "master weights"
+// row is what DataParallel::make_master_slices allocates, and Zero3Layers takes the layer tensors' slices
+// over as they are (the same cut: c = ceil(n / world) elements, zero-padded), copying nothing.
 TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
   const model::ModelConfig mc = sliceable_config();
   train::TrainConfig c = full_fp32_with_masters();
-  // Against ddp's whole masters (zero1 and zero2 slice every tensor's master, the model-level ones too).
+  // Against ddp's whole masters.
   train::apply_overrides(c, {"--sharding", "ddp"});
   const model::MemoryPlan ddp = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   train::apply_overrides(c, {"--sharding", "zero3"});
   const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
-  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(ddp, "master weights") / 2);
+  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(ddp, "master weights") / 3);
+  size_t slices = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    slices += train::DataParallel::master_slice_bytes(spec.numel(), 4, DType::F64);
+  EXPECT_EQ(row_bytes(rank, "master weights (1/4 slices)"), slices);
 
-  ModelWithMasters m(mc);
+  ModelWithMasters m(mc);  // m.masters: the working weights widened, as a whole (only to compare with)
   auto& [weights_arena, grads_arena, master_arena, weights, grads, masters] = m;
+  std::vector<train::ParamGroup> groups;
+  std::vector<std::string> names;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+    groups.push_back({.name = spec.hf_name,
+                      .param = model::weight_of(weights, spec),
+                      .grad = model::weight_of(grads, spec),
+                      .layer = spec.layer});
+    names.push_back(spec.hf_name);
+  }
+  FourRanks comm;
+  train::DataParallel dp(ctx, comm, dist::Sharding::Zero3, groups, HostMemory::instance());
+  const std::unique_ptr<Arena> sliced = dp.make_master_slices(names, HostMemory::instance(), DType::F64);
+  EXPECT_EQ(sliced->capacity(), slices + 256);  // the arena's alignment slack
   const Tensor q0 = masters.layers[0].attn_q;
   const std::vector<double> whole_q(q0.ptr<double>(), q0.ptr<double>() + q0.numel());
-  FourRanks comm;
   train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena, true,
-                            {.weights = &masters, .arena = &master_arena});
-  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  EXPECT_EQ(padded(master_arena->used()), row_bytes(rank, "master weights"));
+                            [&dp](const std::string& name) { return dp.master_slice(name); });
+  ASSERT_FALSE(layers.shards().empty());
   for (const train::Zero3Layers::Shard& s : layers.shards()) {
     ASSERT_EQ(s.master.numel(), s.capacity) << s.spec.hf_name;
     ASSERT_EQ(s.master.dtype, DType::F64);
+    EXPECT_EQ(s.master.data, dp.master_slice(s.spec.hf_name).data) << s.spec.hf_name;
     if (s.spec.layer != 0 || s.spec.kind != model::WeightKind::AttnQ) continue;
     ASSERT_GT(s.owned, 0);
     for (int64_t i = 0; i < s.owned; ++i)
       ASSERT_EQ(s.master.ptr<double>()[i], whole_q[size_t(s.capacity + i)]) << i;
   }
-  // The model-level tensors' masters stay whole, moved with the arena.
-  EXPECT_EQ(masters.embed.numel(), weights.embed.numel());
-  EXPECT_NE(masters.embed.data, weights.embed.data);
+  // The model-level tensors' masters are slices too.
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    if (spec.kind == model::WeightKind::Embed) {
+      EXPECT_EQ(dp.master_slice(spec.hf_name).numel(), (spec.numel() + 3) / 4);
+    }
 }
 
 // zero1 and zero2 with master weights (f64 masters of an fp32 run): a rank's plan counts the masters of its

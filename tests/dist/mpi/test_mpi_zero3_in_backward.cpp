@@ -86,6 +86,25 @@ TEST_F(MpiZero3InBackward, EqualsTheEndOfStepAdamWBitForBit) {
   }
 }
 
+// A run resumed from its checkpoint (each rank's AdamW slices) continues bit for bit.
+TEST_F(MpiZero3InBackward, ResumedRunEqualsTheUninterruptedOne) {
+  TrainConfig straight = config("full", "straight");
+  straight.optimizer_in_backward = true;
+  straight.save_steps = 2;
+  const TrainResult whole = run_training(straight, test::quiet_hooks(), comm_.get());
+  ASSERT_EQ(whole.losses.size(), 4u);
+  TrainConfig resumed = config("full", "resumed");
+  resumed.optimizer_in_backward = true;
+  resumed.resume = dir_->file("straight") + "/checkpoint-2";
+  const TrainResult second = run_training(resumed, test::quiet_hooks(), comm_.get());
+  ASSERT_EQ(second.losses.size(), 2u);
+  EXPECT_EQ(second.losses[0], whole.losses[2]);
+  EXPECT_EQ(second.losses[1], whole.losses[3]);
+  if (comm_->is_main())
+    expect_close(final_tensors(dir_->file("resumed"), "full"), final_tensors(dir_->file("straight"), "full"),
+                 0.0);
+}
+
 // What a layer's update cannot wait for is refused on every rank before step one, naming the setting.
 TEST_F(MpiZero3InBackward, RefusesGradientAccumulationAndClipping) {
   TrainConfig accumulating = config("full", "accumulating");
