@@ -8,6 +8,8 @@
 #   ddp/zero1/zero2/zero3-w2   two ranks, one GPU each, torchrun-style variables (NCCL bootstrapped over TCP);
 #   zero3-w2-blocking    zero3 with overlap_gathers false (gathers and layer reduce-scatters waited for at
 #                        once): zero3-w2's losses bit for bit (the script exits non-zero otherwise);
+#   zero2-w2-blocking    zero2 with overlap_gathers false (its layer gradients' reduce-scatters waited for
+#                        at once, one gradient buffer): zero2-w2's losses bit for bit;
 #   mpirun-ddp-w2        the same through mpirun (NCCL bootstrapped over MPI), when mpirun exists;
 #   single-bf16m, ddp-w2-bf16m, zero1-w2-bf16m, zero2-w2-bf16m, zero3-w2-bf16m   bf16 with f32 master
 #                        weights, one process and two ranks (zero1/2/3: each rank keeps the masters of its
@@ -15,7 +17,8 @@
 #                        same reductions and clipping; AdamW is element-wise);
 #   single-fp16, zero2-w2-fp16, zero3-w2-fp16   fp16 with its loss scaler (f32 masters; the overflow check
 #                        over every rank's gradients);
-#   single-lm, zero3-w2-lm         schedule layer_major (chunks of SEQ/4 tokens), one process and zero3;
+#   single-lm, zero2-w2-lm, zero3-w2-lm   schedule layer_major (chunks of SEQ/4 tokens), one process, zero2
+#                        (a layer's chunks reduce-scattered once) and zero3;
 #   single-nc, zero3-w2-nc, zero3-w2-nc-inbwd   bf16 (stochastic rounding, no masters), one micro-batch a
 #                        rank and step, no clipping: zero3 with AdamW at the step's end and in the backward
 #                        (optimizer_in_backward, no gradient slices): the two must give the same losses bit
@@ -104,6 +107,8 @@ torchrun_like zero2-w2 2 zero2
 torchrun_like zero3-w2 2 zero3
 # zero3's blocking path (each gather and layer reduce-scatter waited for at once): zero3-w2's bits.
 torchrun_like zero3-w2-blocking 2 zero3 --overlap_gathers false
+# zero2's layer gradient slices reduced on the blocking path: zero2-w2's bits.
+torchrun_like zero2-w2-blocking 2 zero2 --overlap_gathers false
 # Master weights and fp16 under the sharded strategies, and zero3 under the layer-major schedule.
 run single-bf16m "$lt" train "$work/train.yaml" --output_dir "$work/single-bf16m" --precision bf16 \
   --master_weights true
@@ -116,6 +121,7 @@ torchrun_like zero2-w2-fp16 2 zero2 --precision fp16
 torchrun_like zero3-w2-fp16 2 zero3 --precision fp16
 run single-lm "$lt" train "$work/train.yaml" --output_dir "$work/single-lm" --schedule layer_major \
   --chunk_size $((seq / 4))
+torchrun_like zero2-w2-lm 2 zero2 --schedule layer_major --chunk_size $((seq / 4))
 torchrun_like zero3-w2-lm 2 zero3 --schedule layer_major --chunk_size $((seq / 4))
 nc_flags=(--precision bf16 --batch_size 4 --max_grad_norm 0)
 run single-nc "$lt" train "$work/train.yaml" --output_dir "$work/single-nc" "${nc_flags[@]}"
@@ -125,9 +131,9 @@ torchrun_like zero3-w2-nc-inbwd 2 zero3 "${nc_flags[@]}" --optimizer_in_backward
 run single-ev "$lt" train "$work/train.yaml" --output_dir "$work/single-ev" --val_set_size 16 --eval_steps 4
 torchrun_like zero3-w2-ev 2 zero3 --val_set_size 16 --eval_steps 4
 torchrun_like zero3-w2-ev-chunked 2 zero3 --val_set_size 16 --eval_steps 4 --chunk_size $((seq / 4))
-names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero3-w2 zero3-w2-blocking single-bf16m ddp-w2-bf16m"
-names="$names zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
-names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero3-w2-lm"
+names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero2-w2-blocking zero3-w2 zero3-w2-blocking single-bf16m"
+names="$names ddp-w2-bf16m zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
+names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero2-w2-lm zero3-w2-lm"
 names="$names single-nc zero3-w2-nc zero3-w2-nc-inbwd"
 names="$names single-ev zero3-w2-ev zero3-w2-ev-chunked"
 if command -v mpirun > /dev/null; then
@@ -194,8 +200,8 @@ for name in names:
         print(f"{'':<16} {len(e):>5} evaluations, eval loss rel diff {eval_diff:.3e}"
               f"{'' if len(e) == len(ref_e) else f' (reference has {len(ref_e)})'}")
 ok = True
-for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero1-w2-bf16m", "ddp-w2-bf16m"),
-             ("zero3-w2-nc-inbwd", "zero3-w2-nc")):
+for a, b in (("zero3-w2", "zero3-w2-blocking"), ("zero2-w2", "zero2-w2-blocking"),
+             ("zero1-w2-bf16m", "ddp-w2-bf16m"), ("zero3-w2-nc-inbwd", "zero3-w2-nc")):
     if a not in names or b not in names:
         continue  # ONLY left one of them out
     ma, mb = metrics(a), metrics(b)

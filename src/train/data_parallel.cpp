@@ -36,6 +36,7 @@ DataParallel::DataParallel(const ops::Context& ctx, dist::Communicator& comm, di
   unready_.resize(size_t(layers));
   layer_mark_.assign(size_t(layers), 0);
   layer_shard_.assign(full_.size(), nullptr);
+  grad_slice_.assign(full_.size(), Tensor{});
   master_slice_.assign(full_.size(), Tensor{});
   for (size_t i = 0; i < full_.size(); ++i) mine_.push_back(slice_of(i, comm_.rank()));
   if (comm_.world_size() > 1 && sharding_ != dist::Sharding::Zero3)
@@ -92,18 +93,20 @@ std::vector<ParamGroup> DataParallel::optimizer_groups() const {
                      .compute_copy = masters ? flat_range(s->param, 0, s->owned) : Tensor{}});
       continue;
     }
+    const Tensor grad =
+        sliced(i) ? flat_range(grad_slice_[i], 0, end - begin) : flat_range(g.grad, begin, end);
     if (!master_slice_[i].empty()) {
       // The master of the slice, rounded by AdamW into the working weight's slice.
       out.push_back({.name = g.name,
                      .param = flat_range(master_slice_[i], 0, end - begin),
-                     .grad = flat_range(g.grad, begin, end),
+                     .grad = grad,
                      .compute_copy = flat_range(g.param, begin, end)});
       continue;
     }
     out.push_back(
         {.name = g.name,
          .param = flat_range(g.param, begin, end),
-         .grad = flat_range(g.grad, begin, end),
+         .grad = grad,
          .compute_copy = g.compute_copy.empty() ? Tensor{} : flat_range(g.compute_copy, begin, end)});
   }
   return out;
@@ -201,6 +204,21 @@ void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGro
     optimizer.rebind(k, groups[k].param, groups[k].grad, groups[k].compute_copy);
 }
 
+void DataParallel::attach_gradient_slices(const LayerGradientShards& slices) {
+  LT_CHECK(sharding_ == dist::Sharding::Zero2 && buckets_,
+           "attach_gradient_slices: sharding {} over {} ranks (zero2 over several only)",
+           dist::sharding_name(sharding_), comm_.world_size());
+  slices_gradients_ = true;
+  for (size_t i = 0; i < full_.size(); ++i)
+    for (const LayerGradientShards::Slice& s : slices.slices())
+      if (s.spec.hf_name == full_[i].name) grad_slice_[i] = s.grad;
+  // The buckets again, over the gradients that stay whole (the sliced ones left out).
+  std::vector<ParamGroup> whole = full_;
+  for (size_t i = 0; i < whole.size(); ++i)
+    if (sliced(i)) whole[i].grad = Tensor{};
+  buckets_ = std::make_unique<GradientBuckets>(comm_, whole, GradientBuckets::Collective::ReduceScatter);
+}
+
 void DataParallel::reduce_gradients() {
   if (buckets_) buckets_->finish();
   if (!reduce_scatters()) {
@@ -209,7 +227,7 @@ void DataParallel::reduce_gradients() {
     return;
   }
   for (size_t i = 0; i < full_.size(); ++i) {
-    if (layer_shard_[i]) continue;                 // reduce-scattered layer by layer during the backward
+    if (layer_shard_[i] || sliced(i)) continue;    // reduce-scattered layer by layer during the backward
     if (buckets_ && buckets_->holds(i)) continue;  // reduce-scattered in place: its slice is block `rank`
     const Tensor& grad = full_[i].grad;
     const Tensor whole = whole_scratch(i, grad.dtype), part = part_scratch(i, grad.dtype);
@@ -228,6 +246,9 @@ std::vector<Tensor> DataParallel::local_gradients() const {
       if (s->owned > 0) out.push_back(flat_range(s->grad, 0, s->owned));
     } else if (!reduce_scatters()) {
       out.push_back(full_[i].grad);
+    } else if (sliced(i)) {
+      if (mine_[i].begin < mine_[i].end)
+        out.push_back(flat_range(grad_slice_[i], 0, mine_[i].end - mine_[i].begin));
     } else if (mine_[i].begin < mine_[i].end) {
       out.push_back(flat_range(full_[i].grad, mine_[i].begin, mine_[i].end));
     }

@@ -7,19 +7,25 @@
 //              parameters) only for its own slice of every tensor; the updated slices are all-gathered;
 //   zero2      the gradients are reduce-scattered instead: a rank receives only the sum of its own slice,
 //              clips with the global norm (the ranks' partial squared norms all-reduced), updates its slice,
-//              and the slices are all-gathered;
+//              and the slices are all-gathered. Over several ranks the trained decoder layers' gradients
+//              exist only as this rank's slices plus two layer-sized buffers (train/layer_gradient_shards.h,
+//              attach_gradient_slices): each micro-batch's layer gradients are reduce-scattered during its
+//              backward (a slice cannot accumulate an unreduced gradient), where ddp and zero1 reduce once
+//              a step; model-level tensors and LoRA adapters stay whole, reduced at the step's end;
 //   zero1, zero2 with master weights (master_weights, fp16): a rank keeps the wide masters of its slices
 //              only (make_master_slices); AdamW updates them and rounds them into the working weights'
 //              slices, and the working weights' slices are all-gathered (checkpoints gather the masters one
 //              tensor at a time: gather_master);
 //   zero3      zero2, but the trained layer tensors themselves are sharded (train/zero3_layers.h): their
-//              gradients arrive reduce-scattered during the backward and AdamW updates the slices in place
-//              (nothing to gather after the step); model-level tensors and LoRA adapters as zero2; with
-//              master weights the layer tensors' master slices are make_master_slices' (master_slice).
+//              gradients arrive reduce-scattered during the backward (per micro-batch, as zero2's) and AdamW
+//              updates the slices in place (nothing to gather after the step); model-level tensors and LoRA
+//              adapters as zero2; with master weights the layer tensors' master slices are
+//              make_master_slices' (master_slice).
 // A tensor of n elements is cut into world_size contiguous slices of ceil(n / world_size) elements (the last
 // ones shorter or empty): rank r owns elements [r*c, min((r+1)*c, n)). AdamW's update is element-wise, so a
 // rank that updates its slice computes exactly the bits a replica would; the sharded strategies equal ddp
-// bit for bit, except that zero2's clipping norm adds the squares in another grouping (rounding only).
+// bit for bit, except that zero2's clipping norm adds the squares in another grouping, and with several
+// micro-batches on a rank zero2 and zero3 add them after reducing each (rounding only).
 // Over several ranks ddp, zero1 and zero2 reduce each layer's gradients as soon as the backward has finished
 // the layer (train/gradient_buckets.h); a tensor whose element count the world size divides is
 // reduce-scattered and all-gathered in place (its slice r is block r of the tensor), others through scratch.
@@ -40,6 +46,7 @@
 #include "ops/context.h"
 #include "train/adamw.h"
 #include "train/gradient_buckets.h"
+#include "train/layer_gradient_shards.h"
 #include "train/zero3_layers.h"
 
 namespace lt::train {
@@ -63,6 +70,10 @@ class DataParallel {
   // trainer's list over the moved tensors (trainable_tensors; LoRA's adapters did not move), and the
   // optimizer over optimizer_groups() is re-pointed at the layers' slices.
   void attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved, AdamW& optimizer);
+  // zero2 over several ranks, when full() was made over the gradients `slices` took over (before the
+  // optimizer is made over optimizer_groups()): the layer tensors' gradients are their slices (optimizer,
+  // clipping), and reduce_gradients reduces only the other tensors (their buckets at the step's end).
+  void attach_gradient_slices(const LayerGradientShards& slices);
   const std::vector<ParamGroup>& full() const { return full_; }
   // What AdamW updates on this rank: the full tensors, or (zero1, zero2) this rank's non-empty slices of
   // them, named as the full tensors are (so weight decay by name applies alike).
@@ -71,7 +82,9 @@ class DataParallel {
   // ddp, zero1 and zero2 over several ranks: the gradients are all-reduced (zero2: reduce-scattered) in
   // buckets that start while the backward goes on (train/gradient_buckets.h). Set backward_hooks() on the
   // schedule of the step's last micro-batch of this rank (the earlier ones' gradients are not complete).
-  bool overlaps() const { return buckets_ != nullptr; }
+  // Not once the layers' gradients are sliced: the model-level buckets then go at the step's end, after
+  // every rank's last round of layer reductions.
+  bool overlaps() const { return buckets_ != nullptr && !slices_gradients_; }
   model::LayerHooks backward_hooks() { return buckets_->hooks(); }
   int64_t gradient_buckets() const { return buckets_ ? int64_t(buckets_->size()) : 0; }
 
@@ -168,6 +181,11 @@ class DataParallel {
   size_t master_arena_bytes_ = 0;
   // zero3: the slices of full_[i] when it is a sharded layer tensor (nullptr otherwise).
   std::vector<const Zero3Layers::Shard*> layer_shard_;
+  // zero2's sliced layer gradients: per full tensor, its gradient slice (c elements, the first
+  // mine_[i].end - mine_[i].begin of them its own), or empty.
+  std::vector<Tensor> grad_slice_;
+  bool sliced(size_t i) const { return !grad_slice_[i].empty(); }
+  bool slices_gradients_ = false;
   std::unique_ptr<GradientBuckets> buckets_;  // when the reduction overlaps the backward
   bool overlap_gathers_;
   // Per decoder layer: the tensors whose overlapped gather the compute has not waited for yet (indices

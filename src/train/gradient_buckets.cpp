@@ -42,7 +42,7 @@ void GradientBuckets::add_runs(const std::vector<ParamGroup>& tensors) {
 void GradientBuckets::add_tensors(const std::vector<ParamGroup>& tensors) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& grad = tensors[i].grad;
-    if (grad.numel() % comm_.world_size() != 0) continue;
+    if (grad.empty() || grad.numel() % comm_.world_size() != 0) continue;  // empty: reduced elsewhere
     buckets_.push_back({tensors[i].layer, Tensor(grad.data, grad.dtype, {grad.numel()}, grad.device)});
     held_[i] = true;
   }

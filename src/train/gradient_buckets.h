@@ -1,4 +1,6 @@
 // Gradient buckets reduced while the backward goes on (ddp, zero1 and zero2 over several ranks; issue 18).
+// zero2 with sliced layer gradients (train/layer_gradient_shards.h) keeps buckets only for the gradients
+// that stay whole (its other tensors' gradients are empty in the list) and issues them at the step's end.
 //
 // Each bucket starts as soon as the backward has finished its layer (the schedule's after_backward hook,
 // model/layer_hooks.h): over NCCL it runs on the communicator's stream while the layers below compute
@@ -11,7 +13,7 @@
 //     Summed element by element as the per-tensor all-reduce sums them, so the result is the same bits.
 //   reduce-scatter (zero2): a bucket is one tensor whose element count the world size divides, reduce-
 //     scattered in place (rank r's slice, data_parallel.h, is block r of the tensor itself: no scratch and
-//     no copies); the other tensors are left to the caller.
+//     no copies); the other tensors (and those without a gradient) are left to the caller.
 //
 // The buckets must be the same on every rank: tensors are merged only when they are consecutive in the list
 // and of the same layer (so from one arena, whose layout is the same on every rank), and the trainer checks

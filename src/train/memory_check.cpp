@@ -101,8 +101,11 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   if (sharding != dist::Sharding::None && sharding != dist::Sharding::Ddp && s.master_weights &&
       s.method != model::FinetuneMethod::Lora)
     plan = plan_master_slices(std::move(plan), world, model, s);
-  if (sharding == dist::Sharding::Zero1 || sharding == dist::Sharding::Zero2) return plan;
-  if (sharding != dist::Sharding::Zero3 || s.method == model::FinetuneMethod::Lora) return plan;
+  // zero2 over several ranks slices the layers' gradients only (the trainer's condition); zero3 also their
+  // weights, even in one process.
+  const bool zero2_slices = sharding == dist::Sharding::Zero2 && world > 1;
+  if ((sharding != dist::Sharding::Zero3 && !zero2_slices) || s.method == model::FinetuneMethod::Lora)
+    return plan;
   const model::TrainableFn trainable =
       s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;
   const model::TrainableFn layer_trained = [&](const model::WeightSpec& spec) {
@@ -120,7 +123,8 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     plan.total = size_t(int64_t(plan.total) + delta);
     if (row.in_arena) plan.arena_total = size_t(int64_t(plan.arena_total) + delta);
   };
-  // A row whose trained layer tensors shrink from `whole` to `slices` bytes, followed by zero3's own buffer.
+  // A row whose trained layer tensors shrink from `whole` to `slices` bytes, followed by zero3's own buffer
+  // (zero2: the gradients' row only).
   struct Resliced {
     const char* row;
     size_t whole, slices;
@@ -134,12 +138,16 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   };
   const size_t shared_layer = model::shared_layer_grads_bytes(model, grad_dtype, trainable) -
                               model::grads_bytes(model, grad_dtype, model_level_trained);
-  const Resliced resliced[] = {
-      {"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots},
-      {"weight grads", whole_grads, f.grad_slices, "zero3 gradient buffers (2 layers) and scatter scratch",
-       f.grad_buffer},
-      {"weight grads (model-level + one layer, shared)", shared_layer, 0,
-       "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch", f.grad_buffer}};
+  std::vector<Resliced> resliced = {{"weight grads", whole_grads, f.grad_slices,
+                                     zero2_slices ? "zero2 gradient buffers (2 layers) and scatter scratch"
+                                                  : "zero3 gradient buffers (2 layers) and scatter scratch",
+                                     f.grad_buffer}};
+  if (!zero2_slices) {
+    resliced.push_back({"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots});
+    resliced.push_back({"weight grads (model-level + one layer, shared)", shared_layer, 0,
+                        "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch",
+                        f.grad_buffer});
+  }
   std::vector<model::MemoryPlanRow> rows;
   for (model::MemoryPlanRow row : plan.rows) {
     const Resliced* r = nullptr;

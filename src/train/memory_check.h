@@ -27,15 +27,16 @@ model::MemoryPlanSettings run_plan_settings(const TrainConfig& config, const mod
 
 // One rank's share of `plan` among `world` ranks under `sharding` (train/data_parallel.h): zero1, zero2
 // and zero3 keep 1/world of AdamW's moments (rounded up) and add the collectives' scratch for the largest
-// trainable tensor of `largest_elements` (DataParallel::scratch_bytes). Gradients stay whole on every rank
-// (zero2 reduces only its slices, but the backward still accumulates the whole gradient); none and ddp change
-// nothing.
+// trainable tensor of `largest_elements` (DataParallel::scratch_bytes). Gradients stay whole here (the
+// overload below slices zero2's and zero3's layer gradients); none and ddp change nothing.
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 int64_t largest_elements);
 // The same for the plan of `model` under `settings`; zero1, zero2 and zero3 with master weights: the
-// masters are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero3: the
-// trained layer tensors' weights and gradients are this rank's slices, plus two layers' gather slots and one
-// layer's gradient buffer (train/zero3_layers.h); LoRA's adapters as zero2 (the frozen base stays whole).
+// masters are this rank's slices of every trained tensor (DataParallel::make_master_slices); zero2 over
+// several ranks: the trained layer tensors' gradients are this rank's slices plus two layers' gradient
+// buffers (train/layer_gradient_shards.h); zero3: the trained layer tensors' weights and gradients are this
+// rank's slices, plus two layers' gather slots and two layers' gradient buffers (train/zero3_layers.h);
+// LoRA's adapters as zero2's model-level tensors (the frozen base stays whole).
 model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding, int world,
                                 const model::ModelConfig& model, const model::MemoryPlanSettings& settings);
 // The largest trainable tensor of a plan's settings (full, partial: the trained weights; lora: an adapter).

@@ -114,7 +114,8 @@ struct TrainConfig {
   double ddp_timeout = 1800;
   // Several processes: weights' all-gathers overlap the compute (zero3: the next layer's gather prefetched
   // and each layer's gradient reduce-scatter overlapped with the layer below's backward; zero1/zero2: the
-  // updated layers gathered during the next forward). false: each collective waited for at once.
+  // updated layers gathered during the next forward; zero2: its layer gradients' reduce-scatters overlapped
+  // as zero3's). false: each collective waited for at once.
   bool overlap_gathers = true;
   double loss_scale_init = 65536;             // fp16: the dynamic loss scale's start
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps in a row before the scale doubles

@@ -113,6 +113,16 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                           std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
     grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
   }
+  // zero2 over several ranks: the layers' gradients become this rank's slices and two layer buffers
+  // (layer_gradient_shards.h) before anything else is allocated, so the whole gradients never coexist with
+  // the optimizer state or the activations. One process keeps them whole (its slice is the whole tensor).
+  if (config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
+      LayerGradientShards::slices_anything(mc, trainable)) {
+    layer_grads_ =
+        std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_, config_.overlap_gathers);
+    layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
+    rounds_ = layer_grads_.get();
+  }
   // zero1, zero2, zero3: a rank keeps the masters of its slices only (slice_master_weights, with the
   // optimizer; zero3's layer tensors then take theirs over).
   const bool sliced_masters = keeps_master_weights(config_) && (config_.sharding == dist::Sharding::Zero1 ||
@@ -137,6 +147,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   adamw.seed = uint64_t(config_.seed);
   data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
                                                   config_.overlap_gathers);
+  if (layer_grads_) data_parallel_->attach_gradient_slices(*layer_grads_);
   if (sliced_masters) slice_master_weights();
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (zero3_in_backward) {
@@ -244,6 +255,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
         /*gradient_slices=*/!zero3_in_backward);
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
+    rounds_ = zero3_.get();
     if (zero3_in_backward)
       zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);
   }
@@ -278,13 +290,14 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
   if (zero3_in_backward_) zero3_in_backward_->begin_step(step + 1, schedule_->lr(step));
   const bool lora = lora_arena_ != nullptr;
   if (lora) model::zero_lora(ctx_, lora_grads_);
-  // zero3: every rank runs as many rounds as the rank with most micro-batches (zero3_layers.h).
+  // zero3, zero2's gradient slices: every rank runs as many rounds as the rank with most micro-batches
+  // (layer_rounds.h).
   const size_t rounds =
-      zero3_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
-  if (zero3_) zero3_->begin_step(int64_t(rounds));
+      rounds_ ? size_t(dist::rank_share(first, end, 0, comm_->world_size()).size()) : batches.size();
+  if (rounds_) rounds_->begin_step(int64_t(rounds));
   for (size_t i = 0; i < rounds; ++i) {
     if (i >= batches.size()) {
-      zero3_->pad_round(zero3_->round_chunks(0));
+      rounds_->pad_round(rounds_->round_chunks(0));
       continue;
     }
     ModelBatch& batch = batches[i];
@@ -304,21 +317,21 @@ Trainer::StepResult Trainer::forward_backward(int64_t step, int64_t data_epoch, 
     if (in_backward_)
       hooks = {.before_backward = [this](int64_t layer) { in_backward_->layer_starts_backward(layer); },
                .after_backward = [this](int64_t layer) { in_backward_->layer_done(layer); }};
-    if (zero3_) hooks = zero3_->hooks();
+    if (rounds_) hooks = rounds_->hooks();
     if (data_parallel_->overlaps() && i + 1 == batches.size())
       hooks = data_parallel_->backward_hooks();  // the step's gradients are complete
     // Each layer's updated weights arrive (overlapped all-gather) before its forward.
     schedule->set_layer_hooks(model::chained(data_parallel_->parameter_hooks(), hooks));
-    const int64_t round_chunks = zero3_ ? zero3_->round_chunks(schedule->num_chunks()) : 0;
+    const int64_t round_chunks = rounds_ ? rounds_->round_chunks(schedule->num_chunks()) : 0;
     if (scaler_) schedule->set_loss_scale(scaler_->scale());
     Timer forward;
     r.loss += schedule->forward(model_.weights, batch.view(), denominator, lora_for_compute(), dropout);
     r.forward_s += forward.seconds();
-    if (zero3_) zero3_->pad_passes(round_chunks - schedule->num_chunks());
+    if (rounds_) rounds_->pad_passes(round_chunks - schedule->num_chunks());
     if (in_backward_) in_backward_->set_loss(r.loss);  // one micro-batch: the step's loss
     Timer backward;
     schedule->backward(model_.weights, grads_, lora ? &lora_grads_ : nullptr);
-    if (zero3_) zero3_->finish_micro_batch();
+    if (rounds_) rounds_->finish_micro_batch();
     ops::synchronize(ctx_, model_.device);  // GPU work is asynchronous: time it to its end
     r.backward_s += backward.seconds();
     schedule.reset();  // its buffers go back to the arenas below

@@ -161,8 +161,11 @@ class Trainer {
   model::LoraWeights lora_compute_;            //   the adapters in the compute dtype, for the decoder
   std::unique_ptr<DataParallel> data_parallel_;  // how the step meets the other ranks (`sharding`)
   std::unique_ptr<Zero3Layers> zero3_;           // zero3 with trained layer tensors: their slices
+  // zero2 over several ranks with trained layer tensors: their gradient slices (layer_gradient_shards.h).
+  std::unique_ptr<LayerGradientShards> layer_grads_;
+  LayerRounds* rounds_ = nullptr;  // zero3_ or layer_grads_: the step's rounds of layer collectives
   std::unique_ptr<Zero3StepInBackward> zero3_in_backward_;  // zero3 with optimizer_in_backward
-  std::unique_ptr<AdamW> optimizer_;             // over data_parallel_->optimizer_groups()
+  std::unique_ptr<AdamW> optimizer_;                        // over data_parallel_->optimizer_groups()
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> offload_arena_;  // offload_activations: host (page-locked on the GPU) kept tensors

@@ -18,6 +18,8 @@
 //                                          reduce-scatter's mark) or when the micro-batch finishes
 //                                          (finish_micro_batch waits for every outstanding reduction, so
 //                                          clipping, the optimizer and checkpoints read complete slices).
+//                                          That gradient half is train/layer_gradient_shards.h, which zero2
+//                                          runs alone.
 // A tensor of n elements is cut as DataParallel cuts it (data_parallel.h): rank r owns elements
 // [r*c, min((r+1)*c, n)) with c = ceil(n / world); slots and the gradient buffers hold world * c elements
 // per tensor (the padding stays zero), so the collectives need no copies.
@@ -79,10 +81,12 @@
 #include "model/weights.h"
 #include "model/weights_transfer.h"
 #include "ops/context.h"
+#include "train/layer_gradient_shards.h"
+#include "train/layer_rounds.h"
 
 namespace lt::train {
 
-class Zero3Layers {
+class Zero3Layers final : public LayerRounds {
  public:
   // One trained layer tensor: this rank's slice (zero-padded to `capacity`) and its gradient slice.
   struct Shard {
@@ -93,7 +97,6 @@ class Zero3Layers {
     Tensor grad{};                    // (c) gradient dtype: the step's summed gradient of the slice
     Tensor master{};                  // (c) master dtype, with master weights (else empty)
     size_t slot_offset = 0;           // bytes into a gather slot: world * c elements
-    size_t grad_offset = 0;           // bytes into the gradient buffer
   };
 
   // Whether `trainable` selects any layer tensor of `config` (else zero3 shards nothing here).
@@ -132,12 +135,14 @@ class Zero3Layers {
   // the layer's shards (indices into shards()) and their reduced gradients ((c) elements each, this rank's
   // block: the sum over ranks of the step's gradient, as a slice would hold it), valid until the call
   // returns (later work reuses their buffer).
-  using ReducedFn = std::function<void(std::span<const size_t> shards, std::span<const Tensor> reduced)>;
-  void set_on_reduced(ReducedFn fn) { on_reduced_ = std::move(fn); }
-  bool keeps_gradient_slices() const { return gradient_slices_; }
+  using ReducedFn = LayerGradientShards::ReducedFn;
+  void set_on_reduced(ReducedFn fn) { gradients_.set_on_reduced(std::move(fn)); }
+  bool keeps_gradient_slices() const { return gradients_.keeps_slices(); }
 
   const std::vector<Shard>& shards() const { return shards_; }
-  model::LayerHooks hooks();
+  // LayerRounds (train/layer_rounds.h): after the step's last round (begin_step's `rounds`) nothing is
+  // prefetched; pad_passes issues the same gathers and reduce-scatters of zeros.
+  model::LayerHooks hooks() override;
   // Evaluation's hooks (forward passes only): before_forward(l) gathers layer l into a slot as training's
   // forward does and prefetches layer (l + 1) mod L (the next chunk's or batch's forward starts at layer 0),
   // so no whole model is gathered. The ranks evaluate their own shares of the batches (train/evaluate.h
@@ -151,21 +156,15 @@ class Zero3Layers {
   int64_t evaluation_round_passes(int64_t mine);
   void pad_evaluation(int64_t passes);
 
-  // Zeroes the gradient slices; `rounds`: the step's rounds (after the last one nothing is prefetched).
-  void begin_step(int64_t rounds);
-  // The most chunks any rank's micro-batch of this round has (a collective; `mine`: 0 without one).
-  // Layer-major: `mine` (1 without a micro-batch), no collective (see above).
-  int64_t round_chunks(int64_t mine);
+  void begin_step(int64_t rounds) override;
+  int64_t round_chunks(int64_t mine) override;
   // The schedule runs every chunk of a layer before the next layer (model::ScheduleOrder::LayerMajor).
-  void set_layer_major(bool layer_major) { layer_major_ = layer_major; }
-  // Between a micro-batch's forward and backward: `passes` chunks' worth of forward passes and then of
-  // backward passes without compute (the same gathers; reduce-scatters of zeros).
-  void pad_passes(int64_t passes);
-  // A round without a micro-batch on this rank: pad_passes, then finish_micro_batch.
-  void pad_round(int64_t passes);
-  // After a micro-batch's backward: the gradient still in a buffer is reduced, and every outstanding
-  // reduction has reached the slices before it returns (on the device: before later compute work).
-  void finish_micro_batch();
+  void set_layer_major(bool layer_major) {
+    layer_major_ = layer_major;
+    gradients_.set_layer_major(layer_major);
+  }
+  void pad_passes(int64_t passes) override;
+  void finish_micro_batch() override;
   void weights_changed();  // after the optimizer step: the slots are stale
 
   // The whole working weights in host memory (a collective), for the main rank to write (a run without
@@ -189,26 +188,16 @@ class Zero3Layers {
   int64_t next_after_backward(int64_t layer);
   void before_forward(int64_t layer);
   void before_backward(int64_t layer);
-  void flush();               // the pending layer's gradient reduce-scattered (blocking or overlapped)
-  void complete(int buffer);  // the buffer's outstanding reduce-scatter waited for and added to the slices
-  void point_grads(int64_t layer, int buffer);
-  Tensor slot_view(const Shard& s, int slot) const;        // (world * c) elements in the slot
-  Tensor grad_view(const Shard& s, int buffer) const;      // (world * c) elements in the gradient buffer
-  Tensor reduced_block(const Shard& s, int buffer) const;  // (c) this rank's block of grad_view
+  Tensor slot_view(const Shard& s, int slot) const;  // (world * c) elements in the slot
 
   dist::Communicator& comm_;
   const model::ModelConfig& config_;
   model::ModelWeights& weights_;
-  model::ModelWeights& grads_;
-  DType grad_dtype_;
+  LayerGradientShards gradients_;              // the gradient slices, in the same order as shards_
   std::vector<Shard> shards_;                  // weight_specs order
   std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_
   void* slots_[2] = {nullptr, nullptr};
-  void* grad_buffers_[2] = {nullptr, nullptr};
-  Tensor scatter_scratch_;  // (largest c) gradient dtype; the blocking path's reduce-scatter output
   bool overlap_;
-  bool gradient_slices_ = true;
-  ReducedFn on_reduced_;  // without gradient slices
   bool layer_major_ = false;
   int64_t slot_layer_[2] = {-1, -1};                  // the layer each slot holds (or receives)
   bool slot_pending_[2] = {false, false};             // an overlapped gather into the slot not waited for yet
@@ -216,10 +205,6 @@ class Zero3Layers {
   int64_t round_passes_ = 1;                          // chunks per micro-batch this round (round_chunks)
   int64_t forward_passes_ = 0, backward_passes_ = 0;  // this round's, done
   int64_t rounds_left_ = 1;                           // this step's rounds not finished, this one included
-  int64_t pending_ = -1;                              // the layer whose gradient waits in a buffer
-  int pending_buffer_ = 0;                            // that buffer
-  int64_t reducing_[2] = {-1, -1};    // per buffer: the layer whose reduce-scatter is not yet in the slices
-  int64_t reduced_mark_[2] = {0, 0};  // per buffer: the overlapped mark after that reduce-scatter
 };
 
 }  // namespace lt::train

@@ -1,12 +1,15 @@
 // One rank's memory plan among several (train/memory_check.h plan_for_rank): zero1 and zero2 keep
 // 1/world of AdamW's moments (and with master weights the masters of their slices, exactly what
 // DataParallel::make_master_slices allocates) and add the collectives' scratch that DataParallel allocates;
-// ddp and none are the one-process plan; zero3 keeps 1/world of the trained layer tensors (and their
-// gradients) plus the gather slots and the gradient buffer, exactly what Zero3Layers allocates. The trainer
-// checks this plan (not the whole one) against memory_limit.
+// zero2 over several ranks keeps 1/world of the trained layer tensors' gradients plus two layers' gradient
+// buffers, exactly what LayerGradientShards allocates; ddp and none are the one-process plan; zero3 keeps
+// 1/world of the trained layer tensors (and their gradients) plus the gather slots and the gradient
+// buffers, exactly what Zero3Layers allocates. The trainer checks this plan (not the whole one) against
+// memory_limit.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "support/test_context.h"
 #include "train/adamw.h"
 #include "train/data_parallel.h"
+#include "train/layer_gradient_shards.h"
 #include "train/memory_check.h"
 #include "train/zero3_layers.h"
 
@@ -39,6 +43,22 @@ TEST(RankMemoryPlan, Zero1AndZero2KeepAShareOfTheOptimizerStateAndAddTheirScratc
     const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
     EXPECT_EQ(rank.total, one.total) << sharding;
   }
+  // zero2's gradients: the layer tensors' whole f32 gradients give way to their slices (c = ceil(n / 4)
+  // elements) and two buffers of the largest layer's 4 * c elements a tensor, plus the scratch of the
+  // largest c (each allocation aligned to 256 bytes).
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  size_t whole_layers = 0, slices = 0, largest_slice = 0;
+  std::vector<size_t> layer(size_t(mc.num_layers), 0);
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) {
+    if (spec.layer < 0) continue;
+    const size_t c = size_t((spec.numel() + 3) / 4);
+    whole_layers += aligned(size_t(spec.numel()) * 4);
+    slices += aligned(c * 4);
+    largest_slice = std::max(largest_slice, aligned(c * 4));
+    layer[size_t(spec.layer)] += aligned(4 * c * 4);
+  }
+  const size_t zero2_grads = one.bytes(MemoryCategory::Gradients) - whole_layers + slices + largest_slice +
+                             2 * *std::max_element(layer.begin(), layer.end());
   for (const char* sharding : {"zero1", "zero2"}) {
     train::apply_overrides(c, {"--sharding", sharding});
     const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
@@ -47,9 +67,16 @@ TEST(RankMemoryPlan, Zero1AndZero2KeepAShareOfTheOptimizerStateAndAddTheirScratc
     const size_t scratch = train::DataParallel::scratch_bytes(largest, 4);
     EXPECT_EQ(scratch, size_t((largest + 3) / 4) * 8 * 5);  // a padded f64 slice and a padded whole
     EXPECT_EQ(rank.bytes(MemoryCategory::Workspace), one.bytes(MemoryCategory::Workspace) + scratch);
-    EXPECT_EQ(rank.bytes(MemoryCategory::Gradients), one.bytes(MemoryCategory::Gradients)) << sharding;
-    EXPECT_EQ(rank.total, one.total - moments + rank.bytes(MemoryCategory::OptimizerState) + scratch);
+    const size_t grads =
+        std::string(sharding) == "zero1" ? one.bytes(MemoryCategory::Gradients) : zero2_grads;
+    EXPECT_EQ(rank.bytes(MemoryCategory::Gradients), grads) << sharding;
+    EXPECT_EQ(rank.total, one.total - moments + rank.bytes(MemoryCategory::OptimizerState) + scratch -
+                              one.bytes(MemoryCategory::Gradients) + grads)
+        << sharding;
   }
+  // One process keeps whole gradients under zero2 (its slice is the whole tensor).
+  const model::MemoryPlan alone = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 1);
+  EXPECT_EQ(alone.bytes(MemoryCategory::Gradients), one.bytes(MemoryCategory::Gradients));
 }
 
 // Rank 1 of 4 as far as Zero3Layers' set-up sees (it runs no collective there).
@@ -90,7 +117,8 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   train::apply_overrides(c, {"--sharding", "zero2"});
   const model::MemoryPlan zero2 = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   EXPECT_LT(rank.bytes(MemoryCategory::Weights), zero2.bytes(MemoryCategory::Weights));
-  EXPECT_LT(rank.bytes(MemoryCategory::Gradients), zero2.bytes(MemoryCategory::Gradients));
+  // zero2 keeps the same gradient slices and buffers (train/layer_gradient_shards.h).
+  EXPECT_EQ(rank.bytes(MemoryCategory::Gradients), zero2.bytes(MemoryCategory::Gradients));
   EXPECT_EQ(rank.bytes(MemoryCategory::OptimizerState), zero2.bytes(MemoryCategory::OptimizerState));
 
   // The arenas Zero3Layers leaves behind hold exactly the plan's rows.
@@ -190,6 +218,42 @@ model::ModelConfig sliceable_config() {
   mc.num_kv_heads = 2;
   mc.head_dim = 16;
   return mc;
+}
+
+// zero2 over 4 ranks: the gradients' arena LayerGradientShards leaves behind holds exactly the plan's rows,
+// less than the whole gradients; rank 1 of 4's slices are zeroed, and each layer's gradient tensors are
+// views of a buffer.
+TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
+  const model::ModelConfig mc = sliceable_config();
+  train::TrainConfig c;
+  c.finetune = model::Finetune::Full;
+  c.precision = train::Precision::Fp32;
+  train::apply_overrides(c, {"--sharding", "zero2"});
+  const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
+  EXPECT_GT(row_bytes(rank, "zero2 gradient buffers (2 layers) and scatter scratch"), 0u);
+  EXPECT_EQ(row_bytes(rank, "zero3"), 0u);
+  EXPECT_EQ(row_bytes(rank, "weights"), model::weights_bytes(mc, DType::F32));  // whole on every rank
+
+  const size_t whole = model::grads_bytes(mc, DType::F32);
+  auto grads_arena = std::make_unique<Arena>("grads", HostMemory::instance(), whole + 256);
+  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  FourRanks comm;
+  train::LayerGradientShards slices(ctx, comm, mc, grads, grads_arena);
+  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  EXPECT_EQ(padded(grads_arena->used()),
+            row_bytes(rank, "weight grads") + row_bytes(rank, "zero2 gradient buffers"));
+  EXPECT_LT(grads_arena->used(), whole);
+  size_t layer_tensors = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(mc)) layer_tensors += spec.layer >= 0;
+  EXPECT_EQ(slices.slices().size(), layer_tensors);
+  for (const train::LayerGradientShards::Slice& s : slices.slices()) {
+    ASSERT_EQ(s.grad.numel(), s.capacity);
+    ASSERT_EQ(s.capacity, (s.numel + 3) / 4);
+    ASSERT_EQ(s.owned, std::clamp<int64_t>(s.numel - s.capacity, 0, s.capacity));
+    for (int64_t i = 0; i < s.capacity; ++i) ASSERT_EQ(s.grad.ptr<float>()[i], 0.0f);
+  }
+  EXPECT_EQ(grads.layers[0].ffn_down.data, grads.layers[3].ffn_down.data);
+  EXPECT_EQ(grads.embed.numel(), mc.vocab_size * mc.hidden_size);  // model-level: whole
 }
 
 train::TrainConfig full_fp32_with_masters() {

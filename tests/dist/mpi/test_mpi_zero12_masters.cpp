@@ -7,10 +7,12 @@
 // precisions), so its gradients are f32:
 //   - bit for bit against ddp with master weights (whole masters on every rank) at the same world size:
 //     zero1 all-reduces and clips exactly as ddp does, and AdamW's update is element-wise, so updating a
-//     slice computes the bits a replica does. zero2 reduce-scatters the same rank-ordered sums, but its
-//     clipping norm adds the slices' squares in another grouping (data_parallel.h), so it equals ddp bit for
-//     bit without clipping (max_grad_norm 0); with clipping it equals zero3 bit for bit
-//     (test_mpi_zero3_precision.cpp) and ddp to f32 rounding;
+//     slice computes the bits a replica does. zero2's clipping norm adds the slices' squares in another
+//     grouping (data_parallel.h), and its decoder layers' gradients are reduce-scattered per micro-batch
+//     (a slice cannot hold an unreduced sum; train/layer_gradient_shards.h): with several micro-batches a
+//     rank (-np 2) it adds the reduced micro-batches where ddp reduces each rank's sum, so it equals zero3
+//     bit for bit (the same reductions and slices), clipped or not, and ddp to f32 rounding; with one
+//     micro-batch a rank (-np 4) it also equals ddp bit for bit without clipping (max_grad_norm 0);
 //   - against one process, and across world sizes, to f32 rounding only (kF32Tolerance): N ranks add the
 //     micro-batches' f32 gradients in another grouping than one process (partly inside the BLAS's GEMMs),
 //     which 1e-12 cannot absorb. That a resumed rank's master slices are restored exactly whatever the
@@ -21,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dist/mpi/mpi_training_util.h"
@@ -87,6 +90,8 @@ TEST_F(MpiZero12Masters, EqualDdpBitForBitAndOneProcessToRounding) {
     const auto [zero2, zero2_dir] = run("zero2", clip);
     const auto [ddp_unclipped, ddp_unclipped_dir] = run("ddp", 0);
     const auto [zero2_unclipped, zero2_unclipped_dir] = run("zero2", 0);
+    const auto [zero3_unclipped, zero3_unclipped_dir] = run("zero3", 0);
+    const auto [zero3, zero3_dir] = run("zero3", clip);
     if (!comm_->is_main()) continue;
 
     // Bit for bit: the final weights, and the checkpoints' f64 masters (gathered from the slices).
@@ -96,10 +101,18 @@ TEST_F(MpiZero12Masters, EqualDdpBitForBitAndOneProcessToRounding) {
     expect_close(masters, test::read_checkpoint_f64(ddp_dir + "/checkpoint-4"), 0.0);
     expect_close(test::read_checkpoint_f64(zero1_dir + "/checkpoint-2"),
                  test::read_checkpoint_f64(ddp_dir + "/checkpoint-2"), 0.0);
-    EXPECT_EQ(zero2_unclipped.losses, ddp_unclipped.losses);
-    expect_close(final_tensors(zero2_unclipped_dir, "full"), final_tensors(ddp_unclipped_dir, "full"), 0.0);
-    expect_close(test::read_checkpoint_f64(zero2_unclipped_dir + "/checkpoint-4"),
-                 test::read_checkpoint_f64(ddp_unclipped_dir + "/checkpoint-4"), 0.0);
+    const bool one_micro_batch_a_rank = one.batch_size == comm_->world_size() * one.micro_batch_size;
+    for (const auto& [got, got_dir, want, want_dir] :
+         {std::tuple{zero2_unclipped, zero2_unclipped_dir, zero3_unclipped, zero3_unclipped_dir},
+          std::tuple{zero2, zero2_dir, zero3, zero3_dir},
+          std::tuple{zero2_unclipped, zero2_unclipped_dir, ddp_unclipped, ddp_unclipped_dir}}) {
+      if (want_dir == ddp_unclipped_dir && !one_micro_batch_a_rank) continue;
+      SCOPED_TRACE(got_dir + " against " + want_dir);
+      EXPECT_EQ(got.losses, want.losses);
+      expect_close(final_tensors(got_dir, "full"), final_tensors(want_dir, "full"), 0.0);
+      expect_close(test::read_checkpoint_f64(got_dir + "/checkpoint-4"),
+                   test::read_checkpoint_f64(want_dir + "/checkpoint-4"), 0.0);
+    }
 
     // The checkpoint holds the masters, wider than the final weights (the masters rounded to nearest).
     expect_masters_of(masters, final_tensors(zero1_dir, "full"));
