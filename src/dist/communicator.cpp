@@ -1,5 +1,8 @@
 #include "dist/communicator.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 
 namespace lt::dist {
@@ -31,6 +34,13 @@ void check_scatter_gather(std::string_view collective, const Tensor& whole, cons
 void check_root(int root, int world_size) {
   LT_CHECK(root >= 0 && root < world_size, "broadcast: root rank {} is outside the world of {} ranks", root,
            world_size);
+}
+
+int64_t max_over_ranks(Communicator& comm, int64_t mine) {
+  double own = double(mine);
+  std::vector<double> all(size_t(comm.world_size()), 0.0);
+  comm.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
+  return int64_t(*std::max_element(all.begin(), all.end()));
 }
 
 }  // namespace lt::dist

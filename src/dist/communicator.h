@@ -77,4 +77,8 @@ void check_scatter_gather(std::string_view collective, const Tensor& whole, cons
                           int world_size);
 void check_root(int root, int world_size);
 
+// The largest of every rank's `mine` (a collective: every rank calls it; exact below 2^53): how many passes
+// a round makes when the ranks' own counts differ (train/layer_rounds.h, zero3's evaluation).
+int64_t max_over_ranks(Communicator& comm, int64_t mine);
+
 }  // namespace lt::dist

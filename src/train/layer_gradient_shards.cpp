@@ -195,10 +195,7 @@ void LayerGradientShards::begin_step(int64_t) {
 
 int64_t LayerGradientShards::round_chunks(int64_t mine) {
   if (layer_major_) return std::max<int64_t>(mine, 1);  // a layer's hooks in a row reduce it once
-  double own = double(mine);
-  std::vector<double> all(size_t(comm_.world_size()), 0.0);
-  comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
-  return int64_t(*std::max_element(all.begin(), all.end()));
+  return dist::max_over_ranks(comm_, mine);
 }
 
 void LayerGradientShards::pad_passes(int64_t passes) {

@@ -223,10 +223,7 @@ model::LayerHooks Zero3Layers::evaluation_hooks() {
 
 int64_t Zero3Layers::evaluation_round_passes(int64_t mine) {
   if (layer_major_) return std::max<int64_t>(mine, 1);  // the same gathers for any chunk count
-  double own = double(mine);
-  std::vector<double> all(size_t(comm_.world_size()), 0.0);
-  comm_.all_gather(Tensor(&own, DType::F64, {1}), Tensor(all.data(), DType::F64, {int64_t(all.size())}));
-  return int64_t(*std::max_element(all.begin(), all.end()));
+  return dist::max_over_ranks(comm_, mine);
 }
 
 void Zero3Layers::pad_evaluation(int64_t passes) {

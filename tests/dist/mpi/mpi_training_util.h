@@ -140,4 +140,17 @@ inline std::map<std::string, std::vector<double>> read_sharded_optimizer_f64(con
   return out;
 }
 
+// A sharded run (`out`) against one process's (`single`) on the same global batch: per-step losses,
+// evaluation losses and final weights within `tolerance` relative.
+inline void expect_like_one_process(const TrainResult& r, const std::string& out,
+                                    const TrainResult& reference, const std::string& single,
+                                    double tolerance) {
+  expect_losses_close(r.losses, reference.losses, tolerance);
+  ASSERT_EQ(r.evals.size(), reference.evals.size());
+  for (size_t i = 0; i < r.evals.size(); ++i)
+    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
+              tolerance * std::abs(reference.evals[i].eval_loss));
+  expect_close(final_tensors(out, "full"), final_tensors(single, "full"), tolerance);
+}
+
 }  // namespace lt::train

@@ -52,18 +52,6 @@ TrainConfig masters_config(const std::string& root, int world) {
   return c;
 }
 
-// A sharded run (`out`) against one process's (`single`) on the same global batch: per-step losses, evaluation
-// losses and final weights within `tolerance` relative.
-void expect_like_one_process(const TrainResult& r, const std::string& out, const TrainResult& reference,
-                             const std::string& single, double tolerance) {
-  expect_losses_close(r.losses, reference.losses, tolerance);
-  ASSERT_EQ(r.evals.size(), reference.evals.size());
-  for (size_t i = 0; i < r.evals.size(); ++i)
-    EXPECT_LE(std::abs(r.evals[i].eval_loss - reference.evals[i].eval_loss),
-              tolerance * std::abs(reference.evals[i].eval_loss));
-  expect_close(final_tensors(out, "full"), final_tensors(single, "full"), tolerance);
-}
-
 class MpiZero3Masters : public MpiTinyRun {
  protected:
   // Rank 0's output_dir is the run's; the others write nowhere.
