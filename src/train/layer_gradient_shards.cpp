@@ -72,7 +72,7 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
     slices_.push_back(std::move(s));
   }
   auto arena = std::make_unique<Arena>("grads (layer slices)", ops::memory_resource(device),
-                                       whole_bytes + 2 * aligned(buffer_bytes) +
+                                       whole_bytes + 2 * aligned(std::max<size_t>(buffer_bytes, 1)) +
                                            aligned(size_t(largest) * dtype_size(grad_dtype_)) + kAlignment);
   // The buffers need no zeroing: receive zeroes a layer's gradient regions.
   for (void*& buffer : buffers_)
