@@ -186,6 +186,12 @@ TEST_F(MpiZero3Frozen, AWeightsArenaHoldsSlicesOfEveryLayerTensor) {
     EXPECT_EQ(aligned(weights_arena->used()), expected);
     EXPECT_EQ(aligned(weights_arena->used()),
               row_bytes(plan, "weights") + row_bytes(plan, "zero3 gather slots"));
+    // The gradients: the trained ones' slices and buffers only (LoRA: nothing), the plan's rows.
+    EXPECT_EQ(aligned(grads_arena->used()),
+              row_bytes(plan, "weight grads") + row_bytes(plan, "zero3 gradient buffer"));
+    if (finetune == "lora") {
+      EXPECT_EQ(grads_arena->used(), 0u);
+    }
     size_t layer_tensors = 0, trained = 0;
     for (const model::WeightSpec& spec : model::weight_specs(mc)) {
       layer_tensors += spec.layer >= 0;
