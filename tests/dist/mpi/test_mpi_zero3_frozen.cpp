@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,59 @@ TEST_F(MpiZero3Frozen, LoraAndPartialEqualOneProcess) {
         EXPECT_GT(frozen, 0u);
       }
     }
+  }
+}
+
+// A model with fused weights (Phi-3's qkv_proj and gate_up_proj, whose parts are views of their rows): the
+// frozen fused weights' parts follow them into the gather slots. LoRA on qkv_proj (the whole base frozen),
+// and partial with the MLP (gate_up_proj, down_proj) frozen: losses, evaluation losses and the final adapter
+// or model equal one process within 1e-12.
+TEST_F(MpiZero3Frozen, FrozenFusedWeightsEqualOneProcess) {
+  if (comm_->is_main()) {
+    const std::string model = dir_->file("phi3");
+    std::filesystem::create_directories(model);
+    const nlohmann::json phi3{{"architectures", {"Phi3ForCausalLM"}},
+                              {"model_type", "phi3"},
+                              {"vocab_size", 24},
+                              {"hidden_size", 32},
+                              {"intermediate_size", 48},
+                              {"num_hidden_layers", 3},
+                              {"num_attention_heads", 4},
+                              {"num_key_value_heads", 2},
+                              {"max_position_embeddings", 64},
+                              {"hidden_act", "silu"},
+                              {"rms_norm_eps", 1e-5},
+                              {"rope_theta", 10000.0},
+                              {"initializer_range", 0.2},
+                              {"tie_word_embeddings", false},
+                              {"bos_token_id", 1},
+                              {"eos_token_id", 2}};
+    std::ofstream(model + "/config.json") << phi3.dump(2);
+  }
+  comm_->barrier();
+  for (const std::string finetune : {"lora", "partial"}) {
+    SCOPED_TRACE(finetune);
+    auto phi3_config = [&](const std::string& out) {
+      TrainConfig c = config(finetune, 0, out);
+      c.base_model = dir_->file("phi3");
+      if (finetune == "lora") c.lora_target_modules = {"qkv_proj"};
+      return c;
+    };
+    const std::string single = dir_->file("phi3-" + finetune + "-single");
+    TrainResult reference;
+    if (comm_->is_main()) {
+      dist::SingleCommunicator one;
+      reference = run_training(phi3_config(single), test::quiet_hooks(), &one);
+    }
+    TrainConfig c = phi3_config(output("phi3-" + finetune + "-zero3"));
+    apply_overrides(c, {"--sharding", "zero3"});
+    const TrainResult r = run_training(c, test::quiet_hooks(), comm_.get());
+    ASSERT_EQ(r.losses.size(), 4u);
+    if (!comm_->is_main()) continue;
+    expect_losses_close(r.losses, reference.losses, kTolerance);
+    expect_evals_close(r.evals, reference.evals, kTolerance);
+    const std::string kind = finetune == "lora" ? "lora" : "full";
+    expect_close(final_tensors(c.output_dir, kind), final_tensors(single, kind), kTolerance);
   }
 }
 
