@@ -244,11 +244,7 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   refresh_lora_compute();
   refresh_working_weights();
-  // zero3 shards the frozen layer tensors too (a LoRA run's base, a partial run's untrained ones), unless
-  // the base is 4-bit (QLoRA: its packed bytes stay whole).
-  const bool zero3_frozen = model_.nf4 == nullptr;
-  if (config_.sharding == dist::Sharding::Zero3 &&
-      Zero3Layers::shards_anything(mc, trainable, zero3_frozen)) {
+  if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
     // With master weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
     DataParallel& dp = *data_parallel_;
     zero3_ = std::make_unique<Zero3Layers>(
@@ -256,11 +252,11 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
         dp.shards_masters()
             ? Zero3Layers::MasterSlices([&dp](const std::string& n) { return dp.master_slice(n); })
             : Zero3Layers::MasterSlices(),
-        /*gradient_slices=*/!zero3_in_backward, zero3_frozen);
+        /*gradient_slices=*/!zero3_in_backward);
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
     rounds_ = zero3_.get();
-    if (zero3_in_backward && !zero3_->shards().empty())  // trained layer tensors to step (else refused below)
+    if (zero3_in_backward)
       zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);
   }
   LT_CHECK(!zero3_in_backward || zero3_in_backward_,
@@ -385,7 +381,7 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalShare share;
   share.rank = comm_->rank();
   share.world = comm_->world_size();
-  if (zero3_ && zero3_->shards_any()) {
+  if (zero3_ && !zero3_->shards().empty()) {
     share.hooks = zero3_->evaluation_hooks();
     share.round_passes = [this](int64_t mine) { return zero3_->evaluation_round_passes(mine); };
     share.pad_passes = [this](int64_t passes) { zero3_->pad_evaluation(passes); };

@@ -30,14 +30,13 @@ model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
     for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
       const Tensor into = keep ? model::weight_of(host.weights, spec) : Tensor();
       if (data_parallel_->gather_master(spec.hf_name, into)) continue;
-      if (zero3_ && zero3_->gather_tensor(spec.hf_name, into)) continue;  // a frozen layer tensor's slices
-      const Tensor& frozen = model::weight_of(model_.weights, spec);      // its own master
+      const Tensor& frozen = model::weight_of(model_.weights, spec);  // its own master
       if (!into.empty() && !frozen.empty()) ops::copy(ctx_, into, frozen);
     }
     holder = std::move(host.arena);
     return host.weights;
   }
-  if (!zero3_ || !zero3_->shards_any()) return saved_weights();
+  if (!zero3_ || zero3_->shards().empty()) return saved_weights();
   // Written by the main rank from host memory, gathered a tensor at a time.
   model::HostWeights host = zero3_->gather_whole_on_host(comm_->is_main());
   holder = std::move(host.arena);
