@@ -46,6 +46,10 @@ TEST(CrashReport, NamesTheRankAndTheSignalAndEndsByIt) {
               std::string::npos)
         << out;
     EXPECT_NE(out.find("+0x"), std::string::npos) << "no stack frames: " << out;  // module(+offset)
+    EXPECT_NE(out.find("  at 0x"), std::string::npos) << "no faulting instruction: " << out;
+    if (sig == SIGSEGV) {
+      EXPECT_NE(out.find("  address 0x0\n"), std::string::npos) << out;  // the null write
+    }
     ASSERT_TRUE(WIFSIGNALED(status)) << status;
     EXPECT_EQ(WTERMSIG(status), sig);
   }
