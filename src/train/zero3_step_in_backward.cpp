@@ -75,11 +75,16 @@ void Zero3StepInBackward::layer_reduced(std::span<const size_t> shards, std::spa
     indices.push_back(size_t(k));
     grads.push_back(grad);
   }
-  // DataParallel::global_norm's per-tensor terms (the same op), kept on the device until the step's end.
-  for (size_t j = 0; j < indices.size(); ++j)
-    ops::grad_norms_squared_into(
-        ctx_, std::span<const Tensor>(&grads[j], 1),
-        Tensor(static_cast<double*>(squares_.data) + indices[j], DType::F64, {1}, squares_.device));
+  // DataParallel::global_norm's per-tensor terms (the same op, the same bits per tensor), kept on the
+  // device until the step's end: one call per run of consecutive AdamW indices (a layer's tensors are one).
+  for (size_t j = 0; j < indices.size();) {
+    size_t end = j + 1;
+    while (end < indices.size() && indices[end] == indices[end - 1] + 1) ++end;
+    ops::grad_norms_squared_into(ctx_, std::span<const Tensor>(grads).subspan(j, end - j),
+                                 Tensor(static_cast<double*>(squares_.data) + indices[j], DType::F64,
+                                        {int64_t(end - j)}, squares_.device));
+    j = end;
+  }
   if (!indices.empty()) optimizer_.step_params(lr_, indices);
 }
 

@@ -100,15 +100,43 @@ size_t row_bytes(const model::MemoryPlan& plan, const std::string& prefix) {
   return bytes;
 }
 
-TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
-  // Layers large enough that the slices' 256-byte alignment does not outweigh what they save.
+// Layers large enough that the slices' 256-byte alignment does not outweigh what they save.
+model::ModelConfig sliceable_config(int64_t num_layers = 4) {
   model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = 8;
+  mc.num_layers = num_layers;
   mc.hidden_size = 64;
   mc.intermediate_size = 160;
   mc.num_heads = 4;
   mc.num_kv_heads = 2;
   mc.head_dim = 16;
+  return mc;
+}
+
+// A whole f32 model with random weights and its gradients, each in an arena of its own (what the trainer
+// hands Zero3Layers).
+struct WholeModel {
+  std::unique_ptr<Arena> weights_arena, grads_arena;
+  model::ModelWeights weights, grads;
+};
+WholeModel whole_f32_model(const model::ModelConfig& mc) {
+  WholeModel m;
+  m.weights_arena =
+      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
+  m.weights = model::allocate_weights(mc, DType::F32, *m.weights_arena);
+  model::init_random(ctx, mc, m.weights, 1);
+  m.grads_arena =
+      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
+  m.grads = model::allocate_grads(ctx, mc, DType::F32, *m.grads_arena);
+  return m;
+}
+
+// An arena's bytes in use as the plan counts them (the last allocation without its alignment padding).
+size_t padded(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
+  const model::ModelConfig mc = sliceable_config(8);
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
@@ -122,21 +150,14 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   EXPECT_EQ(rank.bytes(MemoryCategory::OptimizerState), zero2.bytes(MemoryCategory::OptimizerState));
 
   // The arenas Zero3Layers leaves behind hold exactly the plan's rows.
-  auto weights_arena =
-      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
-  model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
-  model::init_random(ctx, mc, weights, 1);
-  auto grads_arena =
-      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
-  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  WholeModel m = whole_f32_model(mc);
+  auto& [weights_arena, grads_arena, weights, grads] = m;
   const Tensor q0 = weights.layers[0].attn_q;
   const std::vector<float> whole_q(q0.ptr<float>(), q0.ptr<float>() + q0.numel());  // the arena goes
   const Arena* old_weights = weights_arena.get();
   FourRanks comm;
   train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena);
   EXPECT_NE(weights_arena.get(), old_weights);  // the whole layers' memory is gone
-  // (The last allocation counts without its alignment padding.)
-  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   EXPECT_EQ(padded(weights_arena->used()),
             row_bytes(rank, "weights") + row_bytes(rank, "zero3 gather slots"));
   EXPECT_EQ(padded(grads_arena->used()),
@@ -154,13 +175,7 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
 // zero3 with AdamW in the backward keeps no gradient slices: its gradient arena holds the model-level
 // gradients and the two layer buffers only, as the plan says, and the plan is zero3's less the slices.
 TEST(RankMemoryPlan, Zero3WithAdamWInBackwardKeepsNoGradientSlices) {
-  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = 8;
-  mc.hidden_size = 64;
-  mc.intermediate_size = 160;
-  mc.num_heads = 4;
-  mc.num_kv_heads = 2;
-  mc.head_dim = 16;
+  const model::ModelConfig mc = sliceable_config(8);
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
@@ -173,18 +188,12 @@ TEST(RankMemoryPlan, Zero3WithAdamWInBackwardKeepsNoGradientSlices) {
   EXPECT_EQ(rank.bytes(MemoryCategory::Gradients) + f.grad_slices, sliced.bytes(MemoryCategory::Gradients));
   EXPECT_EQ(rank.bytes(MemoryCategory::Weights), sliced.bytes(MemoryCategory::Weights));
 
-  auto weights_arena =
-      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(mc, DType::F32) + 256);
-  model::ModelWeights weights = model::allocate_weights(mc, DType::F32, *weights_arena);
-  model::init_random(ctx, mc, weights, 1);
-  auto grads_arena =
-      std::make_unique<Arena>("grads", HostMemory::instance(), model::grads_bytes(mc, DType::F32) + 256);
-  model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
+  WholeModel m = whole_f32_model(mc);
+  auto& [weights_arena, grads_arena, weights, grads] = m;
   FourRanks comm;
   train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena, true, {},
                             /*gradient_slices=*/false);
   EXPECT_FALSE(layers.keeps_gradient_slices());
-  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   EXPECT_EQ(padded(grads_arena->used()),
             row_bytes(rank, "weight grads (model-level)") + row_bytes(rank, "zero3 gradient buffer"));
   EXPECT_EQ(row_bytes(rank, "weight grads (model-level)"),
@@ -208,18 +217,6 @@ TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
   }
 }
 
-// Layers large enough that the slices' 256-byte alignment does not outweigh what they save.
-model::ModelConfig sliceable_config() {
-  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = 4;
-  mc.hidden_size = 64;
-  mc.intermediate_size = 160;
-  mc.num_heads = 4;
-  mc.num_kv_heads = 2;
-  mc.head_dim = 16;
-  return mc;
-}
-
 // zero2 over 4 ranks: the gradients' arena LayerGradientShards leaves behind holds exactly the plan's rows,
 // less than the whole gradients; rank 1 of 4's slices are zeroed, and each layer's gradient tensors are
 // views of a buffer.
@@ -239,7 +236,6 @@ TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
   model::ModelWeights grads = model::allocate_grads(ctx, mc, DType::F32, *grads_arena);
   FourRanks comm;
   train::LayerGradientShards slices(ctx, comm, mc, grads, grads_arena);
-  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   EXPECT_EQ(padded(grads_arena->used()),
             row_bytes(rank, "weight grads") + row_bytes(rank, "zero2 gradient buffers"));
   EXPECT_LT(grads_arena->used(), whole);

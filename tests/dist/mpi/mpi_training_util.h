@@ -58,6 +58,10 @@ class MpiTinyRun : public ::testing::Test {
     comm_->barrier();
   }
   void TearDown() override { dir_.reset(); }
+  // A run's output_dir: rank 0's is `name` (the run's), the others' their own (they write nowhere).
+  std::string output(const std::string& name) const {
+    return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
+  }
 
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<SharedDir> dir_;
@@ -71,6 +75,16 @@ inline TrainConfig base_config(const std::string& root, const std::string& finet
   c.max_grad_norm = 1e-3;
   c.weight_decay = 0.01;
   return c;
+}
+
+// Uneven rounds and chunks: 3 micro-batches a step (2 + 1 on two ranks; 1 + 1 + 1 + none on four), chunks
+// of 4 tokens over examples of 3 to 12 (1 to 3 chunks a micro-batch), and an evaluation every 2 steps over 2
+// held-out examples.
+inline void make_uneven_and_chunked(TrainConfig& c) {
+  c.batch_size = 3;
+  c.chunk_size = 4;
+  c.val_set_size = 2;
+  c.eval_steps = 2;
 }
 
 // The trained tensors the run wrote into its output_dir.

@@ -148,10 +148,7 @@ TEST_P(MpiTraining, EveryStrategyWithChunksAndAnUnevenSplitEqualsOneProcess) {
   comm->barrier();
   auto config = [&](const std::string& name) {
     TrainConfig c = base_config(dir.path(), finetune);
-    c.batch_size = 3;
-    c.chunk_size = 4;
-    c.val_set_size = 2;
-    c.eval_steps = 2;
+    make_uneven_and_chunked(c);
     c.output_dir = dir.file(name);
     return c;
   };

@@ -33,12 +33,7 @@
 namespace lt::train {
 namespace {
 
-class MpiZero2Gradients : public MpiTinyRun {
- protected:
-  std::string output(const std::string& name) const {
-    return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
-  }
-};
+class MpiZero2Gradients : public MpiTinyRun {};
 
 // 3 micro-batches a step (2 + 1 on two ranks; 1 + 1 + 1 + none on four), chunks of 4 tokens over examples
 // of 3 to 12 (1 to 3 chunks a micro-batch), clipping, an evaluation every 2 steps.
@@ -47,10 +42,7 @@ TEST_F(MpiZero2Gradients, BlockingAndLayerMajorWithUnevenRanksEqualOneProcess) {
     const bool layer_major = order == model::ScheduleOrder::LayerMajor;
     auto config = [&](const std::string& out) {
       TrainConfig c = base_config(dir_->path(), "full");
-      c.batch_size = 3;
-      c.chunk_size = 4;
-      c.val_set_size = 2;
-      c.eval_steps = 2;
+      make_uneven_and_chunked(c);
       c.schedule = order;
       c.output_dir = out;
       return c;

@@ -20,9 +20,6 @@ namespace {
 
 class MpiZero3Eval : public MpiTinyRun {
  protected:
-  std::string output(const std::string& name) const {
-    return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
-  }
   // 20 examples: 5 for validation in batches of 2, 2 and 1 (the last one short); 2 micro-batches a step, so
   // with 4 ranks two of them pad every round of training; an evaluation after every step.
   TrainConfig config(const std::string& finetune, int64_t chunk_size, const std::string& out) const {

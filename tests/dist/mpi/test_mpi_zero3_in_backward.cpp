@@ -32,9 +32,6 @@ std::vector<double> logged_grad_norms(const std::string& dir) {
 
 class MpiZero3InBackward : public MpiTinyRun {
  protected:
-  std::string output(const std::string& name) const {
-    return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
-  }
   // One micro-batch a rank and step, no clipping (what a layer's update may not wait for), zero3.
   TrainConfig config(const std::string& finetune, const std::string& name) const {
     TrainConfig c = base_config(dir_->path(), finetune == "partial" ? "full" : finetune);

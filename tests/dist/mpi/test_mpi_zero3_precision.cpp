@@ -52,13 +52,7 @@ TrainConfig masters_config(const std::string& root, int world) {
   return c;
 }
 
-class MpiZero3Masters : public MpiTinyRun {
- protected:
-  // Rank 0's output_dir is the run's; the others write nowhere.
-  std::string output(const std::string& name) const {
-    return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));
-  }
-};
+class MpiZero3Masters : public MpiTinyRun {};
 
 // Full fine-tuning, and partial (attention and norms: some layer tensors sharded with masters, the MLP's
 // frozen, which the checkpoint holds as the working weights, as one process's does).
@@ -131,10 +125,7 @@ TEST_F(MpiZero3Masters, ResumedRunEqualsTheUninterruptedOneBitForBit) {
 TEST_F(MpiZero3Masters, ChunksAndAnUnevenSplitEqualOneProcess) {
   auto config = [&](const std::string& out) {
     TrainConfig c = masters_config(dir_->path(), comm_->world_size());
-    c.batch_size = 3;
-    c.chunk_size = 4;
-    c.val_set_size = 2;
-    c.eval_steps = 2;
+    make_uneven_and_chunked(c);
     c.save_steps = 0;
     c.output_dir = out;
     return c;
@@ -161,10 +152,7 @@ TEST_F(MpiZero3Masters, ChunksAndAnUnevenSplitEqualOneProcess) {
 TEST_F(MpiZero3Masters, LayerMajorWithDifferentChunkCountsEqualsOneProcess) {
   auto config = [&](const std::string& out) {
     TrainConfig c = base_config(dir_->path(), "full");
-    c.batch_size = 3;
-    c.chunk_size = 4;
-    c.val_set_size = 2;
-    c.eval_steps = 2;
+    make_uneven_and_chunked(c);
     c.schedule = model::ScheduleOrder::LayerMajor;
     c.output_dir = out;
     return c;
