@@ -33,6 +33,7 @@
 # Usage: tools/gpu_dist_checks.sh [LEANTUNE]   (default .carry/leantune, else build/cuda/bin/leantune)
 # STEPS (default 12), HIDDEN (default 1024), LAYERS (default 8), SEQ (default 512); logs under $OUT.
 # ONLY="NAME ..." runs only those rows (a row's reference row is not added: name it too).
+# PORT (default 29533): MASTER_PORT of the ranks (another port lets a second copy run on other GPUs).
 # DDP_TIMEOUT (default 240): each rank's ddp_timeout, below the 600 s limit of a run, so a stuck start-up or
 # collective ends in the rank's own message; set NCCL_DEBUG=INFO to see NCCL's start-up in the logs.
 # A run past its limit gets SIGTERM, which leantune takes as "stop after this step", so SIGKILL follows 30 s
@@ -88,7 +89,7 @@ torchrun_like() {  # NAME WORLD SHARDING [EXTRA...]: WORLD processes with torchr
   selected "$name" || return 0
   shift 3
   for ((rank = 0; rank < world; rank++)); do
-    RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
+    RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29533} \
       timeout -k 30 600 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
       --ddp_timeout "${DDP_TIMEOUT:-240}" "$@" \
       > "$out/$name.rank$rank.log" 2>&1 &

@@ -10,6 +10,7 @@
 # Usage: tools/gpu_sharded_checkpoint_check.sh [LEANTUNE]   logs under $OUT.
 # EXTRA="--precision bf16 --master_weights true" (say) adds those options to every run: zero3's master
 # slices written into the checkpoint and cut again on resume (the same-world resume still bit for bit).
+# PORT (default 29561): MASTER_PORT of the ranks (another port lets a second copy run on other GPUs).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 lt=${1:-}
@@ -42,7 +43,7 @@ ranks() {  # NAME WORLD SHARDING [EXTRA...]
   local name=$1 world=$2 sharding=$3 pids=() rank
   shift 3
   for ((rank = 0; rank < world; rank++)); do
-    RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 \
+    RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29561} \
       timeout -k 30 300 "$lt" train "$work/train.yaml" --output_dir "$work/$name" --sharding "$sharding" \
       --ddp_timeout 120 ${EXTRA:-} "$@" > "$out/$name.rank$rank.log" 2>&1 &
     pids+=($!)
