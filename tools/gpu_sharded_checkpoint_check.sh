@@ -70,6 +70,8 @@ def losses(name):
     rows = [json.loads(l) for l in (work / name / "metrics.jsonl").read_text().splitlines() if l.strip()]
     return {r["step"]: r["loss"] for r in rows if r.get("type") == "train"}
 whole = losses("whole")
+for name in ("whole", "resumed-w2", "resumed-w1"):  # the losses themselves: a run that differs shows where
+    print(f"{name:<11}", " ".join(f"{s}:{l:.12g}" for s, l in sorted(losses(name).items())))
 bad = False
 for name in ("resumed-w2", "resumed-w1"):
     got = losses(name)

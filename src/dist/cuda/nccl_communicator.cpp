@@ -49,13 +49,14 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // NCCL finishes it on the host; wait for that, bounded by the deadline. A collective's enqueue finishes in
 // microseconds, and a step issues hundreds of them: the first millisecond is polled without sleeping (a
 // 1 ms sleep per call would cost more than the transfers), longer waits (start-up) sleep between polls.
-void check_nccl(ncclComm_t comm, ncclResult_t result, std::string_view what, int rank,
+// Each poll holds access.mutex (nccl_watchdog.h), released in between so that the watchdog can poll too.
+void check_nccl(ncclComm_t comm, NcclAccess& access, ncclResult_t result, std::string_view what, int rank,
                 Clock::time_point deadline) {
   const Clock::time_point spin_until = Clock::now() + std::chrono::milliseconds(1);
   while (result == ncclInProgress) {
     const Clock::time_point now = Clock::now();
     if (now > deadline) {
-      ncclCommAbort(comm);
+      abort_once(comm, access);
       LT_FAIL(
           "rank {}: NCCL {} did not complete in time (another rank missing?); the communicator was aborted",
           rank, what);
@@ -64,10 +65,17 @@ void check_nccl(ncclComm_t comm, ncclResult_t result, std::string_view what, int
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard lock(access.mutex);
+    LT_CHECK(!access.aborted, "rank {}: NCCL {} was cut short: the communicator was aborted", rank, what);
     ncclCommGetAsyncError(comm, &result);
   }
-  LT_CHECK(result == ncclSuccess, "rank {}: NCCL {} failed: {} ({})", rank, what, ncclGetErrorString(result),
-           ncclGetLastError(comm));
+  if (result == ncclSuccess) return;
+  std::string detail;
+  {
+    std::lock_guard lock(access.mutex);
+    if (!access.aborted) detail = ncclGetLastError(comm);
+  }
+  LT_FAIL("rank {}: NCCL {} failed: {} ({})", rank, what, ncclGetErrorString(result), detail);
 }
 
 Clock::time_point after(double seconds) {
@@ -88,11 +96,11 @@ class NcclCommunicator final : public Communicator {
     LT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     LT_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     LT_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_done_, cudaEventDisableTiming));
-    watchdog_ = std::make_unique<NcclWatchdog>(comm_, device_, rank_);
+    watchdog_ = std::make_unique<NcclWatchdog>(comm_, access_, device_, rank_);
   }
   ~NcclCommunicator() override {
-    const bool aborted = watchdog_->failed();
-    watchdog_.reset();
+    watchdog_.reset();  // its thread stopped: access_ is this thread's alone
+    const bool aborted = access_.aborted;
     if (scratch_) cudaFree(scratch_);
     cudaEventDestroy(compute_ready_);
     cudaEventDestroy(overlapped_done_);
@@ -255,7 +263,18 @@ class NcclCommunicator final : public Communicator {
       LT_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_));
       LT_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
     }
-    check_nccl(comm_, collective(pointers, stream_), what, rank_, deadline);
+    ncclResult_t issued = ncclSuccess;
+    bool aborted = false;
+    {
+      std::lock_guard lock(access_.mutex);
+      aborted = access_.aborted;
+      if (!aborted) issued = collective(pointers, stream_);
+    }
+    if (aborted) {
+      watchdog_->throw_if_failed();  // the watchdog's message, when it aborted
+      LT_FAIL("rank {}: NCCL {}: the communicator was aborted earlier", rank_, what);
+    }
+    check_nccl(comm_, access_, issued, what, rank_, deadline);
     cudaEvent_t done;
     LT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     LT_CUDA_CHECK(cudaEventRecord(done, stream_));
@@ -307,6 +326,7 @@ class NcclCommunicator final : public Communicator {
   std::deque<std::pair<int64_t, cudaEvent_t>> marks_;  // overlapped_mark's events not waited for, in order
   std::vector<cudaEvent_t> free_marks_;                // recorded and waited for: reusable
   int64_t next_mark_ = 0, waited_through_ = -1;
+  NcclAccess access_;  // every NCCL call on comm_ (this thread's and the watchdog's) holds its mutex
   std::unique_ptr<NcclWatchdog> watchdog_;
   void* scratch_ = nullptr;  // CPU tensors' device copies
   size_t scratch_bytes_ = 0;
@@ -348,7 +368,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const Launch& launch, doubl
   config.blocking = 0;  // start-up returns at once and is polled against the deadline
   ncclComm_t comm = nullptr;
   const ncclResult_t started = ncclCommInitRankConfig(&comm, launch.world_size, id, launch.rank, &config);
-  check_nccl(comm, started, "start-up (ncclCommInitRank)", launch.rank, after(timeout_s));
+  NcclAccess start_up;  // no other thread knows the communicator yet
+  check_nccl(comm, start_up, started, "start-up (ncclCommInitRank)", launch.rank, after(timeout_s));
   return std::make_unique<NcclCommunicator>(comm, launch.rank, launch.world_size, device,
                                             static_cast<cudaStream_t>(ctx.stream), timeout_s, std::move(mpi));
 }

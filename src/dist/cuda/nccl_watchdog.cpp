@@ -6,8 +6,15 @@
 
 namespace lt::dist {
 
-NcclWatchdog::NcclWatchdog(ncclComm_t comm, int device, int rank)
-    : comm_(comm), device_(device), rank_(rank), thread_([this] { run(); }) {}
+void abort_once(ncclComm_t comm, NcclAccess& access) {
+  std::lock_guard lock(access.mutex);
+  if (access.aborted) return;
+  ncclCommAbort(comm);
+  access.aborted = true;
+}
+
+NcclWatchdog::NcclWatchdog(ncclComm_t comm, NcclAccess& access, int device, int rank)
+    : comm_(comm), access_(access), device_(device), rank_(rank), thread_([this] { run(); }) {}
 
 NcclWatchdog::~NcclWatchdog() {
   {
@@ -38,9 +45,9 @@ void NcclWatchdog::throw_if_failed() const {
 
 void NcclWatchdog::fail(std::string message) {
   failure_ = std::move(message);
-  failed_.store(true);
+  failed_.store(true);  // before the abort: a call that finds the communicator aborted throws this message
   // Kernels blocked on a peer that will never come return once the communicator is aborted.
-  ncclCommAbort(comm_);
+  abort_once(comm_, access_);
 }
 
 void NcclWatchdog::run() {
@@ -54,10 +61,16 @@ void NcclWatchdog::run() {
       wake_.wait_for(lock, std::chrono::milliseconds(20));
     if (stop_) break;
     ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-        async != ncclInProgress) {
+    std::string detail;
+    {
+      std::lock_guard api(access_.mutex);
+      if (access_.aborted) break;  // the run's thread aborted it (its own deadline) and reports that
+      if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess) async = ncclSuccess;
+      if (async != ncclSuccess && async != ncclInProgress) detail = ncclGetLastError(comm_);
+    }
+    if (async != ncclSuccess && async != ncclInProgress) {
       fail(fmt::format("rank {}: NCCL reported an error: {} ({}); the communicator was aborted", rank_,
-                       ncclGetErrorString(async), ncclGetLastError(comm_)));
+                       ncclGetErrorString(async), detail));
       break;
     }
     // Collectives complete in the order they were queued on the one stream: the oldest decides.
