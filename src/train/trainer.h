@@ -120,6 +120,14 @@ class Trainer {
   // (`whole`, host memory) and rounds the working weights from those.
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);
+  // zero3's sliced load (train/zero3_sliced_load.h): the model's slices must be this run's (its ranks, its
+  // trained layer tensors exactly).
+  void check_sliced_load(const model::TrainableFn& trainable) const;
+  // Resuming the sliced load: the checkpoint's layer tensors (in `dtype`: the masters' with master
+  // weights, else the model's) are read one at a time, and this rank's part of each is copied into its
+  // slices (the master slice and the working slice rounded from it, or the working slice), so no whole
+  // layer tensor is read into memory but the one being cut.
+  model::StreamedWeights resume_streamed(DType dtype);
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
   // after every update AdamW writes them itself (ParamGroup::compute_copy).
   void refresh_lora_compute();
