@@ -276,8 +276,8 @@ TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& 
   } else if (weights.embed.device == Device::CPU) {
     io::load_hf_weights(dir, model, weights, streamed);
   } else {
-    model::HostWeights host = model::host_allocation(model, weights.dtype,
-                                                     streamed ? streamed->held : model::TrainableFn(model::train_all));
+    model::HostWeights host = model::host_allocation(
+        model, weights.dtype, streamed ? streamed->held : model::TrainableFn(model::train_all));
     io::load_hf_weights(dir, model, host.weights, streamed);
     model::copy_weights(ctx, model, weights, host.weights);
   }

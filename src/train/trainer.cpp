@@ -109,11 +109,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // trained tensors get whole gradients here.
   const bool sliced_load = model_.zero3_slices != nullptr;
   if (sliced_load) check_sliced_load(trainable);
-  const model::TrainableFn whole_grads =
-      sliced_load ? model::TrainableFn([&](const model::WeightSpec& spec) {
-        return trainable(spec) && !model_.zero3_slices->slices.count(spec.hf_name);
-      })
-                  : trainable;
+  const model::TrainableFn whole_grads = [&](const model::WeightSpec& spec) {
+    return trainable(spec) && !(sliced_load && model_.zero3_slices->slices.count(spec.hf_name));
+  };
   if (config_.optimizer_in_backward && !zero3_in_backward) {
     grad_arena_ = std::make_unique<Arena>(
         "grads", memory, std::max<size_t>(model::shared_layer_grads_bytes(mc, grad_dtype, trainable), 1));
@@ -126,8 +124,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   if (sliced_load) {
     // Its master slices (with master weights) are widened from these slices by slice_master_weights.
-    zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_,
-                                           config_.overlap_gathers, Zero3Layers::MasterSlices(),
+    zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_,
+                                           grad_arena_, config_.overlap_gathers, Zero3Layers::MasterSlices(),
                                            /*gradient_slices=*/!zero3_in_backward, model_.zero3_slices.get());
     model_.zero3_slices.reset();  // copied into the weights' new arena
   }
@@ -259,8 +257,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
         sliced_load ? std::optional(resume_streamed(saved_dtype)) : std::nullopt;
     model::HostWeights whole_masters;
     if (sliced_masters)
-      whole_masters = model::host_allocation(mc, saved_dtype,
-                                             streamed ? streamed->held : model::TrainableFn(model::train_all));
+      whole_masters = model::host_allocation(
+          mc, saved_dtype, streamed ? streamed->held : model::TrainableFn(model::train_all));
     state_ = resume_checkpoint(ctx_, dir, mc, sliced_masters ? whole_masters.weights : saved_weights(),
                                *data_parallel_, comm_->rank(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
                                lora_arena_ ? &adapter_config_ : nullptr, streamed ? &*streamed : nullptr);

@@ -116,7 +116,8 @@ class Trainer {
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
   // zero1, zero2, zero3: the masters of this rank's slices only (DataParallel::make_master_slices), made
-  // from the working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters
+  // from the working weights (zero3's sliced load: from its layer slices); resuming, load_master_slices cuts
+  // them from the checkpoint's whole masters
   // (`whole`, host memory) and rounds the working weights from those.
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);

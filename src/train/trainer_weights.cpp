@@ -78,12 +78,13 @@ void Trainer::slice_master_weights() {
 
 void Trainer::check_sliced_load(const model::TrainableFn& trainable) const {
   const Zero3Slices& loaded = *model_.zero3_slices;
-  LT_CHECK(config_.sharding == dist::Sharding::Zero3 && config_.finetune != Finetune::Lora &&
-               loaded.world == comm_->world_size() && loaded.rank == comm_->rank(),
-           "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
-           "{} of {} with sharding {} and finetune {}",
-           loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
-           name_of(kShardingNames, config_.sharding), name_of(model::kFinetuneNames, config_.finetune));
+  LT_CHECK(
+      config_.sharding == dist::Sharding::Zero3 && config_.finetune != Finetune::Lora &&
+          loaded.world == comm_->world_size() && loaded.rank == comm_->rank(),
+      "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
+      "{} of {} with sharding {} and finetune {}",
+      loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
+      name_of(kShardingNames, config_.sharding), name_of(model::kFinetuneNames, config_.finetune));
   for (const model::WeightSpec& spec : model::weight_specs(model_.config))
     LT_CHECK(zero3_sliced(spec, trainable) == (loaded.slices.count(spec.hf_name) > 0),
              "zero3's sliced load: '{}' is {} but {}", spec.hf_name,

@@ -104,11 +104,13 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     Shard& s = shards_[next++];
     s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
                    s.capacity, device);
-    const auto from = loaded ? loaded->slices.find(spec.hf_name) : std::map<std::string, Tensor>::const_iterator{};
+    const auto from =
+        loaded ? loaded->slices.find(spec.hf_name) : std::map<std::string, Tensor>::const_iterator{};
     if (loaded && from != loaded->slices.end()) {
       LT_CHECK(w.empty() && from->second.numel() == s.capacity && from->second.dtype == dtype,
                "zero3: the loaded slice of '{}' is {} {} elements (expected {} {}, and no whole tensor)",
-               spec.hf_name, from->second.numel(), dtype_name(from->second.dtype), s.capacity, dtype_name(dtype));
+               spec.hf_name, from->second.numel(), dtype_name(from->second.dtype), s.capacity,
+               dtype_name(dtype));
       ops::copy(ctx_, s.param, from->second);  // zero-padded already
     } else {
       ops::zero(ctx_, s.param);

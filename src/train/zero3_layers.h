@@ -54,11 +54,14 @@
 //
 // Model-level weights (embedding, final norm, LM head) stay whole on every rank (gradients reduce-scattered
 // at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them); frozen weights stay
-// whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors.
+// whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors. Over several
+// ranks run_training loads only the slices (train/zero3_sliced_load.h) and hands them to the constructor
+// (`loaded`), so the layers' whole weights and gradients never exist at all.
 //
 // Master weights (master_weights, and fp16 which always keeps them): a rank keeps the wide master only for
 // its slice of every trained tensor, the model-level ones too, made by DataParallel::make_master_slices
-// from the working weights before this class takes over (the same cut, c elements zero-padded: a layer
+// from the working weights before this class takes over (after it, for the sliced load: widened from its
+// slices, DataParallel::attach_layers(layers)) (the same cut, c elements zero-padded: a layer
 // tensor's Shard::master is that slice, beside the compute-dtype slice Shard::param), so no whole master
 // ever exists on the device, at set-up and on resume alike (resuming cuts the checkpoint's whole masters in
 // host memory). AdamW updates the master slice and writes the compute slice in the same pass, rounded to

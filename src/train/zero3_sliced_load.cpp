@@ -55,12 +55,13 @@ LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& 
   size_t bytes = kAlignment;
   for (const model::WeightSpec& spec : specs)
     if (!held(spec)) bytes += aligned(size_t(capacity_of(spec.numel(), world)) * dtype_size(dtype));
-  slices->arena = std::make_unique<Arena>("weights (zero3 slices, loaded)", ops::memory_resource(device), bytes);
+  slices->arena =
+      std::make_unique<Arena>("weights (zero3 slices, loaded)", ops::memory_resource(device), bytes);
   for (const model::WeightSpec& spec : specs) {
     if (held(spec)) continue;
     const int64_t c = capacity_of(spec.numel(), world);
-    const Tensor t = flat(slices->arena->alloc_bytes(spec.hf_name, size_t(c) * dtype_size(dtype)), dtype, c,
-                          device);
+    const Tensor t =
+        flat(slices->arena->alloc_bytes(spec.hf_name, size_t(c) * dtype_size(dtype)), dtype, c, device);
     ops::zero(ctx, t);
     slices->slices.emplace(spec.hf_name, t);
   }
@@ -81,10 +82,11 @@ LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& 
   }
   // Read (or drawn) on the host in the compute dtype, as load_model reads them; a GPU run uploads the
   // whole tensors and frees the host copy.
-  auto host = std::make_unique<Arena>("weights", HostMemory::instance(),
-                                      model::weights_bytes(m.config, dtype, held));
+  auto host =
+      std::make_unique<Arena>("weights", HostMemory::instance(), model::weights_bytes(m.config, dtype, held));
   model::ModelWeights host_weights = model::allocate_weights(m.config, dtype, *host, held);
-  const model::StreamedWeights streamed{.held = held, .dtype = dtype, .device = Device::CPU, .consume = consume};
+  const model::StreamedWeights streamed{
+      .held = held, .dtype = dtype, .device = Device::CPU, .consume = consume};
   if (random_init)
     model::init_random(ctx, m.config, host_weights, seed, &streamed);
   else

@@ -53,8 +53,8 @@ class MpiZero3SlicedLoad : public MpiTinyRun {
 
   // The run loaded whole on every rank (load_model), with run_training's data and split.
   TrainResult run_whole(const TrainConfig& c) {
-    LoadedModel model = load_model(ctx, c.base_model, compute_dtype(c.precision), c.random_init,
-                                   uint64_t(c.seed));
+    LoadedModel model =
+        load_model(ctx, c.base_model, compute_dtype(c.precision), c.random_init, uint64_t(c.seed));
     EXPECT_FALSE(model.zero3_slices);
     data::Dataset d = load_training_data(c, nullptr, model.config);
     data::SplitExamples split =
@@ -103,8 +103,11 @@ TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
                                          {.name = "masters", .masters = true},
                                          {.name = "partial", .partial = true},
                                          {.name = "chunked", .chunked = true},
-                                         {.name = "partial-masters-chunked", .weights = false, .masters = true,
-                                          .partial = true, .chunked = true}};
+                                         {.name = "partial-masters-chunked",
+                                          .weights = false,
+                                          .masters = true,
+                                          .partial = true,
+                                          .chunked = true}};
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
     auto config = [&](const std::string& run) {
@@ -176,7 +179,8 @@ TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
     from_one_whole.resume = from_one.resume;
     const TrainResult other_whole = run_whole(from_one_whole);
     if (!comm_->is_main()) continue;
-    EXPECT_EQ(resumed.losses, std::vector<double>(uninterrupted.losses.begin() + 2, uninterrupted.losses.end()));
+    EXPECT_EQ(resumed.losses,
+              std::vector<double>(uninterrupted.losses.begin() + 2, uninterrupted.losses.end()));
     expect_close(final_tensors(same.output_dir, "full"), final_tensors(straight.output_dir, "full"), 0.0);
     expect_close(test::read_checkpoint_f64(same.output_dir + "/checkpoint-4"),
                  test::read_checkpoint_f64(straight.output_dir + "/checkpoint-4"), 0.0);
@@ -187,8 +191,8 @@ TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
                  test::read_checkpoint_f64(from_one_whole.output_dir + "/checkpoint-4"), 0.0);
     const double tolerance = masters ? kF32Tolerance : kTolerance;
     expect_losses_close(other.losses, {single.losses[2], single.losses[3]}, tolerance);
-    expect_close(final_tensors(from_one.output_dir, "full"), final_tensors(dir_->file(tag + "single"), "full"),
-                 tolerance);
+    expect_close(final_tensors(from_one.output_dir, "full"),
+                 final_tensors(dir_->file(tag + "single"), "full"), tolerance);
   }
 }
 
@@ -230,8 +234,8 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
         largest = std::max(largest, bytes);
         layer_bytes += bytes;
       } else {
-        moved += aligned(bytes);                          // the weight copied whole
-        if (trainable(spec)) moved += aligned(bytes);     // and its gradient
+        moved += aligned(bytes);                       // the weight copied whole
+        if (trainable(spec)) moved += aligned(bytes);  // and its gradient
       }
     }
     const size_t staging = aligned(largest) + 256;
@@ -243,10 +247,10 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
       const size_t before = memory.in_use_bytes();
       memory.reset_peak();
       {
-        LoadedModel model = sliced ? load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init,
-                                                             uint64_t(c.seed), Device::CPU, trainable, world,
-                                                             comm_->rank())
-                                   : load_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed));
+        LoadedModel model =
+            sliced ? load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed),
+                                             Device::CPU, trainable, world, comm_->rank())
+                   : load_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed));
         data::Dataset d = load_training_data(c, nullptr, model.config);
         const Trainer trainer(c, model, d.examples, {}, 0, nullptr, comm_.get());
         rise[sliced] = memory.peak_bytes() - before;
@@ -257,7 +261,8 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
     const size_t bound = kept[true] + moved + staging + slack;
     EXPECT_LE(rise[true], bound) << "more than the slices, the model-level tensors and one staging tensor";
     EXPECT_GT(rise[false], bound) << "the bound would not tell a whole load";
-    EXPECT_LT(rise[true] - kept[true], layer_bytes) << "the set-up's transient reached the whole layers' size";
+    EXPECT_LT(rise[true] - kept[true], layer_bytes)
+        << "the set-up's transient reached the whole layers' size";
   }
 }
 
