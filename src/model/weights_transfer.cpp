@@ -1,5 +1,7 @@
 #include "model/weights_transfer.h"
 
+#include <algorithm>
+
 #include "ops/device.h"
 
 namespace lt::model {
@@ -25,9 +27,14 @@ void copy_lora(const ops::Context& ctx, LoraWeights& dst, const LoraWeights& src
 }
 
 HostWeights host_allocation(const ModelConfig& config, DType dtype) {
+  return host_allocation(config, dtype, train_all);
+}
+
+HostWeights host_allocation(const ModelConfig& config, DType dtype, const TrainableFn& present) {
   HostWeights h;
-  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(), weights_bytes(config, dtype));
-  h.weights = allocate_weights(config, dtype, *h.arena);
+  h.arena = std::make_unique<Arena>("host staging", HostMemory::instance(),
+                                    std::max<size_t>(weights_bytes(config, dtype, present), 1));
+  h.weights = allocate_weights(config, dtype, *h.arena, present);
   return h;
 }
 

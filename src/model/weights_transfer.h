@@ -26,6 +26,8 @@ struct HostWeights {
 HostWeights host_copy(const ops::Context& ctx, const ModelConfig& config, const ModelWeights& weights);
 // The same layout in host memory, uninitialized: where a reader writes what is then copied to the device.
 HostWeights host_allocation(const ModelConfig& config, DType dtype);
+// Only the tensors `present` selects (the others empty).
+HostWeights host_allocation(const ModelConfig& config, DType dtype, const TrainableFn& present);
 struct HostLora {
   std::unique_ptr<Arena> arena;
   LoraWeights weights;

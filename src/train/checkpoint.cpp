@@ -258,7 +258,8 @@ void check_resume_compatible(const std::string& dir, const TrainConfig& now) {
 
 TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& dir,
                                     const model::ModelConfig& model, model::ModelWeights& weights,
-                                    model::LoraWeights* lora, const io::LoraAdapterConfig* adapter) {
+                                    model::LoraWeights* lora, const io::LoraAdapterConfig* adapter,
+                                    const model::StreamedWeights* streamed) {
   TrainerState s = read_trainer_state(dir);
   if (lora != nullptr) {
     LT_CHECK(adapter != nullptr, "checkpoint {}: LoRA adapters without their adapter config", dir);
@@ -273,10 +274,11 @@ TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& 
       model::copy_lora(ctx, *lora, host.weights);
     }
   } else if (weights.embed.device == Device::CPU) {
-    io::load_hf_weights(dir, model, weights);
+    io::load_hf_weights(dir, model, weights, streamed);
   } else {
-    model::HostWeights host = model::host_allocation(model, weights.dtype);
-    io::load_hf_weights(dir, model, host.weights);
+    model::HostWeights host = model::host_allocation(
+        model, weights.dtype, streamed ? streamed->held : model::TrainableFn(model::train_all));
+    io::load_hf_weights(dir, model, host.weights, streamed);
     model::copy_weights(ctx, model, weights, host.weights);
   }
   return s;
@@ -289,8 +291,8 @@ void check_optimizer_step(const std::string& dir, const AdamW& optimizer, const 
 
 TrainerState load_checkpoint(const ops::Context& ctx, const std::string& dir, const model::ModelConfig& model,
                              model::ModelWeights& weights, AdamW& optimizer, model::LoraWeights* lora,
-                             const io::LoraAdapterConfig* adapter) {
-  TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter);
+                             const io::LoraAdapterConfig* adapter, const model::StreamedWeights* streamed) {
+  TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter, streamed);
   const std::string opt_path = (fs::path(dir) / kOptimizerFile).string();
   auto file = io::SafetensorsFile::open(opt_path);
   std::vector<io::NamedTensor> tensors;

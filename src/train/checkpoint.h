@@ -104,16 +104,20 @@ void check_resume_position(const std::string& checkpoint_dir, const TrainerState
 // val_set_size or finetune differ from the checkpoint's train_config.yaml.
 void check_resume_compatible(const std::string& checkpoint_dir, const TrainConfig& config);
 // Restores weights (or, given `lora`, the adapters of layout `adapter`: the base weights stay as loaded)
-// and optimizer state; returns the trainer state. Errors name the checkpoint and file.
+// and optimizer state; returns the trainer state. Errors name the checkpoint and file. `streamed` (zero3's
+// sliced load): the weights it does not hold are read one at a time and handed to its consume
+// (model::StreamedWeights), the others into `weights`.
 TrainerState load_checkpoint(const ops::Context& ctx, const std::string& checkpoint_dir,
                              const model::ModelConfig& model, model::ModelWeights& weights, AdamW& optimizer,
                              model::LoraWeights* lora = nullptr,
-                             const io::LoraAdapterConfig* adapter = nullptr);
+                             const io::LoraAdapterConfig* adapter = nullptr,
+                             const model::StreamedWeights* streamed = nullptr);
 // load_checkpoint without the optimizer state (a sharded checkpoint's is in shards).
 TrainerState load_weights_and_state(const ops::Context& ctx, const std::string& checkpoint_dir,
                                     const model::ModelConfig& model, model::ModelWeights& weights,
                                     model::LoraWeights* lora = nullptr,
-                                    const io::LoraAdapterConfig* adapter = nullptr);
+                                    const io::LoraAdapterConfig* adapter = nullptr,
+                                    const model::StreamedWeights* streamed = nullptr);
 // The restored optimizer's step count must be the trainer state's (an error naming the checkpoint).
 void check_optimizer_step(const std::string& checkpoint_dir, const AdamW& optimizer,
                           const TrainerState& state);

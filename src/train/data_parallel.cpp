@@ -143,7 +143,9 @@ std::unique_ptr<Arena> DataParallel::make_master_slices(const std::vector<std::s
     ops::zero(ctx_, slice);  // the padding past the slice gathers as zeros
     const auto [begin, end] = mine_[i];
     if (begin < end)
-      ops::copy(ctx_, flat_range(slice, 0, end - begin), flat_range(full_[i].param, begin, end));
+      ops::copy(ctx_, flat_range(slice, 0, end - begin),
+                layer_shard_[i] ? flat_range(layer_shard_[i]->param, 0, end - begin)
+                                : flat_range(full_[i].param, begin, end));
     master_slice_[i] = slice;
   }
   master_arena_bytes_ = bytes;
@@ -186,17 +188,21 @@ bool DataParallel::gather_master(const std::string& name, Tensor into) {
   return true;
 }
 
-void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved,
-                                 AdamW& optimizer) {
+void DataParallel::attach_layers(Zero3Layers& layers) {
   LT_CHECK(sharding_ == dist::Sharding::Zero3, "attach_layers: sharding is not zero3");
   layers_ = &layers;
+  for (size_t i = 0; i < full_.size(); ++i)
+    for (const Zero3Layers::Shard& s : layers.shards())
+      if (s.spec.hf_name == full_[i].name) layer_shard_[i] = &s;
+}
+
+void DataParallel::attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved,
+                                 AdamW& optimizer) {
   for (ParamGroup& g : full_) {
     for (const ParamGroup& m : moved)
       if (m.name == g.name) g = m;
   }
-  for (size_t i = 0; i < full_.size(); ++i)
-    for (const Zero3Layers::Shard& s : layers.shards())
-      if (s.spec.hf_name == full_[i].name) layer_shard_[i] = &s;
+  attach_layers(layers);
   const std::vector<ParamGroup> groups = optimizer_groups();
   LT_CHECK(groups.size() == optimizer.params().size(), "attach_layers: {} groups, the optimizer has {}",
            groups.size(), optimizer.params().size());

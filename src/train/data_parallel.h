@@ -70,6 +70,10 @@ class DataParallel {
   // trainer's list over the moved tensors (trainable_tensors; LoRA's adapters did not move), and the
   // optimizer over optimizer_groups() is re-pointed at the layers' slices.
   void attach_layers(Zero3Layers& layers, const std::vector<ParamGroup>& moved, AdamW& optimizer);
+  // zero3's sliced load (train/zero3_sliced_load.h): `layers` took over the trained layer tensors before
+  // this was made (full() lists the moved tensors), and before the master slices and the optimizer are made
+  // (make_master_slices then widens the layer tensors' masters from their slices).
+  void attach_layers(Zero3Layers& layers);
   // zero2 over several ranks, when full() was made over the gradients `slices` took over (before the
   // optimizer is made over optimizer_groups()): the layer tensors' gradients are their slices (optimizer,
   // clipping), and reduce_gradients reduces only the other tensors (their buckets at the step's end).
@@ -121,7 +125,8 @@ class DataParallel {
   // elements, zero-padded past the slice, so that every rank's slices gather alike), widened from the working
   // weights. optimizer_groups() then lists the master slices, with the working weights' slices as their
   // compute copies (AdamW rounds each update into them), and gather_parameters all-gathers the working
-  // weights. No whole master ever exists on the device.
+  // weights. No whole master ever exists on the device. (Once attach_layers(layers) ran, a layer tensor's
+  // master is widened from its shard's slice, the same elements.)
   std::unique_ptr<Arena> make_master_slices(const std::vector<std::string>& masters, MemoryResource& memory,
                                             DType wide);
   static size_t master_slice_bytes(int64_t elements, int world, DType wide);

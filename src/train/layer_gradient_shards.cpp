@@ -1,6 +1,7 @@
 #include "train/layer_gradient_shards.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "ops/device.h"
@@ -37,7 +38,8 @@ LayerGradientShards::Footprint LayerGradientShards::footprint(const model::Model
 
 LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communicator& comm,
                                          const model::ModelConfig& config, model::ModelWeights& grads,
-                                         std::unique_ptr<Arena>& grads_arena, bool overlap, bool keep_slices)
+                                         std::unique_ptr<Arena>& grads_arena, bool overlap, bool keep_slices,
+                                         const model::TrainableFn& unallocated)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
@@ -49,13 +51,24 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
   const int world = comm.world_size();
   const Device device = device_;
   const std::vector<model::WeightSpec> specs = model::weight_specs(config);
+  // A gradient of `grads`, or the shape of one never allocated (no data: only re-pointed below); nullopt for
+  // a tensor without gradient.
+  auto gradient = [&](const model::WeightSpec& spec) -> std::optional<Tensor> {
+    const Tensor& g = model::weight_of(grads, spec);
+    if (!g.empty()) return g;
+    if (spec.layer < 0 || !unallocated || !unallocated(spec)) return std::nullopt;
+    Tensor shape = model::spec_view(spec, nullptr, grad_dtype_);
+    shape.device = device;
+    return shape;
+  };
   by_layer_.resize(size_t(config.num_layers));
   std::vector<size_t> used(size_t(config.num_layers), 0);
   size_t whole_bytes = 0, buffer_bytes = 0;
   int64_t largest = 1;
   for (const model::WeightSpec& spec : specs) {
-    const Tensor& g = model::weight_of(grads, spec);
-    if (g.empty()) continue;
+    const std::optional<Tensor> present = gradient(spec);
+    if (!present) continue;
+    const Tensor& g = *present;
     if (spec.layer < 0) {
       whole_bytes += aligned(g.bytes());
       continue;
@@ -83,8 +96,9 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
   model::ModelWeights g_new = grads;
   size_t next = 0;
   for (const model::WeightSpec& spec : specs) {
-    const Tensor& g = model::weight_of(grads, spec);
-    if (g.empty()) continue;
+    const std::optional<Tensor> present = gradient(spec);
+    if (!present) continue;
+    const Tensor& g = *present;
     if (spec.layer < 0) {
       model::weight_of(g_new, spec) = moved(g, arena->alloc_bytes(spec.hf_name, g.bytes()));
       ops::copy(ctx_, model::weight_of(g_new, spec), g);

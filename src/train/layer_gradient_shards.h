@@ -72,9 +72,11 @@ class LayerGradientShards final : public LayerRounds {
   // The sliced tensors are the layer tensors whose gradient exists in `grads`. `keep_slices` false: no
   // slice is allocated, and Slice::grad is a view of buffer 0's block (valid memory of the slice's size,
   // never summed).
+  // `unallocated`: layer tensors sliced too though `grads` holds no gradient for them (zero3's sliced load,
+  // train/zero3_sliced_load.h: their whole gradient is never allocated); their tensors in `grads` are set.
   LayerGradientShards(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                       model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap = true,
-                      bool keep_slices = true);
+                      bool keep_slices = true, const model::TrainableFn& unallocated = {});
 
   const std::vector<Slice>& slices() const { return slices_; }
   // Without slices: called once a layer's reduce-scatter is complete on the compute stream, with the

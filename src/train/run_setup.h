@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "ops/context.h"
 #include "train/train_config.h"
+#include "train/zero3_slices.h"
 
 namespace lt::train {
 
@@ -59,6 +60,9 @@ struct LoadedModel {
   // weights' layers point at them and their projection tensors are empty. Null otherwise.
   std::unique_ptr<Arena> nf4_arena;
   std::unique_ptr<model::Nf4Weights> nf4;
+  // zero3 over several ranks (train/zero3_sliced_load.h): this rank's slices of the trained layer tensors,
+  // whose tensors in `weights` are empty; the trainer takes them over. Null: every tensor is in `weights`.
+  std::unique_ptr<Zero3Slices> zero3_slices;
 };
 
 // Refuses an adapter directory given where a model is expected, pointing to --adapter.

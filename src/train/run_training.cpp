@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/batch.h"
@@ -17,6 +19,7 @@
 #include "train/lr_schedule.h"
 #include "train/qlora_model.h"
 #include "train/trainable.h"
+#include "train/zero3_sliced_load.h"
 
 namespace lt::train {
 namespace {
@@ -86,11 +89,24 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
            "config: base_model '{}' is a 4-bit (bitsandbytes) checkpoint; train it with finetune lora and "
            "bits 4 (QLoRA), or give the 16-bit model for finetune {} with bits {}",
            config.base_model, name_of(model::kFinetuneNames, config.finetune), config.bits);
-  LoadedModel model =
-      is_qlora(config)
-          ? load_qlora_model(ctx, config.base_model, qlora_options(config), dtype, config.random_init,
-                             uint64_t(config.seed), device, &qlora_summary)
-          : load_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
+  // zero3 over several ranks (full or partial fine-tuning): each rank loads only its slices of the trained
+  // layer tensors (train/zero3_sliced_load.h), so a model that fits the ranks only sharded starts.
+  const int world = comm ? comm->world_size() : 1;
+  std::optional<model::ModelConfig> sliced;  // the model's config when it loads sliced
+  if (config.sharding == dist::Sharding::Zero3 && world > 1 && config.finetune != Finetune::Lora) {
+    check_not_adapter_dir(config.base_model);
+    sliced = model::load_model_config(config.base_model);
+    if (!loads_zero3_slices(config, *sliced, world)) sliced.reset();
+  }
+  LoadedModel model;
+  if (is_qlora(config))
+    model = load_qlora_model(ctx, config.base_model, qlora_options(config), dtype, config.random_init,
+                             uint64_t(config.seed), device, &qlora_summary);
+  else if (sliced)
+    model = load_zero3_sliced_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed),
+                                    device, trainable_fn(config, *sliced), world, comm->rank());
+  else
+    model = load_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,
                model.config);  // a layer range the model does not have is refused before any data work
   std::unique_ptr<data::Tokenizer> tokenizer =

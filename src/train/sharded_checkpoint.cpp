@@ -286,16 +286,18 @@ void load_optimizer_shards(const std::string& dir, const std::vector<DataParalle
 TrainerState resume_checkpoint(const ops::Context& ctx, const std::string& dir,
                                const model::ModelConfig& model, model::ModelWeights& weights,
                                const DataParallel& data_parallel, int rank, AdamW& optimizer,
-                               model::LoraWeights* lora, const io::LoraAdapterConfig* adapter) {
+                               model::LoraWeights* lora, const io::LoraAdapterConfig* adapter,
+                               const model::StreamedWeights* streamed) {
   if (has_optimizer_shards(dir)) {
-    const TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter);
+    const TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter, streamed);
     load_optimizer_shards(dir, data_parallel.state_layout(), rank, optimizer);
     check_optimizer_step(dir, optimizer, s);
     return s;
   }
   // A whole optimizer.safetensors: loaded whole, then sliced when this run shards its optimizer.
   std::unique_ptr<AdamW> whole = data_parallel.whole_optimizer(optimizer.options());
-  const TrainerState s = load_checkpoint(ctx, dir, model, weights, whole ? *whole : optimizer, lora, adapter);
+  const TrainerState s =
+      load_checkpoint(ctx, dir, model, weights, whole ? *whole : optimizer, lora, adapter, streamed);
   if (whole) data_parallel.scatter_state(*whole, optimizer);
   return s;
 }

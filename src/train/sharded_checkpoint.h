@@ -58,6 +58,7 @@ TrainerState resume_checkpoint(const ops::Context& ctx, const std::string& check
                                const model::ModelConfig& model, model::ModelWeights& weights,
                                const DataParallel& data_parallel, int rank, AdamW& optimizer,
                                model::LoraWeights* lora = nullptr,
-                               const io::LoraAdapterConfig* adapter = nullptr);
+                               const io::LoraAdapterConfig* adapter = nullptr,
+                               const model::StreamedWeights* streamed = nullptr);
 
 }  // namespace lt::train

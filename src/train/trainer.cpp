@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -103,15 +104,30 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // Gradients in the master dtype: f32 under the GPU's bf16 policy, so that accumulating over chunks and
   // micro-batches does not round in bf16.
   const DType grad_dtype = master_dtype(model_.dtype);
+  // zero3's sliced load (train/zero3_sliced_load.h): the trained layer tensors arrive as this rank's slices
+  // and their gradients are made as slices (Zero3Layers takes both over at once, below); only the other
+  // trained tensors get whole gradients here.
+  const bool sliced_load = model_.zero3_slices != nullptr;
+  if (sliced_load) check_sliced_load(trainable);
+  const model::TrainableFn whole_grads = [&](const model::WeightSpec& spec) {
+    return trainable(spec) && !(sliced_load && model_.zero3_slices->slices.count(spec.hf_name));
+  };
   if (config_.optimizer_in_backward && !zero3_in_backward) {
     grad_arena_ = std::make_unique<Arena>(
         "grads", memory, std::max<size_t>(model::shared_layer_grads_bytes(mc, grad_dtype, trainable), 1));
     shared_grads_ = model::allocate_shared_layer_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
     grads_ = shared_grads_.grads;
   } else {
-    grad_arena_ = std::make_unique<Arena>("grads", memory,
-                                          std::max<size_t>(model::grads_bytes(mc, grad_dtype, trainable), 1));
-    grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, trainable);
+    grad_arena_ = std::make_unique<Arena>(
+        "grads", memory, std::max<size_t>(model::grads_bytes(mc, grad_dtype, whole_grads), 1));
+    grads_ = model::allocate_grads(ctx_, mc, grad_dtype, *grad_arena_, whole_grads);
+  }
+  if (sliced_load) {
+    // Its master slices (with master weights) are widened from these slices by slice_master_weights.
+    zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_,
+                                           grad_arena_, config_.overlap_gathers, Zero3Layers::MasterSlices(),
+                                           /*gradient_slices=*/!zero3_in_backward, model_.zero3_slices.get());
+    model_.zero3_slices.reset();  // copied into the weights' new arena
   }
   // zero2 over several ranks: the layers' gradients become this rank's slices and two layer buffers
   // (layer_gradient_shards.h) before anything else is allocated, so the whole gradients never coexist with
@@ -148,7 +164,12 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   data_parallel_ = std::make_unique<DataParallel>(ctx_, *comm_, config_.sharding, std::move(params), memory,
                                                   config_.overlap_gathers);
   if (layer_grads_) data_parallel_->attach_gradient_slices(*layer_grads_);
+  if (zero3_) data_parallel_->attach_layers(*zero3_);  // the sliced load: params list the moved tensors
   if (sliced_masters) slice_master_weights();
+  if (zero3_ && data_parallel_->shards_masters()) {
+    const DataParallel& dp = *data_parallel_;
+    zero3_->set_master_slices([&dp](const std::string& n) { return dp.master_slice(n); });
+  }
   optimizer_ = std::make_unique<AdamW>(ctx_, data_parallel_->optimizer_groups(), adamw);
   if (zero3_in_backward) {
     LT_CHECK(
@@ -229,12 +250,18 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     check_resume_compatible(dir, config_);
     check_resume_position(dir, read_trainer_state(dir), loader_->steps_per_epoch(), accum_);
     // This rank's optimizer state, from rank files of any world size or a whole file (sharded_checkpoint.h).
-    // Sliced masters: the checkpoint's whole masters are read into host memory, then cut.
+    // Sliced masters: the checkpoint's whole masters are read into host memory, then cut. The sliced load:
+    // its layer tensors are read one at a time and cut into their slices (resume_streamed).
+    const DType saved_dtype = sliced_masters ? wide_master_dtype(model_.dtype) : model_.dtype;
+    const std::optional<model::StreamedWeights> streamed =
+        sliced_load ? std::optional(resume_streamed(saved_dtype)) : std::nullopt;
     model::HostWeights whole_masters;
-    if (sliced_masters) whole_masters = model::host_allocation(mc, wide_master_dtype(model_.dtype));
+    if (sliced_masters)
+      whole_masters = model::host_allocation(
+          mc, saved_dtype, streamed ? streamed->held : model::TrainableFn(model::train_all));
     state_ = resume_checkpoint(ctx_, dir, mc, sliced_masters ? whole_masters.weights : saved_weights(),
                                *data_parallel_, comm_->rank(), *optimizer_, lora_arena_ ? &lora_ : nullptr,
-                               lora_arena_ ? &adapter_config_ : nullptr);
+                               lora_arena_ ? &adapter_config_ : nullptr, streamed ? &*streamed : nullptr);
     if (sliced_masters) load_master_slices(whole_masters.weights);
   }
   if (config_.precision == Precision::Fp16) {
@@ -244,8 +271,9 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   refresh_lora_compute();
   refresh_working_weights();
-  if (config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
-    // With master weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
+  if (!zero3_ && config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
+    // The whole load: the layer tensors are cut from the whole weights and gradients now. With master
+    // weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
     DataParallel& dp = *data_parallel_;
     zero3_ = std::make_unique<Zero3Layers>(
         ctx_, *comm_, mc, model_.weights, model_.arena, grads_, grad_arena_, config_.overlap_gathers,
@@ -253,8 +281,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
             ? Zero3Layers::MasterSlices([&dp](const std::string& n) { return dp.master_slice(n); })
             : Zero3Layers::MasterSlices(),
         /*gradient_slices=*/!zero3_in_backward);
-    zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
+  }
+  if (zero3_) {
+    zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     rounds_ = zero3_.get();
     if (zero3_in_backward)
       zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);

@@ -116,10 +116,19 @@ class Trainer {
   void setup_lora();
   void setup_master_weights(const model::TrainableFn& trainable);
   // zero1, zero2, zero3: the masters of this rank's slices only (DataParallel::make_master_slices), made
-  // from the working weights; resuming, load_master_slices cuts them from the checkpoint's whole masters
+  // from the working weights (zero3's sliced load: from its layer slices); resuming, load_master_slices cuts
+  // them from the checkpoint's whole masters
   // (`whole`, host memory) and rounds the working weights from those.
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);
+  // zero3's sliced load (train/zero3_sliced_load.h): the model's slices must be this run's (its ranks, its
+  // trained layer tensors exactly).
+  void check_sliced_load(const model::TrainableFn& trainable) const;
+  // Resuming the sliced load: the checkpoint's layer tensors (in `dtype`: the masters' with master
+  // weights, else the model's) are read one at a time, and this rank's part of each is copied into its
+  // slices (the master slice and the working slice rounded from it, or the working slice), so no whole
+  // layer tensor is read into memory but the one being cut.
+  model::StreamedWeights resume_streamed(DType dtype);
   // lora_compute_ = lora_ and model_.weights = masters_ (master_weights), at the start and after a resume;
   // after every update AdamW writes them itself (ParamGroup::compute_copy).
   void refresh_lora_compute();

@@ -2,14 +2,18 @@
 // Apart from trainer.cpp (the step loop) because they run once per run, not per step.
 #include <fmt/core.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "io/peft_adapter.h"
 #include "model/weights_transfer.h"
 #include "ops/device.h"
 #include "train/config_bridge.h"
+#include "train/config_enums.h"
 #include "train/final_model.h"
 #include "train/model_card.h"
 #include "train/trainer.h"
+#include "train/zero3_sliced_load.h"
 
 namespace lt::train {
 
@@ -70,6 +74,37 @@ void Trainer::slice_master_weights() {
     if (!model::weight_of(grads_, spec).empty()) trained.push_back(spec.hf_name);
   master_arena_ = data_parallel_->make_master_slices(trained, ops::memory_resource(model_.device),
                                                      wide_master_dtype(model_.dtype));
+}
+
+void Trainer::check_sliced_load(const model::TrainableFn& trainable) const {
+  const Zero3Slices& loaded = *model_.zero3_slices;
+  LT_CHECK(
+      config_.sharding == dist::Sharding::Zero3 && config_.finetune != Finetune::Lora &&
+          loaded.world == comm_->world_size() && loaded.rank == comm_->rank(),
+      "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
+      "{} of {} with sharding {} and finetune {}",
+      loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
+      name_of(kShardingNames, config_.sharding), name_of(model::kFinetuneNames, config_.finetune));
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config))
+    LT_CHECK(zero3_sliced(spec, trainable) == (loaded.slices.count(spec.hf_name) > 0),
+             "zero3's sliced load: '{}' is {} but {}", spec.hf_name,
+             zero3_sliced(spec, trainable) ? "a trained layer tensor" : "not a trained layer tensor",
+             loaded.slices.count(spec.hf_name) ? "was loaded as slices" : "was loaded whole");
+}
+
+model::StreamedWeights Trainer::resume_streamed(DType dtype) {
+  std::map<std::string, Tensor> working;  // each sharded tensor's working slice
+  for (const Zero3Layers::Shard& s : zero3_->shards()) working.emplace(s.spec.hf_name, s.param);
+  return {.held = [working](const model::WeightSpec& spec) { return !working.count(spec.hf_name); },
+          .dtype = dtype,
+          .device = Device::CPU,
+          .consume =
+              [this, working](const model::WeightSpec& spec, const Tensor& whole) {
+                // The master slice, then the working slice rounded to nearest from the same elements (as
+                // load_master_slices rounds the whole working weights).
+                data_parallel_->load_master(spec.hf_name, whole);
+                copy_own_slice(ctx_, whole, working.at(spec.hf_name), comm_->world_size(), comm_->rank());
+              }};
 }
 
 void Trainer::load_master_slices(const model::ModelWeights& whole) {

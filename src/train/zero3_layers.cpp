@@ -42,15 +42,23 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
-                         const MasterSlices& masters, bool gradient_slices)
+                         const MasterSlices& masters, bool gradient_slices, const Zero3Slices* loaded)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
       weights_(weights),
       // The gradients first: their arena is rebuilt with the slices (the layer tensors' gradients stay
-      // non-empty, which says below which tensors are sharded).
-      gradients_(ctx, comm, config, grads, grads_arena, overlap, gradient_slices),
+      // non-empty, which says below which tensors are sharded); the loaded slices' gradients are made as
+      // slices directly.
+      gradients_(ctx, comm, config, grads, grads_arena, overlap, gradient_slices,
+                 loaded ? model::TrainableFn([loaded](const model::WeightSpec& spec) {
+                   return loaded->slices.count(spec.hf_name) > 0;
+                 })
+                        : model::TrainableFn()),
       overlap_(overlap) {
+  LT_CHECK(!loaded || (loaded->world == comm.world_size() && loaded->rank == comm.rank()),
+           "zero3: slices loaded for rank {} of {}, but this is rank {} of {}", loaded ? loaded->rank : 0,
+           loaded ? loaded->world : 0, comm.rank(), comm.world_size());
   const int world = comm.world_size();
   const DType dtype = weights.dtype;
   const Device device = weights_arena->device();
@@ -96,24 +104,40 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     Shard& s = shards_[next++];
     s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
                    s.capacity, device);
-    ops::zero(ctx_, s.param);
-    if (masters) {
-      s.master = masters(spec.hf_name);
-      LT_CHECK(s.master.numel() == s.capacity, "zero3: the master slice of '{}' has {} elements, not {}",
-               spec.hf_name, s.master.numel(), s.capacity);
-    }
-    if (s.owned > 0) {
-      const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
-      ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
-                flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
+    const auto from =
+        loaded ? loaded->slices.find(spec.hf_name) : std::map<std::string, Tensor>::const_iterator{};
+    if (loaded && from != loaded->slices.end()) {
+      LT_CHECK(w.empty() && from->second.numel() == s.capacity && from->second.dtype == dtype,
+               "zero3: the loaded slice of '{}' is {} {} elements (expected {} {}, and no whole tensor)",
+               spec.hf_name, from->second.numel(), dtype_name(from->second.dtype), s.capacity,
+               dtype_name(dtype));
+      ops::copy(ctx_, s.param, from->second);  // zero-padded already
+    } else {
+      ops::zero(ctx_, s.param);
+      if (s.owned > 0) {
+        const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
+        ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
+                  flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
+      }
     }
     // Re-pointed at the slot that holds the layer by each hook (acquire).
-    model::weight_of(w_new, spec) = moved(w, static_cast<char*>(slots_[0]) + s.slot_offset);
+    Tensor shape = model::spec_view(spec, nullptr, dtype);
+    shape.device = device;
+    model::weight_of(w_new, spec) = moved(shape, static_cast<char*>(slots_[0]) + s.slot_offset);
   }
+  if (masters) set_master_slices(masters);
   ops::synchronize(ctx_, device);  // the copies read the old arenas, released below
   model::bind_fused_parts(config, w_new);
   weights = w_new;
   weights_arena = std::move(new_weights);
+}
+
+void Zero3Layers::set_master_slices(const MasterSlices& masters) {
+  for (Shard& s : shards_) {
+    s.master = masters(s.spec.hf_name);
+    LT_CHECK(s.master.numel() == s.capacity, "zero3: the master slice of '{}' has {} elements, not {}",
+             s.spec.hf_name, s.master.numel(), s.capacity);
+  }
 }
 
 Tensor Zero3Layers::slot_view(const Shard& s, int slot) const {

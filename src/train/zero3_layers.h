@@ -54,11 +54,14 @@
 //
 // Model-level weights (embedding, final norm, LM head) stay whole on every rank (gradients reduce-scattered
 // at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them); frozen weights stay
-// whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors.
+// whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors. Over several
+// ranks run_training loads only the slices (train/zero3_sliced_load.h) and hands them to the constructor
+// (`loaded`), so the layers' whole weights and gradients never exist at all.
 //
 // Master weights (master_weights, and fp16 which always keeps them): a rank keeps the wide master only for
 // its slice of every trained tensor, the model-level ones too, made by DataParallel::make_master_slices
-// from the working weights before this class takes over (the same cut, c elements zero-padded: a layer
+// from the working weights before this class takes over (after it, for the sliced load: widened from its
+// slices, DataParallel::attach_layers(layers)) (the same cut, c elements zero-padded: a layer
 // tensor's Shard::master is that slice, beside the compute-dtype slice Shard::param), so no whole master
 // ever exists on the device, at set-up and on resume alike (resuming cuts the checkpoint's whole masters in
 // host memory). AdamW updates the master slice and writes the compute slice in the same pass, rounded to
@@ -83,6 +86,7 @@
 #include "ops/context.h"
 #include "train/layer_gradient_shards.h"
 #include "train/layer_rounds.h"
+#include "train/zero3_slices.h"
 
 namespace lt::train {
 
@@ -126,10 +130,17 @@ class Zero3Layers final : public LayerRounds {
   // `gradient_slices` false (AdamW in the backward, train/zero3_step_in_backward.h): no gradient slices are
   // kept; each layer's reduced blocks go to on_reduced (set_on_reduced) while they are in the gradient
   // buffer, and Shard::grad is a view of buffer 0's block (valid memory of the slice's size, never summed).
+  // `loaded` (zero3's sliced load, train/zero3_sliced_load.h): the slices of the layer tensors it names,
+  // whose tensors in `weights` and gradients in `grads` are empty (never allocated whole): they are sharded
+  // too, their slices copied from `loaded` (the same bytes a cut would give) and their gradient slices made
+  // directly. The caller may then free `loaded`.
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
               std::unique_ptr<Arena>& grads_arena, bool overlap = true, const MasterSlices& masters = {},
-              bool gradient_slices = true);
+              bool gradient_slices = true, const Zero3Slices* loaded = nullptr);
+  // With master weights made after this class took over (the sliced load: DataParallel widens them from
+  // the slices): every shard's master slice, as the constructor's `masters` gives it.
+  void set_master_slices(const MasterSlices& masters);
 
   // Without gradient slices: called once a layer's reduce-scatter is complete on the compute stream, with
   // the layer's shards (indices into shards()) and their reduced gradients ((c) elements each, this rank's

@@ -1,0 +1,38 @@
+// zero3 over several ranks without the whole model on any rank (train/zero3_layers.h): the model-level
+// tensors (embedding, final norm, LM head) and the frozen layer tensors are loaded whole, and each trained
+// layer tensor is read from the safetensors files (or drawn, random_init) alone into one reused staging
+// buffer (model::StreamedWeights) from which this rank's slice is copied; the trainer's Zero3Layers takes
+// the slices over and its gradients are made as slices (train/layer_gradient_shards.h). The slices are the
+// bytes the whole load's cut gives, so both loads train alike bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "model/weights.h"
+#include "ops/context.h"
+#include "train/run_setup.h"
+#include "train/train_config.h"
+
+namespace lt::train {
+
+// Whether a run of `config` on `world` ranks loads sliced: sharding zero3, several ranks, full or partial
+// fine-tuning of a dense base (LoRA and QLoRA keep their frozen base whole) that trains a layer tensor.
+bool loads_zero3_slices(const TrainConfig& config, const model::ModelConfig& model, int world);
+
+// The layer tensors a sliced load slices: those `trainable` selects (the others are loaded whole).
+bool zero3_sliced(const model::WeightSpec& spec, const model::TrainableFn& trainable);
+
+// base_model (config.json and safetensors, or random_init's draws from `seed`, as load_model draws them)
+// with the layer tensors `trainable` selects as this rank's slices (LoadedModel::zero3_slices; their tensors
+// in `weights` are empty). Host memory holds the whole model-level tensors and one layer tensor at a time.
+LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& model_dir, DType dtype,
+                                    bool random_init, uint64_t seed, Device device,
+                                    const model::TrainableFn& trainable, int world, int rank);
+
+// Copies this rank's elements of the whole tensor `whole` (any device) into `slice` ((c) elements, any
+// device, converted as ops::copy converts): elements [rank*c, rank*c + owned); the padding is left as is.
+void copy_own_slice(const ops::Context& ctx, const Tensor& whole, const Tensor& slice, int world, int rank);
+
+}  // namespace lt::train
