@@ -26,6 +26,9 @@
 #   single-ev, zero3-w2-ev, zero3-w2-ev-chunked   an evaluation every 4 steps over 16 held-out examples,
 #                        one process and zero3 (whose evaluation gathers layer by layer through the slots),
 #                        and zero3 chunked (chunks of SEQ/4 tokens); their evaluation losses are compared too.
+#   single-lora, zero3-w2-lora   LoRA (the default targets, q_proj and v_proj), one process and zero3, whose
+#                        ranks keep only their slices of the frozen base's layer tensors (gathered into the
+#                        slots with the layer) and the whole adapters; the final adapters are compared.
 # Each row: the largest relative difference of the per-step losses and of the final weights from its
 # reference (single, or the single-* row of the same suffix; fp32 on the GPU: the ranks' sums group
 # differently, so expect ~1e-6, not 0, and bf16/fp16 more; nccl-w1 expects 0), and the median tokens/s over
@@ -132,11 +135,14 @@ torchrun_like zero3-w2-nc-inbwd 2 zero3 "${nc_flags[@]}" --optimizer_in_backward
 run single-ev "$lt" train "$work/train.yaml" --output_dir "$work/single-ev" --val_set_size 16 --eval_steps 4
 torchrun_like zero3-w2-ev 2 zero3 --val_set_size 16 --eval_steps 4
 torchrun_like zero3-w2-ev-chunked 2 zero3 --val_set_size 16 --eval_steps 4 --chunk_size $((seq / 4))
+# LoRA under zero3: the frozen base sharded, the adapters whole.
+run single-lora "$lt" train "$work/train.yaml" --output_dir "$work/single-lora" --finetune lora
+torchrun_like zero3-w2-lora 2 zero3 --finetune lora
 names="single nccl-w1 ddp-w2 zero1-w2 zero2-w2 zero2-w2-blocking zero3-w2 zero3-w2-blocking single-bf16m"
 names="$names ddp-w2-bf16m zero1-w2-bf16m zero2-w2-bf16m zero3-w2-bf16m"
 names="$names single-fp16 zero2-w2-fp16 zero3-w2-fp16 single-lm zero2-w2-lm zero3-w2-lm"
 names="$names single-nc zero3-w2-nc zero3-w2-nc-inbwd"
-names="$names single-ev zero3-w2-ev zero3-w2-ev-chunked"
+names="$names single-ev zero3-w2-ev zero3-w2-ev-chunked single-lora zero3-w2-lora"
 if command -v mpirun > /dev/null; then
   run mpirun-ddp-w2 mpirun --allow-run-as-root --oversubscribe -np 2 \
     "$lt" train "$work/train.yaml" --output_dir "$work/mpirun-ddp-w2" --sharding ddp
@@ -158,8 +164,10 @@ def metrics(name, kind="train"):
     rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
     return [r for r in rows if r.get("type") == kind]
 
-def weights(name):
+def weights(name):  # the final model, or a LoRA run's adapter
     path = work / name / "model.safetensors"
+    if not path.exists():
+        path = work / name / "adapter_model.safetensors"
     if not path.exists():
         return None
     data = path.read_bytes()
@@ -178,7 +186,7 @@ def weights(name):
     return out
 
 def reference(name):  # single, or the single-* row of the same suffix
-    for suffix in ("bf16m", "fp16", "lm", "nc", "ev"):
+    for suffix in ("bf16m", "fp16", "lm", "nc", "ev", "lora"):
         if name.endswith("-" + suffix) or ("-" + suffix + "-") in name:
             return "single-" + suffix
     return "single"

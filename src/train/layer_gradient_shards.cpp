@@ -84,15 +84,21 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
     by_layer_[size_t(spec.layer)].push_back(slices_.size());
     slices_.push_back(std::move(s));
   }
-  auto arena = std::make_unique<Arena>("grads (layer slices)", ops::memory_resource(device),
-                                       whole_bytes + 2 * aligned(buffer_bytes) +
-                                           aligned(size_t(largest) * dtype_size(grad_dtype_)) + kAlignment);
-  // The buffers need no zeroing: receive zeroes a layer's gradient regions.
-  for (void*& buffer : buffers_)
-    buffer = arena->alloc_bytes("gradient buffer", std::max<size_t>(buffer_bytes, 1));
-  scatter_scratch_ =
-      flat(arena->alloc_bytes("reduce-scatter scratch", size_t(largest) * dtype_size(grad_dtype_)),
-           grad_dtype_, largest, device);
+  // No layer tensor trained (zero3 with frozen layers only: a LoRA run's base): no buffer, no scratch, as
+  // the footprint counts.
+  const bool any = !slices_.empty();
+  auto arena = std::make_unique<Arena>(
+      "grads (layer slices)", ops::memory_resource(device),
+      whole_bytes +
+          (any ? 2 * aligned(buffer_bytes) + aligned(size_t(largest) * dtype_size(grad_dtype_)) : 0) +
+          kAlignment);
+  if (any) {
+    // The buffers need no zeroing: receive zeroes a layer's gradient regions.
+    for (void*& buffer : buffers_) buffer = arena->alloc_bytes("gradient buffer", buffer_bytes);
+    scatter_scratch_ =
+        flat(arena->alloc_bytes("reduce-scatter scratch", size_t(largest) * dtype_size(grad_dtype_)),
+             grad_dtype_, largest, device);
+  }
   model::ModelWeights g_new = grads;
   size_t next = 0;
   for (const model::WeightSpec& spec : specs) {

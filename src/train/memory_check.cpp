@@ -102,21 +102,29 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
       s.method != model::FinetuneMethod::Lora)
     plan = plan_master_slices(std::move(plan), world, model, s);
   // zero2 over several ranks slices the layers' gradients only (the trainer's condition); zero3 also their
-  // weights, even in one process.
+  // weights, even in one process, the frozen ones too (a LoRA run's base) unless the base is 4-bit (QLoRA).
   const bool zero2_slices = sharding == dist::Sharding::Zero2 && world > 1;
-  if ((sharding != dist::Sharding::Zero3 && !zero2_slices) || s.method == model::FinetuneMethod::Lora)
+  const bool frozen = sharding == dist::Sharding::Zero3 && !s.nf4_double_quant;
+  if ((sharding != dist::Sharding::Zero3 && !zero2_slices) ||
+      (s.method == model::FinetuneMethod::Lora && !frozen))
     return plan;
   const model::TrainableFn trainable =
-      s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all) : s.trainable;
+      s.method == model::FinetuneMethod::Full ? model::TrainableFn(model::train_all)
+      : s.method == model::FinetuneMethod::Lora
+          ? model::TrainableFn([](const model::WeightSpec&) { return false; })
+          : s.trainable;
   const model::TrainableFn layer_trained = [&](const model::WeightSpec& spec) {
     return spec.layer >= 0 && trainable(spec);
   };
+  const model::TrainableFn layer_sharded = [&](const model::WeightSpec& spec) {
+    return spec.layer >= 0 && (frozen || trainable(spec));
+  };
   const DType grad_dtype = s.master_dtype.value_or(s.dtype);
   const Zero3Layers::Footprint f =
-      Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world, s.master_weights);
-  // The trained layer tensors' whole weights and gradients give way to this rank's slices (the masters are
-  // sliced above).
-  const size_t whole_weights = model::weights_bytes(model, s.dtype, layer_trained);
+      Zero3Layers::footprint(model, s.dtype, grad_dtype, trainable, world, s.master_weights, frozen);
+  // The sharded layer tensors' whole weights and the trained ones' gradients give way to this rank's slices
+  // (the masters are sliced above).
+  const size_t whole_weights = model::weights_bytes(model, s.dtype, layer_sharded);
   const size_t whole_grads = model::grads_bytes(model, grad_dtype, layer_trained);
   auto account = [&plan](const model::MemoryPlanRow& row, int64_t delta) {
     plan.by_category[size_t(row.category)] = size_t(int64_t(plan.by_category[size_t(row.category)]) + delta);
@@ -130,6 +138,7 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     size_t whole, slices;
     const char* buffer;
     size_t buffer_bytes;
+    const char* what = "trained layer tensors";
   };
   // optimizer_in_backward (zero3_step_in_backward.h): the one-process plan's one shared layer of gradients
   // gives way to zero3's gradient buffers, and no rank keeps gradient slices.
@@ -143,7 +152,8 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
                                                   : "zero3 gradient buffers (2 layers) and scatter scratch",
                                      f.grad_buffer}};
   if (!zero2_slices) {
-    resliced.push_back({"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots});
+    resliced.push_back({"weights", whole_weights, f.slices, "zero3 gather slots (2 layers)", f.slots,
+                        f.frozen_slices > 0 ? "layer tensors, trained and frozen" : "trained layer tensors"});
     resliced.push_back({"weight grads (model-level + one layer, shared)", shared_layer, 0,
                         "zero3 gradient buffers (2 layers, AdamW steps each layer there) and scatter scratch",
                         f.grad_buffer});
@@ -160,7 +170,7 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
     account(row, int64_t(r->slices) - int64_t(r->whole));
     row.bytes = row.bytes - r->whole + r->slices;
     row.name = r->slices == 0 ? std::string("weight grads (model-level)")
-                              : fmt::format("{} (trained layer tensors: 1/{} slices)", r->row, world);
+                              : fmt::format("{} ({}: 1/{} slices)", r->row, r->what, world);
     rows.push_back(row);
     if (r->buffer_bytes == 0) continue;
     rows.push_back(

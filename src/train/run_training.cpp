@@ -93,7 +93,7 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
   // layer tensors (train/zero3_sliced_load.h), so a model that fits the ranks only sharded starts.
   const int world = comm ? comm->world_size() : 1;
   std::optional<model::ModelConfig> sliced;  // the model's config when it loads sliced
-  if (config.sharding == dist::Sharding::Zero3 && world > 1 && config.finetune != Finetune::Lora) {
+  if (config.sharding == dist::Sharding::Zero3 && world > 1 && !is_qlora(config)) {
     check_not_adapter_dir(config.base_model);
     sliced = model::load_model_config(config.base_model);
     if (!loads_zero3_slices(config, *sliced, world)) sliced.reset();
@@ -104,7 +104,8 @@ TrainResult run_training(const TrainConfig& config, const TrainerHooks& hooks, d
                              uint64_t(config.seed), device, &qlora_summary);
   else if (sliced)
     model = load_zero3_sliced_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed),
-                                    device, trainable_fn(config, *sliced), world, comm->rank());
+                                    device, trainable_fn(config, *sliced), /*frozen=*/true, world,
+                                    comm->rank());
   else
     model = load_model(ctx, config.base_model, dtype, config.random_init, uint64_t(config.seed), device);
   trainable_fn(config,

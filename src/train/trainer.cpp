@@ -108,7 +108,10 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // and their gradients are made as slices (Zero3Layers takes both over at once, below); only the other
   // trained tensors get whole gradients here.
   const bool sliced_load = model_.zero3_slices != nullptr;
-  if (sliced_load) check_sliced_load(trainable);
+  // zero3 shards the frozen layer tensors too (a LoRA run's base, a partial run's untrained ones), unless
+  // the base is 4-bit (QLoRA: its packed bytes stay whole).
+  const bool zero3_frozen = model_.nf4 == nullptr;
+  if (sliced_load) check_sliced_load(trainable, zero3_frozen);
   const model::TrainableFn whole_grads = [&](const model::WeightSpec& spec) {
     return trainable(spec) && !(sliced_load && model_.zero3_slices->slices.count(spec.hf_name));
   };
@@ -126,7 +129,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
     // Its master slices (with master weights) are widened from these slices by slice_master_weights.
     zero3_ = std::make_unique<Zero3Layers>(ctx_, *comm_, mc, model_.weights, model_.arena, grads_,
                                            grad_arena_, config_.overlap_gathers, Zero3Layers::MasterSlices(),
-                                           /*gradient_slices=*/!zero3_in_backward, model_.zero3_slices.get());
+                                           /*gradient_slices=*/!zero3_in_backward, zero3_frozen,
+                                           model_.zero3_slices.get());
     model_.zero3_slices.reset();  // copied into the weights' new arena
   }
   // zero2 over several ranks: the layers' gradients become this rank's slices and two layer buffers
@@ -271,7 +275,8 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   }
   refresh_lora_compute();
   refresh_working_weights();
-  if (!zero3_ && config_.sharding == dist::Sharding::Zero3 && Zero3Layers::shards_anything(mc, trainable)) {
+  if (!zero3_ && config_.sharding == dist::Sharding::Zero3 &&
+      Zero3Layers::shards_anything(mc, trainable, zero3_frozen)) {
     // The whole load: the layer tensors are cut from the whole weights and gradients now. With master
     // weights the layer tensors' master slices are DataParallel's (zero3_layers.h).
     DataParallel& dp = *data_parallel_;
@@ -280,13 +285,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
         dp.shards_masters()
             ? Zero3Layers::MasterSlices([&dp](const std::string& n) { return dp.master_slice(n); })
             : Zero3Layers::MasterSlices(),
-        /*gradient_slices=*/!zero3_in_backward);
+        /*gradient_slices=*/!zero3_in_backward, zero3_frozen);
     dp.attach_layers(*zero3_, trainable_tensors(mc, model_.weights, grads_), *optimizer_);
   }
   if (zero3_) {
     zero3_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     rounds_ = zero3_.get();
-    if (zero3_in_backward)
+    if (zero3_in_backward && !zero3_->shards().empty())  // trained layer tensors to step (else refused below)
       zero3_in_backward_ = std::make_unique<Zero3StepInBackward>(ctx_, *comm_, *zero3_, *optimizer_, memory);
   }
   LT_CHECK(!zero3_in_backward || zero3_in_backward_,
@@ -411,7 +416,7 @@ EvalMetrics Trainer::run_eval(int64_t step, double epoch) {
   EvalShare share;
   share.rank = comm_->rank();
   share.world = comm_->world_size();
-  if (zero3_ && !zero3_->shards().empty()) {
+  if (zero3_ && zero3_->shards_any()) {
     share.hooks = zero3_->evaluation_hooks();
     share.round_passes = [this](int64_t mine) { return zero3_->evaluation_round_passes(mine); };
     share.pad_passes = [this](int64_t passes) { zero3_->pad_evaluation(passes); };

@@ -122,8 +122,8 @@ class Trainer {
   void slice_master_weights();
   void load_master_slices(const model::ModelWeights& whole);
   // zero3's sliced load (train/zero3_sliced_load.h): the model's slices must be this run's (its ranks, its
-  // trained layer tensors exactly).
-  void check_sliced_load(const model::TrainableFn& trainable) const;
+  // trained layer tensors exactly, and with `frozen` its frozen layer tensors).
+  void check_sliced_load(const model::TrainableFn& trainable, bool frozen) const;
   // Resuming the sliced load: the checkpoint's layer tensors (in `dtype`: the masters' with master
   // weights, else the model's) are read one at a time, and this rank's part of each is copied into its
   // slices (the master slice and the working slice rounded from it, or the working slice), so no whole

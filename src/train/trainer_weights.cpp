@@ -34,13 +34,14 @@ model::ModelWeights Trainer::whole_weights(std::unique_ptr<Arena>& holder) {
     for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
       const Tensor into = keep ? model::weight_of(host.weights, spec) : Tensor();
       if (data_parallel_->gather_master(spec.hf_name, into)) continue;
-      const Tensor& frozen = model::weight_of(model_.weights, spec);  // its own master
+      if (zero3_ && zero3_->gather_tensor(spec.hf_name, into)) continue;  // a frozen layer tensor's slices
+      const Tensor& frozen = model::weight_of(model_.weights, spec);      // its own master
       if (!into.empty() && !frozen.empty()) ops::copy(ctx_, into, frozen);
     }
     holder = std::move(host.arena);
     return host.weights;
   }
-  if (!zero3_ || zero3_->shards().empty()) return saved_weights();
+  if (!zero3_ || !zero3_->shards_any()) return saved_weights();
   // Written by the main rank from host memory, gathered a tensor at a time.
   model::HostWeights host = zero3_->gather_whole_on_host(comm_->is_main());
   holder = std::move(host.arena);
@@ -76,32 +77,36 @@ void Trainer::slice_master_weights() {
                                                      wide_master_dtype(model_.dtype));
 }
 
-void Trainer::check_sliced_load(const model::TrainableFn& trainable) const {
+void Trainer::check_sliced_load(const model::TrainableFn& trainable, bool frozen) const {
   const Zero3Slices& loaded = *model_.zero3_slices;
-  LT_CHECK(
-      config_.sharding == dist::Sharding::Zero3 && config_.finetune != Finetune::Lora &&
-          loaded.world == comm_->world_size() && loaded.rank == comm_->rank(),
-      "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
-      "{} of {} with sharding {} and finetune {}",
-      loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
-      name_of(kShardingNames, config_.sharding), name_of(model::kFinetuneNames, config_.finetune));
-  for (const model::WeightSpec& spec : model::weight_specs(model_.config))
-    LT_CHECK(zero3_sliced(spec, trainable) == (loaded.slices.count(spec.hf_name) > 0),
-             "zero3's sliced load: '{}' is {} but {}", spec.hf_name,
-             zero3_sliced(spec, trainable) ? "a trained layer tensor" : "not a trained layer tensor",
-             loaded.slices.count(spec.hf_name) ? "was loaded as slices" : "was loaded whole");
+  LT_CHECK(config_.sharding == dist::Sharding::Zero3 && loaded.world == comm_->world_size() &&
+               loaded.rank == comm_->rank(),
+           "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
+           "{} of {} with sharding {}",
+           loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
+           name_of(kShardingNames, config_.sharding));
+  for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
+    const bool sliced = zero3_sliced(spec, trainable, frozen);
+    const bool as_trained = loaded.slices.count(spec.hf_name) > 0, as_frozen = loaded.frozen.count(spec.hf_name) > 0;
+    LT_CHECK(sliced == (as_trained || as_frozen) && (!sliced || as_trained == trainable(spec)),
+             "zero3's sliced load: '{}' is {} but was loaded {}", spec.hf_name,
+             !sliced ? "not sharded" : trainable(spec) ? "a trained layer tensor" : "a frozen layer tensor",
+             as_trained ? "as a trained slice" : as_frozen ? "as a frozen slice" : "whole");
+  }
 }
 
 model::StreamedWeights Trainer::resume_streamed(DType dtype) {
-  std::map<std::string, Tensor> working;  // each sharded tensor's working slice
-  for (const Zero3Layers::Shard& s : zero3_->shards()) working.emplace(s.spec.hf_name, s.param);
+  std::map<std::string, Tensor> working;  // each sharded tensor's working slice, trained or frozen
+  for (const std::vector<Zero3Layers::Shard>* kind : {&zero3_->shards(), &zero3_->frozen_shards()})
+    for (const Zero3Layers::Shard& s : *kind) working.emplace(s.spec.hf_name, s.param);
   return {.held = [working](const model::WeightSpec& spec) { return !working.count(spec.hf_name); },
           .dtype = dtype,
           .device = Device::CPU,
           .consume =
               [this, working](const model::WeightSpec& spec, const Tensor& whole) {
-                // The master slice, then the working slice rounded to nearest from the same elements (as
-                // load_master_slices rounds the whole working weights).
+                // The master slice (a trained tensor's, with master weights), then the working slice
+                // rounded to nearest from the same elements (as load_master_slices rounds the whole working
+                // weights).
                 data_parallel_->load_master(spec.hf_name, whole);
                 copy_own_slice(ctx_, whole, working.at(spec.hf_name), comm_->world_size(), comm_->rank());
               }};

@@ -11,28 +11,34 @@ namespace lt::train {
 using namespace slice_layout;
 namespace {
 
-bool sharded(const model::WeightSpec& spec, const model::ModelWeights& grads) {
+bool trained(const model::WeightSpec& spec, const model::ModelWeights& grads) {
   return spec.layer >= 0 && !model::weight_of(grads, spec).empty();
 }
 
 }  // namespace
 
-bool Zero3Layers::shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable) {
+bool Zero3Layers::shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable,
+                                  bool frozen) {
+  if (frozen)
+    for (const model::WeightSpec& spec : model::weight_specs(config))
+      if (spec.layer >= 0) return true;
   return LayerGradientShards::slices_anything(config, trainable);
 }
 
 Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, DType dtype, DType grad_dtype,
                                               const model::TrainableFn& trainable, int world,
-                                              std::optional<DType> master) {
+                                              std::optional<DType> master, bool frozen) {
   const LayerGradientShards::Footprint gradients =
       LayerGradientShards::footprint(config, grad_dtype, trainable, world);
   Footprint f{.grad_slices = gradients.slices, .grad_buffer = gradients.buffers};
   std::vector<size_t> slot(size_t(config.num_layers), 0);
   for (const model::WeightSpec& spec : model::weight_specs(config)) {
-    if (spec.layer < 0 || !trainable(spec)) continue;
+    const bool trains = trainable(spec);
+    if (spec.layer < 0 || (!trains && !frozen)) continue;
     const int64_t c = capacity_of(spec.numel(), world);
     f.slices += aligned(size_t(c) * dtype_size(dtype));
-    if (master) f.master_slices += aligned(size_t(c) * dtype_size(*master));
+    if (!trains) f.frozen_slices += aligned(size_t(c) * dtype_size(dtype));
+    if (master && trains) f.master_slices += aligned(size_t(c) * dtype_size(*master));
     slot[size_t(spec.layer)] += aligned(size_t(c * world) * dtype_size(dtype));
   }
   f.slots = 2 * *std::max_element(slot.begin(), slot.end());
@@ -42,7 +48,8 @@ Zero3Layers::Footprint Zero3Layers::footprint(const model::ModelConfig& config, 
 Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
                          model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena,
                          model::ModelWeights& grads, std::unique_ptr<Arena>& grads_arena, bool overlap,
-                         const MasterSlices& masters, bool gradient_slices, const Zero3Slices* loaded)
+                         const MasterSlices& masters, bool gradient_slices, bool frozen,
+                         const Zero3Slices* loaded)
     : ctx_(ctx),
       comm_(comm),
       config_(config),
@@ -66,23 +73,40 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
   by_layer_.resize(size_t(config.num_layers));
   std::vector<size_t> slot_used(size_t(config.num_layers), 0);
   size_t weight_bytes = 0, slot_bytes = 0;
+  // A frozen layer tensor loaded as this rank's slice (the sliced load), or nullptr.
+  auto loaded_frozen = [&](const model::WeightSpec& spec) -> const Tensor* {
+    if (!loaded) return nullptr;
+    const auto it = loaded->frozen.find(spec.hf_name);
+    return it == loaded->frozen.end() ? nullptr : &it->second;
+  };
+  // Sharded: a trained layer tensor, or (`frozen`) a frozen one the weights hold or the load sliced.
+  auto sharded = [&](const model::WeightSpec& spec) {
+    return trained(spec, grads) ||
+           (frozen && spec.layer >= 0 &&
+            (!model::weight_of(weights, spec).empty() || loaded_frozen(spec) != nullptr));
+  };
   for (const model::WeightSpec& spec : specs) {
     const Tensor& w = model::weight_of(weights, spec);
-    if (!sharded(spec, grads)) {
+    if (!sharded(spec)) {
       if (!w.empty()) weight_bytes += aligned(w.bytes());
       continue;
     }
     Shard s{.spec = spec, .numel = spec.numel(), .capacity = capacity_of(spec.numel(), world)};
     s.owned = std::clamp<int64_t>(s.numel - comm.rank() * s.capacity, 0, s.capacity);
-    s.grad = gradients_.slices()[shards_.size()].grad;  // the same tensors in the same order
     size_t& slot = slot_used[size_t(spec.layer)];
     s.slot_offset = slot;
     slot += aligned(size_t(s.capacity * world) * dtype_size(dtype));
     slot_bytes = std::max(slot_bytes, slot);
     weight_bytes += aligned(size_t(s.capacity) * dtype_size(dtype));
-    by_layer_[size_t(spec.layer)].push_back(shards_.size());
+    if (!trained(spec, grads)) {
+      frozen_.push_back(std::move(s));
+      continue;
+    }
+    s.grad = gradients_.slices()[shards_.size()].grad;  // the same tensors in the same order
     shards_.push_back(std::move(s));
   }
+  for (const std::vector<Shard>* kind : {&shards_, &frozen_})  // complete: the addresses stay
+    for (const Shard& s : *kind) by_layer_[size_t(s.spec.layer)].push_back(&s);
   MemoryResource& memory = ops::memory_resource(device);
   auto new_weights = std::make_unique<Arena>("weights (zero3 slices)", memory,
                                              weight_bytes + 2 * aligned(slot_bytes) + kAlignment);
@@ -91,27 +115,29 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
     slot = new_weights->alloc_bytes("zero3 gather slot", std::max<size_t>(slot_bytes, 1));
   // Every tensor moves: the slices are cut from the whole tensors, the others copied whole.
   model::ModelWeights w_new = weights;
-  size_t next = 0;
+  size_t next_trained = 0, next_frozen = 0;
   for (const model::WeightSpec& spec : specs) {
     const Tensor& w = model::weight_of(weights, spec);
-    if (!sharded(spec, grads)) {
+    if (!sharded(spec)) {
       if (!w.empty()) {
         model::weight_of(w_new, spec) = moved(w, new_weights->alloc_bytes(spec.hf_name, w.bytes()));
         ops::copy(ctx_, model::weight_of(w_new, spec), w);
       }
       continue;
     }
-    Shard& s = shards_[next++];
+    Shard& s = trained(spec, grads) ? shards_[next_trained++] : frozen_[next_frozen++];
     s.param = flat(new_weights->alloc_bytes(spec.hf_name, size_t(s.capacity) * dtype_size(dtype)), dtype,
                    s.capacity, device);
-    const auto from =
-        loaded ? loaded->slices.find(spec.hf_name) : std::map<std::string, Tensor>::const_iterator{};
-    if (loaded && from != loaded->slices.end()) {
-      LT_CHECK(w.empty() && from->second.numel() == s.capacity && from->second.dtype == dtype,
+    const Tensor* from = nullptr;  // this rank's slice as the sliced load made it
+    if (loaded) {
+      const auto it = loaded->slices.find(spec.hf_name);
+      from = it != loaded->slices.end() ? &it->second : loaded_frozen(spec);
+    }
+    if (from) {
+      LT_CHECK(w.empty() && from->numel() == s.capacity && from->dtype == dtype,
                "zero3: the loaded slice of '{}' is {} {} elements (expected {} {}, and no whole tensor)",
-               spec.hf_name, from->second.numel(), dtype_name(from->second.dtype), s.capacity,
-               dtype_name(dtype));
-      ops::copy(ctx_, s.param, from->second);  // zero-padded already
+               spec.hf_name, from->numel(), dtype_name(from->dtype), s.capacity, dtype_name(dtype));
+      ops::copy(ctx_, s.param, *from);  // zero-padded already
     } else {
       ops::zero(ctx_, s.param);
       if (s.owned > 0) {
@@ -152,8 +178,8 @@ int Zero3Layers::slot_holding(int64_t layer) const {
 }
 
 void Zero3Layers::issue_gather(int64_t layer, int slot, bool overlapped) {
-  for (size_t i : by_layer_[size_t(layer)]) {
-    const Shard& s = shards_[i];
+  for (const Shard* shard : by_layer_[size_t(layer)]) {
+    const Shard& s = *shard;
     if (overlapped)
       comm_.all_gather_overlapped(s.param, slot_view(s, slot));
     else
@@ -181,9 +207,8 @@ int Zero3Layers::take(int64_t layer) {
     comm_.wait_overlapped();  // the compute stream waits for the prefetch (and anything issued before it)
     slot_pending_[0] = slot_pending_[1] = false;
   }
-  for (size_t i : by_layer_[size_t(layer)]) {
-    const Shard& s = shards_[i];
-    model::weight_of(weights_, s.spec).data = static_cast<char*>(slots_[slot]) + s.slot_offset;
+  for (const Shard* s : by_layer_[size_t(layer)]) {
+    model::weight_of(weights_, s->spec).data = static_cast<char*>(slots_[slot]) + s->slot_offset;
   }
   model::bind_fused_parts(config_, weights_);  // a fused weight's parts are views of its rows
   current_slot_ = slot;
@@ -288,37 +313,56 @@ void Zero3Layers::weights_changed() {
   slot_layer_[0] = slot_layer_[1] = -1;
 }
 
+size_t Zero3Layers::largest_gathered_bytes() const {
+  size_t largest = 0;
+  for (const std::vector<Shard>* kind : {&shards_, &frozen_})
+    for (const Shard& s : *kind)
+      largest = std::max(largest, size_t(s.capacity * comm_.world_size()) * dtype_size(s.param.dtype));
+  return largest;
+}
+
+const Zero3Layers::Shard* Zero3Layers::shard_named(const std::string& name) const {
+  for (const std::vector<Shard>* kind : {&shards_, &frozen_})
+    for (const Shard& s : *kind)
+      if (s.spec.hf_name == name) return &s;
+  return nullptr;
+}
+
+void Zero3Layers::gather_into(const Shard& s, void* staging, const Tensor& into) {
+  const Tensor& slice = s.param;
+  comm_.all_gather(slice, flat(staging, slice.dtype, s.capacity * comm_.world_size(), slice.device));
+  // The first n of the world * c gathered elements are the tensor (the last slice is padded).
+  if (!into.empty())
+    ops::copy(ctx_, into.reshaped({s.numel}), flat(staging, slice.dtype, s.numel, slice.device));
+}
+
+bool Zero3Layers::gather_tensor(const std::string& name, const Tensor& into) {
+  const Shard* s = shard_named(name);
+  if (s == nullptr) return false;
+  const size_t bytes = size_t(s->capacity * comm_.world_size()) * dtype_size(s->param.dtype);
+  Arena staging("zero3 gathered tensor", ops::memory_resource(s->param.device), bytes + kAlignment);
+  gather_into(*s, staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(bytes, 1)), into);
+  ops::synchronize(ctx_, s->param.device);  // the copy reads the staging, released below
+  return true;
+}
+
 model::HostWeights Zero3Layers::gather_whole_on_host(bool keep) {
   const model::ModelWeights& from = weights_;
-  const int64_t world = comm_.world_size();
-  size_t largest = 0;
-  for (const Shard& s : shards_)
-    largest = std::max(largest, size_t(s.capacity * world) * dtype_size(s.param.dtype));
-  const Device device = shards_.empty() ? from.embed.device : shards_.front().param.device;  // the slices'
+  const size_t largest = largest_gathered_bytes();
+  const Device device = shards_.empty() ? (frozen_.empty() ? from.embed.device : frozen_.front().param.device)
+                                        : shards_.front().param.device;  // the slices'
   Arena staging("zero3 gathered tensor", ops::memory_resource(device), largest + kAlignment);
   void* gathered = staging.alloc_bytes("zero3 gathered tensor", std::max<size_t>(largest, 1));
   model::HostWeights host;
   if (keep) host = model::host_allocation(config_, from.dtype);
-  std::vector<const Shard*> shard_of_spec;  // weight_specs order: the shard of each spec, or nullptr
-  const std::vector<model::WeightSpec> specs = model::weight_specs(config_);
-  for (const model::WeightSpec& spec : specs) {
-    const auto s = std::find_if(shards_.begin(), shards_.end(),
-                                [&](const Shard& sh) { return sh.spec.hf_name == spec.hf_name; });
-    shard_of_spec.push_back(s == shards_.end() ? nullptr : &*s);
-  }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const Tensor dst = keep ? model::weight_of(host.weights, specs[i]) : Tensor();
-    const Shard* s = shard_of_spec[i];
-    if (s == nullptr) {
-      const Tensor& src = model::weight_of(from, specs[i]);
-      if (!dst.empty() && !src.empty()) ops::copy(ctx_, dst, src);
+  for (const model::WeightSpec& spec : model::weight_specs(config_)) {
+    const Tensor dst = keep ? model::weight_of(host.weights, spec) : Tensor();
+    if (const Shard* s = shard_named(spec.hf_name)) {
+      gather_into(*s, gathered, dst);
       continue;
     }
-    const Tensor& slice = s->param;
-    comm_.all_gather(slice, flat(gathered, slice.dtype, s->capacity * world, device));
-    // The first n of the world * c gathered elements are the tensor (the last slice is padded).
-    if (!dst.empty())
-      ops::copy(ctx_, dst.reshaped({s->numel}), flat(gathered, slice.dtype, s->numel, device));
+    const Tensor& src = model::weight_of(from, spec);
+    if (!dst.empty() && !src.empty()) ops::copy(ctx_, dst, src);
   }
   return host;
 }

@@ -52,11 +52,17 @@
 // same collectives whatever a rank's chunk count: its rounds need no agreement on chunks and no padding
 // after the forward, and a rank without a micro-batch pads with one pass.
 //
+// Frozen layer tensors (`frozen` on: a LoRA run's dense base, a partial run's untrained layer tensors) are
+// sharded the same way (the same cut, gathered into the slots with their layer) but have no gradient (the
+// gradient half never sees them: no buffer region, no reduce-scatter), no optimizer state and no master; they
+// are frozen_shards(), apart from shards() (the trained ones, whose order is the gradient slices'). A 4-bit
+// base (QLoRA) is not dense: the trainer leaves `frozen` off and it stays whole.
+//
 // Model-level weights (embedding, final norm, LM head) stay whole on every rank (gradients reduce-scattered
-// at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them); frozen weights stay
-// whole. The weights' and gradients' arenas are rebuilt without the layers' whole tensors. Over several
-// ranks run_training loads only the slices (train/zero3_sliced_load.h) and hands them to the constructor
-// (`loaded`), so the layers' whole weights and gradients never exist at all.
+// at the step's end, AdamW on slices, the updated slices all-gathered: zero2 for them). The weights' and
+// gradients' arenas are rebuilt without the layers' whole tensors. Over several ranks run_training loads
+// only the slices (train/zero3_sliced_load.h) and hands them to the constructor (`loaded`), so the layers'
+// whole weights (trained and frozen) and gradients never exist at all.
 //
 // Master weights (master_weights, and fp16 which always keeps them): a rank keeps the wide master only for
 // its slice of every trained tensor, the model-level ones too, made by DataParallel::make_master_slices
@@ -103,17 +109,20 @@ class Zero3Layers final : public LayerRounds {
     size_t slot_offset = 0;           // bytes into a gather slot: world * c elements
   };
 
-  // Whether `trainable` selects any layer tensor of `config` (else zero3 shards nothing here).
-  static bool shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable);
-  // The bytes per rank: the slices and gradient slices of every trained layer tensor, two gather slots,
-  // two gradient buffers and the reduce-scatter scratch (for the memory plan).
-  // `master`: the master weights' dtype (master_slices counts their slices).
+  // Whether `trainable` selects any layer tensor of `config` (`frozen`: or the model has any layer tensor,
+  // sharded frozen), else zero3 shards nothing here.
+  static bool shards_anything(const model::ModelConfig& config, const model::TrainableFn& trainable,
+                              bool frozen = false);
+  // The bytes per rank: the slices and gradient slices of every trained layer tensor (`frozen`: the slices
+  // of the frozen ones too, which have no gradient), two gather slots, two gradient buffers and the
+  // reduce-scatter scratch (for the memory plan). `master`: the master weights' dtype (master_slices counts
+  // their slices). frozen_slices: the frozen tensors' share of `slices`.
   struct Footprint {
-    size_t slices = 0, grad_slices = 0, slots = 0, grad_buffer = 0, master_slices = 0;
+    size_t slices = 0, grad_slices = 0, slots = 0, grad_buffer = 0, master_slices = 0, frozen_slices = 0;
   };
   static Footprint footprint(const model::ModelConfig& config, DType dtype, DType grad_dtype,
                              const model::TrainableFn& trainable, int world,
-                             std::optional<DType> master = std::nullopt);
+                             std::optional<DType> master = std::nullopt, bool frozen = false);
 
   // With master weights: this rank's wide master slice of the trained tensor `name` (c elements,
   // zero-padded past the slice: DataParallel::master_slice), which becomes its Shard::master.
@@ -130,16 +139,18 @@ class Zero3Layers final : public LayerRounds {
   // `gradient_slices` false (AdamW in the backward, train/zero3_step_in_backward.h): no gradient slices are
   // kept; each layer's reduced blocks go to on_reduced (set_on_reduced) while they are in the gradient
   // buffer, and Shard::grad is a view of buffer 0's block (valid memory of the slice's size, never summed).
+  // `frozen`: the layer tensors without a gradient (present in `weights`, or in loaded->frozen) are sharded
+  // too (frozen_shards).
   // `loaded` (zero3's sliced load, train/zero3_sliced_load.h): the slices of the layer tensors it names,
   // whose tensors in `weights` and gradients in `grads` are empty (never allocated whole): they are sharded
-  // too, their slices copied from `loaded` (the same bytes a cut would give) and their gradient slices made
-  // directly. The caller may then free `loaded`.
+  // too, their slices copied from `loaded` (the same bytes a cut would give) and the trained ones' gradient
+  // slices made directly. The caller may then free `loaded`.
   Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, const model::ModelConfig& config,
               model::ModelWeights& weights, std::unique_ptr<Arena>& weights_arena, model::ModelWeights& grads,
               std::unique_ptr<Arena>& grads_arena, bool overlap = true, const MasterSlices& masters = {},
-              bool gradient_slices = true, const Zero3Slices* loaded = nullptr);
+              bool gradient_slices = true, bool frozen = false, const Zero3Slices* loaded = nullptr);
   // With master weights made after this class took over (the sliced load: DataParallel widens them from
-  // the slices): every shard's master slice, as the constructor's `masters` gives it.
+  // the slices): every trained shard's master slice, as the constructor's `masters` gives it.
   void set_master_slices(const MasterSlices& masters);
 
   // Without gradient slices: called once a layer's reduce-scatter is complete on the compute stream, with
@@ -150,7 +161,10 @@ class Zero3Layers final : public LayerRounds {
   void set_on_reduced(ReducedFn fn) { gradients_.set_on_reduced(std::move(fn)); }
   bool keeps_gradient_slices() const { return gradients_.keeps_slices(); }
 
-  const std::vector<Shard>& shards() const { return shards_; }
+  const std::vector<Shard>& shards() const { return shards_; }  // the trained layer tensors
+  // The frozen layer tensors' slices (Shard::grad and Shard::master empty).
+  const std::vector<Shard>& frozen_shards() const { return frozen_; }
+  bool shards_any() const { return !shards_.empty() || !frozen_.empty(); }
   // LayerRounds (train/layer_rounds.h): after the step's last round (begin_step's `rounds`) nothing is
   // prefetched; pad_passes issues the same gathers and reduce-scatters of zeros.
   model::LayerHooks hooks() override;
@@ -185,6 +199,10 @@ class Zero3Layers final : public LayerRounds {
   // that fits only sharded is written too). `keep` false (the ranks that do not write): they take part in
   // the gathers and get nothing.
   model::HostWeights gather_whole_on_host(bool keep);
+  // One sharded tensor (trained or frozen) gathered whole into `into` (a collective; `into` empty: the rank
+  // takes part and gets nothing; a different dtype is converted as ops::copy converts). False: `name` is not
+  // sharded here (nothing is issued).
+  bool gather_tensor(const std::string& name, const Tensor& into);
 
  private:
   ops::Context ctx_;  // the context of its ops
@@ -199,14 +217,19 @@ class Zero3Layers final : public LayerRounds {
   int64_t next_after_backward(int64_t layer);
   void before_forward(int64_t layer);
   void before_backward(int64_t layer);
-  Tensor slot_view(const Shard& s, int slot) const;  // (world * c) elements in the slot
+  Tensor slot_view(const Shard& s, int slot) const;         // (world * c) elements in the slot
+  const Shard* shard_named(const std::string& name) const;  // trained or frozen; nullptr: not sharded
+  // `s` gathered into `staging` ((world * c) elements or more) and its first n elements copied into `into`.
+  void gather_into(const Shard& s, void* staging, const Tensor& into);
+  size_t largest_gathered_bytes() const;
 
   dist::Communicator& comm_;
   const model::ModelConfig& config_;
   model::ModelWeights& weights_;
-  LayerGradientShards gradients_;              // the gradient slices, in the same order as shards_
-  std::vector<Shard> shards_;                  // weight_specs order
-  std::vector<std::vector<size_t>> by_layer_;  // (L) indices into shards_
+  LayerGradientShards gradients_;                    // the gradient slices, in the same order as shards_
+  std::vector<Shard> shards_;                        // the trained ones, weight_specs order
+  std::vector<Shard> frozen_;                        // the frozen ones, weight_specs order
+  std::vector<std::vector<const Shard*>> by_layer_;  // (L) the layer's shards, trained and frozen
   void* slots_[2] = {nullptr, nullptr};
   bool overlap_;
   bool layer_major_ = false;

@@ -17,12 +17,12 @@ namespace lt::train {
 using namespace slice_layout;
 
 bool loads_zero3_slices(const TrainConfig& config, const model::ModelConfig& model, int world) {
-  return config.sharding == dist::Sharding::Zero3 && world > 1 && config.finetune != Finetune::Lora &&
-         !is_qlora(config) && Zero3Layers::shards_anything(model, trainable_fn(config, model));
+  return config.sharding == dist::Sharding::Zero3 && world > 1 && !is_qlora(config) &&
+         Zero3Layers::shards_anything(model, trainable_fn(config, model), /*frozen=*/true);
 }
 
-bool zero3_sliced(const model::WeightSpec& spec, const model::TrainableFn& trainable) {
-  return spec.layer >= 0 && trainable(spec);
+bool zero3_sliced(const model::WeightSpec& spec, const model::TrainableFn& trainable, bool frozen) {
+  return spec.layer >= 0 && (frozen || trainable(spec));
 }
 
 void copy_own_slice(const ops::Context& ctx, const Tensor& whole, const Tensor& slice, int world, int rank) {
@@ -38,14 +38,14 @@ void copy_own_slice(const ops::Context& ctx, const Tensor& whole, const Tensor& 
 
 LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& model_dir, DType dtype,
                                     bool random_init, uint64_t seed, Device device,
-                                    const model::TrainableFn& trainable, int world, int rank) {
+                                    const model::TrainableFn& trainable, bool frozen, int world, int rank) {
   check_not_adapter_dir(model_dir);
   LoadedModel m;
   m.config = model::load_model_config(model_dir);
   m.dtype = dtype;
   m.device = device;
-  const model::TrainableFn held = [trainable](const model::WeightSpec& spec) {
-    return !zero3_sliced(spec, trainable);
+  const model::TrainableFn held = [trainable, frozen](const model::WeightSpec& spec) {
+    return !zero3_sliced(spec, trainable, frozen);
   };
   // The slices first, zeroed (the padding past a slice gathers as zeros).
   auto slices = std::make_unique<Zero3Slices>();
@@ -63,11 +63,13 @@ LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& 
     const Tensor t =
         flat(slices->arena->alloc_bytes(spec.hf_name, size_t(c) * dtype_size(dtype)), dtype, c, device);
     ops::zero(ctx, t);
-    slices->slices.emplace(spec.hf_name, t);
+    (trainable(spec) ? slices->slices : slices->frozen).emplace(spec.hf_name, t);
   }
   Zero3Slices& into = *slices;
   auto consume = [&ctx, &into, world, rank](const model::WeightSpec& spec, const Tensor& whole) {
-    copy_own_slice(ctx, whole, into.slices.at(spec.hf_name), world, rank);
+    const auto trained = into.slices.find(spec.hf_name);
+    copy_own_slice(ctx, whole, trained != into.slices.end() ? trained->second : into.frozen.at(spec.hf_name),
+                   world, rank);
   };
   // A GPU run's random weights are drawn on the GPU, as load_model draws them (the same values).
   if (random_init && device != Device::CPU) {

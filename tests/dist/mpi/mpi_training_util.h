@@ -18,6 +18,7 @@
 #include "io/json_file.h"
 #include "support/test_support.h"
 #include "train/lora_test_util.h"
+#include "train/metrics_log.h"
 #include "train/rank_zero.h"
 #include "train/train_config.h"
 #include "train/train_test_util.h"
@@ -116,6 +117,18 @@ inline void expect_losses_close(const std::vector<double>& got, const std::vecto
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_LE(std::abs(got[i] - want[i]), tolerance * std::abs(want[i])) << "step " << i + 1;
+}
+
+// Every evaluation at the reference's step, on its token count, its loss within `tolerance` relative.
+inline void expect_evals_close(const std::vector<EvalMetrics>& got, const std::vector<EvalMetrics>& want,
+                               double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].step, want[i].step);
+    EXPECT_EQ(got[i].eval_tokens, want[i].eval_tokens);
+    EXPECT_LE(std::abs(got[i].eval_loss - want[i].eval_loss), tolerance * std::abs(want[i].eval_loss))
+        << "evaluation " << i;
+  }
 }
 
 // A checkpoint's f64 masters against the final f32 weights of an fp32 run with master weights: every weight

@@ -75,13 +75,17 @@ class MpiZero3SlicedLoad : public MpiTinyRun {
     return r;
   }
 
+  // `finetune` "lora": the final adapters are compared, and the checkpoints' adapters.
   void expect_same(const TrainResult& got, const std::string& got_dir, const TrainResult& want,
-                   const std::string& want_dir, bool checkpoints) {
+                   const std::string& want_dir, bool checkpoints, const std::string& finetune = "full") {
     EXPECT_EQ(got.losses, want.losses);
     ASSERT_EQ(got.evals.size(), want.evals.size());
     for (size_t i = 0; i < got.evals.size(); ++i) EXPECT_EQ(got.evals[i].eval_loss, want.evals[i].eval_loss);
-    expect_close(final_tensors(got_dir, "full"), final_tensors(want_dir, "full"), 0.0);
-    if (checkpoints)
+    expect_close(final_tensors(got_dir, finetune), final_tensors(want_dir, finetune), 0.0);
+    if (checkpoints && finetune == "lora")
+      expect_close(final_tensors(got_dir + "/checkpoint-2", "lora"),
+                   final_tensors(want_dir + "/checkpoint-2", "lora"), 0.0);
+    else if (checkpoints)
       expect_close(test::read_checkpoint_f64(got_dir + "/checkpoint-2"),
                    test::read_checkpoint_f64(want_dir + "/checkpoint-2"), 0.0);
   }
@@ -93,10 +97,12 @@ struct Variant {
   bool masters = false;
   bool partial = false;
   bool chunked = false;
+  bool lora = false;  // LoRA on the dense base: every layer tensor loaded as a frozen slice
 };
 
-// Full and partial fine-tuning, safetensors weights and random_init, f64 masters of an fp32 run, and uneven
-// chunked rounds with evaluations; accumulation (two micro-batches a rank on two ranks) and clipping in all.
+// Full, partial and LoRA fine-tuning, safetensors weights and random_init, f64 masters of an fp32 run, and
+// uneven chunked rounds with evaluations; accumulation (two micro-batches a rank on two ranks) and clipping
+// in all.
 TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
   const std::vector<Variant> variants = {{.name = "weights"},
                                          {.name = "random", .weights = false},
@@ -107,11 +113,13 @@ TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
                                           .weights = false,
                                           .masters = true,
                                           .partial = true,
-                                          .chunked = true}};
+                                          .chunked = true},
+                                         {.name = "lora", .lora = true},
+                                         {.name = "lora-random-chunked", .weights = false, .chunked = true, .lora = true}};
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
     auto config = [&](const std::string& run) {
-      TrainConfig c = base_config(dir_->path(), "full");
+      TrainConfig c = base_config(dir_->path(), v.lora ? "lora" : "full");
       if (v.weights) {
         c.base_model = dir_->file("weights-model");
         c.random_init = false;
@@ -138,19 +146,27 @@ TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
     const TrainConfig whole = config("whole");
     const TrainResult w = run_whole(whole);
     if (!comm_->is_main()) continue;
-    expect_same(r, sliced.output_dir, w, whole.output_dir, /*checkpoints=*/true);
-    expect_like_one_process(r, sliced.output_dir, reference, dir_->file(v.name + "-single"),
-                            v.masters ? kF32Tolerance : kTolerance);
+    expect_same(r, sliced.output_dir, w, whole.output_dir, /*checkpoints=*/true, v.lora ? "lora" : "full");
+    if (v.lora) {
+      expect_losses_close(r.losses, reference.losses, kTolerance);
+      expect_close(final_tensors(sliced.output_dir, "lora"), final_tensors(dir_->file(v.name + "-single"), "lora"),
+                   kTolerance);
+    } else {
+      expect_like_one_process(r, sliced.output_dir, reference, dir_->file(v.name + "-single"),
+                              v.masters ? kF32Tolerance : kTolerance);
+    }
   }
 }
 
 // Resumed from its own (sharded) checkpoint on the same ranks: the uninterrupted run's last steps bit for
 // bit. Resumed from one process's checkpoint (whole optimizer state, another world size): the whole load's
-// resume bit for bit and the uninterrupted one-process run within the tolerance. Without and with masters.
+// resume bit for bit and the uninterrupted one-process run within the tolerance. Without and with masters,
+// and partial with masters.
 TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
-  for (const bool masters : {false, true}) {
-    SCOPED_TRACE(masters ? "masters" : "plain");
-    const std::string tag = masters ? "masters-" : "plain-";
+  // partial: the layers' norms frozen, read at resume into their frozen slices too.
+  for (const auto& [masters, partial] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    const std::string tag = std::string(masters ? "masters-" : "plain-") + (partial ? "partial-" : "");
+    SCOPED_TRACE(tag);
     auto config = [&](const std::string& run) {
       TrainConfig c = base_config(dir_->path(), "full");
       c.base_model = dir_->file("weights-model");
@@ -158,6 +174,10 @@ TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
       if (masters) {
         c.precision = Precision::Fp32;
         c.master_weights = true;
+      }
+      if (partial) {
+        c.finetune = model::Finetune::Partial;
+        c.trainable = {"attention", "mlp"};
       }
       c.save_steps = 2;
       apply_overrides(c, {"--sharding", "zero3"});
@@ -221,7 +241,7 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
     c.base_model = deep;
     if (finetune == "partial") {
       c.finetune = model::Finetune::Partial;
-      c.trainable = {"attention", "mlp"};  // the norms stay whole and frozen
+      c.trainable = {"attention", "mlp"};  // the layers' norms frozen (sharded too), the final norm whole
     }
     apply_overrides(c, {"--sharding", "zero3"});
     const model::ModelConfig mc = model::load_model_config(deep);
@@ -229,7 +249,7 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
     size_t moved = 0, largest = 0, layer_bytes = 0;
     for (const model::WeightSpec& spec : model::weight_specs(mc)) {
       const size_t bytes = size_t(spec.numel()) * 8;  // f64
-      if (zero3_sliced(spec, trainable)) {
+      if (zero3_sliced(spec, trainable, /*frozen=*/true)) {
         moved += aligned(size_t(capacity_of(spec.numel(), world)) * 8);  // the slice
         largest = std::max(largest, bytes);
         layer_bytes += bytes;
@@ -249,7 +269,7 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
       {
         LoadedModel model =
             sliced ? load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed),
-                                             Device::CPU, trainable, world, comm_->rank())
+                                             Device::CPU, trainable, /*frozen=*/true, world, comm_->rank())
                    : load_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed));
         data::Dataset d = load_training_data(c, nullptr, model.config);
         const Trainer trainer(c, model, d.examples, {}, 0, nullptr, comm_.get());
