@@ -105,15 +105,22 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
   // micro-batches does not round in bf16.
   const DType grad_dtype = master_dtype(model_.dtype);
   // zero3's sliced load (train/zero3_sliced_load.h): the trained layer tensors arrive as this rank's slices
-  // and their gradients are made as slices (Zero3Layers takes both over at once, below); only the other
-  // trained tensors get whole gradients here.
+  // and their gradients are made as slices (Zero3Layers takes both over at once, below); zero2 over several
+  // ranks makes the trained layer tensors' gradients as slices too (layer_gradient_shards.h); only the other
+  // trained tensors get whole gradients here, so no rank ever holds the layers' whole gradients.
   const bool sliced_load = model_.zero3_slices != nullptr;
+  const bool zero2_slices = config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
+                            LayerGradientShards::slices_anything(mc, trainable);
+  const model::TrainableFn zero2_sliced = [&](const model::WeightSpec& spec) {
+    return zero2_slices && spec.layer >= 0 && trainable(spec);
+  };
   // zero3 shards the frozen layer tensors too (a LoRA run's base, a partial run's untrained ones), unless
   // the base is 4-bit (QLoRA: its packed bytes stay whole).
   const bool zero3_frozen = model_.nf4 == nullptr;
   if (sliced_load) check_sliced_load(trainable, zero3_frozen);
   const model::TrainableFn whole_grads = [&](const model::WeightSpec& spec) {
-    return trainable(spec) && !(sliced_load && model_.zero3_slices->slices.count(spec.hf_name));
+    return trainable(spec) && !zero2_sliced(spec) &&
+           !(sliced_load && model_.zero3_slices->slices.count(spec.hf_name));
   };
   if (config_.optimizer_in_backward && !zero3_in_backward) {
     grad_arena_ = std::make_unique<Arena>(
@@ -133,13 +140,13 @@ Trainer::Trainer(const TrainConfig& config, LoadedModel& model, std::vector<data
                                            model_.zero3_slices.get());
     model_.zero3_slices.reset();  // copied into the weights' new arena
   }
-  // zero2 over several ranks: the layers' gradients become this rank's slices and two layer buffers
-  // (layer_gradient_shards.h) before anything else is allocated, so the whole gradients never coexist with
-  // the optimizer state or the activations. One process keeps them whole (its slice is the whole tensor).
-  if (config_.sharding == dist::Sharding::Zero2 && comm_->world_size() > 1 &&
-      LayerGradientShards::slices_anything(mc, trainable)) {
-    layer_grads_ =
-        std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_, config_.overlap_gathers);
+  // zero2 over several ranks: the layers' gradients are made as this rank's slices and two layer buffers
+  // (layer_gradient_shards.h) before anything else is allocated. One process keeps them whole (its slice is
+  // the whole tensor).
+  if (zero2_slices) {
+    layer_grads_ = std::make_unique<LayerGradientShards>(ctx_, *comm_, mc, grads_, grad_arena_,
+                                                         config_.overlap_gathers, /*keep_slices=*/true,
+                                                         zero2_sliced);
     layer_grads_->set_layer_major(config_.schedule == model::ScheduleOrder::LayerMajor);
     rounds_ = layer_grads_.get();
   }
