@@ -33,7 +33,6 @@ constexpr const char* kStateFile = "trainer_state.json";
 bool on_cpu(const model::LoraWeights& lora) {
   return lora.specs.empty() || lora.matrix(lora.specs[0], model::LoraMatrix::A).device == Device::CPU;
 }
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kConfigFile = "train_config.yaml";
 
 nlohmann::json state_json(const TrainerState& s, const LrSchedule& schedule) {

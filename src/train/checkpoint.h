@@ -31,6 +31,9 @@
 
 namespace lt::train {
 
+// A training checkpoint's whole optimizer state (one process's, ddp's; a sharded run writes rank files).
+inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
 // Where the run stands after `step` optimizer steps.
 struct TrainerState {
   int64_t step = 0;         // optimizer steps done

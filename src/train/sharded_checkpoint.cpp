@@ -283,6 +283,38 @@ void load_optimizer_shards(const std::string& dir, const std::vector<DataParalle
   optimizer.load_state(tensors, m.path);
 }
 
+void load_optimizer_slices_of_whole(const std::string& dir, const std::vector<DataParallel::StateCut>& layout,
+                                    int rank, AdamW& optimizer) {
+  const std::string path = (fs::path(dir) / kOptimizerFile).string();
+  const std::unique_ptr<io::SafetensorsFile> file = io::SafetensorsFile::open(path);
+  // A view of `count` elements of `e` from element `begin` (the mapping is read only: load_state copies).
+  auto view = [&](const io::SafetensorsEntry& e, int64_t begin, int64_t count) {
+    const std::optional<DType> dtype = io::to_dtype(e.dtype);
+    LT_CHECK(dtype.has_value(), "{}: tensor '{}' has dtype {}, expected a floating dtype", path, e.name,
+             io::st_dtype_name(e.dtype));
+    const size_t element = size_t(io::st_dtype_bits(e.dtype) / 8);
+    return Tensor(const_cast<uint8_t*>(e.data) + size_t(begin) * element, *dtype, {count});
+  };
+  const io::SafetensorsEntry* step = file->find("step");
+  LT_CHECK(step != nullptr && step->numel() == 1, "{}: no one-element tensor 'step', expected AdamW's step count",
+           path);
+  std::vector<io::NamedTensor> tensors{{"step", view(*step, 0, 1)}};
+  for (const DataParallel::StateCut& cut : layout) {
+    const DataParallel::Slice mine = cut.ranks[size_t(rank)];
+    if (mine.begin == mine.end) continue;  // not this rank's (DataParallel::optimizer_groups)
+    for (const char* moment : kMoments) {
+      const std::string name = fmt::format("{}.{}", cut.name, moment);
+      const io::SafetensorsEntry* e = file->find(name);
+      LT_CHECK(e != nullptr, "{}: no tensor '{}', expected the moments of this run's trained tensors", path,
+               name);
+      LT_CHECK(e->shape == cut.shape, "{}: tensor '{}' has shape [{}], but this run trains it with shape [{}]",
+               path, name, fmt::join(e->shape, ", "), fmt::join(cut.shape, ", "));
+      tensors.push_back({name, view(*e, mine.begin, mine.end - mine.begin)});
+    }
+  }
+  optimizer.load_state(tensors, path);
+}
+
 TrainerState resume_checkpoint(const ops::Context& ctx, const std::string& dir,
                                const model::ModelConfig& model, model::ModelWeights& weights,
                                const DataParallel& data_parallel, int rank, AdamW& optimizer,
@@ -294,7 +326,16 @@ TrainerState resume_checkpoint(const ops::Context& ctx, const std::string& dir,
     check_optimizer_step(dir, optimizer, s);
     return s;
   }
-  // A whole optimizer.safetensors: loaded whole, then sliced when this run shards its optimizer.
+  if (data_parallel.shards_optimizer() && !optimizer.options().eight_bit) {
+    // A whole optimizer.safetensors (one process's or ddp's) and a sharded optimizer: this rank's elements
+    // of each moment are read from the mapped file, so the whole moments never exist in memory.
+    const TrainerState s = load_weights_and_state(ctx, dir, model, weights, lora, adapter, streamed);
+    load_optimizer_slices_of_whole(dir, data_parallel.state_layout(), rank, optimizer);
+    check_optimizer_step(dir, optimizer, s);
+    return s;
+  }
+  // A whole optimizer.safetensors: loaded whole, then sliced when this run shards its optimizer (8-bit
+  // AdamW: its blocks' scales are not cut by elements).
   std::unique_ptr<AdamW> whole = data_parallel.whole_optimizer(optimizer.options());
   const TrainerState s =
       load_checkpoint(ctx, dir, model, weights, whole ? *whole : optimizer, lora, adapter, streamed);

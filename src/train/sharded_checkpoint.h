@@ -50,6 +50,11 @@ std::string save_sharded_checkpoint(const ops::Context& ctx, dist::Communicator&
 // checkpoint written at any world size. Errors name the manifest or rank file and the field or tensor.
 void load_optimizer_shards(const std::string& checkpoint_dir,
                            const std::vector<DataParallel::StateCut>& layout, int rank, AdamW& optimizer);
+// The same from a whole kOptimizerFile (one process's or ddp's): only rank `rank`'s elements of each
+// moment are read, from the mapped file (the whole moments are never copied into memory).
+void load_optimizer_slices_of_whole(const std::string& checkpoint_dir,
+                                    const std::vector<DataParallel::StateCut>& layout, int rank,
+                                    AdamW& optimizer);
 
 // What a resumed run of any sharding loads: the weights (or adapters) and trainer state, and this rank's
 // optimizer state from the rank files (a sharded checkpoint) or from optimizer.safetensors (sliced when the

@@ -286,5 +286,56 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
   }
 }
 
+// Resumed from one process's checkpoint (its whole optimizer.safetensors): each rank reads only its elements
+// of AdamW's moments from the mapped file, so from before the load to the end of the trainer's set-up the
+// CPU engine's memory (HostMemory) never rises above what the rank then keeps by half the whole moments (a
+// resume that loaded the whole moments and then cut them rises by all of them).
+TEST_F(MpiZero3SlicedLoad, AResumeFromOneProcessNeverHoldsTheWholeMoments) {
+  const std::string deep = dir_->file("deep-resume-model");
+  if (comm_->is_main()) {
+    test::write_tiny_model_dir(deep);
+    nlohmann::json c = io::read_json_file(deep + "/config.json");
+    c["num_hidden_layers"] = 8;
+    c["hidden_size"] = 32;
+    c["intermediate_size"] = 64;
+    std::ofstream(deep + "/config.json") << c.dump(2);
+  }
+  comm_->barrier();
+  auto config = [&](const std::string& run) {
+    TrainConfig c = base_config(dir_->path(), "full");
+    c.base_model = deep;
+    c.save_steps = 2;
+    apply_overrides(c, {"--sharding", "zero3"});
+    c.output_dir = output("moments-" + run);
+    return c;
+  };
+  const TrainResult single = run_single(config("single"));
+  TrainConfig c = config("resumed");
+  c.resume = dir_->file("moments-single") + "/checkpoint-2";
+  const model::ModelConfig mc = model::load_model_config(deep);
+  const model::TrainableFn trainable = trainable_fn(c, mc);
+  size_t whole_moments = 0;
+  for (const model::WeightSpec& spec : model::weight_specs(mc))
+    if (trainable(spec)) whole_moments += 2 * size_t(spec.numel()) * 8;  // f64 exp_avg and exp_avg_sq
+  HostMemory& memory = HostMemory::instance();
+  const size_t before = memory.in_use_bytes();
+  memory.reset_peak();
+  size_t rise = 0, kept = 0;
+  {
+    LoadedModel model = load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed),
+                                                Device::CPU, trainable, /*frozen=*/true, comm_->world_size(),
+                                                comm_->rank());
+    data::Dataset d = load_training_data(c, nullptr, model.config);
+    const Trainer trainer(c, model, d.examples, {}, 0, nullptr, comm_.get());
+    rise = memory.peak_bytes() - before;
+    kept = memory.in_use_bytes() - before;
+  }
+  EXPECT_LT(rise - kept, whole_moments / 2) << "the resume held the whole moments";
+  // And it trains on as the uninterrupted one process does (the other resume tests compare the bits).
+  const TrainResult resumed = run_training(c, test::quiet_hooks(), comm_.get());
+  if (comm_->is_main())
+    expect_losses_close(resumed.losses, {single.losses[2], single.losses[3]}, kTolerance);
+}
+
 }  // namespace
 }  // namespace lt::train
