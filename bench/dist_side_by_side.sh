@@ -112,12 +112,14 @@ for w in "${workloads[@]}"; do
       [ -z "$peer_llama8b" ] && peer_llama8b=$(peer_run llama8b_full --model llama3.1-8b --seq 4096 --batch 1)
       read -r pt pg <<< "$peer_llama8b"
       row "$w" "$lt" "$lg" "$pt" "$pg" ;;
-    llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one)  # the LoRA scaling row (one: the same on one rank),
-      # keeping every activation on the device: with q and h offloaded (side_by_side.sh's row) every rank's
-      # copies share the host's memory bandwidth, and the scaling would measure that
+    llama8b_lora_1024x8_ddp | llama8b_lora_1024x8_one | llama8b_lora_1024x8_zero3)  # the LoRA scaling row
+      # (one: the same on one rank; zero3: the frozen base sharded, 1/N of it per rank), keeping every
+      # activation on the device: with q and h offloaded (side_by_side.sh's row) every rank's copies share
+      # the host's memory bandwidth, and the scaling would measure that
       [ "${w##*_}" = one ] && ranks=1 || ranks=$gpus
+      sharding=${w##*_}; [ "$sharding" = one ] && sharding=none
       read -r lt lg <<< "$(RANKS=$ranks FINETUNE=lora leantune_run "$w" bench/configs/llama3.1-8b 1024 8 5 \
-        "$([ "$ranks" = 1 ] && echo none || echo ddp)" --recompute none)"
+        "$sharding" --recompute none)"
       row "$w" "$lt" "$lg" - - ;;
     llama8b_full_4096x1_zero3_*)  # leantune alone, recomputing less than full (the suffix: the policy)
       read -r lt lg <<< "$(leantune_run "$w" bench/configs/llama3.1-8b 4096 1 5 zero3 --recompute "${w##*_}")"
