@@ -26,7 +26,7 @@ class MpiZero3Eval : public MpiTinyRun {
     TrainConfig c = base_config(dir_->path(), "full");
     if (finetune == "partial") {
       c.finetune = model::Finetune::Partial;
-      c.trainable = {"attention", "norms"};  // some layer tensors sharded, the MLP's frozen (whole)
+      c.trainable = {"attention", "norms"};  // the MLP's layer tensors frozen (sharded too, untrained)
     }
     c.micro_batch_size = 2;
     c.val_set_size = 5;

@@ -51,6 +51,22 @@ class MpiZero3SlicedLoad : public MpiTinyRun {
     comm_->barrier();
   }
 
+  // A model of 8 layers (written by rank 0 under `name`) whose layers outweigh its embedding and head, for
+  // the memory tests; its directory.
+  std::string deep_model(const std::string& name) {
+    const std::string deep = dir_->file(name);
+    if (comm_->is_main()) {
+      test::write_tiny_model_dir(deep);
+      nlohmann::json c = io::read_json_file(deep + "/config.json");
+      c["num_hidden_layers"] = 8;
+      c["hidden_size"] = 32;
+      c["intermediate_size"] = 64;
+      std::ofstream(deep + "/config.json") << c.dump(2);
+    }
+    comm_->barrier();
+    return deep;
+  }
+
   // The run loaded whole on every rank (load_model), with run_training's data and split.
   TrainResult run_whole(const TrainConfig& c) {
     LoadedModel model =
@@ -225,16 +241,7 @@ TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
 TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
   using namespace slice_layout;
   const int world = comm_->world_size();
-  const std::string deep = dir_->file("deep-model");
-  if (comm_->is_main()) {
-    test::write_tiny_model_dir(deep);
-    nlohmann::json c = io::read_json_file(deep + "/config.json");
-    c["num_hidden_layers"] = 8;
-    c["hidden_size"] = 32;
-    c["intermediate_size"] = 64;
-    std::ofstream(deep + "/config.json") << c.dump(2);
-  }
-  comm_->barrier();
+  const std::string deep = deep_model("deep-model");
   for (const std::string finetune : {"full", "partial"}) {
     SCOPED_TRACE(finetune);
     TrainConfig c = base_config(dir_->path(), "full");
@@ -291,16 +298,7 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
 // CPU engine's memory (HostMemory) never rises above what the rank then keeps by half the whole moments (a
 // resume that loaded the whole moments and then cut them rises by all of them).
 TEST_F(MpiZero3SlicedLoad, AResumeFromOneProcessNeverHoldsTheWholeMoments) {
-  const std::string deep = dir_->file("deep-resume-model");
-  if (comm_->is_main()) {
-    test::write_tiny_model_dir(deep);
-    nlohmann::json c = io::read_json_file(deep + "/config.json");
-    c["num_hidden_layers"] = 8;
-    c["hidden_size"] = 32;
-    c["intermediate_size"] = 64;
-    std::ofstream(deep + "/config.json") << c.dump(2);
-  }
-  comm_->barrier();
+  const std::string deep = deep_model("deep-resume-model");
   auto config = [&](const std::string& run) {
     TrainConfig c = base_config(dir_->path(), "full");
     c.base_model = deep;
