@@ -104,7 +104,7 @@ model::MemoryPlan plan_for_rank(model::MemoryPlan plan, dist::Sharding sharding,
   // zero2 over several ranks slices the layers' gradients only (the trainer's condition); zero3 also their
   // weights, even in one process, the frozen ones too (a LoRA run's base) unless the base is 4-bit (QLoRA).
   const bool zero2_slices = sharding == dist::Sharding::Zero2 && world > 1;
-  const bool frozen = sharding == dist::Sharding::Zero3 && !s.nf4_double_quant;
+  const bool frozen = sharding == dist::Sharding::Zero3 && !s.nf4_double_quant.has_value();  // not QLoRA
   if ((sharding != dist::Sharding::Zero3 && !zero2_slices) ||
       (s.method == model::FinetuneMethod::Lora && !frozen))
     return plan;
