@@ -350,8 +350,9 @@ void register_info_command(CLI::App& app) {
   cmd->add_option("--world", options->world, "with --plan: the plan of one rank among this many processes")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--sharding", options->sharding,
-                  "with --plan: none, ddp, zero1 or zero2 (zero1/zero2: 1/world of AdamW's state and of the "
-                  "master weights a rank)");
+                  "with --plan: none, ddp, zero1, zero2 or zero3 (zero1/zero2/zero3: 1/world of AdamW's state "
+                  "and of the master weights a rank; zero2 also of the layers' gradients, zero3 also of their "
+                  "weights)");
   cmd->add_flag("--optimizer_in_backward", options->optimizer_in_backward,
                 "with --plan, full or partial, chunk_size 0: AdamW during backward (one layer's gradients)");
   cmd->add_flag("--master_weights", options->master_weights,
