@@ -74,7 +74,7 @@ LayerGradientShards::LayerGradientShards(const ops::Context& ctx, dist::Communic
       continue;
     }
     Slice s{.spec = spec, .numel = spec.numel(), .capacity = capacity_of(spec.numel(), world)};
-    s.owned = std::clamp<int64_t>(s.numel - comm.rank() * s.capacity, 0, s.capacity);
+    s.owned = owned_of(s.numel, world, comm.rank());
     size_t& buffer = used[size_t(spec.layer)];
     s.offset = buffer;
     buffer += aligned(size_t(s.capacity * world) * dtype_size(grad_dtype_));

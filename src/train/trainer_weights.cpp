@@ -12,6 +12,7 @@
 #include "train/config_enums.h"
 #include "train/final_model.h"
 #include "train/model_card.h"
+#include "train/slice_layout.h"
 #include "train/trainer.h"
 #include "train/zero3_sliced_load.h"
 
@@ -79,19 +80,25 @@ void Trainer::slice_master_weights() {
 
 void Trainer::check_sliced_load(const model::TrainableFn& trainable, bool frozen) const {
   const Zero3Slices& loaded = *model_.zero3_slices;
-  LT_CHECK(config_.sharding == dist::Sharding::Zero3 && loaded.world == comm_->world_size() &&
-               loaded.rank == comm_->rank(),
-           "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
-           "{} of {} with sharding {}",
-           loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
-           name_of(kShardingNames, config_.sharding));
+  LT_CHECK(
+      config_.sharding == dist::Sharding::Zero3 && loaded.world == comm_->world_size() &&
+          loaded.rank == comm_->rank(),
+      "config: the model was loaded as rank {}'s slices of {} (zero3's sliced load), but this run is rank "
+      "{} of {} with sharding {}",
+      loaded.rank, loaded.world, comm_->rank(), comm_->world_size(),
+      name_of(kShardingNames, config_.sharding));
   for (const model::WeightSpec& spec : model::weight_specs(model_.config)) {
     const bool sliced = zero3_sliced(spec, trainable, frozen);
-    const bool as_trained = loaded.slices.count(spec.hf_name) > 0, as_frozen = loaded.frozen.count(spec.hf_name) > 0;
+    const bool as_trained = loaded.slices.count(spec.hf_name) > 0,
+               as_frozen = loaded.frozen.count(spec.hf_name) > 0;
     LT_CHECK(sliced == (as_trained || as_frozen) && (!sliced || as_trained == trainable(spec)),
              "zero3's sliced load: '{}' is {} but was loaded {}", spec.hf_name,
-             !sliced ? "not sharded" : trainable(spec) ? "a trained layer tensor" : "a frozen layer tensor",
-             as_trained ? "as a trained slice" : as_frozen ? "as a frozen slice" : "whole");
+             !sliced           ? "not sharded"
+             : trainable(spec) ? "a trained layer tensor"
+                               : "a frozen layer tensor",
+             as_trained  ? "as a trained slice"
+             : as_frozen ? "as a frozen slice"
+                         : "whole");
   }
 }
 
@@ -108,7 +115,8 @@ model::StreamedWeights Trainer::resume_streamed(DType dtype) {
                 // rounded to nearest from the same elements (as load_master_slices rounds the whole working
                 // weights).
                 data_parallel_->load_master(spec.hf_name, whole);
-                copy_own_slice(ctx_, whole, working.at(spec.hf_name), comm_->world_size(), comm_->rank());
+                slice_layout::copy_own_slice(ctx_, whole, working.at(spec.hf_name), comm_->world_size(),
+                                             comm_->rank());
               }};
 }
 

@@ -92,7 +92,7 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
       continue;
     }
     Shard s{.spec = spec, .numel = spec.numel(), .capacity = capacity_of(spec.numel(), world)};
-    s.owned = std::clamp<int64_t>(s.numel - comm.rank() * s.capacity, 0, s.capacity);
+    s.owned = owned_of(s.numel, world, comm.rank());
     size_t& slot = slot_used[size_t(spec.layer)];
     s.slot_offset = slot;
     slot += aligned(size_t(s.capacity * world) * dtype_size(dtype));
@@ -139,12 +139,8 @@ Zero3Layers::Zero3Layers(const ops::Context& ctx, dist::Communicator& comm, cons
                spec.hf_name, from->numel(), dtype_name(from->dtype), s.capacity, dtype_name(dtype));
       ops::copy(ctx_, s.param, *from);  // zero-padded already
     } else {
-      ops::zero(ctx_, s.param);
-      if (s.owned > 0) {
-        const size_t begin = size_t(comm.rank() * s.capacity) * dtype_size(dtype);
-        ops::copy(ctx_, flat(s.param.data, dtype, s.owned, device),
-                  flat(static_cast<char*>(w.data) + begin, dtype, s.owned, device));
-      }
+      ops::zero(ctx_, s.param);  // the padding past the slice gathers as zeros
+      copy_own_slice(ctx_, w, s.param, world, comm.rank());
     }
     // Re-pointed at the slot that holds the layer by each hook (acquire).
     Tensor shape = model::spec_view(spec, nullptr, dtype);

@@ -25,17 +25,6 @@ bool zero3_sliced(const model::WeightSpec& spec, const model::TrainableFn& train
   return spec.layer >= 0 && (frozen || trainable(spec));
 }
 
-void copy_own_slice(const ops::Context& ctx, const Tensor& whole, const Tensor& slice, int world, int rank) {
-  const int64_t n = whole.numel(), c = capacity_of(n, world);
-  LT_CHECK(slice.numel() == c, "zero3 slice: {} elements for a tensor of {} over {} ranks (expected {})",
-           slice.numel(), n, world, c);
-  const int64_t owned = std::clamp<int64_t>(n - int64_t(rank) * c, 0, c);
-  if (owned == 0) return;
-  const size_t begin = size_t(int64_t(rank) * c) * dtype_size(whole.dtype);
-  ops::copy(ctx, flat(slice.data, slice.dtype, owned, slice.device),
-            flat(static_cast<char*>(whole.data) + begin, whole.dtype, owned, whole.device));
-}
-
 LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& model_dir, DType dtype,
                                     bool random_init, uint64_t seed, Device device,
                                     const model::TrainableFn& trainable, bool frozen, int world, int rank) {

@@ -1,9 +1,10 @@
 // zero3 over several ranks without the whole model on any rank (train/zero3_layers.h): the model-level
 // tensors (embedding, final norm, LM head) are loaded whole, and each layer tensor zero3 shards (the trained
-// ones, and the frozen ones of a dense base: a LoRA run's, a partial run's untrained ones) is read from the safetensors files (or drawn, random_init) alone into one reused staging
-// buffer (model::StreamedWeights) from which this rank's slice is copied; the trainer's Zero3Layers takes
-// the slices over and its gradients are made as slices (train/layer_gradient_shards.h). The slices are the
-// bytes the whole load's cut gives, so both loads train alike bit for bit.
+// ones, and the frozen ones of a dense base: a LoRA run's, a partial run's untrained ones) is read from the
+// safetensors files (or drawn, random_init) alone into one reused staging buffer (model::StreamedWeights)
+// from which this rank's slice is copied; the trainer's Zero3Layers takes the slices over and its gradients
+// are made as slices (train/layer_gradient_shards.h). The slices are the bytes the whole load's cut gives, so
+// both loads train alike bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,5 @@ bool zero3_sliced(const model::WeightSpec& spec, const model::TrainableFn& train
 LoadedModel load_zero3_sliced_model(const ops::Context& ctx, const std::string& model_dir, DType dtype,
                                     bool random_init, uint64_t seed, Device device,
                                     const model::TrainableFn& trainable, bool frozen, int world, int rank);
-
-// Copies this rank's elements of the whole tensor `whole` (any device) into `slice` ((c) elements, any
-// device, converted as ops::copy converts): elements [rank*c, rank*c + owned); the padding is left as is.
-void copy_own_slice(const ops::Context& ctx, const Tensor& whole, const Tensor& slice, int world, int rank);
 
 }  // namespace lt::train

@@ -21,6 +21,7 @@
 #include "train/data_parallel.h"
 #include "train/layer_gradient_shards.h"
 #include "train/memory_check.h"
+#include "train/memory_plan_test_util.h"
 #include "train/zero3_layers.h"
 
 namespace lt {
@@ -93,25 +94,6 @@ class FourRanks final : public dist::Communicator {
   void agree(const std::string&, double) override { FAIL(); }
 };
 
-size_t row_bytes(const model::MemoryPlan& plan, const std::string& prefix) {
-  size_t bytes = 0;
-  for (const model::MemoryPlanRow& row : plan.rows)
-    if (row.name.starts_with(prefix)) bytes += row.bytes;
-  return bytes;
-}
-
-// Layers large enough that the slices' 256-byte alignment does not outweigh what they save.
-model::ModelConfig sliceable_config(int64_t num_layers = 4) {
-  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = num_layers;
-  mc.hidden_size = 64;
-  mc.intermediate_size = 160;
-  mc.num_heads = 4;
-  mc.num_kv_heads = 2;
-  mc.head_dim = 16;
-  return mc;
-}
-
 // A whole f32 model with random weights and its gradients, each in an arena of its own (what the trainer
 // hands Zero3Layers).
 struct WholeModel {
@@ -136,7 +118,7 @@ size_t padded(size_t bytes) {
 }
 
 TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
-  const model::ModelConfig mc = sliceable_config(8);
+  const model::ModelConfig mc = test::sliceable_config(8);
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
@@ -159,9 +141,9 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
   train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena);
   EXPECT_NE(weights_arena.get(), old_weights);  // the whole layers' memory is gone
   EXPECT_EQ(padded(weights_arena->used()),
-            row_bytes(rank, "weights") + row_bytes(rank, "zero3 gather slots"));
+            test::row_bytes(rank, "weights") + test::row_bytes(rank, "zero3 gather slots"));
   EXPECT_EQ(padded(grads_arena->used()),
-            row_bytes(rank, "weight grads") + row_bytes(rank, "zero3 gradient buffer"));
+            test::row_bytes(rank, "weight grads") + test::row_bytes(rank, "zero3 gradient buffer"));
   // Rank 1's slice of the first layer's q_proj: elements [c, 2c) of the whole tensor.
   for (const train::Zero3Layers::Shard& s : layers.shards()) {
     if (s.spec.layer != 0 || s.spec.kind != model::WeightKind::AttnQ) continue;
@@ -175,7 +157,7 @@ TEST(RankMemoryPlan, Zero3CountsWhatItsLayersAllocate) {
 // zero3 with AdamW in the backward keeps no gradient slices: its gradient arena holds the model-level
 // gradients and the two layer buffers only, as the plan says, and the plan is zero3's less the slices.
 TEST(RankMemoryPlan, Zero3WithAdamWInBackwardKeepsNoGradientSlices) {
-  const model::ModelConfig mc = sliceable_config(8);
+  const model::ModelConfig mc = test::sliceable_config(8);
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
@@ -194,9 +176,9 @@ TEST(RankMemoryPlan, Zero3WithAdamWInBackwardKeepsNoGradientSlices) {
   train::Zero3Layers layers(ctx, comm, mc, weights, weights_arena, grads, grads_arena, true, {},
                             /*gradient_slices=*/false);
   EXPECT_FALSE(layers.keeps_gradient_slices());
-  EXPECT_EQ(padded(grads_arena->used()),
-            row_bytes(rank, "weight grads (model-level)") + row_bytes(rank, "zero3 gradient buffer"));
-  EXPECT_EQ(row_bytes(rank, "weight grads (model-level)"),
+  EXPECT_EQ(padded(grads_arena->used()), test::row_bytes(rank, "weight grads (model-level)") +
+                                             test::row_bytes(rank, "zero3 gradient buffer"));
+  EXPECT_EQ(test::row_bytes(rank, "weight grads (model-level)"),
             model::grads_bytes(mc, DType::F32, [](const model::WeightSpec& s) { return s.layer < 0; }));
 }
 
@@ -212,8 +194,8 @@ TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
   train::apply_overrides(c, {"--schedule", "chunk_major"});
   const model::MemoryPlan chunked = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   for (const char* row : {"weights (trained layer tensors", "zero3 gather slots", "zero3 gradient buffers"}) {
-    EXPECT_GT(row_bytes(layered, row), 0u) << row;
-    EXPECT_EQ(row_bytes(layered, row), row_bytes(chunked, row)) << row;
+    EXPECT_GT(test::row_bytes(layered, row), 0u) << row;
+    EXPECT_EQ(test::row_bytes(layered, row), test::row_bytes(chunked, row)) << row;
   }
 }
 
@@ -221,15 +203,15 @@ TEST(RankMemoryPlan, Zero3UnderLayerMajorCountsTheSlices) {
 // less than the whole gradients; rank 1 of 4's slices are zeroed, and each layer's gradient tensors are
 // views of a buffer.
 TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
-  const model::ModelConfig mc = sliceable_config();
+  const model::ModelConfig mc = test::sliceable_config();
   train::TrainConfig c;
   c.finetune = model::Finetune::Full;
   c.precision = train::Precision::Fp32;
   train::apply_overrides(c, {"--sharding", "zero2"});
   const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
-  EXPECT_GT(row_bytes(rank, "zero2 gradient buffers (2 layers) and scatter scratch"), 0u);
-  EXPECT_EQ(row_bytes(rank, "zero3"), 0u);
-  EXPECT_EQ(row_bytes(rank, "weights"), model::weights_bytes(mc, DType::F32));  // whole on every rank
+  EXPECT_GT(test::row_bytes(rank, "zero2 gradient buffers (2 layers) and scatter scratch"), 0u);
+  EXPECT_EQ(test::row_bytes(rank, "zero3"), 0u);
+  EXPECT_EQ(test::row_bytes(rank, "weights"), model::weights_bytes(mc, DType::F32));  // whole on every rank
 
   const size_t whole = model::grads_bytes(mc, DType::F32);
   auto grads_arena = std::make_unique<Arena>("grads", HostMemory::instance(), whole + 256);
@@ -237,7 +219,7 @@ TEST(RankMemoryPlan, Zero2CountsWhatItsGradientSlicesAllocate) {
   FourRanks comm;
   train::LayerGradientShards slices(ctx, comm, mc, grads, grads_arena);
   EXPECT_EQ(padded(grads_arena->used()),
-            row_bytes(rank, "weight grads") + row_bytes(rank, "zero2 gradient buffers"));
+            test::row_bytes(rank, "weight grads") + test::row_bytes(rank, "zero2 gradient buffers"));
   EXPECT_LT(grads_arena->used(), whole);
   size_t layer_tensors = 0;
   for (const model::WeightSpec& spec : model::weight_specs(mc)) layer_tensors += spec.layer >= 0;
@@ -286,18 +268,18 @@ struct ModelWithMasters {
 // row is what DataParallel::make_master_slices allocates, and Zero3Layers takes the layer tensors' slices
 // over as they are (the same cut: c = ceil(n / world) elements, zero-padded), copying nothing.
 TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
-  const model::ModelConfig mc = sliceable_config();
+  const model::ModelConfig mc = test::sliceable_config();
   train::TrainConfig c = full_fp32_with_masters();
   // Against ddp's whole masters.
   train::apply_overrides(c, {"--sharding", "ddp"});
   const model::MemoryPlan ddp = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
   train::apply_overrides(c, {"--sharding", "zero3"});
   const model::MemoryPlan rank = train::check_run_memory(c, mc, DType::F32, 2, 16, {}, Device::CPU, 4);
-  EXPECT_LT(row_bytes(rank, "master weights"), row_bytes(ddp, "master weights") / 3);
+  EXPECT_LT(test::row_bytes(rank, "master weights"), test::row_bytes(ddp, "master weights") / 3);
   size_t slices = 0;
   for (const model::WeightSpec& spec : model::weight_specs(mc))
     slices += train::DataParallel::master_slice_bytes(spec.numel(), 4, DType::F64);
-  EXPECT_EQ(row_bytes(rank, "master weights (1/4 slices)"), slices);
+  EXPECT_EQ(test::row_bytes(rank, "master weights (1/4 slices)"), slices);
 
   ModelWithMasters m(mc);  // m.masters: the working weights widened, as a whole (only to compare with)
   auto& [weights_arena, grads_arena, master_arena, weights, grads, masters] = m;
@@ -340,9 +322,10 @@ TEST(RankMemoryPlan, Zero3CountsTheMasterSlicesItKeeps) {
 // the row shrinks with the world size; what make_master_slices allocates is that row, and the slice it keeps
 // is the whole master's elements [r*c, min((r+1)*c, n)).
 TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
-  const model::ModelConfig mc = sliceable_config();
+  const model::ModelConfig mc = test::sliceable_config();
   train::TrainConfig c = full_fp32_with_masters();
-  const size_t whole = row_bytes(train::check_run_memory(c, mc, DType::F32, 2, 16, {}), "master weights");
+  const size_t whole =
+      test::row_bytes(train::check_run_memory(c, mc, DType::F32, 2, 16, {}), "master weights");
   EXPECT_EQ(whole, model::grads_bytes(mc, DType::F64));
   for (const char* sharding : {"zero1", "zero2"}) {
     SCOPED_TRACE(sharding);
@@ -354,8 +337,8 @@ TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
       size_t slices = 0;
       for (const model::WeightSpec& spec : model::weight_specs(mc))
         slices += (size_t((spec.numel() + world - 1) / world) * 8 + 255) / 256 * 256;
-      EXPECT_EQ(row_bytes(rank, "master weights"), slices) << world;
-      EXPECT_EQ(row_bytes(rank, fmt::format("master weights (1/{} slices)", world)), slices) << world;
+      EXPECT_EQ(test::row_bytes(rank, "master weights"), slices) << world;
+      EXPECT_EQ(test::row_bytes(rank, fmt::format("master weights (1/{} slices)", world)), slices) << world;
       if (world > 1) {
         EXPECT_LT(slices, previous) << world;
       }
@@ -381,7 +364,8 @@ TEST(RankMemoryPlan, Zero1AndZero2CountTheMasterSlicesTheyKeep) {
   train::DataParallel dp(ctx, comm, dist::Sharding::Zero2, groups, HostMemory::instance());
   const std::unique_ptr<Arena> slices = dp.make_master_slices(names, HostMemory::instance(), DType::F64);
   EXPECT_TRUE(dp.shards_masters());
-  EXPECT_EQ(slices->capacity(), row_bytes(rank, "master weights") + 256);  // the arena's alignment slack
+  EXPECT_EQ(slices->capacity(),
+            test::row_bytes(rank, "master weights") + 256);  // the arena's alignment slack
   // AdamW updates the master slices and rounds them into the working weights' slices.
   train::AdamW optimizer(ctx, dp.optimizer_groups(), {});
   std::string q0_name;

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,6 +62,47 @@ class MpiTinyRun : public ::testing::Test {
     comm_->barrier();
   }
   void TearDown() override { dir_.reset(); }
+  // The tiny model's config.json copied under `name` with other sizes (written by rank 0); its directory.
+  std::string resized_model(const std::string& name, int64_t layers, int64_t hidden, int64_t intermediate) {
+    const std::string dir = dir_->file(name);
+    if (comm_->is_main()) {
+      std::filesystem::create_directories(dir);
+      nlohmann::json config = nlohmann::json::parse(std::ifstream(dir_->file("model/config.json")));
+      config["num_hidden_layers"] = layers;
+      config["hidden_size"] = hidden;
+      config["intermediate_size"] = intermediate;
+      std::ofstream(dir + "/config.json") << config.dump(2);
+    }
+    comm_->barrier();
+    return dir;
+  }
+  // A tiny Phi-3 (fused qkv_proj and gate_up_proj, whose parts are views of their rows) under `name`
+  // (written by rank 0); its directory.
+  std::string phi3_model(const std::string& name) {
+    const std::string dir = dir_->file(name);
+    if (comm_->is_main()) {
+      std::filesystem::create_directories(dir);
+      const nlohmann::json config{{"architectures", {"Phi3ForCausalLM"}},
+                                  {"model_type", "phi3"},
+                                  {"vocab_size", 24},
+                                  {"hidden_size", 32},
+                                  {"intermediate_size", 48},
+                                  {"num_hidden_layers", 3},
+                                  {"num_attention_heads", 4},
+                                  {"num_key_value_heads", 2},
+                                  {"max_position_embeddings", 64},
+                                  {"hidden_act", "silu"},
+                                  {"rms_norm_eps", 1e-5},
+                                  {"rope_theta", 10000.0},
+                                  {"initializer_range", 0.2},
+                                  {"tie_word_embeddings", false},
+                                  {"bos_token_id", 1},
+                                  {"eos_token_id", 2}};
+      std::ofstream(dir + "/config.json") << config.dump(2);
+    }
+    comm_->barrier();
+    return dir;
+  }
   // A run's output_dir: rank 0's is `name` (the run's), the others' their own (they write nowhere).
   std::string output(const std::string& name) const {
     return comm_->is_main() ? dir_->file(name) : dir_->file(name + "-rank" + std::to_string(comm_->rank()));

@@ -27,6 +27,7 @@
 #include "dist/single_communicator.h"
 #include "support/test_context.h"
 #include "train/memory_check.h"
+#include "train/memory_plan_test_util.h"
 #include "train/run_setup.h"
 #include "train/run_training.h"
 #include "train/trainable.h"
@@ -77,28 +78,7 @@ TEST_F(MpiZero2Gradients, BlockingAndLayerMajorWithUnevenRanksEqualOneProcess) {
 // its gather slot and into the evaluation's gathered model. Losses, evaluation losses and final weights equal
 // one process within 1e-12, 4 micro-batches a step.
 TEST_F(MpiZero2Gradients, FusedWeightsEqualOneProcess) {
-  if (comm_->is_main()) {
-    const std::string model = dir_->file("phi3");
-    std::filesystem::create_directories(model);
-    const nlohmann::json config{{"architectures", {"Phi3ForCausalLM"}},
-                                {"model_type", "phi3"},
-                                {"vocab_size", 24},
-                                {"hidden_size", 32},
-                                {"intermediate_size", 48},
-                                {"num_hidden_layers", 3},
-                                {"num_attention_heads", 4},
-                                {"num_key_value_heads", 2},
-                                {"max_position_embeddings", 64},
-                                {"hidden_act", "silu"},
-                                {"rms_norm_eps", 1e-5},
-                                {"rope_theta", 10000.0},
-                                {"initializer_range", 0.2},
-                                {"tie_word_embeddings", false},
-                                {"bos_token_id", 1},
-                                {"eos_token_id", 2}};
-    std::ofstream(model + "/config.json") << config.dump(2);
-  }
-  comm_->barrier();
+  phi3_model("phi3");
   auto config = [&](const std::string& out) {
     TrainConfig c = base_config(dir_->path(), "full");
     c.base_model = dir_->file("phi3");
@@ -128,26 +108,10 @@ size_t aligned(size_t bytes) {
   return (bytes + 255) / 256 * 256;  // the arena's alignment
 }
 
-size_t row_bytes(const model::MemoryPlan& plan, const std::string& prefix) {
-  size_t bytes = 0;
-  for (const model::MemoryPlanRow& row : plan.rows)
-    if (row.name.starts_with(prefix)) bytes += row.bytes;
-  return bytes;
-}
-
 // An 8-layer model whose layers are large enough that the slices' alignment does not outweigh what they
 // save (the tiny model's 2 layers would not: two layer buffers are a whole model's layers there).
 TEST_F(MpiZero2Gradients, ARankAllocatesTheGradientSlicesAndBuffersItsPlanCounts) {
-  if (comm_->is_main()) {
-    const std::string model = dir_->file("wide-model");
-    std::filesystem::create_directories(model);
-    nlohmann::json config = nlohmann::json::parse(std::ifstream(dir_->file("model/config.json")));
-    config["num_hidden_layers"] = 8;
-    config["hidden_size"] = 64;
-    config["intermediate_size"] = 160;
-    std::ofstream(model + "/config.json") << config.dump(2);
-  }
-  comm_->barrier();
+  resized_model("wide-model", 8, 64, 160);
   const int world = comm_->world_size();
   size_t ddp_bytes = 0;
   for (const std::string sharding : {"ddp", "zero2"}) {
@@ -187,9 +151,10 @@ TEST_F(MpiZero2Gradients, ARankAllocatesTheGradientSlicesAndBuffersItsPlanCounts
     // The plan the trainer checked: the same bytes, in its rows.
     const model::MemoryPlan plan =
         check_run_memory(c, model.config, DType::F32, 1, 16, {}, Device::CPU, world);
-    EXPECT_EQ(row_bytes(plan, "weight grads (trained layer tensors: 1/" + std::to_string(world) + " slices)"),
-              whole + slices);
-    EXPECT_EQ(row_bytes(plan, "zero2 gradient buffers (2 layers) and scatter scratch"), buffers);
+    EXPECT_EQ(
+        test::row_bytes(plan, "weight grads (trained layer tensors: 1/" + std::to_string(world) + " slices)"),
+        whole + slices);
+    EXPECT_EQ(test::row_bytes(plan, "zero2 gradient buffers (2 layers) and scatter scratch"), buffers);
   }
 }
 
@@ -202,16 +167,7 @@ TEST_F(MpiZero2Gradients, ARankAllocatesTheGradientSlicesAndBuffersItsPlanCounts
 // when the trainer allocated them whole); on two the moment slices alone equal the whole gradients, so the
 // check is made from four ranks up.
 TEST_F(MpiZero2Gradients, ARankNeverHoldsTheLayersWholeGradients) {
-  const std::string deep = dir_->file("deep-model");
-  if (comm_->is_main()) {
-    std::filesystem::create_directories(deep);
-    nlohmann::json config = nlohmann::json::parse(std::ifstream(dir_->file("model/config.json")));
-    config["num_hidden_layers"] = 8;
-    config["hidden_size"] = 32;
-    config["intermediate_size"] = 512;
-    std::ofstream(deep + "/config.json") << config.dump(2);
-  }
-  comm_->barrier();
+  const std::string deep = resized_model("deep-model", 8, 32, 512);
   TrainConfig c = base_config(dir_->path(), "full");
   c.base_model = deep;
   c.finetune = model::Finetune::Partial;

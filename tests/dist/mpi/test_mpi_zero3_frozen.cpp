@@ -25,6 +25,7 @@
 #include "model/weights.h"
 #include "support/test_context.h"
 #include "train/memory_check.h"
+#include "train/memory_plan_test_util.h"
 #include "train/run_setup.h"
 #include "train/run_training.h"
 #include "train/trainable.h"
@@ -98,28 +99,7 @@ TEST_F(MpiZero3Frozen, LoraAndPartialEqualOneProcess) {
 // and partial with the MLP (gate_up_proj, down_proj) frozen: losses, evaluation losses and the final adapter
 // or model equal one process within 1e-12.
 TEST_F(MpiZero3Frozen, FrozenFusedWeightsEqualOneProcess) {
-  if (comm_->is_main()) {
-    const std::string model = dir_->file("phi3");
-    std::filesystem::create_directories(model);
-    const nlohmann::json phi3{{"architectures", {"Phi3ForCausalLM"}},
-                              {"model_type", "phi3"},
-                              {"vocab_size", 24},
-                              {"hidden_size", 32},
-                              {"intermediate_size", 48},
-                              {"num_hidden_layers", 3},
-                              {"num_attention_heads", 4},
-                              {"num_key_value_heads", 2},
-                              {"max_position_embeddings", 64},
-                              {"hidden_act", "silu"},
-                              {"rms_norm_eps", 1e-5},
-                              {"rope_theta", 10000.0},
-                              {"initializer_range", 0.2},
-                              {"tie_word_embeddings", false},
-                              {"bos_token_id", 1},
-                              {"eos_token_id", 2}};
-    std::ofstream(model + "/config.json") << phi3.dump(2);
-  }
-  comm_->barrier();
+  phi3_model("phi3");
   for (const std::string finetune : {"lora", "partial"}) {
     SCOPED_TRACE(finetune);
     auto phi3_config = [&](const std::string& out) {
@@ -144,25 +124,6 @@ TEST_F(MpiZero3Frozen, FrozenFusedWeightsEqualOneProcess) {
     const std::string kind = finetune == "lora" ? "lora" : "full";
     expect_close(final_tensors(c.output_dir, kind), final_tensors(single, kind), kTolerance);
   }
-}
-
-// Layers large enough, and enough of them, that the slices and slots weigh less than the whole layers.
-model::ModelConfig sliceable_config() {
-  model::ModelConfig mc = model::tiny_random_config(model::Architecture::Llama, 4);
-  mc.num_layers = 8;  // two slots of a whole layer each: fewer than the layers' share on 2 ranks
-  mc.hidden_size = 64;
-  mc.intermediate_size = 160;
-  mc.num_heads = 4;
-  mc.num_kv_heads = 2;
-  mc.head_dim = 16;
-  return mc;
-}
-
-size_t row_bytes(const model::MemoryPlan& plan, const std::string& prefix) {
-  size_t bytes = 0;
-  for (const model::MemoryPlanRow& row : plan.rows)
-    if (row.name.starts_with(prefix)) bytes += row.bytes;
-  return bytes;
 }
 
 size_t aligned(size_t bytes) {
@@ -201,8 +162,8 @@ TEST_F(MpiZero3Frozen, ALoraRunsBaseIsShardedByTheTrainer) {
   const model::MemoryPlan plan =
       check_run_memory(c, model.config, DType::F64, 1, 16, test::tiny_lora_specs(model.config), Device::CPU,
                        comm_->world_size());
-  EXPECT_GT(row_bytes(plan, "zero3 gather slots"), 0u);
-  EXPECT_EQ(row_bytes(plan, "weights") + row_bytes(plan, "zero3 gather slots"), expected);
+  EXPECT_GT(test::row_bytes(plan, "zero3 gather slots"), 0u);
+  EXPECT_EQ(test::row_bytes(plan, "weights") + test::row_bytes(plan, "zero3 gather slots"), expected);
 }
 
 // This rank's weights arena once Zero3Layers took over holds exactly sliced_weights_bytes, the plan's rows,
@@ -210,7 +171,7 @@ TEST_F(MpiZero3Frozen, ALoraRunsBaseIsShardedByTheTrainer) {
 // the whole tensor.
 TEST_F(MpiZero3Frozen, AWeightsArenaHoldsSlicesOfEveryLayerTensor) {
   const int world = comm_->world_size(), rank = comm_->rank();
-  const model::ModelConfig mc = sliceable_config();
+  const model::ModelConfig mc = test::sliceable_config(8);
   const size_t expected = sliced_weights_bytes(mc, world);
   ASSERT_LT(expected, model::weights_bytes(mc, DType::F64));
 
@@ -241,10 +202,10 @@ TEST_F(MpiZero3Frozen, AWeightsArenaHoldsSlicesOfEveryLayerTensor) {
                        /*frozen=*/true);
     EXPECT_EQ(aligned(weights_arena->used()), expected);
     EXPECT_EQ(aligned(weights_arena->used()),
-              row_bytes(plan, "weights") + row_bytes(plan, "zero3 gather slots"));
+              test::row_bytes(plan, "weights") + test::row_bytes(plan, "zero3 gather slots"));
     // The gradients: the trained ones' slices and buffers only (LoRA: nothing), the plan's rows.
     EXPECT_EQ(aligned(grads_arena->used()),
-              row_bytes(plan, "weight grads") + row_bytes(plan, "zero3 gradient buffer"));
+              test::row_bytes(plan, "weight grads") + test::row_bytes(plan, "zero3 gradient buffer"));
     if (finetune == "lora") {
       EXPECT_EQ(grads_arena->used(), 0u);
     }

@@ -51,22 +51,6 @@ class MpiZero3SlicedLoad : public MpiTinyRun {
     comm_->barrier();
   }
 
-  // A model of 8 layers (written by rank 0 under `name`) whose layers outweigh its embedding and head, for
-  // the memory tests; its directory.
-  std::string deep_model(const std::string& name) {
-    const std::string deep = dir_->file(name);
-    if (comm_->is_main()) {
-      test::write_tiny_model_dir(deep);
-      nlohmann::json c = io::read_json_file(deep + "/config.json");
-      c["num_hidden_layers"] = 8;
-      c["hidden_size"] = 32;
-      c["intermediate_size"] = 64;
-      std::ofstream(deep + "/config.json") << c.dump(2);
-    }
-    comm_->barrier();
-    return deep;
-  }
-
   // The run loaded whole on every rank (load_model), with run_training's data and split.
   TrainResult run_whole(const TrainConfig& c) {
     LoadedModel model =
@@ -120,18 +104,19 @@ struct Variant {
 // uneven chunked rounds with evaluations; accumulation (two micro-batches a rank on two ranks) and clipping
 // in all.
 TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
-  const std::vector<Variant> variants = {{.name = "weights"},
-                                         {.name = "random", .weights = false},
-                                         {.name = "masters", .masters = true},
-                                         {.name = "partial", .partial = true},
-                                         {.name = "chunked", .chunked = true},
-                                         {.name = "partial-masters-chunked",
-                                          .weights = false,
-                                          .masters = true,
-                                          .partial = true,
-                                          .chunked = true},
-                                         {.name = "lora", .lora = true},
-                                         {.name = "lora-random-chunked", .weights = false, .chunked = true, .lora = true}};
+  const std::vector<Variant> variants = {
+      {.name = "weights"},
+      {.name = "random", .weights = false},
+      {.name = "masters", .masters = true},
+      {.name = "partial", .partial = true},
+      {.name = "chunked", .chunked = true},
+      {.name = "partial-masters-chunked",
+       .weights = false,
+       .masters = true,
+       .partial = true,
+       .chunked = true},
+      {.name = "lora", .lora = true},
+      {.name = "lora-random-chunked", .weights = false, .chunked = true, .lora = true}};
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
     auto config = [&](const std::string& run) {
@@ -165,8 +150,8 @@ TEST_F(MpiZero3SlicedLoad, EqualsTheWholeLoadBitForBitAndOneProcess) {
     expect_same(r, sliced.output_dir, w, whole.output_dir, /*checkpoints=*/true, v.lora ? "lora" : "full");
     if (v.lora) {
       expect_losses_close(r.losses, reference.losses, kTolerance);
-      expect_close(final_tensors(sliced.output_dir, "lora"), final_tensors(dir_->file(v.name + "-single"), "lora"),
-                   kTolerance);
+      expect_close(final_tensors(sliced.output_dir, "lora"),
+                   final_tensors(dir_->file(v.name + "-single"), "lora"), kTolerance);
     } else {
       expect_like_one_process(r, sliced.output_dir, reference, dir_->file(v.name + "-single"),
                               v.masters ? kF32Tolerance : kTolerance);
@@ -241,7 +226,7 @@ TEST_F(MpiZero3SlicedLoad, ResumesOnTheSameAndAnotherWorldSize) {
 TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
   using namespace slice_layout;
   const int world = comm_->world_size();
-  const std::string deep = deep_model("deep-model");
+  const std::string deep = resized_model("deep-model", 8, 32, 64);
   for (const std::string finetune : {"full", "partial"}) {
     SCOPED_TRACE(finetune);
     TrainConfig c = base_config(dir_->path(), "full");
@@ -298,7 +283,7 @@ TEST_F(MpiZero3SlicedLoad, ARankNeverHoldsTheWholeLayers) {
 // CPU engine's memory (HostMemory) never rises above what the rank then keeps by half the whole moments (a
 // resume that loaded the whole moments and then cut them rises by all of them).
 TEST_F(MpiZero3SlicedLoad, AResumeFromOneProcessNeverHoldsTheWholeMoments) {
-  const std::string deep = deep_model("deep-resume-model");
+  const std::string deep = resized_model("deep-resume-model", 8, 32, 64);
   auto config = [&](const std::string& run) {
     TrainConfig c = base_config(dir_->path(), "full");
     c.base_model = deep;
@@ -320,9 +305,9 @@ TEST_F(MpiZero3SlicedLoad, AResumeFromOneProcessNeverHoldsTheWholeMoments) {
   memory.reset_peak();
   size_t rise = 0, kept = 0;
   {
-    LoadedModel model = load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed),
-                                                Device::CPU, trainable, /*frozen=*/true, comm_->world_size(),
-                                                comm_->rank());
+    LoadedModel model =
+        load_zero3_sliced_model(ctx, c.base_model, DType::F64, c.random_init, uint64_t(c.seed), Device::CPU,
+                                trainable, /*frozen=*/true, comm_->world_size(), comm_->rank());
     data::Dataset d = load_training_data(c, nullptr, model.config);
     const Trainer trainer(c, model, d.examples, {}, 0, nullptr, comm_.get());
     rise = memory.peak_bytes() - before;
@@ -331,8 +316,7 @@ TEST_F(MpiZero3SlicedLoad, AResumeFromOneProcessNeverHoldsTheWholeMoments) {
   EXPECT_LT(rise - kept, whole_moments / 2) << "the resume held the whole moments";
   // And it trains on as the uninterrupted one process does (the other resume tests compare the bits).
   const TrainResult resumed = run_training(c, test::quiet_hooks(), comm_.get());
-  if (comm_->is_main())
-    expect_losses_close(resumed.losses, {single.losses[2], single.losses[3]}, kTolerance);
+  if (comm_->is_main()) expect_losses_close(resumed.losses, {single.losses[2], single.losses[3]}, kTolerance);
 }
 
 }  // namespace
